@@ -1,0 +1,104 @@
+"""Pydantic contracts shared by the adapter, the activities and the workflows.
+
+This module imports nothing heavier than pydantic: workflow code imports it
+through ``workflow.unsafe.imports_passed_through()``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SegmentKind = Literal["main", "subagent", "compaction", "continuation", "role"]
+
+
+class SamplingParams(BaseModel):
+    """Sampling parameters the trainer wants; the session's values win over the client's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = -1
+    max_new_tokens: int = Field(8192, ge=1)
+
+
+class SessionConfig(BaseModel):
+    """What one rollout attempt's adapter session needs to know.
+
+    ``context_budget`` bounds prompt + completion tokens of every turn;
+    ``max_turns`` bounds the number of model calls (past it the adapter answers 429).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy_url: str
+    sampling: SamplingParams = SamplingParams()
+    context_budget: int = Field(65536, ge=256)
+    max_turns: int = Field(200, ge=1)
+    tool_parser: str = "auto"
+    model_name: str = "slime-actor"
+    label: str = ""
+
+
+class SessionTicket(BaseModel):
+    """Returned by ``open_session``: the id for bookkeeping and the bearer secret for the client."""
+
+    session_id: str
+    secret: str
+
+
+class TokenSegment(BaseModel):
+    """One trainable token sequence.
+
+    Invariants: ``tokens``, ``loss_mask`` and ``rollout_log_probs`` have equal
+    length; ``loss_mask[i] == 1`` iff ``tokens[i]`` was sampled by the policy
+    server at position ``i`` given exactly ``tokens[:i]`` (then
+    ``rollout_log_probs[i]`` is its log-prob; elsewhere it is 0.0);
+    ``loss_mask[:prompt_length]`` is all zero.
+    """
+
+    kind: SegmentKind
+    lane: str = "main"
+    tokens: list[int]
+    loss_mask: list[int]
+    rollout_log_probs: list[float]
+    prompt_length: int
+    turns: int
+    finish_reason: str
+
+    @model_validator(mode="after")
+    def _aligned(self) -> "TokenSegment":
+        n = len(self.tokens)
+        if len(self.loss_mask) != n or len(self.rollout_log_probs) != n:
+            raise ValueError("tokens, loss_mask and rollout_log_probs must have equal length")
+        if any(self.loss_mask[: self.prompt_length]):
+            raise ValueError("the initial prompt must carry loss_mask 0")
+        return self
+
+    @property
+    def response_length(self) -> int:
+        return len(self.tokens) - self.prompt_length
+
+
+class TurnSummary(BaseModel):
+    """What the adapter remembers about each model call, for progress and logs."""
+
+    index: int
+    lane: str
+    kind: SegmentKind
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    stop_reason: str
+    tool_names: list[str] = []
+    parse_errors: list[str] = []
+
+
+class SessionResult(BaseModel):
+    """Everything ``finish_session`` hands back; idempotent per session."""
+
+    session_id: str
+    segments: list[TokenSegment]
+    turns: list[TurnSummary]

@@ -1,0 +1,36 @@
+"""The policy's chat template and tokenizer, behind one small thread-safe object.
+
+Any HF tokenizer directory works (``--tokenizer PATH``, like slime's
+``--hf-checkpoint``). Encoding goes through the Rust backend's batch call,
+which releases the GIL, so rendering in an executor thread does not stall the
+event loop that serves other sessions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoTokenizer
+
+
+class PromptRenderer:
+    def __init__(self, tokenizer_dir: str | Path):
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        self._backend = self.tokenizer.backend_tokenizer
+        self.end_of_turn: str = self.tokenizer.eos_token
+        self.end_of_turn_id: int = self.tokenizer.convert_tokens_to_ids(self.end_of_turn)
+        self.vocab_size: int = len(self.tokenizer)
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+    def encode(self, text: str) -> list[int]:
+        if not text:
+            return []
+        return self._backend.encode_batch([text], add_special_tokens=False)[0].ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self._backend.decode(ids, skip_special_tokens=False)
