@@ -1,0 +1,323 @@
+"""The Anthropic-compatible adapter: Claude Code talks to it, it talks token ids to the policy.
+
+Routes: ``POST /v1/messages`` (SSE or JSON), ``POST /v1/messages/count_tokens``,
+``GET /healthz``. A request's bearer token (``Authorization: Bearer`` or
+``x-api-key``) is ``<session id>.<secret>``, minted per rollout attempt by
+``open_session``; the secret is compared in constant time. Unknown sessions
+get 401, finished ones 409, and no error ever reveals another session's state.
+
+Invariants:
+* every turn is recorded in the session's ``TokenLedger`` before its reply is
+  written, so ``finish_session`` returns exactly what the client was shown
+  (plus nothing it was not: a reply lost to a disconnect is rolled back when
+  the client retries the same request);
+* a streamed reply is never left hanging: while the policy works the stream
+  carries SSE keep-alive comments, and an upstream failure after the headers
+  went out becomes an SSE ``error`` event (Claude Code then retries);
+* a client that disconnects cancels its turn, which aborts the upstream request;
+* one bad request or a dead policy server yields an Anthropic-shaped error for
+  that request only; the adapter keeps serving every other session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from activities.anthropic_reply import (
+    SSE_KEEPALIVE,
+    error_body,
+    message_body,
+    new_message_id,
+    reply_blocks,
+    sse_blocks_and_stop,
+    sse_error,
+    sse_message_start,
+)
+from activities.anthropic_translation import ChatRequest, RequestError, translate_request
+from activities.completion_parser import ParsedCompletion, stop_reason
+from activities.contracts import SegmentKind, SessionConfig, SessionResult, SessionTicket
+from activities.policy_session import PolicySession, TurnCapExceeded, TurnObserver
+from activities.prompt_renderer import PromptRenderer
+from activities.sglang_client import PolicyServerError, SGLangClient
+
+log = logging.getLogger(__name__)
+
+COMPACTION_BETA = "fallback-credit-2026-06-01"
+COMPACTION_PROMPT = "Your task is to create a detailed summary of the conversation so far"
+CONTINUATION_PROMPT = "This session is being continued from a previous conversation"
+SUBAGENT_HEADER = "x-claude-code-agent-id"
+MAX_BODY_BYTES = 16 * 1024 * 1024
+KEEPALIVE_INTERVAL_S = 5.0
+
+
+class UnknownSession(LookupError):
+    pass
+
+
+class ClosedSession(LookupError):
+    pass
+
+
+@dataclass
+class _Entry:
+    secret: str
+    session: PolicySession
+
+
+class SessionRegistry:
+    """Live sessions by id, plus the results of finished ones (so finishing twice is harmless)."""
+
+    def __init__(self, renderer: PromptRenderer, client: SGLangClient, executor: ThreadPoolExecutor, on_turn: TurnObserver | None = None):
+        self.renderer = renderer
+        self._client = client
+        self._executor = executor
+        self._on_turn = on_turn
+        self._live: dict[str, _Entry] = {}
+        self._finished: dict[str, SessionResult] = {}
+
+    def open_session(self, config: SessionConfig) -> SessionTicket:
+        session_id = f"s{secrets.token_hex(8)}"
+        secret = secrets.token_urlsafe(32)
+        session = PolicySession(session_id, config, self.renderer, self._client, self._executor, self._on_turn)
+        self._live[session_id] = _Entry(secret=secret, session=session)
+        return SessionTicket(session_id=session_id, secret=f"{session_id}.{secret}")
+
+    def authenticate(self, token: str) -> PolicySession:
+        session_id, _, secret = token.partition(".")
+        entry = self._live.get(session_id)
+        if entry is None:
+            if session_id in self._finished:
+                raise ClosedSession(session_id)
+            raise UnknownSession()
+        if not hmac.compare_digest(entry.secret.encode(), secret.encode()):
+            raise UnknownSession()
+        return entry.session
+
+    def get(self, session_id: str) -> PolicySession | None:
+        entry = self._live.get(session_id)
+        return entry.session if entry else None
+
+    def finish_session(self, session_id: str) -> SessionResult:
+        if session_id in self._finished:
+            return self._finished[session_id]
+        entry = self._live.pop(session_id, None)
+        if entry is None:
+            raise KeyError(f"unknown session {session_id}")
+        result = SessionResult(session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns)
+        self._finished[session_id] = result
+        return result
+
+    @property
+    def live_count(self) -> int:
+        return len(self._live)
+
+
+def classify_turn(headers: Any, body: dict[str, Any], chat: ChatRequest) -> tuple[str, SegmentKind]:
+    """Which lane (main or a sub-agent) a Claude Code request belongs to, and its segment kind."""
+    agent_id = headers.get(SUBAGENT_HEADER)
+    lane = f"agent:{agent_id}" if agent_id else "main"
+    betas = headers.get("anthropic-beta", "")
+    last_user = next((m["content"] for m in reversed(chat.messages) if m["role"] == "user"), "")
+    if COMPACTION_BETA in betas.split(",") or COMPACTION_PROMPT in last_user:
+        return lane, "compaction"
+    if agent_id:
+        return lane, "subagent"
+    first_user = next((m["content"] for m in chat.messages if m["role"] == "user"), "")
+    if CONTINUATION_PROMPT in first_user:
+        return lane, "continuation"
+    return lane, "main"
+
+
+def _bearer(request: web.Request) -> str:
+    auth = request.headers.get("Authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return request.headers.get("x-api-key", "").strip()
+
+
+def _error(status: int, error_type: str, message: str) -> web.Response:
+    return web.json_response(error_body(error_type, message), status=status)
+
+
+def _authenticated(request: web.Request) -> PolicySession:
+    registry: SessionRegistry = request.app["registry"]
+    try:
+        return registry.authenticate(_bearer(request))
+    except ClosedSession:
+        raise _HTTPFailure(409, "invalid_request_error", "this session has finished; it accepts no more turns")
+    except UnknownSession:
+        raise _HTTPFailure(401, "authentication_error", "unknown session token")
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _HTTPFailure(413, "request_too_large", f"request body exceeds {request.app['max_body_bytes']} bytes")
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _HTTPFailure(400, "invalid_request_error", f"body: not valid JSON ({exc})")
+    if not isinstance(body, dict):
+        raise _HTTPFailure(400, "invalid_request_error", "body: must be a JSON object")
+    return body
+
+
+class _HTTPFailure(Exception):
+    def __init__(self, status: int, error_type: str, message: str):
+        super().__init__(message)
+        self.status, self.error_type, self.message = status, error_type, message
+
+
+@web.middleware
+async def _anthropic_errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except _HTTPFailure as failure:
+        return _error(failure.status, failure.error_type, failure.message)
+    except web.HTTPException:
+        raise
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("adapter: unexpected error on %s", request.path)
+        return _error(500, "api_error", f"internal adapter error: {type(exc).__name__}")
+
+
+async def handle_messages(request: web.Request) -> web.StreamResponse:
+    session = _authenticated(request)
+    body = await _json_body(request)
+    try:
+        chat = translate_request(body)
+    except RequestError as exc:
+        raise _HTTPFailure(400, "invalid_request_error", str(exc))
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise _HTTPFailure(400, "invalid_request_error", "max_tokens: must be a positive integer")
+    lane, kind = classify_turn(request.headers, body, chat)
+    message_id = new_message_id()
+    model = str(body.get("model") or session.config.model_name)
+
+    def build_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        blocks = reply_blocks(parsed)
+        echoed = translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]
+        return blocks, echoed
+
+    turn = asyncio.ensure_future(session.run_turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply))
+    stream: web.StreamResponse | None = None
+    try:
+        if body.get("stream"):
+            done, _ = await asyncio.wait({turn}, timeout=KEEPALIVE_INTERVAL_S)
+            while not done:
+                if stream is None:
+                    stream = await _open_stream(request)
+                await stream.write(SSE_KEEPALIVE)
+                done, _ = await asyncio.wait({turn}, timeout=KEEPALIVE_INTERVAL_S)
+        outcome = await turn
+    except asyncio.CancelledError:
+        turn.cancel()
+        raise
+    except TurnCapExceeded as exc:
+        return await _fail(request, stream, 429, "rate_limit_error", str(exc))
+    except PolicyServerError as exc:
+        log.warning("adapter: session %s: %s", session.session_id, exc)
+        return await _fail(request, stream, 529, "overloaded_error", f"policy server error: {exc}")
+    blocks = outcome.reply
+    reason = stop_reason(outcome.parsed, outcome.finish_reason)
+    if not body.get("stream"):
+        return web.json_response(message_body(message_id, model, blocks, reason, outcome.prompt_tokens, outcome.output_tokens))
+    if stream is None:
+        stream = await _open_stream(request)
+    await stream.write(sse_message_start(message_id, model, outcome.prompt_tokens))
+    await stream.write(sse_blocks_and_stop(blocks, reason, outcome.output_tokens))
+    await stream.write_eof()
+    return stream
+
+
+async def _open_stream(request: web.Request) -> web.StreamResponse:
+    stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await stream.prepare(request)
+    return stream
+
+
+async def _fail(request: web.Request, stream: web.StreamResponse | None, status: int, error_type: str, message: str) -> web.StreamResponse:
+    if stream is None:
+        return _error(status, error_type, message)
+    await stream.write(sse_error(error_type, message))
+    await stream.write_eof()
+    return stream
+
+
+async def handle_count_tokens(request: web.Request) -> web.Response:
+    session = _authenticated(request)
+    body = await _json_body(request)
+    try:
+        chat = translate_request(body)
+    except RequestError as exc:
+        raise _HTTPFailure(400, "invalid_request_error", str(exc))
+    return web.json_response({"input_tokens": await session.count_tokens(chat.messages, chat.tools)})
+
+
+async def handle_health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok", "sessions": request.app["registry"].live_count})
+
+
+def create_app(registry: SessionRegistry, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_anthropic_errors])
+    app["registry"] = registry
+    app["max_body_bytes"] = max_body_bytes
+    app.router.add_post("/v1/messages", handle_messages)
+    app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
+    app.router.add_get("/healthz", handle_health)
+    return app
+
+
+class AdapterServer:
+    """Owns the adapter's HTTP site, its policy-client connection pool and its CPU executor."""
+
+    def __init__(self, renderer: PromptRenderer, cpu_threads: int = 2, on_turn: TurnObserver | None = None, max_body_bytes: int = MAX_BODY_BYTES):
+        self._renderer = renderer
+        self._cpu_threads = cpu_threads
+        self._on_turn = on_turn
+        self._max_body_bytes = max_body_bytes
+        self._runner: web.AppRunner | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.registry: SessionRegistry | None = None
+        self.url = ""
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        self._executor = ThreadPoolExecutor(max_workers=self._cpu_threads, thread_name_prefix="adapter-cpu")
+        client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
+        self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn)
+        self._runner = web.AppRunner(create_app(self.registry, self._max_body_bytes), handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound_port = self._runner.addresses[0][1]
+        self.url = f"http://{host}:{bound_port}"
+        return self.url
+
+    @property
+    def port(self) -> int:
+        assert self._runner is not None
+        return self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._http is not None:
+            await self._http.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)

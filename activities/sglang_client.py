@@ -1,0 +1,102 @@
+"""Client for SGLang's native ``/generate`` endpoint (token ids in, token ids out).
+
+The request carries ``input_ids`` (never text), ``return_logprob`` and a
+request id; ``X-SMG-Routing-Key`` keeps a session on one server for prefix-cache
+affinity behind a router. A cancelled call aborts the upstream request so it
+stops burning GPU time. Every reply is validated: ids must be in-vocabulary
+integers with one finite log-prob each, or the reply is rejected as garbage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+
+class PolicyServerError(RuntimeError):
+    """The policy server failed or was unreachable; the client may retry the turn."""
+
+
+class PolicyOutputError(PolicyServerError):
+    """The policy server answered with something that is not a valid sample."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    output_ids: list[int]
+    log_probs: list[float]
+    finish_reason: str
+
+
+class SGLangClient:
+    def __init__(self, http: aiohttp.ClientSession, vocab_size: int, request_timeout_s: float = 900.0):
+        self._http = http
+        self._vocab_size = vocab_size
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10)
+
+    async def generate(
+        self, base_url: str, input_ids: list[int], sampling_params: dict[str, Any], rid: str, routing_key: str
+    ) -> Generation:
+        payload = {
+            "input_ids": input_ids,
+            "sampling_params": sampling_params,
+            "return_logprob": True,
+            "logprob_start_len": len(input_ids),
+            "rid": rid,
+            "stream": False,
+        }
+        try:
+            async with self._http.post(
+                f"{base_url}/generate", json=payload, headers={"X-SMG-Routing-Key": routing_key}, timeout=self._timeout
+            ) as response:
+                if response.status != 200:
+                    detail = (await response.text())[:300]
+                    raise PolicyServerError(f"policy server answered HTTP {response.status}: {detail}")
+                body = await response.json(content_type=None)
+        except asyncio.CancelledError:
+            await asyncio.shield(self.abort(base_url, rid))
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
+        return self._validated(body)
+
+    async def abort(self, base_url: str, rid: str) -> None:
+        try:
+            async with self._http.post(
+                f"{base_url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)
+            ) as response:
+                await response.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            pass
+
+    def _validated(self, body: Any) -> Generation:
+        meta = body.get("meta_info") if isinstance(body, dict) else None
+        if not isinstance(meta, dict):
+            raise PolicyOutputError("policy reply has no meta_info")
+        triples = meta.get("output_token_logprobs")
+        if not isinstance(triples, list):
+            raise PolicyOutputError("meta_info.output_token_logprobs missing: was return_logprob honoured?")
+        ids: list[int] = []
+        log_probs: list[float] = []
+        for position, triple in enumerate(triples):
+            if not isinstance(triple, (list, tuple)) or len(triple) < 2:
+                raise PolicyOutputError(f"output_token_logprobs[{position}] is not a [logprob, id, …] triple")
+            log_prob, token = triple[0], triple[1]
+            if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < self._vocab_size:
+                raise PolicyOutputError(f"output_token_logprobs[{position}]: token id {token!r} outside the vocabulary")
+            if not isinstance(log_prob, (int, float)) or not math.isfinite(log_prob) or log_prob > 1e-6:
+                raise PolicyOutputError(f"output_token_logprobs[{position}]: invalid log-prob {log_prob!r}")
+            ids.append(token)
+            log_probs.append(float(log_prob))
+        declared = body.get("output_ids")
+        if declared is not None and declared != ids:
+            raise PolicyOutputError("output_ids disagree with output_token_logprobs")
+        finish = meta.get("finish_reason") or {}
+        kind = finish.get("type") if isinstance(finish, dict) else str(finish)
+        if kind == "abort":
+            raise PolicyServerError(f"policy server aborted the request: {finish.get('message', '')}")
+        return Generation(output_ids=ids, log_probs=log_probs, finish_reason="length" if kind == "length" else "stop")

@@ -1,0 +1,14 @@
+"""Real Claude Code 2.1.328 request captures shipped in ../shared/claude_code_wire/."""
+
+import json
+from pathlib import Path
+
+WIRE_DIR = Path(__file__).resolve().parents[2] / "shared" / "claude_code_wire"
+
+
+def captured(name: str) -> tuple[dict, dict]:
+    """(headers, body) of a captured request; plain-body captures get the turn-1 headers."""
+    data = json.loads((WIRE_DIR / name).read_text())
+    if "body" in data:
+        return data["headers"], data["body"]
+    return json.loads((WIRE_DIR / "turn1_headers.json").read_text()), data
