@@ -122,6 +122,11 @@ class SessionRegistry:
         return len(self._live)
 
 
+REGISTRY = web.AppKey("registry", SessionRegistry)
+MAX_BODY = web.AppKey("max_body_bytes", int)
+KEEPALIVE = web.AppKey("keepalive_s", float)
+
+
 def classify_turn(headers: Any, body: dict[str, Any], chat: ChatRequest) -> tuple[str, SegmentKind]:
     """Which lane (main or a sub-agent) a Claude Code request belongs to, and its segment kind."""
     agent_id = headers.get(SUBAGENT_HEADER)
@@ -150,7 +155,7 @@ def _error(status: int, error_type: str, message: str) -> web.Response:
 
 
 def _authenticated(request: web.Request) -> PolicySession:
-    registry: SessionRegistry = request.app["registry"]
+    registry: SessionRegistry = request.app[REGISTRY]
     try:
         return registry.authenticate(_bearer(request))
     except ClosedSession:
@@ -163,7 +168,7 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise _HTTPFailure(413, "request_too_large", f"request body exceeds {request.app['max_body_bytes']} bytes")
+        raise _HTTPFailure(413, "request_too_large", f"request body exceeds {request.app[MAX_BODY]} bytes")
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -217,12 +222,13 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
     stream: web.StreamResponse | None = None
     try:
         if body.get("stream"):
-            done, _ = await asyncio.wait({turn}, timeout=KEEPALIVE_INTERVAL_S)
+            keepalive_s = request.app[KEEPALIVE]
+            done, _ = await asyncio.wait({turn}, timeout=keepalive_s)
             while not done:
                 if stream is None:
                     stream = await _open_stream(request)
                 await stream.write(SSE_KEEPALIVE)
-                done, _ = await asyncio.wait({turn}, timeout=KEEPALIVE_INTERVAL_S)
+                done, _ = await asyncio.wait({turn}, timeout=keepalive_s)
         outcome = await turn
     except asyncio.CancelledError:
         turn.cancel()
@@ -269,13 +275,14 @@ async def handle_count_tokens(request: web.Request) -> web.Response:
 
 
 async def handle_health(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok", "sessions": request.app["registry"].live_count})
+    return web.json_response({"status": "ok", "sessions": request.app[REGISTRY].live_count})
 
 
-def create_app(registry: SessionRegistry, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+def create_app(registry: SessionRegistry, max_body_bytes: int = MAX_BODY_BYTES, keepalive_s: float = KEEPALIVE_INTERVAL_S) -> web.Application:
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_anthropic_errors])
-    app["registry"] = registry
-    app["max_body_bytes"] = max_body_bytes
+    app[REGISTRY] = registry
+    app[MAX_BODY] = max_body_bytes
+    app[KEEPALIVE] = keepalive_s
     app.router.add_post("/v1/messages", handle_messages)
     app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
     app.router.add_get("/healthz", handle_health)
@@ -285,8 +292,16 @@ def create_app(registry: SessionRegistry, max_body_bytes: int = MAX_BODY_BYTES) 
 class AdapterServer:
     """Owns the adapter's HTTP site, its policy-client connection pool and its CPU executor."""
 
-    def __init__(self, renderer: PromptRenderer, cpu_threads: int = 2, on_turn: TurnObserver | None = None, max_body_bytes: int = MAX_BODY_BYTES):
+    def __init__(
+        self,
+        renderer: PromptRenderer,
+        cpu_threads: int = 2,
+        on_turn: TurnObserver | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        keepalive_s: float = KEEPALIVE_INTERVAL_S,
+    ):
         self._renderer = renderer
+        self._keepalive_s = keepalive_s
         self._cpu_threads = cpu_threads
         self._on_turn = on_turn
         self._max_body_bytes = max_body_bytes
@@ -301,7 +316,7 @@ class AdapterServer:
         self._executor = ThreadPoolExecutor(max_workers=self._cpu_threads, thread_name_prefix="adapter-cpu")
         client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
         self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn)
-        self._runner = web.AppRunner(create_app(self.registry, self._max_body_bytes), handler_cancellation=True, access_log=None)
+        self._runner = web.AppRunner(create_app(self.registry, self._max_body_bytes, self._keepalive_s), handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()

@@ -1,0 +1,40 @@
+"""Shared fixtures: one tokenizer, one scripted policy server and one adapter per test session."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+
+from activities.adapter import AdapterServer
+from activities.contracts import SamplingParams, SessionConfig
+from activities.scripted_policy import ScriptedPolicyServer
+from tests.renderer_fixture import shared_renderer
+
+
+@pytest.fixture(scope="session")
+def renderer():
+    return shared_renderer()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def policy_server(renderer):
+    server = ScriptedPolicyServer(renderer, default_policy="noop", delay_s=1.0)
+    server.url = await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def adapter(renderer):
+    server = AdapterServer(renderer, keepalive_s=0.2)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def open_session(adapter, policy_server, policy: str = "noop", **overrides):
+    """Open an adapter session whose turns the scripted server answers with ``policy``."""
+    config = SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=512), **overrides)
+    ticket = adapter.registry.open_session(config)
+    policy_server.set_policy(ticket.session_id, policy)
+    return ticket

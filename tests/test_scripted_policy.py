@@ -1,0 +1,386 @@
+"""The scripted policy server: SGLang's /generate contract, real token ids, the oracle's three turns, fault modes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from activities.prompt_renderer import PromptRenderer
+from activities.scripted_policy import (
+    PATCH_DELIMITER,
+    ROUTING_KEY_HEADER,
+    OracleTask,
+    ScriptedPolicyServer,
+    heredoc,
+    load_oracle_tasks,
+    noop_completion,
+)
+from activities.tokenizer_cache import ensure_qwen_tokenizer
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+END = "<|im_end|>"
+END_ID = 248046
+TOOLS = [
+    {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object"}},
+    {"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}},
+]
+STATEMENT = "The frobnicator crashes on empty input.\nIt should return an empty list instead."
+ORIGINAL = "def frobnicate(items):\n    return items[0]\n"
+FIXED = "def frobnicate(items):\n    return items[:1]\n"
+PATCH = """\
+--- a/frob.py
++++ b/frob.py
+@@ -1,2 +1,2 @@
+ def frobnicate(items):
+-    return items[0]
++    return items[:1]
+"""
+
+
+@pytest.fixture(scope="module")
+def renderer() -> PromptRenderer:
+    return PromptRenderer(ensure_qwen_tokenizer())
+
+
+@pytest.fixture
+async def server(renderer: PromptRenderer) -> AsyncIterator[ScriptedPolicyServer]:
+    tasks = [
+        OracleTask(match="frobnicator", patch="unrelated shorter match loses\n"),
+        OracleTask(match=STATEMENT, patch=PATCH),  # spans lines: matched through Read's line numbers
+    ]
+    scripted = ScriptedPolicyServer(renderer, oracle_tasks=tasks, delay_s=0.2)
+    scripted.url = await scripted.start()
+    yield scripted
+    await scripted.stop()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def system_message(cwd: str | None) -> dict:
+    environment = f"# Environment\n - Primary working directory: {cwd}\n - Platform: linux" if cwd else "# Environment"
+    return {"role": "system", "content": f"You are a coding agent.\n\n{environment}"}
+
+
+def conversation(cwd: str | None, turns: int) -> list[dict]:
+    """A Claude Code-like conversation with ``turns`` finished assistant turns (0, 1 or 2)."""
+    read_path = f"{cwd}/PROBLEM_STATEMENT.md"
+    numbered = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(STATEMENT.splitlines(), 1))
+    history = [
+        system_message(cwd),
+        {"role": "user", "content": "Fix the issue described in PROBLEM_STATEMENT.md."},
+        {"role": "assistant", "content": "Reading it.", "reasoning_content": "Read first.",
+         "tool_calls": [{"function": {"name": "Read", "arguments": {"file_path": read_path}}}]},
+        {"role": "tool", "content": numbered},
+        {"role": "assistant", "content": "Applying.",
+         "tool_calls": [{"function": {"name": "Bash", "arguments": {"command": "git apply ..."}}}]},
+        {"role": "tool", "content": "(no output)"},
+    ]
+    return history[: 2 + 2 * turns]
+
+
+def prompt_ids(renderer: PromptRenderer, messages: list[dict]) -> list[int]:
+    return renderer.encode(renderer.render(messages, TOOLS, add_generation_prompt=True))
+
+
+def generate_body(input_ids: list[int], rid: str, max_new_tokens: int = 4096) -> dict:
+    return {
+        "input_ids": input_ids,
+        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 1.0, "top_p": 1.0, "top_k": -1,
+                            "stop_token_ids": [END_ID], "skip_special_tokens": False, "no_stop_trim": True},
+        "return_logprob": True,
+        "rid": rid,
+        "stream": False,
+    }
+
+
+async def generate(
+    http: aiohttp.ClientSession, server: ScriptedPolicyServer, body: dict, routing_key: str | None = "sess",
+    status: int = 200,
+) -> dict:
+    headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else {}
+    async with http.post(f"{server.url}/generate", json=body, headers=headers) as response:
+        assert response.status == status, await response.text()
+        return await response.json()
+
+
+def parameter(completion: str, name: str) -> str:
+    tail = rf"<parameter={name}>\n(.*)\n</parameter>\n</function>\n</tool_call>{END}$"
+    found = re.search(tail, completion, re.DOTALL)
+    assert found, completion
+    return found.group(1)
+
+
+async def test_response_shape_and_real_token_ids(server, http, renderer):
+    server.set_policy(None, "noop")
+    input_ids = prompt_ids(renderer, conversation("/tmp/x", 0))
+    reply = await generate(http, server, generate_body(input_ids, "rid-shape"))
+
+    expected = noop_completion("", 0) + END
+    meta = reply["meta_info"]
+    assert renderer.decode(reply["output_ids"]) == expected == reply["text"]
+    assert reply["output_ids"] == renderer.encode(expected) and reply["output_ids"][-1] == END_ID
+    assert meta["id"] == "rid-shape"
+    assert meta["finish_reason"] == {"type": "stop", "matched": END_ID}
+    assert meta["prompt_tokens"] == len(input_ids)
+    assert meta["completion_tokens"] == len(reply["output_ids"])
+    assert meta["cached_tokens"] == 0 and meta["e2e_latency"] >= 0
+    assert [token for _, token, _ in meta["output_token_logprobs"]] == reply["output_ids"]
+    assert all(text is None for _, _, text in meta["output_token_logprobs"])
+
+
+async def test_records_equal_what_was_returned(server, http, renderer):
+    input_ids = prompt_ids(renderer, conversation("/tmp/x", 0))
+    reply = await generate(http, server, generate_body(input_ids, "rid-rec"), routing_key="sess-rec")
+    await generate(http, server, generate_body(input_ids, "rid-other"), routing_key="sess-other")
+
+    [record] = server.records_for("sess-rec")
+    assert record.rid == "rid-rec" and record.policy == "oracle"
+    assert record.input_ids == input_ids
+    assert record.output_ids == reply["output_ids"]
+    assert record.output_logprobs == [lp for lp, _, _ in reply["meta_info"]["output_token_logprobs"]]
+    assert record.finish_reason == reply["meta_info"]["finish_reason"]
+    async with http.get(f"{server.url}/scripted/records", params={"routing_key": "sess-rec"}) as response:
+        assert await response.json() == [record.model_dump()]
+    async with http.get(f"{server.url}/scripted/records") as response:
+        assert [r["rid"] for r in await response.json()] == ["rid-rec", "rid-other"]
+
+
+async def test_logprobs_deterministic_and_never_positive(server, http, renderer):
+    input_ids = prompt_ids(renderer, conversation("/tmp/x", 0))
+    first = await generate(http, server, generate_body(input_ids, "rid-lp"))
+    again = await generate(http, server, generate_body(input_ids, "rid-lp"))
+    other = await generate(http, server, generate_body(input_ids, "rid-lp-2"))
+
+    logprobs = [lp for lp, _, _ in first["meta_info"]["output_token_logprobs"]]
+    assert logprobs == [lp for lp, _, _ in again["meta_info"]["output_token_logprobs"]]
+    assert logprobs != [lp for lp, _, _ in other["meta_info"]["output_token_logprobs"]]
+    assert all(-4.0 <= lp <= 0.0 for lp in logprobs) and len(set(logprobs)) > 1
+
+
+async def test_logprobs_omitted_without_return_logprob(server, http, renderer):
+    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "rid-nolp") | {"return_logprob": False}
+    reply = await generate(http, server, body)
+    assert "output_token_logprobs" not in reply["meta_info"]
+
+
+async def test_completion_longer_than_budget_is_cut_with_length(server, http, renderer):
+    input_ids = prompt_ids(renderer, conversation("/tmp/x", 0))
+    full = await generate(http, server, generate_body(input_ids, "rid-full"))
+    budget = len(full["output_ids"]) - 1
+    cut = await generate(http, server, generate_body(input_ids, "rid-cut", max_new_tokens=budget))
+
+    assert cut["output_ids"] == full["output_ids"][:budget] and END_ID not in cut["output_ids"]
+    assert cut["meta_info"]["finish_reason"] == {"type": "length", "length": budget}
+    exact = await generate(http, server, generate_body(input_ids, "rid-exact", max_new_tokens=budget + 1))
+    assert exact["meta_info"]["finish_reason"]["type"] == "stop"
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 50, 3000])
+async def test_length_policy_always_hits_the_budget(server, http, renderer, max_new_tokens):
+    server.set_policy("sess-len", "length")
+    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "rid-len", max_new_tokens)
+    reply = await generate(http, server, body, routing_key="sess-len")
+    assert len(reply["output_ids"]) == max_new_tokens
+    assert reply["meta_info"]["finish_reason"] == {"type": "length", "length": max_new_tokens}
+
+
+async def test_oracle_turn0_reads_the_problem_statement(server, http, renderer):
+    reply = await generate(http, server, generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "t0"))
+    assert reply["text"].startswith("<think>\n")
+    assert "<function=Read>" in reply["text"]
+    assert parameter(reply["text"], "file_path") == "/tmp/x/PROBLEM_STATEMENT.md"
+
+
+async def test_oracle_turn0_without_cwd_falls_back_to_bash(server, http, renderer):
+    reply = await generate(http, server, generate_body(prompt_ids(renderer, conversation(None, 0)), "t0-nocwd"))
+    assert parameter(reply["text"], "command") == "cat PROBLEM_STATEMENT.md"
+
+
+async def test_oracle_turn1_command_applies_the_patch(server, http, renderer, tmp_path):
+    repo = tmp_path / "repo with space"
+    repo.mkdir()
+    (repo / "frob.py").write_text(ORIGINAL)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    reply = await generate(http, server, generate_body(prompt_ids(renderer, conversation(str(repo), 1)), "t1"))
+
+    assert reply["meta_info"]["finish_reason"]["type"] == "stop"
+    command = parameter(reply["text"], "command")
+    assert command.startswith(f"cd '{repo}' && git apply --whitespace=nowarn <<'{PATCH_DELIMITER}'\n")
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True, capture_output=True)
+    assert (repo / "frob.py").read_text() == FIXED
+
+
+async def test_oracle_turn1_unknown_task_ends_with_a_message(server, http, renderer):
+    messages = conversation("/tmp/x", 1)
+    messages[3] = {"role": "tool", "content": "     1\tSomething entirely different is broken."}
+    reply = await generate(http, server, generate_body(prompt_ids(renderer, messages), "t1-unknown"))
+    assert "<tool_call>" not in reply["text"]
+    assert reply["text"].endswith(f"No known task matches this problem statement.{END}")
+
+
+async def test_oracle_turn2_finishes(server, http, renderer):
+    reply = await generate(http, server, generate_body(prompt_ids(renderer, conversation("/tmp/x", 2)), "t2"))
+    assert "<tool_call>" not in reply["text"]
+    assert reply["text"].endswith(f"The fix is applied.{END}")
+
+
+def test_heredoc_keeps_trailing_newline_and_avoids_collisions():
+    body, delimiter = heredoc("line\n" + PATCH_DELIMITER)
+    assert body == f"line\n{PATCH_DELIMITER}\n"
+    assert delimiter not in body
+
+
+def test_load_oracle_tasks(tmp_path):
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps([{"match": "frobnicator", "patch": PATCH}]))
+    assert load_oracle_tasks(path) == [OracleTask(match="frobnicator", patch=PATCH)]
+
+
+async def test_policy_override_per_routing_key(server, http, renderer):
+    input_ids = prompt_ids(renderer, conversation("/tmp/x", 0))
+    async with http.post(f"{server.url}/scripted/policy", json={"routing_key": "sess-noop", "policy": "noop"}) as r:
+        assert r.status == 200
+    async with http.post(f"{server.url}/scripted/policy", json={"routing_key": "x", "policy": "nope"}) as r:
+        assert r.status == 400 and (await r.json())["field"] == "policy"
+
+    overridden = await generate(http, server, generate_body(input_ids, "o1"), routing_key="sess-noop")
+    default = await generate(http, server, generate_body(input_ids, "o2"), routing_key="sess-default")
+    anonymous = await generate(http, server, generate_body(input_ids, "o3"), routing_key=None)
+    assert overridden["text"] == noop_completion("", 0) + END
+    assert "<function=Read>" in default["text"] and "<function=Read>" in anonymous["text"]
+    assert [r.policy for r in server.records] == ["noop", "oracle", "oracle"]
+    assert server.records_for(None)[0].rid == "o3"
+    with pytest.raises(ValueError):
+        server.set_policy("sess", "nope")
+
+
+async def test_model_info_and_health(server, http):
+    async with http.get(f"{server.url}/get_model_info") as response:
+        assert (await response.json())["model_path"] == "scripted-oracle"
+    for path in ("/health", "/health_generate"):
+        async with http.get(f"{server.url}{path}") as response:
+            assert response.status == 200
+
+
+async def test_slow_answers_like_oracle_after_the_delay(server, http, renderer):
+    server.set_policy("sess-slow", "slow")
+    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "slow-ok")
+    reply = await generate(http, server, body, routing_key="sess-slow")
+    assert reply["meta_info"]["e2e_latency"] >= 0.2
+    assert "<function=Read>" in reply["text"]
+    assert server.records[-1].policy == "slow"
+
+
+async def test_abort_of_a_slow_request(server, http, renderer):
+    server.delay_s = 30.0
+    server.set_policy("sess-slow", "slow")
+    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "slow-abort")
+    pending = asyncio.create_task(generate(http, server, body, routing_key="sess-slow"))
+    while "slow-abort" not in server._inflight:
+        await asyncio.sleep(0.01)
+    async with http.post(f"{server.url}/abort_request", json={"rid": "slow-abort"}) as response:
+        assert response.status == 200
+    async with http.post(f"{server.url}/abort_request", json={"rid": "never-seen"}) as response:
+        assert response.status == 200
+
+    reply = await asyncio.wait_for(pending, 5)
+    assert reply["output_ids"] == [] and reply["text"] == ""
+    assert reply["meta_info"]["finish_reason"]["type"] == "abort"
+    assert reply["meta_info"]["e2e_latency"] < 5
+    [record] = server.records_for("sess-slow")
+    assert record.finish_reason["type"] == "abort" and record.output_ids == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"sampling_params": {"max_new_tokens": 8}}, "input_ids"),
+        ({"input_ids": []}, "input_ids"),
+        ({"input_ids": [1, "2", 3]}, "input_ids"),
+        ({"input_ids": [1, 2.0]}, "input_ids"),
+        ({"input_ids": [1, True]}, "input_ids"),
+        ({"input_ids": [1, 248077]}, "input_ids"),
+        ({"input_ids": [-1]}, "input_ids"),
+        ({"input_ids": [1], "stream": True}, "stream"),
+        ({"input_ids": [1], "sampling_params": {"max_new_tokens": 0}}, "sampling_params.max_new_tokens"),
+        ({"input_ids": [1], "sampling_params": {"max_new_tokens": "8"}}, "sampling_params.max_new_tokens"),
+        ({"input_ids": [1], "sampling_params": [8]}, "sampling_params"),
+        ({"input_ids": [1], "rid": 7}, "rid"),
+        ([1, 2, 3], "body"),
+    ],
+)
+async def test_bad_requests_are_400_naming_the_field(server, http, body, field):
+    async with http.post(f"{server.url}/generate", json=body) as response:
+        assert response.status == 400
+        error = await response.json()
+    assert error["field"] == field and field in error["error"]
+    assert server.records == []
+
+
+async def test_non_json_body_is_400(server, http):
+    async with http.post(f"{server.url}/generate", data=b"{not json") as response:
+        assert response.status == 400
+        assert (await response.json())["field"] == "body"
+
+
+async def test_error_policy_is_500_and_recorded(server, http, renderer):
+    server.set_policy("sess-err", "error")
+    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "err")
+    reply = await generate(http, server, body, routing_key="sess-err", status=500)
+    assert "error" in reply
+    [record] = server.records_for("sess-err")
+    assert record.finish_reason["type"] == "error" and record.output_ids == []
+
+
+async def test_malformed_policy_emits_an_unclosed_tool_call(server, http, renderer):
+    server.set_policy("sess-bad", "malformed")
+    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "bad")
+    reply = await generate(http, server, body, routing_key="sess-bad")
+    assert "<tool_call>" in reply["text"] and "</tool_call>" not in reply["text"]
+    assert "</function>" not in reply["text"] and "<parameter=" not in reply["text"]
+    assert reply["meta_info"]["finish_reason"] == {"type": "stop", "matched": END_ID}
+
+
+async def test_garbage_policy_returns_invalid_ids(server, http, renderer):
+    server.set_policy("sess-junk", "garbage")
+    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "junk")
+    reply = await generate(http, server, body, routing_key="sess-junk")
+    ids = reply["output_ids"]
+    assert any(token < 0 for token in ids) and any(token >= renderer.vocab_size for token in ids)
+    assert server.records_for("sess-junk")[0].output_ids == ids
+
+
+def test_cli_serves_until_sigterm(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps([{"match": "frobnicator", "patch": PATCH}]))
+    command = [sys.executable, "-m", "activities.scripted_policy", "--port", str(port), "--policy", "noop",
+               "--oracle-tasks", str(tasks), "--tokenizer", str(ensure_qwen_tokenizer())]
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        banner = process.stdout.readline()
+        assert f"http://127.0.0.1:{port}" in banner and "1 oracle tasks" in banner
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_model_info", timeout=5) as response:
+            assert json.load(response)["model_path"] == "scripted-noop"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+        process.wait()
