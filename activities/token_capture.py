@@ -21,6 +21,12 @@ Prompts are planned so that this holds as often as it can:
   tokenised; if it happens to extend a segment token-for-token it still
   appends, otherwise it opens a new segment whose prompt carries loss_mask 0.
 
+Clients may rewrite the replies they echo back (Claude Code strips a leading
+``cd <cwd> &&`` from Bash commands). The model's context is what it sampled,
+so an echoed assistant message carrying tool-call ids this ledger minted is
+replaced by the recorded reply before any comparison or rendering; those ids
+are unguessable, so they identify the reply.
+
 ``plan`` is pure CPU work and thread-safe to run in an executor; ``record``
 mutates state and must run on the owning event loop, one call per lane at a
 time (the adapter holds a per-lane lock from plan to record).
@@ -107,8 +113,10 @@ class TokenLedger:
     def __init__(self, renderer: Renderer):
         self._renderer = renderer
         self.segments: list[Segment] = []
+        self._replies_by_call_id: dict[str, dict[str, Any]] = {}
 
     def plan(self, lane: str, kind: SegmentKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PromptPlan:
+        messages = [self._recorded_reply(m) for m in messages]
         candidates = [s for s in reversed(list(self.segments)) if s.lane == lane and s.kind == kind and s.tools == tools]
         full_text: str | None = None
         for segment in candidates:
@@ -156,6 +164,8 @@ class TokenLedger:
         segment.messages = copy.deepcopy(plan.messages) + [copy.deepcopy(reply_message)]
         segment.ended_with_end_of_turn = bool(output_ids) and output_ids[-1] == self._renderer.end_of_turn_id
         segment.anchor_text = None
+        for call in reply_message.get("tool_calls") or []:
+            self._replies_by_call_id[call["id"]] = segment.messages[-1]
         return segment
 
     def finish(self) -> list[TokenSegment]:
@@ -173,6 +183,15 @@ class TokenLedger:
         if plan.prompt_ids[: len(segment.tokens)] != segment.tokens:
             raise TokenProofError(f"prompt does not extend segment {self.segments.index(segment)} exactly")
         return segment
+
+    def _recorded_reply(self, message: dict[str, Any]) -> dict[str, Any]:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls:
+            return message
+        recorded = self._replies_by_call_id.get(calls[0]["id"])
+        if recorded is None or [c["id"] for c in recorded["tool_calls"]] != [c["id"] for c in calls]:
+            return message
+        return recorded
 
     def _anchor(self, segment: Segment) -> str:
         """The template's rendering of the segment's conversation through its last end-of-turn marker."""

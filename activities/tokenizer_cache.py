@@ -39,6 +39,7 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
 
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tokenizer-", dir=target.parent))
+    staging.chmod(0o755)
     try:
         encoding = get_tokenizer("qwen3.6-27b")._tokenizer
         convert_tiktoken_to_fast(encoding, str(staging))

@@ -68,7 +68,7 @@ def completion(rng: random.Random, with_tool: bool) -> str:
     return thought + f"Done with {rng.randint(0, 99)}."
 
 
-ACTIONS = st.sampled_from(["tool_result", "user_query", "retry", "subagent", "compaction", "cut", "non_canonical"])
+ACTIONS = st.sampled_from(["tool_result", "user_query", "retry", "subagent", "compaction", "cut", "non_canonical", "rewritten_echo"])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -101,7 +101,8 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
             if action == "user_query"
             else {"role": "tool", "tool_call_id": "t", "content": f"output {rng.randint(0, 9)}"}
         )
-        lanes[lane] = messages + [reply, following]
+        echoed = rewritten(reply) if action == "rewritten_echo" else reply
+        lanes[lane] = messages + [echoed, following]
 
     segments = ledger.finish()
     records = {(tuple(p), tuple(o)): lp for p, o, lp in sampler.records}
@@ -113,6 +114,15 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
             assert key in records, "a loss_mask=1 run is not a sample the server produced in that context"
             assert records[key] == segment.rollout_log_probs[start:end]
         assert all(lp == 0.0 for lp, m in zip(segment.rollout_log_probs, segment.loss_mask) if not m)
+
+
+def rewritten(reply: dict) -> dict:
+    """What Claude Code does to echoed Bash calls: it strips a leading ``cd <dir> &&``."""
+    calls = [
+        {**c, "function": {**c["function"], "arguments": {"command": "rewritten by the client"}}}
+        for c in reply.get("tool_calls", [])
+    ]
+    return {**reply, "tool_calls": calls} if calls else reply
 
 
 def _sampled_runs(mask: list[int]) -> list[tuple[int, int]]:
@@ -192,3 +202,19 @@ def test_output_without_end_of_turn_gets_it_as_context_not_as_a_sample():
     assert follow.mode == "extend"
     tail = follow.prompt_ids[len(plan.prompt_ids) + len(cut) :]
     assert tail[0] == renderer.end_of_turn_id
+
+
+def test_a_client_rewritten_echo_of_our_reply_still_extends_with_what_was_sampled():
+    renderer = shared_renderer()
+    ledger = TokenLedger(renderer)
+    messages = [SYSTEM, {"role": "user", "content": "Fix the bug in parser.py"}]
+    plan = ledger.plan("main", "main", messages, TOOLS)
+    text = completion(random.Random(1), with_tool=True)
+    ids = renderer.encode(text) + [renderer.end_of_turn_id]
+    reply, _ = reply_message_for(text)
+    ledger.record(plan, reply, ids, [-0.5] * len(ids), "stop")
+    follow = messages + [rewritten(reply), {"role": "tool", "tool_call_id": "t", "content": "ok"}]
+    second = ledger.plan("main", "main", follow, TOOLS)
+    assert second.mode == "extend"
+    assert second.prompt_ids[: len(plan.prompt_ids) + len(ids)] == plan.prompt_ids + ids
+    assert "rewritten by the client" not in renderer.decode(second.prompt_ids)

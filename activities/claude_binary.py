@@ -1,0 +1,46 @@
+"""Locate the Claude Code native binary that `make setup` installs.
+
+Claude Code 2.1.x from npm is a self-contained native executable, shipped in
+the platform package ``@anthropic-ai/claude-code-linux-<arch>``. The sandbox
+bind-mounts it read-only into containers, so we return the resolved real file,
+never a node wrapper script or a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import platform
+import shutil
+
+CLAUDE_CODE_VERSION = "2.1.328"
+
+PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
+_NPM_SCOPE = PROJECT_ROOT / ".cache" / "claude-code" / "node_modules" / "@anthropic-ai"
+_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def find_claude_binary() -> pathlib.Path:
+    """Return the real path of the Claude Code binary.
+
+    Order: ``$CLAUDE_CODE_BINARY`` (an error if set but not executable); the npm install under ``.cache/claude-code``
+    for this machine's architecture; ``claude`` on ``PATH``.
+    """
+    if env := os.environ.get("CLAUDE_CODE_BINARY"):
+        path = pathlib.Path(env)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path.resolve()
+        raise FileNotFoundError(f"CLAUDE_CODE_BINARY={env} is not an executable file.")
+    candidates: list[pathlib.Path] = []
+    arch = _ARCH.get(platform.machine().lower())
+    if arch:
+        candidates.append(_NPM_SCOPE / f"claude-code-linux-{arch}" / "claude")
+    if found := shutil.which("claude"):
+        candidates.append(pathlib.Path(found))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path.resolve()
+    tried = ", ".join(str(p) for p in candidates) or "nothing"
+    raise FileNotFoundError(
+        f"Claude Code {CLAUDE_CODE_VERSION} binary not found (tried {tried}); run `make setup`."
+    )

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The one setup path. Guarantees, when it exits 0:
+#   .venv/           Python 3.11 venv with `pip install -e '.[test]'`
+#   .cache/claude-code/  Claude Code 2.1.328 (native binary, via npm)
+#   .cache/tokenizer/    the offline Qwen3.6 tokenizer
+#   a running Docker engine and the local image rollout-base:bookworm
+#     (skipped with SETUP_SKIP_DOCKER=1)
+# Idempotent: each step checks first, so a warm run does nothing and is quick.
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+CLAUDE_VERSION=2.1.328
+export DEBIAN_FRONTEND=noninteractive
+mkdir -p .cache
+
+apt_install() {  # apt_install CMD PKG: install PKG if CMD is missing
+  command -v "$1" >/dev/null && return 0
+  echo "apt: installing $2"
+  apt-get update -qq && apt-get install -y -qq "$2" >/dev/null
+}
+
+# 1. Python venv + editable install (stamp newer than pyproject.toml = done).
+STAMP=.cache/pip-install.stamp
+if ! .venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
+  PY=$(command -v python3.11 || command -v python3)
+  echo "venv: creating .venv with $PY"
+  rm -rf .venv "$STAMP"
+  "$PY" -m venv .venv
+fi
+if [[ -f $STAMP && $STAMP -nt pyproject.toml ]]; then
+  echo "venv: dependencies installed"
+else
+  echo "venv: pip install -e '.[test]'"
+  .venv/bin/python -m pip install -e '.[test]' >.cache/pip-install.log 2>&1 \
+    || { tail -n 30 .cache/pip-install.log >&2; exit 1; }
+  touch "$STAMP"
+fi
+
+# 2. Claude Code: npm package whose optional dependency carries the native binary.
+case $(uname -m) in aarch64|arm64) ARCH=arm64 ;; *) ARCH=x64 ;; esac
+CLAUDE_BIN=.cache/claude-code/node_modules/@anthropic-ai/claude-code-linux-$ARCH/claude
+claude_ok() { [[ -x $CLAUDE_BIN && $("$CLAUDE_BIN" --version 2>/dev/null) == "$CLAUDE_VERSION "* ]]; }
+if claude_ok; then
+  echo "claude: $CLAUDE_VERSION present"
+else
+  apt_install npm npm
+  echo "claude: npm install @anthropic-ai/claude-code@$CLAUDE_VERSION (~370 MB)"
+  npm install --prefix .cache/claude-code "@anthropic-ai/claude-code@$CLAUDE_VERSION" \
+    --no-audit --no-fund --loglevel=error
+  claude_ok || { echo "claude: binary missing or wrong version after install" >&2; exit 1; }
+fi
+
+# 3. Tokenizer (the module is itself idempotent).
+TOKENIZER=$(.venv/bin/python -m activities.tokenizer_cache 2>.cache/tokenizer.log) \
+  || { tail -n 30 .cache/tokenizer.log >&2; exit 1; }
+echo "tokenizer: $TOKENIZER"
+
+# 4. Docker engine and the base image.
+if [[ ${SETUP_SKIP_DOCKER:-} == 1 ]]; then
+  echo "docker: skipped (SETUP_SKIP_DOCKER=1)"
+else
+  bash scripts/docker_engine.sh
+  bash scripts/build_base_image.sh
+fi
+echo "setup: done"
