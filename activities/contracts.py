@@ -6,6 +6,7 @@ through ``workflow.unsafe.imports_passed_through()``.
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -102,3 +103,90 @@ class SessionResult(BaseModel):
     session_id: str
     segments: list[TokenSegment]
     turns: list[TurnSummary]
+
+
+GraderKind = Literal["swepro", "eval_cmd"]
+
+
+class SweProSpec(BaseModel):
+    """SWE-bench Pro style grading: a run script, a parser that writes result JSON, and the test sets.
+
+    Scripts come inline (``run_script`` / ``parser_script``) or as host paths
+    (``run_script_path`` / ``parser_script_path``, as in the reference rows).
+    ``fail_to_pass`` and ``pass_to_pass`` may arrive as JSON-encoded strings.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_script: str | None = None
+    parser_script: str | None = None
+    run_script_path: str | None = None
+    parser_script_path: str | None = None
+    before_repo_set_cmd: str | None = None
+    selected_test_files: list[str] = []
+    fail_to_pass: list[str] = []
+    pass_to_pass: list[str] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_lists(cls, data):
+        if isinstance(data, dict):
+            for key in ("fail_to_pass", "pass_to_pass", "selected_test_files"):
+                if isinstance(data.get(key), str):
+                    data = {**data, key: json.loads(data[key])}
+        return data
+
+
+class TaskSpec(BaseModel):
+    """A dataset row normalised the way the reference's ``_metadata()`` does it."""
+
+    instance_id: str
+    image: str
+    workdir: str
+    problem_statement: str
+    swepro: SweProSpec | None = None
+    eval_cmd: str | None = None
+    pre_commands: list[str] = []
+    reference_patch: str | None = None
+
+    @property
+    def grader(self) -> GraderKind | None:
+        if self.swepro is not None and (self.swepro.run_script or self.swepro.run_script_path):
+            return "swepro"
+        if self.eval_cmd:
+            return "eval_cmd"
+        return None
+
+
+class SandboxRequest(BaseModel):
+    """What boot needs: the task, and labels tying the container to its workflow attempt."""
+
+    task: TaskSpec
+    workflow_id: str
+    attempt: int
+    purpose: Literal["agent", "grading"] = "agent"
+
+
+class SandboxHandle(BaseModel):
+    container_id: str
+    name: str
+    workdir: str
+    host_queue: str = ""
+
+
+class EvalRequest(BaseModel):
+    task: TaskSpec
+    diff: str
+    workflow_id: str
+    timeout_s: int = Field(600, ge=1)
+
+
+class EvalResult(BaseModel):
+    reward: float
+    solved: bool
+    applied_cleanly: bool
+    grader: GraderKind
+    apply_method: str = ""
+    tests_passed: int = 0
+    tests_failed: int = 0
+    log_tail: str = ""
