@@ -190,3 +190,110 @@ class EvalResult(BaseModel):
     tests_passed: int = 0
     tests_failed: int = 0
     log_tail: str = ""
+
+
+AbortReason = str
+RolloutStage = Literal["queued", "booting", "agent", "diff", "grading", "merging", "done"]
+
+
+class PolicySpec(BaseModel):
+    """The trainer's side of a session: sampling, budget, and where the policy lives (None = worker default)."""
+
+    policy_url: str | None = None
+    sampling: SamplingParams = SamplingParams()
+    context_budget: int = Field(65536, ge=256)
+    max_turns: int = Field(200, ge=1)
+    tool_parser: str = "auto"
+
+
+class RolloutInput(BaseModel):
+    task: TaskSpec
+    sample_index: int = 0
+    group_index: int = 0
+    policy: PolicySpec = PolicySpec()
+    agent_budget_s: int = Field(1800, ge=1)
+    eval_timeout_s: int = Field(600, ge=1)
+    guard_s: int = Field(2580, ge=1)
+    max_agent_attempts: int = Field(3, ge=1)
+    host_start_timeout_s: int = Field(10, ge=1)
+
+
+class AgentRunRequest(BaseModel):
+    handle: SandboxHandle
+    task: TaskSpec
+    policy: PolicySpec
+    workflow_id: str
+    attempt: int
+    time_budget_s: int
+
+
+class AgentRun(BaseModel):
+    """How the Claude Code process ended; ``session_id`` names the adapter session holding its turns."""
+
+    session_id: str
+    exit_code: int | None
+    reason: str
+    is_error: bool
+    terminal_reason: str = ""
+    turns: int = 0
+    duration_s: float = 0.0
+    log_path: str = ""
+    log_tail: str = ""
+
+
+class TrajectoryRef(BaseModel):
+    """A claim check: segments live in the trajectory store, only this reference travels through Temporal."""
+
+    uri: str
+    sha256: str
+    n_segments: int
+    n_tokens: int
+    nbytes: int
+
+
+class SegmentSummary(BaseModel):
+    kind: SegmentKind
+    lane: str
+    n_tokens: int
+    prompt_length: int
+    n_sampled: int
+    turns: int
+
+
+class MergeRequest(BaseModel):
+    session_id: str
+    workflow_id: str
+
+
+class MergeResult(BaseModel):
+    trajectory: TrajectoryRef | None
+    segments: list[SegmentSummary]
+    turns: int
+
+
+class RolloutProgress(BaseModel):
+    stage: RolloutStage = "queued"
+    attempt: int = 0
+    sandbox: str = ""
+    host_queue: str = ""
+    session_id: str = ""
+
+
+class RolloutResult(BaseModel):
+    """Always returned (never a workflow failure): ``completed`` or ``aborted`` with a machine-readable reason."""
+
+    workflow_id: str
+    instance_id: str
+    sample_index: int
+    group_index: int
+    status: Literal["completed", "aborted"]
+    abort_reason: AbortReason | None = None
+    reward: float = 0.0
+    solved: bool = False
+    applied_cleanly: bool = False
+    attempts: int = 0
+    agent: AgentRun | None = None
+    evaluation: EvalResult | None = None
+    trajectory: TrajectoryRef | None = None
+    segments: list[SegmentSummary] = []
+    elapsed_s: float = 0.0

@@ -1,0 +1,120 @@
+"""Dataset rows in slime's JSONL shape, normalised into a ``TaskSpec``.
+
+A row is ``{"prompt", "label", "metadata"}``. Normalisation follows the
+reference ``_metadata()``: flat ``metadata.{instance_id, image, workdir,
+problem_statement, swepro, eval_cmd, pre_commands}`` with fallbacks to
+``metadata.remote_env_info.{instance_id, image_url, workdir, f2p_script,
+pre_commands}``; the problem statement falls back to the prompt; a
+``f2p_script`` becomes the grader when ``eval_cmd`` is absent, written to a
+file verbatim (base64, so no shell quoting can corrupt it) and run with
+python. ``metadata.reference_patch`` feeds the scripted oracle.
+
+Every problem is reported as ``RowError`` naming the field (and the line of the
+file when read from JSONL); reading a file never stops at a bad row.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic import ValidationError
+
+from activities.contracts import TaskSpec
+
+
+class RowError(ValueError):
+    def __init__(self, field: str, reason: str, line: int | None = None):
+        where = f"line {line}: " if line is not None else ""
+        super().__init__(f"{where}{field}: {reason}")
+        self.field, self.reason, self.line = field, reason, line
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    line: int
+    task: TaskSpec
+    raw: dict[str, Any]
+
+
+def f2p_eval_cmd(script: str) -> str:
+    encoded = base64.b64encode(script.encode()).decode()
+    return f"echo {encoded} | base64 -d > /tmp/rollout_f2p.py && python3 /tmp/rollout_f2p.py"
+
+
+def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
+    if not isinstance(row, dict):
+        raise RowError("row", "must be a JSON object", line)
+    metadata = row.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise RowError("metadata", "must be an object", line)
+    remote = metadata.get("remote_env_info") or {}
+    if not isinstance(remote, dict):
+        raise RowError("metadata.remote_env_info", "must be an object", line)
+    label = row.get("label") if isinstance(row.get("label"), str) and len(row["label"]) < 256 else None
+    image = metadata.get("image") or remote.get("image_url")
+    workdir = metadata.get("workdir") or remote.get("workdir")
+    if not image:
+        raise RowError("metadata.image", "missing (nor metadata.remote_env_info.image_url)", line)
+    if not workdir:
+        raise RowError("metadata.workdir", "missing (nor metadata.remote_env_info.workdir)", line)
+    f2p = remote.get("f2p_script")
+    spec = {
+        "instance_id": metadata.get("instance_id") or remote.get("instance_id") or label or "unknown",
+        "image": image,
+        "workdir": workdir,
+        "problem_statement": metadata.get("problem_statement") or _prompt_text(row.get("prompt"), line),
+        "swepro": metadata.get("swepro"),
+        "eval_cmd": metadata.get("eval_cmd") or (f2p_eval_cmd(f2p) if isinstance(f2p, str) and f2p else None),
+        "pre_commands": _pre_commands(metadata.get("pre_commands") or remote.get("pre_commands"), line),
+        "reference_patch": metadata.get("reference_patch"),
+    }
+    try:
+        task = TaskSpec.model_validate(spec)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = "metadata." + ".".join(str(p) for p in first["loc"])
+        raise RowError(field, first["msg"], line) from None
+    if task.grader is None:
+        raise RowError("metadata", "no grader: needs swepro.run_script, eval_cmd or remote_env_info.f2p_script", line)
+    return task
+
+
+def read_dataset(path: str | Path) -> Iterator[DatasetRow | RowError]:
+    """Yield each line's row, or the ``RowError`` that explains why it cannot be used."""
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield RowError("row", f"invalid JSON ({exc.msg})", number)
+                continue
+            try:
+                yield DatasetRow(line=number, task=task_from_row(raw, number), raw=raw)
+            except RowError as error:
+                yield error
+
+
+def _prompt_text(prompt: Any, line: int | None) -> str:
+    if isinstance(prompt, str) and prompt:
+        return prompt
+    if isinstance(prompt, list):
+        for message in prompt:
+            if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
+                return message["content"]
+    raise RowError("metadata.problem_statement", "missing and the prompt has no user text to fall back to", line)
+
+
+def _pre_commands(value: Any, line: int | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value.replace("\\n", "\n")]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v for v in value if v]
+    raise RowError("metadata.pre_commands", "must be a string or a list of strings", line)

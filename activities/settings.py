@@ -1,0 +1,102 @@
+"""Worker and rollout settings, read from the environment with the reference's knob names.
+
+Names and defaults follow slime's coding-agent example (``SWE_TIME_BUDGET_SEC``
+1800, ``SWE_EVAL_TIMEOUT_SEC`` 600, ``SWE_GENERATE_GUARD_SEC`` = budget +
+eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
+``SLIME_HEAD_HOST`` for the address sandboxes dial back to,
+``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code), plus the
+Temporal ones. A bad value is a ``SettingsError`` naming the variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+from pathlib import Path
+from typing import Mapping
+
+from pydantic import BaseModel, Field
+
+from activities.tokenizer_cache import DEFAULT_TOKENIZER_DIR, PROJECT_ROOT
+
+SHARED_TASK_QUEUE = "rl-rollouts"
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class RolloutBudgets(BaseModel):
+    agent_budget_s: int = Field(1800, ge=1)
+    eval_timeout_s: int = Field(600, ge=1)
+    guard_s: int = Field(2580, ge=1)
+
+
+class WorkerSettings(BaseModel):
+    temporal_address: str | None = None
+    namespace: str = "default"
+    task_queue: str = SHARED_TASK_QUEUE
+    adapter_bind_host: str = "0.0.0.0"
+    adapter_port: int = 18001
+    public_host: str | None = None
+    policy_url: str | None = None
+    tokenizer_dir: Path = DEFAULT_TOKENIZER_DIR
+    host_id: str = Field(default_factory=socket.gethostname)
+    results_dir: Path = PROJECT_ROOT / "results"
+    agent_slots: int = Field(8, ge=1)
+    claude_extra_args: list[str] = []
+    claude_extra_env: dict[str, str] = {}
+    budgets: RolloutBudgets = RolloutBudgets()
+
+    @property
+    def host_queue(self) -> str:
+        return f"rl-rollouts-host-{self.host_id}"
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
+    agent = _int(env, "SWE_TIME_BUDGET_SEC", 1800)
+    evaluation = _int(env, "SWE_EVAL_TIMEOUT_SEC", 600)
+    guard = _int(env, "SWE_GENERATE_GUARD_SEC", 0) or agent + evaluation + 180
+    for name, value in (("SWE_TIME_BUDGET_SEC", agent), ("SWE_EVAL_TIMEOUT_SEC", evaluation), ("SWE_GENERATE_GUARD_SEC", guard)):
+        if value <= 0:
+            raise SettingsError(f"{name}: must be positive, got {value}")
+    return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, guard_s=guard)
+
+
+def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
+    extra_env_raw = env.get("SLIME_AGENT_CC_EXTRA_ENVS", "")
+    try:
+        extra_env = json.loads(extra_env_raw) if extra_env_raw else {}
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"SLIME_AGENT_CC_EXTRA_ENVS: not a JSON object ({exc.msg})") from None
+    if not isinstance(extra_env, dict):
+        raise SettingsError("SLIME_AGENT_CC_EXTRA_ENVS: must be a JSON object of strings")
+    values = {
+        "temporal_address": env.get("TEMPORAL_ADDRESS") or None,
+        "namespace": env.get("TEMPORAL_NAMESPACE") or "default",
+        "task_queue": env.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE,
+        "adapter_bind_host": env.get("SHIM_BIND_HOST") or "0.0.0.0",
+        "adapter_port": _int(env, "SHIM_PORT", 18001),
+        "public_host": env.get("SLIME_HEAD_HOST") or None,
+        "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
+        "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", 8),
+        "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
+        "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},
+        "budgets": budgets_from_env(env),
+    }
+    for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):
+        if env.get(name):
+            values[key] = env[name]
+    return WorkerSettings(**values)

@@ -1,0 +1,197 @@
+"""CodingAgentRollout on Temporal's time-skipping test server, with fakes under the real activity names.
+
+The fakes record every call, so each test checks both the result the trainer
+gets and that the sandbox was destroyed on that path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio import activity
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.contracts import (
+    AgentRun,
+    AgentRunRequest,
+    EvalRequest,
+    EvalResult,
+    MergeRequest,
+    MergeResult,
+    RolloutInput,
+    SandboxHandle,
+    SandboxRequest,
+    SegmentSummary,
+    TaskSpec,
+    TrajectoryRef,
+)
+from workflows.coding_agent_rollout import CodingAgentRollout
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+TEST_SERVER = Path(sys.prefix) / "bin" / "temporal-test-server"
+SHARED = "rollouts-test-shared"
+LIVE = "rollouts-test-live"
+DEAD = "rollouts-test-dead"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env():
+    environment = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=str(TEST_SERVER)
+    )
+    yield environment
+    await environment.shutdown()
+
+
+class FakeCluster:
+    """Fake activities; behaviour knobs are plain attributes set by each test."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+        self.host_queues = [LIVE]
+        self.boot_failures: list[Exception] = []
+        self.agent_hangs = False
+        self.empty_session = False
+
+    @activity.defn(name="pick_host")
+    async def pick_host(self) -> str:
+        self.calls.append("pick_host")
+        return self.host_queues.pop(0) if len(self.host_queues) > 1 else self.host_queues[0]
+
+    @activity.defn(name="boot_sandbox")
+    async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
+        self.calls.append("boot_sandbox")
+        if self.boot_failures:
+            raise self.boot_failures.pop(0)
+        return SandboxHandle(container_id="c1", name=f"box-{request.attempt}", workdir=request.task.workdir)
+
+    @activity.defn(name="run_claude_code")
+    async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
+        self.calls.append("run_claude_code")
+        if self.agent_hangs:
+            try:
+                while True:
+                    activity.heartbeat()
+                    await asyncio.sleep(0.1)
+            except asyncio.CancelledError:
+                self.calls.append("agent_cancelled")
+                raise
+        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
+
+    @activity.defn(name="git_diff")
+    async def git_diff(self, handle: SandboxHandle) -> str:
+        self.calls.append("git_diff")
+        return "diff --git a/x b/x\n"
+
+    @activity.defn(name="destroy_sandbox")
+    async def destroy_sandbox(self, handle: SandboxHandle) -> None:
+        self.calls.append("destroy_sandbox")
+
+    @activity.defn(name="evaluate")
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        self.calls.append("evaluate")
+        return EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd")
+
+    @activity.defn(name="merge_segments")
+    async def merge_segments(self, request: MergeRequest) -> MergeResult:
+        self.calls.append("merge_segments")
+        if self.empty_session:
+            return MergeResult(trajectory=None, segments=[], turns=0)
+        ref = TrajectoryRef(uri="file:///tmp/x.npz", sha256="0" * 64, n_segments=1, n_tokens=10, nbytes=100)
+        summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=4, n_sampled=6, turns=3)
+        return MergeResult(trajectory=ref, segments=[summary], turns=3)
+
+    @activity.defn(name="discard_session")
+    async def discard_session(self, session_id: str) -> None:
+        self.calls.append("discard_session")
+
+
+def rollout(**overrides) -> RolloutInput:
+    task = TaskSpec(instance_id="demo-1", image="img", workdir="/w", problem_statement="p", eval_cmd="true")
+    return RolloutInput(task=task, host_start_timeout_s=2, **overrides)
+
+
+async def run(env, cluster: FakeCluster, rollout_input: RolloutInput):
+    shared = Worker(env.client, task_queue=SHARED, workflows=[CodingAgentRollout], activities=[cluster.pick_host, cluster.evaluate])
+    host = Worker(
+        env.client,
+        task_queue=LIVE,
+        activities=[
+            cluster.boot_sandbox,
+            cluster.run_claude_code,
+            cluster.git_diff,
+            cluster.destroy_sandbox,
+            cluster.merge_segments,
+            cluster.discard_session,
+        ],
+    )
+    async with shared, host:
+        return await env.client.execute_workflow(
+            CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED
+        )
+
+
+async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
+    cluster = FakeCluster()
+    result = await run(env, cluster, rollout())
+    assert result.status == "completed" and result.reward == 1.0 and result.solved
+    assert result.trajectory is not None and result.attempts == 1
+    assert cluster.calls == [
+        "pick_host", "boot_sandbox", "run_claude_code", "git_diff", "destroy_sandbox", "evaluate", "merge_segments"
+    ]
+
+
+async def test_wall_clock_guard_aborts_gracefully_after_stopping_the_agent(env):
+    cluster = FakeCluster()
+    cluster.agent_hangs = True
+    result = await run(env, cluster, rollout(guard_s=3))
+    assert result.status == "aborted" and result.abort_reason == "wall_clock_timeout" and result.reward == 0.0
+    assert cluster.calls.index("agent_cancelled") < cluster.calls.index("destroy_sandbox")
+    assert "evaluate" not in cluster.calls
+
+
+async def test_transient_boot_failures_are_retried(env):
+    cluster = FakeCluster()
+    cluster.boot_failures = [RuntimeError("docker hiccup"), RuntimeError("docker hiccup")]
+    result = await run(env, cluster, rollout())
+    assert result.status == "completed"
+    assert cluster.calls.count("boot_sandbox") == 3
+
+
+async def test_a_bad_image_aborts_without_retrying(env):
+    cluster = FakeCluster()
+    cluster.boot_failures = [ApplicationError("image x not found", type="SandboxImageMissing", non_retryable=True)]
+    result = await run(env, cluster, rollout())
+    assert result.status == "aborted" and result.abort_reason == "sandbox_boot_failed"
+    assert cluster.calls.count("boot_sandbox") == 1 and "destroy_sandbox" not in cluster.calls
+
+
+async def test_a_lost_host_queue_moves_to_the_next_attempt(env):
+    cluster = FakeCluster()
+    cluster.host_queues = [DEAD, LIVE]
+    result = await run(env, cluster, rollout())
+    assert result.status == "completed" and result.attempts == 2
+    assert cluster.calls.count("pick_host") == 2 and cluster.calls.count("boot_sandbox") == 1
+
+
+async def test_no_turns_means_adapter_session_empty(env):
+    cluster = FakeCluster()
+    cluster.empty_session = True
+    result = await run(env, cluster, rollout())
+    assert result.status == "aborted" and result.abort_reason == "adapter_session_empty"
+
+
+async def test_missing_image_is_aborted_before_any_activity(env):
+    cluster = FakeCluster()
+    bad = rollout()
+    bad.task.image = ""
+    result = await run(env, cluster, bad)
+    assert result.abort_reason == "missing_image_or_workdir" and cluster.calls == []

@@ -1,0 +1,278 @@
+"""CodingAgentRollout: one dataset row (one sample) from sandbox to training segments.
+
+Sequence per attempt (fresh sandbox and fresh adapter session each time):
+``pick_host`` (shared queue) -> ``boot_sandbox`` -> ``run_claude_code`` ->
+``git_diff`` -> ``destroy_sandbox`` (always), all pinned to the host queue
+that ``pick_host`` returned, because the container and the adapter session
+live in that worker process. A lost host shows up as a heartbeat or
+schedule-to-start timeout; the next attempt starts on whichever worker picks
+it up. Then ``evaluate`` (any worker, its own clean sandbox) and
+``merge_segments`` (the host holding the session).
+
+Invariants:
+* the workflow always returns a ``RolloutResult``: ``completed`` with reward
+  and a trajectory ref, or ``aborted`` with a machine-readable reason; it never
+  fails because a rollout went wrong;
+* the wall-clock guard is a workflow timer: when it fires the in-flight
+  activity is cancelled, the sandbox destroyed and the result is
+  ``aborted: wall_clock_timeout`` (no hard execution timeout that would leak
+  the container);
+* this module imports only temporalio and the pydantic contracts, so the
+  workflow sandbox does not re-import aiohttp, transformers or docker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts import (
+        AgentRun,
+        AgentRunRequest,
+        EvalRequest,
+        EvalResult,
+        MergeRequest,
+        MergeResult,
+        RolloutInput,
+        RolloutProgress,
+        RolloutResult,
+        SandboxHandle,
+        SandboxRequest,
+    )
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+BOOT_ERRORS = ["SandboxImageMissing", "SandboxBootError"]
+BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
+SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+
+
+class _Aborted(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@workflow.defn
+class CodingAgentRollout:
+    def __init__(self) -> None:
+        self._progress = RolloutProgress()
+        self._attempts = 0
+        self._agent: AgentRun | None = None
+        self._evaluation: EvalResult | None = None
+        self._host_start = timedelta(seconds=10)
+
+    @workflow.query
+    def progress(self) -> RolloutProgress:
+        return self._progress
+
+    @workflow.run
+    async def run(self, rollout: RolloutInput) -> RolloutResult:
+        started = workflow.now()
+        if not rollout.task.image or not rollout.task.workdir:
+            return self._result(rollout, started, abort_reason="missing_image_or_workdir")
+        body = asyncio.ensure_future(self._rollout(rollout))
+        try:
+            await workflow.wait_condition(
+                lambda: body.done(), timeout=timedelta(seconds=rollout.guard_s), timeout_summary="wall-clock guard"
+            )
+        except asyncio.TimeoutError:
+            body.cancel()
+            try:
+                await body
+            except (asyncio.CancelledError, ActivityError, _Aborted):
+                pass
+            return self._result(rollout, started, abort_reason="wall_clock_timeout")
+        try:
+            merged = body.result()
+        except _Aborted as aborted:
+            return self._result(rollout, started, abort_reason=aborted.reason)
+        return self._result(rollout, started, merged=merged)
+
+    async def _rollout(self, rollout: RolloutInput) -> MergeResult:
+        for attempt in range(1, rollout.max_agent_attempts + 1):
+            self._attempts = attempt
+            outcome = await self._agent_attempt(rollout, attempt)
+            if outcome is not None:
+                break
+        else:
+            raise _Aborted("no_healthy_host")
+        agent, diff, host_queue = outcome
+        try:
+            self._progress = self._progress.model_copy(update={"stage": "grading"})
+            self._evaluation = await workflow.execute_activity(
+                "evaluate",
+                EvalRequest(task=rollout.task, diff=diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
+                result_type=EvalResult,
+                start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
+                heartbeat_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["NoGrader", *BOOT_ERRORS]),
+                summary="grade the diff in a fresh sandbox",
+            )
+        except ActivityError as error:
+            await self._discard_session(agent.session_id, host_queue)
+            raise _Aborted(_abort_reason(error)) from None
+        self._progress = self._progress.model_copy(update={"stage": "merging"})
+        try:
+            merged = await workflow.execute_activity(
+                "merge_segments",
+                MergeRequest(session_id=agent.session_id, workflow_id=workflow.info().workflow_id),
+                result_type=MergeResult,
+                task_queue=host_queue,
+                schedule_to_start_timeout=self._host_start,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=SHORT_RETRY,
+                summary="collect token segments",
+            )
+        except ActivityError as error:
+            raise _Aborted("adapter_session_lost" if _host_lost(error) else _abort_reason(error)) from None
+        if merged.trajectory is None:
+            raise _Aborted("adapter_session_empty")
+        self._progress = self._progress.model_copy(update={"stage": "done"})
+        return merged
+
+    async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, str, str] | None:
+        """One attempt in a fresh sandbox; ``None`` means the host was lost and the next attempt should run."""
+        self._progress = RolloutProgress(stage="booting", attempt=attempt)
+        host_queue = await workflow.execute_activity(
+            "pick_host",
+            result_type=str,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5)),
+            summary="pick a worker with a free agent slot",
+        )
+        self._host_start = timedelta(seconds=rollout.host_start_timeout_s)
+        pinned = {"task_queue": host_queue, "schedule_to_start_timeout": self._host_start}
+        workflow_id = workflow.info().workflow_id
+        handle: SandboxHandle | None = None
+        session_to_discard: str | None = None
+        try:
+            handle = await workflow.execute_activity(
+                "boot_sandbox",
+                SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt),
+                result_type=SandboxHandle,
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=BOOT_RETRY,
+                summary=f"boot {rollout.task.image}",
+                **pinned,
+            )
+            self._progress = RolloutProgress(stage="agent", attempt=attempt, sandbox=handle.name, host_queue=host_queue)
+            agent = await workflow.execute_activity(
+                "run_claude_code",
+                AgentRunRequest(
+                    handle=handle,
+                    task=rollout.task,
+                    policy=rollout.policy,
+                    workflow_id=workflow_id,
+                    attempt=attempt,
+                    time_budget_s=rollout.agent_budget_s,
+                ),
+                result_type=AgentRun,
+                start_to_close_timeout=timedelta(seconds=rollout.agent_budget_s + 120),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"claude code, attempt {attempt}",
+                **pinned,
+            )
+            self._agent = agent
+            session_to_discard = agent.session_id
+            self._progress = self._progress.model_copy(update={"stage": "diff", "session_id": agent.session_id})
+            diff = await workflow.execute_activity(
+                "git_diff",
+                handle,
+                result_type=str,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=SHORT_RETRY,
+                summary="git diff",
+                **pinned,
+            )
+            session_to_discard = None
+            return agent, diff, host_queue
+        except ActivityError as error:
+            if _host_lost(error):
+                return None
+            raise _Aborted(_abort_reason(error)) from None
+        finally:
+            if session_to_discard is not None:
+                await self._discard_session(session_to_discard, host_queue)
+            if handle is not None:
+                await self._destroy(handle, host_queue)
+
+    async def _destroy(self, handle: SandboxHandle, host_queue: str) -> None:
+        """Best effort: a dead host cannot destroy its container; the reaper removes it by label."""
+        try:
+            await workflow.execute_activity(
+                "destroy_sandbox",
+                handle,
+                task_queue=host_queue,
+                schedule_to_start_timeout=self._host_start,
+                start_to_close_timeout=timedelta(minutes=1),
+                retry_policy=SHORT_RETRY,
+                summary="destroy sandbox",
+            )
+        except ActivityError:
+            pass
+
+    async def _discard_session(self, session_id: str, host_queue: str) -> None:
+        try:
+            await workflow.execute_activity(
+                "discard_session",
+                session_id,
+                task_queue=host_queue,
+                schedule_to_start_timeout=self._host_start,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SHORT_RETRY,
+                summary="discard adapter session",
+            )
+        except ActivityError:
+            pass
+
+    def _result(
+        self, rollout: RolloutInput, started, merged: MergeResult | None = None, abort_reason: str | None = None
+    ) -> RolloutResult:
+        evaluation = self._evaluation
+        return RolloutResult(
+            workflow_id=workflow.info().workflow_id,
+            instance_id=rollout.task.instance_id,
+            sample_index=rollout.sample_index,
+            group_index=rollout.group_index,
+            status="aborted" if abort_reason else "completed",
+            abort_reason=abort_reason,
+            reward=evaluation.reward if evaluation and not abort_reason else 0.0,
+            solved=bool(evaluation and evaluation.solved and not abort_reason),
+            applied_cleanly=bool(evaluation and evaluation.applied_cleanly),
+            attempts=self._attempts,
+            agent=self._agent,
+            evaluation=evaluation,
+            trajectory=merged.trajectory if merged else None,
+            segments=merged.segments if merged else [],
+            elapsed_s=(workflow.now() - started).total_seconds(),
+        )
+
+
+def _host_lost(error: ActivityError) -> bool:
+    cause = error.cause
+    while cause is not None:
+        if isinstance(cause, TimeoutError) and cause.type in (TimeoutType.HEARTBEAT, TimeoutType.SCHEDULE_TO_START):
+            return True
+        cause = cause.cause
+    return False
+
+
+def _abort_reason(error: ActivityError) -> str:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        if cause.type in BOOT_ERRORS:
+            return "sandbox_boot_failed"
+        if cause.type == "NoGrader":
+            return "no_grader"
+        return f"exception:{cause.type or 'ApplicationError'}"
+    if isinstance(cause, TimeoutError):
+        return f"exception:Timeout:{cause.type.name if cause.type else 'UNKNOWN'}"
+    return f"exception:{type(cause).__name__ if cause else 'ActivityError'}"
