@@ -1,0 +1,67 @@
+"""Dataset rows: the reference's two shapes, fallbacks, and bad rows reported by field and line."""
+
+import base64
+import json
+
+import pytest
+
+from activities.dataset_rows import DatasetRow, RowError, read_dataset, task_from_row
+
+FLAT = {
+    "prompt": "fix it",
+    "label": "calc-1",
+    "metadata": {"instance_id": "calc-1", "image": "img", "workdir": "/w", "eval_cmd": "pytest -q", "pre_commands": "git status\\ngit log"},
+}
+REMOTE = {
+    "prompt": [{"role": "user", "content": "the statement"}],
+    "metadata": {"remote_env_info": {"instance_id": "r-1", "image_url": "img2", "workdir": "/r", "f2p_script": "import sys\nprint('it''s \"quoted\" $HOME')\nsys.exit(0)\n"}},
+}
+
+
+def test_flat_row():
+    task = task_from_row(FLAT)
+    assert (task.instance_id, task.image, task.workdir, task.grader) == ("calc-1", "img", "/w", "eval_cmd")
+    assert task.problem_statement == "fix it"
+    assert task.pre_commands == ["git status\ngit log"]
+
+
+def test_remote_env_info_row_turns_f2p_script_into_a_verbatim_eval_cmd():
+    task = task_from_row(REMOTE)
+    assert (task.instance_id, task.image, task.workdir) == ("r-1", "img2", "/r")
+    assert task.problem_statement == "the statement"
+    encoded = task.eval_cmd.split()[1]
+    assert base64.b64decode(encoded).decode() == REMOTE["metadata"]["remote_env_info"]["f2p_script"]
+
+
+def test_swepro_row_and_json_encoded_test_lists():
+    row = {"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "swepro": {"run_script": "run", "parser_script": "parse", "fail_to_pass": '["a"]', "pass_to_pass": ["b"]}}}
+    task = task_from_row(row)
+    assert task.grader == "swepro" and task.swepro.fail_to_pass == ["a"] and task.swepro.pass_to_pass == ["b"]
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"prompt": "p", "metadata": {"image": "i", "eval_cmd": "x"}}, "metadata.workdir"),
+        ({"prompt": "p", "metadata": {"workdir": "/w", "eval_cmd": "x"}}, "metadata.image"),
+        ({"prompt": "p", "metadata": {"image": "i", "workdir": "/w"}}, "metadata"),
+        ({"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "eval_cmd": "x", "pre_commands": 5}}, "metadata.pre_commands"),
+        ({"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "swepro": {"run_script": 3}}}, "metadata.swepro.run_script"),
+        ({"metadata": {"image": "i", "workdir": "/w", "eval_cmd": "x"}}, "metadata.problem_statement"),
+        ([1, 2], "row"),
+    ],
+)
+def test_bad_rows_name_the_field(row, field):
+    with pytest.raises(RowError) as raised:
+        task_from_row(row)
+    assert raised.value.field == field
+
+
+def test_a_bad_line_does_not_stop_the_others(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join([json.dumps(FLAT), "{broken", json.dumps({"metadata": {}}), "", json.dumps(REMOTE)]) + "\n")
+    items = list(read_dataset(path))
+    assert [type(i) for i in items] == [DatasetRow, RowError, RowError, DatasetRow]
+    assert items[1].line == 2 and "invalid JSON" in str(items[1])
+    assert str(items[2]).startswith("line 3: metadata.image")
+    assert items[3].line == 5
