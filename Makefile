@@ -17,4 +17,4 @@ test: setup
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests"; exit 0; fi; exit $$rc
 
 demo: setup
-	.venv/bin/python starter.py demo "$(ARGS)"
+	.venv/bin/python starter.py demo $(ARGS)

@@ -347,7 +347,7 @@ class ScriptedPolicyServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on ``host:port`` (0 picks a free port) and return the base URL."""
-        self._runner = web.AppRunner(self.app())
+        self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port).start()
         bound_host, bound_port = self._runner.addresses[0][:2]

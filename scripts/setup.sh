@@ -61,5 +61,6 @@ if [[ ${SETUP_SKIP_DOCKER:-} == 1 ]]; then
 else
   bash scripts/docker_engine.sh
   bash scripts/build_base_image.sh
+  bash scripts/build_task_images.sh
 fi
 echo "setup: done"

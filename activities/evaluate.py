@@ -1,0 +1,294 @@
+"""Grade a patch in a fresh sandbox booted from the task image (never the agent's).
+
+Invariants:
+
+* The grading container is booted with purpose "grading" (same image, same
+  ``before_repo_set_cmd`` and pre-commands, no ``PROBLEM_STATEMENT.md``) and
+  is always destroyed, whatever happens.
+* Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
+  ``patch -p1 --fuzz=3``. A conflicted three-way merge is rolled back to the
+  workspace baseline before the next rung. An empty diff is graded as is; a
+  diff no rung applies is a result (reward 0, ``applied_cleanly=False``),
+  not an error.
+* Graders, in priority order: ``swepro`` (run script + parser → result.json;
+  solved iff the non-empty ``fail_to_pass ∪ pass_to_pass`` all passed), then
+  ``eval_cmd`` (a shell script, run from a file; exit 0 = solved). Graders run
+  as root, detached, bounded by ``timeout_s``; on expiry they are killed and
+  the result is reward 0 with a note in ``log_tail``.
+* ``reward`` is 1.0 iff ``solved``. A task without a grader is a
+  non-retryable ``ApplicationError(type="NoGrader")``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import sandbox
+from activities.contracts import (
+    EvalRequest,
+    EvalResult,
+    GraderKind,
+    SandboxHandle,
+    SandboxRequest,
+    SweProSpec,
+    TaskSpec,
+)
+from activities.sandbox import SandboxLimits
+
+LOG_TAIL_BYTES = 4096
+APPLY_TIMEOUT_S = 120.0
+GRADING_LIFETIME_SLACK_S = 1800
+GRADE_JOB = "grade"
+PATCH_FILE = f"{sandbox.HARNESS_DIR}/agent.patch"
+INDEX_BACKUP = f"{sandbox.HARNESS_DIR}/index.before-apply"
+SWEPRO_DIR = "/tmp/swepro_eval"
+
+_THREE_WAY = "git apply --3way"
+APPLY_LADDER = (
+    (_THREE_WAY, f"git apply --3way --whitespace=nowarn {PATCH_FILE}"),
+    ("git apply", f"git apply --whitespace=nowarn {PATCH_FILE}"),
+    (
+        "patch --fuzz=3",
+        f"patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch --dry-run -i {PATCH_FILE} >/dev/null"
+        f" && patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch -i {PATCH_FILE}",
+    ),
+)
+
+# Put the working tree and index back to the baseline after a conflicted
+# three-way apply: a two-tree read-tree from the current state to the baseline
+# updates, creates and deletes exactly the files that differ.
+RESTORE_BASELINE = f"""set -e
+base=$(cat {sandbox.BASELINE_FILE})
+git_dir=$(git rev-parse --absolute-git-dir)
+index=$(mktemp -u {sandbox.HARNESS_DIR}/restore-index.XXXXXX)
+trap 'rm -f "$index"' EXIT
+export GIT_INDEX_FILE=$index
+git read-tree "$base"
+git add -A -- . {sandbox.pathspec_excludes()}
+git read-tree -m -u "$(git write-tree)" "$base"
+if [ -f {INDEX_BACKUP} ]; then cp {INDEX_BACKUP} "$git_dir/index"; else rm -f "$git_dir/index"; fi
+"""
+
+# Refresh the stat cache (the boot's chown made every entry look modified, which
+# --3way, implying --index, reports as "does not match index"), then back it up.
+PREPARE_APPLY = f"""git update-index -q --refresh
+git_dir=$(git rev-parse --absolute-git-dir)
+rm -f {INDEX_BACKUP}
+if [ -f "$git_dir/index" ]; then cp "$git_dir/index" {INDEX_BACKUP}; fi
+"""
+
+# The run script's exit code is ignored: the parser's result.json decides.
+SWEPRO_COMMAND = f"""bash {SWEPRO_DIR}/run_script.sh "$SWEPRO_TEST_FILES" \\
+  >{SWEPRO_DIR}/stdout.log 2>{SWEPRO_DIR}/stderr.log
+python3 {SWEPRO_DIR}/parser.py {SWEPRO_DIR}/stdout.log {SWEPRO_DIR}/stderr.log {SWEPRO_DIR}/result.json
+"""
+
+_PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b")
+
+
+def _ignore_phase(phase: str) -> None:
+    """Default progress callback."""
+
+
+def _last(text: str, limit: int) -> str:
+    return text[-limit:] if limit > 0 else ""
+
+
+def _result(grader: GraderKind, solved: bool, applied: bool, method: str, log: str, **counts: int) -> EvalResult:
+    return EvalResult(
+        reward=1.0 if solved else 0.0,
+        solved=solved,
+        applied_cleanly=applied,
+        grader=grader,
+        apply_method=method,
+        log_tail=_last(log, LOG_TAIL_BYTES),
+        **counts,
+    )
+
+
+def _swepro_scripts(spec: SweProSpec) -> tuple[str, str]:
+    """The run and parser scripts, inline or read from the host paths (read before booting anything)."""
+
+    def pick(inline: str | None, path: str | None, what: str) -> str:
+        if inline:
+            return inline
+        if path:
+            try:
+                return Path(path).read_text()
+            except OSError as error:
+                raise ApplicationError(
+                    f"swepro {what}: {error}", type="GraderScriptMissing", non_retryable=True
+                ) from None
+        raise ApplicationError(f"swepro {what} is missing", type="GraderScriptMissing", non_retryable=True)
+
+    return (
+        pick(spec.run_script, spec.run_script_path, "run script"),
+        pick(spec.parser_script, spec.parser_script_path, "parser script"),
+    )
+
+
+async def _apply(handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
+    """Walk the apply ladder; returns (the rung that applied or None, the failed rungs' output)."""
+    if not diff.strip():
+        return "empty", ""
+    await sandbox.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
+    await sandbox.exec(handle, PREPARE_APPLY, user="root", timeout_s=APPLY_TIMEOUT_S)
+    failures = []
+    for method, command in APPLY_LADDER:
+        result = await sandbox.exec(handle, command, user="root", timeout_s=APPLY_TIMEOUT_S)
+        if result.exit_code == 0:
+            return method, ""
+        failures.append(f"$ {method}\n{result.output.strip()}")
+        if method == _THREE_WAY:
+            restore = await sandbox.exec(handle, RESTORE_BASELINE, user="root", timeout_s=APPLY_TIMEOUT_S)
+            if restore.exit_code != 0:
+                failures.append(f"$ restore baseline\n{restore.output.strip()}")
+                break
+    return None, "\n".join(failures)
+
+
+async def _run_grader(handle: SandboxHandle, command: str, timeout_s: float, env: dict[str, str]) -> int | None:
+    """Run the grading command detached as root; its exit code, or None if it was killed at ``timeout_s``."""
+    await sandbox.start_detached(handle, GRADE_JOB, command, user="root", env=env)
+    code = await sandbox.wait_detached(handle, GRADE_JOB, timeout_s)
+    if code is None:
+        await sandbox.kill_detached(handle, GRADE_JOB)
+    return code
+
+
+async def _text(handle: SandboxHandle, path: str, limit: int = LOG_TAIL_BYTES) -> str:
+    try:
+        return (await sandbox.read_file(handle, path, limit, tail=True)).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _timeout_note(timeout_s: float) -> str:
+    return f"\n[grader timed out after {timeout_s:g} s and was killed]"
+
+
+def _pytest_counts(output: str) -> dict[str, int]:
+    """Best-effort test counts from the last pytest summary line ("2 failed, 6 passed in 0.6s")."""
+    summaries = [m.group(1) for line in output.splitlines() if (m := _PYTEST_SUMMARY.match(line.strip()))]
+    if not summaries:
+        return {}
+    counts = {word: int(number) for number, word in re.findall(r"(\d+) (\w+)", summaries[-1])}
+    failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+    return {"tests_passed": counts.get("passed", 0), "tests_failed": failed}
+
+
+async def _grade_eval_cmd(handle: SandboxHandle, task: TaskSpec, timeout_s: float, method: str) -> EvalResult:
+    code = await _run_grader(handle, "exec 2>&1\n" + (task.eval_cmd or ""), timeout_s, {})
+    output = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out")
+    if code is None:
+        note = _timeout_note(timeout_s)
+        return _result("eval_cmd", False, True, method, _last(output, LOG_TAIL_BYTES - len(note)) + note)
+    return _result("eval_cmd", code == 0, True, method, output, **_pytest_counts(output))
+
+
+def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, int, int, str]:
+    """(solved, passed, failed, problem) from result.json text; problem is "" when it parsed."""
+    try:
+        tests = json.loads(raw)["tests"]
+        statuses = {str(test["name"]): str(test["status"]) for test in tests}
+    except (ValueError, KeyError, TypeError) as error:
+        return False, 0, 0, f"result.json unusable: {error!r}"
+    passed = {name for name, status in statuses.items() if status == "PASSED"}
+    failed = sum(status in ("FAILED", "ERROR") for status in statuses.values())
+    required = set(spec.fail_to_pass) | set(spec.pass_to_pass)
+    missing = sorted(required - passed)
+    problem = f"required tests not passed: {missing[:20]}" if missing else ""
+    return bool(required) and not missing, len(passed), failed, problem
+
+
+async def _grade_swepro(
+    handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], timeout_s: float, method: str
+) -> EvalResult:
+    run_script, parser_script = scripts
+    await sandbox.exec(handle, f"mkdir -p {SWEPRO_DIR}", user="root", timeout_s=APPLY_TIMEOUT_S)
+    await sandbox.write_file(handle, f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755)
+    await sandbox.write_file(handle, f"{SWEPRO_DIR}/parser.py", parser_script)
+    env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
+    code = await _run_grader(handle, SWEPRO_COMMAND, timeout_s, env)
+    stdout = await _text(handle, f"{SWEPRO_DIR}/stdout.log")
+    stderr = await _text(handle, f"{SWEPRO_DIR}/stderr.log", LOG_TAIL_BYTES // 4)
+    log = stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")
+    if code is None:
+        note = _timeout_note(timeout_s)
+        return _result("swepro", False, True, method, _last(log, LOG_TAIL_BYTES - len(note)) + note)
+    try:
+        raw = (await sandbox.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raw = ""
+    solved, passed, failed, problem = _swepro_outcome(raw, spec)
+    if problem:
+        parser_err = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.err", LOG_TAIL_BYTES // 4)
+        note = f"\n[{problem}]" + (f"\n[parser]\n{parser_err}" if parser_err.strip() else "")
+        log = _last(log, LOG_TAIL_BYTES - len(note)) + note
+    return _result("swepro", solved, True, method, log, tests_passed=passed, tests_failed=failed)
+
+
+async def evaluate(
+    request: EvalRequest,
+    *,
+    network: str | None = None,
+    limits: SandboxLimits = SandboxLimits(),
+    report: Callable[[str], None] = _ignore_phase,
+) -> EvalResult:
+    """Grade ``request.diff`` in a fresh grading sandbox; ``report`` hears each phase (boot, apply, test)."""
+    task = request.task
+    grader = task.grader
+    if grader is None:
+        raise ApplicationError(f"task {task.instance_id} has no grader", type="NoGrader", non_retryable=True)
+    scripts = _swepro_scripts(task.swepro) if grader == "swepro" else None
+    report("boot")
+    handle = await sandbox.boot(
+        SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading"),
+        lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
+        network=network,
+        limits=limits,
+    )
+    try:
+        report("apply")
+        method, apply_log = await _apply(handle, request.diff)
+        if method is None:
+            return _result(grader, False, False, "", apply_log)
+        report("test")
+        if scripts is not None:
+            return await _grade_swepro(handle, task.swepro, scripts, request.timeout_s, method)
+        return await _grade_eval_cmd(handle, task, request.timeout_s, method)
+    finally:
+        await sandbox.destroy(handle)
+
+
+@activity.defn(name="evaluate")
+async def evaluate_activity(request: EvalRequest) -> EvalResult:
+    """``evaluate`` with the worker's sandbox settings, heartbeating ``{"phase": ...}`` every few seconds.
+
+    Non-retryable: ``NoGrader``, ``GraderScriptMissing``, ``SandboxImageMissing``,
+    ``SandboxBootError`` (e.g. a failing pre-command), ``GradingFailed``. Retryable:
+    ``SandboxGone`` (the grading container died) and Docker hiccups (propagated).
+    """
+    settings = sandbox.sandbox_settings()
+    phase = {"phase": "start"}
+    try:
+        async with sandbox.heartbeating(lambda: dict(phase)):
+            return await evaluate(
+                request,
+                network=settings.network,
+                limits=settings.limits,
+                report=lambda name: phase.update(phase=name),
+            )
+    except sandbox.SandboxImageMissing as error:
+        raise sandbox.non_retryable(error, "SandboxImageMissing") from error
+    except sandbox.SandboxGone as error:
+        raise ApplicationError(str(error), type="SandboxGone") from error
+    except sandbox.SandboxError as error:
+        kind = "SandboxBootError" if phase["phase"] == "boot" else "GradingFailed"
+        raise sandbox.non_retryable(error, kind) from error

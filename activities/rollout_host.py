@@ -1,0 +1,176 @@
+"""Activities that must run on the worker that owns a sandbox and its adapter session.
+
+``RolloutHost`` is instantiated once per worker process with that process's
+adapter; its bound methods are registered as activities on the host queue
+(``pick_host`` on the shared queue, so a workflow learns which queue to pin
+the rest of its attempt to).
+
+``run_claude_code`` starts the CLI detached inside the sandbox (exit-code
+marker in the container), heartbeats every few seconds with the session's
+progress, and enforces the wall-clock budget itself, since the CLI never
+aborts a stalled stream. The adapter session it opens lives until
+``merge_segments`` (or ``discard_session``) collects it; on any failure inside
+the activity the session is discarded before the error propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import sandbox
+from activities.adapter import AdapterServer
+from activities.claude_code_harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from activities.contracts import (
+    AgentRun,
+    AgentRunRequest,
+    MergeRequest,
+    MergeResult,
+    SegmentSummary,
+    SessionConfig,
+)
+from activities.trajectory_store import TrajectoryStore
+
+CLAUDE_IN_SANDBOX = "/opt/claude/bin/claude"
+AGENT_HOME = "/home/agent"
+AGENT_LOG = "/tmp/rollout/claude.out"
+HEARTBEAT_INTERVAL_S = 5.0
+WAIT_SLICE_S = 30.0
+LOG_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+class RolloutHost:
+    def __init__(
+        self,
+        adapter: AdapterServer,
+        host_queue: str,
+        adapter_public_url: str,
+        default_policy_url: str,
+        store: TrajectoryStore,
+        agent_slots: int,
+        claude: ClaudeCodeSettings = ClaudeCodeSettings(),
+    ):
+        self.adapter = adapter
+        self.host_queue = host_queue
+        self.adapter_public_url = adapter_public_url
+        self.default_policy_url = default_policy_url
+        self.store = store
+        self.agent_slots = agent_slots
+        self.claude = claude
+
+    @activity.defn(name="pick_host")
+    async def pick_host(self) -> str:
+        """This worker's host queue, unless all its agent slots hold live sessions (then retry elsewhere)."""
+        registry = self.adapter.registry
+        if registry is not None and registry.live_count >= self.agent_slots:
+            raise ApplicationError(f"{self.host_queue} is full ({self.agent_slots} agents)", type="HostFull")
+        return self.host_queue
+
+    @activity.defn(name="run_claude_code")
+    async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
+        registry = self.adapter.registry
+        assert registry is not None
+        policy = request.policy
+        ticket = registry.open_session(
+            SessionConfig(
+                policy_url=policy.policy_url or self.default_policy_url,
+                sampling=policy.sampling,
+                context_budget=policy.context_budget,
+                max_turns=policy.max_turns,
+                tool_parser=policy.tool_parser,
+                label=f"{request.workflow_id}#{request.attempt}",
+            )
+        )
+        session = registry.get(ticket.session_id)
+        started = time.monotonic()
+        beat = asyncio.create_task(self._heartbeat(ticket.session_id, request))
+        try:
+            argv = claude_code_argv(CLAUDE_IN_SANDBOX, self.claude)
+            env = claude_code_env(self.adapter_public_url, ticket.secret, AGENT_HOME, policy.context_budget, self.claude)
+            await sandbox.start_detached(request.handle, "claude", shlex.join(argv), user="agent", env=env)
+            exit_code = await self._wait_for_agent(request)
+            if exit_code is None:
+                await sandbox.kill_detached(request.handle, "claude")
+            log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
+        except BaseException:
+            registry.finish_session(ticket.session_id)
+            raise
+        finally:
+            beat.cancel()
+        log_path = await asyncio.to_thread(self.store.put_log, f"{request.workflow_id}.attempt{request.attempt}", log)
+        lines = log.decode(errors="replace").splitlines()
+        if exit_code is None:
+            verdict_reason, verdict = "agent_budget_exceeded", judge_run(lines, -1)
+        else:
+            verdict = judge_run(lines, exit_code)
+            verdict_reason = verdict.reason
+        return AgentRun(
+            session_id=ticket.session_id,
+            exit_code=exit_code,
+            reason=verdict_reason,
+            is_error=verdict.is_error,
+            terminal_reason=verdict.terminal_reason,
+            turns=len(session.turns) if session else 0,
+            duration_s=round(time.monotonic() - started, 3),
+            log_path=str(log_path),
+            log_tail="\n".join(lines[-5:])[-2000:],
+        )
+
+    @activity.defn(name="merge_segments")
+    async def merge_segments(self, request: MergeRequest) -> MergeResult:
+        registry = self.adapter.registry
+        assert registry is not None
+        result = registry.finish_session(request.session_id)
+        summaries = [
+            SegmentSummary(
+                kind=s.kind,
+                lane=s.lane,
+                n_tokens=len(s.tokens),
+                prompt_length=s.prompt_length,
+                n_sampled=sum(s.loss_mask),
+                turns=s.turns,
+            )
+            for s in result.segments
+        ]
+        if not result.segments:
+            return MergeResult(trajectory=None, segments=[], turns=len(result.turns))
+        ref = await asyncio.to_thread(self.store.put, request.workflow_id, result.segments)
+        return MergeResult(trajectory=ref, segments=summaries, turns=len(result.turns))
+
+    @activity.defn(name="discard_session")
+    async def discard_session(self, session_id: str) -> None:
+        registry = self.adapter.registry
+        if registry is not None:
+            try:
+                registry.finish_session(session_id)
+            except KeyError:
+                pass
+
+    async def _wait_for_agent(self, request: AgentRunRequest) -> int | None:
+        """The agent's exit code, or None once the wall-clock budget is spent (waited in short slices)."""
+        deadline = time.monotonic() + request.time_budget_s
+        while (left := deadline - time.monotonic()) > 0:
+            exit_code = await sandbox.wait_detached(request.handle, "claude", timeout_s=min(WAIT_SLICE_S, left))
+            if exit_code is not None:
+                return exit_code
+        return None
+
+    async def _heartbeat(self, session_id: str, request: AgentRunRequest) -> None:
+        registry = self.adapter.registry
+        while True:
+            session = registry.get(session_id) if registry else None
+            turns = session.turns if session else []
+            activity.heartbeat(
+                {
+                    "session_id": session_id,
+                    "sandbox": request.handle.name,
+                    "turns": len(turns),
+                    "tokens": sum(t.prompt_tokens + t.completion_tokens for t in turns[-1:]),
+                    "last_tools": turns[-1].tool_names if turns else [],
+                }
+            )
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)

@@ -1,0 +1,828 @@
+"""Docker sandboxes for rollouts: boot, exec, detached commands, git diff, destroy, reap.
+
+Invariants:
+
+* Every container this module creates carries ``io.rollouts.managed=1`` plus
+  labels naming its workflow, attempt, instance, purpose, host queue and
+  expiry time, and runs ``sleep <lifetime_s>`` under ``init``, so it stops on
+  its own if every worker dies; the reaper removes what is left.
+* Blocking docker SDK calls run in threads (``asyncio.to_thread``). Commands
+  inside a container run through the ``docker exec`` CLI as an asyncio
+  subprocess: a timeout or a cancellation kills that client, and the command
+  itself runs under ``timeout(1)`` inside the container, so it stops too.
+* Environment values reach container processes through ``docker exec -e NAME``
+  with the value in the CLI's own environment: never interpolated into a shell
+  string, never visible on the host's command lines.
+* Files enter a container through ``put_archive`` (an in-memory tar) and leave
+  it through ``get_archive``; nothing is shell-quoted.
+* Harness state lives under ``/tmp/rollout`` (mode 1777): the workspace
+  baseline tree, detached-command scripts, logs and exit markers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import io
+import ipaddress
+import json
+import os
+import re
+import secrets
+import shutil
+import tarfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterable, Iterator
+
+import docker
+import docker.errors
+from docker.types import Mount
+from pydantic import BaseModel, Field
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.contracts import SandboxHandle, SandboxRequest
+
+LABEL_PREFIX = "io.rollouts"
+MAX_CONCURRENT_BOOTS = 16
+AGENT_USER = "agent"
+AGENT_UID = 1000
+AGENT_HOME = "/home/agent"
+CLAUDE_MOUNT_PATH = "/opt/claude/bin/claude"
+CLAUDE_CONFIG = {"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True}
+HARNESS_DIR = "/tmp/rollout"
+BASELINE_FILE = f"{HARNESS_DIR}/baseline-tree"
+PROBLEM_STATEMENT_FILE = "PROBLEM_STATEMENT.md"
+PREPARE_TIMEOUT_S = 900.0
+MAX_DIFF_BYTES = 1 << 20
+# Paths never part of an agent's patch: the task text, harness state, byte-code caches.
+DIFF_EXCLUDES = (
+    f":(exclude){PROBLEM_STATEMENT_FILE}",
+    ":(exclude,glob).claude/**",
+    ":(exclude,glob)**/__pycache__/**",
+    ":(exclude,glob)**/.pytest_cache/**",
+)
+_DETACHED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_CLI_SLACK_S = 15.0
+_TIMEOUT_EXIT_CODES = (124, 137)
+
+_boot_slots = asyncio.Semaphore(MAX_CONCURRENT_BOOTS)
+
+
+class SandboxError(RuntimeError):
+    """A sandbox operation failed for a reason retrying will not fix."""
+
+
+class SandboxImageMissing(SandboxError):
+    """The task image is not present locally (there is no registry to pull from)."""
+
+
+class SandboxGone(SandboxError):
+    """The container no longer exists or is not running."""
+
+
+class SandboxLimits(BaseModel):
+    """Per-container resource caps."""
+
+    cpus: float = Field(2.0, gt=0)
+    memory_bytes: int = Field(4 << 30, ge=64 << 20)
+    pids: int = Field(512, ge=16)
+
+
+class ExecResult(BaseModel):
+    """``output`` is stdout and stderr interleaved; ``timed_out`` means the command was killed at its timeout."""
+
+    exit_code: int
+    output: str
+    timed_out: bool = False
+
+
+class DetachedStatus(BaseModel):
+    """``started``: its pid is recorded; ``running``: its process group is alive; ``exit_code``: its exit marker."""
+
+    started: bool
+    running: bool
+    exit_code: int | None = None
+
+
+class ManagedContainer(BaseModel):
+    id: str
+    name: str
+    state: str
+    labels: dict[str, str]
+
+
+class SandboxSettings(BaseModel):
+    """Per-worker defaults for the Temporal activities (see ``configure_sandbox_activities``)."""
+
+    claude_binary: Path | None = None
+    network: str | None = None
+    host_queue: str = ""
+    limits: SandboxLimits = SandboxLimits()
+    lifetime_s: int = Field(3600, ge=60)
+
+
+_settings = SandboxSettings()
+
+
+def configure_sandbox_activities(
+    *,
+    claude_binary: Path | None = None,
+    network: str | None = None,
+    host_queue: str = "",
+    limits: SandboxLimits = SandboxLimits(),
+    lifetime_s: int = 3600,
+) -> None:
+    """Set the worker-wide settings the sandbox and evaluate activities use; call once at worker start."""
+    global _settings
+    _settings = SandboxSettings(
+        claude_binary=claude_binary, network=network, host_queue=host_queue, limits=limits, lifetime_s=lifetime_s
+    )
+
+
+def sandbox_settings() -> SandboxSettings:
+    return _settings
+
+
+# --------------------------------------------------------------------------- the sandbox network
+
+SANDBOX_NETWORK = "rollouts-sandbox"
+SANDBOX_SUBNET = "172.30.0.0/24"
+
+
+def ensure_network(name: str = SANDBOX_NETWORK, subnet: str = SANDBOX_SUBNET) -> str:
+    """Create (once) the internal bridge network sandboxes run on; return the host's address on it.
+
+    ``internal`` means no route out of the host: a sandbox can reach the
+    worker at this gateway address (where the adapter listens) and nothing
+    beyond the machine.
+    """
+    client = _client()
+    try:
+        network = client.networks.get(name)
+    except docker.errors.NotFound:
+        gateway = str(ipaddress.ip_network(subnet).network_address + 1)
+        pool = docker.types.IPAMPool(subnet=subnet, gateway=gateway)
+        try:
+            network = client.networks.create(
+                name,
+                driver="bridge",
+                internal=True,
+                ipam=docker.types.IPAMConfig(pool_configs=[pool]),
+                labels={f"{LABEL_PREFIX}.managed": "1"},
+            )
+        except docker.errors.APIError:
+            network = client.networks.get(name)
+    network.reload()
+    return network.attrs["IPAM"]["Config"][0]["Gateway"]
+
+
+# --------------------------------------------------------------------------- docker plumbing
+
+
+_client_instance: docker.DockerClient | None = None
+
+
+def _client() -> docker.DockerClient:
+    global _client_instance
+    if _client_instance is None:
+        _client_instance = docker.from_env()
+    return _client_instance
+
+
+def _docker_cli() -> str:
+    """Absolute path of the docker CLI (a caller's PATH in ``env`` must not change which binary runs)."""
+    found = shutil.which("docker")
+    if found is None:
+        raise SandboxError("the docker CLI is not on PATH")
+    return found
+
+
+async def _run_cli(args: list[str], env: dict[str, str] | None, timeout_s: float) -> tuple[int, bytes]:
+    """Run ``docker <args>``; on timeout or cancellation kill the client before re-raising."""
+    proc = await asyncio.create_subprocess_exec(
+        _docker_cli(),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        output, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode, output
+
+
+def _exec_args(container_id: str, user: str, cwd: str, env: dict[str, str] | None) -> list[str]:
+    names = [arg for key in (env or {}) for arg in ("-e", key)]
+    return ["exec", "-u", user, "-w", cwd, *names, container_id]
+
+
+async def _ensure_running(container_id: str) -> None:
+    def state() -> str:
+        return _client().containers.get(container_id).status
+
+    try:
+        status = await asyncio.to_thread(state)
+    except docker.errors.NotFound:
+        raise SandboxGone(f"container {container_id[:12]} no longer exists") from None
+    if status != "running":
+        raise SandboxGone(f"container {container_id[:12]} is {status}")
+
+
+async def _exec_in(
+    container_id: str,
+    argv: list[str],
+    *,
+    user: str,
+    cwd: str,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> ExecResult:
+    """Run ``argv`` under ``timeout(1)`` in the container; a dead container raises ``SandboxGone``."""
+    limit = f"{max(timeout_s, 0.001):.3f}"
+    args = _exec_args(container_id, user, cwd, env) + ["timeout", "-k", "5", limit, *argv]
+    started = time.monotonic()
+    try:
+        code, raw = await _run_cli(args, env, timeout_s + _CLI_SLACK_S)
+    except asyncio.TimeoutError:
+        await _ensure_running(container_id)
+        return ExecResult(exit_code=124, output="", timed_out=True)
+    output = raw.decode("utf-8", errors="replace")
+    if code != 0:
+        await _ensure_running(container_id)
+    timed_out = code in _TIMEOUT_EXIT_CODES and time.monotonic() - started >= timeout_s
+    return ExecResult(exit_code=code, output=output, timed_out=timed_out)
+
+
+async def _harness(
+    handle: SandboxHandle, script: str, *args: str, timeout_s: float = 60.0, user: str = "root"
+) -> ExecResult:
+    """Run one of this module's fixed bash scripts; values arrive as positional parameters."""
+    argv = ["bash", "-c", script, "harness", *args]
+    return await _exec_in(handle.container_id, argv, user=user, cwd=handle.workdir, timeout_s=timeout_s)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _tar_one(name: str, data: bytes, uid: int, mode: int) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+        info.uid = info.gid = uid
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+async def write_file(handle: SandboxHandle, path: str, data: bytes | str, *, uid: int = 0, mode: int = 0o644) -> None:
+    """Write ``data`` to the absolute ``path`` (its directory must exist), owned by ``uid``."""
+    target = PurePosixPath(path)
+    payload = data.encode() if isinstance(data, str) else data
+    archive = _tar_one(target.name, payload, uid, mode)
+
+    def put() -> bool:
+        return _client().containers.get(handle.container_id).put_archive(str(target.parent), archive)
+
+    if not await asyncio.to_thread(put):
+        raise SandboxError(f"could not write {path}")
+
+
+class _ChunkStream(io.RawIOBase):
+    """A readable stream over an iterator of byte chunks (the body of ``get_archive``)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            self._pending = next(self._chunks, b"")
+            if not self._pending:
+                return 0
+        n = min(len(buffer), len(self._pending))
+        buffer[:n], self._pending = self._pending[:n], self._pending[n:]
+        return n
+
+
+def _read_member(chunks: Iterable[bytes], max_bytes: int, tail: bool) -> bytes:
+    with tarfile.open(fileobj=io.BufferedReader(_ChunkStream(chunks)), mode="r|") as archive:
+        member = next(iter(archive), None)
+        stream = archive.extractfile(member) if member is not None else None
+        if stream is None:
+            raise IsADirectoryError("not a regular file")
+        if not tail:
+            return stream.read(max_bytes)
+        kept = bytearray()
+        while chunk := stream.read(1 << 16):
+            kept += chunk
+            del kept[:-max_bytes]
+        return bytes(kept)
+
+
+async def read_file(handle: SandboxHandle, path: str, max_bytes: int, *, tail: bool = False) -> bytes:
+    """The first (or, with ``tail``, the last) ``max_bytes`` of a file; ``FileNotFoundError`` if it is missing."""
+
+    def get() -> bytes:
+        try:
+            chunks, _ = _client().containers.get(handle.container_id).get_archive(path)
+        except docker.errors.NotFound as error:
+            raise FileNotFoundError(f"{path} in {handle.name}: {error.explanation}") from None
+        return _read_member(chunks, max_bytes, tail)
+
+    return await asyncio.to_thread(get)
+
+
+# --------------------------------------------------------------------------- exec
+
+
+async def exec(  # noqa: A001 - the sandbox's verb
+    handle: SandboxHandle,
+    cmd: str,
+    *,
+    user: str = AGENT_USER,
+    timeout_s: float = 120,
+    env: dict[str, str] | None = None,
+) -> ExecResult:
+    """Run ``bash -lc cmd`` in the workdir and wait at most ``timeout_s`` (plus a small client slack).
+
+    Implemented with the ``docker exec`` CLI as a killable asyncio subprocess;
+    the command runs under ``timeout -k 5`` in the container, so on expiry its
+    process group is killed and the result says ``timed_out``.
+    """
+    return await _exec_in(
+        handle.container_id, ["bash", "-lc", cmd], user=user, cwd=handle.workdir, timeout_s=timeout_s, env=env
+    )
+
+
+# --------------------------------------------------------------------------- detached commands
+
+# $1 = name. The command runs in its own process group (set -m), so kill_detached
+# can signal the whole group while this runner survives to write the exit marker.
+_RUNNER = f"""set -m
+d={HARNESS_DIR}; n=$1
+echo $$ >"$d/$n.runner"
+bash -l "$d/$n.sh" >"$d/$n.out" 2>"$d/$n.err" </dev/null &
+echo $! >"$d/$n.pid.tmp" && mv "$d/$n.pid.tmp" "$d/$n.pid"
+wait $!
+echo $? >"$d/$n.exit.tmp" && mv "$d/$n.exit.tmp" "$d/$n.exit"
+"""
+
+_LAUNCH = f"""d={HARNESS_DIR}; n=$1
+bash "$d/$n.run" "$n" </dev/null >/dev/null 2>&1 &
+for _ in $(seq 400); do [ -f "$d/$n.pid" ] && exit 0; sleep 0.025; done
+echo "detached command $n did not record its pid" >&2; exit 1
+"""
+
+_STATUS = f"""d={HARNESS_DIR}; n=$1
+[ -f "$d/$n.pid" ] || {{ echo none; exit 0; }}
+[ -f "$d/$n.exit" ] && {{ echo "exit $(cat "$d/$n.exit")"; exit 0; }}
+kill -0 -- "-$(cat "$d/$n.pid")" 2>/dev/null && {{ echo running; exit 0; }}
+[ -f "$d/$n.exit" ] && {{ echo "exit $(cat "$d/$n.exit")"; exit 0; }}
+echo lost
+"""
+
+# Exit 3: never started; 4: the runner died without an exit marker.
+_WAIT = f"""d={HARNESS_DIR}; n=$1
+[ -f "$d/$n.pid" ] || exit 3
+while [ ! -f "$d/$n.exit" ]; do
+  kill -0 "$(cat "$d/$n.runner")" 2>/dev/null || {{ [ -f "$d/$n.exit" ] || exit 4; }}
+  sleep 0.2
+done
+cat "$d/$n.exit"
+"""
+
+_KILL = f"""d={HARNESS_DIR}; n=$1
+[ -f "$d/$n.pid" ] || exit 0
+pg=$(cat "$d/$n.pid")
+kill -TERM -- "-$pg" 2>/dev/null || exit 0
+for _ in $(seq 50); do kill -0 -- "-$pg" 2>/dev/null || exit 0; sleep 0.1; done
+kill -KILL -- "-$pg" 2>/dev/null; exit 0
+"""
+
+
+def _checked_name(name: str) -> str:
+    if not _DETACHED_NAME.fullmatch(name):
+        raise ValueError(f"detached command name {name!r} must match {_DETACHED_NAME.pattern}")
+    return name
+
+
+def _uid_of(user: str) -> int:
+    return {"root": 0, AGENT_USER: AGENT_UID}.get(user, 0)
+
+
+async def start_detached(
+    handle: SandboxHandle, name: str, cmd: str, *, user: str = AGENT_USER, env: dict[str, str] | None = None
+) -> None:
+    """Start ``cmd`` (a bash script, run as ``bash -l``) in the background in the workdir.
+
+    Files under ``/tmp/rollout``: ``<name>.sh`` (the script), ``.out`` / ``.err``
+    (its output), ``.pid`` (its process group), ``.exit`` (its exit code,
+    written atomically once it ends). A name runs at most once per container:
+    starting an already-started name raises ``SandboxError`` (re-attach with
+    ``wait_detached`` instead).
+    """
+    _checked_name(name)
+    if (await detached_status(handle, name)).started:
+        raise SandboxError(f"detached command {name} already started in {handle.name}")
+    await write_file(handle, f"{HARNESS_DIR}/{name}.sh", cmd, uid=_uid_of(user), mode=0o755)
+    await write_file(handle, f"{HARNESS_DIR}/{name}.run", _RUNNER, uid=_uid_of(user), mode=0o755)
+    result = await _exec_in(
+        handle.container_id,
+        ["bash", "-c", _LAUNCH, "launch", name],
+        user=user,
+        cwd=handle.workdir,
+        timeout_s=30,
+        env=env,
+    )
+    if result.exit_code != 0:
+        raise SandboxError(f"could not start {name} in {handle.name}: {result.output.strip()}")
+
+
+async def detached_status(handle: SandboxHandle, name: str) -> DetachedStatus:
+    result = await _harness(handle, _STATUS, _checked_name(name))
+    word, _, value = result.output.strip().partition(" ")
+    if word == "none":
+        return DetachedStatus(started=False, running=False)
+    if word == "exit":
+        return DetachedStatus(started=True, running=False, exit_code=int(value))
+    return DetachedStatus(started=True, running=word == "running")
+
+
+async def wait_detached(handle: SandboxHandle, name: str, timeout_s: float) -> int | None:
+    """The exit code of ``name`` once it ends (at once if it already has), or None after ``timeout_s``.
+
+    One blocking ``docker exec`` polls the exit marker every 0.2 s. Cancelling
+    the awaiting task kills that client; the in-container poll then ends at
+    its own ``timeout``, so long waits are best done in slices.
+    """
+    result = await _harness(handle, _WAIT, _checked_name(name), timeout_s=timeout_s)
+    if result.timed_out:
+        return None
+    if result.exit_code == 3:
+        raise SandboxError(f"detached command {name} was never started in {handle.name}")
+    if result.exit_code == 4:
+        raise SandboxError(f"detached command {name} in {handle.name} lost its runner before exiting")
+    if result.exit_code != 0:
+        raise SandboxError(f"waiting for {name} failed: {result.output.strip()}")
+    return int(result.output.strip())
+
+
+async def kill_detached(handle: SandboxHandle, name: str) -> None:
+    """TERM the command's process group, KILL it after 5 s; the runner then records 143 or 137."""
+    await _harness(handle, _KILL, _checked_name(name))
+
+
+# --------------------------------------------------------------------------- git
+
+
+def pathspec_excludes() -> str:
+    """``DIFF_EXCLUDES`` as single-quoted shell words (they contain no quotes)."""
+    return " ".join(f"'{spec}'" for spec in DIFF_EXCLUDES)
+
+
+# Print the tree of the current working state (tracked + untracked, minus
+# excludes) without touching the repository's own index.
+_SNAPSHOT = f"""set -e
+index={HARNESS_DIR}/snapshot-index.$$
+trap 'rm -f "$index"' EXIT
+git_dir=$(git rev-parse --absolute-git-dir)
+if [ -f "$git_dir/index" ]; then cp "$git_dir/index" "$index"; fi
+GIT_INDEX_FILE=$index git add -A -- . {pathspec_excludes()}
+GIT_INDEX_FILE=$index git write-tree
+"""
+
+# $1 = output file. Writes new objects to a scratch object directory (the
+# repository's objects stay readable as an alternate), so running as root
+# never leaves root-owned files in the agent's .git.
+_DIFF = f"""set -e
+base=$(cat {BASELINE_FILE} 2>/dev/null || git rev-parse 'HEAD^{{tree}}')
+git_dir=$(git rev-parse --absolute-git-dir)
+scratch=$(mktemp -d {HARNESS_DIR}/diff.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+if [ -f "$git_dir/index" ]; then cp "$git_dir/index" "$scratch/index"; fi
+export GIT_INDEX_FILE=$scratch/index GIT_OBJECT_DIRECTORY=$scratch/objects
+export GIT_ALTERNATE_OBJECT_DIRECTORIES=$git_dir/objects
+mkdir -p "$scratch/objects"
+git add -A -- . {pathspec_excludes()}
+git diff --cached --binary --no-color --no-ext-diff --no-renames "$base" -- . {pathspec_excludes()} >"$1"
+"""
+
+
+async def git_diff(handle: SandboxHandle) -> str:
+    """The agent's patch: working tree (tracked and untracked files) against the workspace baseline.
+
+    The baseline is the tree recorded at boot after ``before_repo_set_cmd`` and
+    the pre-commands, so their side effects are not part of the patch (a
+    grading sandbox reproduces them before applying it); it falls back to
+    ``HEAD``. Excludes ``DIFF_EXCLUDES``; ``--binary`` keeps binary files.
+    Raises ``SandboxError`` if git fails or the diff exceeds ``MAX_DIFF_BYTES``.
+    """
+    out = f"{HARNESS_DIR}/agent.diff"
+    result = await _harness(handle, _DIFF, out, timeout_s=300)
+    if result.exit_code != 0:
+        raise SandboxError(f"git diff failed in {handle.name}: {result.output.strip()[-2000:]}")
+    data = await read_file(handle, out, MAX_DIFF_BYTES + 1)
+    if len(data) > MAX_DIFF_BYTES:
+        raise SandboxError(f"the diff in {handle.name} exceeds {MAX_DIFF_BYTES} bytes")
+    return data.decode("utf-8", errors="replace")
+
+
+async def _record_baseline(handle: SandboxHandle) -> None:
+    result = await _harness(handle, _SNAPSHOT, timeout_s=300, user=AGENT_USER)
+    if result.exit_code != 0:
+        raise SandboxError(f"could not snapshot the workspace of {handle.name}: {result.output.strip()[-2000:]}")
+    await write_file(handle, BASELINE_FILE, result.output.strip().splitlines()[-1] + "\n")
+
+
+# --------------------------------------------------------------------------- boot
+
+
+# $1 = workdir. Idempotent. Login shells (bash -l) reset PATH in /etc/profile;
+# the profile.d entry restores the image's own PATH (e.g. a conda or venv bin).
+_PREPARE = f"""set -e
+workdir=$1
+[ -d "$workdir" ] || {{ echo "workdir $workdir does not exist in the image" >&2; exit 2; }}
+mkdir -p /etc/profile.d
+printf 'PATH=%q\\nexport PATH\\n' "$PATH" >/etc/profile.d/00-rollout-image-path.sh
+if ! id -u {AGENT_USER} >/dev/null 2>&1; then
+  if command -v useradd >/dev/null; then
+    useradd -o -m -u {AGENT_UID} -d {AGENT_HOME} -s /bin/bash {AGENT_USER}
+  else
+    adduser -D -u {AGENT_UID} -h {AGENT_HOME} -s /bin/sh {AGENT_USER}
+  fi
+fi
+mkdir -p {AGENT_HOME} {HARNESS_DIR}
+chmod 1777 {HARNESS_DIR}
+chown -R {AGENT_USER}: {AGENT_HOME} "$workdir"
+git config --system --add safe.directory '*'
+"""
+
+
+def _labels(request: SandboxRequest, host_queue: str, lifetime_s: int) -> dict[str, str]:
+    values = {
+        "managed": "1",
+        "workflow_id": request.workflow_id,
+        "attempt": str(request.attempt),
+        "instance_id": request.task.instance_id,
+        "purpose": request.purpose,
+        "host_queue": host_queue,
+        "expires_at": str(int(time.time()) + lifetime_s),
+    }
+    return {f"{LABEL_PREFIX}.{key}": value for key, value in values.items()}
+
+
+def _container_name(request: SandboxRequest) -> str:
+    digest = hashlib.sha256(request.workflow_id.encode()).hexdigest()[:10]
+    return f"rollout-{digest}-{request.attempt}-{request.purpose}-{secrets.token_hex(3)}"
+
+
+def _create_container(
+    request: SandboxRequest,
+    *,
+    host_queue: str,
+    lifetime_s: int,
+    claude_binary: Path | None,
+    network: str | None,
+    limits: SandboxLimits,
+) -> tuple[str, str]:
+    """Create and start the container (blocking); a container that fails to start is removed."""
+    name = _container_name(request)
+    mounts = []
+    if claude_binary is not None:
+        mounts.append(Mount(CLAUDE_MOUNT_PATH, str(claude_binary), type="bind", read_only=True))
+    try:
+        container = _client().containers.create(
+            request.task.image,
+            entrypoint=["sleep"],
+            command=[str(lifetime_s)],
+            name=name,
+            labels=_labels(request, host_queue, lifetime_s),
+            working_dir=request.task.workdir,
+            init=True,
+            auto_remove=False,
+            nano_cpus=int(limits.cpus * 1e9),
+            mem_limit=limits.memory_bytes,
+            memswap_limit=limits.memory_bytes,
+            pids_limit=limits.pids,
+            mounts=mounts,
+            network=network,
+        )
+    except docker.errors.ImageNotFound:
+        raise SandboxImageMissing(
+            f"image {request.task.image} is not present locally (no registry: build it, "
+            "e.g. scripts/build_task_images.sh)"
+        ) from None
+    try:
+        container.start()
+    except BaseException:
+        container.remove(force=True)
+        raise
+    return container.id, name
+
+
+async def _create(request: SandboxRequest, **options: Any) -> tuple[str, str]:
+    """Create the container; if cancelled meanwhile, wait for the thread and remove what it made."""
+    creation = asyncio.ensure_future(asyncio.to_thread(_create_container, request, **options))
+    try:
+        return await asyncio.shield(creation)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            container_id, _ = await creation
+            await asyncio.to_thread(_remove, container_id)
+        raise
+
+
+async def _run_step(handle: SandboxHandle, command: str, label: str) -> None:
+    result = await exec(handle, "set -e\n" + command, user=AGENT_USER, timeout_s=PREPARE_TIMEOUT_S)
+    if result.exit_code != 0:
+        why = "timed out" if result.timed_out else f"exit {result.exit_code}"
+        raise SandboxError(f"{label} failed ({why}): {command[:300]!r}\n{result.output[-2000:]}")
+
+
+async def _prepare_workspace(handle: SandboxHandle, request: SandboxRequest) -> None:
+    task = request.task
+    setup = await _exec_in(
+        handle.container_id,
+        ["bash", "-c", _PREPARE, "prepare", task.workdir],
+        user="root",
+        cwd="/",
+        timeout_s=PREPARE_TIMEOUT_S,
+    )
+    if setup.exit_code != 0:
+        raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
+    await write_file(handle, f"{AGENT_HOME}/.claude.json", json.dumps(CLAUDE_CONFIG), uid=AGENT_UID, mode=0o600)
+    if task.swepro is not None and task.swepro.before_repo_set_cmd:
+        await _run_step(handle, task.swepro.before_repo_set_cmd, "before_repo_set_cmd")
+    for index, command in enumerate(task.pre_commands):
+        await _run_step(handle, command, f"pre_commands[{index}]")
+    await _record_baseline(handle)
+    if request.purpose == "agent":
+        path = f"{task.workdir.rstrip('/')}/{PROBLEM_STATEMENT_FILE}"
+        await write_file(handle, path, task.problem_statement, uid=AGENT_UID)
+
+
+async def boot(
+    request: SandboxRequest,
+    *,
+    host_queue: str = "",
+    lifetime_s: int = 3600,
+    claude_binary: Path | None = None,
+    network: str | None = None,
+    limits: SandboxLimits = SandboxLimits(),
+) -> SandboxHandle:
+    """Start a container from the task image and prepare its workspace.
+
+    Preparation: the ``agent`` user (uid 1000) with a Claude Code config that
+    skips onboarding, ``safe.directory '*'``, the workdir owned by ``agent``,
+    then (as ``agent``, ``set -e``, in the workdir) ``before_repo_set_cmd`` and
+    each pre-command, then the baseline snapshot for ``git_diff``, then (purpose
+    "agent" only) ``PROBLEM_STATEMENT.md``. Any failure after the container
+    exists removes it before raising. At most ``MAX_CONCURRENT_BOOTS`` boots
+    run at once per process.
+    """
+    async with _boot_slots:
+        container_id, name = await _create(
+            request,
+            host_queue=host_queue,
+            lifetime_s=lifetime_s,
+            claude_binary=claude_binary,
+            network=network,
+            limits=limits,
+        )
+        handle = SandboxHandle(
+            container_id=container_id, name=name, workdir=request.task.workdir, host_queue=host_queue
+        )
+        try:
+            await _prepare_workspace(handle, request)
+        except BaseException:
+            await asyncio.shield(destroy(handle))
+            raise
+    return handle
+
+
+# --------------------------------------------------------------------------- destroy and reap
+
+
+def _remove(container_id: str) -> None:
+    try:
+        _client().containers.get(container_id).remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as error:
+        if error.status_code != 409:  # 409: removal already in progress
+            raise
+
+
+async def destroy(handle: SandboxHandle) -> None:
+    """Force-remove the container; a container that is already gone is fine."""
+    await asyncio.to_thread(_remove, handle.container_id)
+
+
+async def list_managed() -> list[ManagedContainer]:
+    """Every container (running or not) labelled ``io.rollouts.managed=1``."""
+
+    def listing() -> list[ManagedContainer]:
+        found = _client().containers.list(all=True, sparse=True, filters={"label": f"{LABEL_PREFIX}.managed=1"})
+        return [
+            ManagedContainer(
+                id=c.attrs["Id"],
+                name=(c.attrs.get("Names") or [""])[0].lstrip("/"),
+                state=c.attrs.get("State", ""),
+                labels=c.attrs.get("Labels") or {},
+            )
+            for c in found
+        ]
+
+    return await asyncio.to_thread(listing)
+
+
+async def reap(predicate: Callable[[ManagedContainer], bool]) -> list[str]:
+    """Remove the managed containers ``predicate`` selects; returns their names."""
+    doomed = [container for container in await list_managed() if predicate(container)]
+    for container in doomed:
+        await asyncio.to_thread(_remove, container.id)
+    return [container.name for container in doomed]
+
+
+async def reap_expired(now: float | None = None) -> list[str]:
+    """Remove managed containers whose ``expires_at`` label lies before ``now`` (default: the current time)."""
+    cutoff = time.time() if now is None else now
+
+    def expired(container: ManagedContainer) -> bool:
+        stamp = container.labels.get(f"{LABEL_PREFIX}.expires_at", "")
+        return stamp.isdigit() and int(stamp) < cutoff
+
+    return await reap(expired)
+
+
+# --------------------------------------------------------------------------- Temporal activities
+
+
+@contextlib.asynccontextmanager
+async def heartbeating(details: Callable[[], Any], interval_s: float = 5.0):
+    """Heartbeat ``details()`` every ``interval_s`` while the body runs (so cancellation reaches it)."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat(details())
+            await asyncio.sleep(interval_s)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+def non_retryable(error: Exception, kind: str) -> ApplicationError:
+    """The ``ApplicationError`` an activity raises for a failure retrying will not fix."""
+    return ApplicationError(str(error), type=kind, non_retryable=True)
+
+
+@activity.defn(name="boot_sandbox")
+async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
+    """Boot with the worker's settings; non-transient failures are non-retryable
+    (``SandboxImageMissing``, ``SandboxBootError``)."""
+    settings = sandbox_settings()
+    try:
+        async with heartbeating(lambda: {"phase": "boot"}):
+            return await boot(
+                request,
+                host_queue=settings.host_queue,
+                lifetime_s=settings.lifetime_s,
+                claude_binary=settings.claude_binary,
+                network=settings.network,
+                limits=settings.limits,
+            )
+    except SandboxImageMissing as error:
+        raise non_retryable(error, "SandboxImageMissing") from error
+    except SandboxError as error:
+        raise non_retryable(error, "SandboxBootError") from error
+
+
+@activity.defn(name="git_diff")
+async def git_diff_activity(handle: SandboxHandle) -> str:
+    """Non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``."""
+    try:
+        return await git_diff(handle)
+    except SandboxGone as error:
+        raise non_retryable(error, "SandboxGone") from error
+    except SandboxError as error:
+        raise non_retryable(error, "GitDiffFailed") from error
+
+
+@activity.defn(name="destroy_sandbox")
+async def destroy_sandbox(handle: SandboxHandle) -> None:
+    await destroy(handle)

@@ -1,0 +1,233 @@
+"""The trainer's side: start rollouts, follow them, write results.
+
+CLI::
+
+    python starter.py run DATASET.jsonl [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
+    python starter.py demo [--policy oracle|noop] [--keep-ui]
+
+``run`` needs a worker (``python worker.py``) and a Temporal server
+(``TEMPORAL_ADDRESS``). ``demo`` is the embedded default: with no
+``TEMPORAL_ADDRESS`` it starts a local dev server (UI on :8233) and a worker
+with the scripted policy, then runs the bundled example tasks.
+
+Python API: ``await start_rollout(client, rollout)`` returns a workflow handle
+(re-attaching when that rollout already ran: the workflow id is derived from
+instance id, sample index and group index); ``await run_rollouts(client,
+rollouts)`` runs many with a concurrency limit and returns their results.
+A bad dataset row is reported by line number and the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Awaitable, Callable, Iterable
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from activities.contracts import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
+from activities.dataset_rows import DatasetRow, RowError, read_dataset
+from activities.local_services import temporal_dev_server, worker_process
+from activities.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
+from activities.tokenizer_cache import PROJECT_ROOT
+from activities.trajectory_store import TrajectoryStore
+from workflows.coding_agent_rollout import CodingAgentRollout
+
+EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
+RolloutCallback = Callable[[RolloutResult], Awaitable[None] | None]
+
+
+def workflow_id_for(run_id: str, task: TaskSpec, sample_index: int, group_index: int) -> str:
+    """Deterministic per (run, instance, sample, group): restarting a trainer re-attaches instead of re-running."""
+    return f"rollout-{run_id}-{task.instance_id}-{sample_index}-{group_index}"
+
+
+def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: PolicySpec, budgets: RolloutBudgets) -> RolloutInput:
+    return RolloutInput(
+        task=task,
+        sample_index=sample_index,
+        group_index=group_index,
+        policy=policy,
+        agent_budget_s=budgets.agent_budget_s,
+        eval_timeout_s=budgets.eval_timeout_s,
+        guard_s=budgets.guard_s,
+    )
+
+
+async def connect(address: str) -> Client:
+    return await Client.connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), data_converter=pydantic_data_converter)
+
+
+async def start_rollout(client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
+    """Start the rollout's workflow, or attach to it if that id already ran or is running."""
+    workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
+    try:
+        return await client.start_workflow(
+            CodingAgentRollout.run,
+            rollout,
+            id=workflow_id,
+            task_queue=task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"{rollout.task.instance_id} sample {rollout.sample_index} group {rollout.group_index}",
+        )
+    except WorkflowAlreadyStartedError:
+        return client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id)
+
+
+async def run_rollouts(
+    client: Client,
+    rollouts: Iterable[RolloutInput],
+    run_id: str,
+    concurrency: int = 8,
+    task_queue: str = SHARED_TASK_QUEUE,
+    on_result: RolloutCallback | None = None,
+) -> list[RolloutResult]:
+    """Run every rollout (at most ``concurrency`` in flight); results come back in input order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(rollout: RolloutInput) -> RolloutResult:
+        async with gate:
+            handle = await start_rollout(client, rollout, run_id, task_queue)
+            result = await handle.result()
+        if on_result is not None:
+            maybe = on_result(result)
+            if asyncio.iscoroutine(maybe):
+                await maybe
+        return result
+
+    return list(await asyncio.gather(*(one(r) for r in rollouts)))
+
+
+def result_record(result: RolloutResult) -> dict:
+    """One JSONL line: the result plus its segments loaded from the trajectory store."""
+    record = result.model_dump(mode="json")
+    segments = TrajectoryStore.load(result.trajectory) if result.trajectory else []
+    record["segments"] = [s.model_dump(mode="json") for s in segments]
+    return record
+
+
+class Progress:
+    def __init__(self, total: int):
+        self.total, self.done, self.aborted, self.rewards = total, 0, 0, []
+        self.started = time.monotonic()
+
+    def update(self, result: RolloutResult) -> None:
+        self.done += 1
+        self.aborted += result.status == "aborted"
+        self.rewards.append(result.reward)
+        mean = statistics.fmean(self.rewards)
+        line = f"[{time.monotonic() - self.started:6.0f}s] done {self.done}/{self.total}  running {self.total - self.done}  aborted {self.aborted}  mean reward {mean:.3f}"
+        print(("\r" + line) if sys.stdout.isatty() else line, end="" if sys.stdout.isatty() else "\n", flush=True)
+
+
+def print_summary(results: list[RolloutResult]) -> None:
+    print()
+    print(f"{'instance':28} {'sample':>6} {'status':9} {'reward':>6} {'applied':>7} {'turns':>5} {'tokens':>7} {'secs':>6}  reason")
+    for r in results:
+        tokens = sum(s.n_tokens for s in r.segments)
+        turns = r.agent.turns if r.agent else 0
+        print(f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {r.reward:6.2f} {str(r.applied_cleanly):>7} {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {r.abort_reason or ''}")
+    if results:
+        print(f"mean reward {statistics.fmean(r.reward for r in results):.3f} over {len(results)} rollouts")
+
+
+def load_rows(path: Path) -> list[DatasetRow]:
+    rows = []
+    for item in read_dataset(path):
+        if isinstance(item, RowError):
+            print(f"{path}: skipping bad row: {item}", file=sys.stderr)
+        else:
+            rows.append(item)
+    return rows
+
+
+async def run_dataset(client: Client, args: argparse.Namespace) -> list[RolloutResult]:
+    rows = load_rows(Path(args.dataset))
+    policy = PolicySpec(
+        policy_url=args.policy_url,
+        sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
+        context_budget=args.context_budget,
+    )
+    budgets = budgets_from_env()
+    rollouts = [
+        rollout_input(row.task, sample, group, policy, budgets)
+        for group, row in enumerate(rows)
+        for sample in range(args.n_samples_per_prompt)
+    ]
+    progress = Progress(len(rollouts))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as sink:
+
+        def write(result: RolloutResult) -> None:
+            sink.write(json.dumps(result_record(result)) + "\n")
+            sink.flush()
+            progress.update(result)
+
+        results = await run_rollouts(client, rollouts, args.run_id, concurrency=args.concurrency, on_result=write)
+    print_summary(results)
+    print(f"results: {out}")
+    return results
+
+
+async def demo(args: argparse.Namespace) -> list[RolloutResult]:
+    address = os.environ.get("TEMPORAL_ADDRESS")
+    args.dataset = args.dataset or str(EXAMPLE_DATASET)
+    worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset, "--adapter-port", "0"]
+    async with temporal_dev_server() if not address else nullcontext(address) as server:
+        print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
+        async with worker_process(server, worker_args):
+            results = await run_dataset(await connect(server), args)
+        if args.keep_ui:
+            print("--keep-ui: the dev server keeps running; press Ctrl-C to stop it.", flush=True)
+            await asyncio.Event().wait()
+    return results
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "demo"):
+        sub = commands.add_parser(name)
+        if name == "run":
+            sub.add_argument("dataset")
+        else:
+            sub.add_argument("--dataset", help="default: the bundled example tasks")
+            sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
+            sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
+        sub.add_argument("--run-id", default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach after a restart")
+        sub.add_argument("--n-samples-per-prompt", type=int, default=1)
+        sub.add_argument("--concurrency", type=int, default=8)
+        sub.add_argument("--out", default=str(PROJECT_ROOT / "results" / f"{name}.jsonl"))
+        sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
+        sub.add_argument("--temperature", type=float, default=1.0)
+        sub.add_argument("--max-new-tokens", type=int, default=8192)
+        sub.add_argument("--context-budget", type=int, default=65536)
+    return parser.parse_args(argv)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        results = await demo(args)
+    else:
+        results = await run_dataset(await connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")), args)
+    return 0 if results else 1
+
+
+def main() -> None:
+    sys.exit(asyncio.run(main_async(parse_args())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Grading in a fresh sandbox against a real engine, for every example task and grader kind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities import evaluate as grading
+from activities import sandbox
+from activities.contracts import EvalRequest, SandboxRequest, TaskSpec
+from tests.test_sandbox import build_task_images, example_tasks, reap_prefix
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
+GARBAGE = "this is not a diff\n--- nor is this\n"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def prefix():
+    """Workflow-id prefix of this module's grading containers; any survivor is reaped at teardown."""
+    build_task_images()
+    value = f"pytest-evaluate-{uuid.uuid4().hex[:8]}"
+    yield value
+    assert await reap_prefix(value) == [], "evaluate must destroy its grading container"
+
+
+@pytest.fixture(scope="module")
+def tasks() -> dict[str, TaskSpec]:
+    return example_tasks()
+
+
+def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> EvalRequest:
+    return EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize(
+    ("instance_id", "grader", "tests_passed"),
+    [("calc-eval-cmd", "eval_cmd", 8), ("textutil-f2p", "eval_cmd", 4), ("inventory-swepro", "swepro", 7)],
+)
+async def test_reference_empty_and_garbage_diffs(prefix, tasks, instance_id, grader, tests_passed):
+    task = tasks[instance_id]
+    solved, empty, garbage = await asyncio.gather(
+        *(grading.evaluate(request(prefix, task, diff)) for diff in (task.reference_patch, "", GARBAGE))
+    )
+    assert (solved.reward, solved.solved, solved.applied_cleanly) == (1.0, True, True), solved.log_tail
+    assert (solved.grader, solved.apply_method, solved.tests_passed) == (grader, "git apply --3way", tests_passed)
+    assert solved.tests_failed == 0
+    assert (empty.reward, empty.solved, empty.applied_cleanly, empty.apply_method) == (0.0, False, True, "empty")
+    assert (garbage.reward, garbage.applied_cleanly, garbage.apply_method) == (0.0, False, "")
+    assert "patch --fuzz=3" in garbage.log_tail
+
+
+async def test_swepro_counts_and_scripts_from_host_paths(prefix, tasks):
+    task = tasks["inventory-swepro"]
+    swepro = task.swepro.model_copy(
+        update={
+            "run_script": None,
+            "parser_script": None,
+            "run_script_path": str(TASKS / "inventory-swepro" / "run_script.sh"),
+            "parser_script_path": str(TASKS / "inventory-swepro" / "parser.py"),
+        }
+    )
+    unsolved = await grading.evaluate(request(prefix, task.model_copy(update={"swepro": swepro}), ""))
+    assert (unsolved.reward, unsolved.tests_passed, unsolved.tests_failed) == (0.0, 5, 2)
+    assert "test_remove_more_than_stock_raises" in unsolved.log_tail
+
+
+async def test_conflicted_three_way_is_rolled_back_before_fuzz(prefix, tasks):
+    """A staged local edit next to the hunk: --3way conflicts, the tree is restored, patch --fuzz=3 applies."""
+    task = tasks["calc-eval-cmd"]
+    edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
+    drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
+    result = await grading.evaluate(request(prefix, drifted, task.reference_patch))
+    assert (result.reward, result.apply_method) == (1.0, "patch --fuzz=3"), result.log_tail
+
+
+async def test_restore_leaves_the_baseline_after_a_conflict(prefix, tasks):
+    task = tasks["calc-eval-cmd"]
+    edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
+    drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
+    handle = await sandbox.boot(
+        SandboxRequest(task=drifted, workflow_id=f"{prefix}-restore", attempt=0, purpose="grading"), lifetime_s=600
+    )
+    try:
+        before = await sandbox.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
+        await sandbox.write_file(handle, grading.PATCH_FILE, task.reference_patch)
+        await sandbox.exec(handle, grading.PREPARE_APPLY, user="root")
+        three_way = await sandbox.exec(handle, grading.APPLY_LADDER[0][1], user="root")
+        assert three_way.exit_code != 0 and "conflict" in three_way.output.lower(), three_way.output
+        restore = await sandbox.exec(handle, grading.RESTORE_BASELINE, user="root")
+        assert restore.exit_code == 0, restore.output
+        after = await sandbox.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
+        assert after.output == before.output
+    finally:
+        await sandbox.destroy(handle)
+
+
+async def test_hanging_grader_times_out(prefix, tasks):
+    task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": "echo starting tests\nsleep 60"})
+    started = time.monotonic()
+    result = await grading.evaluate(request(prefix, task, "", timeout_s=3))
+    assert time.monotonic() - started < 20
+    assert (result.reward, result.solved, result.applied_cleanly) == (0.0, False, True)
+    assert "starting tests" in result.log_tail and "timed out after 3 s" in result.log_tail
+
+
+async def test_multiline_eval_cmd_runs_from_a_file(prefix, tasks):
+    script = "set -e\nmsg='it'\"'\"'s \"fine\" $HOME'\necho \"$msg\"\ncat <<'EOF'\nliteral $x\nEOF\n"
+    task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": script})
+    result = await grading.evaluate(request(prefix, task, ""))
+    assert result.solved and result.log_tail == "it's \"fine\" $HOME\nliteral $x\n", result.log_tail
+
+
+async def test_no_grader_is_non_retryable(prefix, tasks):
+    task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": None})
+    with pytest.raises(ApplicationError) as caught:
+        await grading.evaluate(request(prefix, task, ""))
+    assert caught.value.type == "NoGrader" and caught.value.non_retryable
+
+
+async def test_activity_heartbeats_its_phase(prefix, tasks):
+    beats: list = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: beats.append(details[0])
+    task = tasks["textutil-f2p"]
+    result = await env.run(grading.evaluate_activity, request(prefix, task, task.reference_patch))
+    assert result.solved
+    assert beats and all(set(beat) == {"phase"} for beat in beats)

@@ -1,0 +1,238 @@
+"""The Docker sandbox against a real engine: boot, exec, detached commands, git diff, destroy, reap.
+
+Every container a test creates carries a workflow id with this module's
+prefix; the module fixture reaps them all at teardown, even after failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+import pytest_asyncio
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities import sandbox
+from activities.claude_binary import CLAUDE_CODE_VERSION, find_claude_binary
+from activities.contracts import SandboxRequest, TaskSpec
+from activities.dataset_rows import read_dataset
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+PROJECT = Path(__file__).resolve().parent.parent
+DATASET = PROJECT / "examples" / "tasks" / "dataset.jsonl"
+WORKFLOW_LABEL = f"{sandbox.LABEL_PREFIX}.workflow_id"
+
+
+def build_task_images() -> None:
+    """Build (or find up to date) the example task images; skip when there is no usable engine."""
+    try:
+        if subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode != 0:
+            pytest.skip("no usable Docker engine")
+    except (OSError, subprocess.TimeoutExpired):
+        pytest.skip("no usable Docker engine")
+    build = subprocess.run(["bash", str(PROJECT / "scripts" / "build_task_images.sh")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout + build.stderr
+
+
+def example_tasks() -> dict[str, TaskSpec]:
+    return {row.task.instance_id: row.task for row in read_dataset(DATASET)}
+
+
+async def reap_prefix(prefix: str) -> list[str]:
+    return await sandbox.reap(lambda c: c.labels.get(WORKFLOW_LABEL, "").startswith(prefix))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def prefix():
+    """The workflow-id prefix of this module's containers; all of them are reaped at teardown."""
+    build_task_images()
+    value = f"pytest-sandbox-{uuid.uuid4().hex[:8]}"
+    yield value
+    await reap_prefix(value)
+
+
+@pytest.fixture(scope="module")
+def calc_task() -> TaskSpec:
+    return example_tasks()["calc-eval-cmd"]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def booted(prefix, calc_task):
+    """One agent sandbox with the Claude Code binary and explicit limits, shared by the read-only checks."""
+    limits = sandbox.SandboxLimits(cpus=1.5, memory_bytes=1 << 30, pids=256)
+    request = SandboxRequest(task=calc_task, workflow_id=f"{prefix}-boot", attempt=2)
+    handle = await sandbox.boot(
+        request, host_queue="rl-host-test", lifetime_s=600, claude_binary=find_claude_binary(), limits=limits
+    )
+    yield handle
+    await sandbox.destroy(handle)
+
+
+async def fresh(prefix: str, task: TaskSpec, name: str) -> sandbox.SandboxHandle:
+    return await sandbox.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-{name}", attempt=0), lifetime_s=600)
+
+
+def inspect(handle: sandbox.SandboxHandle) -> dict:
+    return docker.from_env().containers.get(handle.container_id).attrs
+
+
+async def test_agent_user_owns_the_workspace(booted, calc_task):
+    result = await sandbox.exec(booted, "id -u; stat -c %U .; stat -c %U .git/index; git status --porcelain")
+    uid, owner, index_owner, status = (result.output.splitlines() + [""])[:4]
+    assert result.exit_code == 0, result.output
+    assert (uid, owner, index_owner) == ("1000", "agent", "agent")
+    assert status == "?? PROBLEM_STATEMENT.md"
+    statement = await sandbox.read_file(booted, f"{calc_task.workdir}/{sandbox.PROBLEM_STATEMENT_FILE}", 1 << 16)
+    assert statement.decode() == calc_task.problem_statement
+    config = await sandbox.read_file(booted, "/home/agent/.claude.json", 4096)
+    assert json.loads(config) == sandbox.CLAUDE_CONFIG
+
+
+async def test_labels_and_limits(booted, prefix):
+    attrs = inspect(booted)
+    labels = attrs["Config"]["Labels"]
+    assert labels[f"{sandbox.LABEL_PREFIX}.managed"] == "1"
+    assert labels[WORKFLOW_LABEL] == f"{prefix}-boot"
+    assert labels[f"{sandbox.LABEL_PREFIX}.attempt"] == "2"
+    assert labels[f"{sandbox.LABEL_PREFIX}.instance_id"] == "calc-eval-cmd"
+    assert labels[f"{sandbox.LABEL_PREFIX}.purpose"] == "agent"
+    assert labels[f"{sandbox.LABEL_PREFIX}.host_queue"] == "rl-host-test"
+    assert 500 < int(labels[f"{sandbox.LABEL_PREFIX}.expires_at"]) - time.time() <= 600
+    host = attrs["HostConfig"]
+    assert (host["NanoCpus"], host["Memory"], host["PidsLimit"], host["Init"]) == (1_500_000_000, 1 << 30, 256, True)
+    assert host["AutoRemove"] is False
+    assert attrs["Config"]["Entrypoint"] == ["sleep"] and attrs["Config"]["Cmd"] == ["600"]
+    assert attrs["Name"] == f"/{booted.name}" and booted.name.startswith("rollout-")
+
+
+async def test_claude_binary_mounted_read_only(booted):
+    (mount,) = [m for m in inspect(booted)["Mounts"] if m["Destination"] == sandbox.CLAUDE_MOUNT_PATH]
+    assert mount["RW"] is False
+    result = await sandbox.exec(booted, f"{sandbox.CLAUDE_MOUNT_PATH} --version", timeout_s=60)
+    assert result.exit_code == 0 and result.output.startswith(CLAUDE_CODE_VERSION), result.output
+    denied = await sandbox.exec(booted, f"echo x >> {sandbox.CLAUDE_MOUNT_PATH}", user="root")
+    assert denied.exit_code != 0
+
+
+async def test_exec_timeout_kills_the_command(booted):
+    started = time.monotonic()
+    result = await sandbox.exec(booted, "echo begun; sleep 31", timeout_s=1)
+    assert result.timed_out and "begun" in result.output
+    assert time.monotonic() - started < 10
+    leftovers = await sandbox.exec(booted, "pgrep -fx 'sleep 31' || true")
+    assert leftovers.output.strip() == ""
+
+
+async def test_exec_env_reaches_the_command_verbatim(booted):
+    value = "it's \"quoted\" $HOME `x`\nsecond line"
+    result = await sandbox.exec(booted, 'printf %s "$TRICKY"', env={"TRICKY": value})
+    assert result.output == value
+
+
+async def test_detached_command_exit_marker_and_reattach(booted):
+    env = {"GREETING": "hello 'world' $x"}
+    await sandbox.start_detached(booted, "job", 'echo "$GREETING"; echo oops >&2; sleep 1; exit 7', env=env)
+    assert await sandbox.detached_status(booted, "job") == sandbox.DetachedStatus(started=True, running=True)
+    started = time.monotonic()
+    assert await sandbox.wait_detached(booted, "job", timeout_s=20) == 7
+    assert time.monotonic() - started < 2.5
+    assert await sandbox.wait_detached(booted, "job", timeout_s=5) == 7
+    finished = sandbox.DetachedStatus(started=True, running=False, exit_code=7)
+    assert await sandbox.detached_status(booted, "job") == finished
+    assert await sandbox.read_file(booted, "/tmp/rollout/job.out", 100) == b"hello 'world' $x\n"
+    assert await sandbox.read_file(booted, "/tmp/rollout/job.err", 100) == b"oops\n"
+    with pytest.raises(sandbox.SandboxError, match="already started"):
+        await sandbox.start_detached(booted, "job", "true")
+
+
+async def test_detached_wait_timeout_kill_and_cancel(booted):
+    await sandbox.start_detached(booted, "sleeper", "sleep 300")
+    assert await sandbox.wait_detached(booted, "sleeper", timeout_s=0.5) is None
+    waiter = asyncio.create_task(sandbox.wait_detached(booted, "sleeper", timeout_s=60))
+    await asyncio.sleep(0.5)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiter, 5)
+    await sandbox.kill_detached(booted, "sleeper")
+    assert await sandbox.wait_detached(booted, "sleeper", timeout_s=10) == 143
+    with pytest.raises(sandbox.SandboxError, match="never started"):
+        await sandbox.wait_detached(booted, "nothing", timeout_s=5)
+    assert await sandbox.detached_status(booted, "nothing") == sandbox.DetachedStatus(started=False, running=False)
+
+
+async def test_read_file_tail_and_missing(booted):
+    await sandbox.exec(booted, "seq 1 10000 > /tmp/numbers")
+    assert (await sandbox.read_file(booted, "/tmp/numbers", 6, tail=True)) == b"10000\n"
+    assert (await sandbox.read_file(booted, "/tmp/numbers", 4)) == b"1\n2\n"
+    with pytest.raises(FileNotFoundError):
+        await sandbox.read_file(booted, "/tmp/absent", 10)
+
+
+async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task):
+    task = calc_task.model_copy(update={"pre_commands": ["echo generated > build.cfg"]})
+    handle = await fresh(prefix, task, "diff")
+    try:
+        edit = (
+            "sed -i 's/0.3.1/0.3.2/' calc/__init__.py && echo 'print(1)' > calc/extra.py"
+            " && printf '\\000\\001\\377' > logo.bin && mkdir -p .claude && echo {} > .claude/settings.json"
+            " && echo 'tampered' >> PROBLEM_STATEMENT.md && python3 -m compileall -q calc"
+        )
+        assert (await sandbox.exec(handle, edit)).exit_code == 0
+        diff = await sandbox.git_diff(handle)
+        changed = {line.split(" b/")[-1] for line in diff.splitlines() if line.startswith("diff --git")}
+        assert changed == {"calc/__init__.py", "calc/extra.py", "logo.bin"}
+        assert "GIT binary patch" in diff and '+__version__ = "0.3.2"' in diff
+        status = await sandbox.exec(handle, "git status --porcelain --untracked-files=no")
+        assert status.output.strip() == "M calc/__init__.py", "the agent's own index must stay untouched"
+        check = await sandbox.exec(handle, "git stash -u -q && git apply --check /tmp/rollout/agent.diff")
+        assert check.exit_code == 0, check.output
+    finally:
+        await sandbox.destroy(handle)
+
+
+async def test_missing_image_raises_and_leaves_nothing(prefix, calc_task):
+    task = calc_task.model_copy(update={"image": "rollout-task-does-not-exist:latest"})
+    with pytest.raises(sandbox.SandboxImageMissing, match="rollout-task-does-not-exist:latest"):
+        await fresh(prefix, task, "missing")
+    with pytest.raises(ApplicationError) as caught:
+        request = SandboxRequest(task=task, workflow_id=f"{prefix}-missing", attempt=0)
+        await ActivityEnvironment().run(sandbox.boot_sandbox, request)
+    assert caught.value.type == "SandboxImageMissing" and caught.value.non_retryable
+
+
+async def test_failing_pre_command_removes_the_container(prefix, calc_task):
+    task = calc_task.model_copy(update={"pre_commands": ["true", "echo about to fail; false; echo unreachable"]})
+    with pytest.raises(sandbox.SandboxError, match=r"pre_commands\[1\] failed \(exit 1\)") as caught:
+        await fresh(prefix, task, "prefail")
+    assert str(caught.value).endswith("\nabout to fail\n"), "set -e stops at the failing line"
+    left = [c for c in await sandbox.list_managed() if c.labels.get(WORKFLOW_LABEL) == f"{prefix}-prefail"]
+    assert left == []
+
+
+async def test_destroy_is_idempotent(prefix, calc_task):
+    handle = await fresh(prefix, calc_task, "destroy")
+    await sandbox.destroy(handle)
+    await sandbox.destroy(handle)
+    with pytest.raises(sandbox.SandboxGone):
+        await sandbox.exec(handle, "true")
+
+
+async def test_reap_expired_removes_only_expired(prefix, booted, calc_task):
+    labels = {
+        f"{sandbox.LABEL_PREFIX}.managed": "1",
+        WORKFLOW_LABEL: f"{prefix}-expired",
+        f"{sandbox.LABEL_PREFIX}.expires_at": str(int(time.time()) - 5),
+    }
+    expired = docker.from_env().containers.create(calc_task.image, ["true"], labels=labels)
+    removed = await sandbox.reap_expired()
+    assert expired.name in removed and booted.name not in removed
+    names = {c.name for c in await sandbox.list_managed()}
+    assert booted.name in names and expired.name not in names

@@ -1,0 +1,153 @@
+"""The long-lived rollout worker: Temporal workers + the Anthropic adapter in one process.
+
+One process runs
+* the adapter HTTP server (``SHIM_BIND_HOST:SHIM_PORT``), reachable from
+  sandboxes at ``SLIME_HEAD_HOST`` (default: this host's address on the
+  internal sandbox network ``rollouts-sandbox``);
+* a Temporal worker on the shared queue: the workflows, ``pick_host`` and
+  ``evaluate``;
+* a Temporal worker on this host's own queue (``rl-rollouts-host-<host id>``,
+  stable across restarts of the same host): boot, run-claude-code, git-diff,
+  destroy, merge-segments, discard-session;
+* optionally (``--scripted-policy``) the scripted policy server, for the demo
+  and tests; otherwise ``ROLLOUT_POLICY_URL`` names the SGLang server.
+
+SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
+close the adapter.
+
+    python worker.py [--scripted-policy oracle --oracle-tasks examples/tasks/dataset.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities import evaluate, sandbox
+from activities.adapter import AdapterServer
+from activities.claude_binary import find_claude_binary
+from activities.claude_code_harness import ClaudeCodeSettings
+from activities.dataset_rows import DatasetRow, read_dataset
+from activities.prompt_renderer import PromptRenderer
+from activities.rollout_host import RolloutHost
+from activities.scripted_policy import OracleTask, ScriptedPolicyServer
+from activities.settings import WorkerSettings, settings_from_env
+from activities.trajectory_store import TrajectoryStore
+from workflows.coding_agent_rollout import CodingAgentRollout
+
+log = logging.getLogger("worker")
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--temporal-address", help="host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
+    parser.add_argument("--host-id", help="this host's queue identity (default: ROLLOUT_HOST_ID or the hostname)")
+    parser.add_argument("--adapter-port", type=int, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
+    parser.add_argument("--scripted-policy", help="serve the scripted policy in-process with this default policy")
+    parser.add_argument("--oracle-tasks", help="dataset JSONL whose reference patches the scripted oracle knows")
+    return parser.parse_args(argv)
+
+
+def oracle_tasks_from(path: str | None) -> list[OracleTask]:
+    if not path:
+        return []
+    tasks = []
+    for row in read_dataset(path):
+        if isinstance(row, DatasetRow) and row.task.reference_patch:
+            first_line = next(line for line in row.task.problem_statement.splitlines() if line.strip())
+            tasks.append(OracleTask(match=first_line.strip(), patch=row.task.reference_patch))
+    return tasks
+
+
+async def run_worker(settings: WorkerSettings, scripted_policy: str | None = None, oracle_tasks_path: str | None = None, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
+    scripted: ScriptedPolicyServer | None = None
+    policy_url = settings.policy_url
+    if scripted_policy:
+        scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks_from(oracle_tasks_path))
+        policy_url = await scripted.start("127.0.0.1", 0)
+    if not policy_url:
+        raise SystemExit("no policy server: set ROLLOUT_POLICY_URL or pass --scripted-policy")
+    adapter = AdapterServer(renderer)
+    await adapter.start(settings.adapter_bind_host, settings.adapter_port)
+    gateway = await asyncio.to_thread(sandbox.ensure_network)
+    public_url = f"http://{settings.public_host or gateway}:{adapter.port}"
+    client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
+    host_queue = settings.host_queue
+    sandbox.configure_sandbox_activities(
+        claude_binary=find_claude_binary(), network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(), lifetime_s=settings.budgets.guard_s + 600
+    )
+    host = RolloutHost(
+        adapter=adapter,
+        host_queue=host_queue,
+        adapter_public_url=public_url,
+        default_policy_url=policy_url,
+        store=TrajectoryStore(settings.results_dir / "trajectories"),
+        agent_slots=settings.agent_slots,
+        claude=ClaudeCodeSettings(extra_args=settings.claude_extra_args, extra_env=settings.claude_extra_env),
+    )
+    shared = Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[CodingAgentRollout],
+        activities=[host.pick_host, evaluate.evaluate_activity],
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+    pinned = Worker(
+        client,
+        task_queue=host_queue,
+        activities=[
+            sandbox.boot_sandbox,
+            host.run_claude_code,
+            sandbox.git_diff_activity,
+            sandbox.destroy_sandbox,
+            host.merge_segments,
+            host.discard_session,
+        ],
+        max_concurrent_activities=settings.agent_slots * 2 + 8,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+    log.info("worker up: shared=%s host=%s adapter=%s (sandboxes dial %s) policy=%s", settings.task_queue, host_queue, adapter.url, public_url, policy_url)
+    print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
+    try:
+        async with shared, pinned:
+            await stop.wait()
+    finally:
+        await adapter.stop()
+        if scripted is not None:
+            await scripted.stop()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args()
+    settings = settings_from_env()
+    overrides = {
+        "temporal_address": args.temporal_address,
+        "host_id": args.host_id,
+        "adapter_port": args.adapter_port,
+    }
+    settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await run_worker(settings, args.scripted_policy, args.oracle_tasks, stop)
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
