@@ -67,7 +67,14 @@ def oracle_tasks_from(path: str | None) -> list[OracleTask]:
     return tasks
 
 
-async def run_worker(settings: WorkerSettings, scripted_policy: str | None = None, oracle_tasks_path: str | None = None, stop: asyncio.Event | None = None) -> None:
+async def run_worker(
+    settings: WorkerSettings,
+    scripted_policy: str | None = None,
+    oracle_tasks_path: str | None = None,
+    stop: asyncio.Event | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll."""
     stop = stop or asyncio.Event()
     renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
     scripted: ScriptedPolicyServer | None = None
@@ -121,6 +128,8 @@ async def run_worker(settings: WorkerSettings, scripted_policy: str | None = Non
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
     try:
         async with shared, pinned:
+            if ready is not None:
+                ready.set()
             await stop.wait()
     finally:
         await adapter.stop()

@@ -1,0 +1,117 @@
+"""The whole rollout for real: Temporal dev server, worker, Docker sandboxes, Claude Code, graders.
+
+The scripted policy server stands in for SGLang (no GPU here) and records what
+it sampled, so the trajectories can be checked token for token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.contracts import PolicySpec, RolloutInput, SamplingParams
+from activities.dataset_rows import DatasetRow, read_dataset
+from activities.scripted_policy import ScriptedPolicyServer
+from activities.settings import RolloutBudgets, WorkerSettings
+from activities.trajectory_store import TrajectoryStore
+from starter import EXAMPLE_DATASET, rollout_input, run_rollouts
+from worker import oracle_tasks_from, run_worker
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+BUDGETS = RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)
+
+
+class Cluster:
+    def __init__(self, env: WorkflowEnvironment, settings: WorkerSettings, policy: ScriptedPolicyServer):
+        self.env, self.settings, self.policy = env, settings, policy
+        self.rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
+
+    async def run(self, rollouts: list[RolloutInput]):
+        return await run_rollouts(self.env.client, rollouts, f"t{uuid.uuid4().hex[:6]}", task_queue=self.settings.task_queue)
+
+    def rollout(self, task, budgets: RolloutBudgets = BUDGETS) -> RolloutInput:
+        return rollout_input(task, 0, 0, PolicySpec(sampling=SamplingParams(max_new_tokens=2048)), budgets)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def cluster(renderer, tmp_path_factory):
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
+    )
+    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
+    policy_url = await policy.start()
+    settings = WorkerSettings(
+        temporal_address=env.client.service_client.config.target_host,
+        adapter_port=0,
+        policy_url=policy_url,
+        host_id=f"pytest-{uuid.uuid4().hex[:6]}",
+        task_queue=f"pytest-rollouts-{uuid.uuid4().hex[:6]}",
+        results_dir=tmp_path_factory.mktemp("results"),
+        budgets=BUDGETS,
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    worker = asyncio.create_task(run_worker(settings, stop=stop, ready=ready))
+    await asyncio.wait([asyncio.ensure_future(ready.wait()), worker], return_when=asyncio.FIRST_COMPLETED)
+    if worker.done():
+        worker.result()
+    yield Cluster(env, settings, policy)
+    stop.set()
+    await worker
+    await policy.stop()
+    await env.shutdown()
+
+
+def sampled_runs(segment):
+    runs, start = [], None
+    for i, m in enumerate(segment.loss_mask + [0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append((segment.tokens[start:i], segment.rollout_log_probs[start:i]))
+            start = None
+    return runs
+
+
+async def test_oracle_solves_every_example_task_with_exact_token_capture(cluster):
+    cluster.policy.set_policy(None, "oracle")
+    results = await cluster.run([cluster.rollout(row.task) for row in cluster.rows])
+    assert [(r.status, r.reward, r.solved, r.applied_cleanly) for r in results] == [("completed", 1.0, True, True)] * len(results)
+    for result in results:
+        segments = TrajectoryStore.load(result.trajectory)
+        records = cluster.policy.records_for(result.agent.session_id)
+        captured = [run for segment in segments for run in sampled_runs(segment)]
+        assert captured == [(r.output_ids, r.output_logprobs) for r in records]
+        assert result.evaluation.grader in ("eval_cmd", "swepro")
+        assert result.agent.reason == "completed" and result.agent.turns == 3
+    assert {r.evaluation.grader for r in results} == {"eval_cmd", "swepro"}
+
+
+async def test_noop_fails_and_a_missing_image_aborts_with_a_clear_reason(cluster):
+    cluster.policy.set_policy(None, "noop")
+    missing = cluster.rows[0].task.model_copy(update={"image": "rollout-task-does-not-exist:latest", "instance_id": "missing"})
+    noop, bad = await cluster.run([cluster.rollout(cluster.rows[0].task), cluster.rollout(missing)])
+    assert (noop.status, noop.reward, noop.solved) == ("completed", 0.0, False)
+    assert (bad.status, bad.abort_reason) == ("aborted", "sandbox_boot_failed")
+
+
+async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_returns(cluster):
+    cluster.policy.set_policy(None, "slow")
+    budgets = RolloutBudgets(agent_budget_s=8, eval_timeout_s=120, guard_s=300)
+    (result,) = await cluster.run([cluster.rollout(cluster.rows[0].task, budgets)])
+    assert result.agent is not None and result.agent.reason == "agent_budget_exceeded"
+    assert result.status == "aborted" and result.abort_reason == "adapter_session_empty"
+    assert [r.finish_reason["type"] for r in cluster.policy.records_for(result.agent.session_id)] == ["abort"]
+
+
+async def test_no_labelled_container_is_left_behind(cluster):
+    leftovers = docker.from_env().containers.list(all=True, filters={"label": "io.rollouts.managed=1"})
+    assert leftovers == []
