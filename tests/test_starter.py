@@ -1,0 +1,28 @@
+"""The starter's dataset handling: bad rows are reported by line and the rest still run."""
+
+import json
+
+from activities.contracts import PolicySpec
+from activities.settings import RolloutBudgets
+from starter import EXAMPLE_DATASET, load_rows, rollout_input, workflow_id_for
+
+
+def test_bad_rows_are_reported_by_line_and_skipped(tmp_path, capsys):
+    good = EXAMPLE_DATASET.read_text().splitlines()
+    bad_workdir = json.loads(good[0])
+    del bad_workdir["metadata"]["workdir"]
+    wrong_type = json.loads(good[1])
+    wrong_type["metadata"] = "not an object"
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([good[0], json.dumps(bad_workdir), json.dumps(wrong_type), "{nope", good[2]]) + "\n")
+    rows = load_rows(path)
+    assert [row.line for row in rows] == [1, 5]
+    err = capsys.readouterr().err
+    assert "line 2: metadata.workdir" in err and "line 3: metadata" in err and "line 4: row: invalid JSON" in err
+
+
+def test_workflow_ids_are_deterministic_per_run_sample_and_group():
+    (row,) = load_rows(EXAMPLE_DATASET)[:1]
+    rollout = rollout_input(row.task, 2, 5, PolicySpec(), RolloutBudgets())
+    assert workflow_id_for("run7", rollout.task, 2, 5) == f"rollout-run7-{row.task.instance_id}-2-5"
+    assert rollout.guard_s == RolloutBudgets().guard_s
