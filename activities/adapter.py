@@ -22,7 +22,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import gc
 import hmac
+import os
 import json
 import logging
 import secrets
@@ -290,12 +292,18 @@ def create_app(registry: SessionRegistry, max_body_bytes: int = MAX_BODY_BYTES, 
 
 
 class AdapterServer:
-    """Owns the adapter's HTTP site, its policy-client connection pool and its CPU executor."""
+    """Owns the adapter's HTTP site, its policy-client connection pool and its CPU executor.
+
+    Rendering and tokenisation hold the GIL in part (Jinja), so the executor
+    leaves one core to the event loop (``cpu_count - 1`` threads). Start-up
+    freezes the import-time heap (``gc.freeze``) so full collections, which
+    pause the loop, do not rescan it.
+    """
 
     def __init__(
         self,
         renderer: PromptRenderer,
-        cpu_threads: int = 2,
+        cpu_threads: int = max(1, (os.cpu_count() or 2) - 1),
         on_turn: TurnObserver | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         keepalive_s: float = KEEPALIVE_INTERVAL_S,
@@ -322,6 +330,7 @@ class AdapterServer:
         await site.start()
         bound_port = self._runner.addresses[0][1]
         self.url = f"http://{host}:{bound_port}"
+        gc.freeze()
         return self.url
 
     @property

@@ -29,12 +29,13 @@ are unguessable, so they identify the reply.
 
 ``plan`` is pure CPU work and thread-safe to run in an executor; ``record``
 mutates state and must run on the owning event loop, one call per lane at a
-time (the adapter holds a per-lane lock from plan to record).
+time (the adapter holds a per-lane lock from plan to record). Message dicts
+handed to ``plan`` and ``record`` are kept by reference and must not be
+mutated afterwards (the translation builds fresh ones per request).
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -161,7 +162,7 @@ class TokenLedger:
         segment.loss_mask.extend([1] * len(output_ids))
         segment.log_probs.extend(float(x) for x in output_log_probs)
         segment.turns.append(_Turn(start=start, prompt_end=prompt_end, finish_reason=finish_reason))
-        segment.messages = copy.deepcopy(plan.messages) + [copy.deepcopy(reply_message)]
+        segment.messages = [*plan.messages, reply_message]
         segment.ended_with_end_of_turn = bool(output_ids) and output_ids[-1] == self._renderer.end_of_turn_id
         segment.anchor_text = None
         for call in reply_message.get("tool_calls") or []:
