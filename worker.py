@@ -38,6 +38,7 @@ from activities.dataset_rows import DatasetRow, read_dataset
 from activities.prompt_renderer import PromptRenderer
 from activities.rollout_host import RolloutHost
 from activities.scripted_policy import OracleTask, ScriptedPolicyServer
+from activities.search_attribute_registry import ensure_search_attributes
 from activities.settings import WorkerSettings, settings_from_env
 from activities.trajectory_store import TrajectoryStore
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -101,7 +102,11 @@ async def run_worker(
         store=TrajectoryStore(settings.results_dir / "trajectories"),
         agent_slots=settings.agent_slots,
         claude=ClaudeCodeSettings(extra_args=settings.claude_extra_args, extra_env=settings.claude_extra_env),
+        client=client,
     )
+    registered = await ensure_search_attributes(client, settings.namespace)
+    if registered:
+        log.info("registered search attributes: %s", ", ".join(registered))
     shared = Worker(
         client,
         task_queue=settings.task_queue,

@@ -7,6 +7,7 @@ through ``workflow.unsafe.imports_passed_through()``.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -204,6 +205,7 @@ class PolicySpec(BaseModel):
     context_budget: int = Field(65536, ge=256)
     max_turns: int = Field(200, ge=1)
     tool_parser: str = "auto"
+    policy_tag: str = ""
 
 
 class RolloutInput(BaseModel):
@@ -271,12 +273,30 @@ class MergeResult(BaseModel):
     turns: int
 
 
+class AgentProgress(BaseModel):
+    """Sent by the running agent activity to its workflow (signal ``agent_progress``) when turns advance."""
+
+    attempt: int
+    session_id: str
+    turns: int
+    tokens: int
+    last_turn_at: datetime | None = None
+    last_tools: list[str] = []
+
+
 class RolloutProgress(BaseModel):
+    """What the ``progress`` query returns: where a rollout is and how far its agent got."""
+
     stage: RolloutStage = "queued"
     attempt: int = 0
     sandbox: str = ""
     host_queue: str = ""
     session_id: str = ""
+    turns: int = 0
+    tokens: int = 0
+    last_turn_at: datetime | None = None
+    last_tools: list[str] = []
+    stage_since: datetime | None = None
 
 
 class RolloutResult(BaseModel):

@@ -23,6 +23,7 @@ import asyncio
 from collections import defaultdict
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 from activities.anthropic_translation import tool_schemas
@@ -65,6 +66,7 @@ class PolicySession:
         self.config = config
         self.ledger = TokenLedger(renderer)
         self.turns: list[TurnSummary] = []
+        self.last_turn_at: datetime | None = None
         self._renderer = renderer
         self._client = client
         self._executor = executor
@@ -110,6 +112,7 @@ class PolicySession:
                 parse_errors=parsed.errors,
             )
             self.turns.append(summary)
+            self.last_turn_at = datetime.now(timezone.utc)
             if self._on_turn is not None:
                 await self._on_turn(self, summary)
             return TurnOutcome(

@@ -16,16 +16,20 @@ the activity the session is discarded before the error propagates.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 import time
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from activities import sandbox
 from activities.adapter import AdapterServer
 from activities.claude_code_harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
 from activities.contracts import (
+    AgentProgress,
     AgentRun,
     AgentRunRequest,
     MergeRequest,
@@ -35,10 +39,11 @@ from activities.contracts import (
 )
 from activities.trajectory_store import TrajectoryStore
 
+log = logging.getLogger(__name__)
 CLAUDE_IN_SANDBOX = "/opt/claude/bin/claude"
 AGENT_HOME = "/home/agent"
 AGENT_LOG = "/tmp/rollout/claude.out"
-HEARTBEAT_INTERVAL_S = 5.0
+HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 
@@ -53,6 +58,7 @@ class RolloutHost:
         store: TrajectoryStore,
         agent_slots: int,
         claude: ClaudeCodeSettings = ClaudeCodeSettings(),
+        client: Client | None = None,
     ):
         self.adapter = adapter
         self.host_queue = host_queue
@@ -60,6 +66,7 @@ class RolloutHost:
         self.default_policy_url = default_policy_url
         self.store = store
         self.agent_slots = agent_slots
+        self.client = client
         self.claude = claude
 
     @activity.defn(name="pick_host")
@@ -160,17 +167,25 @@ class RolloutHost:
         return None
 
     async def _heartbeat(self, session_id: str, request: AgentRunRequest) -> None:
+        """Heartbeat every few seconds; tell the workflow (signal) whenever the turn count moved."""
         registry = self.adapter.registry
+        signalled_turns = 0
+        workflow = self.client.get_workflow_handle(activity.info().workflow_id) if self.client else None
         while True:
             session = registry.get(session_id) if registry else None
-            turns = session.turns if session else []
-            activity.heartbeat(
-                {
-                    "session_id": session_id,
-                    "sandbox": request.handle.name,
-                    "turns": len(turns),
-                    "tokens": sum(t.prompt_tokens + t.completion_tokens for t in turns[-1:]),
-                    "last_tools": turns[-1].tool_names if turns else [],
-                }
+            progress = AgentProgress(
+                attempt=request.attempt,
+                session_id=session_id,
+                turns=len(session.turns) if session else 0,
+                tokens=session.turns[-1].prompt_tokens + session.turns[-1].completion_tokens if session and session.turns else 0,
+                last_turn_at=session.last_turn_at if session else None,
+                last_tools=session.turns[-1].tool_names if session and session.turns else [],
             )
+            activity.heartbeat(progress.model_dump(mode="json") | {"sandbox": request.handle.name})
+            if workflow is not None and progress.turns != signalled_turns:
+                try:
+                    await workflow.signal("agent_progress", progress)
+                    signalled_turns = progress.turns
+                except RPCError as error:
+                    log.warning("progress signal for %s failed: %s", request.workflow_id, error)
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)

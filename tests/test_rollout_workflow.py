@@ -33,6 +33,7 @@ from activities.contracts import (
     TaskSpec,
     TrajectoryRef,
 )
+from activities.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -47,6 +48,7 @@ async def env():
     environment = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter, test_server_existing_path=str(TEST_SERVER)
     )
+    await ensure_search_attributes(environment.client, "default")
     yield environment
     await environment.shutdown()
 
@@ -195,3 +197,33 @@ async def test_missing_image_is_aborted_before_any_activity(env):
     bad.task.image = ""
     result = await run(env, cluster, bad)
     assert result.abort_reason == "missing_image_or_workdir" and cluster.calls == []
+
+
+async def start(env, cluster: FakeCluster, rollout_input: RolloutInput):
+    shared = Worker(env.client, task_queue=SHARED, workflows=[CodingAgentRollout], activities=[cluster.pick_host, cluster.evaluate])
+    host = Worker(
+        env.client,
+        task_queue=LIVE,
+        activities=[cluster.boot_sandbox, cluster.run_claude_code, cluster.git_diff, cluster.destroy_sandbox, cluster.merge_segments, cluster.discard_session],
+    )
+    handle = await env.client.start_workflow(CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED)
+    return shared, host, handle
+
+
+@pytest.mark.parametrize("how", ["abort_signal", "temporal_cancel"])
+async def test_an_operator_stop_is_graceful(env, how):
+    cluster = FakeCluster()
+    cluster.agent_hangs = True
+    shared, host, handle = await start(env, cluster, rollout(guard_s=600))
+    async with shared, host:
+        while "run_claude_code" not in cluster.calls:
+            await asyncio.sleep(0.05)
+        progress = await handle.query(CodingAgentRollout.progress)
+        assert progress.stage == "agent" and progress.sandbox == "box-1"
+        if how == "abort_signal":
+            await handle.signal(CodingAgentRollout.abort, "cancelled")
+        else:
+            await handle.cancel()
+        result = await handle.result()
+    assert result.status == "aborted" and result.abort_reason == "cancelled"
+    assert cluster.calls.index("agent_cancelled") < cluster.calls.index("destroy_sandbox")

@@ -17,6 +17,13 @@ Invariants:
   activity is cancelled, the sandbox destroyed and the result is
   ``aborted: wall_clock_timeout`` (no hard execution timeout that would leak
   the container);
+* progress is public: the ``progress`` query, the search attributes in
+  ``workflows.search_attributes`` (stage, attempt, host, turns, reward, abort
+  reason, …) and the UI's current-details text follow every stage change and
+  every ``agent_progress`` signal;
+* ``abort(reason)`` (or a Temporal cancel request) stops the rollout the same
+  graceful way as the guard: agent stopped, sandbox destroyed, result
+  ``aborted: cancelled``;
 * this module imports only temporalio and the pydantic contracts, so the
   workflow sandbox does not re-import aiohttp, transformers or docker.
 """
@@ -31,8 +38,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 from temporalio.workflow import ActivityCancellationType
 
+from workflows import search_attributes as attrs
+
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
+        AgentProgress,
         AgentRun,
         AgentRunRequest,
         EvalRequest,
@@ -42,11 +52,12 @@ with workflow.unsafe.imports_passed_through():
         RolloutInput,
         RolloutProgress,
         RolloutResult,
+        RolloutStage,
         SandboxHandle,
         SandboxRequest,
     )
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 BOOT_ERRORS = ["SandboxImageMissing", "SandboxBootError"]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
@@ -66,33 +77,87 @@ class CodingAgentRollout:
         self._agent: AgentRun | None = None
         self._evaluation: EvalResult | None = None
         self._host_start = timedelta(seconds=10)
+        self._abort_requested: str | None = None
 
     @workflow.query
     def progress(self) -> RolloutProgress:
         return self._progress
 
+    @workflow.signal
+    def agent_progress(self, update: AgentProgress) -> None:
+        if update.attempt != self._progress.attempt or update.turns < self._progress.turns:
+            return
+        self._progress = self._progress.model_copy(
+            update={
+                "session_id": update.session_id,
+                "turns": update.turns,
+                "tokens": update.tokens,
+                "last_turn_at": update.last_turn_at,
+                "last_tools": update.last_tools,
+            }
+        )
+        workflow.upsert_search_attributes([attrs.TURNS.value_set(update.turns)])
+        self._show_details()
+
+    @workflow.signal
+    def abort(self, reason: str) -> None:
+        """Stop this rollout gracefully; the result is ``aborted`` with ``reason`` (default ``cancelled``)."""
+        self._abort_requested = reason or "cancelled"
+
     @workflow.run
     async def run(self, rollout: RolloutInput) -> RolloutResult:
         started = workflow.now()
+        workflow.upsert_search_attributes(
+            [attrs.INSTANCE.value_set(rollout.task.instance_id), attrs.POLICY.value_set(rollout.policy.policy_tag or "default")]
+        )
         if not rollout.task.image or not rollout.task.workdir:
             return self._result(rollout, started, abort_reason="missing_image_or_workdir")
         body = asyncio.ensure_future(self._rollout(rollout))
+        stop_reason: str | None = None
         try:
             await workflow.wait_condition(
-                lambda: body.done(), timeout=timedelta(seconds=rollout.guard_s), timeout_summary="wall-clock guard"
+                lambda: body.done() or self._abort_requested is not None,
+                timeout=timedelta(seconds=rollout.guard_s),
+                timeout_summary="wall-clock guard",
             )
+            stop_reason = None if body.done() else self._abort_requested
         except asyncio.TimeoutError:
+            stop_reason = "wall_clock_timeout"
+        except asyncio.CancelledError:
+            stop_reason = workflow.cancellation_reason() or "cancelled"
+        if stop_reason is not None:
             body.cancel()
             try:
                 await body
             except (asyncio.CancelledError, ActivityError, _Aborted):
                 pass
-            return self._result(rollout, started, abort_reason="wall_clock_timeout")
+            return self._result(rollout, started, abort_reason=stop_reason)
         try:
             merged = body.result()
         except _Aborted as aborted:
             return self._result(rollout, started, abort_reason=aborted.reason)
         return self._result(rollout, started, merged=merged)
+
+    def _enter(self, stage: RolloutStage, **fields) -> None:
+        """Move to ``stage``: query state, search attributes and UI details change together."""
+        self._progress = self._progress.model_copy(update={"stage": stage, "stage_since": workflow.now(), **fields})
+        workflow.upsert_search_attributes(
+            [
+                attrs.STAGE.value_set(stage),
+                attrs.ATTEMPT.value_set(self._progress.attempt),
+                attrs.HOST.value_set(self._progress.host_queue),
+                attrs.TURNS.value_set(self._progress.turns),
+            ]
+        )
+        self._show_details()
+
+    def _show_details(self) -> None:
+        p = self._progress
+        last = p.last_turn_at.isoformat(timespec="seconds") if p.last_turn_at else "none yet"
+        workflow.set_current_details(
+            f"**stage** {p.stage} · **attempt** {p.attempt} · **host** `{p.host_queue or '-'}` · **sandbox** `{p.sandbox or '-'}`\n\n"
+            f"**turns** {p.turns} · **tokens** {p.tokens} · **last model turn** {last} · **last tools** {', '.join(p.last_tools) or '-'}"
+        )
 
     async def _rollout(self, rollout: RolloutInput) -> MergeResult:
         for attempt in range(1, rollout.max_agent_attempts + 1):
@@ -104,7 +169,7 @@ class CodingAgentRollout:
             raise _Aborted("no_healthy_host")
         agent, diff, host_queue = outcome
         try:
-            self._progress = self._progress.model_copy(update={"stage": "grading"})
+            self._enter("grading")
             self._evaluation = await workflow.execute_activity(
                 "evaluate",
                 EvalRequest(task=rollout.task, diff=diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
@@ -117,7 +182,7 @@ class CodingAgentRollout:
         except ActivityError as error:
             await self._discard_session(agent.session_id, host_queue)
             raise _Aborted(_abort_reason(error)) from None
-        self._progress = self._progress.model_copy(update={"stage": "merging"})
+        self._enter("merging")
         try:
             merged = await workflow.execute_activity(
                 "merge_segments",
@@ -133,12 +198,11 @@ class CodingAgentRollout:
             raise _Aborted("adapter_session_lost" if _host_lost(error) else _abort_reason(error)) from None
         if merged.trajectory is None:
             raise _Aborted("adapter_session_empty")
-        self._progress = self._progress.model_copy(update={"stage": "done"})
         return merged
 
     async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, str, str] | None:
         """One attempt in a fresh sandbox; ``None`` means the host was lost and the next attempt should run."""
-        self._progress = RolloutProgress(stage="booting", attempt=attempt)
+        self._enter("booting", attempt=attempt, sandbox="", host_queue="", session_id="", turns=0, tokens=0, last_turn_at=None, last_tools=[])
         host_queue = await workflow.execute_activity(
             "pick_host",
             result_type=str,
@@ -161,7 +225,7 @@ class CodingAgentRollout:
                 summary=f"boot {rollout.task.image}",
                 **pinned,
             )
-            self._progress = RolloutProgress(stage="agent", attempt=attempt, sandbox=handle.name, host_queue=host_queue)
+            self._enter("agent", sandbox=handle.name, host_queue=host_queue)
             agent = await workflow.execute_activity(
                 "run_claude_code",
                 AgentRunRequest(
@@ -182,7 +246,7 @@ class CodingAgentRollout:
             )
             self._agent = agent
             session_to_discard = agent.session_id
-            self._progress = self._progress.model_copy(update={"stage": "diff", "session_id": agent.session_id})
+            self._enter("diff", turns=max(self._progress.turns, agent.turns))
             diff = await workflow.execute_activity(
                 "git_diff",
                 handle,
@@ -237,6 +301,12 @@ class CodingAgentRollout:
         self, rollout: RolloutInput, started, merged: MergeResult | None = None, abort_reason: str | None = None
     ) -> RolloutResult:
         evaluation = self._evaluation
+        reward = evaluation.reward if evaluation and not abort_reason else 0.0
+        solved = bool(evaluation and evaluation.solved and not abort_reason)
+        self._enter("done")
+        workflow.upsert_search_attributes(
+            [attrs.REWARD.value_set(reward), attrs.SOLVED.value_set(solved), attrs.ABORT_REASON.value_set(abort_reason or "")]
+        )
         return RolloutResult(
             workflow_id=workflow.info().workflow_id,
             instance_id=rollout.task.instance_id,
@@ -244,8 +314,8 @@ class CodingAgentRollout:
             group_index=rollout.group_index,
             status="aborted" if abort_reason else "completed",
             abort_reason=abort_reason,
-            reward=evaluation.reward if evaluation and not abort_reason else 0.0,
-            solved=bool(evaluation and evaluation.solved and not abort_reason),
+            reward=reward,
+            solved=solved,
             applied_cleanly=bool(evaluation and evaluation.applied_cleanly),
             attempts=self._attempts,
             agent=self._agent,
