@@ -4,6 +4,9 @@ CLI::
 
     python starter.py run DATASET.jsonl [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
     python starter.py demo [--policy oracle|noop] [--keep-ui]
+    python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck
+    python starter.py show WORKFLOW_ID                              # live progress + agent log tail
+    python starter.py cancel WORKFLOW_ID [--reason R]               # graceful: sandbox destroyed, result aborted
 
 ``run`` needs a worker (``python worker.py``) and a Temporal server
 (``TEMPORAL_ADDRESS``). ``demo`` is the embedded default: with no
@@ -27,6 +30,7 @@ import statistics
 import sys
 import time
 from contextlib import nullcontext
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Awaitable, Callable, Iterable
 
@@ -35,6 +39,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from activities import rollout_queries
 from activities.contracts import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
 from activities.dataset_rows import DatasetRow, RowError, read_dataset
 from activities.local_services import temporal_dev_server, worker_process
@@ -195,9 +200,56 @@ async def demo(args: argparse.Namespace) -> list[RolloutResult]:
     return results
 
 
+async def status(client: Client, args: argparse.Namespace) -> int:
+    counts = await rollout_queries.stage_counts(client)
+    print("running by stage: " + "  ".join(f"{stage} {n}" for stage, n in counts.items()))
+    rollouts = await rollout_queries.running_rollouts(client)
+    now = datetime.now(timezone.utc)
+    print(f"\noldest {min(args.oldest, len(rollouts))} of {len(rollouts)} running:")
+    for r in rollouts[: args.oldest]:
+        print(_running_line(r, now))
+    stuck = rollout_queries.stale(rollouts, args.stale_minutes, now)
+    print(f"\nno model turn for > {args.stale_minutes:g} min: {len(stuck)}")
+    for r in stuck:
+        print(_running_line(r, now))
+    return 0
+
+
+def _running_line(r: rollout_queries.RunningRollout, now: datetime) -> str:
+    age = (now - r.started).total_seconds() / 60
+    p = r.progress
+    idle = r.idle_minutes(now)
+    detail = f"attempt {p.attempt} turns {p.turns} host {p.host_queue or '-'}" if p else "(no progress answer)"
+    idle_text = f"{idle:.1f}m" if idle is not None else "-"
+    return f"  {r.workflow_id:50} {r.stage:8} age {age:6.1f}m  idle {idle_text:>6}  {detail}"
+
+
+async def show(client: Client, args: argparse.Namespace) -> int:
+    state, detail, log_lines = await rollout_queries.rollout_details(client, args.workflow_id)
+    print(f"{args.workflow_id}: {state}")
+    print(json.dumps(detail.model_dump(mode="json"), indent=2))
+    print(f"--- last {len(log_lines)} lines of the agent's stream-json log ---")
+    print("\n".join(log_lines))
+    return 0
+
+
+async def cancel(client: Client, args: argparse.Namespace) -> int:
+    await rollout_queries.request_abort(client, args.workflow_id, args.reason)
+    print(f"asked {args.workflow_id} to stop ({args.reason}); its result will be aborted: {args.reason}")
+    return 0
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
+    status_cmd = commands.add_parser("status", help="counts by stage, oldest running, stale agents")
+    status_cmd.add_argument("--stale-minutes", type=float, default=10.0)
+    status_cmd.add_argument("--oldest", type=int, default=10)
+    show_cmd = commands.add_parser("show", help="one rollout's progress and agent log tail")
+    show_cmd.add_argument("workflow_id")
+    cancel_cmd = commands.add_parser("cancel", help="stop one rollout gracefully")
+    cancel_cmd.add_argument("workflow_id")
+    cancel_cmd.add_argument("--reason", default="cancelled")
     for name in ("run", "demo"):
         sub = commands.add_parser(name)
         if name == "run":
@@ -219,10 +271,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def main_async(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        results = await demo(args)
-    else:
-        results = await run_dataset(await connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")), args)
-    return 0 if results else 1
+        return 0 if await demo(args) else 1
+    client = await connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
+    operator_commands = {"status": status, "show": show, "cancel": cancel}
+    if args.command in operator_commands:
+        return await operator_commands[args.command](client, args)
+    return 0 if await run_dataset(client, args) else 1
 
 
 def main() -> None:

@@ -7,23 +7,25 @@ it sampled, so the trajectories can be checked token for token.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 from pathlib import Path
 
-import docker
 import pytest
 import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities import sandbox
 from activities.contracts import PolicySpec, RolloutInput, SamplingParams
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets, WorkerSettings
 from activities.trajectory_store import TrajectoryStore
-from starter import EXAMPLE_DATASET, rollout_input, run_rollouts
+from starter import EXAMPLE_DATASET, rollout_input, run_rollouts, start_rollout
 from worker import oracle_tasks_from, run_worker
+from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
@@ -34,9 +36,14 @@ class Cluster:
     def __init__(self, env: WorkflowEnvironment, settings: WorkerSettings, policy: ScriptedPolicyServer):
         self.env, self.settings, self.policy = env, settings, policy
         self.rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
+        self.run_ids: list[str] = []
+
+    def new_run_id(self) -> str:
+        self.run_ids.append(f"t{uuid.uuid4().hex[:6]}")
+        return self.run_ids[-1]
 
     async def run(self, rollouts: list[RolloutInput]):
-        return await run_rollouts(self.env.client, rollouts, f"t{uuid.uuid4().hex[:6]}", task_queue=self.settings.task_queue)
+        return await run_rollouts(self.env.client, rollouts, self.new_run_id(), task_queue=self.settings.task_queue)
 
     def rollout(self, task, budgets: RolloutBudgets = BUDGETS) -> RolloutInput:
         return rollout_input(task, 0, 0, PolicySpec(sampling=SamplingParams(max_new_tokens=2048)), budgets)
@@ -112,6 +119,45 @@ async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_re
     assert [r.finish_reason["type"] for r in cluster.policy.records_for(result.agent.session_id)] == ["abort"]
 
 
+async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
+    cluster.policy.set_policy(None, "slow")
+    cluster.policy.delay_s = 2.0
+    client = cluster.env.client
+    try:
+        handle = await start_rollout(client, cluster.rollout(cluster.rows[0].task), cluster.new_run_id(), cluster.settings.task_queue)
+        query = f"RolloutStage='agent' AND WorkflowId='{handle.id}'"
+        for _ in range(200):
+            if [w async for w in client.list_workflows(query)]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the running rollout never showed up at stage 'agent'")
+        turns_seen = []
+        while len(set(turns_seen)) < 3:
+            progress = await handle.query(CodingAgentRollout.progress)
+            if progress.stage != "agent":
+                break
+            turns_seen.append(progress.turns)
+            await asyncio.sleep(0.5)
+        assert turns_seen == sorted(turns_seen) and len(set(turns_seen)) >= 2, turns_seen
+        status = await asyncio.create_subprocess_exec(
+            sys.executable, "starter.py", "status", "--stale-minutes", "0",
+            env={**os.environ, "TEMPORAL_ADDRESS": cluster.settings.temporal_address},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        output = (await status.communicate())[0].decode()
+        assert status.returncode == 0 and handle.id in output, output
+        result = await handle.result()
+        assert result.status == "completed" and result.reward == 1.0
+    finally:
+        cluster.policy.delay_s = 60
+
+
+
 async def test_no_labelled_container_is_left_behind(cluster):
-    leftovers = docker.from_env().containers.list(all=True, filters={"label": "io.rollouts.managed=1"})
-    assert leftovers == []
+    ours = [
+        c.name
+        for c in await sandbox.list_managed()
+        if any(f"-{run_id}-" in c.labels.get("io.rollouts.workflow_id", "") for run_id in cluster.run_ids)
+    ]
+    assert cluster.run_ids and ours == []
