@@ -103,6 +103,11 @@ class RolloutHost:
             if exit_code is None:
                 await sandbox.kill_detached(request.handle, "claude")
             log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
+        except asyncio.CancelledError:
+            registry.finish_session(ticket.session_id)
+            if activity.is_worker_shutdown():
+                raise ApplicationError("worker shut down while the agent ran", type="WorkerShutdown") from None
+            raise
         except BaseException:
             registry.finish_session(ticket.session_id)
             raise

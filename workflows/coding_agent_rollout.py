@@ -327,9 +327,12 @@ class CodingAgentRollout:
 
 
 def _host_lost(error: ActivityError) -> bool:
+    """A dead host (heartbeat / schedule-to-start timeout) or one that shut down under the activity."""
     cause = error.cause
     while cause is not None:
         if isinstance(cause, TimeoutError) and cause.type in (TimeoutType.HEARTBEAT, TimeoutType.SCHEDULE_TO_START):
+            return True
+        if isinstance(cause, ApplicationError) and cause.type == "WorkerShutdown":
             return True
         cause = cause.cause
     return False

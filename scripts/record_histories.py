@@ -1,0 +1,123 @@
+"""Record real CodingAgentRollout histories into tests/histories/ for the replay test.
+
+Runs the real pipeline (an ephemeral Temporal dev server, worker processes,
+Docker sandboxes, Claude Code, the scripted policy) through four scenarios:
+
+* ``solved``: oracle policy, reward 1.0;
+* ``unsolved``: noop policy, reward 0.0;
+* ``guard``: a slow policy and a short wall-clock guard, aborted gracefully;
+* ``lost_host``: worker A is SIGKILLed while the agent runs; worker B (another
+  host queue) finishes the rollout as a fresh attempt.
+
+Each history is saved as ``tests/histories/<scenario>.json``. Re-record after an
+intentional, patched change to the workflow:
+
+    .venv/bin/python scripts/record_histories.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from temporalio.testing import WorkflowEnvironment  # noqa: E402
+
+from activities import sandbox  # noqa: E402
+from activities.contracts import PolicySpec, RolloutResult  # noqa: E402
+from activities.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from activities.local_services import worker_process  # noqa: E402
+from activities.prompt_renderer import PromptRenderer  # noqa: E402
+from activities.scripted_policy import ScriptedPolicyServer  # noqa: E402
+from activities.settings import RolloutBudgets  # noqa: E402
+from activities.tokenizer_cache import PROJECT_ROOT, ensure_qwen_tokenizer  # noqa: E402
+from starter import EXAMPLE_DATASET, rollout_input, start_rollout  # noqa: E402
+from worker import oracle_tasks_from  # noqa: E402
+from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
+
+HISTORIES = PROJECT_ROOT / "tests" / "histories"
+TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+BUDGETS = RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)
+
+
+class Recorder:
+    def __init__(self, env: WorkflowEnvironment, policy: ScriptedPolicyServer, results: Path):
+        self.env, self.policy, self.results = env, policy, results
+        self.queue = f"record-{uuid.uuid4().hex[:6]}"
+        self.task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
+
+    def worker_env(self) -> dict[str, str]:
+        return {
+            "ROLLOUT_POLICY_URL": self.policy.url,
+            "ROLLOUT_TASK_QUEUE": self.queue,
+            "ROLLOUT_RESULTS_DIR": str(self.results),
+        }
+
+    def worker(self, host_id: str):
+        address = self.env.client.service_client.config.target_host
+        return worker_process(address, ["--host-id", host_id, "--adapter-port", "0"], env=self.worker_env())
+
+    async def start(self, scenario: str, budgets: RolloutBudgets = BUDGETS):
+        rollout = rollout_input(self.task, 0, 0, PolicySpec(policy_tag=f"scripted-{scenario}"), budgets)
+        return await start_rollout(self.env.client, rollout, f"rec-{scenario}", self.queue)
+
+    async def save(self, scenario: str, handle) -> RolloutResult:
+        result = await handle.result()
+        history = await handle.fetch_history()
+        HISTORIES.mkdir(parents=True, exist_ok=True)
+        (HISTORIES / f"{scenario}.json").write_text(history.to_json())
+        print(f"{scenario:10} {result.status:9} reward {result.reward} attempts {result.attempts} reason {result.abort_reason}", flush=True)
+        return result
+
+
+async def record_on_one_worker(recorder: Recorder) -> None:
+    async with recorder.worker("rec-a"):
+        for scenario, policy, budgets in (
+            ("solved", "oracle", BUDGETS),
+            ("unsolved", "noop", BUDGETS),
+            ("guard", "slow", RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=15)),
+        ):
+            recorder.policy.set_policy(None, policy)
+            await recorder.save(scenario, await recorder.start(scenario, budgets))
+
+
+async def record_lost_host(recorder: Recorder) -> None:
+    recorder.policy.set_policy(None, "slow")
+    recorder.policy.delay_s = 3.0
+    async with recorder.worker("rec-doomed") as doomed:
+        handle = await recorder.start("lost_host")
+        while (await handle.query(CodingAgentRollout.progress)).stage != "agent":
+            await asyncio.sleep(0.2)
+        os.killpg(doomed.pid, signal.SIGKILL)
+    async with recorder.worker("rec-survivor"):
+        result = await recorder.save("lost_host", handle)
+    orphans = await sandbox.reap(lambda c: c.labels.get("io.rollouts.workflow_id") == handle.id)
+    print(f"lost_host: reaped {len(orphans)} orphan container(s) of the killed worker; attempts {result.attempts}")
+
+
+async def main() -> None:
+    renderer = PromptRenderer(ensure_qwen_tokenizer())
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
+    )
+    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
+    policy.url = await policy.start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="record-histories-") as results:
+            recorder = Recorder(env, policy, Path(results))
+            await record_on_one_worker(recorder)
+            await record_lost_host(recorder)
+    finally:
+        await policy.stop()
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
