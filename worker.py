@@ -12,6 +12,9 @@ One process runs
 * optionally (``--scripted-policy``) the scripted policy server, for the demo
   and tests; otherwise ``ROLLOUT_POLICY_URL`` names the SGLang server.
 
+Blocking Docker SDK calls run in the loop's default executor, sized to the
+agent slots (asyncio's default of cpu_count + 4 threads serialised boots).
+
 SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
 close the adapter.
 
@@ -24,6 +27,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -77,6 +81,9 @@ async def run_worker(
 ) -> None:
     """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll."""
     stop = stop or asyncio.Event()
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
+    )
     renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
     scripted: ScriptedPolicyServer | None = None
     policy_url = settings.policy_url

@@ -28,6 +28,7 @@ import os
 import json
 import logging
 import secrets
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,7 @@ CONTINUATION_PROMPT = "This session is being continued from a previous conversat
 SUBAGENT_HEADER = "x-claude-code-agent-id"
 MAX_BODY_BYTES = 16 * 1024 * 1024
 KEEPALIVE_INTERVAL_S = 5.0
+FINISHED_KEPT = 64
 
 
 class UnknownSession(LookupError):
@@ -77,7 +79,11 @@ class _Entry:
 
 
 class SessionRegistry:
-    """Live sessions by id, plus the results of finished ones (so finishing twice is harmless)."""
+    """Live sessions by id, plus the most recent finished results (so finishing twice is harmless).
+
+    Finished results are kept for the last ``FINISHED_KEPT`` sessions only; an
+    older finished session's token then reads as unknown (401), not closed (409).
+    """
 
     def __init__(self, renderer: PromptRenderer, client: SGLangClient, executor: ThreadPoolExecutor, on_turn: TurnObserver | None = None):
         self.renderer = renderer
@@ -85,7 +91,7 @@ class SessionRegistry:
         self._executor = executor
         self._on_turn = on_turn
         self._live: dict[str, _Entry] = {}
-        self._finished: dict[str, SessionResult] = {}
+        self._finished: OrderedDict[str, SessionResult] = OrderedDict()
 
     def open_session(self, config: SessionConfig) -> SessionTicket:
         session_id = f"s{secrets.token_hex(8)}"
@@ -117,6 +123,8 @@ class SessionRegistry:
             raise KeyError(f"unknown session {session_id}")
         result = SessionResult(session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns)
         self._finished[session_id] = result
+        while len(self._finished) > FINISHED_KEPT:
+            self._finished.popitem(last=False)
         return result
 
     @property

@@ -45,6 +45,7 @@ AGENT_HOME = "/home/agent"
 AGENT_LOG = "/tmp/rollout/claude.out"
 HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
+RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 
 
@@ -67,14 +68,25 @@ class RolloutHost:
         self.store = store
         self.agent_slots = agent_slots
         self.client = client
+        self._reservations: dict[str, float] = {}
         self.claude = claude
 
     @activity.defn(name="pick_host")
     async def pick_host(self) -> str:
-        """This worker's host queue, unless all its agent slots hold live sessions (then retry elsewhere)."""
+        """Reserve an agent slot on this worker and return its host queue, or refuse (retried elsewhere).
+
+        A slot is held by a reservation from here until the attempt's agent
+        session opens (or ``RESERVATION_TTL_S`` passes, e.g. after a failed
+        boot), then by the live session until it is merged or discarded.
+        """
+        now = time.monotonic()
+        self._reservations = {k: t for k, t in self._reservations.items() if t > now}
         registry = self.adapter.registry
-        if registry is not None and registry.live_count >= self.agent_slots:
-            raise ApplicationError(f"{self.host_queue} is full ({self.agent_slots} agents)", type="HostFull")
+        live = registry.live_count if registry is not None else 0
+        key = activity.info().workflow_id
+        if key not in self._reservations and live + len(self._reservations) >= self.agent_slots:
+            raise ApplicationError(f"{self.host_queue} is full ({self.agent_slots} agent slots)", type="HostFull")
+        self._reservations[key] = now + RESERVATION_TTL_S
         return self.host_queue
 
     @activity.defn(name="run_claude_code")
@@ -93,6 +105,7 @@ class RolloutHost:
             )
         )
         session = registry.get(ticket.session_id)
+        self._reservations.pop(request.workflow_id, None)
         started = time.monotonic()
         beat = asyncio.create_task(self._heartbeat(ticket.session_id, request))
         try:

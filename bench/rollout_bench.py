@@ -1,0 +1,1054 @@
+#!/usr/bin/env python
+"""End-to-end rollout benchmark: N concurrent rollouts through the real stack on this one host.
+
+For each N (default 1, 8, 32) the bundled example tasks
+(``examples/tasks/dataset.jsonl``, rows repeated round-robin, several samples
+per prompt) run as N concurrent ``CodingAgentRollout`` workflows through
+
+* a Temporal dev server (``WorkflowEnvironment.start_local`` with
+  ``.venv/bin/temporal``, a free port on 127.0.0.1, in-memory state),
+* ONE ``worker.py`` subprocess (``activities.local_services.worker_process``)
+  with its own task queue, host id and results directory, the adapter bound to
+  the sandbox network's gateway, ``ROLLOUT_AGENT_SLOTS`` = max N,
+* real Docker sandboxes and the real Claude Code binary,
+* the scripted ``oracle`` policy, served by ``ScriptedPolicyServer`` in THIS
+  process (the worker gets its URL through ``ROLLOUT_POLICY_URL``), so every
+  ``/generate`` call can be timed on arrival and on answer.
+
+The worker is started once and serves every N (it is a long-lived process in
+production too); per-N RSS is the peak of samples taken during that N.
+
+Where each number comes from (nothing is read from project internals):
+
+* **Temporal histories** (``handle.fetch_history()``): workflow start/close and
+  every activity's Scheduled/Started/Closed event times (server clock, same
+  host). ``boot`` = ``boot_sandbox`` Scheduled -> Completed.
+* **A /proc watcher thread in this process**: the sandboxes' processes are
+  visible in the host's /proc (cgroup ``/docker/<id>``). It tracks the Claude
+  Code process (``/opt/claude/bin/claude -p ...``), its detached runner
+  (``bash /tmp/rollout/claude.run``) and the grader's runner
+  (``bash /tmp/rollout/grade.run``). Start time is exact (``/proc/<pid>/stat``
+  starttime, 10 ms ticks); exit is the first liveness check that finds the
+  process gone or a zombie (checked every ``--live-interval``, default 20 ms).
+  Container id -> workflow via the container's labels (docker inspect) or,
+  for agent sandboxes, the ``boot_sandbox`` result in the history.
+* **Policy server timings**: arrival and answer time of every ``/generate``,
+  keyed by the routing key (= adapter session id = ``result.agent.session_id``).
+* **RolloutResult** (status, abort reason, ``agent.duration_s``) and the agent's
+  stream-json log at ``result.agent.log_path`` (``duration_ms`` of its last
+  ``result`` line, a cross-check of the /proc lifetime).
+* **Worker RSS**: ``/proc/<worker pid>/status`` VmRSS sampled every 0.5 s, and
+  VmHWM (the kernel's own high-water mark, cumulative over the process life).
+* **Docker events** (``docker events --filter label=io.rollouts.managed=1``,
+  streamed live): container create/start, every exec_create/exec_die and
+  archive call with ns timestamps. They split boot (activity start -> create
+  -> start -> ready) and exit detection (exit marker -> the waiting
+  ``docker exec`` ends -> ``get_archive`` of the log -> activity completed),
+  and count the docker round trips per rollout.
+* **CPU**: per process ``/proc/<pid>/stat`` (worker, its reaped docker CLI
+  children, dockerd + containerd, the dev server, this process), the Claude
+  Code process and grader runner (incl. reaped children) from the watcher,
+  each sandbox's cgroup ``cpuacct.usage`` (cgroup v1) for everything else run
+  inside it, and machine-wide busy time from ``/proc/stat``; "other" is the
+  rest (runc, shims, kernel, and any other tenant of the host).
+
+Derived metrics:
+
+* rollouts/min = N / (first workflow start -> last result) * 60.
+* spawn -> first model request: (a) ``run_claude_code`` ActivityTaskStarted ->
+  first ``/generate`` arrival for the session ("launch", includes opening the
+  session and the docker execs that start the detached runner), (b) Claude
+  Code process start -> first ``/generate`` arrival ("process"). Both include
+  the adapter rendering/tokenising the first prompt before it calls the policy
+  (the adapter runs inside the worker and is not instrumented from outside).
+* exit -> detection: Claude Code process gone -> ``run_claude_code``
+  ActivityTaskCompleted. Baseline: the reference (slime) polls the agent every
+  5 s: a CONSTANT, not measured here -- expected 2.5 s on average, 5 s worst case.
+* orchestration share = 1 - |union(agent process lifetime, grader runner
+  lifetime, policy /generate intervals)| / workflow elapsed, per rollout.
+
+No thresholds, no pass/fail. Run from the repository root::
+
+    .venv/bin/python bench/rollout_bench.py --n 1 8 32 [--json out.json] [--keep-temp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import queue
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.chdir(ROOT)
+
+import docker  # noqa: E402
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.client import Client, WorkflowHandle  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from temporalio.testing import WorkflowEnvironment  # noqa: E402
+
+from activities import sandbox  # noqa: E402
+from activities.contracts import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
+from activities.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from activities.local_services import worker_process  # noqa: E402
+from activities.prompt_renderer import PromptRenderer  # noqa: E402
+from activities.scripted_policy import ROUTING_KEY_HEADER, ScriptedPolicyServer  # noqa: E402
+from activities.settings import RolloutBudgets  # noqa: E402
+from activities.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
+from starter import EXAMPLE_DATASET, rollout_input, start_rollout  # noqa: E402
+from worker import oracle_tasks_from  # noqa: E402
+
+TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+REFERENCE_POLL_S = 5.0  # slime's coding-agent example polls the agent every 5 s (constant, not measured)
+CLAUDE_BIN = "/opt/claude/bin/claude"
+CGROUP_DOCKER = re.compile(r"/docker[/-]([0-9a-f]{64})")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+CPUACCT_DOCKER = Path("/sys/fs/cgroup/cpuacct/docker")  # cgroup v1, cgroupfs driver (this host); absent elsewhere
+LABEL = sandbox.LABEL_PREFIX
+
+
+# --------------------------------------------------------------------------- /proc watcher
+
+
+@dataclass
+class ProcSpan:
+    kind: str  # "claude" | "claude_runner" | "grade_runner"
+    pid: int
+    ppid: int
+    container_id: str
+    start: float  # wall clock, from /proc/<pid>/stat starttime (exact to 1/CLK_TCK; fork time, exec follows at once)
+    first_seen: float
+    last_alive: float
+    gone: float | None = None  # first check that found it dead, a zombie, or exec'd into something else
+    cpu_s: float = 0.0  # utime+stime (+ reaped children) at the last check it was alive
+
+
+@dataclass
+class _Tracked:
+    pid: int
+    ppid: int
+    container_id: str
+    start: float
+    span: ProcSpan | None = None
+
+
+def _boot_offset() -> float:
+    """Wall-clock time of boot as the kernel counts process start times (CLOCK_BOOTTIME)."""
+    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, starttime ticks, utime+stime+cutime+cstime ticks) of a pid, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[1]), int(fields[19]), sum(int(x) for x in fields[11:15])
+
+
+def _argv(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _interesting(argv: list[str]) -> bool:
+    """A process of interest, or one about to exec into one (the launch script, the runner, ``bash -l claude.sh``)."""
+    return bool(argv) and (argv[0] == CLAUDE_BIN or any(sandbox.HARNESS_DIR in a for a in argv))
+
+
+def _classify(argv: list[str]) -> str | None:
+    if not argv:
+        return None
+    if argv[0] == CLAUDE_BIN and "-p" in argv:
+        return "claude"
+    if len(argv) >= 2 and argv[0].endswith("bash"):
+        if argv[1] == f"{sandbox.HARNESS_DIR}/claude.run":
+            return "claude_runner"
+        if argv[1] == f"{sandbox.HARNESS_DIR}/grade.run":
+            return "grade_runner"
+    return None
+
+
+class ProcWatcher(threading.Thread):
+    """Tracks sandbox processes of interest from the host's /proc (see module docstring).
+
+    A forked process shows its parent's command line until it execs, so every
+    candidate (anything mentioning /tmp/rollout, or the Claude binary) is
+    re-read on every scan until it dies; a span opens when its command line
+    becomes one of the tracked kinds and closes when it dies or execs away.
+    """
+
+    def __init__(self, scan_interval_s: float = 0.1, live_interval_s: float = 0.02):
+        super().__init__(name="proc-watcher", daemon=True)
+        self.scan_interval_s, self.live_interval_s = scan_interval_s, live_interval_s
+        self.spans: list[ProcSpan] = []
+        self.labels: dict[str, dict[str, str]] = {}
+        self._seen: set[int] = set()
+        self._tracked: dict[int, _Tracked] = {}
+        self.container_cpu_s: dict[str, float] = {}  # last cpuacct.usage seen per container (whole container life)
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+        self._resolve_q: queue.Queue[str | None] = queue.Queue()
+        self._resolver = threading.Thread(target=self._resolve_loop, name="label-resolver", daemon=True)
+
+    def start(self) -> None:
+        self._resolver.start()
+        super().start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._resolve_q.put(None)
+        if self.is_alive():
+            self.join(5)
+        if self._resolver.is_alive():
+            self._resolver.join(5)
+
+    def _resolve_loop(self) -> None:
+        client = docker.from_env()
+        while (cid := self._resolve_q.get()) is not None:
+            try:
+                labels = client.containers.get(cid).labels or {}
+            except Exception:  # noqa: BLE001 - the container may already be gone
+                labels = {}
+            with self._lock:
+                self.labels[cid] = labels
+
+    def run(self) -> None:
+        next_scan = 0.0
+        while not self._halt.is_set():
+            now = time.time()
+            if now >= next_scan:
+                self._scan(now)
+                next_scan = now + self.scan_interval_s
+            self._check_live()
+            self._halt.wait(self.live_interval_s)
+
+    def _container_cpu(self) -> None:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(CPUACCT_DOCKER):
+                if entry.is_dir() and len(entry.name) == 64:
+                    with contextlib.suppress(OSError, ValueError):
+                        with open(f"{entry.path}/cpuacct.usage") as f:
+                            self.container_cpu_s[entry.name] = int(f.read()) / 1e9
+
+    def _scan(self, now: float) -> None:
+        self._container_cpu()
+        pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        self._seen &= pids
+        offset = _boot_offset()
+        for pid in pids - self._seen:
+            self._seen.add(pid)
+            argv = _argv(pid)
+            if not argv or not _interesting(argv):
+                continue
+            try:
+                with open(f"/proc/{pid}/cgroup") as f:
+                    found = CGROUP_DOCKER.search(f.read())
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            stat = _stat(pid)
+            if found is None or stat is None:
+                continue
+            cid = found.group(1)
+            self._tracked[pid] = _Tracked(pid, stat[1], cid, offset + stat[2] / CLK_TCK)
+            with self._lock:
+                new_container = cid not in self.labels
+                if new_container:
+                    self.labels[cid] = {}
+            if new_container:
+                self._resolve_q.put(cid)
+        for tracked in list(self._tracked.values()):
+            argv = _argv(tracked.pid)
+            if argv is None:
+                continue  # gone: _check_live closes it
+            kind = _classify(argv)
+            current = tracked.span.kind if tracked.span is not None and tracked.span.gone is None else None
+            if kind == current:
+                continue
+            if tracked.span is not None and tracked.span.gone is None:
+                tracked.span.gone = now  # exec'd into something else
+            tracked.span = None
+            if kind is not None:
+                tracked.span = ProcSpan(kind, tracked.pid, tracked.ppid, tracked.container_id, tracked.start, now, now)
+                with self._lock:
+                    self.spans.append(tracked.span)
+
+    def _check_live(self) -> None:
+        now = time.time()
+        offset = _boot_offset()
+        for pid, tracked in list(self._tracked.items()):
+            stat = _stat(pid)
+            dead = stat is None or stat[0] in ("Z", "X") or abs(offset + stat[2] / CLK_TCK - tracked.start) > 1.0
+            if dead:
+                if tracked.span is not None and tracked.span.gone is None:
+                    tracked.span.gone = now
+                del self._tracked[pid]
+            elif tracked.span is not None:
+                tracked.span.last_alive = now
+                tracked.span.cpu_s = stat[3] / CLK_TCK
+
+    def first_span(self, container_id: str, kind: str) -> ProcSpan | None:
+        """The earliest-started process of ``kind`` in the container whose parent is not itself of that kind
+        (a child forked by the agent or the runner shows their command line until it execs)."""
+        with self._lock:
+            spans = [s for s in self.spans if s.container_id == container_id and s.kind == kind]
+        pids = {s.pid for s in spans}
+        roots = [s for s in spans if s.ppid not in pids]
+        return min(roots or spans, key=lambda s: s.start, default=None)
+
+    def containers_of(self, workflow_id: str, purpose: str) -> list[str]:
+        with self._lock:
+            return [
+                cid
+                for cid, labels in self.labels.items()
+                if labels.get(f"{LABEL}.workflow_id") == workflow_id and labels.get(f"{LABEL}.purpose") == purpose
+            ]
+
+
+# --------------------------------------------------------------------------- policy server with timings
+
+
+class TimedPolicyServer(ScriptedPolicyServer):
+    """The scripted policy server, recording (routing key, arrival, answer) wall times per /generate."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.timings: list[tuple[str | None, float, float, int]] = []
+
+    async def _generate(self, request):  # type: ignore[override]
+        arrived = time.time()
+        status = 0
+        try:
+            response = await super()._generate(request)
+            status = response.status
+            return response
+        finally:
+            self.timings.append((request.headers.get(ROUTING_KEY_HEADER), arrived, time.time(), status))
+
+    def for_session(self, session_id: str) -> list[tuple[float, float]]:
+        return [(a, b) for key, a, b, _ in self.timings if key == session_id]
+
+
+# --------------------------------------------------------------------------- docker events
+
+
+@dataclass
+class DockerEvent:
+    t: float
+    action: str  # create, start, exec_create, exec_start, exec_die, extract-to-dir, archive-path, kill, die, destroy
+    container_id: str
+    workflow_id: str
+    purpose: str
+
+
+class DockerEvents:
+    """``docker events`` for managed containers, streamed live (the daemon replays only ~256 past events)."""
+
+    def __init__(self) -> None:
+        self.events: list[DockerEvent] = []
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            shutil.which("docker") or "docker", "events", "--filter", "type=container",
+            "--filter", f"label={LABEL}.managed=1", "--format", "{{json .}}",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, stdin=asyncio.subprocess.DEVNULL,
+        )
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        while line := await self._proc.stdout.readline():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                raw = json.loads(line)
+                attrs = raw.get("Actor", {}).get("Attributes", {}) or {}
+                self.events.append(DockerEvent(
+                    raw["timeNano"] / 1e9, str(raw.get("Action", "")).split(":")[0], raw.get("Actor", {}).get("ID", ""),
+                    attrs.get(f"{LABEL}.workflow_id", ""), attrs.get(f"{LABEL}.purpose", ""),
+                ))
+
+    async def stop(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.terminate()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._proc.wait(), 5)
+            if self._proc.returncode is None:
+                self._proc.kill()
+                await self._proc.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    def of(self, workflow_id: str, purpose: str) -> list[DockerEvent]:
+        return [e for e in self.events if e.workflow_id == workflow_id and e.purpose == purpose]
+
+
+# --------------------------------------------------------------------------- CPU accounting
+
+
+def _proc_cpu(pid: int) -> tuple[float, float]:
+    """(own utime+stime, reaped children's cutime+cstime) in seconds; zeros if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0.0
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK, (int(fields[13]) + int(fields[14])) / CLK_TCK
+
+
+def _pids_matching(predicate) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            except OSError:
+                continue
+            if argv and predicate(argv):
+                found.append(int(name))
+    return found
+
+
+def _machine_busy_s() -> float:
+    with open("/proc/stat") as f:
+        values = [int(x) for x in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / CLK_TCK
+
+
+class CpuAccount:
+    """CPU seconds of the stack's host processes, snapshotted around each N."""
+
+    def __init__(self, worker_pid: int, temporal_port: int):
+        self.worker_pid = worker_pid
+        self.daemons = _pids_matching(lambda a: Path(a[0]).name in ("dockerd", "containerd"))
+        self.temporal = _pids_matching(lambda a: "start-dev" in a and str(temporal_port) in a)
+
+    def snapshot(self) -> dict[str, float]:
+        own, children = _proc_cpu(self.worker_pid)
+        bench = os.times()
+        return {
+            "machine": _machine_busy_s(),
+            "worker": own,
+            "worker_children": children,  # the docker CLI processes it ran (reaped)
+            "docker_daemons": sum(sum(_proc_cpu(p)) for p in self.daemons),
+            "temporal": sum(sum(_proc_cpu(p)) for p in self.temporal),
+            "bench": bench.user + bench.system,  # this process: policy server, /proc watcher, history fetches
+        }
+
+
+# --------------------------------------------------------------------------- worker RSS
+
+
+class RssSampler:
+    def __init__(self, pid: int, interval_s: float = 0.5):
+        self.pid, self.interval_s = pid, interval_s
+        self.samples: list[tuple[float, int]] = []  # (time, VmRSS kB)
+        self._task: asyncio.Task | None = None
+
+    def status(self) -> dict[str, int]:
+        out = {}
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith(("VmRSS:", "VmHWM:")):
+                        key, value = line.split(":", 1)
+                        out[key] = int(value.split()[0])
+        except FileNotFoundError:
+            pass
+        return out
+
+    async def _loop(self) -> None:
+        while True:
+            rss = self.status().get("VmRSS")
+            if rss is not None:
+                self.samples.append((time.time(), rss))
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def peak_between(self, t0: float, t1: float) -> int:
+        return max((kb for t, kb in self.samples if t0 <= t <= t1), default=0)
+
+
+# --------------------------------------------------------------------------- history
+
+
+def _ts(event) -> float:
+    return event.event_time.seconds + event.event_time.nanos / 1e9
+
+
+_CLOSED = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "completed",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "failed",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "timed_out",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "canceled",
+}
+
+
+@dataclass
+class ActivitySpan:
+    name: str
+    scheduled: float
+    started: float | None = None
+    closed: float | None = None
+    outcome: str = ""
+    attempt: int = 0
+    result: Any = None
+
+
+@dataclass
+class WorkflowTimeline:
+    start: float
+    end: float
+    activities: list[ActivitySpan]
+
+    def first(self, name: str) -> ActivitySpan | None:
+        return next((a for a in self.activities if a.name == name), None)
+
+
+async def fetch_timeline(handle: WorkflowHandle) -> WorkflowTimeline:
+    history = await handle.fetch_history()
+    events = list(history.events)
+    by_scheduled: dict[int, ActivitySpan] = {}
+    spans: list[ActivitySpan] = []
+    for e in events:
+        t = e.event_type
+        if t == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            span = ActivitySpan(e.activity_task_scheduled_event_attributes.activity_type.name, _ts(e))
+            by_scheduled[e.event_id] = span
+            spans.append(span)
+        elif t == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = e.activity_task_started_event_attributes
+            span = by_scheduled[attrs.scheduled_event_id]
+            span.started, span.attempt = _ts(e), attrs.attempt
+        elif t in _CLOSED:
+            attrs = {
+                EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: e.activity_task_completed_event_attributes,
+                EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: e.activity_task_failed_event_attributes,
+                EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: e.activity_task_timed_out_event_attributes,
+                EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: e.activity_task_canceled_event_attributes,
+            }[t]
+            span = by_scheduled[attrs.scheduled_event_id]
+            span.closed, span.outcome = _ts(e), _CLOSED[t]
+            if t == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and attrs.result.payloads:
+                with contextlib.suppress(ValueError):
+                    span.result = json.loads(attrs.result.payloads[0].data)
+    return WorkflowTimeline(_ts(events[0]), _ts(events[-1]), spans)
+
+
+# --------------------------------------------------------------------------- per-rollout measurements
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total, current_start, current_end = 0.0, None, None
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if current_end is None or a > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = a, b
+        else:
+            current_end = max(current_end, b)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+def _stream_json_result(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    last = None
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text(errors="replace").splitlines():
+            if line.startswith("{") and '"type":"result"' in line.replace(" ", ""):
+                with contextlib.suppress(json.JSONDecodeError):
+                    last = json.loads(line)
+    return last
+
+
+@dataclass
+class RolloutMeasure:
+    workflow_id: str
+    status: str
+    abort_reason: str | None
+    reward: float
+    elapsed_s: float  # history: WorkflowExecutionStarted -> last event
+    result_elapsed_s: float
+    boot_s: float | None = None  # boot_sandbox scheduled -> completed
+    boot_exec_s: float | None = None  # boot_sandbox started -> completed
+    launch_to_first_req_s: float | None = None
+    proc_to_first_req_s: float | None = None
+    exit_to_detect_s: float | None = None
+    runner_exit_to_detect_s: float | None = None
+    agent_proc_s: float | None = None
+    agent_duration_ms_s: float | None = None  # stream-json result duration_ms
+    agent_time_to_request_s: float | None = None  # stream-json result time_to_request_ms (Claude Code's own clock)
+    agent_activity_s: float | None = None  # run_claude_code started -> completed
+    pre_launch_s: float | None = None  # run_claude_code started -> claude process start
+    grade_run_s: float | None = None
+    evaluate_s: float | None = None
+    policy_s: float = 0.0
+    n_generate: int = 0
+    orchestration_s: float | None = None
+    orchestration_share: float | None = None
+    queue_wait_s: float = 0.0  # sum of activity scheduled -> started
+    wf_task_gaps_s: float = 0.0  # time between activities (workflow tasks, scheduling)
+    activity_exec_s: dict[str, float] = field(default_factory=dict)
+    # docker events attribution
+    boot_to_create_s: float | None = None  # boot_sandbox Started -> agent container "create" event
+    create_to_start_s: float | None = None  # "create" -> "start"
+    start_to_booted_s: float | None = None  # "start" -> boot_sandbox Completed (workspace preparation execs)
+    launch_to_first_exec_s: float | None = None  # run_claude_code Started -> first exec_create in the agent container
+    agent_execs: int = 0  # docker execs in the agent container (whole life)
+    agent_archives: int = 0  # put_archive / get_archive calls on the agent container
+    grading_execs: int = 0
+    grading_archives: int = 0
+    runner_exit_to_wait_exec_die_s: float | None = None  # exit marker -> the waiting docker exec ends
+    wait_exec_die_to_log_read_s: float | None = None  # -> get_archive of claude.out (docker "archive-path" event)
+    log_read_to_completed_s: float | None = None  # -> run_claude_code ActivityTaskCompleted (store log, RPC)
+    agent_cpu_s: float | None = None  # Claude Code process CPU (incl. reaped children: its tool shells)
+    grader_cpu_s: float | None = None  # grader runner CPU incl. the test processes it reaped
+    agent_container_cpu_s: float | None = None  # cpuacct of the agent sandbox (Claude Code + every harness exec)
+    grading_container_cpu_s: float | None = None  # cpuacct of the grading sandbox(es)
+
+
+def measure(
+    result: RolloutResult, timeline: WorkflowTimeline, watcher: ProcWatcher, policy: TimedPolicyServer, events: DockerEvents
+) -> RolloutMeasure:
+    m = RolloutMeasure(
+        workflow_id=result.workflow_id,
+        status=result.status,
+        abort_reason=result.abort_reason,
+        reward=result.reward,
+        elapsed_s=timeline.end - timeline.start,
+        result_elapsed_s=result.elapsed_s,
+    )
+    acts = timeline.activities
+    for a in acts:
+        if a.started is not None:
+            m.queue_wait_s += a.started - a.scheduled
+        if a.started is not None and a.closed is not None:
+            m.activity_exec_s[a.name] = m.activity_exec_s.get(a.name, 0.0) + a.closed - a.started
+    # Activities of this workflow run one after another: the rest of the elapsed time is between them.
+    busy = _union_length([(a.scheduled, a.closed) for a in acts if a.closed is not None])
+    m.wf_task_gaps_s = m.elapsed_s - busy
+
+    boot = next((a for a in acts if a.name == "boot_sandbox" and a.outcome == "completed"), None)
+    if boot is not None:
+        m.boot_s = boot.closed - boot.scheduled
+        m.boot_exec_s = boot.closed - boot.started
+    runs = [a for a in acts if a.name == "run_claude_code"]
+    run = runs[-1] if runs else None
+    intervals: list[tuple[float, float]] = []
+
+    agent_cid = boot.result.get("container_id") if boot is not None and isinstance(boot.result, dict) else None
+    claude = watcher.first_span(agent_cid, "claude") if agent_cid else None
+    runner = watcher.first_span(agent_cid, "claude_runner") if agent_cid else None
+    if claude is not None:
+        if claude.gone is not None:
+            m.agent_proc_s = claude.gone - claude.start
+            intervals.append((claude.start, claude.gone))
+        if run is not None and run.started is not None:
+            m.pre_launch_s = claude.start - run.started
+        if run is not None and run.outcome == "completed" and claude.gone is not None:
+            m.exit_to_detect_s = run.closed - claude.gone
+        if run is not None and run.outcome == "completed" and runner is not None and runner.gone is not None:
+            m.runner_exit_to_detect_s = run.closed - runner.gone
+    if run is not None and run.started is not None and run.closed is not None:
+        m.agent_activity_s = run.closed - run.started
+
+    if result.agent is not None:
+        generate = policy.for_session(result.agent.session_id)
+        m.n_generate = len(generate)
+        m.policy_s = sum(b - a for a, b in generate)
+        intervals.extend(generate)
+        if generate:
+            first = min(a for a, _ in generate)
+            if run is not None and run.started is not None:
+                m.launch_to_first_req_s = first - run.started
+            if claude is not None:
+                m.proc_to_first_req_s = first - claude.start
+        stream_result = _stream_json_result(result.agent.log_path)
+        if stream_result and isinstance(stream_result.get("duration_ms"), (int, float)):
+            m.agent_duration_ms_s = stream_result["duration_ms"] / 1000
+        if stream_result and isinstance(stream_result.get("time_to_request_ms"), (int, float)):
+            m.agent_time_to_request_s = stream_result["time_to_request_ms"] / 1000
+
+    grade_spans = [watcher.first_span(cid, "grade_runner") for cid in watcher.containers_of(result.workflow_id, "grading")]
+    grade_spans = [s for s in grade_spans if s is not None and s.gone is not None]
+    if grade_spans:
+        m.grade_run_s = sum(s.gone - s.start for s in grade_spans)
+        intervals.extend((s.start, s.gone) for s in grade_spans)
+    evaluate = [a for a in acts if a.name == "evaluate" and a.closed is not None and a.started is not None]
+    if evaluate:
+        m.evaluate_s = sum(a.closed - a.started for a in evaluate)
+
+    agent_events = events.of(result.workflow_id, "agent")
+    grading_events = events.of(result.workflow_id, "grading")
+    create = next((e.t for e in agent_events if e.action == "create"), None)
+    start = next((e.t for e in agent_events if e.action == "start"), None)
+    if boot is not None and create is not None:
+        m.boot_to_create_s = create - boot.started
+        if start is not None:
+            m.create_to_start_s = start - create
+            m.start_to_booted_s = boot.closed - start
+    if run is not None and run.started is not None:
+        first_exec = min((e.t for e in agent_events if e.action == "exec_create" and e.t >= run.started), default=None)
+        if first_exec is not None:
+            m.launch_to_first_exec_s = first_exec - run.started
+    if runner is not None and runner.gone is not None and run is not None and run.outcome == "completed":
+        wait_die = min((e.t for e in agent_events if e.action == "exec_die" and e.t >= runner.gone - 0.05), default=None)
+        if wait_die is not None:
+            m.runner_exit_to_wait_exec_die_s = wait_die - runner.gone
+            read = min((e.t for e in agent_events if e.action == "archive-path" and e.t >= wait_die), default=None)
+            if read is not None:
+                m.wait_exec_die_to_log_read_s = read - wait_die
+                m.log_read_to_completed_s = run.closed - read
+    if claude is not None:
+        m.agent_cpu_s = claude.cpu_s
+    if grade_spans:
+        m.grader_cpu_s = sum(g.cpu_s for g in grade_spans)
+    if agent_cid in watcher.container_cpu_s:
+        m.agent_container_cpu_s = watcher.container_cpu_s[agent_cid]
+    grading_cpu = [watcher.container_cpu_s[c] for c in watcher.containers_of(result.workflow_id, "grading") if c in watcher.container_cpu_s]
+    if grading_cpu:
+        m.grading_container_cpu_s = sum(grading_cpu)
+    m.agent_execs = sum(e.action == "exec_create" for e in agent_events)
+    m.agent_archives = sum(e.action in ("extract-to-dir", "archive-path") for e in agent_events)
+    m.grading_execs = sum(e.action == "exec_create" for e in grading_events)
+    m.grading_archives = sum(e.action in ("extract-to-dir", "archive-path") for e in grading_events)
+
+    if claude is not None and claude.gone is not None:
+        outside = _union_length([(max(a, timeline.start), min(b, timeline.end)) for a, b in intervals])
+        m.orchestration_s = m.elapsed_s - outside
+        m.orchestration_share = m.orchestration_s / m.elapsed_s if m.elapsed_s > 0 else None
+    return m
+
+
+# --------------------------------------------------------------------------- one N
+
+
+def pct(values: list[float], q: float) -> float | None:
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    if len(vals) == 1:
+        return vals[0]
+    pos = (len(vals) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(vals) - 1)
+    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+async def run_n(
+    n: int,
+    client: Client,
+    rows: list[DatasetRow],
+    run_id: str,
+    task_queue: str,
+    budgets: RolloutBudgets,
+    watcher: ProcWatcher,
+    policy: TimedPolicyServer,
+    rss: RssSampler,
+    events: DockerEvents,
+    cpu: CpuAccount,
+) -> dict[str, Any]:
+    policy_spec = PolicySpec(sampling=SamplingParams(temperature=1.0, max_new_tokens=8192), context_budget=65536)
+    rollouts = []
+    for i in range(n):
+        group = i % len(rows)
+        rollouts.append(rollout_input(rows[group].task, i // len(rows), group, policy_spec, budgets))
+    sub_run = f"{run_id}-n{n}"
+    print(f"\n=== N={n}: starting {n} rollouts (run id {sub_run}) ===", flush=True)
+    load_before = os.getloadavg()[0]
+    cpu0 = cpu.snapshot()
+    t0 = time.time()
+    handles = await asyncio.gather(*(start_rollout(client, r, sub_run, task_queue) for r in rollouts))
+    done_count = 0
+
+    async def wait(handle: WorkflowHandle) -> RolloutResult:
+        nonlocal done_count
+        result = await handle.result()
+        done_count += 1
+        print(f"  [{time.time() - t0:6.1f}s] {done_count}/{n} {result.instance_id} s{result.sample_index}: {result.status} reward={result.reward} {result.abort_reason or ''}", flush=True)
+        return result
+
+    results = await asyncio.gather(*(wait(h) for h in handles))
+    t1 = time.time()
+    cpu1 = cpu.snapshot()
+    await asyncio.sleep(0.5)  # let the watcher see the last grading runners go
+    timelines = await asyncio.gather(*(fetch_timeline(h) for h in handles))
+    measures = [measure(r, tl, watcher, policy, events) for r, tl in zip(results, timelines)]
+    wall = t1 - t0
+    status = rss.status()
+    aborted = [m for m in measures if m.status == "aborted"]
+    summary = {
+        "n": n,
+        "wall_s": wall,
+        "rollouts_per_min": n / wall * 60,
+        "completed": sum(m.status == "completed" for m in measures),
+        "solved": sum(r.solved for r in results),
+        "aborted": len(aborted),
+        "abort_reasons": dict(collections.Counter(m.abort_reason for m in aborted)),
+        "retried_attempts": sum(r.attempts > 1 for r in results),
+        "worker_rss_peak_mb": rss.peak_between(t0, t1 + 0.5) / 1024,
+        "worker_vmhwm_mb": status.get("VmHWM", 0) / 1024,
+        "worker_rss_after_mb": status.get("VmRSS", 0) / 1024,
+        "loadavg_1m_before": load_before,
+        "loadavg_1m_after": os.getloadavg()[0],
+        "measures": [asdict(m) for m in measures],
+    }
+    used = {k: cpu1[k] - cpu0[k] for k in cpu0}
+    used["claude"] = sum(m.agent_cpu_s or 0.0 for m in measures)
+    used["grader"] = sum(m.grader_cpu_s or 0.0 for m in measures)
+    # Everything else inside this run's sandboxes: boot preparation, snapshots, git diff, patch apply, wait loops.
+    used["sandbox_harness"] = sum((m.agent_container_cpu_s or 0.0) + (m.grading_container_cpu_s or 0.0) for m in measures) - used["claude"] - used["grader"]
+    used["other"] = used["machine"] - sum(v for k, v in used.items() if k != "machine")
+    summary["cpu_core_s_per_rollout"] = {k: v / n for k, v in used.items()}
+    agent_containers = set()
+    for tl in timelines:
+        for a in tl.activities:
+            if a.name == "boot_sandbox" and isinstance(a.result, dict) and a.result.get("container_id"):
+                agent_containers.add(a.result["container_id"])
+    agent_spans = [watcher.first_span(c, "claude") for c in agent_containers]
+    edges = sorted([(sp.start, 1) for sp in agent_spans if sp and sp.gone] + [(sp.gone, -1) for sp in agent_spans if sp and sp.gone])
+    live = peak = 0
+    for _, step in edges:
+        live += step
+        peak = max(peak, live)
+    summary["max_concurrent_agents"] = peak
+    summary["cpu_utilisation"] = used["machine"] / (wall * (os.cpu_count() or 1))
+    for key in ("boot_s", "boot_exec_s", "launch_to_first_req_s", "proc_to_first_req_s", "exit_to_detect_s",
+                "runner_exit_to_detect_s", "agent_proc_s", "agent_duration_ms_s", "agent_time_to_request_s", "agent_activity_s", "pre_launch_s",
+                "grade_run_s", "evaluate_s", "policy_s", "orchestration_s", "orchestration_share", "elapsed_s",
+                "queue_wait_s", "wf_task_gaps_s", "boot_to_create_s", "create_to_start_s", "start_to_booted_s",
+                "launch_to_first_exec_s", "agent_execs", "agent_archives", "grading_execs", "grading_archives",
+                "runner_exit_to_wait_exec_die_s", "wait_exec_die_to_log_read_s", "log_read_to_completed_s", "agent_cpu_s", "grader_cpu_s",
+                "agent_container_cpu_s", "grading_container_cpu_s"):
+        values = [getattr(m, key) for m in measures]
+        summary[key] = {"p50": pct(values, 0.5), "p95": pct(values, 0.95), "mean": _mean(values),
+                        "n": sum(v is not None for v in values)}
+    names = sorted({name for m in measures for name in m.activity_exec_s})
+    summary["activity_exec_mean_s"] = {name: _mean([m.activity_exec_s.get(name) for m in measures]) for name in names}
+    print_block(summary)
+    return summary
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _pp(summary: dict, key: str, digits: int = 2) -> str:
+    s = summary[key]
+    return f"{_f(s['p50'], digits)} / {_f(s['p95'], digits)}"
+
+
+def print_block(s: dict) -> None:
+    ref_mean = REFERENCE_POLL_S / 2
+    exit_p50 = s["exit_to_detect_s"]["p50"]
+    print(f"--- N={s['n']} ---")
+    print(f"  wall {s['wall_s']:.1f} s  ->  {s['rollouts_per_min']:.2f} rollouts/min   (first start -> last result)")
+    print(f"  completed {s['completed']}/{s['n']}  solved {s['solved']}  aborted {s['aborted']} {s['abort_reasons'] or ''}"
+          f"  rollouts needing >1 agent attempt {s['retried_attempts']}  max concurrent Claude Code processes {s['max_concurrent_agents']}")
+    print(f"  sandbox boot p50/p95             {_pp(s, 'boot_s')} s   (history: boot_sandbox Scheduled->Completed; "
+          f"Started->Completed {_pp(s, 'boot_exec_s')} s)")
+    print(f"  launch -> first /generate        {_pp(s, 'launch_to_first_req_s')} s   (history: run_claude_code Started -> policy-server arrival)")
+    print(f"  claude proc -> first /generate   {_pp(s, 'proc_to_first_req_s')} s   (/proc starttime -> policy-server arrival; "
+          f"Claude Code's own time_to_request_ms {_pp(s, 'agent_time_to_request_s')} s)")
+    print(f"  agent exit -> activity returns   {_pp(s, 'exit_to_detect_s')} s   (/proc exit, {s['n']} samples -> history Completed)"
+          f"   baseline: reference 5 s poll = {ref_mean:.1f} s mean / 5.0 s worst (constant)"
+          + (f"  -> {exit_p50 / ref_mean:.2f}x of the reference mean" if exit_p50 is not None else ""))
+    print(f"  runner exit -> activity returns  {_pp(s, 'runner_exit_to_detect_s')} s   (exit marker written ~ runner exit)")
+    print(f"  worker RSS peak {s['worker_rss_peak_mb']:.0f} MB (VmRSS samples this N), VmHWM {s['worker_vmhwm_mb']:.0f} MB (process life), "
+          f"RSS after {s['worker_rss_after_mb']:.0f} MB")
+    print(f"  orchestration share p50/p95      {_pp(s, 'orchestration_share', 3)}   mean {_f(s['orchestration_share']['mean'], 3)}"
+          f"   = {_f(s['orchestration_s']['mean'])} s of {_f(s['elapsed_s']['mean'])} s elapsed (mean)")
+    print(f"    agent process {_pp(s, 'agent_proc_s')} s (stream-json duration_ms {_pp(s, 'agent_duration_ms_s')} s), "
+          f"policy {_pp(s, 'policy_s', 3)} s, grader run {_pp(s, 'grade_run_s')} s")
+    print(f"    queue waits (Scheduled->Started, sum) {_pp(s, 'queue_wait_s')} s, between activities {_pp(s, 'wf_task_gaps_s')} s, "
+          f"pre-launch {_pp(s, 'pre_launch_s')} s")
+    print(f"  docker events: boot Started->create {_pp(s, 'boot_to_create_s')} s, create->start {_pp(s, 'create_to_start_s')} s, "
+          f"start->booted {_pp(s, 'start_to_booted_s')} s; run_claude_code Started->first exec_create {_pp(s, 'launch_to_first_exec_s')} s")
+    print(f"    per rollout: {_f(s['agent_execs']['mean'], 1)} docker execs + {_f(s['agent_archives']['mean'], 1)} archive calls (agent sandbox), "
+          f"{_f(s['grading_execs']['mean'], 1)} + {_f(s['grading_archives']['mean'], 1)} (grading sandbox)")
+    print("    activity exec mean: " + ", ".join(f"{k} {_f(v)}" for k, v in s["activity_exec_mean_s"].items()))
+    cpu = s["cpu_core_s_per_rollout"]
+    print(f"  CPU core-s per rollout (machine busy {s['cpu_utilisation'] * 100:.0f}% of {os.cpu_count()} CPUs over the wall time): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
+    print(f"  exit detection split: runner exit -> wait exec ends {_pp(s, 'runner_exit_to_wait_exec_die_s')} s, -> log get_archive "
+          f"{_pp(s, 'wait_exec_die_to_log_read_s')} s, -> activity completed {_pp(s, 'log_read_to_completed_s')} s")
+    print(f"  load average (1 min) before {s['loadavg_1m_before']:.1f}, after {s['loadavg_1m_after']:.1f}", flush=True)
+
+
+def print_table(summaries: list[dict]) -> None:
+    base = summaries[0]["rollouts_per_min"] if summaries else None
+    print(f"\nthroughput baseline: N={summaries[0]['n'] if summaries else '-'} of this run; exit-detection baseline: the reference's 5 s poll (constant)")
+    print("\n| N | wall s | rollouts/min (× first N) | aborted | boot p50/p95 s | launch→1st req p50/p95 s | proc→1st req p50/p95 s "
+          "| exit→detect p50/p95 s (ref 5 s poll: 2.5 mean) | worker RSS peak MB | orchestration share p50 (mean s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in summaries:
+        reasons = ", ".join(f"{k}×{v}" for k, v in s["abort_reasons"].items())
+        print(f"| {s['n']} | {s['wall_s']:.1f} | {s['rollouts_per_min']:.2f} (×{s['rollouts_per_min'] / base:.2f}) | {s['aborted']}{(' (' + reasons + ')') if reasons else ''} "
+              f"| {_pp(s, 'boot_s')} | {_pp(s, 'launch_to_first_req_s')} | {_pp(s, 'proc_to_first_req_s')} "
+              f"| {_pp(s, 'exit_to_detect_s')} | {s['worker_rss_peak_mb']:.0f} "
+              f"| {_f(s['orchestration_share']['p50'], 3)} ({_f(s['orchestration_s']['mean'], 1)} of {_f(s['elapsed_s']['mean'], 1)}) |")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def managed_containers_of(run_id: str) -> list[Any]:
+    client = docker.from_env()
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}.managed=1"})
+    return [c for c in found if c.labels.get(f"{LABEL}.workflow_id", "").startswith(f"rollout-{run_id}-")]
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    run_id = f"bench{time.strftime('%H%M%S')}{uuid.uuid4().hex[:4]}"
+    host_id = f"bench-{run_id}"
+    task_queue = f"bench-rollouts-{run_id}"
+    budgets = RolloutBudgets(agent_budget_s=args.agent_budget, eval_timeout_s=args.eval_timeout, guard_s=args.agent_budget + args.eval_timeout + 180)
+    rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
+    tmp = Path(tempfile.mkdtemp(prefix=f"rollout-bench-{run_id}-"))
+    print(f"run id {run_id}; temp dir {tmp}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"tasks: {[r.task.instance_id for r in rows]} (repeated round-robin); N = {args.n}", flush=True)
+
+    gateway = await asyncio.to_thread(sandbox.ensure_network)
+    renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
+    policy = TimedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    watcher = ProcWatcher(live_interval_s=args.live_interval)
+    events = DockerEvents()
+    summaries: list[dict] = []
+    env: WorkflowEnvironment | None = None
+    worker_log = open(tmp / "worker.log", "wb")
+    try:
+        policy_url = await policy.start("127.0.0.1", 0)
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False, ip="127.0.0.1"
+        )
+        address = env.client.service_client.config.target_host
+        print(f"temporal dev server {address}; policy server {policy_url}; adapter binds {gateway}", flush=True)
+        worker_env = {
+            "ROLLOUT_POLICY_URL": policy_url,
+            "ROLLOUT_TASK_QUEUE": task_queue,
+            "ROLLOUT_AGENT_SLOTS": str(args.agent_slots or max(args.n)),
+            "ROLLOUT_RESULTS_DIR": str(tmp / "results"),
+            "SHIM_BIND_HOST": gateway,
+            "SWE_TIME_BUDGET_SEC": str(budgets.agent_budget_s),
+            "SWE_EVAL_TIMEOUT_SEC": str(budgets.eval_timeout_s),
+            "SWE_GENERATE_GUARD_SEC": str(budgets.guard_s),
+        }
+        watcher.start()
+        await events.start()
+        async with contextlib.AsyncExitStack() as stack:
+            # The worker inherits fd 2: point it at a log file while it starts.
+            saved = os.dup(2)
+            os.dup2(worker_log.fileno(), 2)
+            try:
+                proc = await stack.enter_async_context(
+                    worker_process(address, ["--adapter-port", "0", "--host-id", host_id], env=worker_env)
+                )
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            rss = RssSampler(proc.pid)
+            rss.start()
+            stack.push_async_callback(rss.stop)
+            cpu = CpuAccount(proc.pid, int(address.rsplit(":", 1)[1]))
+            print(f"worker pid {proc.pid}, RSS at ready {rss.status().get('VmRSS', 0) / 1024:.0f} MB", flush=True)
+            for n in args.n:
+                summaries.append(await run_n(n, env.client, rows, run_id, task_queue, budgets, watcher, policy, rss, events, cpu))
+                await asyncio.sleep(2)
+    finally:
+        watcher.stop()
+        await events.stop()
+        if env is not None:
+            await env.shutdown()
+        await policy.stop()
+        worker_log.close()
+        leftovers = await asyncio.to_thread(managed_containers_of, run_id)
+        if leftovers:
+            print(f"LEAK: {len(leftovers)} managed container(s) of this run were left behind; removing: {[c.name for c in leftovers]}", flush=True)
+            for c in leftovers:
+                with contextlib.suppress(Exception):
+                    c.remove(force=True)
+        else:
+            print("cleanup: no managed container of this run remains", flush=True)
+        warnings = [line for line in (tmp / "worker.log").read_text(errors="replace").splitlines() if " WARNING " in line or " ERROR " in line]
+        if warnings:
+            print(f"worker log: {len(warnings)} WARNING/ERROR lines, first ones:", flush=True)
+            for line in warnings[:5]:
+                print("  " + line[:300])
+        if args.keep_temp:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    print_table(summaries)
+    print("\nDerivations: boot = history boot_sandbox Scheduled->Completed; launch = run_claude_code ActivityTaskStarted; "
+          "first request = arrival at the in-process scripted policy server (after the adapter rendered the prompt); "
+          f"agent exit = /proc watcher (checks every {args.live_interval * 1000:.0f} ms); detection = run_claude_code ActivityTaskCompleted; "
+          "reference exit detection = 5 s polling (constant: 2.5 s mean, 5 s worst), not measured; "
+          "orchestration share = 1 - |agent process ∪ grader run ∪ policy calls| / workflow elapsed.")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summaries, indent=1, default=str))
+        print(f"json: {args.json}")
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 32], help="concurrent rollouts per step")
+    parser.add_argument("--agent-budget", type=int, default=600, help="SWE_TIME_BUDGET_SEC for every rollout")
+    parser.add_argument("--eval-timeout", type=int, default=300, help="SWE_EVAL_TIMEOUT_SEC for every rollout")
+    parser.add_argument("--agent-slots", type=int, help="ROLLOUT_AGENT_SLOTS for the worker (default: max N)")
+    parser.add_argument("--live-interval", type=float, default=0.02, help="/proc liveness check period (exit resolution)")
+    parser.add_argument("--json", help="also write the summaries (with per-rollout measures) here")
+    parser.add_argument("--keep-temp", action="store_true", help="keep the temp dir (worker log, stream-json logs, trajectories)")
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    sys.exit(asyncio.run(main_async(parse_args())))
+
+
+if __name__ == "__main__":
+    main()
