@@ -123,6 +123,8 @@ class RolloutHost:
             raise
         except BaseException:
             registry.finish_session(ticket.session_id)
+            if activity.is_worker_shutdown():
+                raise ApplicationError("worker shut down while the agent ran", type="WorkerShutdown") from None
             raise
         finally:
             beat.cancel()

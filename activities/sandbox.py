@@ -474,8 +474,8 @@ async def wait_detached(handle: SandboxHandle, name: str, timeout_s: float) -> i
         raise SandboxError(f"detached command {name} was never started in {handle.name}")
     if result.exit_code == 4:
         raise SandboxError(f"detached command {name} in {handle.name} lost its runner before exiting")
-    if result.exit_code != 0:
-        raise SandboxError(f"waiting for {name} failed: {result.output.strip()}")
+    if result.exit_code != 0 or not result.output.strip().lstrip("-").isdigit():
+        raise SandboxError(f"waiting for {name} in {handle.name} was interrupted: {result.output.strip()[:200]!r}")
     return int(result.output.strip())
 
 
