@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import docker
 import pytest
 import pytest_asyncio
 
@@ -9,6 +10,26 @@ from activities.adapter import AdapterServer
 from activities.contracts import SamplingParams, SessionConfig
 from activities.scripted_policy import ScriptedPolicyServer
 from tests.renderer_fixture import shared_renderer
+
+MANAGED = "io.rollouts.managed=1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_sandbox_outlives_the_suite():
+    """After the whole suite, no rollout sandbox the suite created may remain (removed, then reported)."""
+    try:
+        client = docker.from_env()
+        before = {c.id for c in client.containers.list(all=True, filters={"label": MANAGED})}
+    except docker.errors.DockerException:
+        client, before = None, set()
+    yield
+    if client is None:
+        return
+    leaked = [c for c in client.containers.list(all=True, filters={"label": MANAGED}) if c.id not in before]
+    names = [c.name for c in leaked]
+    for container in leaked:
+        container.remove(force=True)
+    assert names == [], f"sandboxes leaked by the suite: {names}"
 
 
 @pytest.fixture(scope="session")
