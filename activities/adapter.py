@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import hmac
-import os
 import json
 import logging
+import os
 import secrets
+import sys
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ SUBAGENT_HEADER = "x-claude-code-agent-id"
 MAX_BODY_BYTES = 16 * 1024 * 1024
 KEEPALIVE_INTERVAL_S = 5.0
 FINISHED_KEPT = 64
+GIL_SWITCH_INTERVAL_S = 0.001
 
 
 class UnknownSession(LookupError):
@@ -88,7 +90,7 @@ class SessionRegistry:
     def __init__(self, renderer: PromptRenderer, client: SGLangClient, executor: ThreadPoolExecutor, on_turn: TurnObserver | None = None):
         self.renderer = renderer
         self._client = client
-        self._executor = executor
+        self.executor = executor
         self._on_turn = on_turn
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
@@ -96,7 +98,7 @@ class SessionRegistry:
     def open_session(self, config: SessionConfig) -> SessionTicket:
         session_id = f"s{secrets.token_hex(8)}"
         secret = secrets.token_urlsafe(32)
-        session = PolicySession(session_id, config, self.renderer, self._client, self._executor, self._on_turn)
+        session = PolicySession(session_id, config, self.renderer, self._client, self.executor, self._on_turn)
         self._live[session_id] = _Entry(secret=secret, session=session)
         return SessionTicket(session_id=session_id, secret=f"{session_id}.{secret}")
 
@@ -174,18 +176,26 @@ def _authenticated(request: web.Request) -> PolicySession:
         raise _HTTPFailure(401, "authentication_error", "unknown session token")
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
+async def _parsed_request(request: web.Request) -> tuple[dict[str, Any], ChatRequest]:
+    """Read, parse and translate the body in the CPU executor (a long history is ~100 KB of JSON)."""
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise _HTTPFailure(413, "request_too_large", f"request body exceeds {request.app[MAX_BODY]} bytes")
+    return await asyncio.get_running_loop().run_in_executor(request.app[REGISTRY].executor, _parse_and_translate, raw)
+
+
+def _parse_and_translate(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _HTTPFailure(400, "invalid_request_error", f"body: not valid JSON ({exc})")
     if not isinstance(body, dict):
         raise _HTTPFailure(400, "invalid_request_error", "body: must be a JSON object")
-    return body
+    try:
+        return body, translate_request(body)
+    except RequestError as exc:
+        raise _HTTPFailure(400, "invalid_request_error", str(exc))
 
 
 class _HTTPFailure(Exception):
@@ -211,11 +221,7 @@ async def _anthropic_errors(request: web.Request, handler):
 
 async def handle_messages(request: web.Request) -> web.StreamResponse:
     session = _authenticated(request)
-    body = await _json_body(request)
-    try:
-        chat = translate_request(body)
-    except RequestError as exc:
-        raise _HTTPFailure(400, "invalid_request_error", str(exc))
+    body, chat = await _parsed_request(request)
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise _HTTPFailure(400, "invalid_request_error", "max_tokens: must be a positive integer")
@@ -276,11 +282,7 @@ async def _fail(request: web.Request, stream: web.StreamResponse | None, status:
 
 async def handle_count_tokens(request: web.Request) -> web.Response:
     session = _authenticated(request)
-    body = await _json_body(request)
-    try:
-        chat = translate_request(body)
-    except RequestError as exc:
-        raise _HTTPFailure(400, "invalid_request_error", str(exc))
+    _, chat = await _parsed_request(request)
     return web.json_response({"input_tokens": await session.count_tokens(chat.messages, chat.tools)})
 
 
@@ -302,10 +304,12 @@ def create_app(registry: SessionRegistry, max_body_bytes: int = MAX_BODY_BYTES, 
 class AdapterServer:
     """Owns the adapter's HTTP site, its policy-client connection pool and its CPU executor.
 
-    Rendering and tokenisation hold the GIL in part (Jinja), so the executor
-    leaves one core to the event loop (``cpu_count - 1`` threads). Start-up
-    freezes the import-time heap (``gc.freeze``) so full collections, which
-    pause the loop, do not rescan it.
+    Request parsing, translation, rendering and tokenisation run in the
+    executor, which leaves one core to the event loop (``cpu_count - 1``
+    threads). Those threads hold the GIL in part (JSON, Jinja), so start-up
+    lowers the interpreter's switch interval to 1 ms (the loop gets the GIL
+    back sooner) and freezes the import-time heap (``gc.freeze``) so full
+    collections, which pause the loop, do not rescan it.
     """
 
     def __init__(
@@ -339,6 +343,7 @@ class AdapterServer:
         bound_port = self._runner.addresses[0][1]
         self.url = f"http://{host}:{bound_port}"
         gc.freeze()
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         return self.url
 
     @property

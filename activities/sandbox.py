@@ -31,6 +31,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import tarfile
 import time
 from pathlib import Path, PurePosixPath
@@ -46,6 +47,7 @@ from temporalio.exceptions import ApplicationError
 from activities.contracts import SandboxHandle, SandboxRequest
 
 LABEL_PREFIX = "io.rollouts"
+OWNER_ENV = "ROLLOUT_SANDBOX_OWNER"
 MAX_CONCURRENT_BOOTS = 16
 AGENT_USER = "agent"
 AGENT_UID = 1000
@@ -579,6 +581,7 @@ def _labels(request: SandboxRequest, host_queue: str, lifetime_s: int) -> dict[s
         "purpose": request.purpose,
         "host_queue": host_queue,
         "expires_at": str(int(time.time()) + lifetime_s),
+        "owner": os.environ.get(OWNER_ENV, socket.gethostname()),
     }
     return {f"{LABEL_PREFIX}.{key}": value for key, value in values.items()}
 

@@ -10,6 +10,7 @@ integers with one finite log-prob each, or the reply is rejected as garbage.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -49,10 +50,10 @@ class SGLangClient:
             "rid": rid,
             "stream": False,
         }
+        data = await asyncio.to_thread(json.dumps, payload)
+        headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
         try:
-            async with self._http.post(
-                f"{base_url}/generate", json=payload, headers={"X-SMG-Routing-Key": routing_key}, timeout=self._timeout
-            ) as response:
+            async with self._http.post(f"{base_url}/generate", data=data, headers=headers, timeout=self._timeout) as response:
                 if response.status != 200:
                     detail = (await response.text())[:300]
                     raise PolicyServerError(f"policy server answered HTTP {response.status}: {detail}")

@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import docker
 import pytest
 import pytest_asyncio
 
+from activities import sandbox
 from activities.adapter import AdapterServer
 from activities.contracts import SamplingParams, SessionConfig
 from activities.scripted_policy import ScriptedPolicyServer
 from tests.renderer_fixture import shared_renderer
 
-MANAGED = "io.rollouts.managed=1"
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_sandbox_outlives_the_suite():
-    """After the whole suite, no rollout sandbox the suite created may remain (removed, then reported)."""
-    try:
-        client = docker.from_env()
-        before = {c.id for c in client.containers.list(all=True, filters={"label": MANAGED})}
-    except docker.errors.DockerException:
-        client, before = None, set()
+    """After the whole suite, no sandbox this test session created may remain (removed, then reported).
+
+    Every container booted during the session, by this process or by worker
+    subprocesses it starts, carries the session's owner label, so a suite
+    running beside another one never touches the other's containers.
+    """
+    owner = f"pytest-{uuid.uuid4().hex[:8]}"
+    os.environ[sandbox.OWNER_ENV] = owner
     yield
-    if client is None:
+    try:
+        leaked = docker.from_env().containers.list(all=True, filters={"label": f"{sandbox.LABEL_PREFIX}.owner={owner}"})
+    except docker.errors.DockerException:
         return
-    leaked = [c for c in client.containers.list(all=True, filters={"label": MANAGED}) if c.id not in before]
     names = [c.name for c in leaked]
     for container in leaked:
         container.remove(force=True)
