@@ -168,6 +168,14 @@ async def test_transient_boot_failures_are_retried(env):
     assert cluster.calls.count("boot_sandbox") == 3
 
 
+async def test_a_boot_that_keeps_failing_is_retried_then_aborted(env):
+    cluster = FakeCluster()
+    cluster.boot_failures = [RuntimeError("docker down")] * 3
+    result = await run(env, cluster, rollout())
+    assert result.status == "aborted" and result.abort_reason == "sandbox_boot_failed"
+    assert cluster.calls.count("boot_sandbox") == 3 and "run_claude_code" not in cluster.calls
+
+
 async def test_a_bad_image_aborts_without_retrying(env):
     cluster = FakeCluster()
     cluster.boot_failures = [ApplicationError("image x not found", type="SandboxImageMissing", non_retryable=True)]

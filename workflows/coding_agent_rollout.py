@@ -216,15 +216,7 @@ class CodingAgentRollout:
         handle: SandboxHandle | None = None
         session_to_discard: str | None = None
         try:
-            handle = await workflow.execute_activity(
-                "boot_sandbox",
-                SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt),
-                result_type=SandboxHandle,
-                start_to_close_timeout=timedelta(minutes=5),
-                retry_policy=BOOT_RETRY,
-                summary=f"boot {rollout.task.image}",
-                **pinned,
-            )
+            handle = await self._boot(rollout, workflow_id, attempt, pinned)
             self._enter("agent", sandbox=handle.name, host_queue=host_queue)
             agent = await workflow.execute_activity(
                 "run_claude_code",
@@ -267,6 +259,23 @@ class CodingAgentRollout:
                 await self._discard_session(session_to_discard, host_queue)
             if handle is not None:
                 await self._destroy(handle, host_queue)
+
+    async def _boot(self, rollout: RolloutInput, workflow_id: str, attempt: int, pinned: dict) -> SandboxHandle:
+        """Boot with retries for transient Docker errors; a boot that still fails aborts as ``sandbox_boot_failed``."""
+        try:
+            return await workflow.execute_activity(
+                "boot_sandbox",
+                SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt),
+                result_type=SandboxHandle,
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=BOOT_RETRY,
+                summary=f"boot {rollout.task.image}",
+                **pinned,
+            )
+        except ActivityError as error:
+            if _host_lost(error):
+                raise
+            raise _Aborted("sandbox_boot_failed") from None
 
     async def _destroy(self, handle: SandboxHandle, host_queue: str) -> None:
         """Best effort: a dead host cannot destroy its container; the reaper removes it by label."""
