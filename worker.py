@@ -10,7 +10,9 @@ One process runs
   stable across restarts of the same host): boot, run-claude-code, git-diff,
   destroy, merge-segments, discard-session;
 * optionally (``--scripted-policy``) the scripted policy server, for the demo
-  and tests; otherwise ``ROLLOUT_POLICY_URL`` names the SGLang server.
+  and tests; otherwise ``ROLLOUT_POLICY_URL`` names the SGLang server. Either
+  pins the policy for every rollout; with neither, each rollout's own
+  ``policy_url`` (the trainer's SGLang router) is used.
 
 Blocking Docker SDK calls run in the loop's default executor, sized to the
 agent slots (asyncio's default of cpu_count + 4 threads serialised boots).
@@ -90,8 +92,6 @@ async def run_worker(
     if scripted_policy:
         scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks_from(oracle_tasks_path))
         policy_url = await scripted.start("127.0.0.1", 0)
-    if not policy_url:
-        raise SystemExit("no policy server: set ROLLOUT_POLICY_URL or pass --scripted-policy")
     adapter = AdapterServer(renderer)
     await adapter.start(settings.adapter_bind_host, settings.adapter_port)
     gateway = await asyncio.to_thread(sandbox.ensure_network)
@@ -110,6 +110,7 @@ async def run_worker(
         agent_slots=settings.agent_slots,
         claude=ClaudeCodeSettings(extra_args=settings.claude_extra_args, extra_env=settings.claude_extra_env),
         client=client,
+        pin_policy_url=policy_url is not None,
     )
     registered = await ensure_search_attributes(client, settings.namespace)
     if registered:

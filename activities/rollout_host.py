@@ -5,6 +5,10 @@ adapter; its bound methods are registered as activities on the host queue
 (``pick_host`` on the shared queue, so a workflow learns which queue to pin
 the rest of its attempt to).
 
+The policy server is the rollout's own (the trainer's router) unless the
+worker pins one (``ROLLOUT_POLICY_URL`` or the scripted policy), which then
+wins; with neither the agent activity fails as ``NoPolicyServer``.
+
 ``run_claude_code`` starts the CLI detached inside the sandbox (exit-code
 marker in the container), heartbeats every few seconds with the session's
 progress, and enforces the wall-clock budget itself, since the CLI never
@@ -55,11 +59,12 @@ class RolloutHost:
         adapter: AdapterServer,
         host_queue: str,
         adapter_public_url: str,
-        default_policy_url: str,
+        default_policy_url: str | None,
         store: TrajectoryStore,
         agent_slots: int,
         claude: ClaudeCodeSettings = ClaudeCodeSettings(),
         client: Client | None = None,
+        pin_policy_url: bool = False,
     ):
         self.adapter = adapter
         self.host_queue = host_queue
@@ -68,6 +73,7 @@ class RolloutHost:
         self.store = store
         self.agent_slots = agent_slots
         self.client = client
+        self.pin_policy_url = pin_policy_url
         self._reservations: dict[str, float] = {}
         self.claude = claude
 
@@ -94,9 +100,12 @@ class RolloutHost:
         registry = self.adapter.registry
         assert registry is not None
         policy = request.policy
+        policy_url = self.default_policy_url if self.pin_policy_url else policy.policy_url or self.default_policy_url
+        if not policy_url:
+            raise ApplicationError("no policy server: the worker has none and the rollout names none", type="NoPolicyServer", non_retryable=True)
         ticket = registry.open_session(
             SessionConfig(
-                policy_url=policy.policy_url or self.default_policy_url,
+                policy_url=policy_url,
                 sampling=policy.sampling,
                 context_budget=policy.context_budget,
                 max_turns=policy.max_turns,

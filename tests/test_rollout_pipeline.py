@@ -7,23 +7,28 @@ it sampled, so the trajectories can be checked token for token.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+import slime_generate
 from activities import sandbox
 from activities.contracts import PolicySpec, RolloutInput, SamplingParams
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets, WorkerSettings
+from activities.tokenizer_cache import ensure_qwen_tokenizer
 from activities.trajectory_store import TrajectoryStore
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts, start_rollout
+from tests.slime_sample import Sample
 from worker import oracle_tasks_from, run_worker
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -121,7 +126,7 @@ async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_re
 
 async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
     cluster.policy.set_policy(None, "slow")
-    cluster.policy.delay_s = 2.0
+    cluster.policy.delay_s = 4.0
     client = cluster.env.client
     try:
         handle = await start_rollout(client, cluster.rollout(cluster.rows[0].task), cluster.new_run_id(), cluster.settings.task_queue)
@@ -132,6 +137,11 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
             await asyncio.sleep(0.1)
         else:
             raise AssertionError("the running rollout never showed up at stage 'agent'")
+        status = await asyncio.create_subprocess_exec(
+            sys.executable, "starter.py", "status", "--stale-minutes", "0",
+            env={**os.environ, "TEMPORAL_ADDRESS": cluster.settings.temporal_address},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
         turns_seen = []
         while len(set(turns_seen)) < 3:
             progress = await handle.query(CodingAgentRollout.progress)
@@ -140,11 +150,6 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
             turns_seen.append(progress.turns)
             await asyncio.sleep(0.5)
         assert turns_seen == sorted(turns_seen) and len(set(turns_seen)) >= 2, turns_seen
-        status = await asyncio.create_subprocess_exec(
-            sys.executable, "starter.py", "status", "--stale-minutes", "0",
-            env={**os.environ, "TEMPORAL_ADDRESS": cluster.settings.temporal_address},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
         output = (await status.communicate())[0].decode()
         assert status.returncode == 0 and handle.id in output, output
         result = await handle.result()
@@ -152,6 +157,26 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
     finally:
         cluster.policy.delay_s = 60
 
+
+async def test_slime_generate_runs_the_example_tasks_and_fans_out_samples(cluster, monkeypatch):
+    cluster.policy.set_policy(None, "oracle")
+    monkeypatch.setenv("TEMPORAL_ADDRESS", cluster.settings.temporal_address)
+    monkeypatch.setenv("ROLLOUT_TASK_QUEUE", cluster.settings.task_queue)
+    monkeypatch.setattr(slime_generate, "RUN_ID", cluster.new_run_id())
+    args = SimpleNamespace(sglang_router_ip=None, sglang_router_port=None, rollout_max_context_len=65536, hf_checkpoint=str(ensure_qwen_tokenizer()))
+    rows = [json.loads(line) for line in EXAMPLE_DATASET.read_text().splitlines() if line.strip()]
+    samples = [Sample(index=i, group_index=i, prompt=r["prompt"], label=r.get("label"), metadata=r["metadata"]) for i, r in enumerate(rows)]
+    no_image = Sample(index=99, group_index=99, prompt="p", metadata={"workdir": "/w", "eval_cmd": "true"})
+    outputs = await asyncio.gather(*(slime_generate.generate(args, s, {"temperature": 1.0, "max_new_tokens": 2048}) for s in [*samples, no_image]))
+    for sample, fanned in zip(samples, outputs):
+        assert fanned[0] is sample and {s.rollout_id for s in fanned} == {sample.index}
+        assert all(s.status is Sample.Status.COMPLETED for s in fanned)
+        assert sum(s.reward for s in fanned) == 1.0 and fanned[0].metadata["is_solved"]
+        for s in fanned:
+            assert len(s.loss_mask) == len(s.rollout_log_probs) == s.response_length < len(s.tokens)
+            assert sum(s.loss_mask) > 0 and "<tool_call>" in s.response
+    (aborted,) = outputs[-1]
+    assert aborted.status is Sample.Status.ABORTED and aborted.metadata["abort_reason"] == "missing_image_or_workdir"
 
 
 async def test_no_labelled_container_is_left_behind(cluster):

@@ -1,0 +1,63 @@
+"""slime's generate() contract: fan-out of segments into samples, and the aborted shape."""
+
+from types import SimpleNamespace
+
+from activities.contracts import RolloutResult, TokenSegment
+from activities.trajectory_store import TrajectoryStore
+from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
+from tests.slime_sample import Sample
+
+
+def segment(kind: str, prompt: list[int], response: list[int], mask: list[int]) -> TokenSegment:
+    return TokenSegment(
+        kind=kind,
+        tokens=prompt + response,
+        loss_mask=[0] * len(prompt) + mask,
+        rollout_log_probs=[0.0] * len(prompt) + [-0.5 if m else 0.0 for m in mask],
+        prompt_length=len(prompt),
+        turns=1,
+        finish_reason="stop",
+    )
+
+
+def completed(tmp_path, segments) -> RolloutResult:
+    ref = TrajectoryStore(tmp_path).put("wf", segments)
+    return RolloutResult(
+        workflow_id="rollout-r-calc-3-1", instance_id="calc", sample_index=3, group_index=1,
+        status="completed", reward=1.0, solved=True, applied_cleanly=True, trajectory=ref, elapsed_s=12.5,
+    )
+
+
+def test_one_sample_per_segment_sharing_the_rollout_id_with_the_reward_split(tmp_path):
+    result = completed(tmp_path, [segment("main", [1, 2, 3], [4, 5, 6], [1, 0, 1]), segment("compaction", [7, 8], [9], [1])])
+    sample = Sample(index=3, group_index=1, metadata={"instance_id": "calc"})
+    fanned = samples_from_result(sample, result)
+    assert fanned[0] is sample and len(fanned) == 2
+    first, second = fanned
+    assert first.tokens == [1, 2, 3, 4, 5, 6] and first.response_length == 3
+    assert first.loss_mask == [1, 0, 1] and first.rollout_log_probs == [-0.5, 0.0, -0.5]
+    assert second.tokens == [7, 8, 9] and second.loss_mask == [1]
+    assert {s.rollout_id for s in fanned} == {3} and all(s.status is Sample.Status.COMPLETED for s in fanned)
+    assert [s.reward for s in fanned] == [0.5, 0.5]
+    assert [s.metadata["segment_kind"] for s in fanned] == ["main", "compaction"]
+    assert first.metadata["is_solved"] and first.metadata["applied_cleanly"] and first.metadata["elapsed_sec"] == 12.5
+
+
+def test_aborted_rollouts_take_the_reference_shape():
+    result = RolloutResult(workflow_id="w", instance_id="calc", sample_index=0, group_index=0, status="aborted", abort_reason="wall_clock_timeout")
+    (sample,) = samples_from_result(Sample(index=0), result)
+    assert sample.status is Sample.Status.ABORTED and sample.metadata["abort_reason"] == "wall_clock_timeout"
+    assert (sample.tokens, sample.response_length, sample.loss_mask, sample.reward) == ([0, 0], 1, [0], 0.0)
+
+
+def test_without_slime_the_same_data_comes_as_dicts(tmp_path):
+    (plain,) = sample_dicts(completed(tmp_path, [segment("main", [1], [2], [1])]))
+    assert plain["tokens"] == [1, 2] and plain["loss_mask"] == [1] and plain["status"] == "completed"
+    assert abort_sample(Sample(), "x").status is Sample.Status.ABORTED
+
+
+def test_trainer_args_become_the_session_policy():
+    args = SimpleNamespace(sglang_router_ip="10.0.0.5", sglang_router_port=30000, rollout_max_context_len=32768, hf_checkpoint="")
+    policy = policy_for(args, {"temperature": 0.7, "top_p": 0.95, "max_new_tokens": 4096, "stop": ["x"]})
+    assert policy.policy_url == "http://10.0.0.5:30000" and policy.context_budget == 32768
+    assert (policy.sampling.temperature, policy.sampling.top_p, policy.sampling.max_new_tokens) == (0.7, 0.95, 4096)
