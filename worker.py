@@ -17,8 +17,14 @@ One process runs
 Blocking Docker SDK calls run in the loop's default executor, sized to the
 agent slots (asyncio's default of cpu_count + 4 threads serialised boots).
 
+Crash survival: every adapter turn is spooled under
+``<results>/spool/<host queue>/`` before its reply is sent; a worker that
+restarts with the same host id takes those sessions back, and the retried
+agent activity re-attaches to the still-running Claude Code process. A reaper
+sweeps orphaned sandboxes at start-up and every ``ROLLOUT_REAP_INTERVAL_S``.
+
 SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
-close the adapter.
+close the adapter (spooled sessions stay for the next start).
 
     python worker.py [--scripted-policy oracle --oracle-tasks examples/tasks/dataset.jsonl]
 """
@@ -42,9 +48,11 @@ from activities.claude_binary import find_claude_binary
 from activities.claude_code_harness import ClaudeCodeSettings
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.prompt_renderer import PromptRenderer
+from activities.reaper import reap_forever
 from activities.rollout_host import RolloutHost
 from activities.scripted_policy import OracleTask, ScriptedPolicyServer
 from activities.search_attribute_registry import ensure_search_attributes
+from activities.session_spool import SessionSpool
 from activities.settings import WorkerSettings, settings_from_env
 from activities.trajectory_store import TrajectoryStore
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -92,12 +100,15 @@ async def run_worker(
     if scripted_policy:
         scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks_from(oracle_tasks_path))
         policy_url = await scripted.start("127.0.0.1", 0)
-    adapter = AdapterServer(renderer)
+    host_queue = settings.host_queue
+    adapter = AdapterServer(renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue))
     await adapter.start(settings.adapter_bind_host, settings.adapter_port)
+    restored = adapter.registry.restore_spooled()
+    if restored:
+        log.info("took back %d spooled session(s): %s", len(restored), ", ".join(restored))
     gateway = await asyncio.to_thread(sandbox.ensure_network)
     public_url = f"http://{settings.public_host or gateway}:{adapter.port}"
     client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
-    host_queue = settings.host_queue
     sandbox.configure_sandbox_activities(
         claude_binary=find_claude_binary(), network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(), lifetime_s=settings.budgets.guard_s + 600
     )
@@ -139,12 +150,14 @@ async def run_worker(
     )
     log.info("worker up: shared=%s host=%s adapter=%s (sandboxes dial %s) policy=%s", settings.task_queue, host_queue, adapter.url, public_url, policy_url)
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
+    reaper = asyncio.create_task(reap_forever(client, host_queue, settings.reap_interval_s))
     try:
         async with shared, pinned:
             if ready is not None:
                 ready.set()
             await stop.wait()
     finally:
+        reaper.cancel()
         await adapter.stop()
         if scripted is not None:
             await scripted.stop()

@@ -52,6 +52,7 @@ from activities.completion_parser import ParsedCompletion, stop_reason
 from activities.contracts import SegmentKind, SessionConfig, SessionResult, SessionTicket
 from activities.policy_session import PolicySession, TurnCapExceeded, TurnObserver
 from activities.prompt_renderer import PromptRenderer
+from activities.session_spool import SessionSpool
 from activities.sglang_client import PolicyServerError, SGLangClient
 
 log = logging.getLogger(__name__)
@@ -87,20 +88,45 @@ class SessionRegistry:
     older finished session's token then reads as unknown (401), not closed (409).
     """
 
-    def __init__(self, renderer: PromptRenderer, client: SGLangClient, executor: ThreadPoolExecutor, on_turn: TurnObserver | None = None):
+    def __init__(
+        self,
+        renderer: PromptRenderer,
+        client: SGLangClient,
+        executor: ThreadPoolExecutor,
+        on_turn: TurnObserver | None = None,
+        spool: SessionSpool | None = None,
+    ):
         self.renderer = renderer
         self._client = client
         self.executor = executor
         self._on_turn = on_turn
+        self._spool = spool
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
 
     def open_session(self, config: SessionConfig) -> SessionTicket:
         session_id = f"s{secrets.token_hex(8)}"
         secret = secrets.token_urlsafe(32)
-        session = PolicySession(session_id, config, self.renderer, self._client, self.executor, self._on_turn)
-        self._live[session_id] = _Entry(secret=secret, session=session)
+        self._live[session_id] = _Entry(secret=secret, session=self._new_session(session_id, config))
+        if self._spool is not None:
+            self._spool.open(session_id, secret, config)
         return SessionTicket(session_id=session_id, secret=f"{session_id}.{secret}")
+
+    def restore_spooled(self) -> list[str]:
+        """Take back the sessions this host spooled before a restart; returns their ids."""
+        if self._spool is None:
+            return []
+        restored = []
+        for spooled in self._spool.load():
+            session = self._new_session(spooled.session_id, spooled.config)
+            session.restore(spooled.turns)
+            self._live[spooled.session_id] = _Entry(secret=spooled.secret, session=session)
+            restored.append(spooled.session_id)
+        return restored
+
+    def _new_session(self, session_id: str, config: SessionConfig) -> PolicySession:
+        journal = (lambda delta, summary: self._spool.append(session_id, delta, summary)) if self._spool else None
+        return PolicySession(session_id, config, self.renderer, self._client, self.executor, self._on_turn, journal)
 
     def authenticate(self, token: str) -> PolicySession:
         session_id, _, secret = token.partition(".")
@@ -124,6 +150,8 @@ class SessionRegistry:
         if entry is None:
             raise KeyError(f"unknown session {session_id}")
         result = SessionResult(session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns)
+        if self._spool is not None:
+            self._spool.drop(session_id)
         self._finished[session_id] = result
         while len(self._finished) > FINISHED_KEPT:
             self._finished.popitem(last=False)
@@ -319,8 +347,10 @@ class AdapterServer:
         on_turn: TurnObserver | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         keepalive_s: float = KEEPALIVE_INTERVAL_S,
+        spool: SessionSpool | None = None,
     ):
         self._renderer = renderer
+        self._spool = spool
         self._keepalive_s = keepalive_s
         self._cpu_threads = cpu_threads
         self._on_turn = on_turn
@@ -335,7 +365,7 @@ class AdapterServer:
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         self._executor = ThreadPoolExecutor(max_workers=self._cpu_threads, thread_name_prefix="adapter-cpu")
         client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
-        self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn)
+        self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn, self._spool)
         self._runner = web.AppRunner(create_app(self.registry, self._max_body_bytes, self._keepalive_s), handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)

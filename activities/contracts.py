@@ -218,6 +218,7 @@ class RolloutInput(BaseModel):
     guard_s: int = Field(2580, ge=1)
     max_agent_attempts: int = Field(3, ge=1)
     host_start_timeout_s: int = Field(10, ge=1)
+    resume_window_s: int = Field(120, ge=1)
 
 
 class AgentRunRequest(BaseModel):

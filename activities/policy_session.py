@@ -11,7 +11,8 @@ what the drift -> repair roles use directly. Each turn:
    nothing;
 3. calls the policy server with the exact ids;
 4. decodes and parses the sampled ids (reasoning, text, tool calls);
-5. records the turn before the reply leaves the process.
+5. records the turn (and journals it, for crash recovery) before the reply
+   leaves the process.
 
 Turns of one lane are serialised; different lanes (sub-agents) run
 concurrently.
@@ -20,6 +21,7 @@ concurrently.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections import defaultdict
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -31,11 +33,12 @@ from activities.completion_parser import ParsedCompletion, parse_completion, sto
 from activities.contracts import SegmentKind, SessionConfig, TurnSummary
 from activities.prompt_renderer import PromptRenderer
 from activities.sglang_client import SGLangClient
-from activities.token_capture import PromptPlan, TokenLedger
+from activities.token_capture import LedgerDelta, PromptPlan, TokenLedger
 
 Reply = TypeVar("Reply")
 ReplyBuilder = Callable[[ParsedCompletion, str], tuple[Reply, dict[str, Any]]]
 TurnObserver = Callable[["PolicySession", TurnSummary], Awaitable[None]]
+TurnJournal = Callable[[LedgerDelta, TurnSummary], None]
 
 
 class TurnCapExceeded(RuntimeError):
@@ -61,6 +64,7 @@ class PolicySession:
         client: SGLangClient,
         executor: Executor,
         on_turn: TurnObserver | None = None,
+        journal: TurnJournal | None = None,
     ):
         self.session_id = session_id
         self.config = config
@@ -71,6 +75,7 @@ class PolicySession:
         self._client = client
         self._executor = executor
         self._on_turn = on_turn
+        self._journal = journal
         self._lane_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._calls = 0
 
@@ -99,7 +104,7 @@ class PolicySession:
                 text.removesuffix(self._renderer.end_of_turn), self.config.tool_parser, tool_schemas(tools)
             )
             reply, reply_message = build_reply(parsed, generation.finish_reason)
-            self.ledger.record(plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason)
+            delta = self.ledger.record(plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason)
             summary = TurnSummary(
                 index=len(self.turns),
                 lane=lane,
@@ -113,11 +118,19 @@ class PolicySession:
             )
             self.turns.append(summary)
             self.last_turn_at = datetime.now(timezone.utc)
+            if self._journal is not None:
+                self._journal(delta, summary)
             if self._on_turn is not None:
                 await self._on_turn(self, summary)
             return TurnOutcome(
                 reply, parsed, plan.prompt_length, len(generation.output_ids), generation.finish_reason, over_budget=False
             )
+
+    def restore(self, turns: list[tuple[LedgerDelta, TurnSummary]]) -> None:
+        """Rebuild this session from journalled turns (a restarted worker taking its sessions back)."""
+        for delta, summary in turns:
+            self.ledger.apply(delta)
+            self.turns.append(summary)
 
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         loop = asyncio.get_running_loop()
@@ -137,5 +150,5 @@ class PolicySession:
             "skip_special_tokens": False,
             "no_stop_trim": True,
         }
-        rid = f"{self.session_id}-{self._calls}"
+        rid = f"{self.session_id}-{self._calls}-{secrets.token_hex(3)}"
         return await self._client.generate(self.config.policy_url, plan.prompt_ids, params, rid, self.session_id)

@@ -97,8 +97,54 @@ class RolloutHost:
 
     @activity.defn(name="run_claude_code")
     async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
+        """Run (or, on a retry after a worker restart, re-attach to) the agent and judge how it ended.
+
+        A retry finds the session id and the agent's start time in the last
+        heartbeat; if this worker restored that session from its spool and the
+        agent process was launched, it waits for the same process with the
+        rest of the budget. Otherwise it fails as ``SessionLost`` and the
+        workflow starts a fresh attempt.
+        """
         registry = self.adapter.registry
         assert registry is not None
+        self._reservations.pop(request.workflow_id, None)
+        resumed = await self._resumable(request)
+        if resumed is not None:
+            session_id, started_at = resumed
+        else:
+            session_id, started_at = await self._launch(request), time.time()
+        session = registry.get(session_id)
+        beat = asyncio.create_task(self._heartbeat(session_id, started_at, request))
+        try:
+            exit_code = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
+            if exit_code is None:
+                await sandbox.kill_detached(request.handle, "claude")
+            agent_log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
+        except BaseException:
+            if activity.is_worker_shutdown():
+                raise ApplicationError("worker shut down while the agent ran; its session stays spooled", type="WorkerShutdown") from None
+            registry.finish_session(session_id)
+            raise
+        finally:
+            beat.cancel()
+        log_path = await asyncio.to_thread(self.store.put_log, f"{request.workflow_id}.attempt{request.attempt}", agent_log)
+        lines = agent_log.decode(errors="replace").splitlines()
+        verdict = judge_run(lines, exit_code if exit_code is not None else -1)
+        return AgentRun(
+            session_id=session_id,
+            exit_code=exit_code,
+            reason="agent_budget_exceeded" if exit_code is None else verdict.reason,
+            is_error=verdict.is_error,
+            terminal_reason=verdict.terminal_reason,
+            turns=len(session.turns) if session else 0,
+            duration_s=round(time.time() - started_at, 3),
+            log_path=str(log_path),
+            log_tail="\n".join(lines[-5:])[-2000:],
+        )
+
+    async def _launch(self, request: AgentRunRequest) -> str:
+        """Open a fresh adapter session and start Claude Code detached in the sandbox; returns the session id."""
+        registry = self.adapter.registry
         policy = request.policy
         policy_url = self.default_policy_url if self.pin_policy_url else policy.policy_url or self.default_policy_url
         if not policy_url:
@@ -113,48 +159,30 @@ class RolloutHost:
                 label=f"{request.workflow_id}#{request.attempt}",
             )
         )
-        session = registry.get(ticket.session_id)
-        self._reservations.pop(request.workflow_id, None)
-        started = time.monotonic()
-        beat = asyncio.create_task(self._heartbeat(ticket.session_id, request))
         try:
             argv = claude_code_argv(CLAUDE_IN_SANDBOX, self.claude)
             env = claude_code_env(self.adapter_public_url, ticket.secret, AGENT_HOME, policy.context_budget, self.claude)
             await sandbox.start_detached(request.handle, "claude", shlex.join(argv), user="agent", env=env)
-            exit_code = await self._wait_for_agent(request)
-            if exit_code is None:
-                await sandbox.kill_detached(request.handle, "claude")
-            log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
-        except asyncio.CancelledError:
-            registry.finish_session(ticket.session_id)
-            if activity.is_worker_shutdown():
-                raise ApplicationError("worker shut down while the agent ran", type="WorkerShutdown") from None
-            raise
         except BaseException:
             registry.finish_session(ticket.session_id)
-            if activity.is_worker_shutdown():
-                raise ApplicationError("worker shut down while the agent ran", type="WorkerShutdown") from None
             raise
-        finally:
-            beat.cancel()
-        log_path = await asyncio.to_thread(self.store.put_log, f"{request.workflow_id}.attempt{request.attempt}", log)
-        lines = log.decode(errors="replace").splitlines()
-        if exit_code is None:
-            verdict_reason, verdict = "agent_budget_exceeded", judge_run(lines, -1)
-        else:
-            verdict = judge_run(lines, exit_code)
-            verdict_reason = verdict.reason
-        return AgentRun(
-            session_id=ticket.session_id,
-            exit_code=exit_code,
-            reason=verdict_reason,
-            is_error=verdict.is_error,
-            terminal_reason=verdict.terminal_reason,
-            turns=len(session.turns) if session else 0,
-            duration_s=round(time.monotonic() - started, 3),
-            log_path=str(log_path),
-            log_tail="\n".join(lines[-5:])[-2000:],
-        )
+        return ticket.session_id
+
+    async def _resumable(self, request: AgentRunRequest) -> tuple[str, float] | None:
+        info = activity.info()
+        if info.attempt == 1:
+            return None
+        details = info.heartbeat_details[0] if info.heartbeat_details else {}
+        session_id = details.get("session_id") if isinstance(details, dict) else None
+        registry = self.adapter.registry
+        if not session_id or registry.get(session_id) is None:
+            raise ApplicationError(f"attempt {info.attempt}: the agent session did not survive", type="SessionLost", non_retryable=True)
+        status = await sandbox.detached_status(request.handle, "claude")
+        if not status.started:
+            registry.finish_session(session_id)
+            raise ApplicationError(f"attempt {info.attempt}: the agent was never launched", type="SessionLost", non_retryable=True)
+        log.info("re-attaching to %s (session %s, agent %s)", request.handle.name, session_id, "running" if status.running else "finished")
+        return session_id, float(details.get("started_at") or time.time())
 
     @activity.defn(name="merge_segments")
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
@@ -186,16 +214,15 @@ class RolloutHost:
             except KeyError:
                 pass
 
-    async def _wait_for_agent(self, request: AgentRunRequest) -> int | None:
-        """The agent's exit code, or None once the wall-clock budget is spent (waited in short slices)."""
-        deadline = time.monotonic() + request.time_budget_s
-        while (left := deadline - time.monotonic()) > 0:
+    async def _wait_for_agent(self, request: AgentRunRequest, deadline: float) -> int | None:
+        """The agent's exit code, or None once the wall-clock deadline passes (waited in short slices)."""
+        while (left := deadline - time.time()) > 0:
             exit_code = await sandbox.wait_detached(request.handle, "claude", timeout_s=min(WAIT_SLICE_S, left))
             if exit_code is not None:
                 return exit_code
         return None
 
-    async def _heartbeat(self, session_id: str, request: AgentRunRequest) -> None:
+    async def _heartbeat(self, session_id: str, started_at: float, request: AgentRunRequest) -> None:
         """Heartbeat every few seconds; tell the workflow (signal) whenever the turn count moved."""
         registry = self.adapter.registry
         signalled_turns = 0
@@ -210,7 +237,7 @@ class RolloutHost:
                 last_turn_at=session.last_turn_at if session else None,
                 last_tools=session.turns[-1].tool_names if session and session.turns else [],
             )
-            activity.heartbeat(progress.model_dump(mode="json") | {"sandbox": request.handle.name})
+            activity.heartbeat(progress.model_dump(mode="json") | {"sandbox": request.handle.name, "started_at": started_at})
             if workflow is not None and progress.turns != signalled_turns:
                 try:
                     await workflow.signal("agent_progress", progress)

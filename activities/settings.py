@@ -46,6 +46,7 @@ class WorkerSettings(BaseModel):
     host_id: str = Field(default_factory=socket.gethostname)
     results_dir: Path = PROJECT_ROOT / "results"
     agent_slots: int = Field(8, ge=1)
+    reap_interval_s: float = Field(60.0, gt=0)
     claude_extra_args: list[str] = []
     claude_extra_env: dict[str, str] = {}
     budgets: RolloutBudgets = RolloutBudgets()
@@ -92,6 +93,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "public_host": env.get("SLIME_HEAD_HOST") or None,
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
         "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", 8),
+        "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60),
         "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
         "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},
         "budgets": budgets_from_env(env),

@@ -108,6 +108,32 @@ class PromptPlan:
         return len(self.prompt_ids)
 
 
+@dataclass(frozen=True)
+class LedgerDelta:
+    """Exactly what one recorded turn changed in the ledger; JSON-serialisable for the crash spool.
+
+    ``segment`` is the index of the segment the turn joins (``len(segments)``
+    opens a new one, with ``tools``); on a retry the segment's last turn is
+    rolled back (``rollback``); the segment keeps its first ``keep_tokens``
+    tokens and ``keep_messages`` messages, then gains ``prompt_tail``
+    (loss_mask 0), ``output_ids`` (loss_mask 1, with ``log_probs``) and
+    ``new_messages`` (the new request messages and the reply).
+    """
+
+    segment: int
+    kind: SegmentKind
+    lane: str
+    tools: list[dict[str, Any]] | None
+    rollback: bool
+    keep_tokens: int
+    prompt_tail: list[int]
+    output_ids: list[int]
+    log_probs: list[float]
+    finish_reason: str
+    keep_messages: int
+    new_messages: list[dict[str, Any]]
+
+
 class TokenLedger:
     """All segments of one adapter session."""
 
@@ -148,42 +174,67 @@ class TokenLedger:
         output_ids: list[int],
         output_log_probs: list[float],
         finish_reason: str,
-    ) -> Segment:
+    ) -> LedgerDelta:
+        """Apply the turn and return the delta that reproduces it (for the crash spool)."""
         if len(output_ids) != len(output_log_probs):
             raise TokenProofError("output ids and log-probs differ in length")
-        segment = self._segment_for(plan)
+        base = plan.base
+        if base is None:
+            index, keep_tokens, keep_messages, tools = len(self.segments), 0, 0, plan.tools
+        else:
+            index, tools = self.segments.index(base), None
+            keep_tokens = base.turns[-1].start if plan.mode == "retry" else len(base.tokens)
+            keep_messages = len(base.messages) - 1 if plan.mode == "retry" else len(base.messages)
+        delta = LedgerDelta(
+            segment=index,
+            kind=plan.kind,
+            lane=plan.lane,
+            tools=tools,
+            rollback=plan.mode == "retry",
+            keep_tokens=keep_tokens,
+            prompt_tail=plan.prompt_ids[keep_tokens:],
+            output_ids=list(output_ids),
+            log_probs=[float(x) for x in output_log_probs],
+            finish_reason=finish_reason,
+            keep_messages=keep_messages,
+            new_messages=[*plan.messages[keep_messages:], reply_message],
+        )
+        if base is not None and plan.prompt_ids[:keep_tokens] != base.tokens[:keep_tokens]:
+            raise TokenProofError(f"prompt does not extend segment {index} exactly")
+        self.apply(delta)
+        return delta
+
+    def apply(self, delta: LedgerDelta) -> Segment:
+        """Apply one recorded turn; ``record`` uses it live, a restarted worker replays spooled deltas."""
+        if delta.segment == len(self.segments):
+            self.segments.append(
+                Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail))
+            )
+        segment = self.segments[delta.segment]
+        if delta.rollback:
+            segment.turns.pop()
+        if len(segment.tokens) < delta.keep_tokens:
+            raise TokenProofError(f"delta keeps {delta.keep_tokens} tokens of a {len(segment.tokens)}-token segment")
+        segment.truncate(delta.keep_tokens)
         start = len(segment.tokens)
-        tail = plan.prompt_ids[start:]
-        segment.tokens.extend(tail)
-        segment.loss_mask.extend([0] * len(tail))
-        segment.log_probs.extend([0.0] * len(tail))
+        segment.tokens.extend(delta.prompt_tail)
+        segment.loss_mask.extend([0] * len(delta.prompt_tail))
+        segment.log_probs.extend([0.0] * len(delta.prompt_tail))
         prompt_end = len(segment.tokens)
-        segment.tokens.extend(output_ids)
-        segment.loss_mask.extend([1] * len(output_ids))
-        segment.log_probs.extend(float(x) for x in output_log_probs)
-        segment.turns.append(_Turn(start=start, prompt_end=prompt_end, finish_reason=finish_reason))
-        segment.messages = [*plan.messages, reply_message]
-        segment.ended_with_end_of_turn = bool(output_ids) and output_ids[-1] == self._renderer.end_of_turn_id
+        segment.tokens.extend(delta.output_ids)
+        segment.loss_mask.extend([1] * len(delta.output_ids))
+        segment.log_probs.extend(delta.log_probs)
+        segment.turns.append(_Turn(start=start, prompt_end=prompt_end, finish_reason=delta.finish_reason))
+        segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
+        segment.ended_with_end_of_turn = bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
         segment.anchor_text = None
-        for call in reply_message.get("tool_calls") or []:
-            self._replies_by_call_id[call["id"]] = segment.messages[-1]
+        reply = segment.messages[-1]
+        for call in reply.get("tool_calls") or []:
+            self._replies_by_call_id[call["id"]] = reply
         return segment
 
     def finish(self) -> list[TokenSegment]:
         return [s.to_contract() for s in self.segments if s.turns]
-
-    def _segment_for(self, plan: PromptPlan) -> Segment:
-        segment = plan.base
-        if segment is None:
-            segment = Segment(kind=plan.kind, lane=plan.lane, tools=plan.tools, prompt_length=len(plan.prompt_ids))
-            self.segments.append(segment)
-            return segment
-        if plan.mode == "retry":
-            last = segment.turns.pop()
-            segment.truncate(last.start)
-        if plan.prompt_ids[: len(segment.tokens)] != segment.tokens:
-            raise TokenProofError(f"prompt does not extend segment {self.segments.index(segment)} exactly")
-        return segment
 
     def _recorded_reply(self, message: dict[str, Any]) -> dict[str, Any]:
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None

@@ -9,6 +9,8 @@ fake sampler, then checks the invariant the trainer relies on.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 
 from hypothesis import HealthCheck, event, given, settings
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from activities.anthropic_translation import translate_request
 from activities.anthropic_reply import reply_blocks
 from activities.completion_parser import parse_completion
-from activities.token_capture import TokenLedger
+from activities.token_capture import LedgerDelta, TokenLedger
 from tests.renderer_fixture import shared_renderer
 
 TOOLS = [
@@ -79,6 +81,7 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
     sampler = RecordingSampler(seed)
     rng = random.Random(seed)
     lanes = {"main": [SYSTEM, {"role": "user", "content": "Fix the bug."}]}
+    deltas = []
     for action in actions:
         lane = "agent:1" if action == "subagent" else "main"
         if lane not in lanes:
@@ -93,7 +96,7 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
         text = completion(rng, with_tool=action != "compaction")
         ids, log_probs, finish = sampler.sample(plan.prompt_ids, text, cut=action == "cut", canonical=action != "non_canonical")
         reply, _ = reply_message_for(renderer.decode(ids).removesuffix(renderer.end_of_turn))
-        ledger.record(plan, reply, ids, log_probs, finish)
+        deltas.append(json.loads(json.dumps(dataclasses.asdict(ledger.record(plan, reply, ids, log_probs, finish)))))
         if action in ("retry", "compaction"):
             continue
         following = (
@@ -105,6 +108,10 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
         lanes[lane] = messages + [echoed, following]
 
     segments = ledger.finish()
+    replayed = TokenLedger(renderer)
+    for delta in deltas:
+        replayed.apply(LedgerDelta(**delta))
+    assert replayed.finish() == segments, "a worker restarted from the spool must hold the same segments"
     records = {(tuple(p), tuple(o)): lp for p, o, lp in sampler.records}
     for segment in segments:
         assert len(segment.tokens) == len(segment.loss_mask) == len(segment.rollout_log_probs)

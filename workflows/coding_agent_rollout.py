@@ -13,6 +13,10 @@ Invariants:
 * the workflow always returns a ``RolloutResult``: ``completed`` with reward
   and a trajectory ref, or ``aborted`` with a machine-readable reason; it never
   fails because a rollout went wrong;
+* a worker that dies under the running agent gets ``resume_window_s`` to come
+  back on the same host queue: the agent activity is retried there and
+  re-attaches (session restored from the worker's spool); past that window,
+  or if the session did not survive, the next attempt starts elsewhere;
 * the wall-clock guard is a workflow timer: when it fires the in-flight
   activity is cancelled, the sandbox destroyed and the result is
   ``aborted: wall_clock_timeout`` (no hard execution timeout that would leak
@@ -61,6 +65,9 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 BOOT_ERRORS = ["SandboxImageMissing", "SandboxBootError"]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+AGENT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=["NoPolicyServer", "SessionLost"]
+)
 
 
 class _Aborted(Exception):
@@ -229,12 +236,13 @@ class CodingAgentRollout:
                     time_budget_s=rollout.agent_budget_s,
                 ),
                 result_type=AgentRun,
+                task_queue=host_queue,
+                schedule_to_start_timeout=timedelta(seconds=rollout.resume_window_s),
                 start_to_close_timeout=timedelta(seconds=rollout.agent_budget_s + 120),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=RetryPolicy(maximum_attempts=1),
+                retry_policy=AGENT_RETRY,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"claude code, attempt {attempt}",
-                **pinned,
             )
             self._agent = agent
             session_to_discard = agent.session_id
@@ -341,7 +349,7 @@ def _host_lost(error: ActivityError) -> bool:
     while cause is not None:
         if isinstance(cause, TimeoutError) and cause.type in (TimeoutType.HEARTBEAT, TimeoutType.SCHEDULE_TO_START):
             return True
-        if isinstance(cause, ApplicationError) and cause.type == "WorkerShutdown":
+        if isinstance(cause, ApplicationError) and cause.type in ("WorkerShutdown", "SessionLost"):
             return True
         cause = cause.cause
     return False

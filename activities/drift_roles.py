@@ -1,0 +1,99 @@
+"""Role calls of the drift → repair episode through the adapter's token-capturing policy client.
+
+A role call is one turn of its own adapter session: ``open_session`` on the
+worker's ``SessionRegistry`` (the same machinery Claude Code's turns go
+through), ``PolicySession.run_turn`` with lane = the role and segment kind
+``role``, then ``finish_session``. So each role yields exactly one
+``TokenSegment`` whose ``loss_mask == 1`` tokens are the ids the policy
+server sampled, with their log-probs. The segment goes to the trajectory
+store under ``<workflow id>.<role>`` (a retried call overwrites it); only its
+``TrajectoryRef`` and summary travel through Temporal.
+
+The session is finished whatever happens, so a failed call never leaks it.
+The policy server is the worker's when it pins one, else the episode's
+``policy_url``; with neither the call fails as ``NoPolicyServer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from temporalio.exceptions import ApplicationError
+
+from activities.adapter import AdapterServer
+from activities.completion_parser import ParsedCompletion
+from activities.contracts import PolicySpec, SegmentSummary, SessionConfig, TokenSegment
+from activities.drift_contracts import Role, RoleTurn
+from activities.drift_prompts import role_messages
+from activities.trajectory_store import TrajectoryStore
+
+
+class RolePlayer(Protocol):
+    async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn: ...
+
+
+def segment_summary(segment: TokenSegment) -> SegmentSummary:
+    return SegmentSummary(
+        kind=segment.kind,
+        lane=segment.lane,
+        n_tokens=len(segment.tokens),
+        prompt_length=segment.prompt_length,
+        n_sampled=sum(segment.loss_mask),
+        turns=segment.turns,
+    )
+
+
+def _reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[ParsedCompletion, dict[str, Any]]:
+    message: dict[str, Any] = {"role": "assistant", "content": parsed.text}
+    if parsed.reasoning:
+        message["reasoning_content"] = parsed.reasoning
+    return parsed, message
+
+
+class AdapterRolePlayer:
+    """Plays a role with the policy behind this worker's adapter (see the module docstring)."""
+
+    def __init__(self, adapter: AdapterServer, store: TrajectoryStore, policy_url: str | None, pin_policy_url: bool):
+        self.adapter = adapter
+        self.store = store
+        self.policy_url = policy_url
+        self.pin_policy_url = pin_policy_url
+
+    async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn:
+        registry = self.adapter.registry
+        assert registry is not None
+        policy_url = self.policy_url if self.pin_policy_url else policy.policy_url or self.policy_url
+        if not policy_url:
+            raise ApplicationError("no policy server: the worker has none and the episode names none", type="NoPolicyServer", non_retryable=True)
+        ticket = registry.open_session(
+            SessionConfig(
+                policy_url=policy_url,
+                sampling=policy.sampling,
+                context_budget=policy.context_budget,
+                max_turns=1,
+                tool_parser=policy.tool_parser,
+                label=f"{workflow_id}:{role}",
+            )
+        )
+        session = registry.get(ticket.session_id)
+        messages = role_messages(role, user_prompt)
+        try:
+            outcome = await session.run_turn(role, "role", messages, [], None, _reply)
+        finally:
+            result = registry.finish_session(ticket.session_id)
+        segment = result.segments[0] if result.segments else None
+        trajectory = await asyncio.to_thread(self.store.put, f"{workflow_id}.{role}", [segment]) if segment else None
+        return RoleTurn(
+            role=role,
+            session_id=ticket.session_id,
+            system_prompt=messages[0]["content"],
+            user_prompt=user_prompt,
+            completion=outcome.parsed.text,
+            reasoning=outcome.parsed.reasoning,
+            finish_reason=outcome.finish_reason,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.output_tokens,
+            trajectory=trajectory,
+            segment=segment_summary(segment) if segment else None,
+        )

@@ -1,0 +1,151 @@
+"""Chaos tests with real processes: workers killed with SIGKILL, the Temporal server restarted.
+
+Each test runs real worker subprocesses (``worker.py``), real Docker sandboxes,
+the real Claude Code binary and a slow scripted policy (so there is time to
+strike mid-run), and checks that nothing is lost, duplicated or leaked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities import sandbox
+from activities.contracts import PolicySpec
+from activities.dataset_rows import DatasetRow, read_dataset
+from activities.local_services import port_open, worker_process
+from activities.scripted_policy import ScriptedPolicyServer
+from activities.settings import RolloutBudgets
+from activities.trajectory_store import TrajectoryStore
+from starter import EXAMPLE_DATASET, connect, rollout_input, start_rollout
+from worker import oracle_tasks_from
+from workflows.coding_agent_rollout import CodingAgentRollout
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def slow_policy(renderer):
+    server = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=3.0)
+    server.url = await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def task():
+    return next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
+
+
+def worker_env(policy: ScriptedPolicyServer, queue: str, results: Path) -> dict[str, str]:
+    return {"ROLLOUT_POLICY_URL": policy.url, "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": str(results), "ROLLOUT_REAP_INTERVAL_S": "2"}
+
+
+async def wait_for_turns(handle, turns: int) -> None:
+    while (await handle.query(CodingAgentRollout.progress)).turns < turns:
+        await asyncio.sleep(0.2)
+
+
+def sampled_runs(segments) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+    runs = []
+    for segment in segments:
+        start = None
+        for i, m in enumerate(segment.loss_mask + [0]):
+            if m and start is None:
+                start = i
+            elif not m and start is not None:
+                runs.append((tuple(segment.tokens[start:i]), tuple(segment.rollout_log_probs[start:i])))
+                start = None
+    return runs
+
+
+async def test_kill_9_then_restart_resumes_the_same_rollout(slow_policy, task, tmp_path):
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    address = env.client.service_client.config.target_host
+    queue, host_id, port = f"chaos-{uuid.uuid4().hex[:6]}", f"chaos-{uuid.uuid4().hex[:6]}", free_port()
+    args = ["--host-id", host_id, "--adapter-port", str(port)]
+    try:
+        async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)) as doomed:
+            handle = await start_rollout(env.client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"kill{uuid.uuid4().hex[:4]}", queue)
+            await wait_for_turns(handle, 1)
+            os.killpg(doomed.pid, signal.SIGKILL)
+        async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)):
+            result = await handle.result()
+        assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 1), result
+        runs = sampled_runs(TrajectoryStore.load(result.trajectory))
+        records = {(tuple(r.output_ids), tuple(r.output_logprobs)) for r in slow_policy.records_for(result.agent.session_id) if r.output_ids}
+        assert len(runs) == len(set(runs)) == result.agent.turns == 3, "every turn once: none lost, none duplicated"
+        assert set(runs) <= records and len(records - set(runs)) <= 1, "at most the reply in flight at the kill is unused"
+        executions = [w async for w in env.client.list_workflows(f"WorkflowId='{handle.id}'")]
+        assert len(executions) == 1
+    finally:
+        await env.shutdown()
+
+
+async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan(slow_policy, task, tmp_path):
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    address = env.client.service_client.config.target_host
+    queue = f"chaos-{uuid.uuid4().hex[:6]}"
+    rollout = rollout_input(task, 0, 0, PolicySpec(), BUDGETS).model_copy(update={"resume_window_s": 3})
+    try:
+        async with worker_process(address, ["--host-id", f"doomed-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)) as doomed:
+            handle = await start_rollout(env.client, rollout, f"move{uuid.uuid4().hex[:4]}", queue)
+            await wait_for_turns(handle, 1)
+            os.killpg(doomed.pid, signal.SIGKILL)
+        async with worker_process(address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+            result = await handle.result()
+            assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 2), result
+            for _ in range(100):
+                leftovers = [c for c in await sandbox.list_managed() if c.labels.get("io.rollouts.workflow_id") == handle.id]
+                if not leftovers:
+                    break
+                await asyncio.sleep(0.2)
+            assert leftovers == [], "the dead worker's sandbox must be reaped once its workflow closed"
+    finally:
+        await env.shutdown()
+
+
+async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, task, tmp_path):
+    port, ui_port, db = free_port(), free_port(), tmp_path / "temporal.db"
+    command = [str(TEMPORAL_CLI), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--ui-port", str(ui_port), "--db-filename", str(db), "--headless", "--log-level", "error"]
+
+    async def start_server():
+        proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        while not port_open("127.0.0.1", port):
+            await asyncio.sleep(0.1)
+        return proc
+
+    server = await start_server()
+    address, queue = f"127.0.0.1:{port}", f"chaos-{uuid.uuid4().hex[:6]}"
+    try:
+        async with worker_process(address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+            client = await connect(address)
+            handles = [await start_rollout(client, rollout_input(task, i, 0, PolicySpec(), BUDGETS), f"srv{uuid.uuid4().hex[:4]}", queue) for i in range(2)]
+            await wait_for_turns(handles[0], 1)
+            os.killpg(server.pid, signal.SIGKILL)
+            await server.wait()
+            await asyncio.sleep(2)
+            server = await start_server()
+            results = await asyncio.gather(*(h.result() for h in handles))
+        assert [(r.status, r.reward) for r in results] == [("completed", 1.0)] * 2
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        await server.wait()

@@ -1,0 +1,286 @@
+"""DriftRepairEpisode: one drift → repair self-play episode, from task to two role segments.
+
+Sequence (all on the shared queue; each sandbox lives inside one activity):
+``sample_drift_task`` -> ``propose_drift`` (policy role call, baseline or
+noop; an unusable model answer falls back to the seeded baseline) ->
+``run_breakage`` (the broken script on the visible input, in a sandbox:
+validity and error trace) -> ``propose_repair`` (policy role call, oracle or
+noop) -> ``grade_repair`` (diff applied, visible + held-out inputs run in a
+*fresh* sandbox) -> ``collect_role_segments`` (when the model played a role:
+one trajectory holding the drift segment, then the repair segment).
+
+Invariants:
+* the workflow always returns an ``EpisodeResult``: ``completed`` with the
+  repair reward (visible), its breakdown, the held-out breakdown, success and
+  both role rewards (``activities.drift_scoring`` documents them), or
+  ``aborted`` with a machine-readable reason and zero rewards;
+* the wall-clock guard is a workflow timer (``guard_s``): when it fires the
+  in-flight activity is cancelled and awaited (its sandbox destroyed, its
+  adapter session finished) and the result is ``aborted: wall_clock_timeout``;
+  ``abort(reason)`` or a Temporal cancel stop it the same way;
+* progress is public: the ``progress`` query, search attributes (stage,
+  task as ``RolloutInstance``, policies, reward, success, abort reason) and
+  the UI's current details follow every stage;
+* this module imports only temporalio and pure contract/scoring modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.workflow import ActivityCancellationType
+
+from workflows import search_attributes as attrs
+
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts import MergeResult
+    from activities.drift_contracts import (
+        BreakageRequest,
+        BreakageRun,
+        CollectRequest,
+        DriftProposal,
+        DriftRequest,
+        DriftTask,
+        EpisodeInput,
+        EpisodeProgress,
+        EpisodeResult,
+        EpisodeStage,
+        GradeRequest,
+        HeldOutBreakdown,
+        RepairGrade,
+        RepairProposal,
+        RepairRequest,
+        RoleRewards,
+        SampleRequest,
+        VisibleBreakdown,
+    )
+    from activities.drift_scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+SANDBOX_BOOT_BUDGET_S = 300
+HARNESS_SLACK_S = 60
+NON_RETRYABLE = ["UnknownTask", "NoDrift", "NoPolicyServer", "SandboxImageMissing", "SandboxError"]
+RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
+ABORT_REASONS = {
+    "UnknownTask": "unknown_task",
+    "NoDrift": "no_drift",
+    "NoPolicyServer": "no_policy_server",
+    "PolicyServerError": "policy_error",
+    "SandboxImageMissing": "sandbox_boot_failed",
+    "SandboxError": "sandbox_failed",
+    "SandboxGone": "sandbox_failed",
+}
+
+
+class _Aborted(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@workflow.defn
+class DriftRepairEpisode:
+    def __init__(self) -> None:
+        self._progress = EpisodeProgress()
+        self._abort_requested: str | None = None
+        self._task: DriftTask | None = None
+        self._drift: DriftProposal | None = None
+        self._breakage: BreakageRun | None = None
+        self._repair: RepairProposal | None = None
+        self._grade: RepairGrade | None = None
+        self._merged: MergeResult | None = None
+
+    @workflow.query
+    def progress(self) -> EpisodeProgress:
+        return self._progress
+
+    @workflow.signal
+    def abort(self, reason: str) -> None:
+        """Stop this episode gracefully; the result is ``aborted`` with ``reason`` (default ``cancelled``)."""
+        self._abort_requested = reason or "cancelled"
+
+    @workflow.run
+    async def run(self, episode: EpisodeInput) -> EpisodeResult:
+        started = workflow.now()
+        workflow.upsert_search_attributes(
+            [
+                attrs.INSTANCE.value_set(episode.task_id or f"{episode.difficulty or 'any'}#{episode.seed}"),
+                attrs.POLICY.value_set(f"drift={episode.drift_policy},repair={episode.repair_policy}"),
+            ]
+        )
+        if episode.drift_reward not in DRIFT_REWARDS:
+            return self._result(episode, started, abort_reason="unknown_drift_reward")
+        body = asyncio.ensure_future(self._episode(episode))
+        stop_reason: str | None = None
+        try:
+            await workflow.wait_condition(
+                lambda: body.done() or self._abort_requested is not None,
+                timeout=timedelta(seconds=episode.guard_s),
+                timeout_summary="wall-clock guard",
+            )
+            stop_reason = None if body.done() else self._abort_requested
+        except asyncio.TimeoutError:
+            stop_reason = "wall_clock_timeout"
+        except asyncio.CancelledError:
+            stop_reason = workflow.cancellation_reason() or "cancelled"
+        if stop_reason is not None:
+            body.cancel()
+            try:
+                await body
+            except (asyncio.CancelledError, ActivityError, _Aborted):
+                pass
+            return self._result(episode, started, abort_reason=stop_reason)
+        try:
+            body.result()
+        except _Aborted as aborted:
+            return self._result(episode, started, abort_reason=aborted.reason)
+        return self._result(episode, started)
+
+    async def _episode(self, episode: EpisodeInput) -> None:
+        workflow_id = workflow.info().workflow_id
+        role_budget = timedelta(seconds=episode.role_timeout_s)
+        self._enter("sampling")
+        self._task = task = await self._call(
+            "sample_drift_task",
+            SampleRequest(task_id=episode.task_id, difficulty=episode.difficulty, seed=episode.seed),
+            DriftTask,
+            timedelta(seconds=30),
+            "sample a task",
+        )
+        workflow.upsert_search_attributes([attrs.INSTANCE.value_set(task.task_id)])
+        self._enter("drift", task_id=task.task_id)
+        self._drift = drift = await self._call(
+            "propose_drift",
+            DriftRequest(task=task, policy=episode.drift_policy, seed=episode.seed, workflow_id=workflow_id, model=episode.model),
+            DriftProposal,
+            role_budget,
+            f"drift role ({episode.drift_policy})",
+        )
+        self._enter("breaking", primitive=drift.spec.primitive_type if drift.spec else "none")
+        self._breakage = breakage = await self._call(
+            "run_breakage",
+            BreakageRequest(task=task, broken_script=drift.broken_script, workflow_id=workflow_id, run_timeout_s=episode.run_timeout_s, image=episode.image),
+            BreakageRun,
+            self._sandbox_budget(1, episode.run_timeout_s),
+            "run the broken script in a sandbox",
+        )
+        self._enter("repair")
+        self._repair = repair = await self._call(
+            "propose_repair",
+            RepairRequest(
+                task=task, broken_script=drift.broken_script, error_trace=breakage.error_trace,
+                policy=episode.repair_policy, workflow_id=workflow_id, model=episode.model,
+            ),
+            RepairProposal,
+            role_budget,
+            f"repair role ({episode.repair_policy})",
+        )
+        self._enter("grading")
+        self._grade = await self._call(
+            "grade_repair",
+            GradeRequest(task=task, broken_script=drift.broken_script, diff=repair.diff, workflow_id=workflow_id, run_timeout_s=episode.run_timeout_s, image=episode.image),
+            RepairGrade,
+            self._sandbox_budget(1 + len(task.held_out), episode.run_timeout_s),
+            "grade the repair in a fresh sandbox",
+        )
+        refs = [turn.trajectory for turn in (drift.role, repair.role) if turn is not None and turn.trajectory is not None]
+        if refs:
+            self._enter("merging")
+            self._merged = await self._call(
+                "collect_role_segments",
+                CollectRequest(workflow_id=workflow_id, trajectories=refs),
+                MergeResult,
+                timedelta(minutes=2),
+                "collect the role segments",
+            )
+
+    @staticmethod
+    def _sandbox_budget(inputs: int, run_timeout_s: float) -> timedelta:
+        return timedelta(seconds=SANDBOX_BOOT_BUDGET_S + inputs * run_timeout_s + HARNESS_SLACK_S)
+
+    async def _call(self, name: str, argument: Any, result_type: type, budget: timedelta, summary: str) -> Any:
+        try:
+            return await workflow.execute_activity(
+                name,
+                argument,
+                result_type=result_type,
+                start_to_close_timeout=budget,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=summary,
+            )
+        except ActivityError as error:
+            raise _Aborted(_abort_reason(error)) from None
+
+    def _enter(self, stage: EpisodeStage, **fields) -> None:
+        self._progress = self._progress.model_copy(update={"stage": stage, "stage_since": workflow.now(), **fields})
+        workflow.upsert_search_attributes([attrs.STAGE.value_set(stage)])
+        p = self._progress
+        workflow.set_current_details(f"**stage** {p.stage} · **task** `{p.task_id or '-'}` · **primitive** {p.primitive or '-'}")
+
+    def _result(self, episode: EpisodeInput, started, abort_reason: str | None = None) -> EpisodeResult:
+        task, drift, breakage, repair, grade = self._task, self._drift, self._breakage, self._repair, self._grade
+        completed = abort_reason is None
+        rewards = None
+        if completed:
+            outcome = DriftOutcome(drift.spec_source, breakage.valid, grade.reward, grade.success)
+            rewards = role_rewards(outcome, episode.drift_reward)
+        reward = grade.reward if completed else 0.0
+        success = bool(completed and grade.success)
+        self._enter("done")
+        workflow.upsert_search_attributes(
+            [attrs.REWARD.value_set(reward), attrs.SOLVED.value_set(success), attrs.ABORT_REASON.value_set(abort_reason or "")]
+        )
+        merged = self._merged if completed else None
+        info: dict[str, Any] = {"seed": episode.seed}
+        if drift is not None:
+            info["changed_sites"] = drift.changed_sites
+        if breakage is not None:
+            info |= {"breakage_exit_code": breakage.outcome.exit_code, "breakage_timed_out": breakage.outcome.timed_out}
+        if grade is not None:
+            info |= {"apply_error": grade.apply_error, "log_tail": grade.log_tail}
+        return EpisodeResult(
+            workflow_id=workflow.info().workflow_id,
+            task_id=task.task_id if task else (episode.task_id or ""),
+            difficulty=task.difficulty if task else episode.difficulty,
+            category=task.category if task else None,
+            group_index=episode.group_index,
+            sample_index=episode.sample_index,
+            status="completed" if completed else "aborted",
+            abort_reason=abort_reason,
+            drift_policy=episode.drift_policy,
+            repair_policy=episode.repair_policy,
+            spec=drift.spec if drift else None,
+            spec_source=drift.spec_source if drift else None,
+            spec_error=drift.spec_error if drift else "",
+            breakage_valid=bool(breakage and breakage.valid),
+            error_trace=breakage.error_trace if breakage else "",
+            diff=repair.diff if repair else "",
+            reward=reward,
+            breakdown=grade.visible if completed else VisibleBreakdown(),
+            held_out=grade.held_out if completed else HeldOutBreakdown(),
+            success=success,
+            applied_cleanly=bool(completed and grade.applied_cleanly),
+            role_rewards=rewards or RoleRewards(),
+            drift_role=drift.role if drift else None,
+            repair_role=repair.role if repair else None,
+            trajectory=merged.trajectory if merged else None,
+            segments=merged.segments if merged else [],
+            info=info,
+            elapsed_s=(workflow.now() - started).total_seconds(),
+        )
+
+
+def _abort_reason(error: ActivityError) -> str:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return ABORT_REASONS.get(cause.type or "", f"exception:{cause.type or 'ApplicationError'}")
+    if isinstance(cause, TimeoutError):
+        return f"exception:Timeout:{cause.type.name if cause.type else 'UNKNOWN'}"
+    return f"exception:{type(cause).__name__ if cause else 'ActivityError'}"
