@@ -1,0 +1,61 @@
+"""The crash spool: what a restarted worker reads back, including after a torn write."""
+
+import dataclasses
+
+from activities.contracts import SessionConfig, TurnSummary
+from activities.session_spool import SessionSpool
+from activities.token_capture import LedgerDelta
+
+CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
+
+
+def delta(i: int) -> LedgerDelta:
+    return LedgerDelta(
+        segment=0, kind="main", lane="main", tools=[] if i == 0 else None, rollback=False, keep_tokens=0 if i == 0 else 10 * i,
+        prompt_tail=list(range(8)), output_ids=[1, 2], log_probs=[-0.1, -0.2], finish_reason="stop",
+        keep_messages=0, new_messages=[{"role": "assistant", "content": f"turn {i}"}],
+    )
+
+
+def summary(i: int) -> TurnSummary:
+    return TurnSummary(index=i, lane="main", kind="main", prompt_tokens=8, completion_tokens=2, finish_reason="stop", stop_reason="end_turn")
+
+
+def test_sessions_come_back_with_their_secret_and_turns(tmp_path):
+    spool = SessionSpool(tmp_path)
+    spool.open("s1", "s1.secret", CONFIG)
+    for i in range(3):
+        spool.append("s1", delta(i), summary(i))
+    spool.close()
+    (restored,) = SessionSpool(tmp_path).load()
+    assert (restored.session_id, restored.secret, restored.config) == ("s1", "s1.secret", CONFIG)
+    assert [dataclasses.asdict(d) for d, _ in restored.turns] == [dataclasses.asdict(delta(i)) for i in range(3)]
+    assert [s.index for _, s in restored.turns] == [0, 1, 2]
+    assert oct((tmp_path).stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_torn_last_line_is_dropped_and_later_turns_stay_readable(tmp_path):
+    spool = SessionSpool(tmp_path)
+    spool.open("s1", "k", CONFIG)
+    spool.append("s1", delta(0), summary(0))
+    spool.close()
+    with open(tmp_path / "s1.jsonl", "a") as handle:
+        handle.write('{"delta": {"segment": 0, "kin')
+    again = SessionSpool(tmp_path)
+    (first,) = again.load()
+    assert len(first.turns) == 1
+    again.append("s1", delta(1), summary(1))
+    again.close()
+    (second,) = SessionSpool(tmp_path).load()
+    assert [s.index for _, s in second.turns] == [0, 1]
+
+
+def test_finished_sessions_are_deleted_and_oversized_ones_stop_being_spooled(tmp_path):
+    spool = SessionSpool(tmp_path, max_session_bytes=2_000)
+    spool.open("done", "k", CONFIG)
+    spool.drop("done")
+    spool.open("big", "k", CONFIG)
+    for i in range(50):
+        spool.append("big", delta(i), summary(i))
+    assert not (tmp_path / "done.jsonl").exists() and not (tmp_path / "big.jsonl").exists()
+    assert SessionSpool(tmp_path).load() == []
