@@ -1,11 +1,12 @@
 """The long-lived rollout worker: Temporal workers + the Anthropic adapter in one process.
 
 One process runs
-* the adapter HTTP server (``SHIM_BIND_HOST:SHIM_PORT``), reachable from
-  sandboxes at ``SLIME_HEAD_HOST`` (default: this host's address on the
-  internal sandbox network ``rollouts-sandbox``);
-* a Temporal worker on the shared queue: the workflows, ``pick_host`` and
-  ``evaluate``;
+* the adapter HTTP server on ``SHIM_BIND_HOST:SHIM_PORT`` (default: only
+  this host's address on the internal sandbox network ``rollouts-sandbox``),
+  reachable from sandboxes at ``SLIME_HEAD_HOST`` (default: that address); a
+  host firewall lets sandboxes reach that port and nothing else on the host;
+* a Temporal worker on the shared queue: the workflows, ``pick_host``,
+  ``evaluate`` and the drift → repair episode's activities;
 * a Temporal worker on this host's own queue (``rl-rollouts-host-<host id>``,
   stable across restarts of the same host): boot, run-claude-code, git-diff,
   destroy, merge-segments, discard-session;
@@ -42,20 +43,24 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import evaluate, sandbox
+from activities import evaluate, sandbox, sandbox_firewall
 from activities.adapter import AdapterServer
 from activities.claude_binary import find_claude_binary
 from activities.claude_code_harness import ClaudeCodeSettings
 from activities.dataset_rows import DatasetRow, read_dataset
+from activities.drift_activities import DriftEpisodeActivities
+from activities.drift_roles import AdapterRolePlayer
 from activities.prompt_renderer import PromptRenderer
 from activities.reaper import reap_forever
 from activities.rollout_host import RolloutHost
+from activities.script_runner import SandboxScriptRunner
 from activities.scripted_policy import OracleTask, ScriptedPolicyServer
 from activities.search_attribute_registry import ensure_search_attributes
 from activities.session_spool import SessionSpool
 from activities.settings import WorkerSettings, settings_from_env
 from activities.trajectory_store import TrajectoryStore
 from workflows.coding_agent_rollout import CodingAgentRollout
+from workflows.drift_repair_episode import DriftRepairEpisode
 
 log = logging.getLogger("worker")
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
@@ -101,13 +106,14 @@ async def run_worker(
         scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks_from(oracle_tasks_path))
         policy_url = await scripted.start("127.0.0.1", 0)
     host_queue = settings.host_queue
+    network = await asyncio.to_thread(sandbox.ensure_network)
     adapter = AdapterServer(renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue))
-    await adapter.start(settings.adapter_bind_host, settings.adapter_port)
+    await adapter.start(settings.adapter_bind_host or network.gateway, settings.adapter_port)
     restored = adapter.registry.restore_spooled()
     if restored:
         log.info("took back %d spooled session(s): %s", len(restored), ", ".join(restored))
-    gateway = await asyncio.to_thread(sandbox.ensure_network)
-    public_url = f"http://{settings.public_host or gateway}:{adapter.port}"
+    public_url = f"http://{settings.public_host or network.gateway}:{adapter.port}"
+    firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
     client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
     sandbox.configure_sandbox_activities(
         claude_binary=find_claude_binary(), network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(), lifetime_s=settings.budgets.guard_s + 600
@@ -123,14 +129,29 @@ async def run_worker(
         client=client,
         pin_policy_url=policy_url is not None,
     )
+    store = host.store
+    drift = DriftEpisodeActivities(
+        roles=AdapterRolePlayer(adapter, store, policy_url, pin_policy_url=policy_url is not None),
+        runner=SandboxScriptRunner(network=sandbox.SANDBOX_NETWORK, host_queue=host_queue),
+        store=store,
+    )
     registered = await ensure_search_attributes(client, settings.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
     shared = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[CodingAgentRollout],
-        activities=[host.pick_host, evaluate.evaluate_activity],
+        workflows=[CodingAgentRollout, DriftRepairEpisode],
+        activities=[
+            host.pick_host,
+            evaluate.evaluate_activity,
+            drift.sample_drift_task,
+            drift.propose_drift,
+            drift.run_breakage,
+            drift.propose_repair,
+            drift.grade_repair,
+            drift.collect_role_segments,
+        ],
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
@@ -148,7 +169,10 @@ async def run_worker(
         max_concurrent_activities=settings.agent_slots * 2 + 8,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
-    log.info("worker up: shared=%s host=%s adapter=%s (sandboxes dial %s) policy=%s", settings.task_queue, host_queue, adapter.url, public_url, policy_url)
+    log.info(
+        "worker up: shared=%s host=%s adapter=%s (sandboxes dial %s, firewall %s) policy=%s",
+        settings.task_queue, host_queue, adapter.url, public_url, "on" if firewalled else "off", policy_url,
+    )
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
     reaper = asyncio.create_task(reap_forever(client, host_queue, settings.reap_interval_s))
     try:
@@ -158,6 +182,8 @@ async def run_worker(
             await stop.wait()
     finally:
         reaper.cancel()
+        if firewalled:
+            await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await adapter.stop()
         if scripted is not None:
             await scripted.stop()

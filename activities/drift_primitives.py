@@ -430,7 +430,16 @@ class ReorderPositionalArgs(Primitive):
             if len(args) != len(params.order) or any(isinstance(a, ast.Starred) for a in args):
                 continue
             originals = [text.node_text(a) for a in args]
-            found.extend(replace_node(a, originals[j]) for a, j in zip(args, params.order) if originals[j] != text.node_text(a))
+            start, end = node_span(args[0])[0], node_span(args[-1])[1]
+            base = text.offset(start)
+            pieces, cursor = [], base
+            for arg, source in zip(args, (originals[j] for j in params.order)):
+                arg_start, arg_end = (text.offset(p) for p in node_span(arg))
+                pieces += [text.data[cursor:arg_start].decode("utf-8"), source]
+                cursor = arg_end
+            rewritten = "".join(pieces)
+            if rewritten != text.segment(start, end):
+                found.append(SourceEdit(start, end, rewritten))
         return found
 
     def candidates(self, tree, rng):

@@ -34,6 +34,7 @@ import shutil
 import socket
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Iterator
 
@@ -48,6 +49,9 @@ from activities.contracts import SandboxHandle, SandboxRequest
 
 LABEL_PREFIX = "io.rollouts"
 OWNER_ENV = "ROLLOUT_SANDBOX_OWNER"
+# Root inside the sandbox only prepares the workspace (user, ownership, pre-commands); the agent
+# runs as ``agent``, and no-new-privileges keeps it from regaining any of these.
+PREPARE_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
 MAX_CONCURRENT_BOOTS = 16
 AGENT_USER = "agent"
 AGENT_UID = 1000
@@ -154,8 +158,15 @@ SANDBOX_NETWORK = "rollouts-sandbox"
 SANDBOX_SUBNET = "172.30.0.0/24"
 
 
-def ensure_network(name: str = SANDBOX_NETWORK, subnet: str = SANDBOX_SUBNET) -> str:
-    """Create (once) the internal bridge network sandboxes run on; return the host's address on it.
+@dataclass(frozen=True)
+class SandboxNetwork:
+    name: str
+    gateway: str
+    bridge: str
+
+
+def ensure_network(name: str = SANDBOX_NETWORK, subnet: str = SANDBOX_SUBNET) -> SandboxNetwork:
+    """Create (once) the internal bridge network sandboxes run on; return it with the host's address on it.
 
     ``internal`` means no route out of the host: a sandbox can reach the
     worker at this gateway address (where the adapter listens) and nothing
@@ -178,7 +189,8 @@ def ensure_network(name: str = SANDBOX_NETWORK, subnet: str = SANDBOX_SUBNET) ->
         except docker.errors.APIError:
             network = client.networks.get(name)
     network.reload()
-    return network.attrs["IPAM"]["Config"][0]["Gateway"]
+    bridge = network.attrs.get("Options", {}).get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
+    return SandboxNetwork(name=name, gateway=network.attrs["IPAM"]["Config"][0]["Gateway"], bridge=bridge)
 
 
 # --------------------------------------------------------------------------- docker plumbing
@@ -621,6 +633,9 @@ def _create_container(
             pids_limit=limits.pids,
             mounts=mounts,
             network=network,
+            cap_drop=["ALL"],
+            cap_add=PREPARE_CAPABILITIES,
+            security_opt=["no-new-privileges"],
         )
     except docker.errors.ImageNotFound:
         raise SandboxImageMissing(

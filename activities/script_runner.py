@@ -92,8 +92,11 @@ class LocalScriptRunner:
 class SandboxScriptRunner:
     """One fresh sandbox per ``run`` call (see the module docstring)."""
 
-    def __init__(self, network: str | None = None, limits: SandboxLimits = SandboxLimits(), lifetime_s: int = 900):
+    def __init__(
+        self, network: str | None = None, host_queue: str = "", limits: SandboxLimits = SandboxLimits(), lifetime_s: int = 900
+    ):
         self.network = network
+        self.host_queue = host_queue
         self.limits = limits
         self.lifetime_s = lifetime_s
 
@@ -106,6 +109,7 @@ class SandboxScriptRunner:
         budget = harness_budget_s(len(stdins), timeout_s)
         handle = await sandbox.boot(
             SandboxRequest(task=task, workflow_id=workflow_id, attempt=0, purpose="grading"),
+            host_queue=self.host_queue,
             lifetime_s=max(self.lifetime_s, int(budget) + 300),
             network=self.network,
             limits=self.limits,

@@ -41,7 +41,10 @@ Policies (``POLICIES``): ``oracle`` (Read the problem statement, apply the
 known patch with Bash, then finish), ``noop`` (finish at once), ``malformed``
 (an ill-formed tool call), ``length`` (always hits ``max_new_tokens``),
 ``error`` (HTTP 500), ``slow`` (``oracle`` after ``delay_s``, abortable) and
-``garbage`` (negative and out-of-vocabulary ids).
+``garbage`` (negative and out-of-vocabulary ids). For drift → repair
+episodes (``activities.scripted_roles``): ``drift`` (the seeded baseline's
+spec as JSON), ``repair`` (the oracle diff for the prompt's corpus task) and
+``self_play`` (whichever role the prompt asks for).
 
 CLI: ``python -m activities.scripted_policy --port 30000 --policy oracle
 --oracle-tasks TASKS.json --tokenizer DIR`` serves until SIGINT/SIGTERM.
@@ -67,12 +70,14 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, TypeAdapter
 
+from activities.drift_corpus import load_corpus
 from activities.prompt_renderer import PromptRenderer
+from activities.scripted_roles import RepairCompletion, SelfPlayCompletion, drift_completion
 from activities.tokenizer_cache import DEFAULT_TOKENIZER_DIR, ensure_qwen_tokenizer
 
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 DEFAULT_MAX_NEW_TOKENS = 128
-POLICIES = ("oracle", "noop", "malformed", "length", "error", "slow", "garbage")
+POLICIES = ("oracle", "noop", "malformed", "length", "error", "slow", "garbage", "drift", "repair", "self_play")
 ASSISTANT_TURN = "<|im_start|>assistant"
 PROBLEM_STATEMENT_FILE = "PROBLEM_STATEMENT.md"
 PATCH_DELIMITER = "ORACLE_PATCH"
@@ -313,6 +318,9 @@ class ScriptedPolicyServer:
             "noop": noop_completion,
             "malformed": malformed_completion,
             "length": length_completion,
+            "drift": drift_completion,
+            "repair": RepairCompletion(load_corpus),
+            "self_play": SelfPlayCompletion(load_corpus),
         }
 
     @staticmethod

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import get_args
 
 from activities.drift_baselines import baseline_drift, oracle_repair
-from activities.drift_contracts import DriftTask
+from activities.drift_contracts import DriftCategory, DriftTask
 from activities.drift_primitives import DriftSpecError
 from activities.drift_prompts import prompt_role, prompt_script, prompt_task_id
 
@@ -34,7 +35,7 @@ def drift_completion(prompt: str, max_new_tokens: int) -> str:
     script, task_id = prompt_script(prompt), prompt_task_id(prompt)
     if script is None or task_id is None:
         return _answer("I cannot find the script.", "There is no script to break.")
-    category = next((c for c in ("api_rename", "kwarg_change", "import_move", "argument_order", "attribute_change") if f"Target drift category: {c}" in prompt), None)
+    category = next((c for c in get_args(DriftCategory) if f"Target drift category: {c}\n" in prompt), None)
     try:
         spec = baseline_drift(script, task_id, category)
     except DriftSpecError:

@@ -38,7 +38,7 @@ class WorkerSettings(BaseModel):
     temporal_address: str | None = None
     namespace: str = "default"
     task_queue: str = SHARED_TASK_QUEUE
-    adapter_bind_host: str = "0.0.0.0"
+    adapter_bind_host: str | None = None
     adapter_port: int = 18001
     public_host: str | None = None
     policy_url: str | None = None
@@ -88,7 +88,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "temporal_address": env.get("TEMPORAL_ADDRESS") or None,
         "namespace": env.get("TEMPORAL_NAMESPACE") or "default",
         "task_queue": env.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE,
-        "adapter_bind_host": env.get("SHIM_BIND_HOST") or "0.0.0.0",
+        "adapter_bind_host": env.get("SHIM_BIND_HOST") or None,
         "adapter_port": _int(env, "SHIM_PORT", 18001),
         "public_host": env.get("SLIME_HEAD_HOST") or None,
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
