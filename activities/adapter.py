@@ -50,7 +50,7 @@ from activities.anthropic_reply import (
 from activities.anthropic_translation import ChatRequest, RequestError, translate_request
 from activities.completion_parser import ParsedCompletion, stop_reason
 from activities.contracts import SegmentKind, SessionConfig, SessionResult, SessionTicket
-from activities.policy_session import PolicySession, TurnCapExceeded, TurnObserver
+from activities.policy_session import PolicySession, SessionLimitExceeded, TurnObserver
 from activities.prompt_renderer import PromptRenderer
 from activities.session_spool import SessionSpool
 from activities.sglang_client import PolicyServerError, SGLangClient
@@ -277,7 +277,7 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
     except asyncio.CancelledError:
         turn.cancel()
         raise
-    except TurnCapExceeded as exc:
+    except SessionLimitExceeded as exc:
         return await _fail(request, stream, 429, "rate_limit_error", str(exc))
     except PolicyServerError as exc:
         log.warning("adapter: session %s: %s", session.session_id, exc)

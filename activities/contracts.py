@@ -30,7 +30,8 @@ class SessionConfig(BaseModel):
     """What one rollout attempt's adapter session needs to know.
 
     ``context_budget`` bounds prompt + completion tokens of every turn;
-    ``max_turns`` bounds the number of model calls (past it the adapter answers 429).
+    ``max_turns`` bounds the number of model calls and
+    ``max_concurrent_requests`` the calls in flight (past either the adapter answers 429).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -39,6 +40,7 @@ class SessionConfig(BaseModel):
     sampling: SamplingParams = SamplingParams()
     context_budget: int = Field(65536, ge=256)
     max_turns: int = Field(200, ge=1)
+    max_concurrent_requests: int = Field(8, ge=1)
     tool_parser: str = "auto"
     model_name: str = "slime-actor"
     label: str = ""

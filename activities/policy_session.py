@@ -41,8 +41,8 @@ TurnObserver = Callable[["PolicySession", TurnSummary], Awaitable[None]]
 TurnJournal = Callable[[LedgerDelta, TurnSummary], None]
 
 
-class TurnCapExceeded(RuntimeError):
-    pass
+class SessionLimitExceeded(RuntimeError):
+    """The session's turn cap or concurrent-request cap was hit (the adapter answers 429)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class PolicySession:
         self._journal = journal
         self._lane_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._calls = 0
+        self._inflight = 0
 
     async def run_turn(
         self,
@@ -88,9 +89,26 @@ class PolicySession:
         max_tokens: int | None,
         build_reply: ReplyBuilder[Reply],
     ) -> TurnOutcome[Reply]:
+        if self._inflight >= self.config.max_concurrent_requests:
+            raise SessionLimitExceeded(f"session has {self._inflight} requests in flight (cap {self.config.max_concurrent_requests})")
+        self._inflight += 1
+        try:
+            return await self._run_turn(lane, kind, messages, tools, max_tokens, build_reply)
+        finally:
+            self._inflight -= 1
+
+    async def _run_turn(
+        self,
+        lane: str,
+        kind: SegmentKind,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        max_tokens: int | None,
+        build_reply: ReplyBuilder[Reply],
+    ) -> TurnOutcome[Reply]:
         async with self._lane_locks[lane]:
             if len(self.turns) >= self.config.max_turns:
-                raise TurnCapExceeded(f"session reached its cap of {self.config.max_turns} turns")
+                raise SessionLimitExceeded(f"session reached its cap of {self.config.max_turns} turns")
             loop = asyncio.get_running_loop()
             plan = await loop.run_in_executor(self._executor, self.ledger.plan, lane, kind, messages, tools)
             room = self.config.context_budget - plan.prompt_length

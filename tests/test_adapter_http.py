@@ -163,6 +163,16 @@ async def test_turn_cap_answers_429(adapter, policy_server):
         await client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "two"}])
 
 
+async def test_concurrent_request_cap_answers_429(adapter, policy_server):
+    ticket = open_session(adapter, policy_server, "slow", max_concurrent_requests=1)
+    client = sdk(adapter, ticket)
+    slow = asyncio.ensure_future(client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "one"}]))
+    await asyncio.sleep(0.3)
+    with pytest.raises(anthropic.RateLimitError):
+        await client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "two"}], extra_headers={"x-claude-code-agent-id": "a1"})
+    assert (await slow).stop_reason == "tool_use"
+
+
 async def post_raw(adapter, data: bytes, token: str | None, path: str = "/v1/messages"):
     headers = {"Content-Type": "application/json"}
     if token:
