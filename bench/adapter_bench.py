@@ -42,7 +42,7 @@ Scenarios (both run by default):
 Diagnostics: ``--profile DIR`` (cProfile of the adapter's loop thread during
 the lag windows), ``--what-if-switch-interval S`` and ``--what-if-gc-freeze``
 (knobs the shipped adapter does not set, to test a suggestion), and
-``--cpu-threads`` (the adapter's executor size, shipped default 2).
+``--cpu-threads`` (the adapter's executor size; default: the adapter's own, cpu_count - 1).
 
 No pass/fail thresholds are enforced: the script prints numbers and says
 whether the project's stated targets are met. Run from the repository root::
@@ -285,7 +285,8 @@ async def adapter_main(args: argparse.Namespace) -> None:
         counters["turns"] += 1
         counters["prompt_tokens"] += summary.prompt_tokens
 
-    server = AdapterServer(renderer, cpu_threads=args.cpu_threads, on_turn=on_turn)
+    threads = {"cpu_threads": args.cpu_threads} if args.cpu_threads else {}
+    server = AdapterServer(renderer, on_turn=on_turn, **threads)
     url = await server.start()
     # What-if knobs (off by default): the shipped adapter sets neither.
     if args.what_if_switch_interval:
@@ -986,7 +987,7 @@ async def run_all(args: argparse.Namespace, adapter_url: str, control_url: str, 
 
 
 def spawn(role: str, args: argparse.Namespace) -> subprocess.Popen:
-    command = [sys.executable, str(Path(__file__).resolve()), "--role", role, "--tokenizer", str(args.tokenizer), "--cpu-threads", str(args.cpu_threads)]
+    command = [sys.executable, str(Path(__file__).resolve()), "--role", role, "--tokenizer", str(args.tokenizer), "--cpu-threads", str(args.cpu_threads or 0)]
     if args.what_if_switch_interval:
         command += ["--what-if-switch-interval", str(args.what_if_switch_interval)]
     if args.what_if_gc_freeze:
@@ -1083,7 +1084,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", type=Path, default=None, help="cProfile the adapter's loop thread during the [lag] windows, .prof files into this directory (inflates the numbers)")
     parser.add_argument("--turns", type=int, default=0, help="cap on turns per session (default: until the context target)")
     parser.add_argument("--scenarios", type=lambda s: s.split(","), default=["cpu", "lag"], help="comma list of cpu,lag")
-    parser.add_argument("--cpu-threads", type=int, default=2, help="adapter executor threads (AdapterServer default 2)")
+    parser.add_argument("--cpu-threads", type=int, default=0, help="adapter executor threads (0: the AdapterServer default, cpu_count - 1)")
     parser.add_argument("--policy-delay-ms", type=float, default=0.0, help="sensitivity: the policy server waits this long per /generate (default 0: zero latency)")
     parser.add_argument("--what-if-switch-interval", type=float, default=0.0, help="diagnostic: sys.setswitchinterval(S) in the adapter process (not shipped)")
     parser.add_argument("--what-if-gc-freeze", action="store_true", help="diagnostic: gc.freeze() after adapter start-up (not shipped)")
