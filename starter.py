@@ -7,11 +7,15 @@ CLI::
     python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck
     python starter.py show WORKFLOW_ID                              # live progress + agent log tail
     python starter.py cancel WORKFLOW_ID [--reason R]               # graceful: sandbox destroyed, result aborted
+    python starter.py episodes --n 32 --difficulty easy [--k K]     # drift -> repair self-play episodes
 
 ``run`` needs a worker (``python worker.py``) and a Temporal server
 (``TEMPORAL_ADDRESS``). ``demo`` is the embedded default: with no
 ``TEMPORAL_ADDRESS`` it starts a local dev server (UI on :8233) and a worker
-with the scripted policy, then runs the bundled example tasks.
+with the scripted policy, then runs the bundled example tasks. ``episodes``
+runs ``DriftRepairEpisode`` workflows over the drift corpus the same way
+(embedded, with the scripted ``self_play`` policy, unless ``TEMPORAL_ADDRESS``
+is set); K episodes per task share a group id.
 
 Python API: ``await start_rollout(client, rollout)`` returns a workflow handle
 (re-attaching when that rollout already ran: the workflow id is derived from
@@ -42,6 +46,9 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from activities import rollout_queries
 from activities.contracts import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
 from activities.dataset_rows import DatasetRow, RowError, read_dataset
+from activities.drift_contracts import EpisodeResult
+from activities.drift_corpus import load_corpus, tasks_of
+from activities.drift_episodes import episode_inputs, episode_record, run_episodes
 from activities.local_services import temporal_dev_server, worker_process
 from activities.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
 from activities.tokenizer_cache import PROJECT_ROOT
@@ -200,6 +207,62 @@ async def demo(args: argparse.Namespace) -> list[RolloutResult]:
     return results
 
 
+def print_episode_summary(results: list[EpisodeResult]) -> None:
+    print()
+    print(f"{'task':22} {'grp':>3} {'smp':>3} {'status':9} {'primitive':22} {'spec':8} {'breaks':>6} {'reward':>6} {'success':>7} {'drift_r':>7}  reason")
+    for r in results:
+        primitive = r.spec.primitive_type if r.spec else "-"
+        print(
+            f"{r.task_id[:22]:22} {r.group_index:>3} {r.sample_index:>3} {r.status:9} {primitive:22} {r.spec_source or '-':8} "
+            f"{str(r.breakage_valid):>6} {r.reward:6.2f} {str(r.success):>7} {r.role_rewards.drift:7.2f}  {r.abort_reason or ''}"
+        )
+    if results:
+        print(
+            f"{len(results)} episodes: success {statistics.fmean(r.success for r in results):.0%}, "
+            f"breakage valid {statistics.fmean(r.breakage_valid for r in results):.0%}, "
+            f"mean repair reward {statistics.fmean(r.reward for r in results):.3f}, "
+            f"mean drift reward {statistics.fmean(r.role_rewards.drift for r in results):.3f}"
+        )
+
+
+async def run_episode_batch(client: Client, args: argparse.Namespace) -> list[EpisodeResult]:
+    model = PolicySpec(
+        policy_url=args.policy_url,
+        sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
+        context_budget=args.context_budget,
+    )
+    tasks = tasks_of(load_corpus(), args.difficulty)
+    episodes = episode_inputs(
+        tasks, args.n, args.k, args.seed, args.drift_policy, args.repair_policy, model, args.difficulty,
+        drift_reward=args.drift_reward, run_timeout_s=args.run_timeout,
+    )
+    progress = Progress(len(episodes))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as sink:
+
+        def write(result: EpisodeResult) -> None:
+            sink.write(json.dumps(episode_record(result)) + "\n")
+            sink.flush()
+            progress.update(result)
+
+        results = await run_episodes(client, episodes, args.run_id, concurrency=args.concurrency, on_result=write)
+    print_episode_summary(results)
+    print(f"results: {out}")
+    return results
+
+
+async def episodes(args: argparse.Namespace) -> list[EpisodeResult]:
+    """Against ``TEMPORAL_ADDRESS`` if set; otherwise a local dev server and a worker with the scripted ``self_play`` policy."""
+    address = os.environ.get("TEMPORAL_ADDRESS")
+    if address:
+        return await run_episode_batch(await connect(address), args)
+    async with temporal_dev_server() as server:
+        print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
+        async with worker_process(server, ["--scripted-policy", "self_play", "--adapter-port", "0"]):
+            return await run_episode_batch(await connect(server), args)
+
+
 async def status(client: Client, args: argparse.Namespace) -> int:
     counts = await rollout_queries.stage_counts(client)
     print("running by stage: " + "  ".join(f"{stage} {n}" for stage, n in counts.items()))
@@ -266,12 +329,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         sub.add_argument("--temperature", type=float, default=1.0)
         sub.add_argument("--max-new-tokens", type=int, default=8192)
         sub.add_argument("--context-budget", type=int, default=65536)
+    episodes_cmd = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
+    episodes_cmd.add_argument("--n", type=int, default=32, help="number of episodes")
+    episodes_cmd.add_argument("--k", type=int, default=1, help="episodes per task (one GRPO group)")
+    episodes_cmd.add_argument("--difficulty", choices=["easy", "medium", "hard"], help="default: any")
+    episodes_cmd.add_argument("--seed", type=int, default=0, help="task order and drift seeds")
+    episodes_cmd.add_argument("--drift-policy", choices=["model", "baseline", "noop"], default="model")
+    episodes_cmd.add_argument("--repair-policy", choices=["model", "oracle", "noop"], default="model")
+    episodes_cmd.add_argument("--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial")
+    episodes_cmd.add_argument("--run-timeout", type=float, default=5.0, help="seconds per script run")
+    episodes_cmd.add_argument("--run-id", default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach after a restart")
+    episodes_cmd.add_argument("--concurrency", type=int, default=8)
+    episodes_cmd.add_argument("--out", default=str(PROJECT_ROOT / "results" / "episodes.jsonl"))
+    episodes_cmd.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
+    episodes_cmd.add_argument("--temperature", type=float, default=1.0)
+    episodes_cmd.add_argument("--max-new-tokens", type=int, default=4096)
+    episodes_cmd.add_argument("--context-budget", type=int, default=16384)
     return parser.parse_args(argv)
 
 
 async def main_async(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return 0 if await demo(args) else 1
+    if args.command == "episodes":
+        return 0 if await episodes(args) else 1
     client = await connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
     operator_commands = {"status": status, "show": show, "cancel": cancel}
     if args.command in operator_commands:

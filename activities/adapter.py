@@ -104,12 +104,14 @@ class SessionRegistry:
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
 
-    def open_session(self, config: SessionConfig) -> SessionTicket:
+    def open_session(self, config: SessionConfig, durable: bool = True) -> SessionTicket:
+        """Mint a session; ``durable`` sessions are spooled so a restarted worker can resume them."""
         session_id = f"s{secrets.token_hex(8)}"
         secret = secrets.token_urlsafe(32)
-        self._live[session_id] = _Entry(secret=secret, session=self._new_session(session_id, config))
-        if self._spool is not None:
-            self._spool.open(session_id, secret, config)
+        spool = self._spool if durable else None
+        self._live[session_id] = _Entry(secret=secret, session=self._new_session(session_id, config, spool))
+        if spool is not None:
+            spool.open(session_id, secret, config)
         return SessionTicket(session_id=session_id, secret=f"{session_id}.{secret}")
 
     def restore_spooled(self) -> list[str]:
@@ -118,14 +120,14 @@ class SessionRegistry:
             return []
         restored = []
         for spooled in self._spool.load():
-            session = self._new_session(spooled.session_id, spooled.config)
+            session = self._new_session(spooled.session_id, spooled.config, self._spool)
             session.restore(spooled.turns)
             self._live[spooled.session_id] = _Entry(secret=spooled.secret, session=session)
             restored.append(spooled.session_id)
         return restored
 
-    def _new_session(self, session_id: str, config: SessionConfig) -> PolicySession:
-        journal = (lambda delta, summary: self._spool.append(session_id, delta, summary)) if self._spool else None
+    def _new_session(self, session_id: str, config: SessionConfig, spool: SessionSpool | None) -> PolicySession:
+        journal = (lambda delta, summary: spool.append(session_id, delta, summary)) if spool else None
         return PolicySession(session_id, config, self.renderer, self._client, self.executor, self._on_turn, journal)
 
     def authenticate(self, token: str) -> PolicySession:

@@ -3,8 +3,8 @@
 GRPO-style groups: ``episode_inputs`` gives each group one task (the
 difficulty's tasks in a ``seed``-shuffled order, cycled) and ``k`` episodes
 of it, which share ``group_index`` and differ in ``sample_index`` and drift
-seed. Workflow ids are deterministic per (run, task, sample, group), so a
-restarted trainer re-attaches instead of re-running.
+seed. Workflow ids are deterministic per (run, task, role policies, sample,
+group), so a restarted trainer re-attaches instead of re-running.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def episode_inputs(
     repair_policy: RepairPolicy = "model",
     model: PolicySpec = PolicySpec(),
     difficulty: Difficulty | None = None,
-    **budgets,
+    **options,
 ) -> list[EpisodeInput]:
-    """``n`` episodes in groups of ``k`` (the last group may be smaller), one task per group."""
+    """``n`` episodes in groups of ``k`` (the last group may be smaller), one task per group; ``options`` are
+    further ``EpisodeInput`` fields (``drift_reward``, ``run_timeout_s``, ...)."""
     if not tasks:
         raise ValueError("no tasks to run")
     order = random.Random(seed).sample(tasks, len(tasks))
@@ -56,14 +57,14 @@ def episode_inputs(
             drift_policy=drift_policy,
             repair_policy=repair_policy,
             model=model,
-            **budgets,
+            **options,
         )
         for index in range(n)
     ]
 
 
 def episode_workflow_id(run_id: str, episode: EpisodeInput) -> str:
-    return f"episode-{run_id}-{episode.task_id}-{episode.sample_index}-{episode.group_index}"
+    return f"episode-{run_id}-{episode.task_id}-{episode.drift_policy}-{episode.repair_policy}-{episode.sample_index}-{episode.group_index}"
 
 
 async def start_episode(client: Client, episode: EpisodeInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:

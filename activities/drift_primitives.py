@@ -178,10 +178,15 @@ class Primitive(ABC):
         """Parameter sets the seeded baseline may pick (see the module docstring), in a deterministic order."""
 
 
+def _width(text: str) -> int:
+    """Columns in ``ast`` positions are UTF-8 byte offsets."""
+    return len(text.encode("utf-8"))
+
+
 def _tail_edit(node: ast.AST, old: str, new: str, text: SourceText) -> SourceEdit | None:
     """Replace the trailing ``old`` of an attribute or name node's span with ``new``."""
-    (line, col), (end_line, end_col) = node_span(node)
-    start = (end_line, end_col - len(old.encode("utf-8")))
+    _, (end_line, end_col) = node_span(node)
+    start = (end_line, end_col - _width(old))
     if text.segment(start, (end_line, end_col)) != old:
         return None
     return SourceEdit(start, (end_line, end_col), new)
@@ -263,7 +268,7 @@ class RenameKeywordArg(Primitive):
             for kw in call.keywords:
                 if kw.arg == params.old:
                     start = (kw.lineno, kw.col_offset)
-                    end = (kw.lineno, kw.col_offset + len(params.old))
+                    end = (kw.lineno, kw.col_offset + _width(params.old))
                     if text.segment(start, end) == params.old:
                         found.append(SourceEdit(start, end, params.new))
         return found
@@ -366,7 +371,8 @@ class MoveImportPath(Primitive):
                     if alias.name != params.old_module:
                         continue
                     if alias.asname:
-                        found.append(SourceEdit((alias.lineno, alias.col_offset), (alias.lineno, alias.col_offset + len(alias.name)), params.new_module))
+                        end = (alias.lineno, alias.col_offset + _width(alias.name))
+                        found.append(SourceEdit((alias.lineno, alias.col_offset), end, params.new_module))
                     elif "." not in alias.name:
                         found.append(replace_node(alias, f"{params.new_module} as {alias.name}"))
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == params.old_module:
@@ -382,10 +388,10 @@ class MoveImportPath(Primitive):
         gap = len(head) - len(head.lstrip())
         if not statement.startswith("from") or not head[gap:].startswith(params.old_module):
             return None
-        column = node.col_offset + len("from") + len(head[:gap].encode("utf-8"))
+        column = node.col_offset + len("from") + _width(head[:gap])
         if "\n" in head[:gap]:
             return None
-        return SourceEdit((node.lineno, column), (node.lineno, column + len(params.old_module)), params.new_module)
+        return SourceEdit((node.lineno, column), (node.lineno, column + _width(params.old_module)), params.new_module)
 
     def candidates(self, tree, rng):
         doubtful = conditional_nodes(tree)
@@ -551,7 +557,10 @@ def apply_spec(source: str, spec: DriftSpec) -> Breakage:
         raise DriftSpecError(f"{spec.primitive_type} params: {problems}") from None
     text = SourceText(source)
     edits = primitive.edits(parse_script(source), text, params)
-    broken = apply_edits(text, edits) if edits else source
+    try:
+        broken = apply_edits(text, edits) if edits else source
+    except ValueError as error:
+        raise DriftSpecError(f"{spec.primitive_type}: {error}") from None
     if broken == source:
         raise DriftSpecError(f"{spec.primitive_type} {spec.params} matches nothing in the script")
     return Breakage(broken, len(edits))

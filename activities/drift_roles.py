@@ -9,7 +9,9 @@ server sampled, with their log-probs. The segment goes to the trajectory
 store under ``<workflow id>.<role>`` (a retried call overwrites it); only its
 ``TrajectoryRef`` and summary travel through Temporal.
 
-The session is finished whatever happens, so a failed call never leaks it.
+The session is finished whatever happens, so a failed call never leaks it,
+and it is not spooled: a retried role call simply opens a new one, so a
+restarted worker has nothing of it to take back.
 The policy server is the worker's when it pins one, else the episode's
 ``policy_url``; with neither the call fails as ``NoPolicyServer``.
 """
@@ -19,13 +21,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from temporalio.exceptions import ApplicationError
-
 from activities.adapter import AdapterServer
 from activities.completion_parser import ParsedCompletion
-from activities.contracts import PolicySpec, SegmentSummary, SessionConfig, TokenSegment
+from activities.contracts import PolicySpec, SegmentSummary, TokenSegment
 from activities.drift_contracts import Role, RoleTurn
 from activities.drift_prompts import role_messages
+from activities.rollout_host import session_config_for
 from activities.trajectory_store import TrajectoryStore
 
 
@@ -63,19 +64,8 @@ class AdapterRolePlayer:
     async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn:
         registry = self.adapter.registry
         assert registry is not None
-        policy_url = self.policy_url if self.pin_policy_url else policy.policy_url or self.policy_url
-        if not policy_url:
-            raise ApplicationError("no policy server: the worker has none and the episode names none", type="NoPolicyServer", non_retryable=True)
-        ticket = registry.open_session(
-            SessionConfig(
-                policy_url=policy_url,
-                sampling=policy.sampling,
-                context_budget=policy.context_budget,
-                max_turns=1,
-                tool_parser=policy.tool_parser,
-                label=f"{workflow_id}:{role}",
-            )
-        )
+        config = session_config_for(policy, self.policy_url, self.pin_policy_url, f"{workflow_id}:{role}", max_turns=1)
+        ticket = registry.open_session(config, durable=False)
         session = registry.get(ticket.session_id)
         messages = role_messages(role, user_prompt)
         try:

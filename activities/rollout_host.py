@@ -38,6 +38,7 @@ from activities.contracts import (
     AgentRunRequest,
     MergeRequest,
     MergeResult,
+    PolicySpec,
     SegmentSummary,
     SessionConfig,
 )
@@ -51,6 +52,23 @@ HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+def session_config_for(
+    policy: PolicySpec, worker_url: str | None, pinned: bool, label: str, max_turns: int | None = None
+) -> SessionConfig:
+    """The adapter session for a policy spec: the worker's policy URL if pinned, else the spec's, else the worker's."""
+    policy_url = worker_url if pinned else policy.policy_url or worker_url
+    if not policy_url:
+        raise ApplicationError("no policy server: the worker has none and the rollout names none", type="NoPolicyServer", non_retryable=True)
+    return SessionConfig(
+        policy_url=policy_url,
+        sampling=policy.sampling,
+        context_budget=policy.context_budget,
+        max_turns=max_turns or policy.max_turns,
+        tool_parser=policy.tool_parser,
+        label=label,
+    )
 
 
 class RolloutHost:
@@ -146,19 +164,8 @@ class RolloutHost:
         """Open a fresh adapter session and start Claude Code detached in the sandbox; returns the session id."""
         registry = self.adapter.registry
         policy = request.policy
-        policy_url = self.default_policy_url if self.pin_policy_url else policy.policy_url or self.default_policy_url
-        if not policy_url:
-            raise ApplicationError("no policy server: the worker has none and the rollout names none", type="NoPolicyServer", non_retryable=True)
-        ticket = registry.open_session(
-            SessionConfig(
-                policy_url=policy_url,
-                sampling=policy.sampling,
-                context_budget=policy.context_budget,
-                max_turns=policy.max_turns,
-                tool_parser=policy.tool_parser,
-                label=f"{request.workflow_id}#{request.attempt}",
-            )
-        )
+        config = session_config_for(policy, self.default_policy_url, self.pin_policy_url, f"{request.workflow_id}#{request.attempt}")
+        ticket = registry.open_session(config)
         try:
             argv = claude_code_argv(CLAUDE_IN_SANDBOX, self.claude)
             env = claude_code_env(self.adapter_public_url, ticket.secret, AGENT_HOME, policy.context_budget, self.claude)

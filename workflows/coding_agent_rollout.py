@@ -43,6 +43,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 from temporalio.workflow import ActivityCancellationType
 
 from workflows import search_attributes as attrs
+from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import (
@@ -120,24 +121,8 @@ class CodingAgentRollout:
         if not rollout.task.image or not rollout.task.workdir:
             return self._result(rollout, started, abort_reason="missing_image_or_workdir")
         body = asyncio.ensure_future(self._rollout(rollout))
-        stop_reason: str | None = None
-        try:
-            await workflow.wait_condition(
-                lambda: body.done() or self._abort_requested is not None,
-                timeout=timedelta(seconds=rollout.guard_s),
-                timeout_summary="wall-clock guard",
-            )
-            stop_reason = None if body.done() else self._abort_requested
-        except asyncio.TimeoutError:
-            stop_reason = "wall_clock_timeout"
-        except asyncio.CancelledError:
-            stop_reason = workflow.cancellation_reason() or "cancelled"
+        stop_reason = await stop_reason_after(body, timedelta(seconds=rollout.guard_s), lambda: self._abort_requested, (_Aborted,))
         if stop_reason is not None:
-            body.cancel()
-            try:
-                await body
-            except (asyncio.CancelledError, ActivityError, _Aborted):
-                pass
             return self._result(rollout, started, abort_reason=stop_reason)
         try:
             merged = body.result()

@@ -36,6 +36,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
 
 from workflows import search_attributes as attrs
+from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
     from activities.contracts import MergeResult
@@ -61,7 +62,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from activities.drift_scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+# Activities heartbeat every 2 s; the SDK sends at most one heartbeat per 0.8 x this timeout, and a cancel
+# (guard, abort) reaches an activity only with a heartbeat's answer, so this also bounds how fast one stops.
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 SANDBOX_BOOT_BUDGET_S = 300
 HARNESS_SLACK_S = 60
 NON_RETRYABLE = ["UnknownTask", "NoDrift", "NoPolicyServer", "SandboxImageMissing", "SandboxError"]
@@ -116,24 +119,8 @@ class DriftRepairEpisode:
         if episode.drift_reward not in DRIFT_REWARDS:
             return self._result(episode, started, abort_reason="unknown_drift_reward")
         body = asyncio.ensure_future(self._episode(episode))
-        stop_reason: str | None = None
-        try:
-            await workflow.wait_condition(
-                lambda: body.done() or self._abort_requested is not None,
-                timeout=timedelta(seconds=episode.guard_s),
-                timeout_summary="wall-clock guard",
-            )
-            stop_reason = None if body.done() else self._abort_requested
-        except asyncio.TimeoutError:
-            stop_reason = "wall_clock_timeout"
-        except asyncio.CancelledError:
-            stop_reason = workflow.cancellation_reason() or "cancelled"
+        stop_reason = await stop_reason_after(body, timedelta(seconds=episode.guard_s), lambda: self._abort_requested, (_Aborted,))
         if stop_reason is not None:
-            body.cancel()
-            try:
-                await body
-            except (asyncio.CancelledError, ActivityError, _Aborted):
-                pass
             return self._result(episode, started, abort_reason=stop_reason)
         try:
             body.result()

@@ -1,0 +1,26 @@
+"""The trainer's side of drift → repair episodes: GRPO groups, workflow ids, the starter's CLI entry."""
+
+from activities.drift_corpus import load_corpus, tasks_of
+from activities.drift_episodes import episode_inputs, episode_workflow_id
+from starter import parse_args
+
+
+def test_k_episodes_per_task_share_a_group_and_differ_in_seed():
+    tasks = tasks_of(load_corpus(), "easy")
+    episodes = episode_inputs(tasks, n=5, k=2, seed=4, drift_policy="baseline", repair_policy="oracle")
+    assert [(e.group_index, e.sample_index) for e in episodes] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+    assert episodes[0].task_id == episodes[1].task_id != episodes[2].task_id
+    assert len({e.seed for e in episodes}) == 5 and {e.task_id for e in episodes} <= {t.task_id for t in tasks}
+    assert episode_inputs(tasks, n=5, k=2, seed=4, drift_policy="baseline", repair_policy="oracle") == episodes
+    assert len({episode_workflow_id("r1", e) for e in episodes}) == 5
+
+
+def test_groups_cycle_through_the_tasks():
+    tasks = tasks_of(load_corpus(), "hard")
+    episodes = episode_inputs(tasks, n=len(tasks) + 1)
+    assert len({e.task_id for e in episodes}) == len(tasks) and episodes[-1].task_id == episodes[0].task_id
+
+
+def test_the_episodes_command_defaults():
+    args = parse_args(["episodes", "--n", "32", "--difficulty", "easy", "--k", "4"])
+    assert (args.n, args.k, args.difficulty, args.drift_policy, args.repair_policy) == (32, 4, "easy", "model", "model")

@@ -1,0 +1,109 @@
+"""Drift → repair episodes for real: Temporal dev server, the worker, Docker sandboxes, the adapter's policy client.
+
+The scripted policy server plays both roles (``self_play``) and records what
+it sampled, so each role segment is checked token for token against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities import sandbox
+from activities.contracts import PolicySpec, SamplingParams
+from activities.drift_corpus import load_corpus
+from activities.drift_episodes import episode_inputs, episode_record, run_episodes
+from activities.scripted_policy import ScriptedPolicyServer
+from activities.settings import RolloutBudgets, WorkerSettings
+from activities.trajectory_store import TrajectoryStore
+from worker import run_worker
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+MODEL = PolicySpec(sampling=SamplingParams(max_new_tokens=2048), context_budget=16384)
+
+
+class Cluster:
+    def __init__(self, env: WorkflowEnvironment, settings: WorkerSettings, policy: ScriptedPolicyServer):
+        self.env, self.settings, self.policy = env, settings, policy
+        self.run_ids: list[str] = []
+
+    async def run(self, episodes):
+        self.run_ids.append(f"t{uuid.uuid4().hex[:6]}")
+        return await run_episodes(self.env.client, episodes, self.run_ids[-1], task_queue=self.settings.task_queue)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def cluster(renderer, tmp_path_factory):
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
+    )
+    policy = ScriptedPolicyServer(renderer, default_policy="self_play")
+    policy_url = await policy.start()
+    settings = WorkerSettings(
+        temporal_address=env.client.service_client.config.target_host,
+        adapter_port=0,
+        policy_url=policy_url,
+        host_id=f"pytest-{uuid.uuid4().hex[:6]}",
+        task_queue=f"pytest-episodes-{uuid.uuid4().hex[:6]}",
+        results_dir=tmp_path_factory.mktemp("results"),
+        budgets=RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600),
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    worker = asyncio.create_task(run_worker(settings, stop=stop, ready=ready))
+    await asyncio.wait([asyncio.ensure_future(ready.wait()), worker], return_when=asyncio.FIRST_COMPLETED)
+    if worker.done():
+        worker.result()
+    yield Cluster(env, settings, policy)
+    stop.set()
+    await worker
+    await policy.stop()
+    await env.shutdown()
+
+
+async def test_the_scripted_policy_plays_both_roles_with_exact_token_capture(cluster):
+    tasks = list(load_corpus().values())
+    episodes = episode_inputs([tasks[0], tasks[14], tasks[25]], n=4, k=2, drift_policy="model", repair_policy="model", model=MODEL)
+    results = await cluster.run(episodes)
+    assert [(r.status, r.spec_source, r.breakage_valid, r.success, r.reward) for r in results] == [("completed", "model", True, True, 1.0)] * 4
+    assert [r.group_index for r in results] == [0, 0, 1, 1] and results[0].task_id == results[1].task_id
+    for result in results:
+        segments = TrajectoryStore.load(result.trajectory)
+        assert [(s.kind, s.lane, s.turns) for s in segments] == [("role", "drift", 1), ("role", "repair", 1)]
+        for segment, turn in zip(segments, (result.drift_role, result.repair_role)):
+            (record,) = cluster.policy.records_for(turn.session_id)
+            assert record.policy == "self_play"
+            assert segment.tokens[: segment.prompt_length] == record.input_ids
+            assert segment.tokens[segment.prompt_length :] == record.output_ids
+            assert segment.rollout_log_probs[segment.prompt_length :] == record.output_logprobs
+            assert segment.loss_mask == [0] * segment.prompt_length + [1] * len(record.output_ids)
+        record = episode_record(result)
+        assert len(record["segments"]) == 2 and record["drift_role"]["user_prompt"].startswith(f"Task: {result.task_id}")
+
+
+async def test_baselines_through_the_workflow_oracle_always_noop_never(cluster):
+    tasks = list(load_corpus().values())
+    picked = [tasks[i] for i in (1, 5, 13, 20, 27, 31)]
+    oracle = episode_inputs(picked, n=len(picked), drift_policy="baseline", repair_policy="oracle", seed=3)
+    noop = episode_inputs(picked, n=len(picked), drift_policy="baseline", repair_policy="noop", seed=3)
+    results = await cluster.run(oracle + noop)
+    assert all(r.status == "completed" and r.breakage_valid and r.segments == [] for r in results)
+    assert [r.success for r in results] == [True] * len(picked) + [False] * len(picked)
+    assert [r.role_rewards.drift for r in results] == [0.0] * len(picked) + [1.0] * len(picked)
+    assert all("/srv/script.py" in r.error_trace for r in results)
+
+
+async def test_no_labelled_container_is_left_behind(cluster):
+    ours = [
+        c.name
+        for c in await sandbox.list_managed()
+        if any(f"-{run_id}-" in c.labels.get("io.rollouts.workflow_id", "") for run_id in cluster.run_ids)
+    ]
+    assert cluster.run_ids and ours == []

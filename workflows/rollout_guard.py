@@ -1,0 +1,42 @@
+"""The graceful stop shared by the rollout workflows: wall-clock guard, abort signal, Temporal cancel.
+
+Deterministic workflow code (imports only temporalio). When any of the three
+fires, the body task is cancelled and awaited, so its ``finally`` clean-up
+(destroying sandboxes, discarding sessions) runs before the workflow returns
+its ``aborted`` result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, Callable
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+
+async def stop_reason_after(
+    body: asyncio.Future[Any],
+    guard: timedelta,
+    abort_requested: Callable[[], str | None],
+    expected_errors: tuple[type[BaseException], ...] = (),
+) -> str | None:
+    """Wait for ``body``; return None if it finished, else why it was stopped (after its clean-up ran)."""
+    try:
+        await workflow.wait_condition(
+            lambda: body.done() or abort_requested() is not None, timeout=guard, timeout_summary="wall-clock guard"
+        )
+        if body.done():
+            return None
+        reason = abort_requested() or "cancelled"
+    except asyncio.TimeoutError:
+        reason = "wall_clock_timeout"
+    except asyncio.CancelledError:
+        reason = workflow.cancellation_reason() or "cancelled"
+    body.cancel()
+    try:
+        await body
+    except (asyncio.CancelledError, ActivityError, *expected_errors):
+        pass
+    return reason
