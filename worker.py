@@ -64,6 +64,7 @@ from workflows.drift_repair_episode import DriftRepairEpisode
 
 log = logging.getLogger("worker")
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+UNCLAIMED_SESSION_GRACE_S = 300.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,6 +75,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scripted-policy", help="serve the scripted policy in-process with this default policy")
     parser.add_argument("--oracle-tasks", help="dataset JSONL whose reference patches the scripted oracle knows")
     return parser.parse_args(argv)
+
+
+async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float) -> None:
+    """Restored sessions that no resuming agent claimed within ``after_s`` belong to rollouts that moved on."""
+    await asyncio.sleep(after_s)
+    forgotten = adapter.registry.forget_unclaimed()
+    if forgotten:
+        log.info("released %d restored session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
 
 
 def oracle_tasks_from(path: str | None) -> list[OracleTask]:
@@ -175,6 +184,7 @@ async def run_worker(
     )
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
     reaper = asyncio.create_task(reap_forever(client, host_queue, settings.reap_interval_s))
+    forget = asyncio.create_task(forget_unclaimed_sessions(adapter, UNCLAIMED_SESSION_GRACE_S)) if restored else None
     try:
         async with shared, pinned:
             if ready is not None:
@@ -182,6 +192,8 @@ async def run_worker(
             await stop.wait()
     finally:
         reaper.cancel()
+        if forget is not None:
+            forget.cancel()
         if firewalled:
             await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await adapter.stop()

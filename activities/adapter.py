@@ -103,6 +103,7 @@ class SessionRegistry:
         self._spool = spool
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
+        self._unclaimed: set[str] = set()
 
     def open_session(self, config: SessionConfig, durable: bool = True) -> SessionTicket:
         """Mint a session; ``durable`` sessions are spooled so a restarted worker can resume them."""
@@ -124,7 +125,22 @@ class SessionRegistry:
             session.restore(spooled.turns)
             self._live[spooled.session_id] = _Entry(secret=spooled.secret, session=session)
             restored.append(spooled.session_id)
+        self._unclaimed.update(restored)
         return restored
+
+    def claim(self, session_id: str) -> PolicySession | None:
+        """A resuming activity takes a restored session back (it is then kept until finished)."""
+        self._unclaimed.discard(session_id)
+        return self.get(session_id)
+
+    def forget_unclaimed(self) -> list[str]:
+        """Finish restored sessions nobody resumed (their rollouts moved on or are gone); returns their ids."""
+        forgotten = sorted(self._unclaimed)
+        for session_id in forgotten:
+            if session_id in self._live:
+                self.finish_session(session_id)
+        self._unclaimed.clear()
+        return forgotten
 
     def _new_session(self, session_id: str, config: SessionConfig, spool: SessionSpool | None) -> PolicySession:
         journal = (lambda delta, summary: spool.append(session_id, delta, summary)) if spool else None
@@ -146,6 +162,7 @@ class SessionRegistry:
         return entry.session if entry else None
 
     def finish_session(self, session_id: str) -> SessionResult:
+        self._unclaimed.discard(session_id)
         if session_id in self._finished:
             return self._finished[session_id]
         entry = self._live.pop(session_id, None)

@@ -182,7 +182,7 @@ class RolloutHost:
         details = info.heartbeat_details[0] if info.heartbeat_details else {}
         session_id = details.get("session_id") if isinstance(details, dict) else None
         registry = self.adapter.registry
-        if not session_id or registry.get(session_id) is None:
+        if not session_id or registry.claim(session_id) is None:
             raise ApplicationError(f"attempt {info.attempt}: the agent session did not survive", type="SessionLost", non_retryable=True)
         status = await sandbox.detached_status(request.handle, "claude")
         if not status.started:

@@ -2,6 +2,9 @@
 
 import dataclasses
 
+import pytest
+
+from activities.adapter import AdapterServer
 from activities.contracts import SessionConfig, TurnSummary
 from activities.session_spool import SessionSpool
 from activities.token_capture import LedgerDelta
@@ -59,3 +62,25 @@ def test_finished_sessions_are_deleted_and_oversized_ones_stop_being_spooled(tmp
         spool.append("big", delta(i), summary(i))
     assert not (tmp_path / "done.jsonl").exists() and not (tmp_path / "big.jsonl").exists()
     assert SessionSpool(tmp_path).load() == []
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_restored_sessions_nobody_resumes_are_released(renderer, tmp_path):
+    before = AdapterServer(renderer, spool=SessionSpool(tmp_path))
+    await before.start()
+    resumed = before.registry.open_session(CONFIG)
+    abandoned = before.registry.open_session(CONFIG)
+    transient = before.registry.open_session(CONFIG, durable=False)
+    await before.stop()
+
+    after = AdapterServer(renderer, spool=SessionSpool(tmp_path))
+    await after.start()
+    try:
+        assert sorted(after.registry.restore_spooled()) == sorted([resumed.session_id, abandoned.session_id])
+        assert after.registry.authenticate(resumed.secret).session_id == resumed.session_id
+        assert after.registry.claim(resumed.session_id) is not None
+        assert after.registry.forget_unclaimed() == [abandoned.session_id]
+        assert after.registry.get(abandoned.session_id) is None and after.registry.get(transient.session_id) is None
+        assert {p.stem for p in tmp_path.glob("*.jsonl")} == {resumed.session_id}
+    finally:
+        await after.stop()
