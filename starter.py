@@ -36,7 +36,7 @@ import time
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -143,6 +143,26 @@ class Progress:
         print(("\r" + line) if sys.stdout.isatty() else line, end="" if sys.stdout.isatty() else "\n", flush=True)
 
 
+class ResultSink:
+    """Writes one JSON line per finished result (flushed at once) and moves the progress bar."""
+
+    def __init__(self, path: Path, total: int, record: Callable[[Any], dict]):
+        self.path, self.record, self.progress = path, record, Progress(total)
+
+    def __enter__(self) -> "ResultSink":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("w")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
+
+    def write(self, result: Any) -> None:
+        self._file.write(json.dumps(self.record(result)) + "\n")
+        self._file.flush()
+        self.progress.update(result)
+
+
 def print_summary(results: list[RolloutResult]) -> None:
     print()
     print(f"{'instance':28} {'sample':>6} {'status':9} {'reward':>6} {'applied':>7} {'turns':>5} {'tokens':>7} {'secs':>6}  reason")
@@ -177,19 +197,10 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> list[RolloutR
         for group, row in enumerate(rows)
         for sample in range(args.n_samples_per_prompt)
     ]
-    progress = Progress(len(rollouts))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w") as sink:
-
-        def write(result: RolloutResult) -> None:
-            sink.write(json.dumps(result_record(result)) + "\n")
-            sink.flush()
-            progress.update(result)
-
-        results = await run_rollouts(client, rollouts, args.run_id, concurrency=args.concurrency, on_result=write)
+    with ResultSink(Path(args.out), len(rollouts), result_record) as sink:
+        results = await run_rollouts(client, rollouts, args.run_id, concurrency=args.concurrency, on_result=sink.write)
     print_summary(results)
-    print(f"results: {out}")
+    print(f"results: {args.out}")
     return results
 
 
@@ -236,19 +247,10 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> list[Ep
         tasks, args.n, args.k, args.seed, args.drift_policy, args.repair_policy, model, args.difficulty,
         drift_reward=args.drift_reward, run_timeout_s=args.run_timeout,
     )
-    progress = Progress(len(episodes))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w") as sink:
-
-        def write(result: EpisodeResult) -> None:
-            sink.write(json.dumps(episode_record(result)) + "\n")
-            sink.flush()
-            progress.update(result)
-
-        results = await run_episodes(client, episodes, args.run_id, concurrency=args.concurrency, on_result=write)
+    with ResultSink(Path(args.out), len(episodes), episode_record) as sink:
+        results = await run_episodes(client, episodes, args.run_id, concurrency=args.concurrency, on_result=sink.write)
     print_episode_summary(results)
-    print(f"results: {out}")
+    print(f"results: {args.out}")
     return results
 
 

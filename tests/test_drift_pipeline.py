@@ -6,14 +6,10 @@ it sampled, so each role segment is checked token for token against it.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities import sandbox
@@ -23,10 +19,9 @@ from activities.drift_episodes import episode_inputs, episode_record, run_episod
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets, WorkerSettings
 from activities.trajectory_store import TrajectoryStore
-from worker import run_worker
+from tests.local_cluster import local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 MODEL = PolicySpec(sampling=SamplingParams(max_new_tokens=2048), context_budget=16384)
 
 
@@ -42,30 +37,11 @@ class Cluster:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cluster(renderer, tmp_path_factory):
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
-    )
     policy = ScriptedPolicyServer(renderer, default_policy="self_play")
     policy_url = await policy.start()
-    settings = WorkerSettings(
-        temporal_address=env.client.service_client.config.target_host,
-        adapter_port=0,
-        policy_url=policy_url,
-        host_id=f"pytest-{uuid.uuid4().hex[:6]}",
-        task_queue=f"pytest-episodes-{uuid.uuid4().hex[:6]}",
-        results_dir=tmp_path_factory.mktemp("results"),
-        budgets=RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600),
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    worker = asyncio.create_task(run_worker(settings, stop=stop, ready=ready))
-    await asyncio.wait([asyncio.ensure_future(ready.wait()), worker], return_when=asyncio.FIRST_COMPLETED)
-    if worker.done():
-        worker.result()
-    yield Cluster(env, settings, policy)
-    stop.set()
-    await worker
+    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)) as (env, settings):
+        yield Cluster(env, settings, policy)
     await policy.stop()
-    await env.shutdown()
 
 
 async def test_the_scripted_policy_plays_both_roles_with_exact_token_capture(cluster):

@@ -11,12 +11,10 @@ import json
 import os
 import sys
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
@@ -28,12 +26,12 @@ from activities.settings import RolloutBudgets, WorkerSettings
 from activities.tokenizer_cache import ensure_qwen_tokenizer
 from activities.trajectory_store import TrajectoryStore
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts, start_rollout
+from tests.local_cluster import local_cluster
 from tests.slime_sample import Sample
-from worker import oracle_tasks_from, run_worker
+from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 BUDGETS = RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)
 
 
@@ -56,30 +54,11 @@ class Cluster:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cluster(renderer, tmp_path_factory):
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
-    )
     policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
     policy_url = await policy.start()
-    settings = WorkerSettings(
-        temporal_address=env.client.service_client.config.target_host,
-        adapter_port=0,
-        policy_url=policy_url,
-        host_id=f"pytest-{uuid.uuid4().hex[:6]}",
-        task_queue=f"pytest-rollouts-{uuid.uuid4().hex[:6]}",
-        results_dir=tmp_path_factory.mktemp("results"),
-        budgets=BUDGETS,
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    worker = asyncio.create_task(run_worker(settings, stop=stop, ready=ready))
-    await asyncio.wait([asyncio.ensure_future(ready.wait()), worker], return_when=asyncio.FIRST_COMPLETED)
-    if worker.done():
-        worker.result()
-    yield Cluster(env, settings, policy)
-    stop.set()
-    await worker
+    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), BUDGETS) as (env, settings):
+        yield Cluster(env, settings, policy)
     await policy.stop()
-    await env.shutdown()
 
 
 def sampled_runs(segment):

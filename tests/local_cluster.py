@@ -1,0 +1,44 @@
+"""A real Temporal dev server plus an in-process worker, for the pipeline tests."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.settings import RolloutBudgets, WorkerSettings
+from worker import run_worker
+
+TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+
+
+@asynccontextmanager
+async def local_cluster(policy_url: str, results_dir: Path, budgets: RolloutBudgets) -> AsyncIterator[tuple[WorkflowEnvironment, WorkerSettings]]:
+    """Yield (environment, worker settings) once the worker polls; stop both afterwards."""
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    settings = WorkerSettings(
+        temporal_address=env.client.service_client.config.target_host,
+        adapter_port=0,
+        policy_url=policy_url,
+        host_id=f"pytest-{uuid.uuid4().hex[:6]}",
+        task_queue=f"pytest-{uuid.uuid4().hex[:6]}",
+        results_dir=results_dir,
+        budgets=budgets,
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    worker = asyncio.create_task(run_worker(settings, stop=stop, ready=ready))
+    try:
+        await asyncio.wait([asyncio.ensure_future(ready.wait()), worker], return_when=asyncio.FIRST_COMPLETED)
+        if worker.done():
+            worker.result()
+        yield env, settings
+    finally:
+        stop.set()
+        await worker
+        await env.shutdown()
