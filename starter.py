@@ -33,10 +33,10 @@ import os
 import statistics
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -204,16 +204,22 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> list[RolloutR
     return results
 
 
-async def demo(args: argparse.Namespace) -> list[RolloutResult]:
-    address = os.environ.get("TEMPORAL_ADDRESS")
-    args.dataset = args.dataset or str(EXAMPLE_DATASET)
-    worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset, "--adapter-port", "0"]
+@asynccontextmanager
+async def embedded_cluster(worker_args: list[str], address: str | None = None) -> AsyncIterator[Client]:
+    """A worker with the scripted policy, on ``address`` or on a local dev server (UI on :8233); yields a client."""
     async with temporal_dev_server() if not address else nullcontext(address) as server:
         print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
-        async with worker_process(server, worker_args):
-            results = await run_dataset(await connect(server), args)
+        async with worker_process(server, [*worker_args, "--adapter-port", "0"]):
+            yield await connect(server)
+
+
+async def demo(args: argparse.Namespace) -> list[RolloutResult]:
+    args.dataset = args.dataset or str(EXAMPLE_DATASET)
+    worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset]
+    async with embedded_cluster(worker_args, os.environ.get("TEMPORAL_ADDRESS")) as client:
+        results = await run_dataset(client, args)
         if args.keep_ui:
-            print("--keep-ui: the dev server keeps running; press Ctrl-C to stop it.", flush=True)
+            print("--keep-ui: the dev server and worker keep running; press Ctrl-C to stop them.", flush=True)
             await asyncio.Event().wait()
     return results
 
@@ -259,10 +265,8 @@ async def episodes(args: argparse.Namespace) -> list[EpisodeResult]:
     address = os.environ.get("TEMPORAL_ADDRESS")
     if address:
         return await run_episode_batch(await connect(address), args)
-    async with temporal_dev_server() as server:
-        print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
-        async with worker_process(server, ["--scripted-policy", "self_play", "--adapter-port", "0"]):
-            return await run_episode_batch(await connect(server), args)
+    async with embedded_cluster(["--scripted-policy", "self_play"]) as client:
+        return await run_episode_batch(client, args)
 
 
 async def status(client: Client, args: argparse.Namespace) -> int:

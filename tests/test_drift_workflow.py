@@ -10,15 +10,10 @@ exits 0 with the right output scores 0.8 and succeeds, and the guard aborts.
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
-from pathlib import Path
 from typing import Callable
 
 import pytest
-import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.contracts import PolicySpec, TokenSegment
@@ -29,26 +24,14 @@ from activities.drift_corpus import load_corpus
 from activities.drift_prompts import prompt_script
 from activities.drift_roles import segment_summary
 from activities.script_runner import LocalScriptRunner
-from activities.search_attribute_registry import ensure_search_attributes
 from activities.trajectory_store import TrajectoryStore
 from activities.unified_diff import make_diff
 from workflows.drift_repair_episode import DriftRepairEpisode
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-TEST_SERVER = Path(sys.prefix) / "bin" / "temporal-test-server"
 QUEUE = "drift-test"
 TASK = load_corpus()["gcd_lcm"]
 Answer = Callable[[Role, str], str]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=str(TEST_SERVER)
-    )
-    await ensure_search_attributes(environment.client, "default")
-    yield environment
-    await environment.shutdown()
 
 
 class FakeRoles:

@@ -7,16 +7,11 @@ gets and that the sandbox was destroyed on that path.
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from temporalio import activity
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.contracts import (
@@ -33,24 +28,12 @@ from activities.contracts import (
     TaskSpec,
     TrajectoryRef,
 )
-from activities.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-TEST_SERVER = Path(sys.prefix) / "bin" / "temporal-test-server"
 SHARED = "rollouts-test-shared"
 LIVE = "rollouts-test-live"
 DEAD = "rollouts-test-dead"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env():
-    environment = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=str(TEST_SERVER)
-    )
-    await ensure_search_attributes(environment.client, "default")
-    yield environment
-    await environment.shutdown()
 
 
 class FakeCluster:

@@ -172,7 +172,7 @@ class CodingAgentRollout:
                 summary="grade the diff in a fresh sandbox",
             )
         except ActivityError as error:
-            await self._discard_session(agent.session_id, host_queue)
+            await self._clean_up_on_host("discard_session", agent.session_id, host_queue, "discard adapter session")
             raise _Aborted(_abort_reason(error)) from None
         self._enter("merging")
         try:
@@ -249,9 +249,9 @@ class CodingAgentRollout:
             raise _Aborted(_abort_reason(error)) from None
         finally:
             if session_to_discard is not None:
-                await self._discard_session(session_to_discard, host_queue)
+                await self._clean_up_on_host("discard_session", session_to_discard, host_queue, "discard adapter session")
             if handle is not None:
-                await self._destroy(handle, host_queue)
+                await self._clean_up_on_host("destroy_sandbox", handle, host_queue, "destroy sandbox")
 
     async def _boot(self, rollout: RolloutInput, workflow_id: str, attempt: int, pinned: dict) -> SandboxHandle:
         """Boot with retries for transient Docker errors; a boot that still fails aborts as ``sandbox_boot_failed``."""
@@ -270,31 +270,18 @@ class CodingAgentRollout:
                 raise
             raise _Aborted("sandbox_boot_failed") from None
 
-    async def _destroy(self, handle: SandboxHandle, host_queue: str) -> None:
-        """Best effort: a dead host cannot destroy its container; the reaper removes it by label."""
+    async def _clean_up_on_host(self, activity: str, argument: object, host_queue: str, summary: str) -> None:
+        """Best effort: a dead host can neither destroy its container nor drop its session; the reaper
+        removes the container by label and a restarted worker releases sessions nobody resumes."""
         try:
             await workflow.execute_activity(
-                "destroy_sandbox",
-                handle,
+                activity,
+                argument,
                 task_queue=host_queue,
                 schedule_to_start_timeout=self._host_start,
                 start_to_close_timeout=timedelta(minutes=1),
                 retry_policy=SHORT_RETRY,
-                summary="destroy sandbox",
-            )
-        except ActivityError:
-            pass
-
-    async def _discard_session(self, session_id: str, host_queue: str) -> None:
-        try:
-            await workflow.execute_activity(
-                "discard_session",
-                session_id,
-                task_queue=host_queue,
-                schedule_to_start_timeout=self._host_start,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=SHORT_RETRY,
-                summary="discard adapter session",
+                summary=summary,
             )
         except ActivityError:
             pass
