@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -108,7 +108,7 @@ class SessionResult(BaseModel):
     turns: list[TurnSummary]
 
 
-GraderKind = Literal["swepro", "eval_cmd"]
+GraderKind = Literal["swepro", "eval_cmd", "swebench"]
 
 
 class SweProSpec(BaseModel):
@@ -140,6 +140,40 @@ class SweProSpec(BaseModel):
         return data
 
 
+class SweBenchSpec(BaseModel):
+    """A SWE-bench (Verified) instance, graded with the installed ``swebench`` package.
+
+    ``repo`` + ``version`` select the package's test spec (``swebench`` < 5); an
+    ``install_config`` (SWE-rebench / SWE-Gym convention) supplies that spec
+    for a repo the package does not know. ``eval_script`` / ``log_parser`` /
+    ``eval_type`` are the columns ``swebench`` >= 5 builds its spec from.
+    ``fail_to_pass`` and ``pass_to_pass`` may arrive as JSON-encoded strings.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    repo: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    base_commit: str = Field(min_length=1)
+    test_patch: str = Field(min_length=1)
+    fail_to_pass: list[str] = Field(min_length=1)
+    pass_to_pass: list[str] = []
+    environment_setup_commit: str | None = None
+    install_config: dict[str, Any] | None = None
+    eval_script: str | None = None
+    log_parser: str | None = None
+    eval_type: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_lists(cls, data):
+        if isinstance(data, dict):
+            for key in ("fail_to_pass", "pass_to_pass"):
+                if isinstance(data.get(key), str):
+                    data = {**data, key: json.loads(data[key])}
+        return data
+
+
 class TaskSpec(BaseModel):
     """A dataset row normalised the way the reference's ``_metadata()`` does it."""
 
@@ -149,6 +183,7 @@ class TaskSpec(BaseModel):
     problem_statement: str
     swepro: SweProSpec | None = None
     eval_cmd: str | None = None
+    swebench: SweBenchSpec | None = None
     pre_commands: list[str] = []
     reference_patch: str | None = None
 
@@ -158,6 +193,8 @@ class TaskSpec(BaseModel):
             return "swepro"
         if self.eval_cmd:
             return "eval_cmd"
+        if self.swebench is not None:
+            return "swebench"
         return None
 
 

@@ -7,7 +7,12 @@ problem_statement, swepro, eval_cmd, pre_commands}`` with fallbacks to
 pre_commands}``; the problem statement falls back to the prompt; a
 ``f2p_script`` becomes the grader when ``eval_cmd`` is absent, written to a
 file verbatim (base64, so no shell quoting can corrupt it) and run with
-python. ``metadata.reference_patch`` feeds the scripted oracle.
+python. A SWE-bench row (``remote_env_info.{repo, version, base_commit,
+test_patch, FAIL_TO_PASS, PASS_TO_PASS, image}``, optionally
+``environment_setup_commit``, ``install_config``, ``eval_script``,
+``log_parser``, ``eval_type``) becomes a ``swebench`` grader, with the
+workdir defaulting to SWE-bench's ``/testbed``. ``metadata.reference_patch``
+(or a SWE-bench row's gold ``patch``) feeds the scripted oracle.
 
 Every problem is reported as ``RowError`` naming the field (and the line of the
 file when read from JSONL); reading a file never stops at a bad row.
@@ -23,7 +28,23 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from activities.contracts import TaskSpec
+from activities.contracts import SweBenchSpec, TaskSpec
+
+SWEBENCH_WORKDIR = "/testbed"
+# Row key in remote_env_info -> SweBenchSpec field.
+SWEBENCH_FIELDS = {
+    "repo": "repo",
+    "version": "version",
+    "base_commit": "base_commit",
+    "test_patch": "test_patch",
+    "FAIL_TO_PASS": "fail_to_pass",
+    "PASS_TO_PASS": "pass_to_pass",
+    "environment_setup_commit": "environment_setup_commit",
+    "install_config": "install_config",
+    "eval_script": "eval_script",
+    "log_parser": "log_parser",
+    "eval_type": "eval_type",
+}
 
 
 class RowError(ValueError):
@@ -55,10 +76,11 @@ def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
     if not isinstance(remote, dict):
         raise RowError("metadata.remote_env_info", "must be an object", line)
     label = row.get("label") if isinstance(row.get("label"), str) and len(row["label"]) < 256 else None
-    image = metadata.get("image") or remote.get("image_url")
-    workdir = metadata.get("workdir") or remote.get("workdir")
+    swebench = _swebench(remote, line)
+    image = metadata.get("image") or remote.get("image_url") or remote.get("image")
+    workdir = metadata.get("workdir") or remote.get("workdir") or (SWEBENCH_WORKDIR if swebench else None)
     if not image:
-        raise RowError("metadata.image", "missing (nor metadata.remote_env_info.image_url)", line)
+        raise RowError("metadata.image", "missing (nor metadata.remote_env_info.image_url / .image)", line)
     if not workdir:
         raise RowError("metadata.workdir", "missing (nor metadata.remote_env_info.workdir)", line)
     f2p = remote.get("f2p_script")
@@ -69,8 +91,9 @@ def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
         "problem_statement": metadata.get("problem_statement") or _prompt_text(row.get("prompt"), line),
         "swepro": metadata.get("swepro"),
         "eval_cmd": metadata.get("eval_cmd") or (f2p_eval_cmd(f2p) if isinstance(f2p, str) and f2p else None),
+        "swebench": swebench,
         "pre_commands": _pre_commands(metadata.get("pre_commands") or remote.get("pre_commands"), line),
-        "reference_patch": metadata.get("reference_patch"),
+        "reference_patch": metadata.get("reference_patch") or remote.get("patch"),
     }
     try:
         task = TaskSpec.model_validate(spec)
@@ -79,8 +102,36 @@ def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
         field = "metadata." + ".".join(str(p) for p in first["loc"])
         raise RowError(field, first["msg"], line) from None
     if task.grader is None:
-        raise RowError("metadata", "no grader: needs swepro.run_script, eval_cmd or remote_env_info.f2p_script", line)
+        raise RowError(
+            "metadata",
+            "no grader: needs swepro.run_script, eval_cmd, remote_env_info.f2p_script or SWE-bench fields"
+            " (remote_env_info.test_patch, FAIL_TO_PASS, ...)",
+            line,
+        )
     return task
+
+
+def _swebench(remote: dict[str, Any], line: int | None) -> SweBenchSpec | None:
+    """The SWE-bench spec of a row that carries ``test_patch`` or ``FAIL_TO_PASS``; errors name the row's key."""
+    if not any(key in remote for key in ("test_patch", "FAIL_TO_PASS")):
+        return None
+    values = {field: remote[key] for key, field in SWEBENCH_FIELDS.items() if remote.get(key) not in (None, "")}
+    if isinstance(values.get("version"), (int, float)):
+        values["version"] = str(values["version"])
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        field = SWEBENCH_FIELDS[key]
+        if isinstance(values.get(field), str):
+            try:
+                values[field] = json.loads(values[field])
+            except json.JSONDecodeError as exc:
+                raise RowError(f"metadata.remote_env_info.{key}", f"not a JSON list ({exc.msg})", line) from None
+    try:
+        return SweBenchSpec.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0])
+        key = next((k for k, f in SWEBENCH_FIELDS.items() if f == field), field)
+        raise RowError(f"metadata.remote_env_info.{key}", first["msg"], line) from None
 
 
 def read_dataset(path: str | Path) -> Iterator[DatasetRow | RowError]:

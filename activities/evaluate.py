@@ -12,15 +12,20 @@ Invariants:
   not an error.
 * Graders, in priority order: ``swepro`` (run script + parser → result.json;
   solved iff the non-empty ``fail_to_pass ∪ pass_to_pass`` all passed), then
-  ``eval_cmd`` (a shell script, run from a file; exit 0 = solved). Graders run
-  as root, detached, bounded by ``timeout_s``; on expiry they are killed and
-  the result is reward 0 with a note in ``log_tail``.
+  ``eval_cmd`` (a shell script, run from a file; exit 0 = solved), then
+  ``swebench`` (the ``swebench`` package's eval script, its log parser and
+  report: solved iff RESOLVED_FULL). Graders run as root, detached, bounded by
+  ``timeout_s``; on expiry they are killed and the result is reward 0 with a
+  note in ``log_tail``.
 * ``reward`` is 1.0 iff ``solved``. A task without a grader is a
-  non-retryable ``ApplicationError(type="NoGrader")``.
+  non-retryable ``ApplicationError(type="NoGrader")``; a SWE-bench row this
+  worker cannot grade (no ``swebench`` package, no test spec for the row) is
+  a non-retryable ``NotEvaluable``, raised before any container boots.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -29,7 +34,7 @@ from typing import Callable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import sandbox
+from activities import sandbox, swebench_grading
 from activities.contracts import (
     EvalRequest,
     EvalResult,
@@ -48,6 +53,8 @@ GRADE_JOB = "grade"
 PATCH_FILE = f"{sandbox.HARNESS_DIR}/agent.patch"
 INDEX_BACKUP = f"{sandbox.HARNESS_DIR}/index.before-apply"
 SWEPRO_DIR = "/tmp/swepro_eval"
+SWEBENCH_SCRIPT = f"{sandbox.HARNESS_DIR}/swebench_eval.sh"
+SWEBENCH_LOG_BYTES = 32 << 20
 
 _THREE_WAY = "git apply --3way"
 APPLY_LADDER = (
@@ -234,6 +241,33 @@ async def _grade_swepro(
     return _result("swepro", solved, True, method, log, tests_passed=passed, tests_failed=failed)
 
 
+async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, timeout_s: float, method: str) -> EvalResult:
+    await sandbox.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
+    code = await _run_grader(handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", timeout_s, {})
+    log = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out", SWEBENCH_LOG_BYTES)
+    if code is None:
+        note = _timeout_note(timeout_s)
+        return _result("swebench", False, True, method, _last(log, LOG_TAIL_BYTES - len(note)) + note)
+    verdict = await asyncio.to_thread(swebench_grading.verdict, task, log)
+    note = f"\n[{verdict.note}]" if verdict.note else ""
+    return _result(
+        "swebench",
+        verdict.solved,
+        True,
+        method,
+        _last(log, LOG_TAIL_BYTES - len(note)) + note,
+        tests_passed=verdict.tests_passed,
+        tests_failed=verdict.tests_failed,
+    )
+
+
+async def _swebench_script(task: TaskSpec) -> str:
+    try:
+        return await asyncio.to_thread(swebench_grading.eval_script, task)
+    except swebench_grading.NotEvaluable as error:
+        raise ApplicationError(f"task {task.instance_id}: {error}", type="NotEvaluable", non_retryable=True) from None
+
+
 async def evaluate(
     request: EvalRequest,
     *,
@@ -247,6 +281,7 @@ async def evaluate(
     if grader is None:
         raise ApplicationError(f"task {task.instance_id} has no grader", type="NoGrader", non_retryable=True)
     scripts = _swepro_scripts(task.swepro) if grader == "swepro" else None
+    swebench_script = await _swebench_script(task) if grader == "swebench" else None
     report("boot")
     handle = await sandbox.boot(
         SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading"),
@@ -262,6 +297,8 @@ async def evaluate(
         report("test")
         if scripts is not None:
             return await _grade_swepro(handle, task.swepro, scripts, request.timeout_s, method)
+        if swebench_script is not None:
+            return await _grade_swebench(handle, task, swebench_script, request.timeout_s, method)
         return await _grade_eval_cmd(handle, task, request.timeout_s, method)
     finally:
         await sandbox.destroy(handle)
@@ -271,7 +308,7 @@ async def evaluate(
 async def evaluate_activity(request: EvalRequest) -> EvalResult:
     """``evaluate`` with the worker's sandbox settings, heartbeating ``{"phase": ...}`` every few seconds.
 
-    Non-retryable: ``NoGrader``, ``GraderScriptMissing``, ``SandboxImageMissing``,
+    Non-retryable: ``NoGrader``, ``NotEvaluable``, ``GraderScriptMissing``, ``SandboxImageMissing``,
     ``SandboxBootError`` (e.g. a failing pre-command), ``GradingFailed``. Retryable:
     ``SandboxGone`` (the grading container died) and Docker hiccups (propagated).
     """

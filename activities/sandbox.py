@@ -45,6 +45,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import swebench_grading
 from activities.contracts import SandboxHandle, SandboxRequest
 
 LABEL_PREFIX = "io.rollouts"
@@ -812,8 +813,15 @@ def non_retryable(error: Exception, kind: str) -> ApplicationError:
 @activity.defn(name="boot_sandbox")
 async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
     """Boot with the worker's settings; non-transient failures are non-retryable
-    (``SandboxImageMissing``, ``SandboxBootError``)."""
+    (``SandboxImageMissing``, ``SandboxBootError``). An agent sandbox is not booted
+    for a SWE-bench row this worker could not grade (``NotEvaluable``), so no
+    agent run is spent on it."""
     settings = sandbox_settings()
+    if request.purpose == "agent" and request.task.grader == "swebench":
+        try:
+            await asyncio.to_thread(swebench_grading.eval_script, request.task)
+        except swebench_grading.NotEvaluable as error:
+            raise non_retryable(error, "NotEvaluable") from error
     try:
         async with heartbeating(lambda: {"phase": "boot"}):
             return await boot(

@@ -39,6 +39,59 @@ def test_swepro_row_and_json_encoded_test_lists():
     assert task.grader == "swepro" and task.swepro.fail_to_pass == ["a"] and task.swepro.pass_to_pass == ["b"]
 
 
+SWEBENCH = {
+    "prompt": "the issue",
+    "metadata": {
+        "remote_env_info": {
+            "instance_id": "astropy__astropy-12907",
+            "image": "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest",
+            "repo": "astropy/astropy",
+            "version": 4.3,
+            "base_commit": "d16bfe05a744909de4b27f5875fe0d4ed41ce607",
+            "patch": "gold",
+            "test_patch": "diff --git a/astropy/modeling/tests/test_separable.py b/astropy/modeling/tests/test_separable.py\n",
+            "FAIL_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"]',
+            "PASS_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_coord_matrix"]',
+        }
+    },
+}
+
+
+def test_swebench_row_defaults_to_testbed_and_keeps_the_gold_patch_for_the_oracle():
+    task = task_from_row(SWEBENCH)
+    assert (task.grader, task.workdir, task.instance_id) == ("swebench", "/testbed", "astropy__astropy-12907")
+    assert task.image.startswith("swebench/sweb.eval") and task.reference_patch == "gold"
+    spec = task.swebench
+    assert (spec.repo, spec.version, spec.base_commit[:7]) == ("astropy/astropy", "4.3", "d16bfe0")
+    assert spec.fail_to_pass == ["astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"]
+    assert spec.pass_to_pass == ["astropy/modeling/tests/test_separable.py::test_coord_matrix"]
+
+
+def _swebench_with(**changes):
+    remote = {**SWEBENCH["metadata"]["remote_env_info"], **changes}
+    return {**SWEBENCH, "metadata": {"remote_env_info": {k: v for k, v in remote.items() if v is not None}}}
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"FAIL_TO_PASS": "not json"}, "metadata.remote_env_info.FAIL_TO_PASS"),
+        ({"FAIL_TO_PASS": "[]"}, "metadata.remote_env_info.FAIL_TO_PASS"),
+        ({"PASS_TO_PASS": "{"}, "metadata.remote_env_info.PASS_TO_PASS"),
+        ({"base_commit": None}, "metadata.remote_env_info.base_commit"),
+        ({"repo": None}, "metadata.remote_env_info.repo"),
+        ({"test_patch": None}, "metadata.remote_env_info.test_patch"),
+        ({"version": None}, "metadata.remote_env_info.version"),
+        ({"install_config": "pytest"}, "metadata.remote_env_info.install_config"),
+        ({"image": None}, "metadata.image"),
+    ],
+)
+def test_bad_swebench_rows_name_the_row_field(changes, field):
+    with pytest.raises(RowError) as raised:
+        task_from_row(_swebench_with(**changes))
+    assert raised.value.field == field
+
+
 @pytest.mark.parametrize(
     "row, field",
     [

@@ -43,7 +43,7 @@ def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> Eva
 
 @pytest.mark.parametrize(
     ("instance_id", "grader", "tests_passed"),
-    [("calc-eval-cmd", "eval_cmd", 8), ("textutil-f2p", "eval_cmd", 4), ("inventory-swepro", "swepro", 7)],
+    [("calc-eval-cmd", "eval_cmd", 8), ("textutil-f2p", "eval_cmd", 4), ("inventory-swepro", "swepro", 7), ("slugify-swebench", "swebench", 6)],
 )
 async def test_reference_empty_and_garbage_diffs(prefix, tasks, instance_id, grader, tests_passed):
     task = tasks[instance_id]
@@ -71,6 +71,30 @@ async def test_swepro_counts_and_scripts_from_host_paths(prefix, tasks):
     unsolved = await grading.evaluate(request(prefix, task.model_copy(update={"swepro": swepro}), ""))
     assert (unsolved.reward, unsolved.tests_passed, unsolved.tests_failed) == (0.0, 5, 2)
     assert "test_remove_more_than_stock_raises" in unsolved.log_tail
+
+
+async def test_swebench_grades_the_rows_tests_not_the_agents_edits_of_them(prefix, tasks):
+    """The package's eval script resets the test files and applies the row's test patch: rewriting the tests does not pass."""
+    task = tasks["slugify-swebench"]
+    rewritten_tests = (
+        "diff --git a/tests/test_slugify.py b/tests/test_slugify.py\n--- a/tests/test_slugify.py\n+++ b/tests/test_slugify.py\n"
+        "@@ -1,3 +1,5 @@\n+import pytest\n+pytestmark = pytest.mark.skip\n from slugify import slugify\n \n \n"
+    )
+    result = await grading.evaluate(request(prefix, task, rewritten_tests))
+    assert (result.reward, result.applied_cleanly, result.grader, result.tests_passed, result.tests_failed) == (
+        0.0, True, "swebench", 3, 3
+    ), result.log_tail
+    assert "test_folds_accents_to_ascii" in result.log_tail
+
+
+async def test_a_swebench_row_without_a_test_spec_fails_before_booting(prefix, tasks):
+    task = tasks["slugify-swebench"]
+    unknown = task.model_copy(update={"swebench": task.swebench.model_copy(update={"install_config": None})})
+    with pytest.raises(ApplicationError) as caught:
+        await grading.evaluate(request(prefix, unknown, task.reference_patch))
+    assert caught.value.type == "NotEvaluable" and caught.value.non_retryable
+    assert "no test spec for rollouts-examples/slugify 0.1" in str(caught.value)
+    assert await reap_prefix(prefix) == []
 
 
 async def test_conflicted_three_way_is_rolled_back_before_fuzz(prefix, tasks):

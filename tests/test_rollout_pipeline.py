@@ -81,17 +81,27 @@ async def test_oracle_solves_every_example_task_with_exact_token_capture(cluster
         records = cluster.policy.records_for(result.agent.session_id)
         captured = [run for segment in segments for run in sampled_runs(segment)]
         assert captured == [(r.output_ids, r.output_logprobs) for r in records]
-        assert result.evaluation.grader in ("eval_cmd", "swepro")
         assert result.agent.reason == "completed" and result.agent.turns == 3
-    assert {r.evaluation.grader for r in results} == {"eval_cmd", "swepro"}
+    assert {r.evaluation.grader for r in results} == {"eval_cmd", "swepro", "swebench"}
 
 
-async def test_noop_fails_and_a_missing_image_aborts_with_a_clear_reason(cluster):
+async def test_noop_fails_and_unusable_rows_abort_with_a_clear_reason(cluster):
     cluster.policy.set_policy(None, "noop")
     missing = cluster.rows[0].task.model_copy(update={"image": "rollout-task-does-not-exist:latest", "instance_id": "missing"})
-    noop, bad = await cluster.run([cluster.rollout(cluster.rows[0].task), cluster.rollout(missing)])
-    assert (noop.status, noop.reward, noop.solved) == ("completed", 0.0, False)
+    swebench = next(row.task for row in cluster.rows if row.task.grader == "swebench")
+    no_spec = swebench.model_copy(
+        update={"instance_id": "no-spec", "swebench": swebench.swebench.model_copy(update={"install_config": None})}
+    )
+    noop, noop_swebench, bad, ungradable = await cluster.run(
+        [cluster.rollout(task) for task in (cluster.rows[0].task, swebench, missing, no_spec)]
+    )
+    for result in (noop, noop_swebench):
+        assert (result.status, result.reward, result.solved) == ("completed", 0.0, False)
+    assert (noop_swebench.evaluation.grader, noop_swebench.evaluation.tests_passed, noop_swebench.evaluation.tests_failed) == (
+        "swebench", 3, 3
+    )
     assert (bad.status, bad.abort_reason) == ("aborted", "sandbox_boot_failed")
+    assert (ungradable.status, ungradable.abort_reason, ungradable.agent) == ("aborted", "not_evaluable", None)
 
 
 async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_returns(cluster):

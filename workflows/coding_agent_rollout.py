@@ -65,6 +65,8 @@ with workflow.unsafe.imports_passed_through():
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 BOOT_ERRORS = ["SandboxImageMissing", "SandboxBootError"]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
+# Activity error type -> the abort reason it is reported as; other types become ``exception:<type>``.
+ABORT_REASONS = {**dict.fromkeys(BOOT_ERRORS, "sandbox_boot_failed"), "NoGrader": "no_grader", "NotEvaluable": "not_evaluable"}
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 AGENT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=["NoPolicyServer", "SessionLost"]
@@ -168,7 +170,7 @@ class CodingAgentRollout:
                 result_type=EvalResult,
                 start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
                 heartbeat_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["NoGrader", *BOOT_ERRORS]),
+                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["NoGrader", "NotEvaluable", *BOOT_ERRORS]),
                 summary="grade the diff in a fresh sandbox",
             )
         except ActivityError as error:
@@ -268,7 +270,7 @@ class CodingAgentRollout:
         except ActivityError as error:
             if _host_lost(error):
                 raise
-            raise _Aborted("sandbox_boot_failed") from None
+            raise _Aborted("not_evaluable" if _error_type(error) == "NotEvaluable" else "sandbox_boot_failed") from None
 
     async def _clean_up_on_host(self, activity: str, argument: object, host_queue: str, summary: str) -> None:
         """Best effort: a dead host can neither destroy its container nor drop its session; the reaper
@@ -327,13 +329,15 @@ def _host_lost(error: ActivityError) -> bool:
     return False
 
 
+def _error_type(error: ActivityError) -> str | None:
+    return error.cause.type if isinstance(error.cause, ApplicationError) else None
+
+
 def _abort_reason(error: ActivityError) -> str:
     cause = error.cause
     if isinstance(cause, ApplicationError):
-        if cause.type in BOOT_ERRORS:
-            return "sandbox_boot_failed"
-        if cause.type == "NoGrader":
-            return "no_grader"
+        if cause.type in ABORT_REASONS:
+            return ABORT_REASONS[cause.type]
         return f"exception:{cause.type or 'ApplicationError'}"
     if isinstance(cause, TimeoutError):
         return f"exception:Timeout:{cause.type.name if cause.type else 'UNKNOWN'}"
