@@ -118,3 +118,11 @@ def test_a_bad_line_does_not_stop_the_others(tmp_path):
     assert items[1].line == 2 and "invalid JSON" in str(items[1])
     assert str(items[2]).startswith("line 3: metadata.image")
     assert items[3].line == 5
+
+
+
+def test_the_example_dataset_is_what_make_dataset_writes():
+    from examples.tasks import make_dataset
+
+    expected = [json.dumps(row) for row in make_dataset.rows()]
+    assert (make_dataset.TASKS / "dataset.jsonl").read_text().splitlines() == expected, "run examples/tasks/make_dataset.py"

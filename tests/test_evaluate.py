@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -85,6 +86,12 @@ async def test_swebench_grades_the_rows_tests_not_the_agents_edits_of_them(prefi
         0.0, True, "swebench", 3, 3
     ), result.log_tail
     assert "test_folds_accents_to_ascii" in result.log_tail
+
+
+async def test_the_swebench_rows_base_commit_is_the_images_baseline(prefix, tasks):
+    task = tasks["slugify-swebench"]
+    head = subprocess.run(["docker", "run", "--rm", task.image, "git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    assert head.stdout.strip() == task.swebench.base_commit, "run examples/tasks/make_dataset.py after editing a task"
 
 
 async def test_a_swebench_row_without_a_test_spec_fails_before_booting(prefix, tasks):

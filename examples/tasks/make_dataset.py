@@ -145,10 +145,13 @@ def slugify_row() -> dict:
     }
 
 
+def rows() -> list[dict]:
+    return [calc_row(), textutil_row(), inventory_row(), slugify_row()]
+
+
 def main() -> None:
-    rows = [calc_row(), textutil_row(), inventory_row(), slugify_row()]
     with open(TASKS / "dataset.jsonl", "w") as out:
-        for row in rows:
+        for row in rows():
             out.write(json.dumps(row) + "\n")
 
 
