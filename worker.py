@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -45,7 +46,7 @@ from temporalio.worker import Worker
 
 from activities import evaluate, sandbox, sandbox_firewall
 from activities.adapter import AdapterServer
-from activities.claude_binary import find_claude_binary
+from activities.claude_binary import find_claude_code
 from activities.claude_code_harness import ClaudeCodeSettings
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.drift_activities import DriftEpisodeActivities
@@ -57,7 +58,7 @@ from activities.script_runner import SandboxScriptRunner
 from activities.scripted_policy import OracleTask, ScriptedPolicyServer
 from activities.search_attribute_registry import ensure_search_attributes
 from activities.session_spool import SessionSpool
-from activities.settings import WorkerSettings, settings_from_env
+from activities.settings import SettingsError, WorkerSettings, settings_from_env
 from activities.trajectory_store import TrajectoryStore
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
@@ -108,6 +109,7 @@ async def run_worker(
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
     )
+    claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
     renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
     scripted: ScriptedPolicyServer | None = None
     policy_url = settings.policy_url
@@ -125,7 +127,7 @@ async def run_worker(
     firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
     client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
     sandbox.configure_sandbox_activities(
-        claude_binary=find_claude_binary(), network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(), lifetime_s=settings.budgets.guard_s + 600
+        claude_code=claude_code, network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(), lifetime_s=settings.budgets.guard_s + 600
     )
     host = RolloutHost(
         adapter=adapter,
@@ -204,7 +206,10 @@ async def run_worker(
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args()
-    settings = settings_from_env()
+    try:
+        settings = settings_from_env()
+    except SettingsError as error:
+        sys.exit(f"worker: {error}")
     overrides = {
         "temporal_address": args.temporal_address,
         "host_id": args.host_id,

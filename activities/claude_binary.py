@@ -1,9 +1,11 @@
-"""Locate the Claude Code native binary that `make setup` installs.
+"""Locate the Claude Code the sandboxes mount: host tarballs when configured, else the binary `make setup` installs.
 
 Claude Code 2.1.x from npm is a self-contained native executable, shipped in
 the platform package ``@anthropic-ai/claude-code-linux-<arch>``. The sandbox
 bind-mounts it read-only into containers, so we return the resolved real file,
-never a node wrapper script or a symlink.
+never a node wrapper script or a symlink. With ``SWE_HOST_CC_TARBALL`` (and
+``SWE_HOST_NODE_TARBALL``) it is the install directory ``claude_tarballs``
+unpacks instead.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ import pathlib
 import platform
 import shutil
 
+from activities.claude_tarballs import install_from_tarballs
+
 CLAUDE_CODE_VERSION = "2.1.328"
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 _NPM_SCOPE = PROJECT_ROOT / ".cache" / "claude-code" / "node_modules" / "@anthropic-ai"
+UNPACKED_TARBALLS_DIR = PROJECT_ROOT / ".cache" / "claude-code" / "unpacked"
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -44,3 +49,10 @@ def find_claude_binary() -> pathlib.Path:
     raise FileNotFoundError(
         f"Claude Code {CLAUDE_CODE_VERSION} binary not found (tried {tried}); run `make setup`."
     )
+
+
+def find_claude_code(cc_tarball: pathlib.Path | None = None, node_tarball: pathlib.Path | None = None) -> pathlib.Path:
+    """What the sandboxes mount: the tarballs' install directory when ``cc_tarball`` is set, else ``find_claude_binary()``."""
+    if cc_tarball is not None:
+        return install_from_tarballs(cc_tarball, node_tarball, UNPACKED_TARBALLS_DIR)
+    return find_claude_binary()

@@ -17,6 +17,9 @@ Invariants:
   it through ``get_archive``; nothing is shell-quoted.
 * Harness state lives under ``/tmp/rollout`` (mode 1777): the workspace
   baseline tree, detached-command scripts, logs and exit markers.
+* Claude Code is bind-mounted read-only, never copied: an executable at
+  ``/opt/claude/bin/claude``, or an install directory (``claude_tarballs``)
+  at ``/opt/claude`` whose ``bin/claude`` runs it.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ MAX_CONCURRENT_BOOTS = 16
 AGENT_USER = "agent"
 AGENT_UID = 1000
 AGENT_HOME = "/home/agent"
-CLAUDE_MOUNT_PATH = "/opt/claude/bin/claude"
+CLAUDE_MOUNT_ROOT = "/opt/claude"
+CLAUDE_MOUNT_PATH = f"{CLAUDE_MOUNT_ROOT}/bin/claude"
 CLAUDE_CONFIG = {"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True}
 HARNESS_DIR = "/tmp/rollout"
 BASELINE_FILE = f"{HARNESS_DIR}/baseline-tree"
@@ -124,7 +128,7 @@ class ManagedContainer(BaseModel):
 class SandboxSettings(BaseModel):
     """Per-worker defaults for the Temporal activities (see ``configure_sandbox_activities``)."""
 
-    claude_binary: Path | None = None
+    claude_code: Path | None = None
     network: str | None = None
     host_queue: str = ""
     limits: SandboxLimits = SandboxLimits()
@@ -136,7 +140,7 @@ _settings = SandboxSettings()
 
 def configure_sandbox_activities(
     *,
-    claude_binary: Path | None = None,
+    claude_code: Path | None = None,
     network: str | None = None,
     host_queue: str = "",
     limits: SandboxLimits = SandboxLimits(),
@@ -145,7 +149,7 @@ def configure_sandbox_activities(
     """Set the worker-wide settings the sandbox and evaluate activities use; call once at worker start."""
     global _settings
     _settings = SandboxSettings(
-        claude_binary=claude_binary, network=network, host_queue=host_queue, limits=limits, lifetime_s=lifetime_s
+        claude_code=claude_code, network=network, host_queue=host_queue, limits=limits, lifetime_s=lifetime_s
     )
 
 
@@ -609,15 +613,16 @@ def _create_container(
     *,
     host_queue: str,
     lifetime_s: int,
-    claude_binary: Path | None,
+    claude_code: Path | None,
     network: str | None,
     limits: SandboxLimits,
 ) -> tuple[str, str]:
     """Create and start the container (blocking); a container that fails to start is removed."""
     name = _container_name(request)
     mounts = []
-    if claude_binary is not None:
-        mounts.append(Mount(CLAUDE_MOUNT_PATH, str(claude_binary), type="bind", read_only=True))
+    if claude_code is not None:
+        target = CLAUDE_MOUNT_ROOT if claude_code.is_dir() else CLAUDE_MOUNT_PATH
+        mounts.append(Mount(target, str(claude_code), type="bind", read_only=True))
     try:
         container = _client().containers.create(
             request.task.image,
@@ -697,7 +702,7 @@ async def boot(
     *,
     host_queue: str = "",
     lifetime_s: int = 3600,
-    claude_binary: Path | None = None,
+    claude_code: Path | None = None,
     network: str | None = None,
     limits: SandboxLimits = SandboxLimits(),
 ) -> SandboxHandle:
@@ -716,7 +721,7 @@ async def boot(
             request,
             host_queue=host_queue,
             lifetime_s=lifetime_s,
-            claude_binary=claude_binary,
+            claude_code=claude_code,
             network=network,
             limits=limits,
         )
@@ -828,7 +833,7 @@ async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
                 request,
                 host_queue=settings.host_queue,
                 lifetime_s=settings.lifetime_s,
-                claude_binary=settings.claude_binary,
+                claude_code=settings.claude_code,
                 network=settings.network,
                 limits=settings.limits,
             )

@@ -4,8 +4,10 @@ Names and defaults follow slime's coding-agent example (``SWE_TIME_BUDGET_SEC``
 1800, ``SWE_EVAL_TIMEOUT_SEC`` 600, ``SWE_GENERATE_GUARD_SEC`` = budget +
 eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
 ``SLIME_HEAD_HOST`` for the address sandboxes dial back to,
-``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code), plus the
-Temporal ones. A bad value is a ``SettingsError`` naming the variable.
+``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code,
+``SWE_HOST_CC_TARBALL`` / ``SWE_HOST_NODE_TARBALL`` for a Claude Code taken
+from host tarballs instead of the npm install), plus the Temporal ones. A bad
+value is a ``SettingsError`` naming the variable.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class WorkerSettings(BaseModel):
     results_dir: Path = PROJECT_ROOT / "results"
     agent_slots: int = Field(8, ge=1)
     reap_interval_s: float = Field(60.0, gt=0)
+    cc_tarball: Path | None = None
+    node_tarball: Path | None = None
     claude_extra_args: list[str] = []
     claude_extra_env: dict[str, str] = {}
     budgets: RolloutBudgets = RolloutBudgets()
@@ -101,4 +105,11 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
     for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):
         if env.get(name):
             values[key] = env[name]
+    for key, name in (("cc_tarball", "SWE_HOST_CC_TARBALL"), ("node_tarball", "SWE_HOST_NODE_TARBALL")):
+        if env.get(name):
+            if not Path(env[name]).is_file():
+                raise SettingsError(f"{name}: no such file {env[name]!r}")
+            values[key] = Path(env[name])
+    if values.get("node_tarball") and not values.get("cc_tarball"):
+        raise SettingsError("SWE_HOST_NODE_TARBALL: set without SWE_HOST_CC_TARBALL (the Node tarball only runs a JavaScript CLI)")
     return WorkerSettings(**values)

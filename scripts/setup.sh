@@ -3,6 +3,8 @@
 #   .venv/           Python 3.11 venv with `pip install -e '.[test,swebench]'`
 #   .cache/claude-code/  Claude Code 2.1.328 (native binary, via npm)
 #   .cache/tokenizer/    the offline Qwen3.6 tokenizer
+#   .cache/tarballs/     Claude Code 2.0.54 (JavaScript CLI) and Node 22 as npm tarballs,
+#                        the SWE_HOST_CC_TARBALL / SWE_HOST_NODE_TARBALL shape the tests use
 #   a running Docker engine and the local image rollout-base:bookworm
 #     (skipped with SETUP_SKIP_DOCKER=1)
 # Idempotent: each step checks first, so a warm run does nothing and is quick.
@@ -55,7 +57,19 @@ TOKENIZER=$(.venv/bin/python -m activities.tokenizer_cache 2>.cache/tokenizer.lo
   || { tail -n 30 .cache/tokenizer.log >&2; exit 1; }
 echo "tokenizer: $TOKENIZER"
 
-# 4. Docker engine and the base image.
+# 4. Host tarballs (npm pack downloads without installing).
+TARBALLS=.cache/tarballs
+CC_TARBALL=anthropic-ai-claude-code-2.0.54.tgz
+NODE_TARBALL=node-linux-$ARCH-22.23.5.tgz
+if [[ -f $TARBALLS/$CC_TARBALL && -f $TARBALLS/$NODE_TARBALL ]]; then
+  echo "tarballs: present"
+else
+  echo "tarballs: npm pack $CC_TARBALL $NODE_TARBALL (~90 MB)"
+  mkdir -p "$TARBALLS"
+  (cd "$TARBALLS" && npm pack --silent @anthropic-ai/claude-code@2.0.54 "node-linux-$ARCH@22.23.5" >/dev/null)
+fi
+
+# 5. Docker engine and the base image.
 if [[ ${SETUP_SKIP_DOCKER:-} == 1 ]]; then
   echo "docker: skipped (SETUP_SKIP_DOCKER=1)"
 else

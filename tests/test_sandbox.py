@@ -70,7 +70,7 @@ async def booted(prefix, calc_task):
     limits = sandbox.SandboxLimits(cpus=1.5, memory_bytes=1 << 30, pids=256)
     request = SandboxRequest(task=calc_task, workflow_id=f"{prefix}-boot", attempt=2)
     handle = await sandbox.boot(
-        request, host_queue="rl-host-test", lifetime_s=600, claude_binary=find_claude_binary(), limits=limits
+        request, host_queue="rl-host-test", lifetime_s=600, claude_code=find_claude_binary(), limits=limits
     )
     yield handle
     await sandbox.destroy(handle)

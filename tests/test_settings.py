@@ -1,0 +1,71 @@
+"""The reference's environment knobs: names, defaults, derived values and errors that name the variable."""
+
+from pathlib import Path
+
+import pytest
+
+from activities.settings import SHARED_TASK_QUEUE, SettingsError, settings_from_env
+
+
+def test_defaults_match_the_reference():
+    settings = settings_from_env({})
+    budgets = settings.budgets
+    assert (budgets.agent_budget_s, budgets.eval_timeout_s, budgets.guard_s) == (1800, 600, 1800 + 600 + 180)
+    assert (settings.adapter_port, settings.adapter_bind_host, settings.public_host) == (18001, None, None)
+    assert (settings.temporal_address, settings.namespace, settings.task_queue) == (None, "default", SHARED_TASK_QUEUE)
+    assert (settings.cc_tarball, settings.node_tarball) == (None, None)
+
+
+def test_every_knob_is_read(tmp_path):
+    cc, node = tmp_path / "cc.tgz", tmp_path / "node.tar.xz"
+    cc.write_bytes(b"x")
+    node.write_bytes(b"x")
+    settings = settings_from_env(
+        {
+            "SWE_TIME_BUDGET_SEC": "900",
+            "SWE_EVAL_TIMEOUT_SEC": "300",
+            "SHIM_BIND_HOST": "0.0.0.0",
+            "SHIM_PORT": "19000",
+            "SLIME_HEAD_HOST": "10.0.0.5",
+            "SWE_HOST_CC_TARBALL": str(cc),
+            "SWE_HOST_NODE_TARBALL": str(node),
+            "SLIME_AGENT_CC_EXTRA_ARGS": "--model 'qwen 3'",
+            "SLIME_AGENT_CC_EXTRA_ENVS": '{"DISABLE_TELEMETRY": 1}',
+            "TEMPORAL_ADDRESS": "temporal:7233",
+            "TEMPORAL_NAMESPACE": "rl",
+            "ROLLOUT_TASK_QUEUE": "rl-swe",
+        }
+    )
+    assert settings.budgets.guard_s == 900 + 300 + 180
+    assert (settings.adapter_bind_host, settings.adapter_port, settings.public_host) == ("0.0.0.0", 19000, "10.0.0.5")
+    assert (settings.cc_tarball, settings.node_tarball) == (Path(cc), Path(node))
+    assert settings.claude_extra_args == ["--model", "qwen 3"] and settings.claude_extra_env == {"DISABLE_TELEMETRY": "1"}
+    assert (settings.temporal_address, settings.namespace, settings.task_queue) == ("temporal:7233", "rl", "rl-swe")
+
+
+def test_an_explicit_guard_wins():
+    assert settings_from_env({"SWE_GENERATE_GUARD_SEC": "60"}).budgets.guard_s == 60
+
+
+@pytest.mark.parametrize(
+    "env, variable",
+    [
+        ({"SWE_TIME_BUDGET_SEC": "half an hour"}, "SWE_TIME_BUDGET_SEC"),
+        ({"SWE_EVAL_TIMEOUT_SEC": "-5"}, "SWE_EVAL_TIMEOUT_SEC"),
+        ({"SHIM_PORT": "80a"}, "SHIM_PORT"),
+        ({"SLIME_AGENT_CC_EXTRA_ENVS": "{"}, "SLIME_AGENT_CC_EXTRA_ENVS"),
+        ({"SLIME_AGENT_CC_EXTRA_ENVS": "[1]"}, "SLIME_AGENT_CC_EXTRA_ENVS"),
+        ({"SWE_HOST_CC_TARBALL": "/no/such/claude-code.tgz"}, "SWE_HOST_CC_TARBALL"),
+        ({"SWE_HOST_NODE_TARBALL": "/no/such/node.tar.xz"}, "SWE_HOST_NODE_TARBALL"),
+    ],
+)
+def test_bad_values_name_the_variable(env, variable):
+    with pytest.raises(SettingsError, match=f"^{variable}:"):
+        settings_from_env(env)
+
+
+def test_a_node_tarball_alone_is_refused(tmp_path):
+    node = tmp_path / "node.tar.xz"
+    node.write_bytes(b"x")
+    with pytest.raises(SettingsError, match="^SWE_HOST_NODE_TARBALL: set without SWE_HOST_CC_TARBALL"):
+        settings_from_env({"SWE_HOST_NODE_TARBALL": str(node)})
