@@ -107,14 +107,17 @@ def _last(text: str, limit: int) -> str:
     return text[-limit:] if limit > 0 else ""
 
 
-def _result(grader: GraderKind, solved: bool, applied: bool, method: str, log: str, **counts: int) -> EvalResult:
+def _result(
+    grader: GraderKind, solved: bool, applied: bool, method: str, log: str, note: str = "", **counts: int
+) -> EvalResult:
+    """The result; ``log_tail`` is the end of ``log`` followed by the whole of ``note``, within ``LOG_TAIL_BYTES``."""
     return EvalResult(
         reward=1.0 if solved else 0.0,
         solved=solved,
         applied_cleanly=applied,
         grader=grader,
         apply_method=method,
-        log_tail=_last(log, LOG_TAIL_BYTES),
+        log_tail=_last(log, LOG_TAIL_BYTES - len(note)) + note,
         **counts,
     )
 
@@ -194,8 +197,7 @@ async def _grade_eval_cmd(handle: SandboxHandle, task: TaskSpec, timeout_s: floa
     code = await _run_grader(handle, "exec 2>&1\n" + (task.eval_cmd or ""), timeout_s, {})
     output = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out")
     if code is None:
-        note = _timeout_note(timeout_s)
-        return _result("eval_cmd", False, True, method, _last(output, LOG_TAIL_BYTES - len(note)) + note)
+        return _result("eval_cmd", False, True, method, output, _timeout_note(timeout_s))
     return _result("eval_cmd", code == 0, True, method, output, **_pytest_counts(output))
 
 
@@ -227,18 +229,17 @@ async def _grade_swepro(
     stderr = await _text(handle, f"{SWEPRO_DIR}/stderr.log", LOG_TAIL_BYTES // 4)
     log = stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")
     if code is None:
-        note = _timeout_note(timeout_s)
-        return _result("swepro", False, True, method, _last(log, LOG_TAIL_BYTES - len(note)) + note)
+        return _result("swepro", False, True, method, log, _timeout_note(timeout_s))
     try:
         raw = (await sandbox.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
     except FileNotFoundError:
         raw = ""
     solved, passed, failed, problem = _swepro_outcome(raw, spec)
+    note = ""
     if problem:
         parser_err = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.err", LOG_TAIL_BYTES // 4)
         note = f"\n[{problem}]" + (f"\n[parser]\n{parser_err}" if parser_err.strip() else "")
-        log = _last(log, LOG_TAIL_BYTES - len(note)) + note
-    return _result("swepro", solved, True, method, log, tests_passed=passed, tests_failed=failed)
+    return _result("swepro", solved, True, method, log, note, tests_passed=passed, tests_failed=failed)
 
 
 async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, timeout_s: float, method: str) -> EvalResult:
@@ -246,26 +247,12 @@ async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, ti
     code = await _run_grader(handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", timeout_s, {})
     log = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out", SWEBENCH_LOG_BYTES)
     if code is None:
-        note = _timeout_note(timeout_s)
-        return _result("swebench", False, True, method, _last(log, LOG_TAIL_BYTES - len(note)) + note)
+        return _result("swebench", False, True, method, log, _timeout_note(timeout_s))
     verdict = await asyncio.to_thread(swebench_grading.verdict, task, log)
     note = f"\n[{verdict.note}]" if verdict.note else ""
     return _result(
-        "swebench",
-        verdict.solved,
-        True,
-        method,
-        _last(log, LOG_TAIL_BYTES - len(note)) + note,
-        tests_passed=verdict.tests_passed,
-        tests_failed=verdict.tests_failed,
+        "swebench", verdict.solved, True, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed
     )
-
-
-async def _swebench_script(task: TaskSpec) -> str:
-    try:
-        return await asyncio.to_thread(swebench_grading.eval_script, task)
-    except swebench_grading.NotEvaluable as error:
-        raise ApplicationError(f"task {task.instance_id}: {error}", type="NotEvaluable", non_retryable=True) from None
 
 
 async def evaluate(
@@ -281,7 +268,7 @@ async def evaluate(
     if grader is None:
         raise ApplicationError(f"task {task.instance_id} has no grader", type="NoGrader", non_retryable=True)
     scripts = _swepro_scripts(task.swepro) if grader == "swepro" else None
-    swebench_script = await _swebench_script(task) if grader == "swebench" else None
+    swebench_script = await swebench_grading.require_eval_script(task) if grader == "swebench" else None
     report("boot")
     handle = await sandbox.boot(
         SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading"),

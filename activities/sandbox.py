@@ -823,10 +823,7 @@ async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
     agent run is spent on it."""
     settings = sandbox_settings()
     if request.purpose == "agent" and request.task.grader == "swebench":
-        try:
-            await asyncio.to_thread(swebench_grading.eval_script, request.task)
-        except swebench_grading.NotEvaluable as error:
-            raise non_retryable(error, "NotEvaluable") from error
+        await swebench_grading.require_eval_script(request.task)
     try:
         async with heartbeating(lambda: {"phase": "boot"}):
             return await boot(

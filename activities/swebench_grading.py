@@ -4,9 +4,10 @@ its log parser and report decide.
 Invariants:
 
 * the package is imported lazily (it pulls in ``datasets``, ``modal``, …) and
-  never on the event loop: callers run these functions in a thread. Without
-  the package every entry point raises ``NotEvaluable`` saying what to
-  install;
+  never on the event loop: ``eval_script`` and ``verdict`` are blocking and
+  run in a thread (``require_eval_script`` does that, and turns
+  ``NotEvaluable`` into the non-retryable activity error). Without the
+  package every entry point raises ``NotEvaluable`` saying what to install;
 * both package generations work: ``swebench`` < 5 builds the spec from
   ``repo`` + ``version`` (its spec table), ``swebench`` >= 5 from the row's
   ``eval_script`` / ``log_parser`` / ``eval_type`` columns. A row the
@@ -21,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import tempfile
 import threading
@@ -28,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Iterator
+
+from temporalio.exceptions import ApplicationError
 
 from activities.contracts import SweBenchSpec, TaskSpec
 
@@ -47,6 +51,14 @@ class Verdict:
     tests_passed: int
     tests_failed: int
     note: str
+
+
+async def require_eval_script(task: TaskSpec) -> str:
+    """``eval_script`` off the event loop, or the non-retryable ``ApplicationError(type="NotEvaluable")`` activities raise."""
+    try:
+        return await asyncio.to_thread(eval_script, task)
+    except NotEvaluable as error:
+        raise ApplicationError(f"task {task.instance_id}: {error}", type="NotEvaluable", non_retryable=True) from None
 
 
 def eval_script(task: TaskSpec) -> str:
