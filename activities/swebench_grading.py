@@ -107,9 +107,7 @@ def _test_spec(task: TaskSpec) -> Iterator[Any]:
         yield _modern_test_spec(instance, spec, version)
         return
     with _tables_lock, _registered(spec, version):
-        from swebench.harness.test_spec.test_spec import make_test_spec
-
-        yield make_test_spec(instance)
+        yield _legacy_test_spec(instance, spec)
 
 
 def _instance(task: TaskSpec, spec: SweBenchSpec) -> dict[str, Any]:
@@ -128,6 +126,35 @@ def _instance(task: TaskSpec, spec: SweBenchSpec) -> dict[str, Any]:
         "log_parser": spec.log_parser,
         "eval_type": spec.eval_type or "pass_and_fail",
     }
+
+
+def _legacy_test_spec(instance: dict[str, Any], spec: SweBenchSpec) -> Any:
+    """swebench < 5's ``TestSpec`` with its eval script only.
+
+    ``make_test_spec`` would also write the image-build scripts, which fetch
+    requirements files from GitHub for django, matplotlib, sympy, xarray,
+    pylint, flask, ... (about half of Verified): grading needs none of that,
+    and a worker without internet could not grade those rows.
+    """
+    from swebench.harness.constants import MAP_REPO_TO_EXT, MAP_REPO_VERSION_TO_SPECS
+    from swebench.harness.test_spec.create_scripts import make_eval_script_list
+    from swebench.harness.test_spec.test_spec import TestSpec
+
+    specs = MAP_REPO_VERSION_TO_SPECS[spec.repo][spec.version]
+    return TestSpec(
+        instance_id=instance["instance_id"],
+        repo=spec.repo,
+        version=spec.version,
+        repo_script_list=[],
+        eval_script_list=make_eval_script_list(instance, specs, "testbed", "/testbed", spec.base_commit, spec.test_patch),
+        env_script_list=[],
+        arch="x86_64",
+        FAIL_TO_PASS=spec.fail_to_pass,
+        PASS_TO_PASS=spec.pass_to_pass,
+        language=MAP_REPO_TO_EXT[spec.repo],
+        docker_specs=specs.get("docker_specs", {}),
+        namespace=None,
+    )
 
 
 def _modern_test_spec(instance: dict[str, Any], spec: SweBenchSpec, version: str) -> Any:

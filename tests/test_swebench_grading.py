@@ -80,6 +80,37 @@ def test_a_known_repo_uses_the_package_spec_table():
     assert "cd /testbed" in script
 
 
+def test_a_django_row_needs_no_network_to_grade(monkeypatch):
+    """The package's image-build scripts fetch django's requirements from GitHub; grading must not."""
+    pytest.importorskip("swebench")
+    import requests
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"network request during grading: {args}")
+
+    monkeypatch.setattr(requests, "get", no_network)
+    row = {
+        "prompt": "p",
+        "metadata": {
+            "remote_env_info": {
+                "instance_id": "django__django-11099",
+                "image": "swebench/sweb.eval.x86_64.django_1776_django-11099:latest",
+                "repo": "django/django",
+                "version": "3.0",
+                "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
+                "environment_setup_commit": "419a78300f7cd27611196e1e464d50fd0385ff27",
+                "test_patch": "diff --git a/tests/auth_tests/test_validators.py b/tests/auth_tests/test_validators.py\n",
+                "FAIL_TO_PASS": '["test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)"]',
+                "PASS_TO_PASS": "[]",
+            }
+        },
+    }
+    task = task_from_row(row)
+    assert "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators" in swebench_grading.eval_script(task)
+    log = "+ : '>>>>> Start Test Output'\ntest_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests) ... ok\n+ : '>>>>> End Test Output'\n"
+    assert swebench_grading.verdict(task, log).solved
+
+
 def test_all_required_tests_passing_is_resolved(task):
     pytest.importorskip("swebench")
     verdict = swebench_grading.verdict(task, log(dict.fromkeys(F2P + P2P, "PASSED")))
