@@ -148,10 +148,10 @@ async def _apply(handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
     if not diff.strip():
         return "empty", ""
     await sandbox.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
-    await sandbox.exec(handle, PREPARE_APPLY, user="root", timeout_s=APPLY_TIMEOUT_S)
     failures = []
-    for method, command in APPLY_LADDER:
-        result = await sandbox.exec(handle, command, user="root", timeout_s=APPLY_TIMEOUT_S)
+    for rung, (method, command) in enumerate(APPLY_LADDER):
+        script = PREPARE_APPLY + command if rung == 0 else command
+        result = await sandbox.exec(handle, script, user="root", timeout_s=APPLY_TIMEOUT_S)
         if result.exit_code == 0:
             return method, ""
         failures.append(f"$ {method}\n{result.output.strip()}")
@@ -220,9 +220,13 @@ async def _grade_swepro(
     handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], timeout_s: float, method: str
 ) -> EvalResult:
     run_script, parser_script = scripts
-    await sandbox.exec(handle, f"mkdir -p {SWEPRO_DIR}", user="root", timeout_s=APPLY_TIMEOUT_S)
-    await sandbox.write_file(handle, f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755)
-    await sandbox.write_file(handle, f"{SWEPRO_DIR}/parser.py", parser_script)
+    await sandbox.write_files(
+        handle,
+        [
+            sandbox.SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755),
+            sandbox.SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script),
+        ],
+    )
     env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
     code = await _run_grader(handle, SWEPRO_COMMAND, timeout_s, env)
     stdout = await _text(handle, f"{SWEPRO_DIR}/stdout.log")

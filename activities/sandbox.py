@@ -292,27 +292,42 @@ async def _harness(
 # --------------------------------------------------------------------------- files
 
 
-def _tar_one(name: str, data: bytes, uid: int, mode: int) -> bytes:
+@dataclass(frozen=True)
+class SandboxFile:
+    """A file to write: absolute ``path``, content, owner ``uid`` and ``mode``."""
+
+    path: str
+    data: bytes | str
+    uid: int = 0
+    mode: int = 0o644
+
+
+def _tar(files: Iterable[SandboxFile]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-        info.uid = info.gid = uid
-        archive.addfile(info, io.BytesIO(data))
+        for file in files:
+            payload = file.data.encode() if isinstance(file.data, str) else file.data
+            info = tarfile.TarInfo(str(PurePosixPath(file.path).relative_to("/")))
+            info.size, info.mode, info.mtime = len(payload), file.mode, int(time.time())
+            info.uid = info.gid = file.uid
+            archive.addfile(info, io.BytesIO(payload))
     return buffer.getvalue()
 
 
-async def write_file(handle: SandboxHandle, path: str, data: bytes | str, *, uid: int = 0, mode: int = 0o644) -> None:
-    """Write ``data`` to the absolute ``path`` (its directory must exist), owned by ``uid``."""
-    target = PurePosixPath(path)
-    payload = data.encode() if isinstance(data, str) else data
-    archive = _tar_one(target.name, payload, uid, mode)
+async def write_files(handle: SandboxHandle, files: list[SandboxFile]) -> None:
+    """Write every file in one Docker round trip (one archive unpacked at ``/``); missing parents are created (root, 0755)."""
+    archive = _tar(files)
 
     def put() -> bool:
-        return _client().containers.get(handle.container_id).put_archive(str(target.parent), archive)
+        return _client().containers.get(handle.container_id).put_archive("/", archive)
 
     if not await asyncio.to_thread(put):
-        raise SandboxError(f"could not write {path}")
+        raise SandboxError(f"could not write {', '.join(file.path for file in files)}")
+
+
+async def write_file(handle: SandboxHandle, path: str, data: bytes | str, *, uid: int = 0, mode: int = 0o644) -> None:
+    """Write ``data`` to the absolute ``path``, owned by ``uid``."""
+    await write_files(handle, [SandboxFile(path, data, uid, mode)])
 
 
 class _ChunkStream(io.RawIOBase):
@@ -398,7 +413,10 @@ wait $!
 echo $? >"$d/$n.exit.tmp" && mv "$d/$n.exit.tmp" "$d/$n.exit"
 """
 
+# Exit 5: already started (its staged files are discarded, the running ones untouched).
 _LAUNCH = f"""d={HARNESS_DIR}; n=$1
+if [ -f "$d/$n.pid" ]; then rm -f "$d/$n.sh.new" "$d/$n.run.new"; echo "already started" >&2; exit 5; fi
+mv -f "$d/$n.sh.new" "$d/$n.sh" && mv -f "$d/$n.run.new" "$d/$n.run"
 bash "$d/$n.run" "$n" </dev/null >/dev/null 2>&1 &
 for _ in $(seq 400); do [ -f "$d/$n.pid" ] && exit 0; sleep 0.025; done
 echo "detached command $n did not record its pid" >&2; exit 1
@@ -450,13 +468,17 @@ async def start_detached(
     (its output), ``.pid`` (its process group), ``.exit`` (its exit code,
     written atomically once it ends). A name runs at most once per container:
     starting an already-started name raises ``SandboxError`` (re-attach with
-    ``wait_detached`` instead).
+    ``wait_detached`` instead) and leaves the running command's files alone.
+    Two Docker round trips: the script and runner are staged in one archive,
+    and one exec checks, moves them into place and launches.
     """
     _checked_name(name)
-    if (await detached_status(handle, name)).started:
-        raise SandboxError(f"detached command {name} already started in {handle.name}")
-    await write_file(handle, f"{HARNESS_DIR}/{name}.sh", cmd, uid=_uid_of(user), mode=0o755)
-    await write_file(handle, f"{HARNESS_DIR}/{name}.run", _RUNNER, uid=_uid_of(user), mode=0o755)
+    uid = _uid_of(user)
+    staged = [
+        SandboxFile(f"{HARNESS_DIR}/{name}.sh.new", cmd, uid, 0o755),
+        SandboxFile(f"{HARNESS_DIR}/{name}.run.new", _RUNNER, uid, 0o755),
+    ]
+    await write_files(handle, staged)
     result = await _exec_in(
         handle.container_id,
         ["bash", "-c", _LAUNCH, "launch", name],
@@ -465,6 +487,8 @@ async def start_detached(
         timeout_s=30,
         env=env,
     )
+    if result.exit_code == 5:
+        raise SandboxError(f"detached command {name} already started in {handle.name}")
     if result.exit_code != 0:
         raise SandboxError(f"could not start {name} in {handle.name}: {result.output.strip()}")
 
@@ -686,15 +710,19 @@ async def _prepare_workspace(handle: SandboxHandle, request: SandboxRequest) -> 
     )
     if setup.exit_code != 0:
         raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
-    await write_file(handle, f"{AGENT_HOME}/.claude.json", json.dumps(CLAUDE_CONFIG), uid=AGENT_UID, mode=0o600)
     if task.swepro is not None and task.swepro.before_repo_set_cmd:
         await _run_step(handle, task.swepro.before_repo_set_cmd, "before_repo_set_cmd")
     for index, command in enumerate(task.pre_commands):
         await _run_step(handle, command, f"pre_commands[{index}]")
     await _record_baseline(handle)
     if request.purpose == "agent":
-        path = f"{task.workdir.rstrip('/')}/{PROBLEM_STATEMENT_FILE}"
-        await write_file(handle, path, task.problem_statement, uid=AGENT_UID)
+        await write_files(
+            handle,
+            [
+                SandboxFile(f"{AGENT_HOME}/.claude.json", json.dumps(CLAUDE_CONFIG), AGENT_UID, 0o600),
+                SandboxFile(f"{task.workdir.rstrip('/')}/{PROBLEM_STATEMENT_FILE}", task.problem_statement, AGENT_UID),
+            ],
+        )
 
 
 async def boot(
@@ -708,11 +736,11 @@ async def boot(
 ) -> SandboxHandle:
     """Start a container from the task image and prepare its workspace.
 
-    Preparation: the ``agent`` user (uid 1000) with a Claude Code config that
-    skips onboarding, ``safe.directory '*'``, the workdir owned by ``agent``,
-    then (as ``agent``, ``set -e``, in the workdir) ``before_repo_set_cmd`` and
-    each pre-command, then the baseline snapshot for ``git_diff``, then (purpose
-    "agent" only) ``PROBLEM_STATEMENT.md``. Any failure after the container
+    Preparation: the ``agent`` user (uid 1000), ``safe.directory '*'``, the
+    workdir owned by ``agent``, then (as ``agent``, ``set -e``, in the workdir)
+    ``before_repo_set_cmd`` and each pre-command, then the baseline snapshot
+    for ``git_diff``, then (purpose "agent" only) ``PROBLEM_STATEMENT.md`` and
+    a Claude Code config that skips onboarding. Any failure after the container
     exists removes it before raising. At most ``MAX_CONCURRENT_BOOTS`` boots
     run at once per process.
     """

@@ -116,9 +116,14 @@ class SandboxScriptRunner:
         )
         try:
             script_path = f"{SANDBOX_WORKDIR}/{SCRIPT_NAME}"
-            await sandbox.write_file(handle, script_path, script, uid=sandbox.AGENT_UID)
-            await sandbox.write_file(handle, SANDBOX_RUNNER, RUNNER_SOURCE.read_bytes())
-            await sandbox.write_file(handle, SANDBOX_JOBS, _jobs_document([(script_path, s) for s in stdins], timeout_s))
+            await sandbox.write_files(
+                handle,
+                [
+                    sandbox.SandboxFile(script_path, script, sandbox.AGENT_UID),
+                    sandbox.SandboxFile(SANDBOX_RUNNER, RUNNER_SOURCE.read_bytes()),
+                    sandbox.SandboxFile(SANDBOX_JOBS, _jobs_document([(script_path, s) for s in stdins], timeout_s)),
+                ],
+            )
             done = await sandbox.exec(handle, f"python3 {SANDBOX_RUNNER} {SANDBOX_JOBS} {SANDBOX_RESULTS}", timeout_s=budget)
             if done.exit_code != 0:
                 raise sandbox.SandboxError(f"the script runner failed in {handle.name} (exit {done.exit_code}): {done.output[-2000:]}")

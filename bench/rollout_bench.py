@@ -951,7 +951,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"run id {run_id}; temp dir {tmp}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"tasks: {[r.task.instance_id for r in rows]} (repeated round-robin); N = {args.n}", flush=True)
 
-    gateway = await asyncio.to_thread(sandbox.ensure_network)
+    gateway = (await asyncio.to_thread(sandbox.ensure_network)).gateway
     renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
     policy = TimedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
     watcher = ProcWatcher(live_interval_s=args.live_interval)

@@ -94,6 +94,8 @@ async def test_agent_user_owns_the_workspace(booted, calc_task):
     assert statement.decode() == calc_task.problem_statement
     config = await sandbox.read_file(booted, "/home/agent/.claude.json", 4096)
     assert json.loads(config) == sandbox.CLAUDE_CONFIG
+    modes = await sandbox.exec(booted, f"stat -c '%U %a' /home/agent/.claude.json {sandbox.PROBLEM_STATEMENT_FILE}")
+    assert modes.output.split("\n")[:2] == ["agent 600", "agent 644"], modes.output
 
 
 async def test_labels_and_limits(booted, prefix):
@@ -151,6 +153,9 @@ async def test_detached_command_exit_marker_and_reattach(booted):
     assert await sandbox.read_file(booted, "/tmp/rollout/job.err", 100) == b"oops\n"
     with pytest.raises(sandbox.SandboxError, match="already started"):
         await sandbox.start_detached(booted, "job", "true")
+    assert b"exit 7" in await sandbox.read_file(booted, "/tmp/rollout/job.sh", 1000)
+    staged = await sandbox.exec(booted, "ls /tmp/rollout/ | grep -c '[.]new$' || true")
+    assert staged.output.strip() == "0"
 
 
 async def test_detached_wait_timeout_kill_and_cancel(booted):
