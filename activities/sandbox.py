@@ -535,15 +535,16 @@ def pathspec_excludes() -> str:
     return " ".join(f"'{spec}'" for spec in DIFF_EXCLUDES)
 
 
-# Print the tree of the current working state (tracked + untracked, minus
-# excludes) without touching the repository's own index.
+# Record the tree of the current working state (tracked + untracked, minus
+# excludes) as the baseline, without touching the repository's own index.
 _SNAPSHOT = f"""set -e
 index={HARNESS_DIR}/snapshot-index.$$
 trap 'rm -f "$index"' EXIT
 git_dir=$(git rev-parse --absolute-git-dir)
 if [ -f "$git_dir/index" ]; then cp "$git_dir/index" "$index"; fi
 GIT_INDEX_FILE=$index git add -A -- . {pathspec_excludes()}
-GIT_INDEX_FILE=$index git write-tree
+GIT_INDEX_FILE=$index git write-tree >{BASELINE_FILE}.tmp
+mv -f {BASELINE_FILE}.tmp {BASELINE_FILE}
 """
 
 # $1 = output file. Writes new objects to a scratch object directory (the
@@ -586,7 +587,6 @@ async def _record_baseline(handle: SandboxHandle) -> None:
     result = await _harness(handle, _SNAPSHOT, timeout_s=300, user=AGENT_USER)
     if result.exit_code != 0:
         raise SandboxError(f"could not snapshot the workspace of {handle.name}: {result.output.strip()[-2000:]}")
-    await write_file(handle, BASELINE_FILE, result.output.strip().splitlines()[-1] + "\n")
 
 
 # --------------------------------------------------------------------------- boot
