@@ -12,10 +12,18 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import aiohttp
+
+
+def _as_list(value: Any) -> list:
+    """JSON encoding for the ``array`` buffers token ids travel in."""
+    if isinstance(value, array):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 class PolicyServerError(RuntimeError):
@@ -40,7 +48,7 @@ class SGLangClient:
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10)
 
     async def generate(
-        self, base_url: str, input_ids: list[int], sampling_params: dict[str, Any], rid: str, routing_key: str
+        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str
     ) -> Generation:
         payload = {
             "input_ids": input_ids,
@@ -50,7 +58,7 @@ class SGLangClient:
             "rid": rid,
             "stream": False,
         }
-        data = await asyncio.to_thread(json.dumps, payload)
+        data = await asyncio.to_thread(json.dumps, payload, default=_as_list)
         headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
         try:
             async with self._http.post(f"{base_url}/generate", data=data, headers=headers, timeout=self._timeout) as response:

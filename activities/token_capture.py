@@ -27,6 +27,13 @@ so an echoed assistant message carrying tool-call ids this ledger minted is
 replaced by the recorded reply before any comparison or rendering; those ids
 are unguessable, so they identify the reply.
 
+Token ids live in typed ``array`` buffers (segments: ids, mask and
+log-probs at 4, 1 and 8 bytes per token; plans: the prompt ids): a
+100k-token session costs about 1.3 MB instead of 5–7 MB of Python ints and
+floats, the garbage collector has nothing to walk in them, and building and
+proving a prompt is a memory copy and compare. Lists appear only at the JSON
+boundaries (deltas for the spool, contracts for the trainer).
+
 ``plan`` is pure CPU work and thread-safe to run in an executor; ``record``
 mutates state and must run on the owning event loop, one call per lane at a
 time (the adapter holds a per-lane lock from plan to record). Message dicts
@@ -36,6 +43,7 @@ mutated afterwards (the translation builds fresh ones per request).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -67,9 +75,9 @@ class Segment:
     kind: SegmentKind
     lane: str
     tools: list[dict[str, Any]]
-    tokens: list[int] = field(default_factory=list)
-    loss_mask: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
+    tokens: array = field(default_factory=lambda: array("i"))
+    loss_mask: array = field(default_factory=lambda: array("B"))
+    log_probs: array = field(default_factory=lambda: array("d"))
     prompt_length: int = 0
     turns: list[_Turn] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -83,9 +91,9 @@ class Segment:
         return TokenSegment(
             kind=self.kind,
             lane=self.lane,
-            tokens=list(self.tokens),
-            loss_mask=list(self.loss_mask),
-            rollout_log_probs=list(self.log_probs),
+            tokens=self.tokens.tolist(),
+            loss_mask=self.loss_mask.tolist(),
+            rollout_log_probs=self.log_probs.tolist(),
             prompt_length=self.prompt_length,
             turns=len(self.turns),
             finish_reason=self.turns[-1].finish_reason if self.turns else "none",
@@ -98,7 +106,7 @@ class PromptPlan:
     kind: SegmentKind
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
-    prompt_ids: list[int]
+    prompt_ids: array
     mode: Literal["extend", "retry", "fresh"]
     base: Segment | None
     rendered_tokens: int
@@ -159,9 +167,10 @@ class TokenLedger:
                     if not segment.ended_with_end_of_turn:
                         tail = self._renderer.end_of_turn + tail
                     tail_ids = self._renderer.encode(tail)
-                    return PromptPlan(lane, kind, messages, tools, segment.tokens + tail_ids, "extend", segment, len(tail_ids))
+                    prompt = segment.tokens + array("i", tail_ids)
+                    return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids))
         full_text = full_text or self._renderer.render(messages, tools, True)
-        prompt = self._renderer.encode(full_text)
+        prompt = array("i", self._renderer.encode(full_text))
         for segment in candidates:
             if len(prompt) > len(segment.tokens) and prompt[: len(segment.tokens)] == segment.tokens:
                 return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(prompt))
@@ -192,7 +201,7 @@ class TokenLedger:
             tools=tools,
             rollback=plan.mode == "retry",
             keep_tokens=keep_tokens,
-            prompt_tail=plan.prompt_ids[keep_tokens:],
+            prompt_tail=plan.prompt_ids[keep_tokens:].tolist(),
             output_ids=list(output_ids),
             log_probs=[float(x) for x in output_log_probs],
             finish_reason=finish_reason,
@@ -218,11 +227,11 @@ class TokenLedger:
         segment.truncate(delta.keep_tokens)
         start = len(segment.tokens)
         segment.tokens.extend(delta.prompt_tail)
-        segment.loss_mask.extend([0] * len(delta.prompt_tail))
+        segment.loss_mask.frombytes(bytes(len(delta.prompt_tail)))
         segment.log_probs.extend([0.0] * len(delta.prompt_tail))
         prompt_end = len(segment.tokens)
         segment.tokens.extend(delta.output_ids)
-        segment.loss_mask.extend([1] * len(delta.output_ids))
+        segment.loss_mask.frombytes(b"\x01" * len(delta.output_ids))
         segment.log_probs.extend(delta.log_probs)
         segment.turns.append(_Turn(start=start, prompt_end=prompt_end, finish_reason=delta.finish_reason))
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]

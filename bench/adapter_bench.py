@@ -159,6 +159,8 @@ class InlineExecutor(concurrent.futures.Executor):
 
 
 def naive_ledger_class():
+    from array import array
+
     from activities.token_capture import PromptPlan, TokenLedger
 
     class NaiveLedger(TokenLedger):
@@ -171,7 +173,7 @@ def naive_ledger_class():
 
         def plan(self, lane, kind, messages, tools):
             messages = [self._recorded_reply(m) for m in messages]
-            prompt = self._renderer.encode(self._renderer.render(messages, tools, True))
+            prompt = array("i", self._renderer.encode(self._renderer.render(messages, tools, True)))
             for segment in reversed(self.segments):
                 if segment.lane != lane or segment.kind != kind or segment.tools != tools:
                     continue

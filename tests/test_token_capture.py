@@ -165,7 +165,7 @@ def test_incremental_prompt_ids_equal_a_full_retokenisation():
     ledger, plans, messages = _tool_turn_conversation(renderer, turns=6)
     assert [p.mode for p in plans] == ["fresh"] + ["extend"] * 5
     for plan in plans:
-        assert plan.prompt_ids == renderer.encode(renderer.render(plan.messages, TOOLS, True))
+        assert plan.prompt_ids.tolist() == renderer.encode(renderer.render(plan.messages, TOOLS, True))
     assert all(p.rendered_tokens < p.prompt_length for p in plans[1:]), "only the new tail is tokenised"
     assert len(ledger.finish()) == 1
 
@@ -179,7 +179,7 @@ def test_new_user_query_drops_reasoning_and_opens_a_new_segment():
     ids = renderer.encode("Sure.") + [renderer.end_of_turn_id]
     ledger.record(plan, {"role": "assistant", "content": "Sure."}, ids, [-0.1] * len(ids), "stop")
     first, second = ledger.finish()
-    assert second.tokens[: second.prompt_length] == plan.prompt_ids
+    assert second.tokens[: second.prompt_length] == plan.prompt_ids.tolist()
     assert second.loss_mask[second.prompt_length :] == [1] * len(ids)
 
 
@@ -193,7 +193,7 @@ def test_retry_of_an_unseen_reply_replaces_it():
     assert again.mode == "retry" and again.prompt_ids == first.prompt_ids
     ledger.record(again, {"role": "assistant", "content": "B"}, [3, renderer.end_of_turn_id], [-2.0, -2.0], "stop")
     (segment,) = ledger.finish()
-    assert segment.tokens == first.prompt_ids + [3, renderer.end_of_turn_id]
+    assert segment.tokens == first.prompt_ids.tolist() + [3, renderer.end_of_turn_id]
     assert segment.turns == 1
 
 
@@ -223,5 +223,5 @@ def test_a_client_rewritten_echo_of_our_reply_still_extends_with_what_was_sample
     follow = messages + [rewritten(reply), {"role": "tool", "tool_call_id": "t", "content": "ok"}]
     second = ledger.plan("main", "main", follow, TOOLS)
     assert second.mode == "extend"
-    assert second.prompt_ids[: len(plan.prompt_ids) + len(ids)] == plan.prompt_ids + ids
-    assert "rewritten by the client" not in renderer.decode(second.prompt_ids)
+    assert second.prompt_ids[: len(plan.prompt_ids) + len(ids)].tolist() == plan.prompt_ids.tolist() + ids
+    assert "rewritten by the client" not in renderer.decode(second.prompt_ids.tolist())
