@@ -66,6 +66,7 @@ CLAUDE_CONFIG = {"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted"
 HARNESS_DIR = "/tmp/rollout"
 BASELINE_FILE = f"{HARNESS_DIR}/baseline-tree"
 PROBLEM_STATEMENT_FILE = "PROBLEM_STATEMENT.md"
+SWEBENCH_TESTBED_BIN = "/opt/miniconda3/envs/testbed/bin"
 PREPARE_TIMEOUT_S = 900.0
 MAX_DIFF_BYTES = 1 << 20
 # Paths never part of an agent's patch: the task text, harness state, byte-code caches.
@@ -593,12 +594,16 @@ async def _record_baseline(handle: SandboxHandle) -> None:
 
 
 # $1 = workdir. Idempotent. Login shells (bash -l) reset PATH in /etc/profile;
-# the profile.d entry restores the image's own PATH (e.g. a conda or venv bin).
+# the first profile.d entry restores the image's own PATH (e.g. a conda or venv
+# bin). SWE-bench images keep the repo's environment in the conda env
+# "testbed", activated only in root's .bashrc: the second entry puts it first
+# on the agent's PATH too, so the agent runs the tests the grader will run.
 _PREPARE = f"""set -e
 workdir=$1
 [ -d "$workdir" ] || {{ echo "workdir $workdir does not exist in the image" >&2; exit 2; }}
 mkdir -p /etc/profile.d
 printf 'PATH=%q\\nexport PATH\\n' "$PATH" >/etc/profile.d/00-rollout-image-path.sh
+echo 'if [ -d {SWEBENCH_TESTBED_BIN} ]; then PATH={SWEBENCH_TESTBED_BIN}:$PATH; fi' >/etc/profile.d/01-rollout-swebench-testbed.sh
 if ! id -u {AGENT_USER} >/dev/null 2>&1; then
   if command -v useradd >/dev/null; then
     useradd -o -m -u {AGENT_UID} -d {AGENT_HOME} -s /bin/bash {AGENT_USER}

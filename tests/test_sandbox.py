@@ -98,6 +98,18 @@ async def test_agent_user_owns_the_workspace(booted, calc_task):
     assert modes.output.split("\n")[:2] == ["agent 600", "agent 644"], modes.output
 
 
+async def test_a_swebench_testbed_env_comes_first_on_the_agents_path(prefix, calc_task):
+    handle = await fresh(prefix, calc_task, "testbed")
+    try:
+        plain = await sandbox.exec(handle, "echo $PATH")
+        assert sandbox.SWEBENCH_TESTBED_BIN not in plain.output
+        await sandbox.exec(handle, f"mkdir -p {sandbox.SWEBENCH_TESTBED_BIN}", user="root")
+        login = await sandbox.exec(handle, "echo $PATH")
+        assert login.output.startswith(f"{sandbox.SWEBENCH_TESTBED_BIN}:"), login.output
+    finally:
+        await sandbox.destroy(handle)
+
+
 async def test_labels_and_limits(booted, prefix):
     attrs = inspect(booted)
     labels = attrs["Config"]["Labels"]
