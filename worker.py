@@ -47,6 +47,7 @@ from temporalio.worker import Worker
 from activities import evaluate, sandbox, sandbox_firewall
 from activities.adapter import AdapterServer
 from activities.claude_binary import find_claude_code
+from activities.claude_tarballs import ClaudeTarballError
 from activities.claude_code_harness import ClaudeCodeSettings
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.drift_activities import DriftEpisodeActivities
@@ -224,7 +225,10 @@ def main() -> None:
             loop.add_signal_handler(signum, stop.set)
         await run_worker(settings, args.scripted_policy, args.oracle_tasks, stop)
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except (ClaudeTarballError, FileNotFoundError) as error:
+        sys.exit(f"worker: {error}")
 
 
 if __name__ == "__main__":
