@@ -87,12 +87,18 @@ def verdict(task: TaskSpec, log: str) -> Verdict:
 
 
 def package_version() -> str:
+    """The installed swebench version, once its grading module imports; else ``NotEvaluable`` saying why."""
     try:
-        return metadata.version("swebench")
+        version = metadata.version("swebench")
     except metadata.PackageNotFoundError:
         raise NotEvaluable(
             f"SWE-bench rows are graded with the `swebench` package, which this worker does not have: {INSTALL_HINT}"
         ) from None
+    try:
+        importlib.import_module("swebench.harness.grading")
+    except ImportError as error:
+        raise NotEvaluable(f"swebench {version} is installed but does not import ({error}): {INSTALL_HINT}") from None
+    return version
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,13 @@ def test_missing_package_is_not_evaluable_with_the_install_hint(task, monkeypatc
 
     monkeypatch.setattr(swebench_grading.metadata, "version", absent)
     with pytest.raises(NotEvaluable, match=r"durable-rollouts\[swebench\]"):
+        swebench_grading.eval_script(task)
+
+
+def test_a_package_that_does_not_import_is_not_evaluable(task, monkeypatch):
+    pytest.importorskip("swebench")
+    monkeypatch.setitem(sys.modules, "swebench.harness.grading", None)
+    with pytest.raises(NotEvaluable, match=r"is installed but does not import"):
         swebench_grading.eval_script(task)
 
 
