@@ -367,7 +367,13 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main() -> None:
-    sys.exit(asyncio.run(main_async(parse_args())))
+    code = asyncio.run(main_async(parse_args()))
+    # Every resource is closed by now. Skip interpreter finalization: the Temporal
+    # client's Rust threads can abort it (temporalio/sdk-python#300), which would
+    # turn a finished command into exit -6.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -229,6 +230,12 @@ def main() -> None:
         asyncio.run(serve())
     except (ClaudeTarballError, FileNotFoundError) as error:
         sys.exit(f"worker: {error}")
+    # Stopped cleanly. Skip interpreter finalization, which the Temporal client's
+    # Rust threads can abort (temporalio/sdk-python#300).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
