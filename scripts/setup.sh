@@ -3,6 +3,7 @@
 #   .venv/           Python 3.11 venv with `pip install -e '.[test,swebench]'`
 #   .cache/claude-code/  Claude Code 2.1.328 (native binary, via npm)
 #   .cache/tokenizer/    the offline Qwen3.6 tokenizer
+#   .cache/swebench5/    a venv with swebench 5 (tests of the swebench >= 5 grading path)
 #   .cache/tarballs/     Claude Code 2.0.54 (JavaScript CLI) and Node 22 as npm tarballs,
 #                        the SWE_HOST_CC_TARBALL / SWE_HOST_NODE_TARBALL shape the tests use
 #   a running Docker engine and the local image rollout-base:bookworm
@@ -36,6 +37,20 @@ else
   .venv/bin/python -m pip install -e '.[test,swebench]' >.cache/pip-install.log 2>&1 \
     || { tail -n 30 .cache/pip-install.log >&2; exit 1; }
   touch "$STAMP"
+fi
+
+# 1b. swebench 5 in a venv of its own (one environment holds one swebench): the tests
+#     of the swebench >= 5 grading path run the project's grader with it.
+SWEBENCH5=.cache/swebench5
+if [[ -f $SWEBENCH5/.installed && $SWEBENCH5/.installed -nt scripts/setup.sh ]]; then
+  echo "swebench5: installed"
+else
+  echo "swebench5: venv with swebench 5.0.2"
+  rm -rf "$SWEBENCH5"
+  .venv/bin/python -m venv "$SWEBENCH5"
+  "$SWEBENCH5/bin/python" -m pip install "swebench==5.0.2" "temporalio==1.35.0" "pydantic>=2.6" >.cache/swebench5-install.log 2>&1 \
+    || { tail -n 30 .cache/swebench5-install.log >&2; exit 1; }
+  touch "$SWEBENCH5/.installed"
 fi
 
 # 2. Claude Code: npm package whose optional dependency carries the native binary.
