@@ -301,6 +301,17 @@ class SegmentSummary(BaseModel):
     n_sampled: int
     turns: int
 
+    @classmethod
+    def of(cls, segment: TokenSegment) -> "SegmentSummary":
+        return cls(
+            kind=segment.kind,
+            lane=segment.lane,
+            n_tokens=len(segment.tokens),
+            prompt_length=segment.prompt_length,
+            n_sampled=sum(segment.loss_mask),
+            turns=segment.turns,
+        )
+
 
 class MergeRequest(BaseModel):
     session_id: str

@@ -24,7 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import sandbox
-from activities.contracts import MergeResult
+from activities.contracts import MergeResult, SegmentSummary
 from activities.drift_baselines import baseline_drift, noop_repair, oracle_repair
 from activities.drift_contracts import (
     BreakageRequest,
@@ -45,7 +45,7 @@ from activities.drift_corpus import CORPUS_DIR, UnknownTask, load_corpus, sample
 from activities.drift_parsers import SpecParseError, extract_diff, parse_drift_spec
 from activities.drift_primitives import DriftSpecError, apply_spec
 from activities.drift_prompts import drift_prompt, repair_prompt
-from activities.drift_roles import RolePlayer, segment_summary
+from activities.drift_roles import RolePlayer
 from activities.drift_scoring import grade_not_applied, grade_runs, judge_breakage
 from activities.script_runner import ScriptRunner
 from activities.trajectory_store import TrajectoryStore
@@ -163,4 +163,4 @@ class DriftEpisodeActivities:
         """One trajectory for the episode: the role segments in the order given (drift, then repair)."""
         segments = [s for ref in request.trajectories for s in await asyncio.to_thread(TrajectoryStore.load, ref)]
         ref = await asyncio.to_thread(self.store.put, request.workflow_id, segments)
-        return MergeResult(trajectory=ref, segments=[segment_summary(s) for s in segments], turns=len(segments))
+        return MergeResult(trajectory=ref, segments=[SegmentSummary.of(s) for s in segments], turns=len(segments))

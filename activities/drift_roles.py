@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from activities.adapter import AdapterServer
 from activities.completion_parser import ParsedCompletion
-from activities.contracts import PolicySpec, SegmentSummary, TokenSegment
+from activities.contracts import PolicySpec, SegmentSummary
 from activities.drift_contracts import Role, RoleTurn
 from activities.drift_prompts import role_messages
 from activities.rollout_host import session_config_for
@@ -32,17 +32,6 @@ from activities.trajectory_store import TrajectoryStore
 
 class RolePlayer(Protocol):
     async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn: ...
-
-
-def segment_summary(segment: TokenSegment) -> SegmentSummary:
-    return SegmentSummary(
-        kind=segment.kind,
-        lane=segment.lane,
-        n_tokens=len(segment.tokens),
-        prompt_length=segment.prompt_length,
-        n_sampled=sum(segment.loss_mask),
-        turns=segment.turns,
-    )
 
 
 def _reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[ParsedCompletion, dict[str, Any]]:
@@ -85,5 +74,5 @@ class AdapterRolePlayer:
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.output_tokens,
             trajectory=trajectory,
-            segment=segment_summary(segment) if segment else None,
+            segment=SegmentSummary.of(segment) if segment else None,
         )

@@ -196,17 +196,7 @@ class RolloutHost:
         registry = self.adapter.registry
         assert registry is not None
         result = registry.finish_session(request.session_id)
-        summaries = [
-            SegmentSummary(
-                kind=s.kind,
-                lane=s.lane,
-                n_tokens=len(s.tokens),
-                prompt_length=s.prompt_length,
-                n_sampled=sum(s.loss_mask),
-                turns=s.turns,
-            )
-            for s in result.segments
-        ]
+        summaries = [SegmentSummary.of(s) for s in result.segments]
         if not result.segments:
             return MergeResult(trajectory=None, segments=[], turns=len(result.turns))
         ref = await asyncio.to_thread(self.store.put, request.workflow_id, result.segments)

@@ -16,13 +16,12 @@ from typing import Callable
 import pytest
 from temporalio.worker import Worker
 
-from activities.contracts import PolicySpec, TokenSegment
+from activities.contracts import PolicySpec, SegmentSummary, TokenSegment
 from activities.drift_activities import DriftEpisodeActivities
 from activities.drift_baselines import baseline_drift
 from activities.drift_contracts import EpisodeInput, Role, RoleTurn
 from activities.drift_corpus import load_corpus
 from activities.drift_prompts import prompt_script
-from activities.drift_roles import segment_summary
 from activities.script_runner import LocalScriptRunner
 from activities.trajectory_store import TrajectoryStore
 from activities.unified_diff import make_diff
@@ -56,7 +55,7 @@ class FakeRoles:
         ref = self.store.put(f"{workflow_id}.{role}", [segment])
         return RoleTurn(
             role=role, session_id=f"fake-{role}", system_prompt="", user_prompt=user_prompt,
-            completion=self.answer(role, user_prompt), trajectory=ref, segment=segment_summary(segment),
+            completion=self.answer(role, user_prompt), trajectory=ref, segment=SegmentSummary.of(segment),
         )
 
 
