@@ -12,6 +12,7 @@ from typing import AsyncIterator
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities import sandbox
 from activities.settings import RolloutBudgets, WorkerSettings
 from worker import run_worker
 
@@ -42,3 +43,12 @@ async def local_cluster(policy_url: str, results_dir: Path, budgets: RolloutBudg
         stop.set()
         await worker
         await env.shutdown()
+
+
+async def containers_of_runs(run_ids: list[str]) -> list[str]:
+    """Names of managed containers whose workflow id carries one of ``run_ids`` (there should be none left)."""
+    return [
+        c.name
+        for c in await sandbox.list_managed()
+        if any(f"-{run_id}-" in c.labels.get(f"{sandbox.LABEL_PREFIX}.workflow_id", "") for run_id in run_ids)
+    ]

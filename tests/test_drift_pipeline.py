@@ -12,14 +12,13 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from activities import sandbox
 from activities.contracts import PolicySpec, SamplingParams
 from activities.drift_corpus import load_corpus
 from activities.drift_episodes import episode_inputs, episode_record, run_episodes
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets, WorkerSettings
 from activities.trajectory_store import TrajectoryStore
-from tests.local_cluster import local_cluster
+from tests.local_cluster import containers_of_runs, local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 MODEL = PolicySpec(sampling=SamplingParams(max_new_tokens=2048), context_budget=16384)
@@ -77,9 +76,4 @@ async def test_baselines_through_the_workflow_oracle_always_noop_never(cluster):
 
 
 async def test_no_labelled_container_is_left_behind(cluster):
-    ours = [
-        c.name
-        for c in await sandbox.list_managed()
-        if any(f"-{run_id}-" in c.labels.get("io.rollouts.workflow_id", "") for run_id in cluster.run_ids)
-    ]
-    assert cluster.run_ids and ours == []
+    assert cluster.run_ids and await containers_of_runs(cluster.run_ids) == []

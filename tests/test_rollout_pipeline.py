@@ -18,7 +18,6 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
-from activities import sandbox
 from activities.contracts import PolicySpec, RolloutInput, SamplingParams
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.scripted_policy import ScriptedPolicyServer
@@ -26,7 +25,7 @@ from activities.settings import RolloutBudgets, WorkerSettings
 from activities.tokenizer_cache import ensure_qwen_tokenizer
 from activities.trajectory_store import TrajectoryStore
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts, start_rollout
-from tests.local_cluster import local_cluster
+from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -169,9 +168,4 @@ async def test_slime_generate_runs_the_example_tasks_and_fans_out_samples(cluste
 
 
 async def test_no_labelled_container_is_left_behind(cluster):
-    ours = [
-        c.name
-        for c in await sandbox.list_managed()
-        if any(f"-{run_id}-" in c.labels.get("io.rollouts.workflow_id", "") for run_id in cluster.run_ids)
-    ]
-    assert cluster.run_ids and ours == []
+    assert cluster.run_ids and await containers_of_runs(cluster.run_ids) == []
