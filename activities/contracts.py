@@ -147,7 +147,7 @@ class SweBenchSpec(BaseModel):
     ``install_config`` (SWE-rebench / SWE-Gym convention) supplies that spec
     for a repo the package does not know. ``eval_script`` / ``log_parser`` /
     ``eval_type`` are the columns ``swebench`` >= 5 builds its spec from.
-    ``fail_to_pass`` and ``pass_to_pass`` may arrive as JSON-encoded strings.
+    Rows carry the test lists as JSON strings; ``dataset_rows`` decodes them.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -163,15 +163,6 @@ class SweBenchSpec(BaseModel):
     eval_script: str | None = None
     log_parser: str | None = None
     eval_type: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _json_lists(cls, data):
-        if isinstance(data, dict):
-            for key in ("fail_to_pass", "pass_to_pass"):
-                if isinstance(data.get(key), str):
-                    data = {**data, key: json.loads(data[key])}
-        return data
 
 
 class TaskSpec(BaseModel):

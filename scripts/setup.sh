@@ -42,15 +42,16 @@ fi
 # 1b. swebench 5 in a venv of its own (one environment holds one swebench): the tests
 #     of the swebench >= 5 grading path run the project's grader with it.
 SWEBENCH5=.cache/swebench5
-if [[ -f $SWEBENCH5/.installed && $SWEBENCH5/.installed -nt scripts/setup.sh ]]; then
+SWEBENCH5_REQUIREMENTS=(swebench==5.0.2 temporalio==1.35.0 "pydantic>=2.6")
+if [[ -f $SWEBENCH5/.installed && $(<"$SWEBENCH5/.installed") == "${SWEBENCH5_REQUIREMENTS[*]}" ]]; then
   echo "swebench5: installed"
 else
-  echo "swebench5: venv with swebench 5.0.2"
+  echo "swebench5: venv with ${SWEBENCH5_REQUIREMENTS[*]}"
   rm -rf "$SWEBENCH5"
   .venv/bin/python -m venv "$SWEBENCH5"
-  "$SWEBENCH5/bin/python" -m pip install "swebench==5.0.2" "temporalio==1.35.0" "pydantic>=2.6" >.cache/swebench5-install.log 2>&1 \
+  "$SWEBENCH5/bin/python" -m pip install "${SWEBENCH5_REQUIREMENTS[@]}" >.cache/swebench5-install.log 2>&1 \
     || { tail -n 30 .cache/swebench5-install.log >&2; exit 1; }
-  touch "$SWEBENCH5/.installed"
+  echo "${SWEBENCH5_REQUIREMENTS[*]}" >"$SWEBENCH5/.installed"
 fi
 
 # 2. Claude Code: npm package whose optional dependency carries the native binary.
