@@ -1,9 +1,9 @@
-"""Real Claude Code 2.1.328 request captures shipped in ../shared/claude_code_wire/."""
+"""Real Claude Code 2.1.328 request captures, kept in the repository under tests/fixtures/claude_code_wire/."""
 
 import json
 from pathlib import Path
 
-WIRE_DIR = Path(__file__).resolve().parents[2] / "shared" / "claude_code_wire"
+WIRE_DIR = Path(__file__).resolve().parent / "fixtures" / "claude_code_wire"
 
 
 def captured(name: str) -> tuple[dict, dict]:
