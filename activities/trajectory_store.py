@@ -6,6 +6,14 @@ as the server sent them), compressed, and kept out of workflow history: only a
 ``TrajectoryRef`` (uri, sha256, sizes) travels through Temporal. Files are written atomically (temp file + rename) and verified by
 hash on load. The directory must be shared by the workers and the starter
 (local disk for one host, a shared filesystem for a cluster).
+
+Any key names a file directly in the store's root: a key made only of ASCII
+letters, digits, ``-``, ``_`` and ``.`` (at most 120 characters, not starting
+with ``.``) is used as is; any other key (non-ASCII, ``/``, ``..``, very long)
+becomes its ASCII-safe prefix plus 16 hex digits of its SHA-256, so distinct
+keys never share a file and no key reaches outside the root. A ref's ``uri``
+is a ``file://`` URI (percent-encoded where the path needs it) that ``load``
+decodes back to the same path.
 """
 
 from __future__ import annotations
@@ -14,13 +22,16 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 
 from activities.contracts import TokenSegment, TrajectoryRef
+
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,119}")
 
 
 class TrajectoryStore:
@@ -53,9 +64,9 @@ class TrajectoryStore:
     @staticmethod
     def load(ref: TrajectoryRef) -> list[TokenSegment]:
         parsed = urlparse(ref.uri)
-        if parsed.scheme != "file":
-            raise ValueError(f"trajectory uri {ref.uri!r}: only file:// is supported")
-        payload = Path(parsed.path).read_bytes()
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"trajectory uri {ref.uri!r}: only local file:// URIs are supported")
+        payload = Path(unquote(parsed.path, errors="surrogateescape")).read_bytes()
         if hashlib.sha256(payload).hexdigest() != ref.sha256:
             raise ValueError(f"trajectory {ref.uri}: sha256 mismatch")
         return decode_segments(payload)
@@ -93,4 +104,9 @@ def decode_segments(payload: bytes) -> list[TokenSegment]:
 
 
 def _safe(key: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    """The file name stem for ``key``: the key itself when plain, else an ASCII prefix plus a hash of the exact key."""
+    if PLAIN_KEY.fullmatch(key):
+        return key
+    digest = hashlib.sha256(key.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+    prefix = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in key[:80])
+    return f"{prefix}-{digest}"

@@ -3,6 +3,8 @@
 import json
 import random
 
+import pytest
+
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.contracts import TokenSegment
@@ -42,6 +44,7 @@ def test_a_tampered_file_is_rejected(tmp_path):
     store = TrajectoryStore(tmp_path)
     ref = store.put("k", [long_segment(100, 10)])
     path = tmp_path / "k.npz"
+    assert ref.uri == path.as_uri()
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
@@ -51,3 +54,38 @@ def test_a_tampered_file_is_rejected(tmp_path):
         assert "sha256" in str(error)
     else:
         raise AssertionError("a corrupted trajectory must not load")
+
+
+HOSTILE_KEYS = [
+    "rollout-run-Crème brûlée-0-0",
+    "rollout-run-🦀🔥-0-0",
+    "rollout-run-数据集/任务-1-2",
+    "../../etc/passwd",
+    "..",
+    ".tmp-collides-with-temp-files",
+    "a/b",
+    "a_b",
+    "x" * 2017,
+    "é" * 600,
+    "",
+]
+
+
+@pytest.mark.parametrize("root_name", ["plain", "résultats avec espaces %41"])
+def test_any_key_round_trips_and_stays_inside_the_root(tmp_path, root_name):
+    store = TrajectoryStore(tmp_path / root_name)
+    refs = {key: store.put(key, [long_segment(50 + i, 5)]) for i, key in enumerate(HOSTILE_KEYS)}
+    for i, (key, ref) in enumerate(refs.items()):
+        assert TrajectoryStore.load(ref) == [long_segment(50 + i, 5)], key
+    files = sorted(p for p in (tmp_path / root_name).iterdir())
+    assert len(files) == len(HOSTILE_KEYS), "distinct keys, distinct files (a/b and a_b do not collide)"
+    assert all(len(p.name.encode()) <= 255 and p.name.isascii() and not p.name.startswith(".") for p in files)
+    assert [p.name for p in (tmp_path).iterdir()] == [root_name], "nothing written outside the root"
+    assert store.put_log("🦀/" + "y" * 400, b"log").parent == store.root
+
+
+def test_a_ref_that_is_not_a_local_file_is_refused(tmp_path):
+    ref = TrajectoryStore(tmp_path).put("k", [long_segment(10, 1)])
+    for uri in ("s3://bucket/k.npz", "file://otherhost/k.npz"):
+        with pytest.raises(ValueError, match="only local file"):
+            TrajectoryStore.load(ref.model_copy(update={"uri": uri}))
