@@ -15,7 +15,9 @@ workdir defaulting to SWE-bench's ``/testbed``. ``metadata.reference_patch``
 (or a SWE-bench row's gold ``patch``) feeds the scripted oracle.
 
 Every problem is reported as ``RowError`` naming the field (and the line of the
-file when read from JSONL); reading a file never stops at a bad row.
+file when read from JSONL); reading a file never stops at a bad row. Rows that
+could not travel through Temporal (a lone surrogate, an over-long instance id,
+an oversized task) are refused here too (``row_limits``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from activities.contracts import SweBenchSpec, TaskSpec
+from activities.row_limits import task_problem, unicode_problem
 
 SWEBENCH_WORKDIR = "/testbed"
 # Row key in remote_env_info -> SweBenchSpec field.
@@ -69,6 +72,8 @@ def f2p_eval_cmd(script: str) -> str:
 def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
     if not isinstance(row, dict):
         raise RowError("row", "must be a JSON object", line)
+    if (problem := unicode_problem(row)) is not None:
+        raise RowError(*problem, line)
     metadata = row.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise RowError("metadata", "must be an object", line)
@@ -108,6 +113,8 @@ def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
             " (remote_env_info.test_patch, FAIL_TO_PASS, ...)",
             line,
         )
+    if (problem := task_problem(task, row)) is not None:
+        raise RowError(*problem, line)
     return task
 
 
@@ -136,14 +143,22 @@ def _swebench(remote: dict[str, Any], line: int | None) -> SweBenchSpec | None:
 
 def read_dataset(path: str | Path) -> Iterator[DatasetRow | RowError]:
     """Yield each line's row, or the ``RowError`` that explains why it cannot be used."""
-    with open(path, encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for number, data in enumerate(handle, start=1):
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield RowError("row", f"not UTF-8 (byte {exc.start})", number)
+                continue
             if not text.strip():
                 continue
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError as exc:
                 yield RowError("row", f"invalid JSON ({exc.msg})", number)
+                continue
+            except (ValueError, RecursionError) as exc:
+                yield RowError("row", f"unreadable JSON ({exc})", number)
                 continue
             try:
                 yield DatasetRow(line=number, task=task_from_row(raw, number), raw=raw)
