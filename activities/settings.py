@@ -6,14 +6,16 @@ eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
 ``SLIME_HEAD_HOST`` for the address sandboxes dial back to,
 ``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code,
 ``SWE_HOST_CC_TARBALL`` / ``SWE_HOST_NODE_TARBALL`` for a Claude Code taken
-from host tarballs instead of the npm install), plus the Temporal ones. A bad
-value is a ``SettingsError`` naming the variable.
+from host tarballs instead of the npm install), plus the Temporal ones and the
+per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``).
+A bad value is a ``SettingsError`` naming the variable.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import socket
 from pathlib import Path
@@ -24,6 +26,10 @@ from pydantic import BaseModel, Field
 from activities.tokenizer_cache import DEFAULT_TOKENIZER_DIR, PROJECT_ROOT
 
 SHARED_TASK_QUEUE = "rl-rollouts"
+SANDBOX_MEMORY_BYTES = 4 << 30
+SANDBOX_DISK_BYTES = 10 << 30
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_BYTE_COUNT = re.compile(r"(\d+) *([kmgt]?)(?:i?b)?", re.IGNORECASE)
 
 
 class SettingsError(ValueError):
@@ -54,10 +60,27 @@ class WorkerSettings(BaseModel):
     claude_extra_args: list[str] = []
     claude_extra_env: dict[str, str] = {}
     budgets: RolloutBudgets = RolloutBudgets()
+    sandbox_cpus: float | None = Field(None, gt=0)
+    sandbox_memory_bytes: int = Field(SANDBOX_MEMORY_BYTES, ge=64 << 20)
+    sandbox_disk_bytes: int = Field(SANDBOX_DISK_BYTES, ge=0)
 
     @property
     def host_queue(self) -> str:
         return f"rl-rollouts-host-{self.host_id}"
+
+    @property
+    def sandbox_cpu_limit(self) -> float:
+        """``sandbox_cpus`` if set, else this host's share per agent slot (see ``default_sandbox_cpus``)."""
+        return self.sandbox_cpus or default_sandbox_cpus(self.agent_slots)
+
+
+def host_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+def default_sandbox_cpus(agent_slots: int, cpus: int | None = None) -> float:
+    """The host's CPUs divided among its agent slots, at least one CPU (a cap per sandbox, not a reservation)."""
+    return max(1.0, round((cpus or host_cpus()) / agent_slots, 2))
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -68,6 +91,36 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+def _byte_count(env: Mapping[str, str], name: str, default: int) -> int:
+    """An integer number of bytes, optionally with a binary unit: ``512M``, ``10G``, ``10GiB``."""
+    raw = env.get(name, "").strip()
+    if raw == "":
+        return default
+    match = _BYTE_COUNT.fullmatch(raw)
+    if match is None:
+        raise SettingsError(f"{name}: expected a byte count such as 4294967296, 512M or 10G, got {raw!r}")
+    return int(match.group(1)) * _BYTE_UNITS[match.group(2).lower()]
+
+
+def _sandbox_limits(env: Mapping[str, str]) -> dict:
+    values: dict = {
+        "sandbox_memory_bytes": _byte_count(env, "ROLLOUT_SANDBOX_MEMORY_BYTES", SANDBOX_MEMORY_BYTES),
+        "sandbox_disk_bytes": _byte_count(env, "ROLLOUT_SANDBOX_DISK_BYTES", SANDBOX_DISK_BYTES),
+    }
+    if values["sandbox_memory_bytes"] < 64 << 20:
+        raise SettingsError(f"ROLLOUT_SANDBOX_MEMORY_BYTES: at least 64M, got {values['sandbox_memory_bytes']}")
+    raw = env.get("ROLLOUT_SANDBOX_CPUS", "")
+    if raw:
+        try:
+            cpus = float(raw)
+        except ValueError:
+            raise SettingsError(f"ROLLOUT_SANDBOX_CPUS: expected a number of CPUs, got {raw!r}") from None
+        if not 0.01 <= cpus <= host_cpus():
+            raise SettingsError(f"ROLLOUT_SANDBOX_CPUS: must lie between 0.01 and this host's {host_cpus()} CPUs, got {raw}")
+        values["sandbox_cpus"] = cpus
+    return values
 
 
 def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
@@ -101,6 +154,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
         "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},
         "budgets": budgets_from_env(env),
+        **_sandbox_limits(env),
     }
     for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):
         if env.get(name):

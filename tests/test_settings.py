@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.settings import SHARED_TASK_QUEUE, SettingsError, settings_from_env
+from activities.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env
 
 
 def test_defaults_match_the_reference():
@@ -69,3 +69,38 @@ def test_a_node_tarball_alone_is_refused(tmp_path):
     node.write_bytes(b"x")
     with pytest.raises(SettingsError, match="^SWE_HOST_NODE_TARBALL: set without SWE_HOST_CC_TARBALL"):
         settings_from_env({"SWE_HOST_NODE_TARBALL": str(node)})
+
+
+def test_sandbox_limits_default_to_a_share_of_the_host_per_agent_slot():
+    settings = settings_from_env({})
+    assert (settings.sandbox_cpus, settings.sandbox_memory_bytes, settings.sandbox_disk_bytes) == (None, 4 << 30, 10 << 30)
+    assert settings.sandbox_cpu_limit == default_sandbox_cpus(8)
+    assert [default_sandbox_cpus(slots, cpus=2) for slots in (1, 2, 8)] == [2.0, 1.0, 1.0]
+    assert [default_sandbox_cpus(slots, cpus=64) for slots in (8, 24, 128)] == [8.0, 2.67, 1.0]
+    assert settings_from_env({"ROLLOUT_AGENT_SLOTS": "1"}).sandbox_cpu_limit == default_sandbox_cpus(1) == float(host_cpus())
+
+
+def test_sandbox_limits_are_read_with_units():
+    settings = settings_from_env(
+        {"ROLLOUT_SANDBOX_CPUS": "0.5", "ROLLOUT_SANDBOX_MEMORY_BYTES": "512M", "ROLLOUT_SANDBOX_DISK_BYTES": "20GiB"}
+    )
+    assert (settings.sandbox_cpu_limit, settings.sandbox_memory_bytes, settings.sandbox_disk_bytes) == (0.5, 512 << 20, 20 << 30)
+    assert settings_from_env({"ROLLOUT_SANDBOX_DISK_BYTES": "0"}).sandbox_disk_bytes == 0
+    assert settings_from_env({"ROLLOUT_SANDBOX_MEMORY_BYTES": "1073741824"}).sandbox_memory_bytes == 1 << 30
+
+
+@pytest.mark.parametrize(
+    "env, variable",
+    [
+        ({"ROLLOUT_SANDBOX_CPUS": "two"}, "ROLLOUT_SANDBOX_CPUS"),
+        ({"ROLLOUT_SANDBOX_CPUS": "0"}, "ROLLOUT_SANDBOX_CPUS"),
+        ({"ROLLOUT_SANDBOX_CPUS": str(host_cpus() + 1)}, "ROLLOUT_SANDBOX_CPUS"),
+        ({"ROLLOUT_SANDBOX_MEMORY_BYTES": "4 gigs"}, "ROLLOUT_SANDBOX_MEMORY_BYTES"),
+        ({"ROLLOUT_SANDBOX_MEMORY_BYTES": "1M"}, "ROLLOUT_SANDBOX_MEMORY_BYTES"),
+        ({"ROLLOUT_SANDBOX_DISK_BYTES": "1.5G"}, "ROLLOUT_SANDBOX_DISK_BYTES"),
+        ({"ROLLOUT_SANDBOX_DISK_BYTES": "-1"}, "ROLLOUT_SANDBOX_DISK_BYTES"),
+    ],
+)
+def test_bad_sandbox_limits_name_the_variable(env, variable):
+    with pytest.raises(SettingsError, match=f"^{variable}:"):
+        settings_from_env(env)
