@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SegmentKind = Literal["main", "subagent", "compaction", "continuation", "role"]
 
@@ -31,7 +31,9 @@ class SessionConfig(BaseModel):
 
     ``context_budget`` bounds prompt + completion tokens of every turn;
     ``max_turns`` bounds the number of model calls and
-    ``max_concurrent_requests`` the calls in flight (past either the adapter answers 429).
+    ``max_concurrent_requests`` the requests in flight, ``/v1/messages`` and
+    ``count_tokens`` together (past either cap the adapter answers 429, before
+    reading the request's body).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -111,12 +113,27 @@ class SessionResult(BaseModel):
 GraderKind = Literal["swepro", "eval_cmd", "swebench"]
 
 
+def check_workdir_relative(values: list[str]) -> list[str]:
+    """Paths and glob patterns a grader resolves in the workdir: relative, no ``..``, no pathspec magic."""
+    for value in values:
+        if not value or "\0" in value or "\n" in value:
+            raise ValueError(f"{value!r}: must be a non-empty single-line path")
+        if value.startswith(("/", ":")):
+            raise ValueError(f"{value!r}: must be relative to the workdir (no leading '/' or ':')")
+        if ".." in value.split("/"):
+            raise ValueError(f"{value!r}: '..' is not allowed")
+    return values
+
+
 class SweProSpec(BaseModel):
     """SWE-bench Pro style grading: a run script, a parser that writes result JSON, and the test sets.
 
-    Scripts come inline (``run_script`` / ``parser_script``) or as host paths
-    (``run_script_path`` / ``parser_script_path``, as in the reference rows).
-    ``fail_to_pass`` and ``pass_to_pass`` may arrive as JSON-encoded strings.
+    Scripts travel inline (``run_script`` / ``parser_script``). A row's
+    ``run_script_path`` / ``parser_script_path`` are resolved and inlined by the
+    dataset reader inside the operator's dataset root; a task that still carries
+    one is refused by the grader, which never reads a host path a row names.
+    ``selected_test_files`` are workdir-relative; ``fail_to_pass`` and
+    ``pass_to_pass`` may arrive as JSON-encoded strings.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -138,6 +155,11 @@ class SweProSpec(BaseModel):
                 if isinstance(data.get(key), str):
                     data = {**data, key: json.loads(data[key])}
         return data
+
+    @field_validator("selected_test_files")
+    @classmethod
+    def _relative_test_files(cls, values: list[str]) -> list[str]:
+        return check_workdir_relative(values)
 
 
 class SweBenchSpec(BaseModel):
@@ -166,7 +188,12 @@ class SweBenchSpec(BaseModel):
 
 
 class TaskSpec(BaseModel):
-    """A dataset row normalised the way the reference's ``_metadata()`` does it."""
+    """A dataset row normalised the way the reference's ``_metadata()`` does it.
+
+    ``test_files``: glob patterns (workdir-relative, git ``:(glob)`` syntax) of
+    the files the grader restores to the image's baseline after applying the
+    agent's diff; ``None`` means ``activities.task_tests.DEFAULT_TEST_FILES``.
+    """
 
     instance_id: str
     image: str
@@ -177,6 +204,12 @@ class TaskSpec(BaseModel):
     swebench: SweBenchSpec | None = None
     pre_commands: list[str] = []
     reference_patch: str | None = None
+    test_files: list[str] | None = Field(None, min_length=1)
+
+    @field_validator("test_files")
+    @classmethod
+    def _relative_patterns(cls, values: list[str] | None) -> list[str] | None:
+        return None if values is None else check_workdir_relative(values)
 
     @property
     def grader(self) -> GraderKind | None:
@@ -199,10 +232,43 @@ class SandboxRequest(BaseModel):
 
 
 class SandboxHandle(BaseModel):
+    """``disk_baseline_bytes``: the container's writable layer when its boot finished (the disk budget counts
+    only what is written after it)."""
+
     container_id: str
     name: str
     workdir: str
     host_queue: str = ""
+    disk_baseline_bytes: int = 0
+
+
+class OmittedFile(BaseModel):
+    path: str
+    size_bytes: int
+
+
+class DiffReport(BaseModel):
+    """What the agent's patch carries to the grader and what it leaves out.
+
+    ``omitted`` names the changed or new files (workdir-relative) over the
+    per-file limit, which the patch leaves out (at most 100 listed;
+    ``omitted_count`` counts them all). ``over_cap``: even without them the
+    patch would exceed the cap (``note`` says by how much), so it is not
+    graded: reward 0, ``applied_cleanly`` false, the rollout still completes.
+    """
+
+    patch_bytes: int = 0
+    omitted: list[OmittedFile] = []
+    omitted_count: int = 0
+    over_cap: bool = False
+    note: str = ""
+
+
+class CapturedDiff(BaseModel):
+    """The agent's patch (empty when ``report.over_cap``) and its report."""
+
+    diff: str = ""
+    report: DiffReport = DiffReport()
 
 
 class EvalRequest(BaseModel):
@@ -213,6 +279,9 @@ class EvalRequest(BaseModel):
 
 
 class EvalResult(BaseModel):
+    """``reset_paths``: the task's test files the agent's diff had changed, added or deleted, which the grader
+    put back to the image's baseline before the tests ran (workdir-relative, sorted)."""
+
     reward: float
     solved: bool
     applied_cleanly: bool
@@ -221,6 +290,7 @@ class EvalResult(BaseModel):
     tests_passed: int = 0
     tests_failed: int = 0
     log_tail: str = ""
+    reset_paths: list[str] = []
 
 
 AbortReason = str
@@ -342,14 +412,22 @@ class RolloutProgress(BaseModel):
 
 
 class RolloutResult(BaseModel):
-    """Always returned (never a workflow failure): ``completed`` or ``aborted`` with a machine-readable reason."""
+    """The workflow always returns one (never a workflow failure): ``completed`` or ``aborted`` with a machine-readable reason.
+
+    ``failed`` is made only by the starter, for a rollout it could not start or
+    collect (``abort_reason`` says why, machine-readable; ``error`` has the
+    message); the workflow may still be running, and a re-run with the same
+    run id attaches to it. ``diff`` reports the agent's patch (what it left
+    out, whether it was over the cap); None when no diff was taken.
+    """
 
     workflow_id: str
     instance_id: str
     sample_index: int
     group_index: int
-    status: Literal["completed", "aborted"]
+    status: Literal["completed", "aborted", "failed"]
     abort_reason: AbortReason | None = None
+    error: str = ""
     reward: float = 0.0
     solved: bool = False
     applied_cleanly: bool = False
@@ -359,3 +437,4 @@ class RolloutResult(BaseModel):
     trajectory: TrajectoryRef | None = None
     segments: list[SegmentSummary] = []
     elapsed_s: float = 0.0
+    diff: DiffReport | None = None

@@ -13,6 +13,11 @@ test_patch, FAIL_TO_PASS, PASS_TO_PASS, image}``, optionally
 ``log_parser``, ``eval_type``) becomes a ``swebench`` grader, with the
 workdir defaulting to SWE-bench's ``/testbed``. ``metadata.reference_patch``
 (or a SWE-bench row's gold ``patch``) feeds the scripted oracle.
+``metadata.test_files`` (or ``remote_env_info.test_files``) lists the glob
+patterns of the files the grader restores to the baseline before testing
+(default: ``activities.task_tests.DEFAULT_TEST_FILES``). A ``swepro`` row's
+``run_script_path`` / ``parser_script_path`` are read here, inside the
+dataset root (``activities.dataset_scripts``), and inlined into the task.
 
 Every problem is reported as ``RowError`` naming the field (and the line of the
 file when read from JSONL); reading a file never stops at a bad row. Rows that
@@ -30,7 +35,8 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from activities.contracts import SweBenchSpec, TaskSpec
+from activities.contracts import SweBenchSpec, TaskSpec, check_workdir_relative
+from activities.dataset_scripts import ScriptRefused, dataset_root, inline_swepro_scripts
 from activities.row_limits import task_problem, unicode_problem
 
 SWEBENCH_WORKDIR = "/testbed"
@@ -69,7 +75,8 @@ def f2p_eval_cmd(script: str) -> str:
     return f"echo {encoded} | base64 -d > /tmp/rollout_f2p.py && python3 /tmp/rollout_f2p.py"
 
 
-def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
+def task_from_row(row: Any, line: int | None = None, root: str | Path | None = None) -> TaskSpec:
+    """The row's task; script paths resolve in ``root`` (default ``$ROLLOUT_DATASET_ROOT``, else they are refused)."""
     if not isinstance(row, dict):
         raise RowError("row", "must be a JSON object", line)
     if (problem := unicode_problem(row)) is not None:
@@ -94,11 +101,12 @@ def task_from_row(row: Any, line: int | None = None) -> TaskSpec:
         "image": image,
         "workdir": workdir,
         "problem_statement": metadata.get("problem_statement") or _prompt_text(row.get("prompt"), line),
-        "swepro": metadata.get("swepro"),
+        "swepro": _swepro(metadata.get("swepro"), dataset_root(None, root), line),
         "eval_cmd": metadata.get("eval_cmd") or (f2p_eval_cmd(f2p) if isinstance(f2p, str) and f2p else None),
         "swebench": swebench,
         "pre_commands": _pre_commands(metadata.get("pre_commands") or remote.get("pre_commands"), line),
         "reference_patch": metadata.get("reference_patch") or remote.get("patch"),
+        "test_files": _test_files(metadata, remote, line),
     }
     try:
         task = TaskSpec.model_validate(spec)
@@ -141,8 +149,12 @@ def _swebench(remote: dict[str, Any], line: int | None) -> SweBenchSpec | None:
         raise RowError(f"metadata.remote_env_info.{key}", first["msg"], line) from None
 
 
-def read_dataset(path: str | Path) -> Iterator[DatasetRow | RowError]:
-    """Yield each line's row, or the ``RowError`` that explains why it cannot be used."""
+def read_dataset(path: str | Path, root: str | Path | None = None) -> Iterator[DatasetRow | RowError]:
+    """Yield each line's row, or the ``RowError`` that explains why it cannot be used.
+
+    Script paths resolve in ``root``, else ``$ROLLOUT_DATASET_ROOT``, else the file's directory.
+    """
+    root = dataset_root(path, root)
     with open(path, "rb") as handle:
         for number, data in enumerate(handle, start=1):
             try:
@@ -161,9 +173,31 @@ def read_dataset(path: str | Path) -> Iterator[DatasetRow | RowError]:
                 yield RowError("row", f"unreadable JSON ({exc})", number)
                 continue
             try:
-                yield DatasetRow(line=number, task=task_from_row(raw, number), raw=raw)
+                yield DatasetRow(line=number, task=task_from_row(raw, number, root), raw=raw)
             except RowError as error:
                 yield error
+
+
+def _swepro(swepro: Any, root: Path | None, line: int | None) -> Any:
+    try:
+        return inline_swepro_scripts(swepro, root)
+    except ScriptRefused as error:
+        raise RowError(error.field, error.reason, line) from None
+
+
+def _test_files(metadata: dict[str, Any], remote: dict[str, Any], line: int | None) -> list[str] | None:
+    """The row's test file patterns, or None for the default; errors name the key the row used."""
+    for field, source in (("metadata.test_files", metadata), ("metadata.remote_env_info.test_files", remote)):
+        value = source.get("test_files")
+        if value is None:
+            continue
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise RowError(field, "must be a non-empty list of glob patterns (leave it out for the default test paths)", line)
+        try:
+            return check_workdir_relative(value)
+        except ValueError as error:
+            raise RowError(field, str(error), line) from None
+    return None
 
 
 def _prompt_text(prompt: Any, line: int | None) -> str:

@@ -5,6 +5,13 @@ Invariants:
 * The grading container is booted with purpose "grading" (same image, same
   ``before_repo_set_cmd`` and pre-commands, no ``PROBLEM_STATEMENT.md``) and
   is always destroyed, whatever happens.
+* After the diff applied and before any grader runs, the task's tests
+  (``activities.task_tests``: the row's ``test_files`` or the default test
+  paths, test-runner configuration, a ``swepro`` row's
+  ``selected_test_files``) are put back to the image's baseline, added files
+  removed; ``reset_paths`` lists what the diff had changed there. Every
+  grader kind runs exactly the task's tests (a SWE-bench eval script then
+  also resets its test files to ``base_commit`` and applies ``test_patch``).
 * Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
   ``patch -p1 --fuzz=3``. A conflicted three-way merge is rolled back to the
   workspace baseline before the next rung. An empty diff is graded as is; a
@@ -20,7 +27,10 @@ Invariants:
 * ``reward`` is 1.0 iff ``solved``. A task without a grader is a
   non-retryable ``ApplicationError(type="NoGrader")``; a SWE-bench row this
   worker cannot grade (no ``swebench`` package, no test spec for the row) is
-  a non-retryable ``NotEvaluable``, raised before any container boots.
+  a non-retryable ``NotEvaluable``, raised before any container boots; so is
+  a ``swepro`` task that names a script by host path: the worker never reads
+  a host file a row names (the dataset reader inlines scripts from the
+  operator's dataset root).
 """
 
 from __future__ import annotations
@@ -28,13 +38,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 from typing import Callable
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import sandbox, swebench_grading
+from activities import sandbox, swebench_grading, task_tests
 from activities.contracts import (
     EvalRequest,
     EvalResult,
@@ -122,25 +131,21 @@ def _result(
     )
 
 
-def _swepro_scripts(spec: SweProSpec) -> tuple[str, str]:
-    """The run and parser scripts, inline or read from the host paths (read before booting anything)."""
-
-    def pick(inline: str | None, path: str | None, what: str) -> str:
-        if inline:
-            return inline
+def _swepro_scripts(task: TaskSpec) -> tuple[str, str]:
+    """The inline run and parser scripts; a task naming a host path for either is refused, nothing is read."""
+    spec = task.swepro
+    for field, path in (("run_script_path", spec.run_script_path), ("parser_script_path", spec.parser_script_path)):
         if path:
-            try:
-                return Path(path).read_text()
-            except OSError as error:
-                raise ApplicationError(
-                    f"swepro {what}: {error}", type="GraderScriptMissing", non_retryable=True
-                ) from None
-        raise ApplicationError(f"swepro {what} is missing", type="GraderScriptMissing", non_retryable=True)
-
-    return (
-        pick(spec.run_script, spec.run_script_path, "run script"),
-        pick(spec.parser_script, spec.parser_script_path, "parser script"),
-    )
+            raise ApplicationError(
+                f"task {task.instance_id}: swepro.{field}: a worker reads no host path a row names;"
+                " read the row with activities.dataset_rows (it inlines the script from the dataset root)",
+                type="NotEvaluable",
+                non_retryable=True,
+            )
+    for field, script in (("run_script", spec.run_script), ("parser_script", spec.parser_script)):
+        if not script:
+            raise ApplicationError(f"task {task.instance_id}: swepro.{field} is missing", type="GraderScriptMissing", non_retryable=True)
+    return spec.run_script, spec.parser_script
 
 
 async def _apply(handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
@@ -271,7 +276,8 @@ async def evaluate(
     grader = task.grader
     if grader is None:
         raise ApplicationError(f"task {task.instance_id} has no grader", type="NoGrader", non_retryable=True)
-    scripts = _swepro_scripts(task.swepro) if grader == "swepro" else None
+    scripts = _swepro_scripts(task) if grader == "swepro" else None
+    protected = task_tests.pathspecs(task)
     swebench_script = await swebench_grading.require_eval_script(task) if grader == "swebench" else None
     report("boot")
     handle = await sandbox.boot(
@@ -282,15 +288,21 @@ async def evaluate(
     )
     try:
         report("apply")
+        if request.diff.strip():
+            await task_tests.record(handle, protected)
         method, apply_log = await _apply(handle, request.diff)
         if method is None:
             return _result(grader, False, False, "", apply_log)
+        report("reset")
+        reset = await task_tests.reset(handle, protected) if method != "empty" else []
         report("test")
         if scripts is not None:
-            return await _grade_swepro(handle, task.swepro, scripts, request.timeout_s, method)
-        if swebench_script is not None:
-            return await _grade_swebench(handle, task, swebench_script, request.timeout_s, method)
-        return await _grade_eval_cmd(handle, task, request.timeout_s, method)
+            result = await _grade_swepro(handle, task.swepro, scripts, request.timeout_s, method)
+        elif swebench_script is not None:
+            result = await _grade_swebench(handle, task, swebench_script, request.timeout_s, method)
+        else:
+            result = await _grade_eval_cmd(handle, task, request.timeout_s, method)
+        return result.model_copy(update={"reset_paths": reset})
     finally:
         await sandbox.destroy(handle)
 

@@ -126,3 +126,123 @@ def test_the_example_dataset_is_what_make_dataset_writes():
 
     expected = [json.dumps(row) for row in make_dataset.rows()]
     assert (make_dataset.TASKS / "dataset.jsonl").read_text().splitlines() == expected, "run examples/tasks/make_dataset.py"
+
+
+def _swepro_row(**swepro) -> dict:
+    return {"prompt": "p", "metadata": {"instance_id": "pro-1", "image": "i", "workdir": "/w", "swepro": {"parser_script": "parse", **swepro}}}
+
+
+@pytest.fixture
+def dataset_root(tmp_path, monkeypatch):
+    """A dataset root holding a run script, next to a secret outside it (and a symlink in the root pointing at it)."""
+    monkeypatch.delenv("ROLLOUT_DATASET_ROOT", raising=False)
+    root = tmp_path / "data"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "run.sh").write_text("#!/bin/bash\npytest \"$@\"\n")
+    (tmp_path / "secret.txt").write_text("SECRET-MARKER-7f3a\n")
+    (root / "scripts" / "escape.sh").symlink_to(tmp_path / "secret.txt")
+    (root / "scripts" / "passwd.sh").symlink_to("/etc/passwd")
+    return root
+
+
+def test_script_paths_inside_the_dataset_root_are_inlined(dataset_root):
+    relative = task_from_row(_swepro_row(run_script_path="scripts/run.sh"), root=dataset_root)
+    absolute = task_from_row(_swepro_row(run_script_path=str(dataset_root / "scripts" / "run.sh")), root=dataset_root)
+    for task in (relative, absolute):
+        assert task.grader == "swepro" and task.swepro.run_script == "#!/bin/bash\npytest \"$@\"\n"
+        assert task.swepro.run_script_path is None
+
+
+def _hostile_lines() -> list[str]:
+    lines = ["SECRET-MARKER-7f3a"]
+    for path in ("/etc/shadow", "/etc/passwd"):
+        try:
+            lines += [line for line in open(path).read().splitlines() if line.strip()]
+        except OSError:
+            pass
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/etc/shadow", "outside the dataset root"),
+        ("../../etc/passwd", "'..' is not allowed"),
+        ("scripts/../../secret.txt", "'..' is not allowed"),
+        ("scripts/escape.sh", "through a symlink"),
+        ("scripts/passwd.sh", "through a symlink"),
+        ("scripts/missing.sh", "cannot be opened"),
+        ("scripts", "not a regular file"),
+    ],
+)
+@pytest.mark.parametrize("field", ["run_script_path", "parser_script_path"])
+def test_script_paths_that_leave_the_dataset_root_are_refused_by_field_and_line(dataset_root, path, why, field):
+    row = _swepro_row(run_script="run", **{field: path})
+    row["metadata"]["swepro"].pop(field.removesuffix("_path"), None)
+    good = _swepro_row(run_script_path="scripts/run.sh")
+    dataset = dataset_root / "rows.jsonl"
+    dataset.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n" + json.dumps(good) + "\n")
+    items = list(read_dataset(dataset))
+    assert [type(item) for item in items] == [DatasetRow, RowError, DatasetRow], "one bad row never stops the others"
+    error = items[1]
+    assert (error.line, error.field) == (2, f"metadata.swepro.{field}") and why in error.reason, error
+    shown = repr(items) + str(error)
+    assert not any(line in shown for line in _hostile_lines()), "nothing of a host file may appear"
+
+
+def test_the_dataset_root_is_the_files_directory_unless_the_operator_sets_one(dataset_root, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dataset = elsewhere / "rows.jsonl"
+    dataset.write_text(json.dumps(_swepro_row(run_script_path="scripts/run.sh")) + "\n")
+    (missing,) = read_dataset(dataset)
+    assert isinstance(missing, RowError) and "cannot be opened" in missing.reason
+    (by_argument,) = read_dataset(dataset, root=dataset_root)
+    monkeypatch.setenv("ROLLOUT_DATASET_ROOT", str(dataset_root))
+    (by_env,) = read_dataset(dataset)
+    assert by_argument.task.swepro.run_script == by_env.task.swepro.run_script == "#!/bin/bash\npytest \"$@\"\n"
+
+
+def test_a_script_path_without_a_dataset_root_and_inline_plus_path_are_refused(dataset_root):
+    with pytest.raises(RowError, match="needs a dataset root") as caught:
+        task_from_row(_swepro_row(run_script_path="scripts/run.sh"), line=4)
+    assert (caught.value.field, caught.value.line) == ("metadata.swepro.run_script_path", 4)
+    with pytest.raises(RowError, match="not both") as caught:
+        task_from_row(_swepro_row(run_script="inline", run_script_path="scripts/run.sh"), root=dataset_root)
+    assert caught.value.field == "metadata.swepro.run_script_path"
+
+
+def test_test_files_come_from_metadata_or_remote_env_info():
+    flat = json.loads(json.dumps(FLAT))
+    flat["metadata"]["test_files"] = ["checks/**", "**/check_*.py"]
+    assert task_from_row(flat).test_files == ["checks/**", "**/check_*.py"]
+    remote = json.loads(json.dumps(REMOTE))
+    remote["metadata"]["remote_env_info"]["test_files"] = ["spec/**"]
+    assert task_from_row(remote).test_files == ["spec/**"]
+    assert task_from_row(FLAT).test_files is None, "left out: the grader's default test paths"
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "why"),
+    [
+        ("metadata", [], "non-empty list"),
+        ("metadata", "tests/**", "non-empty list"),
+        ("metadata", [3], "non-empty list"),
+        ("metadata", ["/abs/**"], "relative to the workdir"),
+        ("remote_env_info", ["../up/**"], "'..' is not allowed"),
+    ],
+)
+def test_bad_test_files_name_the_field(where, value, why):
+    row = json.loads(json.dumps(REMOTE))
+    source = row["metadata"] if where == "metadata" else row["metadata"]["remote_env_info"]
+    source["test_files"] = value
+    with pytest.raises(RowError) as caught:
+        task_from_row(row, line=9)
+    field = "metadata.test_files" if where == "metadata" else "metadata.remote_env_info.test_files"
+    assert (caught.value.field, caught.value.line) == (field, 9) and why in caught.value.reason
+
+
+def test_swepro_selected_test_files_stay_in_the_workdir():
+    with pytest.raises(RowError) as caught:
+        task_from_row(_swepro_row(run_script="run", selected_test_files=["/etc/passwd"]), line=2)
+    assert caught.value.field.startswith("metadata.swepro.selected_test_files") and "relative" in caught.value.reason

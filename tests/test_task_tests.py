@@ -1,0 +1,258 @@
+"""Graders run the task's tests, not the agent's: a test-editing agent earns 0 on every grader kind.
+
+Each attack is a real ``git diff`` of an edited checkout of the example repository, and each is
+first shown to pass the task's own grading command when nothing resets the tests; then the real
+grader (fresh Docker sandbox) scores it 0 and names what it reset.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import pytest_asyncio
+
+from activities import evaluate as grading
+from activities import sandbox, swebench_grading, task_tests
+from activities.contracts import EvalRequest, SandboxHandle, SandboxRequest, SweProSpec, TaskSpec
+from tests.test_sandbox import build_task_images, example_tasks, reap_prefix
+
+TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
+
+FORCE_PASS_CONFTEST = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+PASSING_TEST = "def test_nothing():\n    pass\n"
+
+
+def diff_after(name: str, edit: Callable[[Path], None]) -> str:
+    """The binary ``git diff`` an agent would hand in after ``edit`` on a checkout of task ``name``'s repository."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = Path(scratch)
+        shutil.copytree(TASKS / name / "repo", tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+
+        def git(*args: str, stdin: str | None = None) -> str:
+            command = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args]
+            return subprocess.run(command, cwd=tree, input=stdin, check=True, capture_output=True, text=True).stdout
+
+        git("init", "-q")
+        git("add", "-A")
+        git("commit", "-qm", "baseline")
+        edit(tree)
+        git("add", "-A", "--force")  # an agent can force-stage an ignored file into its diff
+        return git("diff", "--cached", "--binary", "--no-renames", "HEAD")
+
+
+def write(files: dict[str, str]) -> Callable[[Path], None]:
+    def edit(tree: Path) -> None:
+        for path, text in files.items():
+            (tree / path).parent.mkdir(parents=True, exist_ok=True)
+            (tree / path).write_text(text)
+
+    return edit
+
+
+def swap_tests_dir_for_a_symlink(tree: Path) -> None:
+    shutil.rmtree(tree / "tests")
+    write({"fake/test_evaluator.py": PASSING_TEST})(tree)
+    (tree / "tests").symlink_to("fake")
+
+
+def reference_fix_plus(name: str, files: dict[str, str]) -> Callable[[Path], None]:
+    def edit(tree: Path) -> None:
+        patch = (TASKS / name / "reference.patch").read_text()
+        subprocess.run(["git", "apply"], input=patch, text=True, cwd=tree, check=True)
+        write(files)(tree)
+
+    return edit
+
+
+# calc-eval-cmd grades with `python3 -m pytest -q -p no:cacheprovider tests/test_evaluator.py`.
+EVAL_CMD_ATTACKS = {
+    "overwrite_the_test_file": (write({"tests/test_evaluator.py": PASSING_TEST}), ["tests/test_evaluator.py"]),
+    "conftest_forcing_passes": (write({"conftest.py": FORCE_PASS_CONFTEST}), ["conftest.py"]),
+    "gitignored_conftest": (write({".gitignore": "conftest.py\n", "tests/conftest.py": FORCE_PASS_CONFTEST}), ["tests/conftest.py"]),
+    "pytest_ini_collect_only": (write({"pytest.ini": "[pytest]\naddopts = --collect-only\n"}), ["pytest.ini"]),
+    "pyproject_collect_only": (write({"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '--collect-only'\n"}), ["pyproject.toml"]),
+    "shadow_pytest_module": (write({"pytest.py": "raise SystemExit(0)\n"}), ["pytest.py"]),
+    "symlink_in_place_of_tests": (swap_tests_dir_for_a_symlink, ["fake/test_evaluator.py", "tests", "tests/test_evaluator.py"]),
+}
+
+# A pytest plugin registered through a *.dist-info on sys.path (python -m, and f2p scripts, put the workdir there).
+DIST_INFO_PLUGIN = {
+    "gamer-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: gamer\nVersion: 1.0\n",
+    "gamer-1.0.dist-info/entry_points.txt": "[pytest11]\ngamer = gamer_plugin\n",
+    "gamer_plugin.py": FORCE_PASS_CONFTEST,
+    "tests/test_textutil.py": PASSING_TEST,
+}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def prefix():
+    build_task_images()
+    value = f"pytest-tasktests-{uuid.uuid4().hex[:8]}"
+    yield value
+    assert await reap_prefix(value) == [], "evaluate must destroy its grading container"
+
+
+@pytest.fixture(scope="module")
+def tasks() -> dict[str, TaskSpec]:
+    return example_tasks()
+
+
+async def grade(prefix: str, task: TaskSpec, diff: str):
+    return await grading.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))
+
+
+async def apply_without_reset(handle: SandboxHandle, diff: str) -> None:
+    await sandbox.write_file(handle, grading.PATCH_FILE, diff)
+    applied = await sandbox.exec(handle, f"git apply --whitespace=nowarn {grading.PATCH_FILE}", user="root")
+    assert applied.exit_code == 0, applied.output
+
+
+async def fresh_grading_sandbox(prefix: str, task: TaskSpec, name: str) -> SandboxHandle:
+    request = SandboxRequest(task=task, workflow_id=f"{prefix}-control-{name}", attempt=0, purpose="grading")
+    return await sandbox.boot(request, lifetime_s=600)
+
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_each_eval_cmd_attack_passes_the_grading_command_when_nothing_resets_the_tests(prefix, tasks):
+    task = tasks["calc-eval-cmd"]
+    handle = await fresh_grading_sandbox(prefix, task, "eval-cmd")
+    try:
+        for name, (edit, _) in EVAL_CMD_ATTACKS.items():
+            await apply_without_reset(handle, diff_after("calc-eval-cmd", edit))
+            run = await sandbox.exec(handle, task.eval_cmd, user="root")
+            assert run.exit_code == 0, f"{name} is not an attack on this grader:\n{run.output}"
+            clean = await sandbox.exec(handle, "git reset -q --hard && git clean -ffdxq", user="root")
+            assert clean.exit_code == 0, clean.output
+    finally:
+        await sandbox.destroy(handle)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("attack", list(EVAL_CMD_ATTACKS))
+async def test_a_test_editing_agent_earns_0_on_an_eval_cmd_row(prefix, tasks, attack):
+    edit, reset = EVAL_CMD_ATTACKS[attack]
+    result = await grade(prefix, tasks["calc-eval-cmd"], diff_after("calc-eval-cmd", edit))
+    assert (result.reward, result.solved, result.applied_cleanly) == (0.0, False, True), result.log_tail
+    assert (result.tests_passed, result.tests_failed) == (6, 2), "the task's own tests ran"
+    assert result.reset_paths == reset
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_test_editing_agent_earns_0_on_an_f2p_row(prefix, tasks):
+    task = tasks["textutil-f2p"]
+    diff = diff_after("textutil-f2p", write(DIST_INFO_PLUGIN))
+    handle = await fresh_grading_sandbox(prefix, task, "f2p")
+    try:
+        await apply_without_reset(handle, diff)
+        run = await sandbox.exec(handle, task.eval_cmd, user="root")
+        assert run.exit_code == 0, f"the plugin does not game the f2p script:\n{run.output}"
+    finally:
+        await sandbox.destroy(handle)
+    result = await grade(prefix, task, diff)
+    assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "eval_cmd"), result.log_tail
+    assert (result.tests_passed, result.tests_failed) == (1, 3), "the row's f2p tests ran"
+    assert result.reset_paths == ["gamer-1.0.dist-info/METADATA", "gamer-1.0.dist-info/entry_points.txt", "tests/test_textutil.py"]
+
+
+SWEPRO_TESTS = ["test_add_accumulates", "test_total_value", "test_remove_within_stock", "test_remove_more_than_stock_raises", "test_remove_unknown_sku_raises"]
+REWRITTEN_STORE_TESTS = (
+    "import pytest\n\n\n"
+    + "".join(f"def {name}():\n    pass\n\n\n" for name in SWEPRO_TESTS)
+    + '@pytest.mark.parametrize("quantity", [0, -1])\ndef test_rejects_non_positive_quantities(quantity):\n    pass\n'
+)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_test_editing_agent_earns_0_on_a_swepro_row(prefix, tasks):
+    task = tasks["inventory-swepro"]
+    diff = diff_after("inventory-swepro", write({"tests/test_store.py": REWRITTEN_STORE_TESTS}))
+    handle = await fresh_grading_sandbox(prefix, task, "swepro")
+    try:
+        await apply_without_reset(handle, diff)
+        await sandbox.write_files(
+            handle,
+            [
+                sandbox.SandboxFile(f"{grading.SWEPRO_DIR}/run_script.sh", task.swepro.run_script, mode=0o755),
+                sandbox.SandboxFile(f"{grading.SWEPRO_DIR}/parser.py", task.swepro.parser_script),
+            ],
+        )
+        env = {"SWEPRO_TEST_FILES": ",".join(task.swepro.selected_test_files)}
+        run = await sandbox.exec(handle, grading.SWEPRO_COMMAND, user="root", env=env)
+        raw = (await sandbox.read_file(handle, f"{grading.SWEPRO_DIR}/result.json", 1 << 20)).decode()
+        assert run.exit_code == 0 and grading._swepro_outcome(raw, task.swepro)[0], f"the rewrite does not game swepro:\n{raw}"
+    finally:
+        await sandbox.destroy(handle)
+    result = await grade(prefix, task, diff)
+    assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "swepro"), result.log_tail
+    assert (result.tests_passed, result.tests_failed) == (5, 2)
+    assert result.reset_paths == ["tests/test_store.py"]
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_conftest_beats_the_swebench_packages_own_reset_but_not_the_graders(prefix, tasks):
+    """The package's eval script resets only the files its test patch touches: a new conftest.py survives it."""
+    task = tasks["slugify-swebench"]
+    diff = diff_after("slugify-swebench", write({"conftest.py": FORCE_PASS_CONFTEST}))
+    handle = await fresh_grading_sandbox(prefix, task, "swebench")
+    try:
+        await apply_without_reset(handle, diff)
+        script = await swebench_grading.require_eval_script(task)
+        await sandbox.write_file(handle, grading.SWEBENCH_SCRIPT, script, mode=0o755)
+        run = await sandbox.exec(handle, f"exec 2>&1\nbash {grading.SWEBENCH_SCRIPT}", user="root", timeout_s=300)
+        assert swebench_grading.verdict(task, run.output).solved, "the conftest does not game the package's eval script"
+    finally:
+        await sandbox.destroy(handle)
+    result = await grade(prefix, task, diff)
+    assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "swebench"), result.log_tail
+    assert (result.tests_passed, result.tests_failed) == (3, 3)
+    assert result.reset_paths == ["conftest.py"]
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize(
+    ("name", "new_test"),
+    [("calc-eval-cmd", "tests/test_chains.py"), ("inventory-swepro", "tests/test_more_stock.py"), ("textutil-f2p", "tests/test_more_slugs.py")],
+)
+async def test_a_real_fix_that_also_adds_a_test_still_earns_1(prefix, tasks, name, new_test):
+    """The new test is removed before the task's tests run (so it can neither help nor hurt), and reported."""
+    result = await grade(prefix, tasks[name], diff_after(name, reference_fix_plus(name, {new_test: PASSING_TEST})))
+    assert (result.reward, result.solved, result.tests_failed) == (1.0, True, 0), result.log_tail
+    assert result.reset_paths == [new_test]
+
+
+def test_protected_paths_default_to_the_test_paths_plus_the_runner_configuration():
+    task = TaskSpec(instance_id="t", image="i", workdir="/w", problem_statement="p", eval_cmd="true")
+    specs = task_tests.pathspecs(task)
+    assert ":(glob)**/tests/**" in specs and ":(glob)**/tests" in specs, "a directory pattern also matches what replaces the directory"
+    assert {":(glob)**/conftest.py", ":(glob)**/pytest.ini", ":(glob)pytest.py"} <= set(specs)
+    own = task.model_copy(update={"test_files": ["checks/**", "*.check"]})
+    assert {":(glob)checks/**", ":(glob)checks", ":(glob)*.check", ":(glob)**/conftest.py"} <= set(task_tests.pathspecs(own))
+    assert ":(glob)**/tests/**" not in task_tests.pathspecs(own), "a row's own list replaces the default test paths"
+    swepro = task.model_copy(update={"swepro": SweProSpec(run_script="x", parser_script="y", selected_test_files=["pages/[id].test.ts"])})
+    assert ":(literal)pages/[id].test.ts" in task_tests.pathspecs(swepro)
+
+
+@pytest.mark.parametrize("bad", [[], ["/etc/passwd"], ["../outside/**"], ["tests/../../x"], [":(top)x"], [""], ["a\nb"]])
+def test_test_file_patterns_must_stay_in_the_workdir(bad):
+    with pytest.raises(ValueError, match="test_files"):
+        TaskSpec(instance_id="t", image="i", workdir="/w", problem_statement="p", eval_cmd="true", test_files=bad)
