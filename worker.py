@@ -22,7 +22,12 @@ Crash survival: every adapter turn is spooled under
 ``<results>/spool/<host queue>/`` before its reply is sent; a worker that
 restarts with the same host id takes those sessions back, and the retried
 agent activity re-attaches to the still-running Claude Code process. A reaper
-sweeps orphaned sandboxes at start-up and every ``ROLLOUT_REAP_INTERVAL_S``.
+sweeps orphaned sandboxes at start-up (before polling, so it also removes the
+sandboxes the previous process never finished booting) and every
+``ROLLOUT_REAP_INTERVAL_S``. Sessions nobody holds (restored ones no retry
+claimed, or ones a cancelled agent activity let go) are finished once they
+have been unclaimed for ``UNCLAIMED_SESSION_GRACE_S``. Expected, classified
+activity failures are logged as one line (``activity_failure_log``).
 
 SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
 close the adapter (spooled sessions stay for the next start).
@@ -45,7 +50,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import evaluate, sandbox, sandbox_firewall
+from activities import activity_failure_log, evaluate, sandbox, sandbox_firewall
 from activities.adapter import AdapterServer
 from activities.claude_binary import find_claude_code
 from activities.claude_tarballs import ClaudeTarballError
@@ -54,7 +59,7 @@ from activities.dataset_rows import DatasetRow, read_dataset
 from activities.drift_activities import DriftEpisodeActivities
 from activities.drift_roles import AdapterRolePlayer
 from activities.prompt_renderer import PromptRenderer
-from activities.reaper import reap_forever
+from activities.reaper import reap_forever, sweep_logged
 from activities.rollout_host import RolloutHost
 from activities.script_runner import SandboxScriptRunner
 from activities.scripted_policy import OracleTask, ScriptedPolicyServer
@@ -68,6 +73,7 @@ from workflows.drift_repair_episode import DriftRepairEpisode
 log = logging.getLogger("worker")
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 UNCLAIMED_SESSION_GRACE_S = 300.0
+UNCLAIMED_SWEEP_INTERVAL_S = 15.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,12 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float) -> None:
-    """Restored sessions that no resuming agent claimed within ``after_s`` belong to rollouts that moved on."""
-    await asyncio.sleep(after_s)
-    forgotten = adapter.registry.forget_unclaimed()
-    if forgotten:
-        log.info("released %d restored session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
+async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, interval_s: float = UNCLAIMED_SWEEP_INTERVAL_S) -> None:
+    """Sessions no agent activity claimed within ``after_s`` belong to rollouts that moved on: finish them."""
+    while True:
+        await asyncio.sleep(interval_s)
+        forgotten = adapter.registry.forget_unclaimed(older_than_s=after_s)
+        if forgotten:
+            log.info("released %d session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
 
 
 def oracle_tasks_from(path: str | None) -> list[OracleTask]:
@@ -108,6 +115,7 @@ async def run_worker(
 ) -> None:
     """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll."""
     stop = stop or asyncio.Event()
+    activity_failure_log.install()
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
     )
@@ -129,7 +137,7 @@ async def run_worker(
     firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
     client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
     sandbox.configure_sandbox_activities(
-        claude_code=claude_code, network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(), lifetime_s=settings.budgets.guard_s + 600
+        claude_code=claude_code, network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(cpus=settings.sandbox_cpu_limit, memory_bytes=settings.sandbox_memory_bytes, disk_bytes=settings.sandbox_disk_bytes), lifetime_s=settings.budgets.guard_s + 600
     )
     host = RolloutHost(
         adapter=adapter,
@@ -172,8 +180,9 @@ async def run_worker(
         client,
         task_queue=host_queue,
         activities=[
-            sandbox.boot_sandbox,
+            host.boot_sandbox,
             host.run_claude_code,
+            sandbox.capture_diff_activity,
             sandbox.git_diff_activity,
             sandbox.destroy_sandbox,
             host.merge_segments,
@@ -187,8 +196,9 @@ async def run_worker(
         settings.task_queue, host_queue, adapter.url, public_url, "on" if firewalled else "off", policy_url,
     )
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
+    await sweep_logged(client, host_queue, at_start=True)
     reaper = asyncio.create_task(reap_forever(client, host_queue, settings.reap_interval_s))
-    forget = asyncio.create_task(forget_unclaimed_sessions(adapter, UNCLAIMED_SESSION_GRACE_S)) if restored else None
+    forget = asyncio.create_task(forget_unclaimed_sessions(adapter, UNCLAIMED_SESSION_GRACE_S))
     try:
         async with shared, pinned:
             if ready is not None:
@@ -196,8 +206,7 @@ async def run_worker(
             await stop.wait()
     finally:
         reaper.cancel()
-        if forget is not None:
-            forget.cancel()
+        forget.cancel()
         if firewalled:
             await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await adapter.stop()

@@ -13,13 +13,30 @@ wins; with neither the agent activity fails as ``NoPolicyServer``.
 marker in the container), heartbeats every few seconds with the session's
 progress, and enforces the wall-clock budget itself, since the CLI never
 aborts a stalled stream. The adapter session it opens lives until
-``merge_segments`` (or ``discard_session``) collects it; on any failure inside
-the activity the session is discarded before the error propagates.
+``merge_segments`` (or ``discard_session``) collects it.
+
+Invariants of the agent activity when it does not return:
+* cancelled because its workflow asked (guard, operator abort, reset): the
+  agent is stopped and its session finished;
+* cancelled for any other reason (its heartbeat was lost, e.g. while the
+  Temporal server restarted; the attempt timed out) or failed: the agent keeps
+  running and the session is let go unfinished (``SessionRegistry.unclaim``),
+  so the activity's retry re-attaches to both, exactly as after a worker
+  restart; a session no retry claims is finished by the worker's sweep of
+  unclaimed sessions (it holds no agent slot meanwhile);
+* only the activity attempt that holds a session lets it go: a retry that
+  already re-attached keeps it even if the superseded attempt learns of its
+  cancellation later.
+
+Agent slots: ``pick_host`` reserves one per workflow until that workflow's
+agent activity starts (or its boot fails for good, which releases it at
+once); from then the held session counts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shlex
 import time
@@ -32,6 +49,7 @@ from temporalio.service import RPCError
 from activities import sandbox
 from activities.adapter import AdapterServer
 from activities.claude_code_harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from activities.disk_watch import DiskWatch
 from activities.contracts import (
     AgentProgress,
     AgentRun,
@@ -39,6 +57,8 @@ from activities.contracts import (
     MergeRequest,
     MergeResult,
     PolicySpec,
+    SandboxHandle,
+    SandboxRequest,
     SegmentSummary,
     SessionConfig,
 )
@@ -93,15 +113,23 @@ class RolloutHost:
         self.client = client
         self.pin_policy_url = pin_policy_url
         self._reservations: dict[str, float] = {}
+        self._holders: dict[str, int] = {}  # session id -> the agent activity attempt holding it
         self.claude = claude
+
+    @property
+    def reserved_slots(self) -> int:
+        """Slots reserved by ``pick_host`` for workflows whose agent has not started yet."""
+        now = time.monotonic()
+        return sum(1 for t in self._reservations.values() if t > now)
 
     @activity.defn(name="pick_host")
     async def pick_host(self) -> str:
         """Reserve an agent slot on this worker and return its host queue, or refuse (retried elsewhere).
 
         A slot is held by a reservation from here until the attempt's agent
-        session opens (or ``RESERVATION_TTL_S`` passes, e.g. after a failed
-        boot), then by the live session until it is merged or discarded.
+        activity starts, its boot fails for good, or ``RESERVATION_TTL_S``
+        passes; then by the session the agent activity holds until it is
+        merged or discarded.
         """
         now = time.monotonic()
         self._reservations = {k: t for k, t in self._reservations.items() if t > now}
@@ -112,6 +140,17 @@ class RolloutHost:
             raise ApplicationError(f"{self.host_queue} is full ({self.agent_slots} agent slots)", type="HostFull")
         self._reservations[key] = now + RESERVATION_TTL_S
         return self.host_queue
+
+    @activity.defn(name="boot_sandbox")
+    async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
+        """``sandbox.boot_sandbox``; a boot that fails for good (not retryable, cancelled, or its last
+        attempt) gives the workflow's reserved slot back at once instead of holding it for the TTL."""
+        try:
+            return await sandbox.boot_sandbox(request)
+        except BaseException as error:
+            if _final_failure(error):
+                self._reservations.pop(request.workflow_id, None)
+            raise
 
     @activity.defn(name="run_claude_code")
     async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
@@ -131,27 +170,39 @@ class RolloutHost:
             session_id, started_at = resumed
         else:
             session_id, started_at = await self._launch(request), time.time()
+        attempt = activity.info().attempt
+        self._holders[session_id] = attempt
         session = registry.get(session_id)
         beat = asyncio.create_task(self._heartbeat(session_id, started_at, request))
         try:
-            exit_code = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
+            exit_code, stopped = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
             if exit_code is None:
                 await sandbox.kill_detached(request.handle, "claude")
             agent_log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
-        except BaseException:
+        except BaseException as error:
             if activity.is_worker_shutdown():
                 raise ApplicationError("worker shut down while the agent ran; its session stays spooled", type="WorkerShutdown") from None
-            registry.finish_session(session_id)
+            if self._holders.get(session_id) == attempt:
+                del self._holders[session_id]
+                if _stopped_by_workflow(error):
+                    registry.finish_session(session_id)
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(sandbox.kill_detached(request.handle, "claude"))
+                else:
+                    log.info("agent activity for %s attempt %d ended (%s); the agent keeps running for the retry", request.handle.name, attempt, _why(error))
+                    registry.unclaim(session_id)
             raise
         finally:
             beat.cancel()
+        if self._holders.get(session_id) == attempt:
+            del self._holders[session_id]
         log_path = await asyncio.to_thread(self.store.put_log, f"{request.workflow_id}.attempt{request.attempt}", agent_log)
         lines = agent_log.decode(errors="replace").splitlines()
         verdict = judge_run(lines, exit_code if exit_code is not None else -1)
         return AgentRun(
             session_id=session_id,
             exit_code=exit_code,
-            reason="agent_budget_exceeded" if exit_code is None else verdict.reason,
+            reason=stopped or verdict.reason,
             is_error=verdict.is_error,
             terminal_reason=verdict.terminal_reason,
             turns=len(session.turns) if session else 0,
@@ -195,6 +246,7 @@ class RolloutHost:
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
         registry = self.adapter.registry
         assert registry is not None
+        self._holders.pop(request.session_id, None)
         result = registry.finish_session(request.session_id)
         summaries = [SegmentSummary.of(s) for s in result.segments]
         if not result.segments:
@@ -205,19 +257,26 @@ class RolloutHost:
     @activity.defn(name="discard_session")
     async def discard_session(self, session_id: str) -> None:
         registry = self.adapter.registry
+        self._holders.pop(session_id, None)
         if registry is not None:
             try:
                 registry.finish_session(session_id)
             except KeyError:
                 pass
 
-    async def _wait_for_agent(self, request: AgentRunRequest, deadline: float) -> int | None:
-        """The agent's exit code, or None once the wall-clock deadline passes (waited in short slices)."""
-        while (left := deadline - time.time()) > 0:
-            exit_code = await sandbox.wait_detached(request.handle, "claude", timeout_s=min(WAIT_SLICE_S, left))
-            if exit_code is not None:
-                return exit_code
-        return None
+    async def _wait_for_agent(self, request: AgentRunRequest, deadline: float) -> tuple[int | None, str]:
+        """The agent's exit code (waited in short slices), or None when it must be stopped; and why it was or
+        should have been: "", ``agent_budget_exceeded`` (the deadline passed) or ``sandbox_disk_exceeded`` (its
+        sandbox wrote past the disk budget; checked once more after an exit, so the mark does not depend on
+        when the watch sampled)."""
+        async with DiskWatch(request.handle, sandbox.sandbox_settings().limits.disk_bytes) as disk:
+            while (left := deadline - time.time()) > 0:
+                exit_code = await disk.first(sandbox.wait_detached(request.handle, "claude", timeout_s=min(WAIT_SLICE_S, left)))
+                if exit_code is not None:
+                    return exit_code, "sandbox_disk_exceeded" if await disk.check() else ""
+                if disk.exceeded:
+                    return None, "sandbox_disk_exceeded"
+        return None, "agent_budget_exceeded"
 
     async def _heartbeat(self, session_id: str, started_at: float, request: AgentRunRequest) -> None:
         """Heartbeat every few seconds; tell the workflow (signal) whenever the turn count moved."""
@@ -242,3 +301,25 @@ class RolloutHost:
                 except RPCError as error:
                     log.warning("progress signal for %s failed: %s", request.workflow_id, error)
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+
+def _stopped_by_workflow(error: BaseException) -> bool:
+    """A cancellation the workflow (or an operator through it) asked for, as opposed to a lost heartbeat or timeout."""
+    details = activity.cancellation_details()
+    return isinstance(error, asyncio.CancelledError) and details is not None and (details.cancel_requested or details.reset)
+
+
+def _why(error: BaseException) -> str:
+    details = activity.cancellation_details()
+    if isinstance(error, asyncio.CancelledError) and details is not None:
+        return "cancelled: " + ", ".join(k for k, v in vars(details).items() if v)
+    return f"{type(error).__name__}: {error}"
+
+
+def _final_failure(error: BaseException) -> bool:
+    """Whether the failing activity attempt is the last one Temporal will run."""
+    if isinstance(error, asyncio.CancelledError) or (isinstance(error, ApplicationError) and error.non_retryable):
+        return True
+    info = activity.info()
+    policy = info.retry_policy
+    return policy is not None and policy.maximum_attempts > 0 and info.attempt >= policy.maximum_attempts

@@ -49,7 +49,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import swebench_grading
-from activities.contracts import SandboxHandle, SandboxRequest
+from activities.contracts import CapturedDiff, DiffReport, OmittedFile, SandboxHandle, SandboxRequest
+from activities.settings import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES
 
 LABEL_PREFIX = "io.rollouts"
 OWNER_ENV = "ROLLOUT_SANDBOX_OWNER"
@@ -68,7 +69,14 @@ BASELINE_FILE = f"{HARNESS_DIR}/baseline-tree"
 PROBLEM_STATEMENT_FILE = "PROBLEM_STATEMENT.md"
 SWEBENCH_TESTBED_BIN = "/opt/miniconda3/envs/testbed/bin"
 PREPARE_TIMEOUT_S = 900.0
+# The patch travels through Temporal (2 MiB payload limit): a changed file over MAX_DIFF_FILE_BYTES is
+# left out of it and named; a patch still over MAX_DIFF_BYTES is not graded. New files totalling more
+# than MAX_NEW_FILES_BYTES are not even hashed: their patch is taken to be over the cap.
 MAX_DIFF_BYTES = 1 << 20
+MAX_DIFF_FILE_BYTES = 1 << 20
+MAX_NEW_FILES_BYTES = 256 << 20
+MAX_LISTED_OMISSIONS = 100
+DIFF_OUT = f"{HARNESS_DIR}/diff-out"
 # Paths never part of an agent's patch: the task text, harness state, byte-code caches.
 DIFF_EXCLUDES = (
     f":(exclude){PROBLEM_STATEMENT_FILE}",
@@ -96,11 +104,13 @@ class SandboxGone(SandboxError):
 
 
 class SandboxLimits(BaseModel):
-    """Per-container resource caps."""
+    """Per-container resource caps; ``disk_bytes`` bounds what an agent sandbox writes after its boot
+    (0: unbounded), enforced by ``disk_watch`` while the agent runs."""
 
-    cpus: float = Field(2.0, gt=0)
-    memory_bytes: int = Field(4 << 30, ge=64 << 20)
+    cpus: float = Field(1.0, gt=0)
+    memory_bytes: int = Field(SANDBOX_MEMORY_BYTES, ge=64 << 20)
     pids: int = Field(512, ge=16)
+    disk_bytes: int = Field(SANDBOX_DISK_BYTES, ge=0)
 
 
 class ExecResult(BaseModel):
@@ -245,6 +255,20 @@ def _exec_args(container_id: str, user: str, cwd: str, env: dict[str, str] | Non
     return ["exec", "-u", user, "-w", cwd, *names, container_id]
 
 
+async def layer_bytes(container_id: str) -> int:
+    """The size of the container's writable layer (Docker's ``SizeRw``: apparent sizes of what was written
+    or copied up); Docker walks the layer's files to compute it (about 5 µs a file here)."""
+
+    def size() -> int | None:
+        found = _client().api.containers(all=True, filters={"id": container_id}, size=True)
+        return next((int(c.get("SizeRw") or 0) for c in found if c["Id"] == container_id), None)
+
+    value = await asyncio.to_thread(size)
+    if value is None:
+        raise SandboxGone(f"container {container_id[:12]} no longer exists")
+    return value
+
+
 async def _ensure_running(container_id: str) -> None:
     def state() -> str:
         return _client().containers.get(container_id).status
@@ -364,6 +388,29 @@ def _read_member(chunks: Iterable[bytes], max_bytes: int, tail: bool) -> bytes:
             kept += chunk
             del kept[:-max_bytes]
         return bytes(kept)
+
+
+def _read_members(chunks: Iterable[bytes], max_bytes: int) -> dict[str, bytes]:
+    files = {}
+    with tarfile.open(fileobj=io.BufferedReader(_ChunkStream(chunks)), mode="r|") as archive:
+        for member in archive:
+            stream = archive.extractfile(member) if member.isfile() else None
+            if stream is not None:
+                files[PurePosixPath(member.name).name] = stream.read(max_bytes)
+    return files
+
+
+async def read_directory(handle: SandboxHandle, path: str, max_bytes: int) -> dict[str, bytes]:
+    """The first ``max_bytes`` of every regular file in the directory ``path``, by file name, in one round trip."""
+
+    def get() -> dict[str, bytes]:
+        try:
+            chunks, _ = _client().containers.get(handle.container_id).get_archive(path)
+        except docker.errors.NotFound as error:
+            raise FileNotFoundError(f"{path} in {handle.name}: {error.explanation}") from None
+        return _read_members(chunks, max_bytes)
+
+    return await asyncio.to_thread(get)
 
 
 async def read_file(handle: SandboxHandle, path: str, max_bytes: int, *, tail: bool = False) -> bytes:
@@ -548,40 +595,90 @@ GIT_INDEX_FILE=$index git write-tree >{BASELINE_FILE}.tmp
 mv -f {BASELINE_FILE}.tmp {BASELINE_FILE}
 """
 
-# $1 = output file. Writes new objects to a scratch object directory (the
-# repository's objects stay readable as an alternate), so running as root
-# never leaves root-owned files in the agent's .git.
+# $1 = output directory, $2 = per-file limit, $3 = patch cap, $4 = new-files limit (bytes).
+# Writes new objects to a scratch object directory (the repository's objects
+# stay readable as an alternate), so running as root never leaves root-owned
+# files in the agent's .git. Files over the per-file limit that `git add -A`
+# would take are excluded from both the add and the diff (hashed only when their
+# size equals the baseline's, to tell an unchanged one); those that differ from
+# the baseline are listed in $1/omitted (size NUL path NUL, at most
+# MAX_LISTED_OMISSIONS). $1/status: "ok|over <patch bytes> <omitted>" or
+# "untaken <new-file bytes> <omitted>"; $1/patch holds the patch only if "ok".
 _DIFF = f"""set -e
+out=$1 max_file=$2 max_patch=$3 max_new=$4
 base=$(cat {BASELINE_FILE} 2>/dev/null || git rev-parse 'HEAD^{{tree}}')
 git_dir=$(git rev-parse --absolute-git-dir)
 scratch=$(mktemp -d {HARNESS_DIR}/diff.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
+rm -rf "$out" && mkdir -p "$out" && : >"$out/omitted"
 if [ -f "$git_dir/index" ]; then cp "$git_dir/index" "$scratch/index"; fi
 export GIT_INDEX_FILE=$scratch/index GIT_OBJECT_DIRECTORY=$scratch/objects
 export GIT_ALTERNATE_OBJECT_DIRECTORIES=$git_dir/objects
 mkdir -p "$scratch/objects"
-git add -A -- . {pathspec_excludes()}
-git diff --cached --binary --no-color --no-ext-diff --no-renames "$base" -- . {pathspec_excludes()} >"$1"
+excludes=({pathspec_excludes()})
+big=() skip=() omitted=0
+while IFS= read -r -d '' f; do big+=(":(literal)${{f#./}}"); done < <(find . -path ./.git -prune -o -type f -size +"$max_file"c -print0)
+if [ ${{#big[@]}} -gt 0 ]; then
+  while IFS= read -r -d '' f; do
+    skip+=(":(exclude,literal)$f")
+    size=$(stat -c %s -- "$f")
+    if [ "$(git cat-file -s "$base:./$f" 2>/dev/null)" = "$size" ] \\
+      && [ "$(git rev-parse -q --verify "$base:./$f")" = "$(git hash-object -- "$f")" ]; then continue; fi
+    omitted=$((omitted + 1))
+    if [ $omitted -le {MAX_LISTED_OMISSIONS} ]; then printf '%s\\0%s\\0' "$size" "$f" >>"$out/omitted"; fi
+  done < <(git ls-files -z -c -o --exclude-standard -- "${{big[@]}}" "${{excludes[@]}}")
+fi
+new=$(git ls-files -z -o --exclude-standard -- . "${{excludes[@]}}" "${{skip[@]}}" | xargs -0 -r stat -c %s -- | awk '{{n += $1}} END {{printf "%.0f", n}}')
+if [ "${{new:-0}}" -gt "$max_new" ]; then echo "untaken $new $omitted" >"$out/status"; exit 0; fi
+git add -A -- . "${{excludes[@]}}" "${{skip[@]}}"
+git diff --cached --binary --no-color --no-ext-diff --no-renames "$base" -- . "${{excludes[@]}}" "${{skip[@]}}" >"$scratch/patch"
+size=$(stat -c %s "$scratch/patch")
+if [ "$size" -gt "$max_patch" ]; then echo "over $size $omitted" >"$out/status"; exit 0; fi
+mv "$scratch/patch" "$out/patch" && echo "ok $size $omitted" >"$out/status"
 """
 
 
-async def git_diff(handle: SandboxHandle) -> str:
-    """The agent's patch: working tree (tracked and untracked files) against the workspace baseline.
+def _diff_report(status: str, omitted: bytes) -> DiffReport:
+    word, amount, count = status.split()
+    fields = omitted.split(b"\0")
+    listed = [
+        OmittedFile(path=path.decode("utf-8", errors="replace"), size_bytes=int(size))
+        for size, path in zip(fields[0:-1:2], fields[1::2])
+    ]
+    limit = f"the {MAX_DIFF_BYTES:,}-byte cap"
+    note = {
+        "ok": "",
+        "over": f"the patch is {int(amount):,} bytes, over {limit}",
+        "untaken": f"the new files total {int(amount):,} bytes, more than {MAX_NEW_FILES_BYTES:,}: their patch would exceed {limit}",
+    }[word]
+    return DiffReport(
+        patch_bytes=int(amount) if word != "untaken" else 0,
+        omitted=listed,
+        omitted_count=int(count),
+        over_cap=word != "ok",
+        note=note,
+    )
+
+
+async def capture_diff(handle: SandboxHandle) -> CapturedDiff:
+    """The agent's patch: working tree (tracked and untracked files) against the workspace baseline, and its report.
 
     The baseline is the tree recorded at boot after ``before_repo_set_cmd`` and
     the pre-commands, so their side effects are not part of the patch (a
     grading sandbox reproduces them before applying it); it falls back to
     ``HEAD``. Excludes ``DIFF_EXCLUDES``; ``--binary`` keeps binary files.
-    Raises ``SandboxError`` if git fails or the diff exceeds ``MAX_DIFF_BYTES``.
+    Files over ``MAX_DIFF_FILE_BYTES`` are left out and named; a patch still
+    over ``MAX_DIFF_BYTES`` (or new files over ``MAX_NEW_FILES_BYTES``) comes
+    back empty with ``report.over_cap``. Raises ``SandboxError`` if git fails.
+    Two Docker round trips.
     """
-    out = f"{HARNESS_DIR}/agent.diff"
-    result = await _harness(handle, _DIFF, out, timeout_s=300)
+    limits = (str(MAX_DIFF_FILE_BYTES), str(MAX_DIFF_BYTES), str(MAX_NEW_FILES_BYTES))
+    result = await _harness(handle, _DIFF, DIFF_OUT, *limits, timeout_s=300)
     if result.exit_code != 0:
         raise SandboxError(f"git diff failed in {handle.name}: {result.output.strip()[-2000:]}")
-    data = await read_file(handle, out, MAX_DIFF_BYTES + 1)
-    if len(data) > MAX_DIFF_BYTES:
-        raise SandboxError(f"the diff in {handle.name} exceeds {MAX_DIFF_BYTES} bytes")
-    return data.decode("utf-8", errors="replace")
+    files = await read_directory(handle, DIFF_OUT, MAX_DIFF_BYTES + 1)
+    report = _diff_report(files["status"].decode(), files["omitted"])
+    return CapturedDiff(diff=files.get("patch", b"").decode("utf-8", errors="replace"), report=report)
 
 
 async def _record_baseline(handle: SandboxHandle) -> None:
@@ -744,8 +841,9 @@ async def boot(
     Preparation: the ``agent`` user (uid 1000), ``safe.directory '*'``, the
     workdir owned by ``agent``, then (as ``agent``, ``set -e``, in the workdir)
     ``before_repo_set_cmd`` and each pre-command, then the baseline snapshot
-    for ``git_diff``, then (purpose "agent" only) ``PROBLEM_STATEMENT.md`` and
-    a Claude Code config that skips onboarding. Any failure after the container
+    for ``capture_diff``, then (purpose "agent" only) ``PROBLEM_STATEMENT.md``,
+    a Claude Code config that skips onboarding and the writable layer's size
+    (``disk_baseline_bytes``, the disk budget's zero). Any failure after the container
     exists removes it before raising. At most ``MAX_CONCURRENT_BOOTS`` boots
     run at once per process.
     """
@@ -763,6 +861,8 @@ async def boot(
         )
         try:
             await _prepare_workspace(handle, request)
+            if request.purpose == "agent":
+                handle.disk_baseline_bytes = await layer_bytes(container_id)
         except BaseException:
             await asyncio.shield(destroy(handle))
             raise
@@ -873,15 +973,26 @@ async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
         raise non_retryable(error, "SandboxBootError") from error
 
 
-@activity.defn(name="git_diff")
-async def git_diff_activity(handle: SandboxHandle) -> str:
-    """Non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``."""
+@activity.defn(name="capture_diff")
+async def capture_diff_activity(handle: SandboxHandle) -> CapturedDiff:
+    """``capture_diff``, heartbeating; non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``."""
     try:
-        return await git_diff(handle)
+        async with heartbeating(lambda: {"phase": "diff"}):
+            return await capture_diff(handle)
     except SandboxGone as error:
         raise non_retryable(error, "SandboxGone") from error
     except SandboxError as error:
         raise non_retryable(error, "GitDiffFailed") from error
+
+
+@activity.defn(name="git_diff")
+async def git_diff_activity(handle: SandboxHandle) -> str:
+    """The bare patch text, for rollouts whose workflow scheduled ``git_diff`` (code before ``capture_diff``);
+    a patch over the cap is ``GitDiffFailed`` there, as that code expects."""
+    captured = await capture_diff_activity(handle)
+    if captured.report.over_cap:
+        raise non_retryable(SandboxError(f"the diff in {handle.name} is over the cap: {captured.report.note}"), "GitDiffFailed")
+    return captured.diff
 
 
 @activity.defn(name="destroy_sandbox")

@@ -7,7 +7,7 @@ import sys
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -20,8 +20,11 @@ TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 
 
 @asynccontextmanager
-async def local_cluster(policy_url: str, results_dir: Path, budgets: RolloutBudgets) -> AsyncIterator[tuple[WorkflowEnvironment, WorkerSettings]]:
-    """Yield (environment, worker settings) once the worker polls; stop both afterwards."""
+async def local_cluster(
+    policy_url: str, results_dir: Path, budgets: RolloutBudgets, **overrides: Any
+) -> AsyncIterator[tuple[WorkflowEnvironment, WorkerSettings]]:
+    """Yield (environment, worker settings) once the worker polls; stop both afterwards. ``overrides`` are
+    further ``WorkerSettings`` fields."""
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
     settings = WorkerSettings(
         temporal_address=env.client.service_client.config.target_host,
@@ -31,6 +34,7 @@ async def local_cluster(policy_url: str, results_dir: Path, budgets: RolloutBudg
         task_queue=f"pytest-{uuid.uuid4().hex[:6]}",
         results_dir=results_dir,
         budgets=budgets,
+        **overrides,
     )
     stop, ready = asyncio.Event(), asyncio.Event()
     worker = asyncio.create_task(run_worker(settings, stop=stop, ready=ready))

@@ -17,6 +17,8 @@ from temporalio.worker import Worker
 from activities.contracts import (
     AgentRun,
     AgentRunRequest,
+    CapturedDiff,
+    DiffReport,
     EvalRequest,
     EvalResult,
     MergeRequest,
@@ -45,6 +47,7 @@ class FakeCluster:
         self.boot_failures: list[Exception] = []
         self.agent_hangs = False
         self.empty_session = False
+        self.diff_report = DiffReport(patch_bytes=19)
 
     @activity.defn(name="pick_host")
     async def pick_host(self) -> str:
@@ -71,10 +74,10 @@ class FakeCluster:
                 raise
         return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
 
-    @activity.defn(name="git_diff")
-    async def git_diff(self, handle: SandboxHandle) -> str:
-        self.calls.append("git_diff")
-        return "diff --git a/x b/x\n"
+    @activity.defn(name="capture_diff")
+    async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
+        self.calls.append("capture_diff")
+        return CapturedDiff(diff="diff --git a/x b/x\n" if not self.diff_report.over_cap else "", report=self.diff_report)
 
     @activity.defn(name="destroy_sandbox")
     async def destroy_sandbox(self, handle: SandboxHandle) -> None:
@@ -112,7 +115,7 @@ async def run(env, cluster: FakeCluster, rollout_input: RolloutInput):
         activities=[
             cluster.boot_sandbox,
             cluster.run_claude_code,
-            cluster.git_diff,
+            cluster.capture_diff,
             cluster.destroy_sandbox,
             cluster.merge_segments,
             cluster.discard_session,
@@ -130,8 +133,19 @@ async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
     assert result.status == "completed" and result.reward == 1.0 and result.solved
     assert result.trajectory is not None and result.attempts == 1
     assert cluster.calls == [
-        "pick_host", "boot_sandbox", "run_claude_code", "git_diff", "destroy_sandbox", "evaluate", "merge_segments"
+        "pick_host", "boot_sandbox", "run_claude_code", "capture_diff", "destroy_sandbox", "evaluate", "merge_segments"
     ]
+    assert result.diff == cluster.diff_report
+
+
+async def test_a_patch_over_the_cap_completes_graded_zero_without_a_grading_sandbox(env):
+    cluster = FakeCluster()
+    cluster.diff_report = DiffReport(patch_bytes=3 << 20, over_cap=True, note="the patch is 3,145,728 bytes, over the 1,048,576-byte cap")
+    result = await run(env, cluster, rollout())
+    assert (result.status, result.reward, result.solved, result.applied_cleanly) == ("completed", 0.0, False, False)
+    assert result.trajectory is not None and result.diff == cluster.diff_report
+    assert result.evaluation.grader == "eval_cmd" and result.evaluation.log_tail == f"[not graded: {cluster.diff_report.note}]"
+    assert "evaluate" not in cluster.calls and cluster.calls[-1] == "merge_segments"
 
 
 async def test_wall_clock_guard_aborts_gracefully_after_stopping_the_agent(env):
@@ -195,7 +209,7 @@ async def start(env, cluster: FakeCluster, rollout_input: RolloutInput):
     host = Worker(
         env.client,
         task_queue=LIVE,
-        activities=[cluster.boot_sandbox, cluster.run_claude_code, cluster.git_diff, cluster.destroy_sandbox, cluster.merge_segments, cluster.discard_session],
+        activities=[cluster.boot_sandbox, cluster.run_claude_code, cluster.capture_diff, cluster.destroy_sandbox, cluster.merge_segments, cluster.discard_session],
     )
     handle = await env.client.start_workflow(CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED)
     return shared, host, handle

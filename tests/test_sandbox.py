@@ -19,9 +19,9 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import sandbox
+from activities import disk_watch, sandbox
 from activities.claude_binary import CLAUDE_CODE_VERSION, find_claude_binary
-from activities.contracts import SandboxRequest, TaskSpec
+from activities.contracts import DiffReport, OmittedFile, SandboxRequest, TaskSpec
 from activities.dataset_rows import read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -203,14 +203,86 @@ async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task):
             " && echo 'tampered' >> PROBLEM_STATEMENT.md && python3 -m compileall -q calc"
         )
         assert (await sandbox.exec(handle, edit)).exit_code == 0
-        diff = await sandbox.git_diff(handle)
+        captured = await sandbox.capture_diff(handle)
+        diff = captured.diff
         changed = {line.split(" b/")[-1] for line in diff.splitlines() if line.startswith("diff --git")}
         assert changed == {"calc/__init__.py", "calc/extra.py", "logo.bin"}
         assert "GIT binary patch" in diff and '+__version__ = "0.3.2"' in diff
+        assert captured.report == DiffReport(patch_bytes=len(diff.encode()))
         status = await sandbox.exec(handle, "git status --porcelain --untracked-files=no")
         assert status.output.strip() == "M calc/__init__.py", "the agent's own index must stay untouched"
-        check = await sandbox.exec(handle, "git stash -u -q && git apply --check /tmp/rollout/agent.diff")
+        check = await sandbox.exec(handle, f"git stash -u -q && git apply --check {sandbox.DIFF_OUT}/patch")
         assert check.exit_code == 0, check.output
+    finally:
+        await sandbox.destroy(handle)
+
+
+async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named(prefix, calc_task):
+    """A 30 MB blob beside a real fix: the patch carries the fix and names the blob; big files that are
+    unchanged from the baseline or ignored by git are neither in the patch nor named."""
+    setup = [
+        "head -c 3000000 /dev/urandom > data.bin && git add data.bin && git -c user.name=t -c user.email=t@t commit -qm data",
+        "echo 'ignored/' > .gitignore && mkdir -p ignored",
+    ]
+    handle = await fresh(prefix, calc_task.model_copy(update={"pre_commands": setup}), "bigfile")
+    try:
+        edit = (
+            "sed -i 's/0.3.1/0.3.2/' calc/__init__.py && head -c 30000000 /dev/urandom > blob.bin"
+            " && mkdir -p 'odd dir' && head -c 2000000 /dev/zero > 'odd dir/zeros \u00e9.bin'"
+            " && head -c 5000000 /dev/urandom > ignored/cache.bin && touch data.bin"
+        )
+        assert (await sandbox.exec(handle, edit)).exit_code == 0
+        captured = await sandbox.capture_diff(handle)
+        changed = {line.split(" b/")[-1] for line in captured.diff.splitlines() if line.startswith("diff --git")}
+        assert changed == {"calc/__init__.py"}
+        report = captured.report
+        assert sorted(report.omitted, key=lambda f: f.path) == [
+            OmittedFile(path="blob.bin", size_bytes=30_000_000),
+            OmittedFile(path="odd dir/zeros \u00e9.bin", size_bytes=2_000_000),
+        ]
+        assert (report.omitted_count, report.over_cap, report.patch_bytes) == (2, False, len(captured.diff.encode()))
+        check = await sandbox.exec(handle, f"git stash -u -q && git apply --check {sandbox.DIFF_OUT}/patch")
+        assert check.exit_code == 0, check.output
+    finally:
+        await sandbox.destroy(handle)
+
+
+async def test_a_patch_over_the_cap_comes_back_empty_and_marked(prefix, calc_task, monkeypatch):
+    handle = await fresh(prefix, calc_task, "overcap")
+    try:
+        files = " && ".join(f"head -c 600000 /dev/urandom | base64 > notes{i}.txt" for i in range(3))
+        assert (await sandbox.exec(handle, files)).exit_code == 0
+        captured = await sandbox.capture_diff(handle)
+        report = captured.report
+        assert captured.diff == "" and report.over_cap and report.omitted == []
+        assert report.patch_bytes > sandbox.MAX_DIFF_BYTES
+        assert report.note == f"the patch is {report.patch_bytes:,} bytes, over the {sandbox.MAX_DIFF_BYTES:,}-byte cap"
+        monkeypatch.setattr(sandbox, "MAX_NEW_FILES_BYTES", 1 << 20)
+        untaken = (await sandbox.capture_diff(handle)).report
+        assert (untaken.over_cap, untaken.patch_bytes) == (True, 0)
+        assert untaken.note.startswith("the new files total ") and "more than 1,048,576" in untaken.note
+        with pytest.raises(ApplicationError) as caught:
+            await ActivityEnvironment().run(sandbox.git_diff_activity, handle)
+        assert caught.value.type == "GitDiffFailed" and caught.value.non_retryable
+    finally:
+        await sandbox.destroy(handle)
+
+
+async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task):
+    """Usage counts from the end of boot; a command writing past a small budget loses the race to the watch."""
+    handle = await fresh(prefix, calc_task, "disk")
+    try:
+        assert handle.disk_baseline_bytes > 0, "the boot's chown copies the workspace up into the layer"
+        assert await disk_watch.used_bytes(handle) < 1 << 20
+        async with disk_watch.DiskWatch(handle, budget_bytes=8 << 20) as watch:
+            await sandbox.start_detached(handle, "writer", "head -c 32000000 /dev/zero > fill.bin && sleep 300")
+            assert await watch.first(sandbox.wait_detached(handle, "writer", timeout_s=120)) is None
+            assert watch.exceeded and watch.used >= 8 << 20
+        assert (await sandbox.detached_status(handle, "writer")).running, "the watch only reports; its caller stops the agent"
+        async with disk_watch.DiskWatch(handle, budget_bytes=0) as unbounded:
+            assert not await unbounded.check()
+        async with disk_watch.DiskWatch(handle, budget_bytes=64 << 20) as roomy:
+            assert not await roomy.check() and 32_000_000 <= roomy.used < 64 << 20
     finally:
         await sandbox.destroy(handle)
 

@@ -2,14 +2,18 @@
 
 Sequence per attempt (fresh sandbox and fresh adapter session each time):
 ``pick_host`` (shared queue) -> ``boot_sandbox`` -> ``run_claude_code`` ->
-``git_diff`` -> ``destroy_sandbox`` (always), all pinned to the host queue
+``capture_diff`` -> ``destroy_sandbox`` (always), all pinned to the host queue
 that ``pick_host`` returned, because the container and the adapter session
-live in that worker process. A lost host shows up as a heartbeat or
-schedule-to-start timeout; the next attempt starts on whichever worker picks
-it up. Then ``evaluate`` (any worker, its own clean sandbox) and
+live in that worker process. A lost host shows up as a heartbeat (boot and
+agent both heartbeat) or schedule-to-start timeout; the next attempt starts on
+whichever worker picks it up. Then ``evaluate`` (any worker, its own clean sandbox) and
 ``merge_segments`` (the host holding the session).
 
 Invariants:
+* a patch over the cap is not an abort: it is graded without a grading
+  sandbox as reward 0 (``applied_cleanly`` false, the reason in the
+  evaluation's log tail and ``RolloutResult.diff``), and the rollout completes
+  with its segments;
 * the workflow always returns a ``RolloutResult``: ``completed`` with reward
   and a trajectory ref, or ``aborted`` with a machine-readable reason; it never
   fails because a rollout went wrong;
@@ -50,8 +54,11 @@ with workflow.unsafe.imports_passed_through():
         AgentProgress,
         AgentRun,
         AgentRunRequest,
+        CapturedDiff,
+        DiffReport,
         EvalRequest,
         EvalResult,
+        GraderKind,
         MergeRequest,
         MergeResult,
         RolloutInput,
@@ -63,6 +70,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
+# ``workflow.patched`` id of ``capture_diff``; histories without its marker took the bare patch from ``git_diff``.
+CAPTURE_DIFF_PATCH = "capture-diff-report"
 BOOT_ERRORS = ["SandboxImageMissing", "SandboxBootError"]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # Activity error type -> the abort reason it is reported as; other types become ``exception:<type>``.
@@ -86,6 +95,7 @@ class CodingAgentRollout:
         self._attempts = 0
         self._agent: AgentRun | None = None
         self._evaluation: EvalResult | None = None
+        self._diff: DiffReport | None = None
         self._host_start = timedelta(seconds=10)
         self._abort_requested: str | None = None
 
@@ -161,18 +171,22 @@ class CodingAgentRollout:
                 break
         else:
             raise _Aborted("no_healthy_host")
-        agent, diff, host_queue = outcome
+        agent, captured, host_queue = outcome
+        self._diff = captured.report
         try:
             self._enter("grading")
-            self._evaluation = await workflow.execute_activity(
-                "evaluate",
-                EvalRequest(task=rollout.task, diff=diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
-                result_type=EvalResult,
-                start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
-                heartbeat_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["NoGrader", "NotEvaluable", *BOOT_ERRORS]),
-                summary="grade the diff in a fresh sandbox",
-            )
+            if captured.report.over_cap and rollout.task.grader is not None:
+                self._evaluation = _not_graded(rollout.task.grader, captured.report)
+            else:
+                self._evaluation = await workflow.execute_activity(
+                    "evaluate",
+                    EvalRequest(task=rollout.task, diff=captured.diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
+                    result_type=EvalResult,
+                    start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
+                    heartbeat_timeout=timedelta(seconds=60),
+                    retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["NoGrader", "NotEvaluable", *BOOT_ERRORS]),
+                    summary="grade the diff in a fresh sandbox",
+                )
         except ActivityError as error:
             await self._clean_up_on_host("discard_session", agent.session_id, host_queue, "discard adapter session")
             raise _Aborted(_abort_reason(error)) from None
@@ -234,17 +248,9 @@ class CodingAgentRollout:
             self._agent = agent
             session_to_discard = agent.session_id
             self._enter("diff", turns=max(self._progress.turns, agent.turns))
-            diff = await workflow.execute_activity(
-                "git_diff",
-                handle,
-                result_type=str,
-                start_to_close_timeout=timedelta(minutes=2),
-                retry_policy=SHORT_RETRY,
-                summary="git diff",
-                **pinned,
-            )
+            captured = await self._capture_diff(handle, pinned)
             session_to_discard = None
-            return agent, diff, host_queue
+            return agent, captured, host_queue
         except ActivityError as error:
             if _host_lost(error):
                 return None
@@ -255,6 +261,25 @@ class CodingAgentRollout:
             if handle is not None:
                 await self._clean_up_on_host("destroy_sandbox", handle, host_queue, "destroy sandbox")
 
+    async def _capture_diff(self, handle: SandboxHandle, pinned: dict) -> CapturedDiff:
+        """The agent's patch and its report; a history from before ``CAPTURE_DIFF_PATCH`` took ``git_diff``'s
+        bare text, a patch that left nothing out."""
+        if not workflow.patched(CAPTURE_DIFF_PATCH):
+            diff = await workflow.execute_activity(
+                "git_diff", handle, result_type=str, start_to_close_timeout=timedelta(minutes=2), retry_policy=SHORT_RETRY, summary="git diff", **pinned
+            )
+            return CapturedDiff(diff=diff, report=DiffReport(patch_bytes=len(diff.encode())))
+        return await workflow.execute_activity(
+            "capture_diff",
+            handle,
+            result_type=CapturedDiff,
+            start_to_close_timeout=timedelta(minutes=6),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=SHORT_RETRY,
+            summary="git diff",
+            **pinned,
+        )
+
     async def _boot(self, rollout: RolloutInput, workflow_id: str, attempt: int, pinned: dict) -> SandboxHandle:
         """Boot with retries for transient Docker errors; a boot that still fails aborts as ``sandbox_boot_failed``."""
         try:
@@ -263,6 +288,7 @@ class CodingAgentRollout:
                 SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt),
                 result_type=SandboxHandle,
                 start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=BOOT_RETRY,
                 summary=f"boot {rollout.task.image}",
                 **pinned,
@@ -314,7 +340,13 @@ class CodingAgentRollout:
             trajectory=merged.trajectory if merged else None,
             segments=merged.segments if merged else [],
             elapsed_s=(workflow.now() - started).total_seconds(),
+            diff=self._diff,
         )
+
+
+def _not_graded(grader: GraderKind, report: DiffReport) -> EvalResult:
+    """The evaluation of a patch too big to grade: reward 0, marked."""
+    return EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader=grader, log_tail=f"[not graded: {report.note}]")
 
 
 def _host_lost(error: ActivityError) -> bool:
