@@ -14,10 +14,11 @@ Invariants:
   plus the files ``.gitignore`` hides, such as build products).
 * ``reset`` runs after the diff applied and before the grader: every
   protected path that differs from that snapshot (modified, deleted, changed
-  type, or added, ignored or not) is put back, added ones removed, and the
-  changed paths are returned. Afterwards the protected paths equal the
-  snapshot exactly, so the tests that run are the task's, whatever the diff
-  did; a new test the agent wrote is removed, never run.
+  type, or added, ignored or not) is put back, added ones removed, in the
+  working tree and in the repository's index, and the changed paths are
+  returned. Afterwards the protected paths equal the snapshot exactly, so
+  the tests that run are the task's, whatever the diff did; a new test the
+  agent wrote is removed, never run.
 """
 
 from __future__ import annotations
@@ -77,8 +78,11 @@ git read-tree "$(cat {sandbox.BASELINE_FILE})"
 """
 
 # The two-tree read-tree updates, creates and deletes exactly the files whose
-# entries differ between the current state and the snapshot. The changed paths
-# come last, NUL-separated after a marker (a login shell may print before it).
+# entries differ between the current state and the snapshot; then the
+# repository's own index takes those paths from the restored tree (``git apply
+# --3way`` staged the agent's versions, which a ``git checkout .`` would bring
+# back). The changed paths come last, NUL-separated after a marker (a login
+# shell may print before it).
 _MARKER = "task-tests-reset:"
 _RESET = f"""set -eo pipefail
 export GIT_INDEX_FILE={_INDEX}
@@ -86,6 +90,8 @@ snapshot=$(cat {_SNAPSHOT})
 {_STAGE}current=$(git write-tree)
 git diff-tree -r -z --name-only --no-renames "$snapshot" "$current" >{_SNAPSHOT}.changed
 git read-tree -m -u "$current" "$snapshot"
+unset GIT_INDEX_FILE
+if [ -f "$(git rev-parse --git-path index)" ]; then git update-index -z --add --remove --replace --stdin <{_SNAPSHOT}.changed; fi
 printf '%s\\0' {_MARKER}
 cat {_SNAPSHOT}.changed
 """

@@ -256,3 +256,15 @@ def test_protected_paths_default_to_the_test_paths_plus_the_runner_configuration
 def test_test_file_patterns_must_stay_in_the_workdir(bad):
     with pytest.raises(ValueError, match="test_files"):
         TaskSpec(instance_id="t", image="i", workdir="/w", problem_statement="p", eval_cmd="true", test_files=bad)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_row_command_that_checks_out_the_index_does_not_bring_the_agents_edits_back(prefix, tasks):
+    """``git apply --3way`` stages the agent's edits; the reset puts the index entries back too."""
+    task = tasks["calc-eval-cmd"]
+    task = task.model_copy(update={"eval_cmd": f"git checkout -q -- . && {task.eval_cmd}"})
+    edit, reset = EVAL_CMD_ATTACKS["overwrite_the_test_file"]
+    result = await grade(prefix, task, diff_after("calc-eval-cmd", edit))
+    assert (result.reward, result.apply_method, result.tests_failed) == (0.0, "git apply --3way", 2), result.log_tail
+    assert result.reset_paths == reset
