@@ -2,6 +2,7 @@
 
 import base64
 import json
+import os
 
 import pytest
 
@@ -142,6 +143,9 @@ def dataset_root(tmp_path, monkeypatch):
     (tmp_path / "secret.txt").write_text("SECRET-MARKER-7f3a\n")
     (root / "scripts" / "escape.sh").symlink_to(tmp_path / "secret.txt")
     (root / "scripts" / "passwd.sh").symlink_to("/etc/passwd")
+    (root / "scripts" / "big.sh").write_bytes(b"#" * ((1 << 20) + 1))
+    (root / "scripts" / "binary.sh").write_bytes(b"\xff\xfe\x00")
+    os.mkfifo(root / "scripts" / "fifo.sh")
     return root
 
 
@@ -173,6 +177,9 @@ def _hostile_lines() -> list[str]:
         ("scripts/passwd.sh", "through a symlink"),
         ("scripts/missing.sh", "cannot be opened"),
         ("scripts", "not a regular file"),
+        ("scripts/fifo.sh", "not a regular file"),
+        ("scripts/big.sh", "larger than 1048576 bytes"),
+        ("scripts/binary.sh", "not UTF-8 text"),
     ],
 )
 @pytest.mark.parametrize("field", ["run_script_path", "parser_script_path"])
