@@ -29,6 +29,7 @@ import logging
 import os
 import secrets
 import sys
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -86,6 +87,13 @@ class SessionRegistry:
 
     Finished results are kept for the last ``FINISHED_KEPT`` sessions only; an
     older finished session's token then reads as unknown (401), not closed (409).
+
+    A live session is *unclaimed* while no agent activity holds it: restored
+    from the spool after a restart, or let go by an agent activity that was
+    cancelled for a reason other than its workflow asking (lost heartbeat,
+    server restart), so that the retry can take it back. Unclaimed sessions
+    keep serving their agent but hold no agent slot (``live_count`` leaves them
+    out) until ``claim``; ``forget_unclaimed`` finishes those nobody claimed.
     """
 
     def __init__(
@@ -103,7 +111,7 @@ class SessionRegistry:
         self._spool = spool
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
-        self._unclaimed: set[str] = set()
+        self._unclaimed: dict[str, float] = {}  # session id -> time.monotonic() when it became unclaimed
 
     def open_session(self, config: SessionConfig, durable: bool = True) -> SessionTicket:
         """Mint a session; ``durable`` sessions are spooled so a restarted worker can resume them."""
@@ -125,21 +133,27 @@ class SessionRegistry:
             session.restore(spooled.turns)
             self._live[spooled.session_id] = _Entry(secret=spooled.secret, session=session)
             restored.append(spooled.session_id)
-        self._unclaimed.update(restored)
+        self._unclaimed.update(dict.fromkeys(restored, time.monotonic()))
         return restored
 
     def claim(self, session_id: str) -> PolicySession | None:
-        """A resuming activity takes a restored session back (it is then kept until finished)."""
-        self._unclaimed.discard(session_id)
+        """A resuming activity takes an unclaimed session back (it then holds a slot until finished)."""
+        self._unclaimed.pop(session_id, None)
         return self.get(session_id)
 
-    def forget_unclaimed(self) -> list[str]:
-        """Finish restored sessions nobody resumed (their rollouts moved on or are gone); returns their ids."""
-        forgotten = sorted(self._unclaimed)
+    def unclaim(self, session_id: str) -> None:
+        """The activity holding a live session lets go of it without finishing it (a retry may claim it)."""
+        if session_id in self._live:
+            self._unclaimed.setdefault(session_id, time.monotonic())
+
+    def forget_unclaimed(self, older_than_s: float = 0.0) -> list[str]:
+        """Finish sessions left unclaimed for at least ``older_than_s`` (their rollouts moved on or are gone); returns their ids."""
+        cutoff = time.monotonic() - older_than_s
+        forgotten = sorted(s for s, since in self._unclaimed.items() if since <= cutoff)
         for session_id in forgotten:
+            self._unclaimed.pop(session_id, None)
             if session_id in self._live:
                 self.finish_session(session_id)
-        self._unclaimed.clear()
         return forgotten
 
     def _new_session(self, session_id: str, config: SessionConfig, spool: SessionSpool | None) -> PolicySession:
@@ -162,7 +176,7 @@ class SessionRegistry:
         return entry.session if entry else None
 
     def finish_session(self, session_id: str) -> SessionResult:
-        self._unclaimed.discard(session_id)
+        self._unclaimed.pop(session_id, None)
         if session_id in self._finished:
             return self._finished[session_id]
         entry = self._live.pop(session_id, None)
@@ -178,7 +192,8 @@ class SessionRegistry:
 
     @property
     def live_count(self) -> int:
-        return len(self._live)
+        """Live sessions an agent activity holds (unclaimed ones hold no slot)."""
+        return len(self._live) - len(self._unclaimed)
 
 
 REGISTRY = web.AppKey("registry", SessionRegistry)

@@ -7,7 +7,18 @@ A labelled sandbox is removed when
   finished the rollout, or
 * its workflow is unknown to this cluster *and* it was booted by this very
   host queue (a sandbox of another cluster sharing the Docker engine is never
-  touched on that ground).
+  touched on that ground), or
+* it is an agent sandbox of an attempt its workflow has given up: the
+  workflow's ``RolloutAttempt`` search attribute is past the container's
+  ``io.rollouts.attempt`` (e.g. its worker died while booting it and the
+  workflow moved to a fresh attempt), or
+* (start-up sweep only, before this worker polls) it belongs to this host
+  queue and no activity can still be using it: a grading sandbox (those live
+  inside one activity of the process that died), or an agent sandbox whose
+  workflow's current attempt is still booting (a ``boot_sandbox`` activity is
+  pending), i.e. one the previous process of this host never finished
+  booting; the boot's retry creates a fresh one. An agent sandbox that
+  finished booting is kept, so a restarted worker can resume its agent.
 """
 
 from __future__ import annotations
@@ -15,50 +26,72 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import sandbox
+from workflows import search_attributes
 
 log = logging.getLogger(__name__)
 PREFIX = sandbox.LABEL_PREFIX
 
 
-async def sweep(client: Client, host_queue: str, now: float | None = None) -> list[str]:
-    """One pass; returns the names of the containers it removed."""
+async def sweep(client: Client, host_queue: str, now: float | None = None, at_start: bool = False) -> list[str]:
+    """One pass; returns the names of the containers it removed. ``at_start``: no activity of this
+    host queue runs yet (the worker sweeps before it polls), so its unfinished boots are orphans."""
     expired = await sandbox.reap_expired(now)
-    statuses: dict[str, WorkflowExecutionStatus | None] = {}
+    descriptions: dict[str, WorkflowExecutionDescription | None] = {}
     doomed = []
     for container in await sandbox.list_managed():
-        labels = container.labels
-        workflow_id = labels.get(f"{PREFIX}.workflow_id", "")
-        if workflow_id not in statuses:
-            statuses[workflow_id] = await _status(client, workflow_id)
-        status = statuses[workflow_id]
-        closed = status is not None and status != WorkflowExecutionStatus.RUNNING
-        unknown_here = status is None and labels.get(f"{PREFIX}.host_queue") == host_queue
-        if closed or unknown_here:
+        workflow_id = container.labels.get(f"{PREFIX}.workflow_id", "")
+        if workflow_id not in descriptions:
+            descriptions[workflow_id] = await _describe(client, workflow_id)
+        if _orphaned(container, descriptions[workflow_id], host_queue, at_start):
             doomed.append(container)
     names = {c.name for c in doomed}
     return expired + (await sandbox.reap(lambda c: c.name in names) if names else [])
 
 
+def _orphaned(container: sandbox.ManagedContainer, description: WorkflowExecutionDescription | None, host_queue: str, at_start: bool) -> bool:
+    labels = container.labels
+    mine = labels.get(f"{PREFIX}.host_queue") == host_queue
+    if description is None:
+        return mine
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return True
+    if labels.get(f"{PREFIX}.purpose", "agent") != "agent":
+        return at_start and mine
+    label = labels.get(f"{PREFIX}.attempt", "")
+    current = description.typed_search_attributes.get(search_attributes.ATTEMPT)
+    if not label.isdigit() or current is None:
+        return False
+    if current > int(label):
+        return True
+    booting = any(a.activity_type.name == "boot_sandbox" for a in description.raw_description.pending_activities)
+    return at_start and mine and current == int(label) and booting
+
+
 async def reap_forever(client: Client, host_queue: str, interval_s: float) -> None:
     while True:
-        try:
-            removed = await sweep(client, host_queue)
-            if removed:
-                log.info("reaper: removed %s", ", ".join(removed))
-        except (RPCError, OSError, RuntimeError) as error:
-            log.warning("reaper: sweep failed: %s", error)
         await asyncio.sleep(interval_s)
+        await sweep_logged(client, host_queue)
 
 
-async def _status(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:
+async def sweep_logged(client: Client, host_queue: str, at_start: bool = False) -> None:
+    """``sweep``, logging what it removed; a failed sweep is logged and left to the next one."""
+    try:
+        removed = await sweep(client, host_queue, at_start=at_start)
+        if removed:
+            log.info("reaper: removed %s", ", ".join(removed))
+    except (RPCError, OSError, RuntimeError) as error:
+        log.warning("reaper: sweep failed: %s", error)
+
+
+async def _describe(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
     if not workflow_id:
         return None
     try:
-        return (await client.get_workflow_handle(workflow_id).describe()).status
+        return await client.get_workflow_handle(workflow_id).describe()
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return None

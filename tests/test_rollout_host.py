@@ -1,20 +1,38 @@
-"""Agent-slot admission: pick_host reserves a slot per workflow, so boots in flight count too."""
+"""Agent-slot admission: pick_host reserves a slot per workflow, so boots in flight count too; slots do not leak.
+
+A boot that fails for good gives its slot back at once, and sessions nobody
+holds (restored from the spool, or let go by a cancelled agent activity) hold
+no slot until an agent activity claims them.
+"""
 
 import dataclasses
+import logging
+import uuid
 
 import pytest
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+from temporalio.worker import Worker
 
+from activities import activity_failure_log
 from activities.adapter import AdapterServer
+from activities.contracts import RolloutInput, SessionConfig, TaskSpec
 from activities.rollout_host import RolloutHost
+from activities.search_attribute_registry import ensure_search_attributes
+from activities.session_spool import SessionSpool
 from activities.trajectory_store import TrajectoryStore
+from tests.local_cluster import TEMPORAL_CLI
+from workflows.coding_agent_rollout import CodingAgentRollout
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 
 
-def host(renderer, tmp_path, slots: int) -> RolloutHost:
+def host(adapter: AdapterServer, tmp_path, slots: int, host_queue: str = "rl-rollouts-host-test") -> RolloutHost:
     return RolloutHost(
-        adapter=AdapterServer(renderer),
-        host_queue="rl-rollouts-host-test",
+        adapter=adapter,
+        host_queue=host_queue,
         adapter_public_url="http://127.0.0.1:1",
         default_policy_url="http://127.0.0.1:2",
         store=TrajectoryStore(tmp_path),
@@ -29,10 +47,72 @@ def as_workflow(workflow_id: str) -> ActivityEnvironment:
 
 
 async def test_slots_are_reserved_at_pick_time(renderer, tmp_path):
-    rollout_host = host(renderer, tmp_path, slots=2)
+    rollout_host = host(AdapterServer(renderer), tmp_path, slots=2)
     assert await as_workflow("wf-a").run(rollout_host.pick_host) == "rl-rollouts-host-test"
     assert await as_workflow("wf-b").run(rollout_host.pick_host) == "rl-rollouts-host-test"
     assert await as_workflow("wf-a").run(rollout_host.pick_host) == "rl-rollouts-host-test", "a retry keeps its slot"
     with pytest.raises(ApplicationError) as refused:
         await as_workflow("wf-c").run(rollout_host.pick_host)
     assert refused.value.type == "HostFull"
+
+
+async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(renderer, tmp_path):
+    before = AdapterServer(renderer, spool=SessionSpool(tmp_path / "spool"))
+    await before.start()
+    kept, gone = before.registry.open_session(CONFIG), before.registry.open_session(CONFIG)
+    await before.stop()
+    after = AdapterServer(renderer, spool=SessionSpool(tmp_path / "spool"))
+    await after.start()
+    try:
+        registry = after.registry
+        assert sorted(registry.restore_spooled()) == sorted([kept.session_id, gone.session_id])
+        assert registry.live_count == 0
+        rollout_host = host(after, tmp_path, slots=1)
+        assert await as_workflow("wf-new").run(rollout_host.pick_host) == "rl-rollouts-host-test", "restored sessions must not fill the host"
+        assert registry.claim(kept.session_id) is not None and registry.live_count == 1
+        registry.unclaim(kept.session_id)
+        assert registry.live_count == 0, "a session let go by its activity holds no slot either"
+        assert registry.forget_unclaimed(older_than_s=3600) == [], "not yet past the grace period"
+        assert registry.forget_unclaimed() == sorted([kept.session_id, gone.session_id])
+        assert registry.get(kept.session_id) is None and list((tmp_path / "spool").glob("*.jsonl")) == []
+    finally:
+        await after.stop()
+
+
+def bad_row(image: str) -> RolloutInput:
+    task = TaskSpec(instance_id=f"bad-{uuid.uuid4().hex[:6]}", image=image, workdir="/w", problem_statement="p", eval_cmd="true")
+    return RolloutInput(task=task, host_start_timeout_s=5, guard_s=120)
+
+
+async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(renderer, tmp_path, caplog):
+    """Real pick_host and boot_sandbox against real Docker and a real dev server (the time-skipping
+    server does not tell activities their retry policy): a missing image (non-retryable) and an
+    invalid image reference (an unexpected Docker error, retried to its last attempt) both end
+    ``sandbox_boot_failed`` and leave no reservation, so a good row is picked right after on a
+    one-slot host. The expected failure is one log line; the unexpected one keeps its traceback."""
+    activity_failure_log.install()
+    caplog.set_level(logging.WARNING, logger="temporalio.activity")
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    await ensure_search_attributes(env.client, "default")
+    adapter = AdapterServer(renderer)
+    await adapter.start()
+    shared, host_queue = f"slots-{uuid.uuid4().hex[:6]}", f"slots-host-{uuid.uuid4().hex[:6]}"
+    rollout_host = host(adapter, tmp_path, slots=1, host_queue=host_queue)
+    try:
+        async with (
+            Worker(env.client, task_queue=shared, workflows=[CodingAgentRollout], activities=[rollout_host.pick_host]),
+            Worker(env.client, task_queue=host_queue, activities=[rollout_host.boot_sandbox]),
+        ):
+            for image in ("rollout-task-does-not-exist:latest", "Not A Valid Reference!"):
+                result = await env.client.execute_workflow(CodingAgentRollout.run, bad_row(image), id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=shared)
+                assert (result.status, result.abort_reason) == ("aborted", "sandbox_boot_failed")
+                assert rollout_host.reserved_slots == 0, f"the failed boot of {image} still holds its slot"
+        assert await as_workflow("wf-good").run(rollout_host.pick_host) == host_queue
+    finally:
+        await adapter.stop()
+        await env.shutdown()
+    boots = [r for r in caplog.records if r.name == "temporalio.activity" and "boot_sandbox" in r.getMessage()]
+    missing = [r for r in boots if "SandboxImageMissing" in r.getMessage()]
+    unexpected = [r for r in boots if r.exc_info and "invalid reference format" in str(r.exc_info[1])]
+    assert len(missing) == 1 and missing[0].exc_info is None and "\n" not in missing[0].getMessage(), [r.getMessage() for r in boots]
+    assert len(unexpected) == 3, "an unexpected failure keeps its traceback, once per attempt"

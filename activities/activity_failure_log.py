@@ -1,0 +1,50 @@
+"""One log line, not a traceback, for activity failures the rollout expects and classifies.
+
+The Temporal worker logs every failed activity attempt with its traceback
+(logger ``temporalio.activity``). A failure raised as an ``ApplicationError``
+whose type is in ``EXPECTED_FAILURES`` (a missing image, a host that is full,
+a row that cannot be graded, ...) is a known outcome with a clear message, so
+its record is rewritten to one line: activity, error type, workflow, attempt
+and the message's first line. Every other failure keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.exceptions import ApplicationError
+
+EXPECTED_FAILURES = frozenset(
+    {
+        "SandboxImageMissing",
+        "SandboxBootError",
+        "NotEvaluable",
+        "NoGrader",
+        "NoPolicyServer",
+        "HostFull",
+        "SessionLost",
+        "WorkerShutdown",
+    }
+)
+MESSAGE_LIMIT = 300
+
+
+class ExpectedFailureFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, ApplicationError) and error.type in EXPECTED_FAILURES:
+            details = getattr(record, "temporal_activity", None) or {}
+            first_line = next(iter(error.message.splitlines()), "")[:MESSAGE_LIMIT]
+            record.msg = "%s failed with %s (workflow %s, attempt %s): %s"
+            record.args = (details.get("activity_type", "activity"), error.type, details.get("workflow_id"), details.get("attempt"), first_line)
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_FILTER = ExpectedFailureFilter()
+
+
+def install() -> None:
+    """Rewrite expected failures on the Temporal activity logger (idempotent)."""
+    logging.getLogger("temporalio.activity").addFilter(_FILTER)
