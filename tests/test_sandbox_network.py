@@ -82,3 +82,28 @@ async def test_the_agent_runs_unprivileged_with_no_capabilities(renderer):
         assert int(root.output.split()[1], 16) < (1 << 14), "root in the sandbox keeps only the workspace-preparation capabilities"
     finally:
         await sandbox.destroy(handle)
+
+
+async def test_a_dead_workers_allow_rule_is_pruned_when_a_worker_starts():
+    """A SIGKILLed worker never revokes its port; the next worker's start-up removes every allow rule
+    no process listens on and keeps the live ones (its own and other workers')."""
+    network = await asyncio.to_thread(sandbox.ensure_network)
+    live = await asyncio.start_server(lambda r, w: w.close(), network.gateway, 0, family=socket.AF_INET)
+    starting = await asyncio.start_server(lambda r, w: w.close(), network.gateway, 0, family=socket.AF_INET)
+    live_port, starting_port = live.sockets[0].getsockname()[1], starting.sockets[0].getsockname()[1]
+    with socket.socket() as probe:
+        probe.bind((network.gateway, 0))
+        dead_port = probe.getsockname()[1]
+    try:
+        await asyncio.to_thread(sandbox_firewall.ensure_chain, network.bridge)
+        await asyncio.to_thread(sandbox_firewall.allow_port, live_port)
+        await asyncio.to_thread(sandbox_firewall.allow_port, dead_port)
+        assert {live_port, dead_port} <= set(await asyncio.to_thread(sandbox_firewall.allowed_ports))
+        assert await asyncio.to_thread(sandbox_firewall.protect, network.bridge, starting_port)
+        allowed = set(await asyncio.to_thread(sandbox_firewall.allowed_ports))
+        assert {live_port, starting_port} <= allowed and dead_port not in allowed, allowed
+    finally:
+        for port in (live_port, starting_port, dead_port):
+            await asyncio.to_thread(sandbox_firewall.revoke_port, port)
+        live.close()
+        starting.close()
