@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -27,7 +28,7 @@ from activities.local_services import port_open, worker_process
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets
 from activities.trajectory_store import TrajectoryStore
-from starter import EXAMPLE_DATASET, connect, rollout_input, start_rollout
+from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -123,29 +124,145 @@ async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan
         await env.shutdown()
 
 
-async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, task, tmp_path):
-    port, ui_port, db = free_port(), free_port(), tmp_path / "temporal.db"
-    command = [str(TEMPORAL_CLI), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--ui-port", str(ui_port), "--db-filename", str(db), "--headless", "--log-level", "error"]
+class DevServer:
+    """A Temporal dev server on its own database file, which can be SIGKILLed and started again."""
 
-    async def start_server():
-        proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
-        while not port_open("127.0.0.1", port):
+    def __init__(self, db: Path):
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.command = [
+            str(TEMPORAL_CLI), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port), "--ui-port", str(free_port()),
+            "--db-filename", str(db), "--headless", "--log-level", "error",
+        ]
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(*self.command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        while not port_open("127.0.0.1", self.port):
             await asyncio.sleep(0.1)
-        return proc
 
-    server = await start_server()
-    address, queue = f"127.0.0.1:{port}", f"chaos-{uuid.uuid4().hex[:6]}"
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            await self.proc.wait()
+
+
+async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, task, tmp_path):
+    server = DevServer(tmp_path / "temporal.db")
+    await server.start()
+    queue = f"chaos-{uuid.uuid4().hex[:6]}"
     try:
-        async with worker_process(address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
-            client = await connect(address)
+        async with worker_process(server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+            client = await connect(server.address)
             handles = [await start_rollout(client, rollout_input(task, i, 0, PolicySpec(), BUDGETS), f"srv{uuid.uuid4().hex[:4]}", queue) for i in range(2)]
             await wait_for_turns(handles[0], 1)
-            os.killpg(server.pid, signal.SIGKILL)
-            await server.wait()
+            await server.kill()
             await asyncio.sleep(2)
-            server = await start_server()
+            await server.start()
             results = await asyncio.gather(*(h.result() for h in handles))
         assert [(r.status, r.reward) for r in results] == [("completed", 1.0)] * 2
     finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        await server.wait()
+        await server.kill()
+
+
+async def agent_attempts(client, workflow_id: str) -> list[int]:
+    """The attempt number of every ``run_claude_code`` activity that started, from the workflow's history."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    scheduled = {
+        e.event_id for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes") and e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"
+    }
+    return [
+        e.activity_task_started_event_attributes.attempt for e in history.events
+        if e.HasField("activity_task_started_event_attributes") and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+    ]
+
+
+async def test_a_20s_server_restart_under_8_running_agents_loses_no_agent_work(slow_policy, task, tmp_path):
+    """Longer than the agent's heartbeat timeout: every agent activity times out and is retried,
+    and the retry re-attaches to the Claude Code process that kept running in its sandbox."""
+    server = DevServer(tmp_path / "temporal.db")
+    await server.start()
+    queue = f"chaos-{uuid.uuid4().hex[:6]}"
+    try:
+        async with worker_process(server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+            client = await connect(server.address)
+            batch = [rollout_input(task, i, 0, PolicySpec(), BUDGETS) for i in range(8)]
+            run = asyncio.create_task(run_rollouts(client, batch, run_id=f"r20-{uuid.uuid4().hex[:4]}", concurrency=8, task_queue=queue))
+            while (await client.count_workflows("RolloutTurns >= 1 AND ExecutionStatus = 'Running'")).count < 8:
+                assert not run.done(), run
+                await asyncio.sleep(0.5)
+            await server.kill()
+            await asyncio.sleep(20)
+            await server.start()
+            results = await run
+            attempts = {r.workflow_id: await agent_attempts(client, r.workflow_id) for r in results}
+        assert [(r.status, r.reward, r.attempts) for r in results] == [("completed", 1.0, 1)] * 8, results
+        assert all(r.agent is not None and r.agent.turns == 3 for r in results), [r.agent for r in results]
+        assert any(max(a) > 1 for a in attempts.values()), f"the restart must hit running agents: {attempts}"
+    finally:
+        await server.kill()
+
+
+async def containers_of(workflow_id: str, attempt: int | None = None) -> list[str]:
+    return [
+        c.name for c in await sandbox.list_managed()
+        if c.labels.get("io.rollouts.workflow_id") == workflow_id and (attempt is None or c.labels.get("io.rollouts.attempt") == str(attempt))
+    ]
+
+
+async def kill_during_boot(doomed, workflow_id: str) -> list[str]:
+    """SIGKILL the worker once its sandbox for ``workflow_id`` exists (its boot is then in the slow pre-command)."""
+    while not (names := await containers_of(workflow_id)):
+        await asyncio.sleep(0.1)
+    os.killpg(doomed.pid, signal.SIGKILL)
+    await doomed.wait()
+    return names
+
+
+def slow_booting(task):
+    return task.model_copy(update={"pre_commands": [*task.pre_commands, "sleep 12"]})
+
+
+async def test_kill_9_during_boot_moves_on_by_heartbeat_and_reaps_the_half_booted_sandbox(slow_policy, task, tmp_path):
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    address = env.client.service_client.config.target_host
+    queue = f"chaos-{uuid.uuid4().hex[:6]}"
+    rollout = rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS).model_copy(update={"host_start_timeout_s": 3})
+    try:
+        async with worker_process(address, ["--host-id", f"doomed-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)) as doomed:
+            handle = await start_rollout(env.client, rollout, f"boot{uuid.uuid4().hex[:4]}", queue)
+            (half_booted,) = await kill_during_boot(doomed, handle.id)
+        async with worker_process(address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+            while half_booted in await containers_of(handle.id, attempt=1):
+                await asyncio.sleep(0.2)
+            status_when_reaped = (await handle.describe()).status
+            result = await handle.result()
+        assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 2), result
+        assert status_when_reaped == WorkflowExecutionStatus.RUNNING, "the abandoned attempt's sandbox goes while the rollout still runs"
+        history = await handle.fetch_history()
+        boot_timeouts = [
+            e.activity_task_timed_out_event_attributes.failure for e in history.events if e.HasField("activity_task_timed_out_event_attributes")
+        ]
+        assert any("HEARTBEAT" in str(f) for f in boot_timeouts), "the lost host is noticed by the boot's heartbeat timeout"
+    finally:
+        await env.shutdown()
+
+
+async def test_kill_9_during_boot_then_restart_removes_the_half_booted_sandbox_at_start_up(slow_policy, task, tmp_path):
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    address = env.client.service_client.config.target_host
+    queue, args = f"chaos-{uuid.uuid4().hex[:6]}", ["--host-id", f"reboot-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"]
+    try:
+        async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)) as doomed:
+            handle = await start_rollout(env.client, rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS), f"reboot{uuid.uuid4().hex[:4]}", queue)
+            (half_booted,) = await kill_during_boot(doomed, handle.id)
+        async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)):
+            while half_booted in await containers_of(handle.id):
+                await asyncio.sleep(0.2)
+            status_when_reaped = (await handle.describe()).status
+            result = await handle.result()
+        assert status_when_reaped == WorkflowExecutionStatus.RUNNING, "the half-booted sandbox goes at start-up, not when the rollout closes"
+        assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 1), result
+    finally:
+        await env.shutdown()
