@@ -5,24 +5,31 @@ holds (restored from the spool, or let go by a cancelled agent activity) hold
 no slot until an agent activity claims them.
 """
 
+import asyncio
 import dataclasses
 import logging
 import uuid
 
 import pytest
-from temporalio.exceptions import ApplicationError
+from temporalio.activity import ActivityCancellationDetails
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities import activity_failure_log
+from activities import activity_failure_log, sandbox, sandbox_firewall
 from activities.adapter import AdapterServer
-from activities.contracts import RolloutInput, SessionConfig, TaskSpec
+from activities.claude_binary import find_claude_code
+from activities.contracts import AgentRunRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, TaskSpec
+from activities.dataset_rows import DatasetRow, read_dataset
 from activities.rollout_host import RolloutHost
+from activities.scripted_policy import ScriptedPolicyServer
 from activities.search_attribute_registry import ensure_search_attributes
 from activities.session_spool import SessionSpool
 from activities.trajectory_store import TrajectoryStore
+from starter import EXAMPLE_DATASET
 from tests.local_cluster import TEMPORAL_CLI
+from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -116,3 +123,54 @@ async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(rende
     unexpected = [r for r in boots if r.exc_info and "invalid reference format" in str(r.exc_info[1])]
     assert len(missing) == 1 and missing[0].exc_info is None and "\n" not in missing[0].getMessage(), [r.getMessage() for r in boots]
     assert len(unexpected) == 3, "an unexpected failure keeps its traceback, once per attempt"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("cause", ["lost_heartbeat", "workflow_cancel"])
+async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tmp_path, cause):
+    """Real sandbox, real Claude Code, real adapter. An agent activity cancelled because its heartbeat
+    was lost (what a Temporal restart does) leaves the agent running and its session unclaimed, and the
+    retry re-attaches to both; a cancel the workflow asked for finishes the session and stops the agent."""
+    network = await asyncio.to_thread(sandbox.ensure_network)
+    adapter = AdapterServer(renderer)
+    await adapter.start(network.gateway, 0)
+    policy = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=2.0)
+    policy_url = await policy.start()
+    task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
+    workflow_id = f"cancel-{uuid.uuid4().hex[:8]}"
+    handle = None
+    try:
+        assert await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
+        rollout_host = RolloutHost(
+            adapter=adapter, host_queue="rl-rollouts-host-test", adapter_public_url=f"http://{network.gateway}:{adapter.port}",
+            default_policy_url=policy_url, store=TrajectoryStore(tmp_path), agent_slots=2, pin_policy_url=True,
+        )
+        handle = await sandbox.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1), network=network.name, claude_code=find_claude_code())
+        request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
+        beats: list[dict] = []
+        first = as_workflow(workflow_id)
+        first.on_heartbeat = lambda *details: beats.append(details[0])
+        run = asyncio.create_task(first.run(rollout_host.run_claude_code, request))
+        while not beats or not (session := adapter.registry.get(beats[-1]["session_id"])) or not session.turns:
+            await asyncio.sleep(0.2)
+        session_id = beats[-1]["session_id"]
+        first.cancel(ActivityCancellationDetails(timed_out=True) if cause == "lost_heartbeat" else ActivityCancellationDetails(cancel_requested=True))
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        status = await sandbox.detached_status(handle, "claude")
+        if cause == "workflow_cancel":
+            assert adapter.registry.get(session_id) is None and not status.running
+            return
+        assert adapter.registry.get(session_id) is not None and status.running, "the agent and its session outlive the lost heartbeat"
+        assert adapter.registry.live_count == 0, "a let-go session holds no slot"
+        retry = ActivityEnvironment()
+        retry.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=2, heartbeat_details=[beats[-1]])
+        agent = await retry.run(rollout_host.run_claude_code, request)
+        assert (agent.session_id, agent.exit_code, agent.turns) == (session_id, 0, 3), agent
+        assert adapter.registry.live_count == 1, "the retry holds the session until it is merged"
+    finally:
+        if handle is not None:
+            await sandbox.destroy(handle)
+        await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
+        await policy.stop()
+        await adapter.stop()
