@@ -20,8 +20,16 @@ is set); K episodes per task share a group id.
 Python API: ``await start_rollout(client, rollout)`` returns a workflow handle
 (re-attaching when that rollout already ran: the workflow id is derived from
 instance id, sample index and group index); ``await run_rollouts(client,
-rollouts)`` runs many with a concurrency limit and returns their results.
-A bad dataset row is reported by line number and the others still run.
+rollouts)`` runs many with a concurrency limit and returns one result per
+rollout, in input order: a rollout that could not be started or collected is
+a ``failed`` result (``activities.workflow_runs``) and the others go on, and a
+Temporal restart is waited out (``server_wait_s`` per outage).
+
+``run`` and ``demo`` read the dataset, report every bad row by line and field
+(on stderr and as a ``failed`` line ``invalid_row:<field>`` in the results),
+and append to the results file: a re-run with the same ``--run-id`` starts or
+attaches to only the rollouts missing from it (``activities.results_file``).
+``run`` and ``episodes`` use the ``ROLLOUT_TASK_QUEUE`` the workers poll.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ import time
 from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
+from typing import AsyncIterator, Awaitable, Callable, Iterable
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -48,15 +56,17 @@ from activities.contracts import PolicySpec, RolloutInput, RolloutResult, Sampli
 from activities.dataset_rows import DatasetRow, RowError, read_dataset
 from activities.drift_contracts import EpisodeResult
 from activities.drift_corpus import load_corpus, tasks_of
-from activities.drift_episodes import episode_inputs, episode_record, run_episodes
+from activities.drift_episodes import episode_inputs, episode_record, episode_workflow_id, run_episodes
 from activities.local_services import temporal_dev_server, worker_process
+from activities.results_file import ResultSink, record_with_segments
 from activities.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
 from activities.tokenizer_cache import PROJECT_ROOT
-from activities.trajectory_store import TrajectoryStore
+from activities.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
 RolloutCallback = Callable[[RolloutResult], Awaitable[None] | None]
+MAX_RUN_ID_BYTES = 128
 
 
 def workflow_id_for(run_id: str, task: TaskSpec, sample_index: int, group_index: int) -> str:
@@ -104,63 +114,45 @@ async def run_rollouts(
     concurrency: int = 8,
     task_queue: str = SHARED_TASK_QUEUE,
     on_result: RolloutCallback | None = None,
+    *,
+    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
 ) -> list[RolloutResult]:
-    """Run every rollout (at most ``concurrency`` in flight); results come back in input order."""
-    gate = asyncio.Semaphore(concurrency)
+    """Run every rollout (at most ``concurrency`` in flight); one result per rollout, in input order.
+
+    A rollout that cannot be started or collected comes back ``failed`` with
+    the reason in ``abort_reason`` and the message in ``error``; each Temporal
+    outage is waited out for up to ``server_wait_s``.
+    """
 
     async def one(rollout: RolloutInput) -> RolloutResult:
-        async with gate:
-            handle = await start_rollout(client, rollout, run_id, task_queue)
-            result = await handle.result()
-        if on_result is not None:
-            maybe = on_result(result)
-            if asyncio.iscoroutine(maybe):
-                await maybe
-        return result
+        workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
+        outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, run_id, task_queue), RolloutResult, server_wait_s)
+        return failed_result(rollout, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
 
-    return list(await asyncio.gather(*(one(r) for r in rollouts)))
+    return await run_limited(rollouts, one, concurrency, on_result)
 
 
-def result_record(result: RolloutResult) -> dict:
-    """One JSONL line: the result plus its segments loaded from the trajectory store."""
-    record = result.model_dump(mode="json")
-    segments = TrajectoryStore.load(result.trajectory) if result.trajectory else []
-    record["segments"] = [s.model_dump(mode="json") for s in segments]
-    return record
+def failed_result(rollout: RolloutInput, workflow_id: str, failure: RunFailure) -> RolloutResult:
+    return RolloutResult(
+        workflow_id=workflow_id,
+        instance_id=rollout.task.instance_id,
+        sample_index=rollout.sample_index,
+        group_index=rollout.group_index,
+        status="failed",
+        abort_reason=failure.reason,
+        error=failure.message,
+    )
 
 
-class Progress:
-    def __init__(self, total: int):
-        self.total, self.done, self.aborted, self.rewards = total, 0, 0, []
-        self.started = time.monotonic()
-
-    def update(self, result: RolloutResult) -> None:
-        self.done += 1
-        self.aborted += result.status == "aborted"
-        self.rewards.append(result.reward)
-        mean = statistics.fmean(self.rewards)
-        line = f"[{time.monotonic() - self.started:6.0f}s] done {self.done}/{self.total}  running {self.total - self.done}  aborted {self.aborted}  mean reward {mean:.3f}"
-        print(("\r" + line) if sys.stdout.isatty() else line, end="" if sys.stdout.isatty() else "\n", flush=True)
+result_record = record_with_segments
 
 
-class ResultSink:
-    """Writes one JSON line per finished result (flushed at once) and moves the progress bar."""
-
-    def __init__(self, path: Path, total: int, record: Callable[[Any], dict]):
-        self.path, self.record, self.progress = path, record, Progress(total)
-
-    def __enter__(self) -> "ResultSink":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("w")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._file.close()
-
-    def write(self, result: Any) -> None:
-        self._file.write(json.dumps(self.record(result)) + "\n")
-        self._file.flush()
-        self.progress.update(result)
+def invalid_row_record(error: RowError) -> dict:
+    """The results line of a dataset row that never became a rollout (sample and group -1)."""
+    result = RolloutResult(
+        workflow_id="", instance_id="", sample_index=-1, group_index=-1, status="failed", abort_reason=f"invalid_row:{error.field}", error=str(error)
+    )
+    return {**result.model_dump(mode="json"), "segments": [], "line": error.line}
 
 
 def print_summary(results: list[RolloutResult]) -> None:
@@ -174,34 +166,54 @@ def print_summary(results: list[RolloutResult]) -> None:
         print(f"mean reward {statistics.fmean(r.reward for r in results):.3f} over {len(results)} rollouts")
 
 
-def load_rows(path: Path) -> list[DatasetRow]:
-    rows = []
+def read_rows(path: Path) -> tuple[list[DatasetRow], list[RowError]]:
+    """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field."""
+    rows, errors = [], []
     for item in read_dataset(path):
         if isinstance(item, RowError):
             print(f"{path}: skipping bad row: {item}", file=sys.stderr)
+            errors.append(item)
         else:
             rows.append(item)
-    return rows
+    return rows, errors
 
 
-async def run_dataset(client: Client, args: argparse.Namespace) -> list[RolloutResult]:
-    rows = load_rows(Path(args.dataset))
+def load_rows(path: Path) -> list[DatasetRow]:
+    return read_rows(path)[0]
+
+
+def task_queue_from_env() -> str:
+    return os.environ.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE
+
+
+async def run_dataset(client: Client, args: argparse.Namespace) -> int:
+    """Run the dataset's missing rollouts into ``args.out``; 0 when every row is usable and every rollout has a result."""
+    rows, errors = read_rows(Path(args.dataset))
     policy = PolicySpec(
         policy_url=args.policy_url,
         sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
         context_budget=args.context_budget,
     )
     budgets = budgets_from_env()
-    rollouts = [
-        rollout_input(row.task, sample, group, policy, budgets)
-        for group, row in enumerate(rows)
-        for sample in range(args.n_samples_per_prompt)
-    ]
-    with ResultSink(Path(args.out), len(rollouts), result_record) as sink:
-        results = await run_rollouts(client, rollouts, args.run_id, concurrency=args.concurrency, on_result=sink.write)
+    lines, rollouts = {}, []
+    for group, row in enumerate(rows):
+        for sample in range(args.n_samples_per_prompt):
+            rollouts.append(rollout_input(row.task, sample, group, policy, budgets))
+            lines[workflow_id_for(args.run_id, row.task, sample, group)] = row.line
+    with ResultSink(Path(args.out), lambda result: {**result_record(result), "line": lines[result.workflow_id]}) as sink:
+        for error in errors:
+            if f"line:{error.line}" not in sink.done:
+                sink.write_record(invalid_row_record(error))
+        todo = [r for r in rollouts if workflow_id_for(args.run_id, r.task, r.sample_index, r.group_index) not in sink.done]
+        if len(todo) < len(rollouts):
+            print(f"{args.out}: {len(rollouts) - len(todo)} of {len(rollouts)} rollouts of run {args.run_id} already there; running the other {len(todo)}", flush=True)
+        sink.track(len(todo))
+        results = await run_rollouts(
+            client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
+        )
     print_summary(results)
     print(f"results: {args.out}")
-    return results
+    return 0 if rows and not errors and all(r.status != "failed" for r in results) else 1
 
 
 @asynccontextmanager
@@ -213,15 +225,15 @@ async def embedded_cluster(worker_args: list[str], address: str | None = None) -
             yield await connect(server)
 
 
-async def demo(args: argparse.Namespace) -> list[RolloutResult]:
+async def demo(args: argparse.Namespace) -> int:
     args.dataset = args.dataset or str(EXAMPLE_DATASET)
     worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset]
     async with embedded_cluster(worker_args, os.environ.get("TEMPORAL_ADDRESS")) as client:
-        results = await run_dataset(client, args)
+        code = await run_dataset(client, args)
         if args.keep_ui:
             print("--keep-ui: the dev server and worker keep running; press Ctrl-C to stop them.", flush=True)
             await asyncio.Event().wait()
-    return results
+    return code
 
 
 def print_episode_summary(results: list[EpisodeResult]) -> None:
@@ -242,7 +254,7 @@ def print_episode_summary(results: list[EpisodeResult]) -> None:
         )
 
 
-async def run_episode_batch(client: Client, args: argparse.Namespace) -> list[EpisodeResult]:
+async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
     model = PolicySpec(
         policy_url=args.policy_url,
         sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
@@ -253,14 +265,20 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> list[Ep
         tasks, args.n, args.k, args.seed, args.drift_policy, args.repair_policy, model, args.difficulty,
         drift_reward=args.drift_reward, run_timeout_s=args.run_timeout,
     )
-    with ResultSink(Path(args.out), len(episodes), episode_record) as sink:
-        results = await run_episodes(client, episodes, args.run_id, concurrency=args.concurrency, on_result=sink.write)
+    with ResultSink(Path(args.out), episode_record) as sink:
+        todo = [e for e in episodes if episode_workflow_id(args.run_id, e) not in sink.done]
+        if len(todo) < len(episodes):
+            print(f"{args.out}: {len(episodes) - len(todo)} of {len(episodes)} episodes of run {args.run_id} already there; running the other {len(todo)}", flush=True)
+        sink.track(len(todo))
+        results = await run_episodes(
+            client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
+        )
     print_episode_summary(results)
     print(f"results: {args.out}")
-    return results
+    return 0 if all(r.status != "failed" for r in results) else 1
 
 
-async def episodes(args: argparse.Namespace) -> list[EpisodeResult]:
+async def episodes(args: argparse.Namespace) -> int:
     """Against ``TEMPORAL_ADDRESS`` if set; otherwise a local dev server and a worker with the scripted ``self_play`` policy."""
     address = os.environ.get("TEMPORAL_ADDRESS")
     if address:
@@ -308,6 +326,27 @@ async def cancel(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def run_id_arg(value: str) -> str:
+    """A run id names workflows: printable, valid Unicode, at most ``MAX_RUN_ID_BYTES`` of UTF-8."""
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError("not valid Unicode") from None
+    if not value or size > MAX_RUN_ID_BYTES or not value.isprintable():
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_RUN_ID_BYTES} bytes of printable text (it is part of every workflow id)")
+    return value
+
+
+def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
+    sub.add_argument("--run-id", type=run_id_arg, default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach and complete --out")
+    sub.add_argument("--concurrency", type=int, default=8)
+    sub.add_argument("--out", default=str(PROJECT_ROOT / "results" / f"{name}.jsonl"), help="results JSONL, appended to (never truncated)")
+    sub.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)")
+    sub.add_argument(
+        "--server-wait", type=float, default=DEFAULT_SERVER_WAIT_S, help="seconds to wait out one Temporal outage before a rollout is failed: server_unavailable"
+    )
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -327,10 +366,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             sub.add_argument("--dataset", help="default: the bundled example tasks")
             sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
-        sub.add_argument("--run-id", default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach after a restart")
+        add_run_options(sub, name)
         sub.add_argument("--n-samples-per-prompt", type=int, default=1)
-        sub.add_argument("--concurrency", type=int, default=8)
-        sub.add_argument("--out", default=str(PROJECT_ROOT / "results" / f"{name}.jsonl"))
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)
         sub.add_argument("--max-new-tokens", type=int, default=8192)
@@ -344,9 +381,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     episodes_cmd.add_argument("--repair-policy", choices=["model", "oracle", "noop"], default="model")
     episodes_cmd.add_argument("--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial")
     episodes_cmd.add_argument("--run-timeout", type=float, default=5.0, help="seconds per script run")
-    episodes_cmd.add_argument("--run-id", default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach after a restart")
-    episodes_cmd.add_argument("--concurrency", type=int, default=8)
-    episodes_cmd.add_argument("--out", default=str(PROJECT_ROOT / "results" / "episodes.jsonl"))
+    add_run_options(episodes_cmd, "episodes")
     episodes_cmd.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
     episodes_cmd.add_argument("--temperature", type=float, default=1.0)
     episodes_cmd.add_argument("--max-new-tokens", type=int, default=4096)
@@ -356,14 +391,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def main_async(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        return 0 if await demo(args) else 1
+        return await demo(args)
     if args.command == "episodes":
-        return 0 if await episodes(args) else 1
+        return await episodes(args)
     client = await connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
     operator_commands = {"status": status, "show": show, "cancel": cancel}
     if args.command in operator_commands:
         return await operator_commands[args.command](client, args)
-    return 0 if await run_dataset(client, args) else 1
+    return await run_dataset(client, args)
 
 
 def main() -> None:

@@ -230,6 +230,7 @@ class EpisodeProgress(BaseModel):
 class EpisodeResult(BaseModel):
     """Always returned (never a workflow failure): ``completed`` or ``aborted`` with a machine-readable reason.
 
+    ``failed`` is made only by the starter, as for ``RolloutResult``.
     ``reward`` is the repair role's (the visible reward), ``success`` the
     held-out ``executed_cleanly``; ``segments`` lists the role segments in
     play order (drift, then repair) for the roles the model played.
@@ -241,8 +242,9 @@ class EpisodeResult(BaseModel):
     category: DriftCategory | None = None
     group_index: int = 0
     sample_index: int = 0
-    status: Literal["completed", "aborted"]
+    status: Literal["completed", "aborted", "failed"]
     abort_reason: str | None = None
+    error: str = ""
     drift_policy: DriftPolicy
     repair_policy: RepairPolicy
     spec: DriftSpec | None = None

@@ -4,12 +4,14 @@ GRPO-style groups: ``episode_inputs`` gives each group one task (the
 difficulty's tasks in a ``seed``-shuffled order, cycled) and ``k`` episodes
 of it, which share ``group_index`` and differ in ``sample_index`` and drift
 seed. Workflow ids are deterministic per (run, task, role policies, sample,
-group), so a restarted trainer re-attaches instead of re-running.
+group), so a restarted trainer re-attaches instead of re-running. Running a
+batch has the rollouts' guarantees (``workflow_runs``): an episode that cannot
+be started or collected is a ``failed`` result and the others go on, and a
+Temporal restart is waited out.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import random
 from typing import Awaitable, Callable, Iterable
@@ -21,7 +23,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from activities.contracts import PolicySpec
 from activities.drift_contracts import Difficulty, DriftPolicy, DriftTask, EpisodeInput, EpisodeResult, RepairPolicy
 from activities.settings import SHARED_TASK_QUEUE
-from activities.trajectory_store import TrajectoryStore
+from activities.results_file import record_with_segments
+from activities.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited
 
 EpisodeCallback = Callable[[EpisodeResult], Awaitable[None] | None]
 WORKFLOW_TYPE = "DriftRepairEpisode"
@@ -92,25 +95,33 @@ async def run_episodes(
     concurrency: int = 8,
     task_queue: str = SHARED_TASK_QUEUE,
     on_result: EpisodeCallback | None = None,
+    *,
+    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
 ) -> list[EpisodeResult]:
-    """Run every episode (at most ``concurrency`` in flight); results come back in input order."""
-    gate = asyncio.Semaphore(concurrency)
+    """Run every episode (at most ``concurrency`` in flight); one result per episode, in input order (``failed`` when
+    it could not be started or collected)."""
 
     async def one(episode: EpisodeInput) -> EpisodeResult:
-        async with gate:
-            result = await (await start_episode(client, episode, run_id, task_queue)).result()
-        if on_result is not None:
-            maybe = on_result(result)
-            if asyncio.iscoroutine(maybe):
-                await maybe
-        return result
+        workflow_id = episode_workflow_id(run_id, episode)
+        outcome = await collect(client, workflow_id, lambda: start_episode(client, episode, run_id, task_queue), EpisodeResult, server_wait_s)
+        return failed_episode(episode, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
 
-    return list(await asyncio.gather(*(one(e) for e in episodes)))
+    return await run_limited(episodes, one, concurrency, on_result)
 
 
-def episode_record(result: EpisodeResult) -> dict:
-    """One JSONL line: the result plus its role segments loaded from the trajectory store."""
-    record = result.model_dump(mode="json")
-    segments = TrajectoryStore.load(result.trajectory) if result.trajectory else []
-    record["segments"] = [s.model_dump(mode="json") for s in segments]
-    return record
+def failed_episode(episode: EpisodeInput, workflow_id: str, failure: RunFailure) -> EpisodeResult:
+    return EpisodeResult(
+        workflow_id=workflow_id,
+        task_id=episode.task_id or "",
+        difficulty=episode.difficulty,
+        group_index=episode.group_index,
+        sample_index=episode.sample_index,
+        status="failed",
+        abort_reason=failure.reason,
+        error=failure.message,
+        drift_policy=episode.drift_policy,
+        repair_policy=episode.repair_policy,
+    )
+
+
+episode_record = record_with_segments

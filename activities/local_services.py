@@ -43,34 +43,58 @@ async def _stop(proc: asyncio.subprocess.Process, grace_s: float = 15.0) -> None
         await proc.wait()
 
 
+class DevServer:
+    """A dev server on a fixed port that keeps its state in ``db_file``: after ``kill`` (SIGKILL) a ``start`` brings
+    back every workflow, so a server restart can be staged under running rollouts. Logs go to ``log_path``."""
+
+    def __init__(self, port: int, ui_port: int, db_file: Path, log_path: Path | None = None, ui: bool = True):
+        self.port, self.ui_port, self.db_file, self.ui = port, ui_port, db_file, ui
+        self.log_path = log_path or db_file.parent / "dev-server.log"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.db_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                str(TEMPORAL_CLI), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port), "--ui-port", str(self.ui_port),
+                "--db-filename", str(self.db_file), "--log-level", "warn", *([] if self.ui else ["--headless"]),
+                stdout=log, stderr=log, start_new_session=True,
+            )
+        for _ in range(300):
+            if port_open("127.0.0.1", self.port):
+                return
+            if self.proc.returncode is not None:
+                raise RuntimeError(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"temporal dev server did not listen on {self.address} within 30 s; see {self.log_path}")
+
+    async def kill(self) -> None:
+        """SIGKILL, as a crash would: no shutdown, the SQLite file as it was."""
+        if self.proc is not None and self.proc.returncode is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            await self.proc.wait()
+
+    async def stop(self) -> None:
+        if self.proc is not None:
+            await _stop(self.proc)
+
+
 @asynccontextmanager
 async def temporal_dev_server(port: int = 7233, ui_port: int = 8233, db_file: Path | None = None) -> AsyncIterator[str]:
     """Yield the address of a running dev server; start one unless something already serves ``port``."""
-    address = f"127.0.0.1:{port}"
     if port_open("127.0.0.1", port):
-        yield address
+        yield f"127.0.0.1:{port}"
         return
-    db_file = db_file or PROJECT_ROOT / ".cache" / "temporal" / "dev.db"
-    db_file.parent.mkdir(parents=True, exist_ok=True)
-    log = open(db_file.parent / "dev-server.log", "ab")
-    proc = await asyncio.create_subprocess_exec(
-        str(TEMPORAL_CLI), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--ui-port", str(ui_port),
-        "--db-filename", str(db_file), "--log-level", "warn",
-        stdout=log, stderr=log, start_new_session=True,
-    )
+    server = DevServer(port, ui_port, db_file or PROJECT_ROOT / ".cache" / "temporal" / "dev.db")
     try:
-        for _ in range(300):
-            if port_open("127.0.0.1", port):
-                break
-            if proc.returncode is not None:
-                raise RuntimeError(f"temporal dev server exited with {proc.returncode}; see {log.name}")
-            await asyncio.sleep(0.1)
-        else:
-            raise RuntimeError(f"temporal dev server did not listen on {address} within 30 s; see {log.name}")
-        yield address
+        await server.start()
+        yield server.address
     finally:
-        await _stop(proc)
-        log.close()
+        await server.stop()
 
 
 @asynccontextmanager
