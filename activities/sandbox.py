@@ -953,12 +953,13 @@ async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
     """Boot with the worker's settings; non-transient failures are non-retryable
     (``SandboxImageMissing``, ``SandboxBootError``). An agent sandbox is not booted
     for a SWE-bench row this worker could not grade (``NotEvaluable``), so no
-    agent run is spent on it."""
+    agent run is spent on it. It heartbeats from its start (the workflow gives it a
+    short heartbeat timeout, so a worker lost mid-boot is noticed in seconds)."""
     settings = sandbox_settings()
-    if request.purpose == "agent" and request.task.grader == "swebench":
-        await swebench_grading.require_eval_script(request.task)
     try:
         async with heartbeating(lambda: {"phase": "boot"}):
+            if request.purpose == "agent" and request.task.grader == "swebench":
+                await swebench_grading.require_eval_script(request.task)
             return await boot(
                 request,
                 host_queue=settings.host_queue,
