@@ -2,9 +2,11 @@
 
 import json
 
+import pytest
+
 from activities.contracts import PolicySpec
 from activities.settings import RolloutBudgets
-from starter import EXAMPLE_DATASET, load_rows, rollout_input, workflow_id_for
+from starter import EXAMPLE_DATASET, load_rows, parse_args, rollout_input, workflow_id_for
 
 
 def test_bad_rows_are_reported_by_line_and_skipped(tmp_path, capsys):
@@ -26,3 +28,17 @@ def test_workflow_ids_are_deterministic_per_run_sample_and_group():
     rollout = rollout_input(row.task, 2, 5, PolicySpec(), RolloutBudgets())
     assert workflow_id_for("run7", rollout.task, 2, 5) == f"rollout-run7-{row.task.instance_id}-2-5"
     assert rollout.guard_s == RolloutBudgets().guard_s
+
+
+def test_run_and_episodes_use_the_workers_task_queue_and_refuse_unusable_run_ids(monkeypatch, capsys):
+    monkeypatch.setenv("ROLLOUT_TASK_QUEUE", "team-a-rollouts")
+    assert parse_args(["run", "data.jsonl"]).task_queue == "team-a-rollouts"
+    assert parse_args(["episodes"]).task_queue == "team-a-rollouts"
+    assert parse_args(["run", "data.jsonl", "--task-queue", "other"]).task_queue == "other"
+    monkeypatch.delenv("ROLLOUT_TASK_QUEUE")
+    assert parse_args(["demo"]).task_queue == "rl-rollouts"
+    assert parse_args(["run", "d", "--run-id", "étape-42"]).run_id == "étape-42"
+    for bad in ("x" * 200, "two\nlines", "bad\udc80", ""):
+        with pytest.raises(SystemExit):
+            parse_args(["run", "d", "--run-id", bad])
+        assert "--run-id" in capsys.readouterr().err
