@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities import sandbox
 from activities.contracts import PolicySpec
 from activities.dataset_rows import DatasetRow, read_dataset
-from activities.local_services import port_open, worker_process
+from activities.local_services import DevServer, worker_process
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets
 from activities.trajectory_store import TrajectoryStore
@@ -124,31 +124,12 @@ async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan
         await env.shutdown()
 
 
-class DevServer:
-    """A Temporal dev server on its own database file, which can be SIGKILLed and started again."""
-
-    def __init__(self, db: Path):
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.command = [
-            str(TEMPORAL_CLI), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port), "--ui-port", str(free_port()),
-            "--db-filename", str(db), "--headless", "--log-level", "error",
-        ]
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(*self.command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
-        while not port_open("127.0.0.1", self.port):
-            await asyncio.sleep(0.1)
-
-    async def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            await self.proc.wait()
+def dev_server(tmp_path: Path) -> DevServer:
+    return DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
 
 
 async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, task, tmp_path):
-    server = DevServer(tmp_path / "temporal.db")
+    server = dev_server(tmp_path)
     await server.start()
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     try:
@@ -181,7 +162,7 @@ async def agent_attempts(client, workflow_id: str) -> list[int]:
 async def test_a_20s_server_restart_under_8_running_agents_loses_no_agent_work(slow_policy, task, tmp_path):
     """Longer than the agent's heartbeat timeout: every agent activity times out and is retried,
     and the retry re-attaches to the Claude Code process that kept running in its sandbox."""
-    server = DevServer(tmp_path / "temporal.db")
+    server = dev_server(tmp_path)
     await server.start()
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     try:
