@@ -16,7 +16,10 @@ one sample per token segment:
   ``segment_idx``, ``num_segments``, ``workflow_id``);
 * an aborted rollout becomes the reference's aborted sample: tokens ``[0, 0]``,
   ``response_length`` 1, ``loss_mask [0]``, reward 0, status aborted,
-  ``metadata.abort_reason``.
+  ``metadata.abort_reason``; so does a rollout the trainer could not start or
+  collect (``workflow_runs``: a refused start, a Temporal outage longer than
+  ``ROLLOUT_SERVER_WAIT_S``, default 300 s, is waited out until then), with
+  that failure's reason.
 
 slime is optional: ``samples_from_result`` works on any object with slime's
 ``Sample`` attributes, and ``sample_dicts`` gives the same data as plain dicts.
@@ -40,7 +43,8 @@ from activities.contracts import PolicySpec, RolloutResult, SamplingParams, Toke
 from activities.dataset_rows import RowError, task_from_row
 from activities.settings import SHARED_TASK_QUEUE, budgets_from_env
 from activities.trajectory_store import TrajectoryStore
-from starter import connect, rollout_input, start_rollout
+from activities.workflow_runs import RunFailure, collect, server_wait_from_env
+from starter import connect, rollout_input, start_rollout, workflow_id_for
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")
 _clients: dict[str, Client] = {}
@@ -57,9 +61,12 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> l
         missing = error.field in ("metadata.image", "metadata.workdir")
         return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}")]
     rollout = rollout_input(task, _index(sample, "index"), _index(sample, "group_index"), policy_for(args, sampling_params), budgets_from_env())
-    handle = await start_rollout(_clients[address], rollout, RUN_ID, os.environ.get("ROLLOUT_TASK_QUEUE", SHARED_TASK_QUEUE))
-    result: RolloutResult = await handle.result()
-    return samples_from_result(sample, result, _tokenizer(args))
+    client, queue = _clients[address], os.environ.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE
+    workflow_id = workflow_id_for(RUN_ID, task, rollout.sample_index, rollout.group_index)
+    outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, RUN_ID, queue), RolloutResult, server_wait_from_env())
+    if isinstance(outcome, RunFailure):
+        return [abort_sample(sample, outcome.reason)]
+    return samples_from_result(sample, outcome, _tokenizer(args))
 
 
 def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:

@@ -61,7 +61,7 @@ from activities.local_services import temporal_dev_server, worker_process
 from activities.results_file import ResultSink, record_with_segments
 from activities.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
 from activities.tokenizer_cache import PROJECT_ROOT
-from activities.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited
+from activities.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
@@ -343,7 +343,10 @@ def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
     sub.add_argument("--out", default=str(PROJECT_ROOT / "results" / f"{name}.jsonl"), help="results JSONL, appended to (never truncated)")
     sub.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)")
     sub.add_argument(
-        "--server-wait", type=float, default=DEFAULT_SERVER_WAIT_S, help="seconds to wait out one Temporal outage before a rollout is failed: server_unavailable"
+        "--server-wait",
+        type=float,
+        default=server_wait_from_env(),
+        help="seconds to wait out one Temporal outage before a rollout is failed: server_unavailable (default: ROLLOUT_SERVER_WAIT_S or 300)",
     )
 
 
@@ -402,7 +405,12 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main() -> None:
-    code = asyncio.run(main_async(parse_args()))
+    try:
+        args = parse_args()
+    except ValueError as error:
+        print(f"starter: {error}", file=sys.stderr)
+        sys.exit(2)
+    code = asyncio.run(main_async(args))
     # Every resource is closed by now. Skip interpreter finalization: the Temporal
     # client's Rust threads can abort it (temporalio/sdk-python#300), which would
     # turn a finished command into exit -6.

@@ -11,7 +11,7 @@ Invariants:
   status (``TRANSIENT``; the SDK has already retried it for about 10 s) is
   retried once the server answers a health check again, probed with backoff
   (1 s doubling to 10 s). One outage may last up to ``server_wait_s``
-  (``DEFAULT_SERVER_WAIT_S`` = 300 s) before the run fails with
+  (``ROLLOUT_SERVER_WAIT_S``, default 300 s) before the run fails with
   ``server_unavailable``; the next outage gets the full time again. Waiting
   re-gets the handle each time (the latest run of the workflow id), so the
   workflow, which survives the restart, is collected.
@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
 
 from temporalio import exceptions as temporal_errors
 from temporalio.client import Client, WorkflowFailureError
@@ -56,6 +57,18 @@ class RunFailure:
 
 class ServerUnavailable(Exception):
     pass
+
+
+def server_wait_from_env(env: Mapping[str, str] = os.environ) -> float:
+    """``ROLLOUT_SERVER_WAIT_S`` (seconds one outage may last), default ``DEFAULT_SERVER_WAIT_S``."""
+    text = env.get("ROLLOUT_SERVER_WAIT_S") or str(DEFAULT_SERVER_WAIT_S)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"ROLLOUT_SERVER_WAIT_S={text!r}: must be a number of seconds") from None
+    if not value >= 0:
+        raise ValueError(f"ROLLOUT_SERVER_WAIT_S={text!r}: must be 0 or more seconds")
+    return value
 
 
 async def collect(

@@ -1,11 +1,15 @@
 """The starter's dataset handling: bad rows are reported by line and the rest still run."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from activities.contracts import PolicySpec
 from activities.settings import RolloutBudgets
+from activities.tokenizer_cache import PROJECT_ROOT
 from starter import EXAMPLE_DATASET, load_rows, parse_args, rollout_input, workflow_id_for
 
 
@@ -42,3 +46,11 @@ def test_run_and_episodes_use_the_workers_task_queue_and_refuse_unusable_run_ids
         with pytest.raises(SystemExit):
             parse_args(["run", "d", "--run-id", bad])
         assert "--run-id" in capsys.readouterr().err
+
+
+def test_the_server_wait_comes_from_the_environment_and_a_bad_value_is_named(monkeypatch):
+    monkeypatch.setenv("ROLLOUT_SERVER_WAIT_S", "45")
+    assert parse_args(["run", "d"]).server_wait == 45.0
+    monkeypatch.setenv("ROLLOUT_SERVER_WAIT_S", "soon")
+    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "starter.py"), "run", "d"], capture_output=True, text=True, env={**os.environ})
+    assert (done.returncode, done.stderr.strip()) == (2, "starter: ROLLOUT_SERVER_WAIT_S='soon': must be a number of seconds")
