@@ -3,8 +3,10 @@
 Routes: ``POST /v1/messages`` (SSE or JSON), ``POST /v1/messages/count_tokens``,
 ``GET /healthz``. A request's bearer token (``Authorization: Bearer`` or
 ``x-api-key``) is ``<session id>.<secret>``, minted per rollout attempt by
-``open_session``; the secret is compared in constant time. Unknown sessions
-get 401, finished ones 409, and no error ever reveals another session's state.
+``open_session``; the secret is compared in constant time. A token whose
+secret is wrong gets 401 whether or not its session ever existed; only a
+finished session's own secret gets 409; no error ever reveals another
+session's state, and ``/healthz`` answers ``{"status": "ok"}`` and nothing else.
 
 Invariants:
 * every turn is recorded in the session's ``TokenLedger`` before its reply is
@@ -16,13 +18,21 @@ Invariants:
   went out becomes an SSE ``error`` event (Claude Code then retries);
 * a client that disconnects cancels its turn, which aborts the upstream request;
 * one bad request or a dead policy server yields an Anthropic-shaped error for
-  that request only; the adapter keeps serving every other session.
+  that request only; the adapter keeps serving every other session;
+* one session cannot starve the others: past its ``max_concurrent_requests``
+  (all endpoints together) a request gets a 429 before any of its body is read;
+  an admitted request reads its body only once it holds its lane and the
+  session's intake (one body per session in memory before parsing); bodies are
+  capped per route (``/v1/messages`` 16 MiB, ``count_tokens`` 2 MiB, 413 past
+  it); and all CPU work runs in a ``FairExecutor`` where a session holds at
+  most one thread and waiting sessions are served round robin.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import hmac
 import json
 import logging
@@ -31,9 +41,9 @@ import secrets
 import sys
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import aiohttp
 from aiohttp import web
@@ -51,6 +61,7 @@ from activities.anthropic_reply import (
 from activities.anthropic_translation import ChatRequest, RequestError, translate_request
 from activities.completion_parser import ParsedCompletion, stop_reason
 from activities.contracts import SegmentKind, SessionConfig, SessionResult, SessionTicket
+from activities.fair_executor import FairExecutor
 from activities.policy_session import PolicySession, SessionLimitExceeded, TurnObserver
 from activities.prompt_renderer import PromptRenderer
 from activities.session_spool import SessionSpool
@@ -62,7 +73,10 @@ COMPACTION_BETA = "fallback-credit-2026-06-01"
 COMPACTION_PROMPT = "Your task is to create a detailed summary of the conversation so far"
 CONTINUATION_PROMPT = "This session is being continued from a previous conversation"
 SUBAGENT_HEADER = "x-claude-code-agent-id"
+MESSAGES_PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MAX_BODY_BYTES = 16 * 1024 * 1024
+COUNT_TOKENS_MAX_BODY_BYTES = 2 * 1024 * 1024
 KEEPALIVE_INTERVAL_S = 5.0
 FINISHED_KEPT = 64
 GIL_SWITCH_INTERVAL_S = 0.001
@@ -70,6 +84,10 @@ GIL_SWITCH_INTERVAL_S = 0.001
 
 class UnknownSession(LookupError):
     pass
+
+
+def _secret_digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
 
 
 class ClosedSession(LookupError):
@@ -100,7 +118,7 @@ class SessionRegistry:
         self,
         renderer: PromptRenderer,
         client: SGLangClient,
-        executor: ThreadPoolExecutor,
+        executor: FairExecutor,
         on_turn: TurnObserver | None = None,
         spool: SessionSpool | None = None,
     ):
@@ -111,6 +129,7 @@ class SessionRegistry:
         self._spool = spool
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
+        self._finished_secrets: dict[str, bytes] = {}  # session id -> SHA-256 of its secret, while its result is kept
         self._unclaimed: dict[str, float] = {}  # session id -> time.monotonic() when it became unclaimed
 
     def open_session(self, config: SessionConfig, durable: bool = True) -> SessionTicket:
@@ -161,15 +180,15 @@ class SessionRegistry:
         return PolicySession(session_id, config, self.renderer, self._client, self.executor, self._on_turn, journal)
 
     def authenticate(self, token: str) -> PolicySession:
+        """The live session the token opens; ``ClosedSession`` only for a finished one's *right* secret, else ``UnknownSession``."""
         session_id, _, secret = token.partition(".")
         entry = self._live.get(session_id)
-        if entry is None:
-            if session_id in self._finished:
-                raise ClosedSession(session_id)
-            raise UnknownSession()
-        if not hmac.compare_digest(entry.secret.encode(), secret.encode()):
-            raise UnknownSession()
-        return entry.session
+        if entry is not None and hmac.compare_digest(entry.secret.encode(), secret.encode()):
+            return entry.session
+        finished = self._finished_secrets.get(session_id)
+        if entry is None and finished is not None and hmac.compare_digest(finished, _secret_digest(secret)):
+            raise ClosedSession(session_id)
+        raise UnknownSession()
 
     def get(self, session_id: str) -> PolicySession | None:
         entry = self._live.get(session_id)
@@ -186,8 +205,10 @@ class SessionRegistry:
         if self._spool is not None:
             self._spool.drop(session_id)
         self._finished[session_id] = result
+        self._finished_secrets[session_id] = _secret_digest(entry.secret)
         while len(self._finished) > FINISHED_KEPT:
-            self._finished.popitem(last=False)
+            evicted, _ = self._finished.popitem(last=False)
+            self._finished_secrets.pop(evicted, None)
         return result
 
     @property
@@ -197,19 +218,24 @@ class SessionRegistry:
 
 
 REGISTRY = web.AppKey("registry", SessionRegistry)
-MAX_BODY = web.AppKey("max_body_bytes", int)
+BODY_CAPS = web.AppKey("body_caps", dict)
 KEEPALIVE = web.AppKey("keepalive_s", float)
+
+
+def lane_of(headers: Any) -> str:
+    """The lane (main, or one sub-agent) a Claude Code request belongs to; headers only, so known before the body."""
+    agent_id = headers.get(SUBAGENT_HEADER)
+    return f"agent:{agent_id}" if agent_id else "main"
 
 
 def classify_turn(headers: Any, body: dict[str, Any], chat: ChatRequest) -> tuple[str, SegmentKind]:
     """Which lane (main or a sub-agent) a Claude Code request belongs to, and its segment kind."""
-    agent_id = headers.get(SUBAGENT_HEADER)
-    lane = f"agent:{agent_id}" if agent_id else "main"
+    lane = lane_of(headers)
     betas = headers.get("anthropic-beta", "")
     last_user = next((m["content"] for m in reversed(chat.messages) if m["role"] == "user"), "")
     if COMPACTION_BETA in betas.split(",") or COMPACTION_PROMPT in last_user:
         return lane, "compaction"
-    if agent_id:
+    if lane != "main":
         return lane, "subagent"
     first_user = next((m["content"] for m in chat.messages if m["role"] == "user"), "")
     if CONTINUATION_PROMPT in first_user:
@@ -238,13 +264,43 @@ def _authenticated(request: web.Request) -> PolicySession:
         raise _HTTPFailure(401, "authentication_error", "unknown session token")
 
 
-async def _parsed_request(request: web.Request) -> tuple[dict[str, Any], ChatRequest]:
-    """Read, parse and translate the body in the CPU executor (a long history is ~100 KB of JSON)."""
+@contextmanager
+def _admitted(session: PolicySession) -> Iterator[None]:
+    """The session's in-flight cap, checked before anything of the body is read: past it, a 429 at once."""
     try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise _HTTPFailure(413, "request_too_large", f"request body exceeds {request.app[MAX_BODY]} bytes")
-    return await asyncio.get_running_loop().run_in_executor(request.app[REGISTRY].executor, _parse_and_translate, raw)
+        with session.admitted():
+            yield
+    except SessionLimitExceeded as exc:
+        raise _HTTPFailure(429, "rate_limit_error", str(exc))
+
+
+def _body_cap(request: web.Request) -> int:
+    """This route's body cap; a declared ``Content-Length`` past it is refused before any byte is read."""
+    cap = request.app[BODY_CAPS][request.path]
+    if request.content_length is not None and request.content_length > cap:
+        raise _too_large(request, cap)
+    return cap
+
+
+def _too_large(request: web.Request, cap: int) -> _HTTPFailure:
+    return _HTTPFailure(413, "request_too_large", f"request body exceeds {cap} bytes (the cap for {request.path})")
+
+
+async def _read_and_parse(request: web.Request, session: PolicySession, cap: int) -> tuple[dict[str, Any], ChatRequest]:
+    """Read the body (at most ``cap`` bytes), then parse and translate it on the session's CPU turn.
+
+    The caller holds ``session.intake``, so a session has at most one body in
+    memory before parsing, however many requests it has open.
+    """
+    chunks, size = [], 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > cap:
+            raise _too_large(request, cap)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    del chunks
+    return await session.cpu(_parse_and_translate, raw)
 
 
 def _parse_and_translate(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
@@ -282,12 +338,27 @@ async def _anthropic_errors(request: web.Request, handler):
 
 
 async def handle_messages(request: web.Request) -> web.StreamResponse:
+    """Admit (429), wait for the lane, read and parse the body on the session's intake, then run the turn.
+
+    A request queued behind its lane or behind the session's intake has not
+    read its body yet, so a flood of requests costs the adapter no memory for
+    their bodies (they wait in the kernel's socket buffers).
+    """
     session = _authenticated(request)
-    body, chat = await _parsed_request(request)
+    with _admitted(session):
+        cap = _body_cap(request)
+        lane = lane_of(request.headers)
+        async with session.lane_lock(lane):
+            async with session.intake:
+                body, chat = await _read_and_parse(request, session, cap)
+            return await _answer_turn(request, session, lane, body, chat)
+
+
+async def _answer_turn(request: web.Request, session: PolicySession, lane: str, body: dict[str, Any], chat: ChatRequest) -> web.StreamResponse:
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise _HTTPFailure(400, "invalid_request_error", "max_tokens: must be a positive integer")
-    lane, kind = classify_turn(request.headers, body, chat)
+    _, kind = classify_turn(request.headers, body, chat)
     message_id = new_message_id()
     model = str(body.get("model") or session.config.model_name)
 
@@ -296,7 +367,7 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
         echoed = translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]
         return blocks, echoed
 
-    turn = asyncio.ensure_future(session.run_turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply))
+    turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply))
     stream: web.StreamResponse | None = None
     try:
         if body.get("stream"):
@@ -343,45 +414,59 @@ async def _fail(request: web.Request, stream: web.StreamResponse | None, status:
 
 
 async def handle_count_tokens(request: web.Request) -> web.Response:
+    """Admit (429), then read, parse and count on the session's intake: one count per session at a time."""
     session = _authenticated(request)
-    _, chat = await _parsed_request(request)
-    return web.json_response({"input_tokens": await session.count_tokens(chat.messages, chat.tools)})
+    with _admitted(session):
+        cap = _body_cap(request)
+        async with session.intake:
+            _, chat = await _read_and_parse(request, session, cap)
+            counted = await session.count_tokens(chat.messages, chat.tools)
+    return web.json_response({"input_tokens": counted})
 
 
 async def handle_health(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok", "sessions": request.app[REGISTRY].live_count})
+    """Sandboxes can reach this port, so the answer says nothing about the host's sessions."""
+    return web.json_response({"status": "ok"})
 
 
-def create_app(registry: SessionRegistry, max_body_bytes: int = MAX_BODY_BYTES, keepalive_s: float = KEEPALIVE_INTERVAL_S) -> web.Application:
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_anthropic_errors])
+def create_app(
+    registry: SessionRegistry,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    keepalive_s: float = KEEPALIVE_INTERVAL_S,
+    count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
+) -> web.Application:
+    app = web.Application(client_max_size=max(max_body_bytes, count_tokens_max_body_bytes), middlewares=[_anthropic_errors])
     app[REGISTRY] = registry
-    app[MAX_BODY] = max_body_bytes
+    app[BODY_CAPS] = {MESSAGES_PATH: max_body_bytes, COUNT_TOKENS_PATH: count_tokens_max_body_bytes}
     app[KEEPALIVE] = keepalive_s
-    app.router.add_post("/v1/messages", handle_messages)
-    app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
+    app.router.add_post(MESSAGES_PATH, handle_messages)
+    app.router.add_post(COUNT_TOKENS_PATH, handle_count_tokens)
     app.router.add_get("/healthz", handle_health)
     return app
 
 
 class AdapterServer:
-    """Owns the adapter's HTTP site, its policy-client connection pool and its CPU executor.
+    """Owns the adapter's HTTP site, its policy-client connection pool and its CPU pool.
 
-    Request parsing, translation, rendering and tokenisation run in the
-    executor, which leaves one core to the event loop (``cpu_count - 1``
-    threads). Those threads hold the GIL in part (JSON, Jinja), so start-up
-    lowers the interpreter's switch interval to 1 ms (the loop gets the GIL
-    back sooner) and freezes the import-time heap (``gc.freeze``) so full
-    collections, which pause the loop, do not rescan it.
+    Request parsing, translation, rendering and tokenisation run in a
+    ``FairExecutor`` of ``max(2, cpu_count - 1)`` threads: each session holds
+    at most one of them and waiting work is served round robin across
+    sessions, so with two or more threads one session (one sandbox, whatever
+    it sends) never holds the whole pool. Those threads hold the GIL in part
+    (JSON, Jinja), so start-up lowers the interpreter's switch interval to
+    1 ms (the loop gets the GIL back sooner) and freezes the import-time heap
+    (``gc.freeze``) so full collections, which pause the loop, do not rescan it.
     """
 
     def __init__(
         self,
         renderer: PromptRenderer,
-        cpu_threads: int = max(1, (os.cpu_count() or 2) - 1),
+        cpu_threads: int = max(2, (os.cpu_count() or 2) - 1),
         on_turn: TurnObserver | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         keepalive_s: float = KEEPALIVE_INTERVAL_S,
         spool: SessionSpool | None = None,
+        count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
     ):
         self._renderer = renderer
         self._spool = spool
@@ -389,18 +474,20 @@ class AdapterServer:
         self._cpu_threads = cpu_threads
         self._on_turn = on_turn
         self._max_body_bytes = max_body_bytes
+        self._count_tokens_max_body_bytes = count_tokens_max_body_bytes
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: FairExecutor | None = None
         self.registry: SessionRegistry | None = None
         self.url = ""
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        self._executor = ThreadPoolExecutor(max_workers=self._cpu_threads, thread_name_prefix="adapter-cpu")
+        self._executor = FairExecutor(self._cpu_threads, thread_name_prefix="adapter-cpu")
         client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
         self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn, self._spool)
-        self._runner = web.AppRunner(create_app(self.registry, self._max_body_bytes, self._keepalive_s), handler_cancellation=True, access_log=None)
+        app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
@@ -421,4 +508,4 @@ class AdapterServer:
         if self._http is not None:
             await self._http.close()
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor.shutdown()

@@ -15,7 +15,12 @@ what the drift -> repair roles use directly. Each turn:
    leaves the process.
 
 Turns of one lane are serialised; different lanes (sub-agents) run
-concurrently.
+concurrently. All of a session's CPU work (parsing, planning, decoding,
+counting) goes through the shared ``FairExecutor`` under the session's id, so
+it holds at most one CPU thread at a time whatever it sends. The adapter also
+uses ``admitted`` (the per-session cap on requests in flight, every endpoint)
+and ``intake`` (one request of the session reads and parses its body at a
+time) before it reads a body.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import asyncio
 import secrets
 from collections import defaultdict
 from contextlib import contextmanager
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Generic, Iterator, TypeVar
@@ -32,11 +36,13 @@ from typing import Any, Awaitable, Callable, Generic, Iterator, TypeVar
 from activities.anthropic_translation import tool_schemas
 from activities.completion_parser import ParsedCompletion, parse_completion, stop_reason
 from activities.contracts import SegmentKind, SessionConfig, TurnSummary
+from activities.fair_executor import FairExecutor
 from activities.prompt_renderer import PromptRenderer
 from activities.sglang_client import SGLangClient
 from activities.token_capture import LedgerDelta, PromptPlan, TokenLedger
 
 Reply = TypeVar("Reply")
+T = TypeVar("T")
 ReplyBuilder = Callable[[ParsedCompletion, str], tuple[Reply, dict[str, Any]]]
 TurnObserver = Callable[["PolicySession", TurnSummary], Awaitable[None]]
 TurnJournal = Callable[[LedgerDelta, TurnSummary], None]
@@ -63,7 +69,7 @@ class PolicySession:
         config: SessionConfig,
         renderer: PromptRenderer,
         client: SGLangClient,
-        executor: Executor,
+        cpu: FairExecutor,
         on_turn: TurnObserver | None = None,
         journal: TurnJournal | None = None,
     ):
@@ -74,10 +80,11 @@ class PolicySession:
         self.last_turn_at: datetime | None = None
         self._renderer = renderer
         self._client = client
-        self._executor = executor
+        self._cpu = cpu
         self._on_turn = on_turn
         self._journal = journal
         self._lane_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.intake = asyncio.Lock()
         self._calls = 0
         self._inflight = 0
 
@@ -90,11 +97,16 @@ class PolicySession:
         max_tokens: int | None,
         build_reply: ReplyBuilder[Reply],
     ) -> TurnOutcome[Reply]:
-        with self._in_flight_slot():
-            return await self._turn_in_lane(lane, kind, messages, tools, max_tokens, build_reply)
+        async with self.lane_lock(lane):
+            return await self.turn(lane, kind, messages, tools, max_tokens, build_reply)
+
+    def lane_lock(self, lane: str) -> asyncio.Lock:
+        """Held around every turn of ``lane`` (``run_turn`` takes it; the adapter takes it before reading a body)."""
+        return self._lane_locks[lane]
 
     @contextmanager
-    def _in_flight_slot(self) -> Iterator[None]:
+    def admitted(self) -> Iterator[None]:
+        """One request in flight, any endpoint; past ``max_concurrent_requests`` raises ``SessionLimitExceeded`` at once."""
         if self._inflight >= self.config.max_concurrent_requests:
             raise SessionLimitExceeded(f"session has {self._inflight} requests in flight (cap {self.config.max_concurrent_requests})")
         self._inflight += 1
@@ -103,44 +115,43 @@ class PolicySession:
         finally:
             self._inflight -= 1
 
-    async def _turn_in_lane(self, lane, kind, messages, tools, max_tokens, build_reply: ReplyBuilder[Reply]) -> TurnOutcome[Reply]:
-        async with self._lane_locks[lane]:
-            if len(self.turns) >= self.config.max_turns:
-                raise SessionLimitExceeded(f"session reached its cap of {self.config.max_turns} turns")
-            loop = asyncio.get_running_loop()
-            plan = await loop.run_in_executor(self._executor, self.ledger.plan, lane, kind, messages, tools)
-            room = self.config.context_budget - plan.prompt_length
-            if room <= 0:
-                parsed = ParsedCompletion(reasoning="", text="")
-                reply, _ = build_reply(parsed, "length")
-                return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True)
-            generation = await self._generate(plan, min(room, self.config.sampling.max_new_tokens, max_tokens or room))
-            text = await loop.run_in_executor(self._executor, self._renderer.decode, generation.output_ids)
-            parsed = parse_completion(
-                text.removesuffix(self._renderer.end_of_turn), self.config.tool_parser, tool_schemas(tools)
-            )
-            reply, reply_message = build_reply(parsed, generation.finish_reason)
-            delta = self.ledger.record(plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason)
-            summary = TurnSummary(
-                index=len(self.turns),
-                lane=lane,
-                kind=kind,
-                prompt_tokens=plan.prompt_length,
-                completion_tokens=len(generation.output_ids),
-                finish_reason=generation.finish_reason,
-                stop_reason=stop_reason(parsed, generation.finish_reason),
-                tool_names=[c.name for c in parsed.tool_calls],
-                parse_errors=parsed.errors,
-            )
-            self.turns.append(summary)
-            self.last_turn_at = datetime.now(timezone.utc)
-            if self._journal is not None:
-                self._journal(delta, summary)
-            if self._on_turn is not None:
-                await self._on_turn(self, summary)
-            return TurnOutcome(
-                reply, parsed, plan.prompt_length, len(generation.output_ids), generation.finish_reason, over_budget=False
-            )
+    async def cpu(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the shared CPU pool as this session (at most one thread per session)."""
+        return await self._cpu.run(self.session_id, fn, *args)
+
+    async def turn(self, lane, kind, messages, tools, max_tokens, build_reply: ReplyBuilder[Reply]) -> TurnOutcome[Reply]:
+        """One turn; the caller holds ``lane_lock(lane)``."""
+        if len(self.turns) >= self.config.max_turns:
+            raise SessionLimitExceeded(f"session reached its cap of {self.config.max_turns} turns")
+        plan = await self.cpu(self.ledger.plan, lane, kind, messages, tools)
+        room = self.config.context_budget - plan.prompt_length
+        if room <= 0:
+            parsed = ParsedCompletion(reasoning="", text="")
+            reply, _ = build_reply(parsed, "length")
+            return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True)
+        generation = await self._generate(plan, min(room, self.config.sampling.max_new_tokens, max_tokens or room))
+        text = await self.cpu(self._renderer.decode, generation.output_ids)
+        parsed = parse_completion(text.removesuffix(self._renderer.end_of_turn), self.config.tool_parser, tool_schemas(tools))
+        reply, reply_message = build_reply(parsed, generation.finish_reason)
+        delta = self.ledger.record(plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason)
+        summary = TurnSummary(
+            index=len(self.turns),
+            lane=lane,
+            kind=kind,
+            prompt_tokens=plan.prompt_length,
+            completion_tokens=len(generation.output_ids),
+            finish_reason=generation.finish_reason,
+            stop_reason=stop_reason(parsed, generation.finish_reason),
+            tool_names=[c.name for c in parsed.tool_calls],
+            parse_errors=parsed.errors,
+        )
+        self.turns.append(summary)
+        self.last_turn_at = datetime.now(timezone.utc)
+        if self._journal is not None:
+            self._journal(delta, summary)
+        if self._on_turn is not None:
+            await self._on_turn(self, summary)
+        return TurnOutcome(reply, parsed, plan.prompt_length, len(generation.output_ids), generation.finish_reason, over_budget=False)
 
     def restore(self, turns: list[tuple[LedgerDelta, TurnSummary]]) -> None:
         """Rebuild this session from journalled turns (a restarted worker taking its sessions back)."""
@@ -149,10 +160,8 @@ class PolicySession:
             self.turns.append(summary)
 
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
-        loop = asyncio.get_running_loop()
-        text = await loop.run_in_executor(self._executor, self._renderer.render, messages, tools, True)
-        ids = await loop.run_in_executor(self._executor, self._renderer.encode, text)
-        return len(ids)
+        text = await self.cpu(self._renderer.render, messages, tools, True)
+        return len(await self.cpu(self._renderer.encode, text))
 
     async def _generate(self, plan: PromptPlan, max_new_tokens: int):
         self._calls += 1

@@ -25,7 +25,7 @@ Two adapter variants, in the same adapter process, on fresh sessions:
   planning, render/tokenise in the adapter's thread pool);
 * **naive**: after ``open_session`` the bench swaps the session's ledger for
   ``NaiveLedger`` (render and tokenise the whole conversation every turn) and
-  its executor for ``InlineExecutor`` (runs the work on the event-loop thread).
+  its CPU pool for ``InlineCPU`` (runs the work on the event-loop thread).
 
 Scenarios (both run by default):
 
@@ -42,7 +42,7 @@ Scenarios (both run by default):
 Diagnostics: ``--profile DIR`` (cProfile of the adapter's loop thread during
 the lag windows), ``--what-if-switch-interval S`` and ``--what-if-gc-freeze``
 (knobs the shipped adapter does not set, to test a suggestion), and
-``--cpu-threads`` (the adapter's executor size; default: the adapter's own, cpu_count - 1).
+``--cpu-threads`` (the adapter's CPU pool size; default: the adapter's own, max(2, cpu_count - 1)).
 
 No pass/fail thresholds are enforced: the script prints numbers and says
 whether the project's stated targets are met. Run from the repository root::
@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import gc
 import json
 import os
@@ -146,16 +145,11 @@ async def policy_main(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-class InlineExecutor(concurrent.futures.Executor):
-    """Runs every submitted call at once, on the caller's (event-loop) thread."""
+class InlineCPU:
+    """Stands in for the adapter's ``FairExecutor``: runs every call at once, on the event-loop thread."""
 
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            future.set_exception(exc)
-        return future
+    async def run(self, key, fn, *args):
+        return fn(*args)
 
 
 def naive_ledger_class():
@@ -298,7 +292,7 @@ async def adapter_main(args: argparse.Namespace) -> None:
         gc.freeze()
     registry = server.registry
     NaiveLedger = naive_ledger_class()
-    inline = InlineExecutor()
+    inline = InlineCPU()
     meter = Meter(counters)
     plan_logs: dict[str, list[tuple[str, int]]] = {}
 
@@ -329,9 +323,9 @@ async def adapter_main(args: argparse.Namespace) -> None:
             session = registry.get(ticket.session_id)
             if body["variant"] == "naive":
                 # Bench-only surgery on private state: the naive variant is the shipped
-                # session with a full-re-tokenising ledger and no executor.
+                # session with a full-re-tokenising ledger and no CPU pool.
                 session.ledger = NaiveLedger(renderer)
-                session._executor = inline
+                session._cpu = inline
             instrument(ticket.session_id, session.ledger)
             opened.append({"id": ticket.session_id, "secret": ticket.secret})
         return web.json_response(opened)
@@ -342,6 +336,7 @@ async def adapter_main(args: argparse.Namespace) -> None:
         for session_id in body["ids"]:
             result = registry.finish_session(session_id)
             registry._finished.pop(session_id, None)  # bench-only: keep the process from growing
+            registry._finished_secrets.pop(session_id, None)
             segments.append(len(result.segments))
             turns += len(result.turns)
             for mode, tokens in plan_logs.pop(session_id, []):
@@ -1086,7 +1081,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", type=Path, default=None, help="cProfile the adapter's loop thread during the [lag] windows, .prof files into this directory (inflates the numbers)")
     parser.add_argument("--turns", type=int, default=0, help="cap on turns per session (default: until the context target)")
     parser.add_argument("--scenarios", type=lambda s: s.split(","), default=["cpu", "lag"], help="comma list of cpu,lag")
-    parser.add_argument("--cpu-threads", type=int, default=0, help="adapter executor threads (0: the AdapterServer default, cpu_count - 1)")
+    parser.add_argument("--cpu-threads", type=int, default=0, help="adapter CPU pool threads (0: the AdapterServer default, max(2, cpu_count - 1))")
     parser.add_argument("--policy-delay-ms", type=float, default=0.0, help="sensitivity: the policy server waits this long per /generate (default 0: zero latency)")
     parser.add_argument("--what-if-switch-interval", type=float, default=0.0, help="diagnostic: sys.setswitchinterval(S) in the adapter process (not shipped)")
     parser.add_argument("--what-if-gc-freeze", action="store_true", help="diagnostic: gc.freeze() after adapter start-up (not shipped)")

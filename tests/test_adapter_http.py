@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 
+from pathlib import Path
+
 import aiohttp
 import anthropic
 import pytest
 
 from activities.adapter import AdapterServer
-from activities.contracts import SessionConfig
+from activities.contracts import SamplingParams, SessionConfig
 from tests.conftest import open_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -204,9 +206,18 @@ async def test_unknown_wrong_secret_and_finished_sessions(adapter, policy_server
     assert (await post_raw(adapter, payload, None))[0] == 401
     assert (await post_raw(adapter, payload, "sdeadbeef.nope"))[0] == 401
     assert (await post_raw(adapter, payload, ticket.session_id + ".wrong-secret"))[0] == 401
+    unknown = await post_raw(adapter, payload, "sdeadbeef.nope")
     adapter.registry.finish_session(ticket.session_id)
+    assert await post_raw(adapter, payload, ticket.session_id + ".wrong-secret") == unknown
     code, body = await post_raw(adapter, payload, ticket.secret)
     assert code == 409 and "finished" in body["error"]["message"]
+
+
+async def test_healthz_tells_a_sandbox_nothing_about_the_hosts_sessions(adapter, policy_server):
+    open_session(adapter, policy_server)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{adapter.url}/healthz") as r:
+            assert r.status == 200 and await r.json() == {"status": "ok"}
 
 
 @pytest.mark.parametrize("failure", ["error", "garbage", "unreachable"])
@@ -232,5 +243,134 @@ async def test_body_over_the_size_limit_is_413(renderer, policy_server):
         payload = json.dumps({"messages": [{"role": "user", "content": "x" * 4096}]}).encode()
         code, body = await post_raw(small, payload, ticket.secret)
         assert code == 413 and body["error"]["type"] == "request_too_large"
+    finally:
+        await small.stop()
+
+
+FLOOD_TEXT = "".join(p.read_text() for p in sorted(Path("activities").glob("*.py")))
+HANG_GUARD_S = 120
+FLOOD_CAP = 8
+
+
+def flood_body(size: int) -> bytes:
+    text = (FLOOD_TEXT * (size // len(FLOOD_TEXT) + 1))[:size]
+    return json.dumps({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": text}]}).encode()
+
+
+@pytest.mark.parametrize("cpu_threads", [1, 2])
+async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answered_before_it_drains(renderer, policy_server, cpu_threads):
+    server = AdapterServer(renderer, cpu_threads=cpu_threads)
+    await server.start()
+    try:
+        flooder = open_session(server, policy_server, max_concurrent_requests=FLOOD_CAP)
+        victim = open_session(server, policy_server)
+        big = flood_body(700_000)
+        loop = asyncio.get_running_loop()
+
+        async def post(token, path, data, headers=None):
+            async with aiohttp.ClientSession() as http:
+                hdrs = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", **(headers or {})}
+                async with http.post(f"{server.url}{path}", data=data, headers=hdrs) as r:
+                    return r.status, await r.json(), loop.time()
+
+        flood = [asyncio.ensure_future(post(flooder.secret, "/v1/messages/count_tokens", big)) for _ in range(10)]
+        flood += [
+            asyncio.ensure_future(post(flooder.secret, "/v1/messages", big, {"x-claude-code-agent-id": f"a{i}"})) for i in range(10)
+        ]
+        pending = set(flood)
+        while not any(t.done() and t.result()[0] == 429 for t in flood):
+            _, pending = await asyncio.wait(pending, timeout=HANG_GUARD_S, return_when=asyncio.FIRST_COMPLETED)
+        small = json.dumps({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        status, reply, victim_done = await post(victim.secret, "/v1/messages", small)
+        assert status == 200 and reply["stop_reason"] == "end_turn"
+        outcomes = await asyncio.wait_for(asyncio.gather(*flood), HANG_GUARD_S)
+    finally:
+        await server.stop()
+    rejected = [body for code, body, _ in outcomes if code == 429]
+    served = [(body, done) for code, body, done in outcomes if code == 200]
+    assert len(rejected) + len(served) == len(flood) and rejected and len(served) >= FLOOD_CAP
+    assert all(body["error"]["type"] == "rate_limit_error" and "in flight" in body["error"]["message"] for body in rejected)
+    counts = {body["input_tokens"] for body, _ in served if "input_tokens" in body}
+    turns = [body for body, _ in served if "stop_reason" in body]
+    assert len(counts) <= 1 and all(t["stop_reason"] == "max_tokens" for t in turns)
+    assert any(done > victim_done for _, done in served), "the victim waited for the whole flood"
+    assert policy_server.records_for(flooder.session_id) == []
+
+
+async def raw_request(adapter, path: str, token: str, content_length: int, sent: bytes):
+    """Open a connection, send the headers and only ``sent`` of a body of ``content_length`` bytes."""
+    host, port = adapter.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {content_length}\r\n\r\n"
+    )
+    writer.write(head.encode() + sent)
+    await writer.drain()
+    return reader, writer
+
+
+async def read_response(reader) -> tuple[int, dict]:
+    status = int((await reader.readline()).split()[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return status, json.loads(await reader.readexactly(length))
+
+
+async def test_a_request_past_the_in_flight_cap_is_refused_before_its_body_is_read(adapter, policy_server):
+    ticket = open_session(adapter, policy_server, max_concurrent_requests=1)
+    connections = [
+        await raw_request(adapter, "/v1/messages", ticket.secret, 1_000_000, b'{"messages": '),
+        await raw_request(adapter, "/v1/messages/count_tokens", ticket.secret, 1_000_000, b'{"messages": '),
+    ]
+    try:
+        reads = [asyncio.ensure_future(read_response(reader)) for reader, _ in connections]
+        done, waiting = await asyncio.wait(reads, timeout=HANG_GUARD_S, return_when=asyncio.FIRST_COMPLETED)
+        (answered,) = done
+        status, body = answered.result()
+        assert status == 429 and body["error"]["type"] == "rate_limit_error"
+        assert len(waiting) == 1, "the admitted request is still waiting for its body"
+        (still_reading,) = waiting
+        still_reading.cancel()
+    finally:
+        for _, writer in connections:
+            writer.close()
+    probe = json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode()
+    for _ in range(100):
+        code, _ = await post_raw(adapter, probe, ticket.secret, "/v1/messages/count_tokens")
+        if code == 200:
+            break
+        await asyncio.sleep(0.05)
+    assert code == 200, "the dropped connection gave its slot back"
+
+
+async def test_count_tokens_has_its_own_smaller_body_cap(renderer, policy_server):
+    small = AdapterServer(renderer, max_body_bytes=8192, count_tokens_max_body_bytes=1024)
+    await small.start()
+    try:
+        ticket = small.registry.open_session(SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=64)))
+        payload = json.dumps({"messages": [{"role": "user", "content": "x" * 4096}]}).encode()
+        code, body = await post_raw(small, payload, ticket.secret, "/v1/messages/count_tokens")
+        assert code == 413 and body["error"]["type"] == "request_too_large" and "1024" in body["error"]["message"]
+
+        async def chunks():
+            for i in range(0, len(payload), 512):
+                yield payload[i : i + 512]
+
+        async with aiohttp.ClientSession() as http:
+            headers = {"Authorization": f"Bearer {ticket.secret}", "Content-Type": "application/json"}
+            async with http.post(f"{small.url}/v1/messages/count_tokens", data=chunks(), headers=headers) as r:
+                assert r.status == 413 and "count_tokens" in (await r.json())["error"]["message"]
+        code, body = await post_raw(small, payload, ticket.secret)
+        assert code == 200 and body["stop_reason"] == "end_turn"
+        reader, writer = await raw_request(small, "/v1/messages/count_tokens", ticket.secret, 3 * 1024 * 1024, b"")
+        try:
+            status, body = await asyncio.wait_for(read_response(reader), HANG_GUARD_S)
+        finally:
+            writer.close()
+        assert status == 413, "a declared length past the cap is refused before any byte is sent"
     finally:
         await small.stop()
