@@ -144,9 +144,6 @@ def failed_result(rollout: RolloutInput, workflow_id: str, failure: RunFailure) 
     )
 
 
-result_record = record_with_segments
-
-
 def invalid_row_record(error: RowError) -> dict:
     """The results line of a dataset row that never became a rollout (sample and group -1)."""
     result = RolloutResult(
@@ -200,7 +197,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         for sample in range(args.n_samples_per_prompt):
             rollouts.append(rollout_input(row.task, sample, group, policy, budgets))
             lines[workflow_id_for(args.run_id, row.task, sample, group)] = row.line
-    with ResultSink(Path(args.out), lambda result: {**result_record(result), "line": lines[result.workflow_id]}) as sink:
+    with ResultSink(Path(args.out), lambda result: {**record_with_segments(result), "line": lines[result.workflow_id]}) as sink:
         for error in errors:
             if f"line:{error.line}" not in sink.done:
                 sink.write_record(invalid_row_record(error))

@@ -12,7 +12,9 @@ Invariants:
   retried once the server answers a health check again, probed with backoff
   (1 s doubling to 10 s). One outage may last up to ``server_wait_s``
   (``ROLLOUT_SERVER_WAIT_S``, default 300 s) before the run fails with
-  ``server_unavailable``; the next outage gets the full time again. Waiting
+  ``server_unavailable``; the next outage gets the full time again. A call
+  that keeps failing while the server answers is retried at most
+  ``MAX_RETRIES_PER_CALL`` (20) times, then fails with its status. Waiting
   re-gets the handle each time (the latest run of the workflow id), so the
   workflow, which survives the restart, is collected.
 * **Starting is idempotent** (the caller's start rejects duplicate ids and
@@ -44,6 +46,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger(__name__)
 DEFAULT_SERVER_WAIT_S = 300.0
+MAX_RETRIES_PER_CALL = 20
 TRANSIENT = frozenset({RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNKNOWN, RPCStatusCode.CANCELLED})
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -96,13 +99,14 @@ async def collect(
 
 async def through_outages(client: Client, call: Callable[[], Awaitable[Result]], server_wait_s: float) -> Result:
     """``await call()``, repeated after each transient server error once the server answers again."""
-    while True:
+    for _ in range(MAX_RETRIES_PER_CALL):
         try:
             return await call()
         except RPCError as error:
             if error.status not in TRANSIENT:
                 raise
             await wait_for_server(client, server_wait_s, error)
+    return await call()
 
 
 async def wait_for_server(client: Client, server_wait_s: float, cause: RPCError) -> None:
