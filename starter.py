@@ -163,10 +163,12 @@ def print_summary(results: list[RolloutResult]) -> None:
         print(f"mean reward {statistics.fmean(r.reward for r in results):.3f} over {len(results)} rollouts")
 
 
-def read_rows(path: Path) -> tuple[list[DatasetRow], list[RowError]]:
-    """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field."""
+def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], list[RowError]]:
+    """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field.
+
+    Script paths in rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``, else the file's folder)."""
     rows, errors = [], []
-    for item in read_dataset(path):
+    for item in read_dataset(path, root):
         if isinstance(item, RowError):
             print(f"{path}: skipping bad row: {item}", file=sys.stderr)
             errors.append(item)
@@ -185,7 +187,7 @@ def task_queue_from_env() -> str:
 
 async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     """Run the dataset's missing rollouts into ``args.out``; 0 when every row is usable and every rollout has a result."""
-    rows, errors = read_rows(Path(args.dataset))
+    rows, errors = read_rows(Path(args.dataset), args.dataset_root)
     policy = PolicySpec(
         policy_url=args.policy_url,
         sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
@@ -367,6 +369,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
         add_run_options(sub, name)
+        sub.add_argument("--dataset-root", help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT, else the dataset's folder)")
         sub.add_argument("--n-samples-per-prompt", type=int, default=1)
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)

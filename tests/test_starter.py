@@ -10,7 +10,7 @@ import pytest
 from activities.contracts import PolicySpec
 from activities.settings import RolloutBudgets
 from activities.tokenizer_cache import PROJECT_ROOT
-from starter import EXAMPLE_DATASET, load_rows, parse_args, rollout_input, workflow_id_for
+from starter import EXAMPLE_DATASET, load_rows, parse_args, read_rows, rollout_input, workflow_id_for
 
 
 def test_bad_rows_are_reported_by_line_and_skipped(tmp_path, capsys):
@@ -54,3 +54,19 @@ def test_the_server_wait_comes_from_the_environment_and_a_bad_value_is_named(mon
     monkeypatch.setenv("ROLLOUT_SERVER_WAIT_S", "soon")
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "starter.py"), "run", "d"], capture_output=True, text=True, env={**os.environ})
     assert (done.returncode, done.stderr.strip()) == (2, "starter: ROLLOUT_SERVER_WAIT_S='soon': must be a number of seconds")
+
+
+def test_dataset_root_flag_is_where_row_script_paths_resolve(tmp_path, monkeypatch):
+    monkeypatch.delenv("ROLLOUT_DATASET_ROOT", raising=False)
+    root = tmp_path / "harness"
+    root.mkdir()
+    (root / "run.sh").write_text("pytest \"$@\"\n")
+    row = {"prompt": "p", "metadata": {"instance_id": "pro-1", "image": "i", "workdir": "/w", "swepro": {"parser_script": "parse", "run_script_path": "run.sh"}}}
+    dataset = tmp_path / "rows" / "train.jsonl"
+    dataset.parent.mkdir()
+    dataset.write_text(json.dumps(row) + "\n")
+    args = parse_args(["run", str(dataset), "--dataset-root", str(root)])
+    (found,), errors = read_rows(dataset, args.dataset_root)
+    assert errors == [] and found.task.swepro.run_script == "pytest \"$@\"\n"
+    (), (refused,) = read_rows(dataset)
+    assert refused.field == "metadata.swepro.run_script_path", "without the flag the path resolves in the file's folder, where it is missing"
