@@ -12,8 +12,10 @@ wins; with neither the agent activity fails as ``NoPolicyServer``.
 ``run_claude_code`` starts the CLI detached inside the sandbox (exit-code
 marker in the container), heartbeats every few seconds with the session's
 progress, and enforces the wall-clock budget itself, since the CLI never
-aborts a stalled stream. The adapter session it opens lives until
-``merge_segments`` (or ``discard_session``) collects it.
+aborts a stalled stream, and the sandbox's disk budget (``disk_watch``); an
+agent stopped at either returns normally, so its work is graded. The adapter
+session it opens lives until ``merge_segments`` (or ``discard_session``)
+collects it.
 
 Invariants of the agent activity when it does not return:
 * cancelled because its workflow asked (guard, operator abort, reset): the
