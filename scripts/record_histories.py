@@ -1,18 +1,21 @@
 """Record real CodingAgentRollout histories into tests/histories/ for the replay test.
 
 Runs the real pipeline (an ephemeral Temporal dev server, worker processes,
-Docker sandboxes, Claude Code, the scripted policy) through four scenarios:
+Docker sandboxes, Claude Code, the scripted policy) through these scenarios:
 
 * ``solved``: oracle policy, reward 1.0;
+* ``capture_diff``: the same on a workflow that takes the patch and its report
+  from ``capture_diff`` (recorded with its ``workflow.patched`` marker; the
+  older histories took the bare patch from ``git_diff``);
 * ``unsolved``: noop policy, reward 0.0;
 * ``guard``: a slow policy and a short wall-clock guard, aborted gracefully;
 * ``lost_host``: worker A is SIGKILLed while the agent runs; worker B (another
   host queue) finishes the rollout as a fresh attempt.
 
 Each history is saved as ``tests/histories/<scenario>.json``. Re-record after an
-intentional, patched change to the workflow:
+intentional, patched change to the workflow (all scenarios, or the ones named):
 
-    .venv/bin/python scripts/record_histories.py
+    .venv/bin/python scripts/record_histories.py [scenario ...]
 """
 
 from __future__ import annotations
@@ -77,13 +80,20 @@ class Recorder:
         return result
 
 
-async def record_on_one_worker(recorder: Recorder) -> None:
+ONE_WORKER_SCENARIOS = (
+    ("solved", "oracle", BUDGETS),
+    ("capture_diff", "oracle", BUDGETS),
+    ("unsolved", "noop", BUDGETS),
+    ("guard", "slow", RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=15)),
+)
+SCENARIOS = [name for name, _, _ in ONE_WORKER_SCENARIOS] + ["lost_host"]
+
+
+async def record_on_one_worker(recorder: Recorder, wanted: list[str]) -> None:
     async with recorder.worker("rec-a"):
-        for scenario, policy, budgets in (
-            ("solved", "oracle", BUDGETS),
-            ("unsolved", "noop", BUDGETS),
-            ("guard", "slow", RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=15)),
-        ):
+        for scenario, policy, budgets in ONE_WORKER_SCENARIOS:
+            if scenario not in wanted:
+                continue
             recorder.policy.set_policy(None, policy)
             await recorder.save(scenario, await recorder.start(scenario, budgets))
 
@@ -102,7 +112,10 @@ async def record_lost_host(recorder: Recorder) -> None:
     print(f"lost_host: reaped {len(orphans)} orphan container(s) of the killed worker; attempts {result.attempts}")
 
 
-async def main() -> None:
+async def main(wanted: list[str]) -> None:
+    unknown = sorted(set(wanted) - set(SCENARIOS))
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
     renderer = PromptRenderer(ensure_qwen_tokenizer())
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
@@ -112,12 +125,13 @@ async def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="record-histories-") as results:
             recorder = Recorder(env, policy, Path(results))
-            await record_on_one_worker(recorder)
-            await record_lost_host(recorder)
+            await record_on_one_worker(recorder, wanted)
+            if "lost_host" in wanted:
+                await record_lost_host(recorder)
     finally:
         await policy.stop()
         await env.shutdown()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:] or SCENARIOS))

@@ -38,7 +38,7 @@ def history(path: Path) -> WorkflowHistory:
 
 
 async def test_the_recorded_scenarios_are_all_there():
-    assert {p.stem for p in HISTORIES} >= {"solved", "unsolved", "guard", "lost_host"}
+    assert {p.stem for p in HISTORIES} >= {"solved", "capture_diff", "unsolved", "guard", "lost_host"}
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
