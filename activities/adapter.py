@@ -22,7 +22,8 @@ Invariants:
 * one session cannot starve the others: past its ``max_concurrent_requests``
   (all endpoints together) a request gets a 429 before any of its body is read;
   an admitted request reads its body only once it holds its lane and the
-  session's intake (one body per session in memory before parsing); bodies are
+  session's intake, which it keeps until its prompt is planned (one body per
+  session between reading and planning); bodies are
   capped per route (``/v1/messages`` 16 MiB, ``count_tokens`` 2 MiB, 413 past
   it); and all CPU work runs in a ``FairExecutor`` where a session holds at
   most one thread and waiting sessions are served round robin.
@@ -290,7 +291,7 @@ async def _read_and_parse(request: web.Request, session: PolicySession, cap: int
     """Read the body (at most ``cap`` bytes), then parse and translate it on the session's CPU turn.
 
     The caller holds ``session.intake``, so a session has at most one body in
-    memory before parsing, however many requests it has open.
+    memory before it is planned or counted, however many requests it has open.
     """
     chunks, size = [], 0
     async for chunk in request.content.iter_any():
@@ -338,23 +339,43 @@ async def _anthropic_errors(request: web.Request, handler):
 
 
 async def handle_messages(request: web.Request) -> web.StreamResponse:
-    """Admit (429), wait for the lane, read and parse the body on the session's intake, then run the turn.
+    """Admit (429), wait for the lane, then on the session's intake read, parse and plan; then generate.
 
     A request queued behind its lane or behind the session's intake has not
     read its body yet, so a flood of requests costs the adapter no memory for
-    their bodies (they wait in the kernel's socket buffers).
+    their bodies (they wait in the kernel's socket buffers). Such a request
+    gets no SSE keep-alives while it waits (whether it streams is in its
+    body); Claude Code sends one request per lane at a time, so it never waits there.
     """
     session = _authenticated(request)
     with _admitted(session):
         cap = _body_cap(request)
         lane = lane_of(request.headers)
         async with session.lane_lock(lane):
-            async with session.intake:
+            await session.intake.acquire()
+            release_intake = _ReleaseOnce(session.intake)
+            try:
                 body, chat = await _read_and_parse(request, session, cap)
-            return await _answer_turn(request, session, lane, body, chat)
+                return await _answer_turn(request, session, lane, body, chat, release_intake)
+            finally:
+                release_intake()
 
 
-async def _answer_turn(request: web.Request, session: PolicySession, lane: str, body: dict[str, Any], chat: ChatRequest) -> web.StreamResponse:
+class _ReleaseOnce:
+    """Releases a held lock on the first call only: the turn (once planned) or the handler (on any exit), whichever is first."""
+
+    def __init__(self, lock: asyncio.Lock):
+        self._lock: asyncio.Lock | None = lock
+
+    def __call__(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+async def _answer_turn(
+    request: web.Request, session: PolicySession, lane: str, body: dict[str, Any], chat: ChatRequest, planned: _ReleaseOnce
+) -> web.StreamResponse:
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise _HTTPFailure(400, "invalid_request_error", "max_tokens: must be a positive integer")
@@ -367,7 +388,7 @@ async def _answer_turn(request: web.Request, session: PolicySession, lane: str, 
         echoed = translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]
         return blocks, echoed
 
-    turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply))
+    turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply, planned))
     stream: web.StreamResponse | None = None
     try:
         if body.get("stream"):

@@ -19,8 +19,8 @@ concurrently. All of a session's CPU work (parsing, planning, decoding,
 counting) goes through the shared ``FairExecutor`` under the session's id, so
 it holds at most one CPU thread at a time whatever it sends. The adapter also
 uses ``admitted`` (the per-session cap on requests in flight, every endpoint)
-and ``intake`` (one request of the session reads and parses its body at a
-time) before it reads a body.
+and ``intake`` (one request of the session at a time goes from reading its
+body to a planned prompt) before it reads a body.
 """
 
 from __future__ import annotations
@@ -119,11 +119,23 @@ class PolicySession:
         """Run ``fn(*args)`` on the shared CPU pool as this session (at most one thread per session)."""
         return await self._cpu.run(self.session_id, fn, *args)
 
-    async def turn(self, lane, kind, messages, tools, max_tokens, build_reply: ReplyBuilder[Reply]) -> TurnOutcome[Reply]:
-        """One turn; the caller holds ``lane_lock(lane)``."""
-        if len(self.turns) >= self.config.max_turns:
-            raise SessionLimitExceeded(f"session reached its cap of {self.config.max_turns} turns")
-        plan = await self.cpu(self.ledger.plan, lane, kind, messages, tools)
+    async def turn(
+        self, lane, kind, messages, tools, max_tokens, build_reply: ReplyBuilder[Reply], on_planned: Callable[[], None] | None = None
+    ) -> TurnOutcome[Reply]:
+        """One turn; the caller holds ``lane_lock(lane)``.
+
+        ``on_planned`` is called once the prompt is planned (or planning
+        failed), before the policy is asked: the adapter releases the
+        session's intake there, so a session has at most one request between
+        reading its body and holding a planned prompt.
+        """
+        try:
+            if len(self.turns) >= self.config.max_turns:
+                raise SessionLimitExceeded(f"session reached its cap of {self.config.max_turns} turns")
+            plan = await self.cpu(self.ledger.plan, lane, kind, messages, tools)
+        finally:
+            if on_planned is not None:
+                on_planned()
         room = self.config.context_budget - plan.prompt_length
         if room <= 0:
             parsed = ParsedCompletion(reasoning="", text="")
