@@ -247,13 +247,16 @@ async def test_body_over_the_size_limit_is_413(renderer, policy_server):
         await small.stop()
 
 
-FLOOD_TEXT = "".join(p.read_text() for p in sorted(Path("activities").glob("*.py")))
+FLOOD_TEXT = "".join(p.read_text() for p in sorted((Path(__file__).parent.parent / "activities").glob("*.py")))
 HANG_GUARD_S = 120
 FLOOD_CAP = 8
 
 
-def flood_body(size: int) -> bytes:
-    text = (FLOOD_TEXT * (size // len(FLOOD_TEXT) + 1))[:size]
+def flood_text(size: int) -> str:
+    return (FLOOD_TEXT * (size // len(FLOOD_TEXT) + 1))[:size]
+
+
+def flood_body(text: str) -> bytes:
     return json.dumps({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": text}]}).encode()
 
 
@@ -264,7 +267,8 @@ async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answere
     try:
         flooder = open_session(server, policy_server, max_concurrent_requests=FLOOD_CAP)
         victim = open_session(server, policy_server)
-        big = flood_body(700_000)
+        text = flood_text(700_000)
+        big = flood_body(text)
         loop = asyncio.get_running_loop()
 
         async def post(token, path, data, headers=None):
@@ -292,7 +296,8 @@ async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answere
     assert all(body["error"]["type"] == "rate_limit_error" and "in flight" in body["error"]["message"] for body in rejected)
     counts = {body["input_tokens"] for body, _ in served if "input_tokens" in body}
     turns = [body for body, _ in served if "stop_reason" in body]
-    assert len(counts) <= 1 and all(t["stop_reason"] == "max_tokens" for t in turns)
+    assert counts <= {len(renderer.encode(renderer.render([{"role": "user", "content": text}], None, True)))}
+    assert all(t["stop_reason"] == "max_tokens" for t in turns)
     assert any(done > victim_done for _, done in served), "the victim waited for the whole flood"
     assert policy_server.records_for(flooder.session_id) == []
 
