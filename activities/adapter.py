@@ -111,8 +111,12 @@ class SessionRegistry:
     from the spool after a restart, or let go by an agent activity that was
     cancelled for a reason other than its workflow asking (lost heartbeat,
     server restart), so that the retry can take it back. Unclaimed sessions
-    keep serving their agent but hold no agent slot (``live_count`` leaves them
-    out) until ``claim``; ``forget_unclaimed`` finishes those nobody claimed.
+    keep serving their agent until ``claim``; ``forget_unclaimed`` finishes
+    those nobody claimed. Agent slots (``live_count``): a restored session
+    holds none until claimed (its rollout may have moved on while the worker
+    was down); a let-go session keeps its slot, because its agent is still
+    running and its retry is on the way (so a host never takes more agents
+    than its slots while a server restart's retries arrive).
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class SessionRegistry:
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
         self._finished_secrets: dict[str, bytes] = {}  # session id -> SHA-256 of its secret, while its result is kept
         self._unclaimed: dict[str, float] = {}  # session id -> time.monotonic() when it became unclaimed
+        self._slotless: set[str] = set()  # restored sessions not claimed yet: they hold no agent slot
 
     def open_session(self, config: SessionConfig, durable: bool = True) -> SessionTicket:
         """Mint a session; ``durable`` sessions are spooled so a restarted worker can resume them."""
@@ -154,11 +159,13 @@ class SessionRegistry:
             self._live[spooled.session_id] = _Entry(secret=spooled.secret, session=session)
             restored.append(spooled.session_id)
         self._unclaimed.update(dict.fromkeys(restored, time.monotonic()))
+        self._slotless.update(restored)
         return restored
 
     def claim(self, session_id: str) -> PolicySession | None:
         """A resuming activity takes an unclaimed session back (it then holds a slot until finished)."""
         self._unclaimed.pop(session_id, None)
+        self._slotless.discard(session_id)
         return self.get(session_id)
 
     def unclaim(self, session_id: str) -> None:
@@ -172,6 +179,7 @@ class SessionRegistry:
         forgotten = sorted(s for s, since in self._unclaimed.items() if since <= cutoff)
         for session_id in forgotten:
             self._unclaimed.pop(session_id, None)
+            self._slotless.discard(session_id)
             if session_id in self._live:
                 self.finish_session(session_id)
         return forgotten
@@ -197,6 +205,7 @@ class SessionRegistry:
 
     def finish_session(self, session_id: str) -> SessionResult:
         self._unclaimed.pop(session_id, None)
+        self._slotless.discard(session_id)
         if session_id in self._finished:
             return self._finished[session_id]
         entry = self._live.pop(session_id, None)
@@ -214,8 +223,8 @@ class SessionRegistry:
 
     @property
     def live_count(self) -> int:
-        """Live sessions an agent activity holds (unclaimed ones hold no slot)."""
-        return len(self._live) - len(self._unclaimed)
+        """Live sessions that hold an agent slot: all but the restored ones nobody claimed yet."""
+        return len(self._live) - len(self._slotless)
 
 
 REGISTRY = web.AppKey("registry", SessionRegistry)

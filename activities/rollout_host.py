@@ -24,8 +24,8 @@ Invariants of the agent activity when it does not return:
   Temporal server restarted; the attempt timed out) or failed: the agent keeps
   running and the session is let go unfinished (``SessionRegistry.unclaim``),
   so the activity's retry re-attaches to both, exactly as after a worker
-  restart; a session no retry claims is finished by the worker's sweep of
-  unclaimed sessions (it holds no agent slot meanwhile);
+  restart; the session keeps its agent slot meanwhile, and one no retry
+  claims is finished by the worker's sweep of unclaimed sessions;
 * only the activity attempt that holds a session lets it go: a retry that
   already re-attached keeps it even if the superseded attempt learns of its
   cancellation later.
@@ -319,8 +319,10 @@ def _why(error: BaseException) -> str:
 
 
 def _final_failure(error: BaseException) -> bool:
-    """Whether the failing activity attempt is the last one Temporal will run."""
-    if isinstance(error, asyncio.CancelledError) or (isinstance(error, ApplicationError) and error.non_retryable):
+    """Whether the failing activity attempt is the last one Temporal will run (a cancel for a lost heartbeat is retried)."""
+    if isinstance(error, asyncio.CancelledError):
+        return _stopped_by_workflow(error)
+    if isinstance(error, ApplicationError) and error.non_retryable:
         return True
     info = activity.info()
     policy = info.retry_policy

@@ -1,8 +1,9 @@
 """Agent-slot admission: pick_host reserves a slot per workflow, so boots in flight count too; slots do not leak.
 
-A boot that fails for good gives its slot back at once, and sessions nobody
-holds (restored from the spool, or let go by a cancelled agent activity) hold
-no slot until an agent activity claims them.
+A boot that fails for good gives its slot back at once (one cancelled for a lost
+heartbeat is retried and keeps it); sessions restored from the spool hold no slot
+until an agent activity claims them, while a session let go by a cancelled agent
+activity keeps its slot for the retry.
 """
 
 import asyncio
@@ -78,7 +79,7 @@ async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(rendere
         assert await as_workflow("wf-new").run(rollout_host.pick_host) == "rl-rollouts-host-test", "restored sessions must not fill the host"
         assert registry.claim(kept.session_id) is not None and registry.live_count == 1
         registry.unclaim(kept.session_id)
-        assert registry.live_count == 0, "a session let go by its activity holds no slot either"
+        assert registry.live_count == 1, "a session let go by its activity keeps its slot: its agent runs on and its retry is coming"
         assert registry.forget_unclaimed(older_than_s=3600) == [], "not yet past the grace period"
         assert registry.forget_unclaimed() == sorted([kept.session_id, gone.session_id])
         assert registry.get(kept.session_id) is None and list((tmp_path / "spool").glob("*.jsonl")) == []
@@ -127,6 +128,26 @@ async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(rende
 
 @pytest.mark.integration
 @pytest.mark.parametrize("cause", ["lost_heartbeat", "workflow_cancel"])
+async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retry(renderer, tmp_path, cause):
+    """Real Docker: a boot cancelled mid-way because its heartbeat was lost (a server restart) is retried on this
+    host, so its reservation stays; a cancel the workflow asked for is final and gives the slot back."""
+    rollout_host = host(AdapterServer(renderer), tmp_path, slots=1)
+    workflow_id = f"boot-cancel-{uuid.uuid4().hex[:8]}"
+    env = as_workflow(workflow_id)
+    assert await env.run(rollout_host.pick_host) == "rl-rollouts-host-test"
+    task = TaskSpec(instance_id="boot-cancel", image="rollout-base:bookworm", workdir="/tmp", problem_statement="p", eval_cmd="true", pre_commands=["sleep 120"])
+    boot = asyncio.create_task(env.run(rollout_host.boot_sandbox, SandboxRequest(task=task, workflow_id=workflow_id, attempt=1)))
+    while not [c for c in await sandbox.list_managed() if c.labels.get(f"{sandbox.LABEL_PREFIX}.workflow_id") == workflow_id]:
+        await asyncio.sleep(0.2)
+    env.cancel(ActivityCancellationDetails(timed_out=True) if cause == "lost_heartbeat" else ActivityCancellationDetails(cancel_requested=True))
+    with pytest.raises(asyncio.CancelledError):
+        await boot
+    assert rollout_host.reserved_slots == (1 if cause == "lost_heartbeat" else 0)
+    assert not [c for c in await sandbox.list_managed() if c.labels.get(f"{sandbox.LABEL_PREFIX}.workflow_id") == workflow_id]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("cause", ["lost_heartbeat", "workflow_cancel"])
 async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tmp_path, cause):
     """Real sandbox, real Claude Code, real adapter. An agent activity cancelled because its heartbeat
     was lost (what a Temporal restart does) leaves the agent running and its session unclaimed, and the
@@ -162,7 +183,7 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
             assert adapter.registry.get(session_id) is None and not status.running
             return
         assert adapter.registry.get(session_id) is not None and status.running, "the agent and its session outlive the lost heartbeat"
-        assert adapter.registry.live_count == 0, "a let-go session holds no slot"
+        assert adapter.registry.live_count == 1, "a let-go session keeps its slot while its agent runs on"
         retry = ActivityEnvironment()
         retry.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=2, heartbeat_details=[beats[-1]])
         agent = await retry.run(rollout_host.run_claude_code, request)
