@@ -7,8 +7,9 @@
   1,000 bytes), the ``RolloutInstance`` search attribute (2 KiB per value) and
   the sandbox labels. Over-long ids are refused, not shortened, so a workflow
   id always shows the instance it runs.
-* The task encodes to at most ``MAX_TASK_BYTES`` (1 MiB) of JSON: it is the
-  workflow's start argument (Temporal refuses a payload over 2 MiB and gRPC a
+* The task encodes to at most ``MAX_TASK_BYTES`` (512 KiB) of JSON: it is the
+  workflow's start argument and travels again inside the grading request
+  beside a patch of up to 1 MiB (Temporal refuses a payload over 2 MiB and gRPC a
   message over 4 MB) and is recorded again with the boot, agent and grading
   activities of every attempt (a history holds at most 50 MB).
 
@@ -25,7 +26,7 @@ from typing import Any
 from activities.contracts import TaskSpec
 
 MAX_INSTANCE_ID_BYTES = 512
-MAX_TASK_BYTES = 1 << 20
+MAX_TASK_BYTES = 512 << 10
 # TaskSpec field -> where a row may have carried it when metadata.<field> is absent.
 FALLBACK_FIELDS = {
     "instance_id": ("metadata.remote_env_info.instance_id", "label"),
@@ -75,8 +76,8 @@ def task_problem(task: TaskSpec, row: dict[str, Any]) -> Problem | None:
         largest = max(sizes, key=sizes.get)
         return (
             source_field(row, largest),
-            f"{sizes[largest]:,} bytes; the whole task encodes to {total:,} bytes, over the {MAX_TASK_BYTES:,}-byte (1 MiB) limit"
-            " for a rollout input (Temporal refuses payloads over 2 MiB, gRPC messages over 4 MB)",
+            f"{sizes[largest]:,} bytes; the whole task encodes to {total:,} bytes, over the {MAX_TASK_BYTES:,}-byte (512 KiB) limit"
+            " for a rollout input (it travels with a patch of up to 1 MiB; Temporal refuses payloads over 2 MiB)",
         )
     return None
 
