@@ -6,7 +6,7 @@ Invariants:
   in git's ``:(glob)`` pathspec syntax (``*`` stays within a directory,
   ``**/`` is any depth, a trailing ``/**`` is everything inside and also
   matches the directory's own path, so a symlink or file put in its place is
-  caught): the row's ``test_files`` (default ``DEFAULT_TEST_FILES``), plus
+  caught): the row's ``test_files`` (which replace ``DEFAULT_TEST_FILES``), plus
   always ``TEST_CONFIG_FILES`` and, literally, a ``swepro`` row's
   ``selected_test_files``.
 * ``record`` runs in the fresh grading sandbox before the diff is applied and
@@ -28,10 +28,12 @@ import shlex
 from activities import sandbox
 from activities.contracts import SandboxHandle, TaskSpec
 
+# Test trees and test modules by naming convention. ``test/`` and ``testing/`` count only at the top:
+# deeper down they are often library code (``django/test/``, ``numpy/testing/``, ``sympy/testing/``).
 DEFAULT_TEST_FILES = (
     "**/tests/**",
-    "**/test/**",
-    "**/testing/**",
+    "test/**",
+    "testing/**",
     "**/__tests__/**",
     "**/test_*.py",
     "**/*_test.py",
@@ -49,6 +51,12 @@ TEST_CONFIG_FILES = (
     "**/pyproject.toml",
     "**/jest.config.*",
     "**/vitest.config.*",
+    "**/vite.config.*",
+    "**/.mocharc*",
+    "**/karma.conf*",
+    # imported by every Python start-up that finds them on sys.path (the workdir, for editable installs)
+    "**/sitecustomize.py",
+    "**/usercustomize.py",
     # pytest plugins load from any distribution on sys.path (``python -m`` and f2p scripts put the workdir there)
     "**/*.dist-info/**",
     "**/*.egg-info/**",

@@ -231,7 +231,12 @@ async def test_a_conftest_beats_the_swebench_packages_own_reset_but_not_the_grad
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize(
     ("name", "new_test"),
-    [("calc-eval-cmd", "tests/test_chains.py"), ("inventory-swepro", "tests/test_more_stock.py"), ("textutil-f2p", "tests/test_more_slugs.py")],
+    [
+        ("calc-eval-cmd", "tests/test_chains.py"),
+        ("inventory-swepro", "tests/test_more_stock.py"),
+        ("textutil-f2p", "tests/test_more_slugs.py"),
+        ("slugify-swebench", "tests/test_more_slugify.py"),
+    ],
 )
 async def test_a_real_fix_that_also_adds_a_test_still_earns_1(prefix, tasks, name, new_test):
     """The new test is removed before the task's tests run (so it can neither help nor hurt), and reported."""
@@ -250,6 +255,25 @@ def test_protected_paths_default_to_the_test_paths_plus_the_runner_configuration
     assert ":(glob)**/tests/**" not in task_tests.pathspecs(own), "a row's own list replaces the default test paths"
     swepro = task.model_copy(update={"swepro": SweProSpec(run_script="x", parser_script="y", selected_test_files=["pages/[id].test.ts"])})
     assert ":(literal)pages/[id].test.ts" in task_tests.pathspecs(swepro)
+
+
+def test_default_protected_paths_in_a_real_repository_spare_library_code_named_like_tests(tmp_path):
+    """git itself matches the pathspecs: test trees, test modules and runner hooks are protected; library
+    packages called ``test`` or ``testing`` below the top (django/test, numpy/testing) are not."""
+    files = {
+        "tests/test_api.py": True, "test/run.py": True, "testing/helpers.py": True, "pkg/tests/test_core.py": True,
+        "pkg/test_util.py": True, "web/app.spec.ts": True, "conftest.py": True, "pkg/sitecustomize.py": True,
+        "setup.cfg": True, "vite.config.ts": True,
+        "django/test/client.py": False, "numpy/testing/utils.py": False, "pkg/core.py": False, "README.md": False,
+    }
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    task = TaskSpec(instance_id="t", image="i", workdir="/w", problem_statement="p", eval_cmd="true")
+    listed = subprocess.run(["git", "ls-files", "--", *task_tests.pathspecs(task)], cwd=tmp_path, check=True, capture_output=True, text=True)
+    assert sorted(listed.stdout.split()) == sorted(name for name, protected in files.items() if protected)
 
 
 @pytest.mark.parametrize("bad", [[], ["/etc/passwd"], ["../outside/**"], ["tests/../../x"], [":(top)x"], [""], ["a\nb"]])
