@@ -598,11 +598,13 @@ mv -f {BASELINE_FILE}.tmp {BASELINE_FILE}
 # $1 = output directory, $2 = per-file limit, $3 = patch cap, $4 = new-files limit (bytes).
 # Writes new objects to a scratch object directory (the repository's objects
 # stay readable as an alternate), so running as root never leaves root-owned
-# files in the agent's .git. Files over the per-file limit that `git add -A`
-# would take are excluded from both the add and the diff (hashed only when their
-# size equals the baseline's, to tell an unchanged one); those that differ from
-# the baseline are listed in $1/omitted (size NUL path NUL, at most
-# MAX_LISTED_OMISSIONS). $1/status: "ok|over <patch bytes> <omitted>" or
+# files in the agent's .git. New files over the per-file limit that `git add -A`
+# would take are excluded from both the add and the diff, and so are baseline
+# files grown past the new-files limit (hashed only when their size equals the
+# baseline's, to tell an unchanged one); a smaller baseline file is diffed
+# whatever its size (a one-line fix to a big module is a one-line patch). The
+# excluded ones that differ from the baseline are listed in $1/omitted (size NUL
+# path NUL, at most MAX_LISTED_OMISSIONS). $1/status: "ok|over <patch bytes> <omitted>" or
 # "untaken <new-file bytes> <omitted>"; $1/patch holds the patch only if "ok".
 _DIFF = f"""set -e
 out=$1 max_file=$2 max_patch=$3 max_new=$4
@@ -620,10 +622,15 @@ big=() skip=() omitted=0
 while IFS= read -r -d '' f; do big+=(":(literal)${{f#./}}"); done < <(find . -path ./.git -prune -o -type f -size +"$max_file"c -print0)
 if [ ${{#big[@]}} -gt 0 ]; then
   while IFS= read -r -d '' f; do
-    skip+=(":(exclude,literal)$f")
     size=$(stat -c %s -- "$f")
-    if [ "$(git cat-file -s "$base:./$f" 2>/dev/null)" = "$size" ] \\
-      && [ "$(git rev-parse -q --verify "$base:./$f")" = "$(git hash-object -- "$f")" ]; then continue; fi
+    if git cat-file -e "$base:./$f" 2>/dev/null; then
+      if [ "$size" -le "$max_new" ]; then continue; fi
+      skip+=(":(exclude,literal)$f")
+      if [ "$(git cat-file -s "$base:./$f")" = "$size" ] \\
+        && [ "$(git rev-parse -q --verify "$base:./$f")" = "$(git hash-object -- "$f")" ]; then continue; fi
+    else
+      skip+=(":(exclude,literal)$f")
+    fi
     omitted=$((omitted + 1))
     if [ $omitted -le {MAX_LISTED_OMISSIONS} ]; then printf '%s\\0%s\\0' "$size" "$f" >>"$out/omitted"; fi
   done < <(git ls-files -z -c -o --exclude-standard -- "${{big[@]}}" "${{excludes[@]}}")
@@ -667,7 +674,8 @@ async def capture_diff(handle: SandboxHandle) -> CapturedDiff:
     the pre-commands, so their side effects are not part of the patch (a
     grading sandbox reproduces them before applying it); it falls back to
     ``HEAD``. Excludes ``DIFF_EXCLUDES``; ``--binary`` keeps binary files.
-    Files over ``MAX_DIFF_FILE_BYTES`` are left out and named; a patch still
+    New files over ``MAX_DIFF_FILE_BYTES`` (and baseline files grown past
+    ``MAX_NEW_FILES_BYTES``) are left out and named; a patch still
     over ``MAX_DIFF_BYTES`` (or new files over ``MAX_NEW_FILES_BYTES``) comes
     back empty with ``report.over_cap``. Raises ``SandboxError`` if git fails.
     Two Docker round trips.

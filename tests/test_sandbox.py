@@ -219,9 +219,11 @@ async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task):
 
 async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named(prefix, calc_task):
     """A 30 MB blob beside a real fix: the patch carries the fix and names the blob; big files that are
-    unchanged from the baseline or ignored by git are neither in the patch nor named."""
+    unchanged from the baseline or ignored by git are neither in the patch nor named; a one-line edit of a
+    big file the baseline has is a one-line patch."""
     setup = [
-        "head -c 3000000 /dev/urandom > data.bin && git add data.bin && git -c user.name=t -c user.email=t@t commit -qm data",
+        "head -c 3000000 /dev/urandom > data.bin && seq 1 400000 > table.py && git add data.bin table.py"
+        " && git -c user.name=t -c user.email=t@t commit -qm data",
         "echo 'ignored/' > .gitignore && mkdir -p ignored",
     ]
     handle = await fresh(prefix, calc_task.model_copy(update={"pre_commands": setup}), "bigfile")
@@ -229,12 +231,13 @@ async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named
         edit = (
             "sed -i 's/0.3.1/0.3.2/' calc/__init__.py && head -c 30000000 /dev/urandom > blob.bin"
             " && mkdir -p 'odd dir' && head -c 2000000 /dev/zero > 'odd dir/zeros \u00e9.bin'"
-            " && head -c 5000000 /dev/urandom > ignored/cache.bin && touch data.bin"
+            " && head -c 5000000 /dev/urandom > ignored/cache.bin && touch data.bin && sed -i '1s/.*/0/' table.py"
         )
         assert (await sandbox.exec(handle, edit)).exit_code == 0
         captured = await sandbox.capture_diff(handle)
         changed = {line.split(" b/")[-1] for line in captured.diff.splitlines() if line.startswith("diff --git")}
-        assert changed == {"calc/__init__.py"}
+        assert changed == {"calc/__init__.py", "table.py"}
+        assert "-1\n+0\n" in captured.diff and len(captured.diff) < 4096
         report = captured.report
         assert sorted(report.omitted, key=lambda f: f.path) == [
             OmittedFile(path="blob.bin", size_bytes=30_000_000),
