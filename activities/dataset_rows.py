@@ -101,7 +101,7 @@ def task_from_row(row: Any, line: int | None = None, root: str | Path | None = N
         "image": image,
         "workdir": workdir,
         "problem_statement": metadata.get("problem_statement") or _prompt_text(row.get("prompt"), line),
-        "swepro": _swepro(metadata.get("swepro"), dataset_root(None, root), line),
+        "swepro": _swepro(metadata.get("swepro"), dataset_root(root), line),
         "eval_cmd": metadata.get("eval_cmd") or (f2p_eval_cmd(f2p) if isinstance(f2p, str) and f2p else None),
         "swebench": swebench,
         "pre_commands": _pre_commands(metadata.get("pre_commands") or remote.get("pre_commands"), line),
@@ -152,9 +152,9 @@ def _swebench(remote: dict[str, Any], line: int | None) -> SweBenchSpec | None:
 def read_dataset(path: str | Path, root: str | Path | None = None) -> Iterator[DatasetRow | RowError]:
     """Yield each line's row, or the ``RowError`` that explains why it cannot be used.
 
-    Script paths resolve in ``root``, else ``$ROLLOUT_DATASET_ROOT``, else the file's directory.
+    Script paths resolve in ``root``, else ``$ROLLOUT_DATASET_ROOT``; with neither they are refused.
     """
-    root = dataset_root(path, root)
+    root = dataset_root(root)
     with open(path, "rb") as handle:
         for number, data in enumerate(handle, start=1):
             try:

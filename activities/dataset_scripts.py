@@ -33,9 +33,11 @@ class ScriptRefused(ValueError):
         self.field, self.reason = field, reason
 
 
-def dataset_root(dataset: str | Path | None = None, root: str | Path | None = None) -> Path | None:
-    """The root script paths resolve in: ``root``, else ``$ROLLOUT_DATASET_ROOT``, else the dataset file's directory."""
-    chosen = root or os.environ.get(DATASET_ROOT_ENV) or (Path(dataset).parent if dataset is not None else None)
+def dataset_root(root: str | Path | None = None) -> Path | None:
+    """The root script paths resolve in: ``root``, else ``$ROLLOUT_DATASET_ROOT``, else none (script paths are refused).
+
+    There is no implicit root: a dataset saved in a home directory must not be able to inline the files beside it."""
+    chosen = root or os.environ.get(DATASET_ROOT_ENV)
     return Path(os.path.realpath(chosen)) if chosen else None
 
 
@@ -44,7 +46,7 @@ def read_script(root: Path | None, value: Any, field: str) -> str:
     if not isinstance(value, str) or not value or "\0" in value:
         raise ScriptRefused(field, "must be a non-empty path")
     if root is None:
-        raise ScriptRefused(field, f"a script path needs a dataset root (read the file with read_dataset, or set {DATASET_ROOT_ENV})")
+        raise ScriptRefused(field, f"a script path needs a dataset root: the operator sets --dataset-root or {DATASET_ROOT_ENV} (nothing outside it is read)")
     if ".." in PurePosixPath(value).parts:
         raise ScriptRefused(field, f"{value!r}: '..' is not allowed in a script path")
     candidate = Path(os.path.normpath(root / value))

@@ -189,7 +189,7 @@ def test_script_paths_that_leave_the_dataset_root_are_refused_by_field_and_line(
     good = _swepro_row(run_script_path="scripts/run.sh")
     dataset = dataset_root / "rows.jsonl"
     dataset.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n" + json.dumps(good) + "\n")
-    items = list(read_dataset(dataset))
+    items = list(read_dataset(dataset, root=dataset_root))
     assert [type(item) for item in items] == [DatasetRow, RowError, DatasetRow], "one bad row never stops the others"
     error = items[1]
     assert (error.line, error.field) == (2, f"metadata.swepro.{field}") and why in error.reason, error
@@ -197,13 +197,13 @@ def test_script_paths_that_leave_the_dataset_root_are_refused_by_field_and_line(
     assert not any(line in shown for line in _hostile_lines()), "nothing of a host file may appear"
 
 
-def test_the_dataset_root_is_the_files_directory_unless_the_operator_sets_one(dataset_root, tmp_path, monkeypatch):
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    dataset = elsewhere / "rows.jsonl"
+def test_only_a_root_the_operator_sets_lets_rows_name_script_paths(dataset_root, monkeypatch):
+    """No implicit root, not even the dataset's own folder: a dataset saved in a home directory
+    must not be able to inline the files beside it."""
+    dataset = dataset_root / "rows.jsonl"
     dataset.write_text(json.dumps(_swepro_row(run_script_path="scripts/run.sh")) + "\n")
-    (missing,) = read_dataset(dataset)
-    assert isinstance(missing, RowError) and "cannot be opened" in missing.reason
+    (refused,) = read_dataset(dataset)
+    assert isinstance(refused, RowError) and "needs a dataset root" in refused.reason and "ROLLOUT_DATASET_ROOT" in refused.reason
     (by_argument,) = read_dataset(dataset, root=dataset_root)
     monkeypatch.setenv("ROLLOUT_DATASET_ROOT", str(dataset_root))
     (by_env,) = read_dataset(dataset)

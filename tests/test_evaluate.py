@@ -70,7 +70,7 @@ async def test_swepro_scripts_named_by_path_in_the_dataset_root_are_graded_inlin
     del swepro["run_script"], swepro["parser_script"]
     swepro.update(run_script_path="harness/run_script.sh", parser_script_path=str(tmp_path / "harness" / "parser.py"))
     (tmp_path / "dataset.jsonl").write_text(json.dumps(row) + "\n")
-    (item,) = read_dataset(tmp_path / "dataset.jsonl")
+    (item,) = read_dataset(tmp_path / "dataset.jsonl", root=tmp_path)
     assert isinstance(item, DatasetRow), item
     task = item.task
     assert (task.swepro.run_script_path, task.swepro.parser_script_path) == (None, None)

@@ -10,7 +10,7 @@ import pytest
 from activities.contracts import PolicySpec
 from activities.settings import RolloutBudgets
 from activities.tokenizer_cache import PROJECT_ROOT
-from starter import EXAMPLE_DATASET, load_rows, parse_args, read_rows, rollout_input, workflow_id_for
+from starter import EXAMPLE_DATASET, parse_args, read_rows, rollout_input, workflow_id_for
 
 
 def test_bad_rows_are_reported_by_line_and_skipped(tmp_path, capsys):
@@ -21,14 +21,14 @@ def test_bad_rows_are_reported_by_line_and_skipped(tmp_path, capsys):
     wrong_type["metadata"] = "not an object"
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join([good[0], json.dumps(bad_workdir), json.dumps(wrong_type), "{nope", good[2]]) + "\n")
-    rows = load_rows(path)
+    rows, _ = read_rows(path)
     assert [row.line for row in rows] == [1, 5]
     err = capsys.readouterr().err
     assert "line 2: metadata.workdir" in err and "line 3: metadata" in err and "line 4: row: invalid JSON" in err
 
 
 def test_workflow_ids_are_deterministic_per_run_sample_and_group():
-    (row,) = load_rows(EXAMPLE_DATASET)[:1]
+    (row,) = read_rows(EXAMPLE_DATASET)[0][:1]
     rollout = rollout_input(row.task, 2, 5, PolicySpec(), RolloutBudgets())
     assert workflow_id_for("run7", rollout.task, 2, 5) == f"rollout-run7-{row.task.instance_id}-2-5"
     assert rollout.guard_s == RolloutBudgets().guard_s
@@ -69,4 +69,10 @@ def test_dataset_root_flag_is_where_row_script_paths_resolve(tmp_path, monkeypat
     (found,), errors = read_rows(dataset, args.dataset_root)
     assert errors == [] and found.task.swepro.run_script == "pytest \"$@\"\n"
     (), (refused,) = read_rows(dataset)
-    assert refused.field == "metadata.swepro.run_script_path", "without the flag the path resolves in the file's folder, where it is missing"
+    assert refused.field == "metadata.swepro.run_script_path" and "needs a dataset root" in refused.reason, "no flag, no root"
+
+
+def test_the_default_results_file_is_one_per_run():
+    assert parse_args(["run", "d.jsonl", "--run-id", "step-7"]).out.endswith("results/run-step-7.jsonl")
+    assert parse_args(["demo", "--run-id", "a/../b"]).out.endswith("results/demo-a_.._b.jsonl"), "a run id never names another folder"
+    assert parse_args(["episodes", "--run-id", "e1", "--out", "x.jsonl"]).out == "x.jsonl"
