@@ -41,10 +41,10 @@ from temporalio.client import Client
 
 from activities.contracts import PolicySpec, RolloutResult, SamplingParams, TokenSegment
 from activities.dataset_rows import RowError, task_from_row
-from activities.settings import SHARED_TASK_QUEUE, budgets_from_env
+from activities.settings import budgets_from_env
 from activities.trajectory_store import TrajectoryStore
 from activities.workflow_runs import RunFailure, collect, server_wait_from_env
-from starter import connect, rollout_input, start_rollout, workflow_id_for
+from starter import connect, rollout_input, start_rollout, task_queue_from_env, workflow_id_for
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")
 _clients: dict[str, Client] = {}
@@ -61,7 +61,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> l
         missing = error.field in ("metadata.image", "metadata.workdir")
         return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}")]
     rollout = rollout_input(task, _index(sample, "index"), _index(sample, "group_index"), policy_for(args, sampling_params), budgets_from_env())
-    client, queue = _clients[address], os.environ.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE
+    client, queue = _clients[address], task_queue_from_env()
     workflow_id = workflow_id_for(RUN_ID, task, rollout.sample_index, rollout.group_index)
     outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, RUN_ID, queue), RolloutResult, server_wait_from_env())
     if isinstance(outcome, RunFailure):

@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -56,7 +57,7 @@ from activities.contracts import PolicySpec, RolloutInput, RolloutResult, Sampli
 from activities.dataset_rows import DatasetRow, RowError, read_dataset
 from activities.drift_contracts import EpisodeResult
 from activities.drift_corpus import load_corpus, tasks_of
-from activities.drift_episodes import episode_inputs, episode_record, episode_workflow_id, run_episodes
+from activities.drift_episodes import episode_inputs, episode_workflow_id, run_episodes
 from activities.local_services import temporal_dev_server, worker_process
 from activities.results_file import ResultSink, record_with_segments
 from activities.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
@@ -159,14 +160,19 @@ def print_summary(results: list[RolloutResult]) -> None:
         tokens = sum(s.n_tokens for s in r.segments)
         turns = r.agent.turns if r.agent else 0
         print(f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {r.reward:6.2f} {str(r.applied_cleanly):>7} {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {r.abort_reason or ''}")
-    if results:
-        print(f"mean reward {statistics.fmean(r.reward for r in results):.3f} over {len(results)} rollouts")
+    completed = [r.reward for r in results if r.status == "completed"]
+    if completed:
+        print(f"mean reward {statistics.fmean(completed):.3f} over {len(completed)} completed rollouts", end="")
+    else:
+        print("no completed rollouts", end="")
+    others = {status: sum(r.status == status for r in results) for status in ("aborted", "failed")}
+    print("".join(f", {n} {status}" for status, n in others.items() if n))
 
 
 def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], list[RowError]]:
     """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field.
 
-    Script paths in rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``, else the file's folder)."""
+    Script paths in rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
     rows, errors = [], []
     for item in read_dataset(path, root):
         if isinstance(item, RowError):
@@ -177,16 +183,13 @@ def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], li
     return rows, errors
 
 
-def load_rows(path: Path) -> list[DatasetRow]:
-    return read_rows(path)[0]
-
-
 def task_queue_from_env() -> str:
     return os.environ.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE
 
 
 async def run_dataset(client: Client, args: argparse.Namespace) -> int:
-    """Run the dataset's missing rollouts into ``args.out``; 0 when every row is usable and every rollout has a result."""
+    """Run the dataset's missing rollouts into ``args.out``; 0 when every row is usable and every rollout has a
+    final result line in the file (a result that could not be written, or whose trajectory was unreadable, is 1)."""
     rows, errors = read_rows(Path(args.dataset), args.dataset_root)
     policy = PolicySpec(
         policy_url=args.policy_url,
@@ -212,7 +215,8 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         )
     print_summary(results)
     print(f"results: {args.out}")
-    return 0 if rows and not errors and all(r.status != "failed" for r in results) else 1
+    written = all(r.workflow_id in sink.done for r in results)
+    return 0 if rows and not errors and written and all(r.status != "failed" for r in results) else 1
 
 
 @asynccontextmanager
@@ -244,12 +248,13 @@ def print_episode_summary(results: list[EpisodeResult]) -> None:
             f"{r.task_id[:22]:22} {r.group_index:>3} {r.sample_index:>3} {r.status:9} {primitive:22} {r.spec_source or '-':8} "
             f"{str(r.breakage_valid):>6} {r.reward:6.2f} {str(r.success):>7} {r.role_rewards.drift:7.2f}  {r.abort_reason or ''}"
         )
-    if results:
+    scored = [r for r in results if r.status == "completed"]
+    if scored:
         print(
-            f"{len(results)} episodes: success {statistics.fmean(r.success for r in results):.0%}, "
-            f"breakage valid {statistics.fmean(r.breakage_valid for r in results):.0%}, "
-            f"mean repair reward {statistics.fmean(r.reward for r in results):.3f}, "
-            f"mean drift reward {statistics.fmean(r.role_rewards.drift for r in results):.3f}"
+            f"{len(scored)} completed episodes (of {len(results)}): success {statistics.fmean(r.success for r in scored):.0%}, "
+            f"breakage valid {statistics.fmean(r.breakage_valid for r in scored):.0%}, "
+            f"mean repair reward {statistics.fmean(r.reward for r in scored):.3f}, "
+            f"mean drift reward {statistics.fmean(r.role_rewards.drift for r in scored):.3f}"
         )
 
 
@@ -264,7 +269,7 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
         tasks, args.n, args.k, args.seed, args.drift_policy, args.repair_policy, model, args.difficulty,
         drift_reward=args.drift_reward, run_timeout_s=args.run_timeout,
     )
-    with ResultSink(Path(args.out), episode_record) as sink:
+    with ResultSink(Path(args.out), record_with_segments) as sink:
         todo = [e for e in episodes if episode_workflow_id(args.run_id, e) not in sink.done]
         if len(todo) < len(episodes):
             print(f"{args.out}: {len(episodes) - len(todo)} of {len(episodes)} episodes of run {args.run_id} already there; running the other {len(todo)}", flush=True)
@@ -339,7 +344,7 @@ def run_id_arg(value: str) -> str:
 def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
     sub.add_argument("--run-id", type=run_id_arg, default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach and complete --out")
     sub.add_argument("--concurrency", type=int, default=8)
-    sub.add_argument("--out", default=str(PROJECT_ROOT / "results" / f"{name}.jsonl"), help="results JSONL, appended to (never truncated)")
+    sub.add_argument("--out", help=f"results JSONL, appended to (never truncated); default results/{name}-<run id>.jsonl, one file per run")
     sub.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)")
     sub.add_argument(
         "--server-wait",
@@ -369,7 +374,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
         add_run_options(sub, name)
-        sub.add_argument("--dataset-root", help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT, else the dataset's folder)")
+        sub.add_argument("--dataset-root", help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)")
         sub.add_argument("--n-samples-per-prompt", type=int, default=1)
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)
@@ -389,7 +394,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     episodes_cmd.add_argument("--temperature", type=float, default=1.0)
     episodes_cmd.add_argument("--max-new-tokens", type=int, default=4096)
     episodes_cmd.add_argument("--context-budget", type=int, default=16384)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if getattr(args, "out", "") is None:
+        args.out = str(PROJECT_ROOT / "results" / f"{args.command}-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}.jsonl")
+    return args
 
 
 async def main_async(args: argparse.Namespace) -> int:

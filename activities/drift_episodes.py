@@ -23,7 +23,6 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from activities.contracts import PolicySpec
 from activities.drift_contracts import Difficulty, DriftPolicy, DriftTask, EpisodeInput, EpisodeResult, RepairPolicy
 from activities.settings import SHARED_TASK_QUEUE
-from activities.results_file import record_with_segments
 from activities.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited
 
 EpisodeCallback = Callable[[EpisodeResult], Awaitable[None] | None]
@@ -124,4 +123,3 @@ def failed_episode(episode: EpisodeInput, workflow_id: str, failure: RunFailure)
     )
 
 
-episode_record = record_with_segments

@@ -47,6 +47,8 @@ def is_final(record: dict[str, Any]) -> bool:
 
 
 class Progress:
+    """The progress line; its mean reward is over completed results only (an aborted or failed one was never scored)."""
+
     def __init__(self, total: int):
         self.total, self.done, self.aborted, self.failed, self.rewards = total, 0, 0, 0, []
         self.started = time.monotonic()
@@ -55,11 +57,12 @@ class Progress:
         self.done += 1
         self.aborted += result.status == "aborted"
         self.failed += result.status == "failed"
-        self.rewards.append(result.reward)
-        mean = statistics.fmean(self.rewards)
+        if result.status == "completed":
+            self.rewards.append(result.reward)
+        mean = f"{statistics.fmean(self.rewards):.3f}" if self.rewards else "-"
         line = (
             f"[{time.monotonic() - self.started:6.0f}s] done {self.done}/{self.total}  running {self.total - self.done}"
-            f"  aborted {self.aborted}  failed {self.failed}  mean reward {mean:.3f}"
+            f"  aborted {self.aborted}  failed {self.failed}  mean reward (completed) {mean}"
         )
         print(("\r" + line) if sys.stdout.isatty() else line, end="" if sys.stdout.isatty() else "\n", flush=True)
 

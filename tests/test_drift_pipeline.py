@@ -14,7 +14,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.contracts import PolicySpec, SamplingParams
 from activities.drift_corpus import load_corpus
-from activities.drift_episodes import episode_inputs, episode_record, run_episodes
+from activities.drift_episodes import episode_inputs, run_episodes
+from activities.results_file import record_with_segments
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets, WorkerSettings
 from activities.trajectory_store import TrajectoryStore
@@ -59,7 +60,7 @@ async def test_the_scripted_policy_plays_both_roles_with_exact_token_capture(clu
             assert segment.tokens[segment.prompt_length :] == record.output_ids
             assert segment.rollout_log_probs[segment.prompt_length :] == record.output_logprobs
             assert segment.loss_mask == [0] * segment.prompt_length + [1] * len(record.output_ids)
-        record = episode_record(result)
+        record = record_with_segments(result)
         assert len(record["segments"]) == 2 and record["drift_role"]["user_prompt"].startswith(f"Task: {result.task_id}")
 
 
