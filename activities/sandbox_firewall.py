@@ -90,7 +90,10 @@ def listening_ports() -> set[int]:
 
 
 def prune_stale() -> list[int]:
-    """Revoke the allow rules of ports nothing listens on (workers that died without shutting down); returns them."""
+    """Revoke the allow rules of ports nothing listens on (workers that died without shutting down); returns them.
+
+    The chain is per host and the listeners are read from this process's network namespace: every worker on a
+    host must share the host's namespace (as ``worker.py`` does), or a live worker's rule would look stale."""
     live = listening_ports()
     stale = sorted({port for port in allowed_ports() if port not in live})
     for port in stale:

@@ -342,6 +342,11 @@ class ScriptedPolicyServer:
     def records_for(self, routing_key: str | None) -> list[SampledRecord]:
         return [record for record in self.records if record.routing_key == routing_key]
 
+    @property
+    def in_flight(self) -> list[str]:
+        """The request ids of the ``/generate`` calls being answered right now (an abort can still reach them)."""
+        return list(self._inflight)
+
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/generate", self._generate)

@@ -18,7 +18,9 @@ from activities.adapter import AdapterServer
 from activities.contracts import SamplingParams, SessionConfig
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.search_attribute_registry import ensure_search_attributes
+from starter import EXAMPLE_DATASET
 from tests.renderer_fixture import shared_renderer
+from worker import oracle_tasks_from
 
 
 
@@ -81,3 +83,12 @@ def open_session(adapter, policy_server, policy: str = "noop", **overrides):
     ticket = adapter.registry.open_session(config)
     policy_server.set_policy(ticket.session_id, policy)
     return ticket
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def slow_policy(renderer):
+    """The scripted oracle, 3 s per turn: agents are still mid-run when a test kills a worker or the server."""
+    server = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=3.0)
+    server.url = await server.start()
+    yield server
+    await server.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 import uuid
 from contextlib import asynccontextmanager
@@ -17,6 +18,13 @@ from activities.settings import RolloutBudgets, WorkerSettings
 from worker import run_worker
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+
+
+def free_port() -> int:
+    """A TCP port nothing on this host listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @asynccontextmanager

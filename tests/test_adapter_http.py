@@ -385,7 +385,7 @@ async def test_a_turn_waiting_for_the_policy_leaves_the_session_free_to_read_oth
     ticket = open_session(adapter, policy_server, "slow")
     client = sdk(adapter, ticket)
     slow = asyncio.ensure_future(client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": WORKDIR_PROMPT}]))
-    while not any(rid.startswith(f"{ticket.session_id}-") for rid in policy_server._inflight) and not slow.done():
+    while not any(rid.startswith(f"{ticket.session_id}-") for rid in policy_server.in_flight) and not slow.done():
         await asyncio.sleep(0.01)
     counted = await client.messages.count_tokens(model="m", messages=[{"role": "user", "content": "count me"}])
     assert counted.input_tokens > 0 and not slow.done(), "count_tokens was answered while the slow turn waited for the policy"

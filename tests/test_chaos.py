@@ -10,13 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -29,26 +27,12 @@ from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets
 from activities.trajectory_store import TrajectoryStore
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
-from worker import oracle_tasks_from
+from tests.local_cluster import free_port
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def slow_policy(renderer):
-    server = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=3.0)
-    server.url = await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

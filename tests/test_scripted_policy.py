@@ -291,7 +291,7 @@ async def test_abort_of_a_slow_request(server, http, renderer):
     server.set_policy("sess-slow", "slow")
     body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "slow-abort")
     pending = asyncio.create_task(generate(http, server, body, routing_key="sess-slow"))
-    while "slow-abort" not in server._inflight:
+    while "slow-abort" not in server.in_flight:
         await asyncio.sleep(0.01)
     async with http.post(f"{server.url}/abort_request", json={"rid": "slow-abort"}) as response:
         assert response.status == 200

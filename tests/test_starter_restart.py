@@ -8,39 +8,22 @@ scripted policy so the outage lands while the agents run.
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 
 import pytest
-import pytest_asyncio
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from activities.contracts import PolicySpec
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.local_services import DevServer, worker_process
-from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, workflow_id_for
-from worker import oracle_tasks_from
+from tests.local_cluster import free_port
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def slow_policy(renderer):
-    server = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=3.0)
-    server.url = await server.start()
-    yield server
-    await server.stop()
 
 
 async def first_turn(client, workflow_id: str) -> None:
