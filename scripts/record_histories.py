@@ -1,4 +1,4 @@
-"""Record real CodingAgentRollout histories into tests/histories/ for the replay test.
+"""Record real CodingAgentRollout and DriftRepairEpisode histories into tests/histories/ for the replay test.
 
 Runs the real pipeline (an ephemeral Temporal dev server, worker processes,
 Docker sandboxes, Claude Code, the scripted policy) through these scenarios:
@@ -12,10 +12,20 @@ Docker sandboxes, Claude Code, the scripted policy) through these scenarios:
 * ``lost_host``: worker A is SIGKILLed while the agent runs; worker B (another
   host queue) finishes the rollout as a fresh attempt.
 
-Each history is saved as ``tests/histories/<scenario>.json``. Re-record after an
-intentional, patched change to the workflow (all scenarios, or the ones named):
+and ``DriftRepairEpisode`` (the same worker; its sandboxes are real Docker too):
 
-    .venv/bin/python scripts/record_histories.py [scenario ...]
+* ``drift_solved``: baseline drift, oracle repair: completed, success, reward 1.0;
+* ``drift_unsolved``: baseline drift, noop repair: completed, a valid breakage, reward 0.0;
+* ``drift_aborted``: a task id that is not in the corpus: ``aborted: unknown_task``;
+* ``drift_self_play``: the model plays both roles (the scripted ``self_play``
+  policy through the adapter), so the role segments are collected: success.
+
+Each history is saved as ``tests/histories/<scenario>.json``; a drift episode
+whose result is not the scenario's expected outcome is not saved (the run
+fails). Re-record after an intentional, patched change to a workflow (all
+scenarios, the ones named, or ``drift`` for every drift scenario):
+
+    .venv/bin/python scripts/record_histories.py [scenario ... | drift | rollout]
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from activities import sandbox  # noqa: E402
 from activities.contracts import PolicySpec, RolloutResult  # noqa: E402
 from activities.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from activities.drift_contracts import EpisodeInput, EpisodeResult  # noqa: E402
+from activities.drift_episodes import start_episode  # noqa: E402
 from activities.local_services import worker_process  # noqa: E402
 from activities.prompt_renderer import PromptRenderer  # noqa: E402
 from activities.scripted_policy import ScriptedPolicyServer  # noqa: E402
@@ -79,6 +91,23 @@ class Recorder:
         print(f"{scenario:10} {result.status:9} reward {result.reward} attempts {result.attempts} reason {result.abort_reason}", flush=True)
         return result
 
+    async def save_episode(self, scenario: str, episode: EpisodeInput, expected: dict[str, object]) -> EpisodeResult:
+        """Run one drift episode and save its history, only if the result has the ``expected`` field values."""
+        handle = await start_episode(self.env.client, episode, f"rec-{scenario}", self.queue)
+        result = await handle.result()
+        got = {field: getattr(result, field) for field in expected}
+        print(
+            f"{scenario:16} {result.status:9} reward {result.reward} success {result.success} "
+            f"valid {result.breakage_valid} segments {len(result.segments)} reason {result.abort_reason}",
+            flush=True,
+        )
+        if got != expected:
+            raise SystemExit(f"{scenario}: expected {expected}, got {got} ({handle.id}); history not saved")
+        history = await handle.fetch_history()
+        HISTORIES.mkdir(parents=True, exist_ok=True)
+        (HISTORIES / f"{scenario}.json").write_text(history.to_json())
+        return result
+
 
 ONE_WORKER_SCENARIOS = (
     ("solved", "oracle", BUDGETS),
@@ -86,7 +115,37 @@ ONE_WORKER_SCENARIOS = (
     ("unsolved", "noop", BUDGETS),
     ("guard", "slow", RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=15)),
 )
-SCENARIOS = [name for name, _, _ in ONE_WORKER_SCENARIOS] + ["lost_host"]
+DRIFT_TASK = "gcd_lcm"
+DRIFT_SCENARIOS = (
+    # (scenario, scripted policy, episode, the result's expected fields)
+    (
+        "drift_solved",
+        "oracle",
+        EpisodeInput(task_id=DRIFT_TASK, seed=5, drift_policy="baseline", repair_policy="oracle"),
+        {"status": "completed", "success": True, "reward": 1.0, "breakage_valid": True},
+    ),
+    (
+        "drift_unsolved",
+        "oracle",
+        EpisodeInput(task_id=DRIFT_TASK, seed=5, drift_policy="baseline", repair_policy="noop"),
+        {"status": "completed", "success": False, "reward": 0.0, "breakage_valid": True},
+    ),
+    (
+        "drift_aborted",
+        "oracle",
+        EpisodeInput(task_id="no_such_task", seed=5, drift_policy="baseline", repair_policy="oracle"),
+        {"status": "aborted", "abort_reason": "unknown_task", "reward": 0.0},
+    ),
+    (
+        "drift_self_play",
+        "self_play",
+        EpisodeInput(task_id=DRIFT_TASK, seed=5, drift_policy="model", repair_policy="model"),
+        {"status": "completed", "success": True, "reward": 1.0, "breakage_valid": True},
+    ),
+)
+ROLLOUT_SCENARIOS = [name for name, _, _ in ONE_WORKER_SCENARIOS] + ["lost_host"]
+SCENARIOS = ROLLOUT_SCENARIOS + [name for name, _, _, _ in DRIFT_SCENARIOS]
+GROUPS = {"rollout": ROLLOUT_SCENARIOS, "drift": [name for name, _, _, _ in DRIFT_SCENARIOS]}
 
 
 async def record_on_one_worker(recorder: Recorder, wanted: list[str]) -> None:
@@ -96,6 +155,11 @@ async def record_on_one_worker(recorder: Recorder, wanted: list[str]) -> None:
                 continue
             recorder.policy.set_policy(None, policy)
             await recorder.save(scenario, await recorder.start(scenario, budgets))
+        for scenario, policy, episode, expected in DRIFT_SCENARIOS:
+            if scenario not in wanted:
+                continue
+            recorder.policy.set_policy(None, policy)
+            await recorder.save_episode(scenario, episode, expected)
 
 
 async def record_lost_host(recorder: Recorder) -> None:
@@ -112,14 +176,13 @@ async def record_lost_host(recorder: Recorder) -> None:
     print(f"lost_host: reaped {len(orphans)} orphan container(s) of the killed worker; attempts {result.attempts}")
 
 
-async def main(wanted: list[str]) -> None:
+async def main(named: list[str]) -> None:
+    wanted = [scenario for name in named for scenario in GROUPS.get(name, [name])]
     unknown = sorted(set(wanted) - set(SCENARIOS))
     if unknown:
-        raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
+        raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)} (or {', '.join(GROUPS)})")
     renderer = PromptRenderer(ensure_qwen_tokenizer())
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
-    )
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
     policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
     policy.url = await policy.start()
     try:
