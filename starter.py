@@ -159,7 +159,9 @@ def print_summary(results: list[RolloutResult]) -> None:
     for r in results:
         tokens = sum(s.n_tokens for s in r.segments)
         turns = r.agent.turns if r.agent else 0
-        print(f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {r.reward:6.2f} {str(r.applied_cleanly):>7} {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {r.abort_reason or ''}")
+        print(
+            f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {r.reward:6.2f} {str(r.applied_cleanly):>7} {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {r.abort_reason or ''}"
+        )
     completed = [r.reward for r in results if r.status == "completed"]
     if completed:
         print(f"mean reward {statistics.fmean(completed):.3f} over {len(completed)} completed rollouts", end="")
@@ -208,7 +210,10 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
                 sink.write_record(invalid_row_record(error))
         todo = [r for r in rollouts if workflow_id_for(args.run_id, r.task, r.sample_index, r.group_index) not in sink.done]
         if len(todo) < len(rollouts):
-            print(f"{args.out}: {len(rollouts) - len(todo)} of {len(rollouts)} rollouts of run {args.run_id} already there; running the other {len(todo)}", flush=True)
+            print(
+                f"{args.out}: {len(rollouts) - len(todo)} of {len(rollouts)} rollouts of run {args.run_id} already there; running the other {len(todo)}",
+                flush=True,
+            )
         sink.track(len(todo))
         results = await run_rollouts(
             client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
@@ -241,7 +246,9 @@ async def demo(args: argparse.Namespace) -> int:
 
 def print_episode_summary(results: list[EpisodeResult]) -> None:
     print()
-    print(f"{'task':22} {'grp':>3} {'smp':>3} {'status':9} {'primitive':22} {'spec':8} {'breaks':>6} {'reward':>6} {'success':>7} {'drift_r':>7}  reason")
+    print(
+        f"{'task':22} {'grp':>3} {'smp':>3} {'status':9} {'primitive':22} {'spec':8} {'breaks':>6} {'reward':>6} {'success':>7} {'drift_r':>7}  reason"
+    )
     for r in results:
         primitive = r.spec.primitive_type if r.spec else "-"
         print(
@@ -266,13 +273,24 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
     )
     tasks = tasks_of(load_corpus(), args.difficulty)
     episodes = episode_inputs(
-        tasks, args.n, args.k, args.seed, args.drift_policy, args.repair_policy, model, args.difficulty,
-        drift_reward=args.drift_reward, run_timeout_s=args.run_timeout,
+        tasks,
+        args.n,
+        args.k,
+        args.seed,
+        args.drift_policy,
+        args.repair_policy,
+        model,
+        args.difficulty,
+        drift_reward=args.drift_reward,
+        run_timeout_s=args.run_timeout,
     )
     with ResultSink(Path(args.out), record_with_segments) as sink:
         todo = [e for e in episodes if episode_workflow_id(args.run_id, e) not in sink.done]
         if len(todo) < len(episodes):
-            print(f"{args.out}: {len(episodes) - len(todo)} of {len(episodes)} episodes of run {args.run_id} already there; running the other {len(todo)}", flush=True)
+            print(
+                f"{args.out}: {len(episodes) - len(todo)} of {len(episodes)} episodes of run {args.run_id} already there; running the other {len(todo)}",
+                flush=True,
+            )
         sink.track(len(todo))
         results = await run_episodes(
             client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
@@ -342,7 +360,9 @@ def run_id_arg(value: str) -> str:
 
 
 def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
-    sub.add_argument("--run-id", type=run_id_arg, default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach and complete --out")
+    sub.add_argument(
+        "--run-id", type=run_id_arg, default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach and complete --out"
+    )
     sub.add_argument("--concurrency", type=int, default=8)
     sub.add_argument("--out", help=f"results JSONL, appended to (never truncated); default results/{name}-<run id>.jsonl, one file per run")
     sub.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)")
@@ -374,7 +394,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
         add_run_options(sub, name)
-        sub.add_argument("--dataset-root", help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)")
+        sub.add_argument(
+            "--dataset-root",
+            help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)",
+        )
         sub.add_argument("--n-samples-per-prompt", type=int, default=1)
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)

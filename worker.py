@@ -116,9 +116,7 @@ async def run_worker(
     """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll."""
     stop = stop or asyncio.Event()
     activity_failure_log.install()
-    asyncio.get_running_loop().set_default_executor(
-        ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
-    )
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io"))
     claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
     renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
     scripted: ScriptedPolicyServer | None = None
@@ -137,7 +135,13 @@ async def run_worker(
     firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
     client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
     sandbox.configure_sandbox_activities(
-        claude_code=claude_code, network=sandbox.SANDBOX_NETWORK, host_queue=host_queue, limits=sandbox.SandboxLimits(cpus=settings.sandbox_cpu_limit, memory_bytes=settings.sandbox_memory_bytes, disk_bytes=settings.sandbox_disk_bytes), lifetime_s=settings.budgets.guard_s + 600
+        claude_code=claude_code,
+        network=sandbox.SANDBOX_NETWORK,
+        host_queue=host_queue,
+        limits=sandbox.SandboxLimits(
+            cpus=settings.sandbox_cpu_limit, memory_bytes=settings.sandbox_memory_bytes, disk_bytes=settings.sandbox_disk_bytes
+        ),
+        lifetime_s=settings.budgets.guard_s + 600,
     )
     host = RolloutHost(
         adapter=adapter,
@@ -193,7 +197,12 @@ async def run_worker(
     )
     log.info(
         "worker up: shared=%s host=%s adapter=%s (sandboxes dial %s, firewall %s) policy=%s",
-        settings.task_queue, host_queue, adapter.url, public_url, "on" if firewalled else "off", policy_url,
+        settings.task_queue,
+        host_queue,
+        adapter.url,
+        public_url,
+        "on" if firewalled else "off",
+        policy_url,
     )
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
     await sweep_logged(client, host_queue, at_start=True)

@@ -46,9 +46,7 @@ def find_claude_binary() -> pathlib.Path:
         if path.is_file() and os.access(path, os.X_OK):
             return path.resolve()
     tried = ", ".join(str(p) for p in candidates) or "nothing"
-    raise FileNotFoundError(
-        f"Claude Code {CLAUDE_CODE_VERSION} binary not found (tried {tried}); run `make setup`."
-    )
+    raise FileNotFoundError(f"Claude Code {CLAUDE_CODE_VERSION} binary not found (tried {tried}); run `make setup`.")
 
 
 def find_claude_code(cc_tarball: pathlib.Path | None = None, node_tarball: pathlib.Path | None = None) -> pathlib.Path:

@@ -122,8 +122,12 @@ class DriftEpisodeActivities:
         task = request.task
         outcomes = await _runs(
             self.runner.run(
-                request.broken_script, [task.visible.stdin], request.run_timeout_s,
-                workflow_id=request.workflow_id, instance_id=task.task_id, image=request.image,
+                request.broken_script,
+                [task.visible.stdin],
+                request.run_timeout_s,
+                workflow_id=request.workflow_id,
+                instance_id=task.task_id,
+                image=request.image,
             ),
             "breaking",
         )
@@ -151,8 +155,12 @@ class DriftEpisodeActivities:
         stdins = [task.visible.stdin, *(case.stdin for case in task.held_out)]
         outcomes = await _runs(
             self.runner.run(
-                repaired, stdins, request.run_timeout_s,
-                workflow_id=request.workflow_id, instance_id=task.task_id, image=request.image,
+                repaired,
+                stdins,
+                request.run_timeout_s,
+                workflow_id=request.workflow_id,
+                instance_id=task.task_id,
+                image=request.image,
             ),
             "grading",
         )

@@ -121,5 +121,3 @@ def failed_episode(episode: EpisodeInput, workflow_id: str, failure: RunFailure)
         drift_policy=episode.drift_policy,
         repair_policy=episode.repair_policy,
     )
-
-

@@ -32,9 +32,7 @@ class OfflineEpisode:
     grade: RepairGrade
 
 
-def score_corpus(
-    tasks: list[DriftTask], repair: Literal["oracle", "noop"], seed: int = 0, timeout_s: float = 5.0
-) -> list[OfflineEpisode]:
+def score_corpus(tasks: list[DriftTask], repair: Literal["oracle", "noop"], seed: int = 0, timeout_s: float = 5.0) -> list[OfflineEpisode]:
     runner = LocalScriptRunner()
     specs = [baseline_drift(task.script, seed, task.category) for task in tasks]
     broken = [apply_spec(task.script, spec).script for task, spec in zip(tasks, specs)]
@@ -49,12 +47,7 @@ def score_corpus(
             repaired.append(apply_diff(script, diff))
         except DiffError as error:
             repaired.append(error)
-    jobs = [
-        (script, case.stdin)
-        for task, script in zip(tasks, repaired)
-        if isinstance(script, str)
-        for case in [task.visible, *task.held_out]
-    ]
+    jobs = [(script, case.stdin) for task, script in zip(tasks, repaired) if isinstance(script, str) for case in [task.visible, *task.held_out]]
     outcomes = iter(runner.run_many(jobs, timeout_s))
     episodes = []
     for task, spec, breakage, script in zip(tasks, specs, breakages, repaired):

@@ -63,8 +63,27 @@ RENAME_STYLES = ("{}_v2", "{}_legacy", "new_{}", "{}_ex")
 MODULE_MOVES = ("{}.compat", "{}_legacy", "{}.v2")
 # Callees whose two positional arguments, swapped, are a type error for the usual argument types.
 SWAP_RAISES = frozenset(
-    {"isinstance", "getattr", "hasattr", "int", "format", "enumerate", "rjust", "ljust", "center", "nlargest",
-     "nsmallest", "islice", "bisect", "bisect_left", "bisect_right", "insort", "strptime", "split", "rsplit"}
+    {
+        "isinstance",
+        "getattr",
+        "hasattr",
+        "int",
+        "format",
+        "enumerate",
+        "rjust",
+        "ljust",
+        "center",
+        "nlargest",
+        "nsmallest",
+        "islice",
+        "bisect",
+        "bisect_left",
+        "bisect_right",
+        "insort",
+        "strptime",
+        "split",
+        "rsplit",
+    }
 )
 # Callees that accept arbitrary keywords, so renaming one raises nothing.
 ANY_KEYWORD = frozenset({"dict", "update", "partial", "defaultdict", "OrderedDict", "Counter", "SimpleNamespace"})
@@ -156,9 +175,7 @@ def _dataclass_fields(tree: ast.AST) -> dict[str, dict[str, bool]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any("dataclass" in ast.unparse(d) for d in node.decorator_list):
             found[node.name] = {
-                stmt.target.id: stmt.value is not None
-                for stmt in node.body
-                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                stmt.target.id: stmt.value is not None for stmt in node.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
             }
     return found
 
@@ -475,8 +492,12 @@ class ReorderPositionalArgs(Primitive):
             params = [a for a in [*defs[0].args.posonlyargs, *defs[0].args.args] if a.arg not in ("self", "cls")]
             annotations = [ast.unparse(a.annotation) if a.annotation else None for a in params]
             pair = next(
-                ((i, j) for i in range(len(params)) for j in range(i + 1, len(params))
-                 if annotations[i] and annotations[j] and annotations[i] != annotations[j]),
+                (
+                    (i, j)
+                    for i in range(len(params))
+                    for j in range(i + 1, len(params))
+                    if annotations[i] and annotations[j] and annotations[i] != annotations[j]
+                ),
                 None,
             )
             if pair is not None:
@@ -498,10 +519,7 @@ class ChangeAttributeAccessParams(Params):
 
 def _attribute_reads(tree: ast.AST) -> Iterator[ast.Attribute]:
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    return (
-        n for n in ast.walk(tree)
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and id(n) not in called
-    )
+    return (n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and id(n) not in called)
 
 
 class ChangeAttributeAccess(Primitive):
@@ -533,8 +551,7 @@ class ChangeAttributeAccess(Primitive):
 
 
 PRIMITIVES: dict[str, Primitive] = {
-    p.name: p
-    for p in (RenameApiCall(), RenameKeywordArg(), RemoveKeywordArg(), MoveImportPath(), ReorderPositionalArgs(), ChangeAttributeAccess())
+    p.name: p for p in (RenameApiCall(), RenameKeywordArg(), RemoveKeywordArg(), MoveImportPath(), ReorderPositionalArgs(), ChangeAttributeAccess())
 }
 
 

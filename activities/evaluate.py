@@ -116,9 +116,7 @@ def _last(text: str, limit: int) -> str:
     return text[-limit:] if limit > 0 else ""
 
 
-def _result(
-    grader: GraderKind, solved: bool, applied: bool, method: str, log: str, note: str = "", **counts: int
-) -> EvalResult:
+def _result(grader: GraderKind, solved: bool, applied: bool, method: str, log: str, note: str = "", **counts: int) -> EvalResult:
     """The result; ``log_tail`` is the end of ``log`` followed by the whole of ``note``, within ``LOG_TAIL_BYTES``."""
     return EvalResult(
         reward=1.0 if solved else 0.0,
@@ -221,9 +219,7 @@ def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, int, int, str]:
     return bool(required) and not missing, len(passed), failed, problem
 
 
-async def _grade_swepro(
-    handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], timeout_s: float, method: str
-) -> EvalResult:
+async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], timeout_s: float, method: str) -> EvalResult:
     run_script, parser_script = scripts
     await sandbox.write_files(
         handle,
@@ -259,9 +255,7 @@ async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, ti
         return _result("swebench", False, True, method, log, _timeout_note(timeout_s))
     verdict = await asyncio.to_thread(swebench_grading.verdict, task, log)
     note = f"\n[{verdict.note}]" if verdict.note else ""
-    return _result(
-        "swebench", verdict.solved, True, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed
-    )
+    return _result("swebench", verdict.solved, True, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
 
 
 async def evaluate(

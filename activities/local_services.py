@@ -60,9 +60,23 @@ class DevServer:
         self.db_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                str(TEMPORAL_CLI), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port), "--ui-port", str(self.ui_port),
-                "--db-filename", str(self.db_file), "--log-level", "warn", *([] if self.ui else ["--headless"]),
-                stdout=log, stderr=log, start_new_session=True,
+                str(TEMPORAL_CLI),
+                "server",
+                "start-dev",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--ui-port",
+                str(self.ui_port),
+                "--db-filename",
+                str(self.db_file),
+                "--log-level",
+                "warn",
+                *([] if self.ui else ["--headless"]),
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
             )
         for _ in range(300):
             if port_open("127.0.0.1", self.port):
@@ -98,11 +112,20 @@ async def temporal_dev_server(port: int = 7233, ui_port: int = 8233, db_file: Pa
 
 
 @asynccontextmanager
-async def worker_process(temporal_address: str, extra_args: list[str], env: dict[str, str] | None = None) -> AsyncIterator[asyncio.subprocess.Process]:
+async def worker_process(
+    temporal_address: str, extra_args: list[str], env: dict[str, str] | None = None
+) -> AsyncIterator[asyncio.subprocess.Process]:
     """Run ``worker.py`` until it prints its ready line; stop it on exit."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(PROJECT_ROOT / "worker.py"), "--temporal-address", temporal_address, *extra_args,
-        stdout=asyncio.subprocess.PIPE, stderr=None, start_new_session=True, env={**os.environ, **(env or {})},
+        sys.executable,
+        str(PROJECT_ROOT / "worker.py"),
+        "--temporal-address",
+        temporal_address,
+        *extra_args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=None,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
     )
     try:
         while True:

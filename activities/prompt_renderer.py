@@ -23,9 +23,7 @@ class PromptRenderer:
         self.vocab_size: int = len(self.tokenizer)
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
+        return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         if not text:

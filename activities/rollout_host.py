@@ -76,9 +76,7 @@ RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 
 
-def session_config_for(
-    policy: PolicySpec, worker_url: str | None, pinned: bool, label: str, max_turns: int | None = None
-) -> SessionConfig:
+def session_config_for(policy: PolicySpec, worker_url: str | None, pinned: bool, label: str, max_turns: int | None = None) -> SessionConfig:
     """The adapter session for a policy spec: the worker's policy URL if pinned, else the spec's, else the worker's."""
     policy_url = worker_url if pinned else policy.policy_url or worker_url
     if not policy_url:
@@ -191,7 +189,12 @@ class RolloutHost:
                     with contextlib.suppress(Exception):
                         await asyncio.shield(sandbox.kill_detached(request.handle, "claude"))
                 else:
-                    log.info("agent activity for %s attempt %d ended (%s); the agent keeps running for the retry", request.handle.name, attempt, _why(error))
+                    log.info(
+                        "agent activity for %s attempt %d ended (%s); the agent keeps running for the retry",
+                        request.handle.name,
+                        attempt,
+                        _why(error),
+                    )
                     registry.unclaim(session_id)
             raise
         finally:

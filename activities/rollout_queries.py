@@ -46,7 +46,7 @@ async def running_rollouts(client: Client, limit: int = 200) -> list[RunningRoll
     """Running rollouts, oldest first, each with its live progress (None if it could not be queried)."""
     found = []
     async for execution in client.list_workflows("WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running'", limit=limit):
-        stage = (execution.typed_search_attributes.get(STAGE) or "queued")
+        stage = execution.typed_search_attributes.get(STAGE) or "queued"
         found.append((execution.id, execution.start_time, stage))
     found.sort(key=lambda item: item[1])
     rollouts = []

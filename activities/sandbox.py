@@ -159,9 +159,7 @@ def configure_sandbox_activities(
 ) -> None:
     """Set the worker-wide settings the sandbox and evaluate activities use; call once at worker start."""
     global _settings
-    _settings = SandboxSettings(
-        claude_code=claude_code, network=network, host_queue=host_queue, limits=limits, lifetime_s=lifetime_s
-    )
+    _settings = SandboxSettings(claude_code=claude_code, network=network, host_queue=host_queue, limits=limits, lifetime_s=lifetime_s)
 
 
 def sandbox_settings() -> SandboxSettings:
@@ -306,9 +304,7 @@ async def _exec_in(
     return ExecResult(exit_code=code, output=output, timed_out=timed_out)
 
 
-async def _harness(
-    handle: SandboxHandle, script: str, *args: str, timeout_s: float = 60.0, user: str = "root"
-) -> ExecResult:
+async def _harness(handle: SandboxHandle, script: str, *args: str, timeout_s: float = 60.0, user: str = "root") -> ExecResult:
     """Run one of this module's fixed bash scripts; values arrive as positional parameters."""
     argv = ["bash", "-c", script, "harness", *args]
     return await _exec_in(handle.container_id, argv, user=user, cwd=handle.workdir, timeout_s=timeout_s)
@@ -443,9 +439,7 @@ async def exec(  # noqa: A001 - the sandbox's verb
     the command runs under ``timeout -k 5`` in the container, so on expiry its
     process group is killed and the result says ``timed_out``.
     """
-    return await _exec_in(
-        handle.container_id, ["bash", "-lc", cmd], user=user, cwd=handle.workdir, timeout_s=timeout_s, env=env
-    )
+    return await _exec_in(handle.container_id, ["bash", "-lc", cmd], user=user, cwd=handle.workdir, timeout_s=timeout_s, env=env)
 
 
 # --------------------------------------------------------------------------- detached commands
@@ -507,9 +501,7 @@ def _uid_of(user: str) -> int:
     return {"root": 0, AGENT_USER: AGENT_UID}.get(user, 0)
 
 
-async def start_detached(
-    handle: SandboxHandle, name: str, cmd: str, *, user: str = AGENT_USER, env: dict[str, str] | None = None
-) -> None:
+async def start_detached(handle: SandboxHandle, name: str, cmd: str, *, user: str = AGENT_USER, env: dict[str, str] | None = None) -> None:
     """Start ``cmd`` (a bash script, run as ``bash -l``) in the background in the workdir.
 
     Files under ``/tmp/rollout``: ``<name>.sh`` (the script), ``.out`` / ``.err``
@@ -648,10 +640,7 @@ mv "$scratch/patch" "$out/patch" && echo "ok $size $omitted" >"$out/status"
 def _diff_report(status: str, omitted: bytes) -> DiffReport:
     word, amount, count = status.split()
     fields = omitted.split(b"\0")
-    listed = [
-        OmittedFile(path=path.decode("utf-8", errors="replace"), size_bytes=int(size))
-        for size, path in zip(fields[0:-1:2], fields[1::2])
-    ]
+    listed = [OmittedFile(path=path.decode("utf-8", errors="replace"), size_bytes=int(size)) for size, path in zip(fields[0:-1:2], fields[1::2])]
     limit = f"the {MAX_DIFF_BYTES:,}-byte cap"
     note = {
         "ok": "",
@@ -779,8 +768,7 @@ def _create_container(
         )
     except docker.errors.ImageNotFound:
         raise SandboxImageMissing(
-            f"image {request.task.image} is not present locally (no registry: build it, "
-            "e.g. scripts/build_task_images.sh)"
+            f"image {request.task.image} is not present locally (no registry: build it, e.g. scripts/build_task_images.sh)"
         ) from None
     try:
         container.start()
@@ -864,9 +852,7 @@ async def boot(
             network=network,
             limits=limits,
         )
-        handle = SandboxHandle(
-            container_id=container_id, name=name, workdir=request.task.workdir, host_queue=host_queue
-        )
+        handle = SandboxHandle(container_id=container_id, name=name, workdir=request.task.workdir, host_queue=host_queue)
         try:
             await _prepare_workspace(handle, request)
             if request.purpose == "agent":

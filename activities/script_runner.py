@@ -55,9 +55,7 @@ def harness_budget_s(inputs: int, timeout_s: float) -> float:
 
 
 def _jobs_document(jobs: list[tuple[str, str]], timeout_s: float) -> str:
-    return json.dumps(
-        {"timeout_s": timeout_s, "parallel": PARALLEL, "jobs": [{"script": path, "stdin": stdin} for path, stdin in jobs]}
-    )
+    return json.dumps({"timeout_s": timeout_s, "parallel": PARALLEL, "jobs": [{"script": path, "stdin": stdin} for path, stdin in jobs]})
 
 
 class LocalScriptRunner:
@@ -92,9 +90,7 @@ class LocalScriptRunner:
 class SandboxScriptRunner:
     """One fresh sandbox per ``run`` call (see the module docstring)."""
 
-    def __init__(
-        self, network: str | None = None, host_queue: str = "", limits: SandboxLimits = SandboxLimits(), lifetime_s: int = 900
-    ):
+    def __init__(self, network: str | None = None, host_queue: str = "", limits: SandboxLimits = SandboxLimits(), lifetime_s: int = 900):
         self.network = network
         self.host_queue = host_queue
         self.limits = limits
@@ -103,9 +99,7 @@ class SandboxScriptRunner:
     async def run(
         self, script: str, stdins: list[str], timeout_s: float, *, workflow_id: str, instance_id: str, image: str = DEFAULT_IMAGE
     ) -> list[RunOutcome]:
-        task = TaskSpec(
-            instance_id=instance_id, image=image, workdir=SANDBOX_WORKDIR, problem_statement="", pre_commands=["git init -q"]
-        )
+        task = TaskSpec(instance_id=instance_id, image=image, workdir=SANDBOX_WORKDIR, problem_statement="", pre_commands=["git init -q"])
         budget = harness_budget_s(len(stdins), timeout_s)
         handle = await sandbox.boot(
             SandboxRequest(task=task, workflow_id=workflow_id, attempt=0, purpose="grading"),

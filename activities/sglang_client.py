@@ -47,9 +47,7 @@ class SGLangClient:
         self._vocab_size = vocab_size
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10)
 
-    async def generate(
-        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str
-    ) -> Generation:
+    async def generate(self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str) -> Generation:
         payload = {
             "input_ids": input_ids,
             "sampling_params": sampling_params,
@@ -75,9 +73,7 @@ class SGLangClient:
 
     async def abort(self, base_url: str, rid: str) -> None:
         try:
-            async with self._http.post(
-                f"{base_url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)
-            ) as response:
+            async with self._http.post(f"{base_url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)) as response:
                 await response.read()
         except (aiohttp.ClientError, asyncio.TimeoutError):
             pass

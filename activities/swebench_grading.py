@@ -91,9 +91,7 @@ def package_version() -> str:
     try:
         version = metadata.version("swebench")
     except metadata.PackageNotFoundError:
-        raise NotEvaluable(
-            f"SWE-bench rows are graded with the `swebench` package, which this worker does not have: {INSTALL_HINT}"
-        ) from None
+        raise NotEvaluable(f"SWE-bench rows are graded with the `swebench` package, which this worker does not have: {INSTALL_HINT}") from None
     try:
         importlib.import_module("swebench.harness.grading")
     except ImportError as error:
@@ -197,9 +195,11 @@ def _registered(spec: SweBenchSpec, version: str) -> Iterator[None]:
         raise NotEvaluable("remote_env_info.install_config.test_cmd: missing")
     parser = _python_log_parser(spec.log_parser or spec.install_config.get("log_parser") or DEFAULT_LOG_PARSER, version)
     config = {"python": "3", **spec.install_config}
-    with _overridden(specs, spec.repo, {**specs.get(spec.repo, {}), spec.version: config}), _overridden(
-        constants.MAP_REPO_TO_EXT, spec.repo, "py"
-    ), _overridden(MAP_REPO_TO_PARSER, spec.repo, parser):
+    with (
+        _overridden(specs, spec.repo, {**specs.get(spec.repo, {}), spec.version: config}),
+        _overridden(constants.MAP_REPO_TO_EXT, spec.repo, "py"),
+        _overridden(MAP_REPO_TO_PARSER, spec.repo, parser),
+    ):
         yield
 
 

@@ -216,9 +216,7 @@ class TokenLedger:
     def apply(self, delta: LedgerDelta) -> Segment:
         """Apply one recorded turn; ``record`` uses it live, a restarted worker replays spooled deltas."""
         if delta.segment == len(self.segments):
-            self.segments.append(
-                Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail))
-            )
+            self.segments.append(Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail)))
         segment = self.segments[delta.segment]
         if delta.rollback:
             segment.turns.pop()

@@ -18,9 +18,7 @@ from pathlib import Path
 from activities.chat_template import CHATML_TOOLS_TEMPLATE
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TOKENIZER_DIR = Path(
-    os.environ.get("ROLLOUT_TOKENIZER_DIR", PROJECT_ROOT / ".cache" / "tokenizer" / "qwen3.6-chatml")
-)
+DEFAULT_TOKENIZER_DIR = Path(os.environ.get("ROLLOUT_TOKENIZER_DIR", PROJECT_ROOT / ".cache" / "tokenizer" / "qwen3.6-chatml"))
 END_OF_TURN = "<|im_end|>"
 
 

@@ -452,7 +452,13 @@ When referencing specific functions or pieces of code include the pattern `file_
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False, "$schema": "http://json-schema.org/draft-07/schema#"}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+        "$schema": "http://json-schema.org/draft-07/schema#",
+    }
 
 
 TOOLS: list[dict[str, Any]] = [
@@ -506,7 +512,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "Glob",
-        "description": "- Fast file pattern matching tool that works with any codebase size\n- Supports glob patterns like \"**/*.js\" or \"src/**/*.ts\"\n- Returns matching file paths sorted by modification time\n- Use this tool when you need to find files by name patterns",
+        "description": '- Fast file pattern matching tool that works with any codebase size\n- Supports glob patterns like "**/*.js" or "src/**/*.ts"\n- Returns matching file paths sorted by modification time\n- Use this tool when you need to find files by name patterns',
         "input_schema": _schema(
             {
                 "pattern": {"type": "string", "description": "The glob pattern to match files against"},
@@ -517,7 +523,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "Grep",
-        "description": "A powerful search tool built on ripgrep.\n\nUsage:\n- ALWAYS use Grep for search tasks. NEVER invoke `grep` or `rg` as a Bash command.\n- Supports full regex syntax (e.g., \"log.*Error\", \"function\\s+\\w+\")\n- Filter files with glob parameter (e.g., \"*.js\", \"**/*.tsx\") or type parameter (e.g., \"js\", \"py\", \"rust\")\n- Output modes: \"content\" shows matching lines, \"files_with_matches\" shows only file paths (default), \"count\" shows match counts",
+        "description": 'A powerful search tool built on ripgrep.\n\nUsage:\n- ALWAYS use Grep for search tasks. NEVER invoke `grep` or `rg` as a Bash command.\n- Supports full regex syntax (e.g., "log.*Error", "function\\s+\\w+")\n- Filter files with glob parameter (e.g., "*.js", "**/*.tsx") or type parameter (e.g., "js", "py", "rust")\n- Output modes: "content" shows matching lines, "files_with_matches" shows only file paths (default), "count" shows match counts',
         "input_schema": _schema(
             {
                 "pattern": {"type": "string", "description": "The regular expression pattern to search for in file contents"},
@@ -564,9 +570,20 @@ FIRST_USER_TURN = [
 ]
 
 CORPUS_FILES = [
-    "asyncio/base_events.py", "asyncio/tasks.py", "asyncio/streams.py", "asyncio/selector_events.py",
-    "json/decoder.py", "json/encoder.py", "argparse.py", "dataclasses.py", "typing.py", "pathlib.py",
-    "subprocess.py", "inspect.py", "concurrent/futures/thread.py", "logging/__init__.py",
+    "asyncio/base_events.py",
+    "asyncio/tasks.py",
+    "asyncio/streams.py",
+    "asyncio/selector_events.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "argparse.py",
+    "dataclasses.py",
+    "typing.py",
+    "pathlib.py",
+    "subprocess.py",
+    "inspect.py",
+    "concurrent/futures/thread.py",
+    "logging/__init__.py",
 ]
 
 
@@ -914,8 +931,12 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
             label = f"~{ours_prompt / 1000:.1f}k"
             p(f"{label:>9} | {ours:16.1f} | {naive:17.1f} | {ratio(naive, ours):>10} | {ours_loop:14.1f} / {naive_loop:<15.1f}")
         o, n = cpu["ours"], cpu["naive"]
-        p(f"{'all turns':>9} | {o['cpu_ms_per_turn_all']:16.1f} | {n['cpu_ms_per_turn_all']:17.1f} | {ratio(n['cpu_ms_per_turn_all'], o['cpu_ms_per_turn_all']):>10} |")
-        p(f"lag during [cpu] rounds: ours p50/p99 {o['lag']['p50']:.1f}/{o['lag']['p99']:.1f} ms, naive {n['lag']['p50']:.1f}/{n['lag']['p99']:.1f} ms")
+        p(
+            f"{'all turns':>9} | {o['cpu_ms_per_turn_all']:16.1f} | {n['cpu_ms_per_turn_all']:17.1f} | {ratio(n['cpu_ms_per_turn_all'], o['cpu_ms_per_turn_all']):>10} |"
+        )
+        p(
+            f"lag during [cpu] rounds: ours p50/p99 {o['lag']['p50']:.1f}/{o['lag']['p99']:.1f} ms, naive {n['lag']['p50']:.1f}/{n['lag']['p99']:.1f} ms"
+        )
         for v in VARIANTS:
             p(f"  {v:5}: {cpu[v]['turns']} turns, max prompt {cpu[v]['max_prompt']} tokens; {ledger_note(cpu[v]['ledger'], args.sessions)}")
             p(f"         {gc_note(cpu[v]['gc'])}")
@@ -925,7 +946,9 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
             f"\n[lag] {args.lag_sessions} agent loops, no think time, each running back-to-back conversations up to {args.lag_context} tokens;"
             f" metered {args.lag_seconds:g} s after {args.lag_warmup:g} s of load"
         )
-        p(f"{'variant':>7} | {'turns':>5} | {'turns/s':>7} | {'mean prompt':>11} | {'CPU ms/turn':>11} | {'loop ms/turn':>12} | {'lag p50':>7} | {'lag p99':>7} | {'lag max':>7}")
+        p(
+            f"{'variant':>7} | {'turns':>5} | {'turns/s':>7} | {'mean prompt':>11} | {'CPU ms/turn':>11} | {'loop ms/turn':>12} | {'lag p50':>7} | {'lag p99':>7} | {'lag max':>7}"
+        )
         for v in VARIANTS:
             w = lag[v]["window"]
             p(
@@ -936,7 +959,9 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
         p(f"naive/ours: CPU/turn {ratio(n['cpu_ms_per_turn'], o['cpu_ms_per_turn'])}, lag p99 {ratio(n['lag']['p99'], o['lag']['p99'])}")
         for v in VARIANTS:
             w = lag[v]["window"]
-            p(f"  {v:5}: {lag[v]['conversations']} conversations, {lag[v]['turns']} turns in {lag[v]['wall_s']:.1f} s, max prompt {lag[v]['max_prompt']}; {ledger_note(lag[v]['ledger'], lag[v]['conversations'])}")
+            p(
+                f"  {v:5}: {lag[v]['conversations']} conversations, {lag[v]['turns']} turns in {lag[v]['wall_s']:.1f} s, max prompt {lag[v]['max_prompt']}; {ledger_note(lag[v]['ledger'], lag[v]['conversations'])}"
+            )
             p(f"         adapter CPU {100 * w['adapter_cpu_util']:.0f}% of one core in the window; {gc_note(w['gc'])}")
     p("\ntargets (stated by the project; reported, not enforced)" + (" -- WHAT-IF run, not the shipped configuration:" if what_if else ":"))
     if "cpu" in results and args.context in args.sizes:
@@ -948,7 +973,9 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
         p99 = results["lag"]["ours"]["window"]["lag"]["p99"]
         verdict = "MET" if p99 < 20.0 else "NOT MET"
         p(f"  loop lag p99 at {args.lag_sessions} sessions: ours {p99:.1f} ms (target < 20 ms): {verdict}")
-    p(f"  other CPU in the run: clients {results['client_cpu_s']:.1f} s, policy server {results['policy_cpu_s']:.1f} s, adapter {results['adapter_cpu_s']:.1f} s (total wall {results['wall_s']:.0f} s)")
+    p(
+        f"  other CPU in the run: clients {results['client_cpu_s']:.1f} s, policy server {results['policy_cpu_s']:.1f} s, adapter {results['adapter_cpu_s']:.1f} s (total wall {results['wall_s']:.0f} s)"
+    )
 
 
 async def run_all(args: argparse.Namespace, adapter_url: str, control_url: str, policy_url: str) -> dict[str, Any]:
@@ -970,7 +997,10 @@ async def run_all(args: argparse.Namespace, adapter_url: str, control_url: str, 
         if "lag" in args.scenarios:
             results["lag"] = {}
             for variant in VARIANTS:
-                print(f"[lag] {variant}: {args.lag_sessions} agent loops, conversations up to {args.lag_context} tokens, {args.lag_warmup:g} s + {args.lag_seconds:g} s ...", flush=True)
+                print(
+                    f"[lag] {variant}: {args.lag_sessions} agent loops, conversations up to {args.lag_context} tokens, {args.lag_warmup:g} s + {args.lag_seconds:g} s ...",
+                    flush=True,
+                )
                 profile = str(Path(args.profile).resolve() / f"lag-{variant}.prof") if args.profile else None
                 results["lag"][variant] = await scenario_lag(
                     bench, variant, args.lag_sessions, args.lag_context, args.lag_warmup, args.lag_seconds, profile
@@ -984,7 +1014,16 @@ async def run_all(args: argparse.Namespace, adapter_url: str, control_url: str, 
 
 
 def spawn(role: str, args: argparse.Namespace) -> subprocess.Popen:
-    command = [sys.executable, str(Path(__file__).resolve()), "--role", role, "--tokenizer", str(args.tokenizer), "--cpu-threads", str(args.cpu_threads or 0)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--role",
+        role,
+        "--tokenizer",
+        str(args.tokenizer),
+        "--cpu-threads",
+        str(args.cpu_threads or 0),
+    ]
     if args.what_if_switch_interval:
         command += ["--what-if-switch-interval", str(args.what_if_switch_interval)]
     if args.what_if_gc_freeze:
@@ -1073,17 +1112,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--role", choices=["orchestrate", "adapter", "policy"], default="orchestrate", help=argparse.SUPPRESS)
     parser.add_argument("--sessions", type=int, default=8, help="[cpu] concurrent sessions (default 8)")
     parser.add_argument("--context", type=int, default=32768, help="[cpu] target context in tokens (default 32768)")
-    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8192, 16384, 32768], help="[cpu] context sizes to report per-turn CPU at")
+    parser.add_argument(
+        "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8192, 16384, 32768], help="[cpu] context sizes to report per-turn CPU at"
+    )
     parser.add_argument("--lag-sessions", type=int, default=64, help="[lag] concurrent sessions (default 64)")
     parser.add_argument("--lag-context", type=int, default=16384, help="[lag] target context in tokens (default 16384)")
     parser.add_argument("--lag-warmup", type=float, default=3.0, help="[lag] seconds of load before the meter starts (default 3)")
     parser.add_argument("--lag-seconds", type=float, default=10.0, help="[lag] seconds metered (default 10)")
-    parser.add_argument("--profile", type=Path, default=None, help="cProfile the adapter's loop thread during the [lag] windows, .prof files into this directory (inflates the numbers)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="cProfile the adapter's loop thread during the [lag] windows, .prof files into this directory (inflates the numbers)",
+    )
     parser.add_argument("--turns", type=int, default=0, help="cap on turns per session (default: until the context target)")
     parser.add_argument("--scenarios", type=lambda s: s.split(","), default=["cpu", "lag"], help="comma list of cpu,lag")
     parser.add_argument("--cpu-threads", type=int, default=0, help="adapter CPU pool threads (0: the AdapterServer default, max(2, cpu_count - 1))")
-    parser.add_argument("--policy-delay-ms", type=float, default=0.0, help="sensitivity: the policy server waits this long per /generate (default 0: zero latency)")
-    parser.add_argument("--what-if-switch-interval", type=float, default=0.0, help="diagnostic: sys.setswitchinterval(S) in the adapter process (not shipped)")
+    parser.add_argument(
+        "--policy-delay-ms", type=float, default=0.0, help="sensitivity: the policy server waits this long per /generate (default 0: zero latency)"
+    )
+    parser.add_argument(
+        "--what-if-switch-interval", type=float, default=0.0, help="diagnostic: sys.setswitchinterval(S) in the adapter process (not shipped)"
+    )
     parser.add_argument("--what-if-gc-freeze", action="store_true", help="diagnostic: gc.freeze() after adapter start-up (not shipped)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tokenizer", type=Path, default=None)

@@ -118,7 +118,9 @@ async def adapter_main(args: argparse.Namespace) -> None:
     async def open_session(request: web.Request) -> web.Response:
         body = await request.json()
         cap = 10**6 if unfair and body["role"] == "flooder" else SessionConfig.model_fields["max_concurrent_requests"].default
-        config = SessionConfig(policy_url=body["policy_url"], sampling=SamplingParams(max_new_tokens=64), max_turns=10**6, max_concurrent_requests=cap)
+        config = SessionConfig(
+            policy_url=body["policy_url"], sampling=SamplingParams(max_new_tokens=64), max_turns=10**6, max_concurrent_requests=cap
+        )
         ticket = registry.open_session(config, durable=False)
         if unfair:
             registry.get(ticket.session_id).intake = NoIntake()
@@ -168,7 +170,9 @@ async def victim_turns(http: aiohttp.ClientSession, url: str, secret: str, count
     return latencies
 
 
-async def flood_loop(http: aiohttp.ClientSession, url: str, path: str, secret: str, body: bytes, lane: str | None, retry_after_s: float, outcomes: dict[str, int]) -> None:
+async def flood_loop(
+    http: aiohttp.ClientSession, url: str, path: str, secret: str, body: bytes, lane: str | None, retry_after_s: float, outcomes: dict[str, int]
+) -> None:
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     if lane:
         headers["x-claude-code-agent-id"] = lane
@@ -292,7 +296,10 @@ def orchestrate(args: argparse.Namespace) -> int:
     policy_url = f"http://127.0.0.1:{port}"
     policy = subprocess.Popen(
         [sys.executable, "-m", "activities.scripted_policy", "--policy", "noop", "--port", str(port), "--tokenizer", str(args.tokenizer)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=ROOT, start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+        start_new_session=True,
     )
     results: dict[str, Any] = {}
     try:
@@ -332,13 +339,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variant", choices=VARIANTS, default="fair", help=argparse.SUPPRESS)
     parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS), help="comma list of fair,fair-1,unfair (default: all)")
     parser.add_argument("--count-tokens-flood", type=int, default=16, help="concurrent count_tokens loops of the flooder (default 16)")
-    parser.add_argument("--count-tokens-bytes", type=int, default=int(1.9 * 2**20), help="count_tokens body size (default 1.9 MiB, under its 2 MiB cap)")
+    parser.add_argument(
+        "--count-tokens-bytes", type=int, default=int(1.9 * 2**20), help="count_tokens body size (default 1.9 MiB, under its 2 MiB cap)"
+    )
     parser.add_argument("--messages-flood", type=int, default=8, help="concurrent /v1/messages loops of the flooder, one lane each (default 8)")
     parser.add_argument("--messages-bytes", type=int, default=4 * 2**20, help="/v1/messages body size (default 4 MiB)")
     parser.add_argument("--retry-after", type=float, default=0.5, help="seconds a flood loop waits after a 429 (default 0.5)")
     parser.add_argument("--flood-warmup", type=float, default=3.0, help="seconds of flood before the victim measures (default 3)")
     parser.add_argument("--victim-requests", type=int, default=20, help="victim turns per measurement (default 20)")
-    parser.add_argument("--victim-budget", type=float, default=90.0, help="stop a measurement after this many seconds (default 90; at least one turn)")
+    parser.add_argument(
+        "--victim-budget", type=float, default=90.0, help="stop a measurement after this many seconds (default 90; at least one turn)"
+    )
     parser.add_argument("--tokenizer", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")
     args = parser.parse_args(argv)

@@ -373,9 +373,17 @@ class DockerEvents:
 
     async def start(self) -> None:
         self._proc = await asyncio.create_subprocess_exec(
-            shutil.which("docker") or "docker", "events", "--filter", "type=container",
-            "--filter", f"label={LABEL}.managed=1", "--format", "{{json .}}",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, stdin=asyncio.subprocess.DEVNULL,
+            shutil.which("docker") or "docker",
+            "events",
+            "--filter",
+            "type=container",
+            "--filter",
+            f"label={LABEL}.managed=1",
+            "--format",
+            "{{json .}}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL,
         )
         self._reader = asyncio.create_task(self._read())
 
@@ -385,10 +393,15 @@ class DockerEvents:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 raw = json.loads(line)
                 attrs = raw.get("Actor", {}).get("Attributes", {}) or {}
-                self.events.append(DockerEvent(
-                    raw["timeNano"] / 1e9, str(raw.get("Action", "")).split(":")[0], raw.get("Actor", {}).get("ID", ""),
-                    attrs.get(f"{LABEL}.workflow_id", ""), attrs.get(f"{LABEL}.purpose", ""),
-                ))
+                self.events.append(
+                    DockerEvent(
+                        raw["timeNano"] / 1e9,
+                        str(raw.get("Action", "")).split(":")[0],
+                        raw.get("Actor", {}).get("ID", ""),
+                        attrs.get(f"{LABEL}.workflow_id", ""),
+                        attrs.get(f"{LABEL}.purpose", ""),
+                    )
+                )
 
     async def stop(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
@@ -808,7 +821,10 @@ async def run_n(
         nonlocal done_count
         result = await handle.result()
         done_count += 1
-        print(f"  [{time.time() - t0:6.1f}s] {done_count}/{n} {result.instance_id} s{result.sample_index}: {result.status} reward={result.reward} {result.abort_reason or ''}", flush=True)
+        print(
+            f"  [{time.time() - t0:6.1f}s] {done_count}/{n} {result.instance_id} s{result.sample_index}: {result.status} reward={result.reward} {result.abort_reason or ''}",
+            flush=True,
+        )
         return result
 
     results = await asyncio.gather(*(wait(h) for h in handles))
@@ -840,7 +856,9 @@ async def run_n(
     used["claude"] = sum(m.agent_cpu_s or 0.0 for m in measures)
     used["grader"] = sum(m.grader_cpu_s or 0.0 for m in measures)
     # Everything else inside this run's sandboxes: boot preparation, snapshots, git diff, patch apply, wait loops.
-    used["sandbox_harness"] = sum((m.agent_container_cpu_s or 0.0) + (m.grading_container_cpu_s or 0.0) for m in measures) - used["claude"] - used["grader"]
+    used["sandbox_harness"] = (
+        sum((m.agent_container_cpu_s or 0.0) + (m.grading_container_cpu_s or 0.0) for m in measures) - used["claude"] - used["grader"]
+    )
     used["other"] = used["machine"] - sum(v for k, v in used.items() if k != "machine")
     summary["cpu_core_s_per_rollout"] = {k: v / n for k, v in used.items()}
     agent_containers = set()
@@ -856,16 +874,44 @@ async def run_n(
         peak = max(peak, live)
     summary["max_concurrent_agents"] = peak
     summary["cpu_utilisation"] = used["machine"] / (wall * (os.cpu_count() or 1))
-    for key in ("boot_s", "boot_exec_s", "launch_to_first_req_s", "proc_to_first_req_s", "exit_to_detect_s",
-                "runner_exit_to_detect_s", "agent_proc_s", "agent_duration_ms_s", "agent_time_to_request_s", "agent_activity_s", "pre_launch_s",
-                "grade_run_s", "evaluate_s", "policy_s", "orchestration_s", "orchestration_share", "elapsed_s",
-                "queue_wait_s", "wf_task_gaps_s", "boot_to_create_s", "create_to_start_s", "start_to_booted_s",
-                "launch_to_first_exec_s", "agent_execs", "agent_archives", "grading_execs", "grading_archives",
-                "runner_exit_to_wait_exec_die_s", "wait_exec_die_to_log_read_s", "log_read_to_completed_s", "agent_cpu_s", "grader_cpu_s",
-                "agent_container_cpu_s", "grading_container_cpu_s"):
+    for key in (
+        "boot_s",
+        "boot_exec_s",
+        "launch_to_first_req_s",
+        "proc_to_first_req_s",
+        "exit_to_detect_s",
+        "runner_exit_to_detect_s",
+        "agent_proc_s",
+        "agent_duration_ms_s",
+        "agent_time_to_request_s",
+        "agent_activity_s",
+        "pre_launch_s",
+        "grade_run_s",
+        "evaluate_s",
+        "policy_s",
+        "orchestration_s",
+        "orchestration_share",
+        "elapsed_s",
+        "queue_wait_s",
+        "wf_task_gaps_s",
+        "boot_to_create_s",
+        "create_to_start_s",
+        "start_to_booted_s",
+        "launch_to_first_exec_s",
+        "agent_execs",
+        "agent_archives",
+        "grading_execs",
+        "grading_archives",
+        "runner_exit_to_wait_exec_die_s",
+        "wait_exec_die_to_log_read_s",
+        "log_read_to_completed_s",
+        "agent_cpu_s",
+        "grader_cpu_s",
+        "agent_container_cpu_s",
+        "grading_container_cpu_s",
+    ):
         values = [getattr(m, key) for m in measures]
-        summary[key] = {"p50": pct(values, 0.5), "p95": pct(values, 0.95), "mean": _mean(values),
-                        "n": sum(v is not None for v in values)}
+        summary[key] = {"p50": pct(values, 0.5), "p95": pct(values, 0.95), "mean": _mean(values), "n": sum(v is not None for v in values)}
     names = sorted({name for m in measures for name in m.activity_exec_s})
     summary["activity_exec_mean_s"] = {name: _mean([m.activity_exec_s.get(name) for m in measures]) for name in names}
     print_block(summary)
@@ -886,50 +932,80 @@ def print_block(s: dict) -> None:
     exit_p50 = s["exit_to_detect_s"]["p50"]
     print(f"--- N={s['n']} ---")
     print(f"  wall {s['wall_s']:.1f} s  ->  {s['rollouts_per_min']:.2f} rollouts/min   (first start -> last result)")
-    print(f"  completed {s['completed']}/{s['n']}  solved {s['solved']}  aborted {s['aborted']} {s['abort_reasons'] or ''}"
-          f"  rollouts needing >1 agent attempt {s['retried_attempts']}  max concurrent Claude Code processes {s['max_concurrent_agents']}")
-    print(f"  sandbox boot p50/p95             {_pp(s, 'boot_s')} s   (history: boot_sandbox Scheduled->Completed; "
-          f"Started->Completed {_pp(s, 'boot_exec_s')} s)")
+    print(
+        f"  completed {s['completed']}/{s['n']}  solved {s['solved']}  aborted {s['aborted']} {s['abort_reasons'] or ''}"
+        f"  rollouts needing >1 agent attempt {s['retried_attempts']}  max concurrent Claude Code processes {s['max_concurrent_agents']}"
+    )
+    print(
+        f"  sandbox boot p50/p95             {_pp(s, 'boot_s')} s   (history: boot_sandbox Scheduled->Completed; "
+        f"Started->Completed {_pp(s, 'boot_exec_s')} s)"
+    )
     print(f"  launch -> first /generate        {_pp(s, 'launch_to_first_req_s')} s   (history: run_claude_code Started -> policy-server arrival)")
-    print(f"  claude proc -> first /generate   {_pp(s, 'proc_to_first_req_s')} s   (/proc starttime -> policy-server arrival; "
-          f"Claude Code's own time_to_request_ms {_pp(s, 'agent_time_to_request_s')} s)")
-    print(f"  agent exit -> activity returns   {_pp(s, 'exit_to_detect_s')} s   (/proc exit, {s['n']} samples -> history Completed)"
-          f"   baseline: reference 5 s poll = {ref_mean:.1f} s mean / 5.0 s worst (constant)"
-          + (f"  -> {exit_p50 / ref_mean:.2f}x of the reference mean" if exit_p50 is not None else ""))
+    print(
+        f"  claude proc -> first /generate   {_pp(s, 'proc_to_first_req_s')} s   (/proc starttime -> policy-server arrival; "
+        f"Claude Code's own time_to_request_ms {_pp(s, 'agent_time_to_request_s')} s)"
+    )
+    print(
+        f"  agent exit -> activity returns   {_pp(s, 'exit_to_detect_s')} s   (/proc exit, {s['n']} samples -> history Completed)"
+        f"   baseline: reference 5 s poll = {ref_mean:.1f} s mean / 5.0 s worst (constant)"
+        + (f"  -> {exit_p50 / ref_mean:.2f}x of the reference mean" if exit_p50 is not None else "")
+    )
     print(f"  runner exit -> activity returns  {_pp(s, 'runner_exit_to_detect_s')} s   (exit marker written ~ runner exit)")
-    print(f"  worker RSS peak {s['worker_rss_peak_mb']:.0f} MB (VmRSS samples this N), VmHWM {s['worker_vmhwm_mb']:.0f} MB (process life), "
-          f"RSS after {s['worker_rss_after_mb']:.0f} MB")
-    print(f"  orchestration share p50/p95      {_pp(s, 'orchestration_share', 3)}   mean {_f(s['orchestration_share']['mean'], 3)}"
-          f"   = {_f(s['orchestration_s']['mean'])} s of {_f(s['elapsed_s']['mean'])} s elapsed (mean)")
-    print(f"    agent process {_pp(s, 'agent_proc_s')} s (stream-json duration_ms {_pp(s, 'agent_duration_ms_s')} s), "
-          f"policy {_pp(s, 'policy_s', 3)} s, grader run {_pp(s, 'grade_run_s')} s")
-    print(f"    queue waits (Scheduled->Started, sum) {_pp(s, 'queue_wait_s')} s, between activities {_pp(s, 'wf_task_gaps_s')} s, "
-          f"pre-launch {_pp(s, 'pre_launch_s')} s")
-    print(f"  docker events: boot Started->create {_pp(s, 'boot_to_create_s')} s, create->start {_pp(s, 'create_to_start_s')} s, "
-          f"start->booted {_pp(s, 'start_to_booted_s')} s; run_claude_code Started->first exec_create {_pp(s, 'launch_to_first_exec_s')} s")
-    print(f"    per rollout: {_f(s['agent_execs']['mean'], 1)} docker execs + {_f(s['agent_archives']['mean'], 1)} archive calls (agent sandbox), "
-          f"{_f(s['grading_execs']['mean'], 1)} + {_f(s['grading_archives']['mean'], 1)} (grading sandbox)")
+    print(
+        f"  worker RSS peak {s['worker_rss_peak_mb']:.0f} MB (VmRSS samples this N), VmHWM {s['worker_vmhwm_mb']:.0f} MB (process life), "
+        f"RSS after {s['worker_rss_after_mb']:.0f} MB"
+    )
+    print(
+        f"  orchestration share p50/p95      {_pp(s, 'orchestration_share', 3)}   mean {_f(s['orchestration_share']['mean'], 3)}"
+        f"   = {_f(s['orchestration_s']['mean'])} s of {_f(s['elapsed_s']['mean'])} s elapsed (mean)"
+    )
+    print(
+        f"    agent process {_pp(s, 'agent_proc_s')} s (stream-json duration_ms {_pp(s, 'agent_duration_ms_s')} s), "
+        f"policy {_pp(s, 'policy_s', 3)} s, grader run {_pp(s, 'grade_run_s')} s"
+    )
+    print(
+        f"    queue waits (Scheduled->Started, sum) {_pp(s, 'queue_wait_s')} s, between activities {_pp(s, 'wf_task_gaps_s')} s, "
+        f"pre-launch {_pp(s, 'pre_launch_s')} s"
+    )
+    print(
+        f"  docker events: boot Started->create {_pp(s, 'boot_to_create_s')} s, create->start {_pp(s, 'create_to_start_s')} s, "
+        f"start->booted {_pp(s, 'start_to_booted_s')} s; run_claude_code Started->first exec_create {_pp(s, 'launch_to_first_exec_s')} s"
+    )
+    print(
+        f"    per rollout: {_f(s['agent_execs']['mean'], 1)} docker execs + {_f(s['agent_archives']['mean'], 1)} archive calls (agent sandbox), "
+        f"{_f(s['grading_execs']['mean'], 1)} + {_f(s['grading_archives']['mean'], 1)} (grading sandbox)"
+    )
     print("    activity exec mean: " + ", ".join(f"{k} {_f(v)}" for k, v in s["activity_exec_mean_s"].items()))
     cpu = s["cpu_core_s_per_rollout"]
-    print(f"  CPU core-s per rollout (machine busy {s['cpu_utilisation'] * 100:.0f}% of {os.cpu_count()} CPUs over the wall time): "
-          + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
-    print(f"  exit detection split: runner exit -> wait exec ends {_pp(s, 'runner_exit_to_wait_exec_die_s')} s, -> log get_archive "
-          f"{_pp(s, 'wait_exec_die_to_log_read_s')} s, -> activity completed {_pp(s, 'log_read_to_completed_s')} s")
+    print(
+        f"  CPU core-s per rollout (machine busy {s['cpu_utilisation'] * 100:.0f}% of {os.cpu_count()} CPUs over the wall time): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+    )
+    print(
+        f"  exit detection split: runner exit -> wait exec ends {_pp(s, 'runner_exit_to_wait_exec_die_s')} s, -> log get_archive "
+        f"{_pp(s, 'wait_exec_die_to_log_read_s')} s, -> activity completed {_pp(s, 'log_read_to_completed_s')} s"
+    )
     print(f"  load average (1 min) before {s['loadavg_1m_before']:.1f}, after {s['loadavg_1m_after']:.1f}", flush=True)
 
 
 def print_table(summaries: list[dict]) -> None:
     base = summaries[0]["rollouts_per_min"] if summaries else None
-    print(f"\nthroughput baseline: N={summaries[0]['n'] if summaries else '-'} of this run; exit-detection baseline: the reference's 5 s poll (constant)")
-    print("\n| N | wall s | rollouts/min (× first N) | aborted | boot p50/p95 s | launch→1st req p50/p95 s | proc→1st req p50/p95 s "
-          "| exit→detect p50/p95 s (ref 5 s poll: 2.5 mean) | worker RSS peak MB | orchestration share p50 (mean s) |")
+    print(
+        f"\nthroughput baseline: N={summaries[0]['n'] if summaries else '-'} of this run; exit-detection baseline: the reference's 5 s poll (constant)"
+    )
+    print(
+        "\n| N | wall s | rollouts/min (× first N) | aborted | boot p50/p95 s | launch→1st req p50/p95 s | proc→1st req p50/p95 s "
+        "| exit→detect p50/p95 s (ref 5 s poll: 2.5 mean) | worker RSS peak MB | orchestration share p50 (mean s) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         reasons = ", ".join(f"{k}×{v}" for k, v in s["abort_reasons"].items())
-        print(f"| {s['n']} | {s['wall_s']:.1f} | {s['rollouts_per_min']:.2f} (×{s['rollouts_per_min'] / base:.2f}) | {s['aborted']}{(' (' + reasons + ')') if reasons else ''} "
-              f"| {_pp(s, 'boot_s')} | {_pp(s, 'launch_to_first_req_s')} | {_pp(s, 'proc_to_first_req_s')} "
-              f"| {_pp(s, 'exit_to_detect_s')} | {s['worker_rss_peak_mb']:.0f} "
-              f"| {_f(s['orchestration_share']['p50'], 3)} ({_f(s['orchestration_s']['mean'], 1)} of {_f(s['elapsed_s']['mean'], 1)}) |")
+        print(
+            f"| {s['n']} | {s['wall_s']:.1f} | {s['rollouts_per_min']:.2f} (×{s['rollouts_per_min'] / base:.2f}) | {s['aborted']}{(' (' + reasons + ')') if reasons else ''} "
+            f"| {_pp(s, 'boot_s')} | {_pp(s, 'launch_to_first_req_s')} | {_pp(s, 'proc_to_first_req_s')} "
+            f"| {_pp(s, 'exit_to_detect_s')} | {s['worker_rss_peak_mb']:.0f} "
+            f"| {_f(s['orchestration_share']['p50'], 3)} ({_f(s['orchestration_s']['mean'], 1)} of {_f(s['elapsed_s']['mean'], 1)}) |"
+        )
 
 
 # --------------------------------------------------------------------------- main
@@ -983,9 +1059,7 @@ async def main_async(args: argparse.Namespace) -> int:
             saved = os.dup(2)
             os.dup2(worker_log.fileno(), 2)
             try:
-                proc = await stack.enter_async_context(
-                    worker_process(address, ["--adapter-port", "0", "--host-id", host_id], env=worker_env)
-                )
+                proc = await stack.enter_async_context(worker_process(address, ["--adapter-port", "0", "--host-id", host_id], env=worker_env))
             finally:
                 os.dup2(saved, 2)
                 os.close(saved)
@@ -1023,11 +1097,13 @@ async def main_async(args: argparse.Namespace) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     print_table(summaries)
-    print("\nDerivations: boot = history boot_sandbox Scheduled->Completed; launch = run_claude_code ActivityTaskStarted; "
-          "first request = arrival at the in-process scripted policy server (after the adapter rendered the prompt); "
-          f"agent exit = /proc watcher (checks every {args.live_interval * 1000:.0f} ms); detection = run_claude_code ActivityTaskCompleted; "
-          "reference exit detection = 5 s polling (constant: 2.5 s mean, 5 s worst), not measured; "
-          "orchestration share = 1 - |agent process ∪ grader run ∪ policy calls| / workflow elapsed.")
+    print(
+        "\nDerivations: boot = history boot_sandbox Scheduled->Completed; launch = run_claude_code ActivityTaskStarted; "
+        "first request = arrival at the in-process scripted policy server (after the adapter rendered the prompt); "
+        f"agent exit = /proc watcher (checks every {args.live_interval * 1000:.0f} ms); detection = run_claude_code ActivityTaskCompleted; "
+        "reference exit detection = 5 s polling (constant: 2.5 s mean, 5 s worst), not measured; "
+        "orchestration share = 1 - |agent process ∪ grader run ∪ policy calls| / workflow elapsed."
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(summaries, indent=1, default=str))
         print(f"json: {args.json}")

@@ -37,9 +37,17 @@ from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 
 PORT, UI_PORT = 7243, 8243
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--hide-scrollbars", "--window-size=1600,1300", "--virtual-time-budget=8000",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--window-size=1600,1300",
+    "--virtual-time-budget=8000",
 ]
 
 
@@ -49,8 +57,13 @@ async def screenshot(url: str, path: Path) -> None:
         raise SystemExit("chromium not found: apt-get install -y chromium")
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
         proc = await asyncio.create_subprocess_exec(
-            chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={path}", url,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--screenshot={path}",
+            url,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         await asyncio.wait_for(proc.wait(), timeout=120)
     print(f"saved {path}  ({url})", flush=True)
@@ -69,7 +82,9 @@ async def main(out_dir: Path) -> None:
                 env = {"ROLLOUT_POLICY_URL": policy_url, "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": state}
                 async with worker_process(address, ["--host-id", "ui-shot", "--adapter-port", "0"], env=env):
                     client = await connect(address)
-                    rollout = rollout_input(task, 0, 0, PolicySpec(policy_tag="scripted-slow"), RolloutBudgets(agent_budget_s=300, eval_timeout_s=120, guard_s=600))
+                    rollout = rollout_input(
+                        task, 0, 0, PolicySpec(policy_tag="scripted-slow"), RolloutBudgets(agent_budget_s=300, eval_timeout_s=120, guard_s=600)
+                    )
                     handle = await start_rollout(client, rollout, f"ui{uuid.uuid4().hex[:4]}", queue)
                     while (await handle.query(CodingAgentRollout.progress)).turns < 1:
                         await asyncio.sleep(0.5)

@@ -23,7 +23,6 @@ from tests.renderer_fixture import shared_renderer
 from worker import oracle_tasks_from
 
 
-
 @pytest.fixture(scope="session", autouse=True)
 def no_sandbox_outlives_the_suite():
     """After the whole suite, no sandbox this test session created may remain (removed, then reported).

@@ -92,7 +92,7 @@ async def test_raw_sse_has_event_lines_and_a_stop_for_every_block(adapter, polic
         async with http.post(f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}) as r:
             assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
             text = await r.text()
-    events = [line[len("event: "):] for line in text.splitlines() if line.startswith("event: ")]
+    events = [line[len("event: ") :] for line in text.splitlines() if line.startswith("event: ")]
     assert events[0] == "message_start" and events[-1] == "message_stop"
     assert events.count("content_block_start") == events.count("content_block_stop") == 3
     assert '"input_json_delta"' in text and '"input": {}' in text
@@ -141,9 +141,7 @@ async def test_count_tokens_is_the_rendered_prompt_length(adapter, policy_server
 
 async def test_prompt_past_the_context_budget_ends_with_max_tokens_without_sampling(adapter, policy_server):
     ticket = open_session(adapter, policy_server, context_budget=256)
-    message = await sdk(adapter, ticket).messages.create(
-        model="m", max_tokens=100, messages=[{"role": "user", "content": "word " * 400}]
-    )
+    message = await sdk(adapter, ticket).messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": "word " * 400}])
     assert message.stop_reason == "max_tokens"
     assert policy_server.records_for(ticket.session_id) == []
 
@@ -171,7 +169,9 @@ async def test_concurrent_request_cap_answers_429(adapter, policy_server):
     slow = asyncio.ensure_future(client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "one"}]))
     await asyncio.sleep(0.3)
     with pytest.raises(anthropic.RateLimitError):
-        await client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "two"}], extra_headers={"x-claude-code-agent-id": "a1"})
+        await client.messages.create(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": "two"}], extra_headers={"x-claude-code-agent-id": "a1"}
+        )
     assert (await slow).stop_reason == "tool_use"
 
 
@@ -189,7 +189,7 @@ async def post_raw(adapter, data: bytes, token: str | None, path: str = "/v1/mes
     [
         (b"{not json", 400, "invalid_request_error", "not valid JSON"),
         (b'{"model": "m", "max_tokens": 5}', 400, "invalid_request_error", "messages"),
-        (b'[1, 2]', 400, "invalid_request_error", "JSON object"),
+        (b"[1, 2]", 400, "invalid_request_error", "JSON object"),
         (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": -3}', 400, "invalid_request_error", "max_tokens"),
     ],
 )
@@ -278,9 +278,7 @@ async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answere
                     return r.status, await r.json(), loop.time()
 
         flood = [asyncio.ensure_future(post(flooder.secret, "/v1/messages/count_tokens", big)) for _ in range(10)]
-        flood += [
-            asyncio.ensure_future(post(flooder.secret, "/v1/messages", big, {"x-claude-code-agent-id": f"a{i}"})) for i in range(10)
-        ]
+        flood += [asyncio.ensure_future(post(flooder.secret, "/v1/messages", big, {"x-claude-code-agent-id": f"a{i}"})) for i in range(10)]
         pending = set(flood)
         while not any(t.done() and t.result()[0] == 429 for t in flood):
             _, pending = await asyncio.wait(pending, timeout=HANG_GUARD_S, return_when=asyncio.FIRST_COMPLETED)

@@ -42,14 +42,25 @@ def test_thinking_text_and_cache_control_are_translated_deterministically():
                     {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
                 ],
             },
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.py"}], "is_error": False}, {"type": "text", "text": "<system-reminder>x</system-reminder>"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.py"}], "is_error": False},
+                    {"type": "text", "text": "<system-reminder>x</system-reminder>"},
+                ],
+            },
         ],
     }
     chat = translate_request(body)
     assert chat.messages == [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "ok", "reasoning_content": "hmm", "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls"}}}]},
+        {
+            "role": "assistant",
+            "content": "ok",
+            "reasoning_content": "hmm",
+            "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls"}}}],
+        },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "a.py"},
         {"role": "user", "content": "<system-reminder>x</system-reminder>"},
     ]

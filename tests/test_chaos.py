@@ -91,11 +91,15 @@ async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     rollout = rollout_input(task, 0, 0, PolicySpec(), BUDGETS).model_copy(update={"resume_window_s": 3})
     try:
-        async with worker_process(address, ["--host-id", f"doomed-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)) as doomed:
+        async with worker_process(
+            address, ["--host-id", f"doomed-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+        ) as doomed:
             handle = await start_rollout(env.client, rollout, f"move{uuid.uuid4().hex[:4]}", queue)
             await wait_for_turns(handle, 1)
             os.killpg(doomed.pid, signal.SIGKILL)
-        async with worker_process(address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+        async with worker_process(
+            address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+        ):
             result = await handle.result()
             assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 2), result
             for _ in range(100):
@@ -117,9 +121,13 @@ async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, t
     await server.start()
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     try:
-        async with worker_process(server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+        async with worker_process(
+            server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+        ):
             client = await connect(server.address)
-            handles = [await start_rollout(client, rollout_input(task, i, 0, PolicySpec(), BUDGETS), f"srv{uuid.uuid4().hex[:4]}", queue) for i in range(2)]
+            handles = [
+                await start_rollout(client, rollout_input(task, i, 0, PolicySpec(), BUDGETS), f"srv{uuid.uuid4().hex[:4]}", queue) for i in range(2)
+            ]
             await wait_for_turns(handles[0], 1)
             await server.kill()
             await asyncio.sleep(2)
@@ -134,11 +142,14 @@ async def agent_attempts(client, workflow_id: str) -> list[int]:
     """The attempt number of every ``run_claude_code`` activity that started, from the workflow's history."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     scheduled = {
-        e.event_id for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes") and e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"
+        e.event_id
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"
     }
     return [
-        e.activity_task_started_event_attributes.attempt for e in history.events
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
         if e.HasField("activity_task_started_event_attributes") and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
     ]
 
@@ -150,7 +161,9 @@ async def test_a_20s_server_restart_under_8_running_agents_loses_no_agent_work(s
     await server.start()
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     try:
-        async with worker_process(server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+        async with worker_process(
+            server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+        ):
             client = await connect(server.address)
             batch = [rollout_input(task, i, 0, PolicySpec(), BUDGETS) for i in range(8)]
             run = asyncio.create_task(run_rollouts(client, batch, run_id=f"r20-{uuid.uuid4().hex[:4]}", concurrency=8, task_queue=queue))
@@ -171,7 +184,8 @@ async def test_a_20s_server_restart_under_8_running_agents_loses_no_agent_work(s
 
 async def containers_of(workflow_id: str, attempt: int | None = None) -> list[str]:
     return [
-        c.name for c in await sandbox.list_managed()
+        c.name
+        for c in await sandbox.list_managed()
         if c.labels.get("io.rollouts.workflow_id") == workflow_id and (attempt is None or c.labels.get("io.rollouts.attempt") == str(attempt))
     ]
 
@@ -195,10 +209,14 @@ async def test_kill_9_during_boot_moves_on_by_heartbeat_and_reaps_the_half_boote
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     rollout = rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS).model_copy(update={"host_start_timeout_s": 3})
     try:
-        async with worker_process(address, ["--host-id", f"doomed-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)) as doomed:
+        async with worker_process(
+            address, ["--host-id", f"doomed-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+        ) as doomed:
             handle = await start_rollout(env.client, rollout, f"boot{uuid.uuid4().hex[:4]}", queue)
             (half_booted,) = await kill_during_boot(doomed, handle.id)
-        async with worker_process(address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)):
+        async with worker_process(
+            address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+        ):
             while half_booted in await containers_of(handle.id, attempt=1):
                 await asyncio.sleep(0.2)
             status_when_reaped = (await handle.describe()).status
@@ -220,7 +238,9 @@ async def test_kill_9_during_boot_then_restart_removes_the_half_booted_sandbox_a
     queue, args = f"chaos-{uuid.uuid4().hex[:6]}", ["--host-id", f"reboot-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"]
     try:
         async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)) as doomed:
-            handle = await start_rollout(env.client, rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS), f"reboot{uuid.uuid4().hex[:4]}", queue)
+            handle = await start_rollout(
+                env.client, rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS), f"reboot{uuid.uuid4().hex[:4]}", queue
+            )
             (half_booted,) = await kill_during_boot(doomed, handle.id)
         async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)):
             while half_booted in await containers_of(handle.id):

@@ -15,7 +15,14 @@ FLAT = {
 }
 REMOTE = {
     "prompt": [{"role": "user", "content": "the statement"}],
-    "metadata": {"remote_env_info": {"instance_id": "r-1", "image_url": "img2", "workdir": "/r", "f2p_script": "import sys\nprint('it''s \"quoted\" $HOME')\nsys.exit(0)\n"}},
+    "metadata": {
+        "remote_env_info": {
+            "instance_id": "r-1",
+            "image_url": "img2",
+            "workdir": "/r",
+            "f2p_script": "import sys\nprint('it''s \"quoted\" $HOME')\nsys.exit(0)\n",
+        }
+    },
 }
 
 
@@ -35,7 +42,14 @@ def test_remote_env_info_row_turns_f2p_script_into_a_verbatim_eval_cmd():
 
 
 def test_swepro_row_and_json_encoded_test_lists():
-    row = {"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "swepro": {"run_script": "run", "parser_script": "parse", "fail_to_pass": '["a"]', "pass_to_pass": ["b"]}}}
+    row = {
+        "prompt": "p",
+        "metadata": {
+            "image": "i",
+            "workdir": "/w",
+            "swepro": {"run_script": "run", "parser_script": "parse", "fail_to_pass": '["a"]', "pass_to_pass": ["b"]},
+        },
+    }
     task = task_from_row(row)
     assert task.grader == "swepro" and task.swepro.fail_to_pass == ["a"] and task.swepro.pass_to_pass == ["b"]
 
@@ -121,7 +135,6 @@ def test_a_bad_line_does_not_stop_the_others(tmp_path):
     assert items[3].line == 5
 
 
-
 def test_the_example_dataset_is_what_make_dataset_writes():
     from examples.tasks import make_dataset
 
@@ -139,7 +152,7 @@ def dataset_root(tmp_path, monkeypatch):
     monkeypatch.delenv("ROLLOUT_DATASET_ROOT", raising=False)
     root = tmp_path / "data"
     (root / "scripts").mkdir(parents=True)
-    (root / "scripts" / "run.sh").write_text("#!/bin/bash\npytest \"$@\"\n")
+    (root / "scripts" / "run.sh").write_text('#!/bin/bash\npytest "$@"\n')
     (tmp_path / "secret.txt").write_text("SECRET-MARKER-7f3a\n")
     (root / "scripts" / "escape.sh").symlink_to(tmp_path / "secret.txt")
     (root / "scripts" / "passwd.sh").symlink_to("/etc/passwd")
@@ -153,7 +166,7 @@ def test_script_paths_inside_the_dataset_root_are_inlined(dataset_root):
     relative = task_from_row(_swepro_row(run_script_path="scripts/run.sh"), root=dataset_root)
     absolute = task_from_row(_swepro_row(run_script_path=str(dataset_root / "scripts" / "run.sh")), root=dataset_root)
     for task in (relative, absolute):
-        assert task.grader == "swepro" and task.swepro.run_script == "#!/bin/bash\npytest \"$@\"\n"
+        assert task.grader == "swepro" and task.swepro.run_script == '#!/bin/bash\npytest "$@"\n'
         assert task.swepro.run_script_path is None
 
 
@@ -207,7 +220,7 @@ def test_only_a_root_the_operator_sets_lets_rows_name_script_paths(dataset_root,
     (by_argument,) = read_dataset(dataset, root=dataset_root)
     monkeypatch.setenv("ROLLOUT_DATASET_ROOT", str(dataset_root))
     (by_env,) = read_dataset(dataset)
-    assert by_argument.task.swepro.run_script == by_env.task.swepro.run_script == "#!/bin/bash\npytest \"$@\"\n"
+    assert by_argument.task.swepro.run_script == by_env.task.swepro.run_script == '#!/bin/bash\npytest "$@"\n'
 
 
 def test_a_script_path_without_a_dataset_root_and_inline_plus_path_are_refused(dataset_root):

@@ -39,7 +39,10 @@ class Cluster:
 async def cluster(renderer, tmp_path_factory):
     policy = ScriptedPolicyServer(renderer, default_policy="self_play")
     policy_url = await policy.start()
-    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)) as (env, settings):
+    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)) as (
+        env,
+        settings,
+    ):
         yield Cluster(env, settings, policy)
     await policy.stop()
 

@@ -49,13 +49,24 @@ class FakeRoles:
                 self.calls.append(f"{role} cancelled")
                 raise
         segment = TokenSegment(
-            kind="role", lane=role, tokens=[1, 2, 3, 4], loss_mask=[0, 0, 1, 1],
-            rollout_log_probs=[0.0, 0.0, -0.5, -0.25], prompt_length=2, turns=1, finish_reason="stop",
+            kind="role",
+            lane=role,
+            tokens=[1, 2, 3, 4],
+            loss_mask=[0, 0, 1, 1],
+            rollout_log_probs=[0.0, 0.0, -0.5, -0.25],
+            prompt_length=2,
+            turns=1,
+            finish_reason="stop",
         )
         ref = self.store.put(f"{workflow_id}.{role}", [segment])
         return RoleTurn(
-            role=role, session_id=f"fake-{role}", system_prompt="", user_prompt=user_prompt,
-            completion=self.answer(role, user_prompt), trajectory=ref, segment=SegmentSummary.of(segment),
+            role=role,
+            session_id=f"fake-{role}",
+            system_prompt="",
+            user_prompt=user_prompt,
+            completion=self.answer(role, user_prompt),
+            trajectory=ref,
+            segment=SegmentSummary.of(segment),
         )
 
 
@@ -77,15 +88,17 @@ async def run_episode(env, tmp_path, answer: Answer | None = None, hang: bool = 
         task_queue=QUEUE,
         workflows=[DriftRepairEpisode],
         activities=[
-            activities.sample_drift_task, activities.propose_drift, activities.run_breakage,
-            activities.propose_repair, activities.grade_repair, activities.collect_role_segments,
+            activities.sample_drift_task,
+            activities.propose_drift,
+            activities.run_breakage,
+            activities.propose_repair,
+            activities.grade_repair,
+            activities.collect_role_segments,
         ],
     )
     episode = EpisodeInput(**{"task_id": TASK.task_id, "seed": 5, "run_timeout_s": 2.0, **overrides})
     async with worker:
-        result = await env.client.execute_workflow(
-            DriftRepairEpisode.run, episode, id=f"episode-{uuid.uuid4().hex[:8]}", task_queue=QUEUE
-        )
+        result = await env.client.execute_workflow(DriftRepairEpisode.run, episode, id=f"episode-{uuid.uuid4().hex[:8]}", task_queue=QUEUE)
     return result, roles
 
 
@@ -133,7 +146,9 @@ async def test_a_model_spec_that_matches_nothing_also_falls_back(env, tmp_path):
 
 
 async def test_a_valid_model_spec_is_applied_as_given(env, tmp_path):
-    answer = lambda role, prompt: 'Sure: {"primitive_type": "RenameApiCall", "params": {"old": "gcd", "new": "greatest_common_divisor", "owner": "math"}}'  # noqa: E731
+    answer = lambda role, prompt: (
+        'Sure: {"primitive_type": "RenameApiCall", "params": {"old": "gcd", "new": "greatest_common_divisor", "owner": "math"}}'
+    )  # noqa: E731
     result, _ = await run_episode(env, tmp_path, answer, drift_policy="model", repair_policy="noop")
     assert result.spec_source == "model" and result.spec.params["new"] == "greatest_common_divisor"
     assert result.info["changed_sites"] == 2 and "greatest_common_divisor" in result.error_trace

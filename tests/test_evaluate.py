@@ -49,9 +49,7 @@ def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> Eva
 )
 async def test_reference_empty_and_garbage_diffs(prefix, tasks, instance_id, grader, tests_passed):
     task = tasks[instance_id]
-    solved, empty, garbage = await asyncio.gather(
-        *(grading.evaluate(request(prefix, task, diff)) for diff in (task.reference_patch, "", GARBAGE))
-    )
+    solved, empty, garbage = await asyncio.gather(*(grading.evaluate(request(prefix, task, diff)) for diff in (task.reference_patch, "", GARBAGE)))
     assert (solved.reward, solved.solved, solved.applied_cleanly) == (1.0, True, True), solved.log_tail
     assert (solved.grader, solved.apply_method, solved.tests_passed) == (grader, "git apply --3way", tests_passed)
     assert solved.tests_failed == 0
@@ -105,9 +103,9 @@ async def test_swebench_grades_the_rows_tests_not_the_agents_edits_of_them(prefi
         "@@ -1,3 +1,5 @@\n+import pytest\n+pytestmark = pytest.mark.skip\n from slugify import slugify\n \n \n"
     )
     result = await grading.evaluate(request(prefix, task, rewritten_tests))
-    assert (result.reward, result.applied_cleanly, result.grader, result.tests_passed, result.tests_failed) == (
-        0.0, True, "swebench", 3, 3
-    ), result.log_tail
+    assert (result.reward, result.applied_cleanly, result.grader, result.tests_passed, result.tests_failed) == (0.0, True, "swebench", 3, 3), (
+        result.log_tail
+    )
     assert "test_folds_accents_to_ascii" in result.log_tail
     assert result.reset_paths == ["tests/test_slugify.py"]
 
@@ -141,9 +139,7 @@ async def test_restore_leaves_the_baseline_after_a_conflict(prefix, tasks):
     task = tasks["calc-eval-cmd"]
     edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
     drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
-    handle = await sandbox.boot(
-        SandboxRequest(task=drifted, workflow_id=f"{prefix}-restore", attempt=0, purpose="grading"), lifetime_s=600
-    )
+    handle = await sandbox.boot(SandboxRequest(task=drifted, workflow_id=f"{prefix}-restore", attempt=0, purpose="grading"), lifetime_s=600)
     try:
         before = await sandbox.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
         await sandbox.write_file(handle, grading.PATCH_FILE, task.reference_patch)
@@ -169,7 +165,7 @@ async def test_multiline_eval_cmd_runs_from_a_file(prefix, tasks):
     script = "set -e\nmsg='it'\"'\"'s \"fine\" $HOME'\necho \"$msg\"\ncat <<'EOF'\nliteral $x\nEOF\n"
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": script})
     result = await grading.evaluate(request(prefix, task, ""))
-    assert result.solved and result.log_tail == "it's \"fine\" $HOME\nliteral $x\n", result.log_tail
+    assert result.solved and result.log_tail == 'it\'s "fine" $HOME\nliteral $x\n', result.log_tail
 
 
 async def test_no_grader_is_non_retryable(prefix, tasks):

@@ -19,7 +19,12 @@ def test_lines_are_appended_and_final_ones_count_as_done_across_runs(tmp_path):
     path = tmp_path / "out" / "results.jsonl"
     with ResultSink(path, record_with_segments) as sink:
         assert sink.done == set()
-        for r in (result("a"), result("b", "aborted", "wall_clock_timeout"), result("c", "failed", "server_unavailable"), result("d", "failed", "start_rejected:INVALID_ARGUMENT")):
+        for r in (
+            result("a"),
+            result("b", "aborted", "wall_clock_timeout"),
+            result("c", "failed", "server_unavailable"),
+            result("d", "failed", "start_rejected:INVALID_ARGUMENT"),
+        ):
             sink.write(r)
         sink.write_record({"workflow_id": "", "status": "failed", "abort_reason": "invalid_row:metadata.image", "line": 7})
         assert sink.done == {"a", "b", "d", "line:7"}
@@ -28,7 +33,12 @@ def test_lines_are_appended_and_final_ones_count_as_done_across_runs(tmp_path):
         sink.write(result("c"))
         assert "c" in sink.done
     assert [(r["workflow_id"], r["status"]) for r in lines(path)] == [
-        ("a", "completed"), ("b", "aborted"), ("c", "failed"), ("d", "failed"), ("", "failed"), ("c", "completed")
+        ("a", "completed"),
+        ("b", "aborted"),
+        ("c", "failed"),
+        ("d", "failed"),
+        ("", "failed"),
+        ("c", "completed"),
     ]
 
 
@@ -42,7 +52,9 @@ def test_a_torn_last_line_is_cut_before_appending(tmp_path):
 
 
 def test_a_trajectory_the_starter_cannot_read_makes_a_failed_line_a_rerun_retries(tmp_path):
-    segment = TokenSegment(kind="main", tokens=[1, 2], loss_mask=[0, 1], rollout_log_probs=[0.0, -0.5], prompt_length=1, turns=1, finish_reason="stop")
+    segment = TokenSegment(
+        kind="main", tokens=[1, 2], loss_mask=[0, 1], rollout_log_probs=[0.0, -0.5], prompt_length=1, turns=1, finish_reason="stop"
+    )
     ref = TrajectoryStore(tmp_path / "traj").put("rollout-Crème-🦀-0-0", [segment])
     good = record_with_segments(result("a", trajectory=ref))
     assert good["status"] == "completed" and good["segments"][0]["tokens"] == [1, 2]

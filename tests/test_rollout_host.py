@@ -135,7 +135,9 @@ async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retr
     workflow_id = f"boot-cancel-{uuid.uuid4().hex[:8]}"
     env = as_workflow(workflow_id)
     assert await env.run(rollout_host.pick_host) == "rl-rollouts-host-test"
-    task = TaskSpec(instance_id="boot-cancel", image="rollout-base:bookworm", workdir="/tmp", problem_statement="p", eval_cmd="true", pre_commands=["sleep 120"])
+    task = TaskSpec(
+        instance_id="boot-cancel", image="rollout-base:bookworm", workdir="/tmp", problem_statement="p", eval_cmd="true", pre_commands=["sleep 120"]
+    )
     boot = asyncio.create_task(env.run(rollout_host.boot_sandbox, SandboxRequest(task=task, workflow_id=workflow_id, attempt=1)))
     while not [c for c in await sandbox.list_managed() if c.labels.get(f"{sandbox.LABEL_PREFIX}.workflow_id") == workflow_id]:
         await asyncio.sleep(0.2)
@@ -163,10 +165,17 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
     try:
         assert await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
         rollout_host = RolloutHost(
-            adapter=adapter, host_queue="rl-rollouts-host-test", adapter_public_url=f"http://{network.gateway}:{adapter.port}",
-            default_policy_url=policy_url, store=TrajectoryStore(tmp_path), agent_slots=2, pin_policy_url=True,
+            adapter=adapter,
+            host_queue="rl-rollouts-host-test",
+            adapter_public_url=f"http://{network.gateway}:{adapter.port}",
+            default_policy_url=policy_url,
+            store=TrajectoryStore(tmp_path),
+            agent_slots=2,
+            pin_policy_url=True,
         )
-        handle = await sandbox.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1), network=network.name, claude_code=find_claude_code())
+        handle = await sandbox.boot(
+            SandboxRequest(task=task, workflow_id=workflow_id, attempt=1), network=network.name, claude_code=find_claude_code()
+        )
         request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
         beats: list[dict] = []
         first = as_workflow(workflow_id)

@@ -88,17 +88,11 @@ async def test_noop_fails_and_unusable_rows_abort_with_a_clear_reason(cluster):
     cluster.policy.set_policy(None, "noop")
     missing = cluster.rows[0].task.model_copy(update={"image": "rollout-task-does-not-exist:latest", "instance_id": "missing"})
     swebench = next(row.task for row in cluster.rows if row.task.grader == "swebench")
-    no_spec = swebench.model_copy(
-        update={"instance_id": "no-spec", "swebench": swebench.swebench.model_copy(update={"install_config": None})}
-    )
-    noop, noop_swebench, bad, ungradable = await cluster.run(
-        [cluster.rollout(task) for task in (cluster.rows[0].task, swebench, missing, no_spec)]
-    )
+    no_spec = swebench.model_copy(update={"instance_id": "no-spec", "swebench": swebench.swebench.model_copy(update={"install_config": None})})
+    noop, noop_swebench, bad, ungradable = await cluster.run([cluster.rollout(task) for task in (cluster.rows[0].task, swebench, missing, no_spec)])
     for result in (noop, noop_swebench):
         assert (result.status, result.reward, result.solved) == ("completed", 0.0, False)
-    assert (noop_swebench.evaluation.grader, noop_swebench.evaluation.tests_passed, noop_swebench.evaluation.tests_failed) == (
-        "swebench", 3, 3
-    )
+    assert (noop_swebench.evaluation.grader, noop_swebench.evaluation.tests_passed, noop_swebench.evaluation.tests_failed) == ("swebench", 3, 3)
     assert (bad.status, bad.abort_reason) == ("aborted", "sandbox_boot_failed")
     assert (ungradable.status, ungradable.abort_reason, ungradable.agent) == ("aborted", "not_evaluable", None)
 
@@ -126,9 +120,14 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
         else:
             raise AssertionError("the running rollout never showed up at stage 'agent'")
         status = await asyncio.create_subprocess_exec(
-            sys.executable, "starter.py", "status", "--stale-minutes", "0",
+            sys.executable,
+            "starter.py",
+            "status",
+            "--stale-minutes",
+            "0",
             env={**os.environ, "TEMPORAL_ADDRESS": cluster.settings.temporal_address},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
         )
         turns_seen = []
         while len(set(turns_seen)) < 3:

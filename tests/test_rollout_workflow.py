@@ -122,9 +122,7 @@ async def run(env, cluster: FakeCluster, rollout_input: RolloutInput):
         ],
     )
     async with shared, host:
-        return await env.client.execute_workflow(
-            CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED
-        )
+        return await env.client.execute_workflow(CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED)
 
 
 async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
@@ -132,9 +130,7 @@ async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
     result = await run(env, cluster, rollout())
     assert result.status == "completed" and result.reward == 1.0 and result.solved
     assert result.trajectory is not None and result.attempts == 1
-    assert cluster.calls == [
-        "pick_host", "boot_sandbox", "run_claude_code", "capture_diff", "destroy_sandbox", "evaluate", "merge_segments"
-    ]
+    assert cluster.calls == ["pick_host", "boot_sandbox", "run_claude_code", "capture_diff", "destroy_sandbox", "evaluate", "merge_segments"]
     assert result.diff == cluster.diff_report
 
 
@@ -209,7 +205,14 @@ async def start(env, cluster: FakeCluster, rollout_input: RolloutInput):
     host = Worker(
         env.client,
         task_queue=LIVE,
-        activities=[cluster.boot_sandbox, cluster.run_claude_code, cluster.capture_diff, cluster.destroy_sandbox, cluster.merge_segments, cluster.discard_session],
+        activities=[
+            cluster.boot_sandbox,
+            cluster.run_claude_code,
+            cluster.capture_diff,
+            cluster.destroy_sandbox,
+            cluster.merge_segments,
+            cluster.discard_session,
+        ],
     )
     handle = await env.client.start_workflow(CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED)
     return shared, host, handle

@@ -38,7 +38,10 @@ def test_a_lone_surrogate_anywhere_is_refused_naming_where(raw, field):
 def test_an_instance_id_over_the_limit_is_refused_with_the_limit_stated():
     error = refusal(row(instance_id="x" * 2017))
     assert error.field == "metadata.instance_id" and "2,017 bytes" in error.reason and f"{MAX_INSTANCE_ID_BYTES}-byte limit" in error.reason
-    from_remote = {"prompt": "p", "metadata": {"remote_env_info": {"instance_id": "é" * 300, "image_url": "i", "workdir": "/w", "f2p_script": "pass"}}}
+    from_remote = {
+        "prompt": "p",
+        "metadata": {"remote_env_info": {"instance_id": "é" * 300, "image_url": "i", "workdir": "/w", "f2p_script": "pass"}},
+    }
     assert refusal(from_remote).field == "metadata.remote_env_info.instance_id", "600 bytes of UTF-8, named where the row carried it"
     assert refusal(row(instance_id="two\nlines")).reason == "contains control characters"
     assert task_from_row(row(instance_id="Crème-🦀-" + "é" * 200)).instance_id.startswith("Crème"), "any Unicode within the limit is fine"

@@ -69,9 +69,7 @@ async def booted(prefix, calc_task):
     """One agent sandbox with the Claude Code binary and explicit limits, shared by the read-only checks."""
     limits = sandbox.SandboxLimits(cpus=1.5, memory_bytes=1 << 30, pids=256)
     request = SandboxRequest(task=calc_task, workflow_id=f"{prefix}-boot", attempt=2)
-    handle = await sandbox.boot(
-        request, host_queue="rl-host-test", lifetime_s=600, claude_code=find_claude_binary(), limits=limits
-    )
+    handle = await sandbox.boot(request, host_queue="rl-host-test", lifetime_s=600, claude_code=find_claude_binary(), limits=limits)
     yield handle
     await sandbox.destroy(handle)
 
@@ -146,7 +144,7 @@ async def test_exec_timeout_kills_the_command(booted):
 
 
 async def test_exec_env_reaches_the_command_verbatim(booted):
-    value = "it's \"quoted\" $HOME `x`\nsecond line"
+    value = 'it\'s "quoted" $HOME `x`\nsecond line'
     result = await sandbox.exec(booted, 'printf %s "$TRICKY"', env={"TRICKY": value})
     assert result.output == value
 

@@ -83,11 +83,14 @@ def conversation(cwd: str | None, turns: int) -> list[dict]:
     history = [
         system_message(cwd),
         {"role": "user", "content": "Fix the issue described in PROBLEM_STATEMENT.md."},
-        {"role": "assistant", "content": "Reading it.", "reasoning_content": "Read first.",
-         "tool_calls": [{"function": {"name": "Read", "arguments": {"file_path": read_path}}}]},
+        {
+            "role": "assistant",
+            "content": "Reading it.",
+            "reasoning_content": "Read first.",
+            "tool_calls": [{"function": {"name": "Read", "arguments": {"file_path": read_path}}}],
+        },
         {"role": "tool", "content": numbered},
-        {"role": "assistant", "content": "Applying.",
-         "tool_calls": [{"function": {"name": "Bash", "arguments": {"command": "git apply ..."}}}]},
+        {"role": "assistant", "content": "Applying.", "tool_calls": [{"function": {"name": "Bash", "arguments": {"command": "git apply ..."}}}]},
         {"role": "tool", "content": "(no output)"},
     ]
     return history[: 2 + 2 * turns]
@@ -100,8 +103,15 @@ def prompt_ids(renderer: PromptRenderer, messages: list[dict]) -> list[int]:
 def generate_body(input_ids: list[int], rid: str, max_new_tokens: int = 4096) -> dict:
     return {
         "input_ids": input_ids,
-        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 1.0, "top_p": 1.0, "top_k": -1,
-                            "stop_token_ids": [END_ID], "skip_special_tokens": False, "no_stop_trim": True},
+        "sampling_params": {
+            "max_new_tokens": max_new_tokens,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "top_k": -1,
+            "stop_token_ids": [END_ID],
+            "skip_special_tokens": False,
+            "no_stop_trim": True,
+        },
         "return_logprob": True,
         "rid": rid,
         "stream": False,
@@ -109,7 +119,10 @@ def generate_body(input_ids: list[int], rid: str, max_new_tokens: int = 4096) ->
 
 
 async def generate(
-    http: aiohttp.ClientSession, server: ScriptedPolicyServer, body: dict, routing_key: str | None = "sess",
+    http: aiohttp.ClientSession,
+    server: ScriptedPolicyServer,
+    body: dict,
+    routing_key: str | None = "sess",
     status: int = 200,
 ) -> dict:
     headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else {}
@@ -371,8 +384,19 @@ def test_cli_serves_until_sigterm(tmp_path):
         port = probe.getsockname()[1]
     tasks = tmp_path / "tasks.json"
     tasks.write_text(json.dumps([{"match": "frobnicator", "patch": PATCH}]))
-    command = [sys.executable, "-m", "activities.scripted_policy", "--port", str(port), "--policy", "noop",
-               "--oracle-tasks", str(tasks), "--tokenizer", str(ensure_qwen_tokenizer())]
+    command = [
+        sys.executable,
+        "-m",
+        "activities.scripted_policy",
+        "--port",
+        str(port),
+        "--policy",
+        "noop",
+        "--oracle-tasks",
+        str(tasks),
+        "--tokenizer",
+        str(ensure_qwen_tokenizer()),
+    ]
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         banner = process.stdout.readline()

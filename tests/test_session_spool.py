@@ -14,9 +14,18 @@ CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 
 def delta(i: int) -> LedgerDelta:
     return LedgerDelta(
-        segment=0, kind="main", lane="main", tools=[] if i == 0 else None, rollback=False, keep_tokens=0 if i == 0 else 10 * i,
-        prompt_tail=list(range(8)), output_ids=[1, 2], log_probs=[-0.1, -0.2], finish_reason="stop",
-        keep_messages=0, new_messages=[{"role": "assistant", "content": f"turn {i}"}],
+        segment=0,
+        kind="main",
+        lane="main",
+        tools=[] if i == 0 else None,
+        rollback=False,
+        keep_tokens=0 if i == 0 else 10 * i,
+        prompt_tail=list(range(8)),
+        output_ids=[1, 2],
+        log_probs=[-0.1, -0.2],
+        finish_reason="stop",
+        keep_messages=0,
+        new_messages=[{"role": "assistant", "content": f"turn {i}"}],
     )
 
 

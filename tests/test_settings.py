@@ -81,9 +81,7 @@ def test_sandbox_limits_default_to_a_share_of_the_host_per_agent_slot():
 
 
 def test_sandbox_limits_are_read_with_units():
-    settings = settings_from_env(
-        {"ROLLOUT_SANDBOX_CPUS": "0.5", "ROLLOUT_SANDBOX_MEMORY_BYTES": "512M", "ROLLOUT_SANDBOX_DISK_BYTES": "20GiB"}
-    )
+    settings = settings_from_env({"ROLLOUT_SANDBOX_CPUS": "0.5", "ROLLOUT_SANDBOX_MEMORY_BYTES": "512M", "ROLLOUT_SANDBOX_DISK_BYTES": "20GiB"})
     assert (settings.sandbox_cpu_limit, settings.sandbox_memory_bytes, settings.sandbox_disk_bytes) == (0.5, 512 << 20, 20 << 30)
     assert settings_from_env({"ROLLOUT_SANDBOX_DISK_BYTES": "0"}).sandbox_disk_bytes == 0
     assert settings_from_env({"ROLLOUT_SANDBOX_MEMORY_BYTES": "1073741824"}).sandbox_memory_bytes == 1 << 30

@@ -23,8 +23,16 @@ def segment(kind: str, prompt: list[int], response: list[int], mask: list[int]) 
 def completed(tmp_path, segments) -> RolloutResult:
     ref = TrajectoryStore(tmp_path).put("wf", segments)
     return RolloutResult(
-        workflow_id="rollout-r-calc-3-1", instance_id="calc", sample_index=3, group_index=1,
-        status="completed", reward=1.0, solved=True, applied_cleanly=True, trajectory=ref, elapsed_s=12.5,
+        workflow_id="rollout-r-calc-3-1",
+        instance_id="calc",
+        sample_index=3,
+        group_index=1,
+        status="completed",
+        reward=1.0,
+        solved=True,
+        applied_cleanly=True,
+        trajectory=ref,
+        elapsed_s=12.5,
     )
 
 

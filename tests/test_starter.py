@@ -60,14 +60,17 @@ def test_dataset_root_flag_is_where_row_script_paths_resolve(tmp_path, monkeypat
     monkeypatch.delenv("ROLLOUT_DATASET_ROOT", raising=False)
     root = tmp_path / "harness"
     root.mkdir()
-    (root / "run.sh").write_text("pytest \"$@\"\n")
-    row = {"prompt": "p", "metadata": {"instance_id": "pro-1", "image": "i", "workdir": "/w", "swepro": {"parser_script": "parse", "run_script_path": "run.sh"}}}
+    (root / "run.sh").write_text('pytest "$@"\n')
+    row = {
+        "prompt": "p",
+        "metadata": {"instance_id": "pro-1", "image": "i", "workdir": "/w", "swepro": {"parser_script": "parse", "run_script_path": "run.sh"}},
+    }
     dataset = tmp_path / "rows" / "train.jsonl"
     dataset.parent.mkdir()
     dataset.write_text(json.dumps(row) + "\n")
     args = parse_args(["run", str(dataset), "--dataset-root", str(root)])
     (found,), errors = read_rows(dataset, args.dataset_root)
-    assert errors == [] and found.task.swepro.run_script == "pytest \"$@\"\n"
+    assert errors == [] and found.task.swepro.run_script == 'pytest "$@"\n'
     (), (refused,) = read_rows(dataset)
     assert refused.field == "metadata.swepro.run_script_path" and "needs a dataset root" in refused.reason, "no flag, no root"
 

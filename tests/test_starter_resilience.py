@@ -64,15 +64,36 @@ def bad_rows() -> list[tuple[bytes, str]]:
         lambda i: (json.dumps(with_metadata(i, swepro=f"run {i}", eval_cmd=None)).encode(), "metadata.swepro"),
         lambda i: (json.dumps(with_metadata(i, eval_cmd=None)).encode(), "metadata"),
         lambda i: (json.dumps(with_metadata(i, remote_env_info=[i])).encode(), "metadata.remote_env_info"),
-        lambda i: (json.dumps(with_metadata(i, eval_cmd=None, swepro={"run_script_path": "/etc/shadow", "parser_script": "p"})).encode(), "metadata.swepro.run_script_path"),
-        lambda i: (json.dumps(with_metadata(i, problem_statement=None) | {"prompt": [{"role": "system", "content": "s"}]}).encode(), "metadata.problem_statement"),
-        lambda i: (json.dumps(with_metadata(i, remote_env_info={"test_patch": "diff", "FAIL_TO_PASS": "[not json"}, eval_cmd=None)).encode(), "metadata.remote_env_info.FAIL_TO_PASS"),
+        lambda i: (
+            json.dumps(with_metadata(i, eval_cmd=None, swepro={"run_script_path": "/etc/shadow", "parser_script": "p"})).encode(),
+            "metadata.swepro.run_script_path",
+        ),
+        lambda i: (
+            json.dumps(with_metadata(i, problem_statement=None) | {"prompt": [{"role": "system", "content": "s"}]}).encode(),
+            "metadata.problem_statement",
+        ),
+        lambda i: (
+            json.dumps(with_metadata(i, remote_env_info={"test_patch": "diff", "FAIL_TO_PASS": "[not json"}, eval_cmd=None)).encode(),
+            "metadata.remote_env_info.FAIL_TO_PASS",
+        ),
         lambda i: (b'{"prompt": "caf\xe9 ' + str(i).encode() + b'"}', "row"),
         lambda i: (b"[" * 50_000 + b"]" * 50_000, "row"),
         lambda i: (b'{"n": ' + b"7" * 5000 + b"}", "row"),
     ]
     rows = [kinds[i % len(kinds)](i) for i in range(98)]
-    rows.insert(17, (json.dumps({**with_metadata(1000), "prompt": "p" * 5_000_000, "metadata": {**with_metadata(1000)["metadata"], "problem_statement": "p" * 5_000_000}}).encode(), "metadata.problem_statement"))
+    rows.insert(
+        17,
+        (
+            json.dumps(
+                {
+                    **with_metadata(1000),
+                    "prompt": "p" * 5_000_000,
+                    "metadata": {**with_metadata(1000)["metadata"], "problem_statement": "p" * 5_000_000},
+                }
+            ).encode(),
+            "metadata.problem_statement",
+        ),
+    )
     rows.insert(60, (json.dumps(with_metadata(1001, reference_patch="d" * 3_000_000)).encode(), "metadata.reference_patch"))
     return rows
 
@@ -123,13 +144,17 @@ async def test_100_malformed_rows_are_reported_and_every_good_row_completes(clus
     out = tmp_path / "out" / "results.jsonl"
     run_ids.append(f"acc{uuid.uuid4().hex[:6]}")
     monkeypatch.setenv("ROLLOUT_TASK_QUEUE", settings.task_queue)
-    args = parse_args(["run", str(tmp_path / "mixed.jsonl"), "--run-id", run_ids[-1], "--out", str(out), "--concurrency", "3", "--max-new-tokens", "2048"])
+    args = parse_args(
+        ["run", str(tmp_path / "mixed.jsonl"), "--run-id", run_ids[-1], "--out", str(out), "--concurrency", "3", "--max-new-tokens", "2048"]
+    )
     assert await run_dataset(env.client, args) == 1, "bad rows make the exit code 1; the starter still returns"
     err = capsys.readouterr().err
     for line, field in fields.items():
         assert f"line {line}: {field}:" in err
     records = [json.loads(text) for text in out.read_text().splitlines()]
-    assert {r["line"]: r["abort_reason"] for r in records if r["status"] == "failed"} == {line: f"invalid_row:{field}" for line, field in fields.items()}
+    assert {r["line"]: r["abort_reason"] for r in records if r["status"] == "failed"} == {
+        line: f"invalid_row:{field}" for line, field in fields.items()
+    }
     completed = {r["line"]: r for r in records if r["status"] == "completed"}
     assert {line: r["instance_id"] for line, r in completed.items()} == good
     assert all(r["reward"] == 1.0 and r["segments"] for r in completed.values())
@@ -163,6 +188,7 @@ async def test_a_rollout_the_server_refuses_is_a_failed_result_line_and_the_othe
     run_ids.append(f"ref{uuid.uuid4().hex[:6]}")
     seen: list[RolloutResult] = []
     with ResultSink(tmp_path / "results.jsonl", record_with_segments) as sink:
+
         def on_result(result: RolloutResult) -> None:
             seen.append(result)
             sink.write(result)

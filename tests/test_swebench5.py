@@ -60,7 +60,11 @@ async def test_a_swebench5_row_grades_one_with_the_fix_and_zero_without():
     prefix = f"pytest-swebench5-{uuid.uuid4().hex[:8]}"
     run = subprocess.run(
         [str(SWEBENCH5_PYTHON), "-c", GRADE_UNDER_SWEBENCH5, prefix],
-        input=json.dumps(columns), capture_output=True, text=True, cwd=PROJECT, env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        input=json.dumps(columns),
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
         timeout=600,
     )
     assert run.returncode == 0, run.stdout + run.stderr

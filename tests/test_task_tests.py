@@ -125,7 +125,6 @@ async def fresh_grading_sandbox(prefix: str, task: TaskSpec, name: str) -> Sandb
     return await sandbox.boot(request, lifetime_s=600)
 
 
-
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
 async def test_each_eval_cmd_attack_passes_the_grading_command_when_nothing_resets_the_tests(prefix, tasks):
@@ -171,7 +170,13 @@ async def test_a_test_editing_agent_earns_0_on_an_f2p_row(prefix, tasks):
     assert result.reset_paths == ["gamer-1.0.dist-info/METADATA", "gamer-1.0.dist-info/entry_points.txt", "tests/test_textutil.py"]
 
 
-SWEPRO_TESTS = ["test_add_accumulates", "test_total_value", "test_remove_within_stock", "test_remove_more_than_stock_raises", "test_remove_unknown_sku_raises"]
+SWEPRO_TESTS = [
+    "test_add_accumulates",
+    "test_total_value",
+    "test_remove_within_stock",
+    "test_remove_more_than_stock_raises",
+    "test_remove_unknown_sku_raises",
+]
 REWRITTEN_STORE_TESTS = (
     "import pytest\n\n\n"
     + "".join(f"def {name}():\n    pass\n\n\n" for name in SWEPRO_TESTS)
@@ -261,10 +266,20 @@ def test_default_protected_paths_in_a_real_repository_spare_library_code_named_l
     """git itself matches the pathspecs: test trees, test modules and runner hooks are protected; library
     packages called ``test`` or ``testing`` below the top (django/test, numpy/testing) are not."""
     files = {
-        "tests/test_api.py": True, "test/run.py": True, "testing/helpers.py": True, "pkg/tests/test_core.py": True,
-        "pkg/test_util.py": True, "web/app.spec.ts": True, "conftest.py": True, "pkg/sitecustomize.py": True,
-        "setup.cfg": True, "vite.config.ts": True,
-        "django/test/client.py": False, "numpy/testing/utils.py": False, "pkg/core.py": False, "README.md": False,
+        "tests/test_api.py": True,
+        "test/run.py": True,
+        "testing/helpers.py": True,
+        "pkg/tests/test_core.py": True,
+        "pkg/test_util.py": True,
+        "web/app.spec.ts": True,
+        "conftest.py": True,
+        "pkg/sitecustomize.py": True,
+        "setup.cfg": True,
+        "vite.config.ts": True,
+        "django/test/client.py": False,
+        "numpy/testing/utils.py": False,
+        "pkg/core.py": False,
+        "README.md": False,
     }
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

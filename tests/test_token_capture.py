@@ -66,7 +66,10 @@ def reply_message_for(text: str) -> dict:
 def completion(rng: random.Random, with_tool: bool) -> str:
     thought = f"<think>\nstep {rng.randint(0, 999)} reasoning\n</think>\n\n"
     if with_tool:
-        return thought + f"Running it.\n\n<tool_call>\n<function=Bash>\n<parameter=command>\nls -la /tmp/{rng.randint(0, 99)}\n</parameter>\n</function>\n</tool_call>"
+        return (
+            thought
+            + f"Running it.\n\n<tool_call>\n<function=Bash>\n<parameter=command>\nls -la /tmp/{rng.randint(0, 99)}\n</parameter>\n</function>\n</tool_call>"
+        )
     return thought + f"Done with {rng.randint(0, 99)}."
 
 
@@ -125,10 +128,7 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
 
 def rewritten(reply: dict) -> dict:
     """What Claude Code does to echoed Bash calls: it strips a leading ``cd <dir> &&``."""
-    calls = [
-        {**c, "function": {**c["function"], "arguments": {"command": "rewritten by the client"}}}
-        for c in reply.get("tool_calls", [])
-    ]
+    calls = [{**c, "function": {**c["function"], "arguments": {"command": "rewritten by the client"}}} for c in reply.get("tool_calls", [])]
     return {**reply, "tool_calls": calls} if calls else reply
 
 

@@ -77,9 +77,7 @@ BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts
 # Activity error type -> the abort reason it is reported as; other types become ``exception:<type>``.
 ABORT_REASONS = {**dict.fromkeys(BOOT_ERRORS, "sandbox_boot_failed"), "NoGrader": "no_grader", "NotEvaluable": "not_evaluable"}
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-AGENT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=["NoPolicyServer", "SessionLost"]
-)
+AGENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=["NoPolicyServer", "SessionLost"])
 
 
 class _Aborted(Exception):
@@ -266,7 +264,13 @@ class CodingAgentRollout:
         bare text, a patch that left nothing out."""
         if not workflow.patched(CAPTURE_DIFF_PATCH):
             diff = await workflow.execute_activity(
-                "git_diff", handle, result_type=str, start_to_close_timeout=timedelta(minutes=2), retry_policy=SHORT_RETRY, summary="git diff", **pinned
+                "git_diff",
+                handle,
+                result_type=str,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=SHORT_RETRY,
+                summary="git diff",
+                **pinned,
             )
             return CapturedDiff(diff=diff, report=DiffReport(patch_bytes=len(diff.encode())))
         return await workflow.execute_activity(
@@ -314,9 +318,7 @@ class CodingAgentRollout:
         except ActivityError:
             pass
 
-    def _result(
-        self, rollout: RolloutInput, started, merged: MergeResult | None = None, abort_reason: str | None = None
-    ) -> RolloutResult:
+    def _result(self, rollout: RolloutInput, started, merged: MergeResult | None = None, abort_reason: str | None = None) -> RolloutResult:
         evaluation = self._evaluation
         reward = evaluation.reward if evaluation and not abort_reason else 0.0
         solved = bool(evaluation and evaluation.solved and not abort_reason)

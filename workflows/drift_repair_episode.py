@@ -151,7 +151,9 @@ class DriftRepairEpisode:
         self._enter("breaking", primitive=drift.spec.primitive_type if drift.spec else "none")
         self._breakage = breakage = await self._call(
             "run_breakage",
-            BreakageRequest(task=task, broken_script=drift.broken_script, workflow_id=workflow_id, run_timeout_s=episode.run_timeout_s, image=episode.image),
+            BreakageRequest(
+                task=task, broken_script=drift.broken_script, workflow_id=workflow_id, run_timeout_s=episode.run_timeout_s, image=episode.image
+            ),
             BreakageRun,
             self._sandbox_budget(1, episode.run_timeout_s),
             "run the broken script in a sandbox",
@@ -160,8 +162,12 @@ class DriftRepairEpisode:
         self._repair = repair = await self._call(
             "propose_repair",
             RepairRequest(
-                task=task, broken_script=drift.broken_script, error_trace=breakage.error_trace,
-                policy=episode.repair_policy, workflow_id=workflow_id, model=episode.model,
+                task=task,
+                broken_script=drift.broken_script,
+                error_trace=breakage.error_trace,
+                policy=episode.repair_policy,
+                workflow_id=workflow_id,
+                model=episode.model,
             ),
             RepairProposal,
             role_budget,
@@ -170,7 +176,14 @@ class DriftRepairEpisode:
         self._enter("grading")
         self._grade = await self._call(
             "grade_repair",
-            GradeRequest(task=task, broken_script=drift.broken_script, diff=repair.diff, workflow_id=workflow_id, run_timeout_s=episode.run_timeout_s, image=episode.image),
+            GradeRequest(
+                task=task,
+                broken_script=drift.broken_script,
+                diff=repair.diff,
+                workflow_id=workflow_id,
+                run_timeout_s=episode.run_timeout_s,
+                image=episode.image,
+            ),
             RepairGrade,
             self._sandbox_budget(1 + len(task.held_out), episode.run_timeout_s),
             "grade the repair in a fresh sandbox",

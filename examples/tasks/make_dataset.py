@@ -39,10 +39,12 @@ def baseline_commit(name: str) -> str:
         "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
     }
     with tempfile.TemporaryDirectory() as tree:
-        shutil.copytree(
-            TASKS / name / "repo", tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".benchmarks")
-        )
-        for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=rollout", "-c", "user.email=rollout@localhost", "commit", "-q", "-m", "baseline"]):
+        shutil.copytree(TASKS / name / "repo", tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".benchmarks"))
+        for command in (
+            ["init", "-q"],
+            ["add", "-A"],
+            ["-c", "user.name=rollout", "-c", "user.email=rollout@localhost", "commit", "-q", "-m", "baseline"],
+        ):
             subprocess.run(["git", *command], cwd=tree, env=env, check=True, capture_output=True)
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
