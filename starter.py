@@ -42,10 +42,10 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager, nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Iterable
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -313,7 +313,7 @@ async def status(client: Client, args: argparse.Namespace) -> int:
     counts = await rollout_queries.stage_counts(client)
     print("running by stage: " + "  ".join(f"{stage} {n}" for stage, n in counts.items()))
     rollouts = await rollout_queries.running_rollouts(client)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     print(f"\noldest {min(args.oldest, len(rollouts))} of {len(rollouts)} running:")
     for r in rollouts[: args.oldest]:
         print(_running_line(r, now))

@@ -53,8 +53,8 @@ from temporalio.worker import Worker
 from activities import activity_failure_log, evaluate, sandbox, sandbox_firewall
 from activities.adapter import AdapterServer
 from activities.claude_binary import find_claude_code
-from activities.claude_tarballs import ClaudeTarballError
 from activities.claude_code_harness import ClaudeCodeSettings
+from activities.claude_tarballs import ClaudeTarballError
 from activities.dataset_rows import DatasetRow, read_dataset
 from activities.drift_activities import DriftEpisodeActivities
 from activities.drift_roles import AdapterRolePlayer

@@ -42,9 +42,10 @@ import secrets
 import sys
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -269,9 +270,9 @@ def _authenticated(request: web.Request) -> PolicySession:
     try:
         return registry.authenticate(_bearer(request))
     except ClosedSession:
-        raise _HTTPFailure(409, "invalid_request_error", "this session has finished; it accepts no more turns")
+        raise _HTTPFailure(409, "invalid_request_error", "this session has finished; it accepts no more turns") from None
     except UnknownSession:
-        raise _HTTPFailure(401, "authentication_error", "unknown session token")
+        raise _HTTPFailure(401, "authentication_error", "unknown session token") from None
 
 
 @contextmanager
@@ -281,7 +282,7 @@ def _admitted(session: PolicySession) -> Iterator[None]:
         with session.admitted():
             yield
     except SessionLimitExceeded as exc:
-        raise _HTTPFailure(429, "rate_limit_error", str(exc))
+        raise _HTTPFailure(429, "rate_limit_error", str(exc)) from exc
 
 
 def _body_cap(request: web.Request) -> int:
@@ -317,13 +318,13 @@ def _parse_and_translate(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _HTTPFailure(400, "invalid_request_error", f"body: not valid JSON ({exc})")
+        raise _HTTPFailure(400, "invalid_request_error", f"body: not valid JSON ({exc})") from exc
     if not isinstance(body, dict):
         raise _HTTPFailure(400, "invalid_request_error", "body: must be a JSON object")
     try:
         return body, translate_request(body)
     except RequestError as exc:
-        raise _HTTPFailure(400, "invalid_request_error", str(exc))
+        raise _HTTPFailure(400, "invalid_request_error", str(exc)) from exc
 
 
 class _HTTPFailure(Exception):

@@ -24,7 +24,7 @@ A run is judged by the exit code and the **last** ``result`` line's
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 

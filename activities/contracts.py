@@ -75,7 +75,7 @@ class TokenSegment(BaseModel):
     finish_reason: str
 
     @model_validator(mode="after")
-    def _aligned(self) -> "TokenSegment":
+    def _aligned(self) -> TokenSegment:
         n = len(self.tokens)
         if len(self.loss_mask) != n or len(self.rollout_log_probs) != n:
             raise ValueError("tokens, loss_mask and rollout_log_probs must have equal length")
@@ -363,7 +363,7 @@ class SegmentSummary(BaseModel):
     turns: int
 
     @classmethod
-    def of(cls, segment: TokenSegment) -> "SegmentSummary":
+    def of(cls, segment: TokenSegment) -> SegmentSummary:
         return cls(
             kind=segment.kind,
             lane=segment.lane,

@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Awaitable, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from activities import sandbox
 from activities.contracts import SandboxHandle
@@ -54,7 +55,7 @@ class DiskWatch:
     def exceeded(self) -> bool:
         return self._over.is_set()
 
-    async def __aenter__(self) -> "DiskWatch":
+    async def __aenter__(self) -> DiskWatch:
         if self.budget_bytes > 0:
             self._task = asyncio.create_task(self._sample_until_over())
         return self

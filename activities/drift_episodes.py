@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -27,6 +27,7 @@ from activities.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect,
 
 EpisodeCallback = Callable[[EpisodeResult], Awaitable[None] | None]
 WORKFLOW_TYPE = "DriftRepairEpisode"
+DEFAULT_MODEL = PolicySpec()  # episode_inputs' default; shared, never mutated
 
 
 def episode_seed(seed: int, group: int, sample: int) -> int:
@@ -40,7 +41,7 @@ def episode_inputs(
     seed: int = 0,
     drift_policy: DriftPolicy = "model",
     repair_policy: RepairPolicy = "model",
-    model: PolicySpec = PolicySpec(),
+    model: PolicySpec = DEFAULT_MODEL,
     difficulty: Difficulty | None = None,
     **options,
 ) -> list[EpisodeInput]:

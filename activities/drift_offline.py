@@ -35,22 +35,27 @@ class OfflineEpisode:
 def score_corpus(tasks: list[DriftTask], repair: Literal["oracle", "noop"], seed: int = 0, timeout_s: float = 5.0) -> list[OfflineEpisode]:
     runner = LocalScriptRunner()
     specs = [baseline_drift(task.script, seed, task.category) for task in tasks]
-    broken = [apply_spec(task.script, spec).script for task, spec in zip(tasks, specs)]
+    broken = [apply_spec(task.script, spec).script for task, spec in zip(tasks, specs, strict=True)]
     breakages = [
         judge_breakage(outcome, timeout_s)
-        for outcome in runner.run_many([(script, task.visible.stdin) for task, script in zip(tasks, broken)], timeout_s)
+        for outcome in runner.run_many([(script, task.visible.stdin) for task, script in zip(tasks, broken, strict=True)], timeout_s)
     ]
     repaired: list[str | DiffError] = []
-    for task, script in zip(tasks, broken):
+    for task, script in zip(tasks, broken, strict=True):
         diff = oracle_repair(script, task.script) if repair == "oracle" else noop_repair()
         try:
             repaired.append(apply_diff(script, diff))
         except DiffError as error:
             repaired.append(error)
-    jobs = [(script, case.stdin) for task, script in zip(tasks, repaired) if isinstance(script, str) for case in [task.visible, *task.held_out]]
+    jobs = [
+        (script, case.stdin)
+        for task, script in zip(tasks, repaired, strict=True)
+        if isinstance(script, str)
+        for case in [task.visible, *task.held_out]
+    ]
     outcomes = iter(runner.run_many(jobs, timeout_s))
     episodes = []
-    for task, spec, breakage, script in zip(tasks, specs, breakages, repaired):
+    for task, spec, breakage, script in zip(tasks, specs, breakages, repaired, strict=True):
         if isinstance(script, DiffError):
             grade = grade_not_applied(task, str(script))
         else:

@@ -33,7 +33,8 @@ import ast
 import keyword
 import random
 from abc import ABC, abstractmethod
-from typing import Annotated, Any, ClassVar, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -215,7 +216,7 @@ class RenameApiCallParams(Params):
     owner: str | None = None
 
     @model_validator(mode="after")
-    def _changes(self) -> "RenameApiCallParams":
+    def _changes(self) -> RenameApiCallParams:
         if self.old == self.new:
             raise ValueError("old and new must differ")
         return self
@@ -267,7 +268,7 @@ class RenameKeywordArgParams(Params):
     new: Identifier
 
     @model_validator(mode="after")
-    def _changes(self) -> "RenameKeywordArgParams":
+    def _changes(self) -> RenameKeywordArgParams:
         if self.old == self.new:
             raise ValueError("old and new must differ")
         return self
@@ -355,7 +356,7 @@ class RemoveKeywordArg(Primitive):
                 positional = [*f.args.posonlyargs, *f.args.args]
                 without_default = positional[: len(positional) - len(f.args.defaults)]
                 names = {a.arg for a in without_default if a not in f.args.posonlyargs}
-                names |= {a.arg for a, d in zip(f.args.kwonlyargs, f.args.kw_defaults) if d is None}
+                names |= {a.arg for a, d in zip(f.args.kwonlyargs, f.args.kw_defaults, strict=True) if d is None}
                 sets.append(names - {"self", "cls"})
             required[name] = set.intersection(*sets)
         for name, fields in _dataclass_fields(tree).items():
@@ -368,7 +369,7 @@ class MoveImportPathParams(Params):
     new_module: Dotted
 
     @model_validator(mode="after")
-    def _changes(self) -> "MoveImportPathParams":
+    def _changes(self) -> MoveImportPathParams:
         if self.old_module == self.new_module:
             raise ValueError("old_module and new_module must differ")
         return self
@@ -432,7 +433,7 @@ class ReorderPositionalArgsParams(Params):
     order: list[int]
 
     @model_validator(mode="after")
-    def _permutation(self) -> "ReorderPositionalArgsParams":
+    def _permutation(self) -> ReorderPositionalArgsParams:
         if sorted(self.order) != list(range(len(self.order))) or len(self.order) < 2:
             raise ValueError("order must be a permutation of 0..n-1 with n >= 2")
         if self.order == sorted(self.order):
@@ -456,7 +457,7 @@ class ReorderPositionalArgs(Primitive):
             start, end = node_span(args[0])[0], node_span(args[-1])[1]
             base = text.offset(start)
             pieces, cursor = [], base
-            for arg, source in zip(args, (originals[j] for j in params.order)):
+            for arg, source in zip(args, (originals[j] for j in params.order), strict=True):
                 arg_start, arg_end = (text.offset(p) for p in node_span(arg))
                 pieces += [text.data[cursor:arg_start].decode("utf-8"), source]
                 cursor = arg_end
@@ -511,7 +512,7 @@ class ChangeAttributeAccessParams(Params):
     owner: str | None = None
 
     @model_validator(mode="after")
-    def _changes(self) -> "ChangeAttributeAccessParams":
+    def _changes(self) -> ChangeAttributeAccessParams:
         if self.old == self.new:
             raise ValueError("old and new must differ")
         return self

@@ -30,8 +30,8 @@ succeed, else 0. Also ``breaks`` (1 iff valid) and ``adversarial``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from activities.drift_contracts import (
     BreakageRun,
@@ -93,7 +93,7 @@ def visible_reward(breakdown: VisibleBreakdown) -> float:
 
 
 def held_out_breakdown(outcomes: list[RunOutcome], cases: list[IOCase]) -> HeldOutBreakdown:
-    correct = sum(o.ran and same_output(o.stdout, c.expected_stdout) for o, c in zip(outcomes, cases))
+    correct = sum(o.ran and same_output(o.stdout, c.expected_stdout) for o, c in zip(outcomes, cases, strict=False))
     return HeldOutBreakdown(
         cases=len(cases),
         ran=sum(o.ran for o in outcomes),

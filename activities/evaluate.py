@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -53,7 +53,7 @@ from activities.contracts import (
     SweProSpec,
     TaskSpec,
 )
-from activities.sandbox import SandboxLimits
+from activities.sandbox import DEFAULT_LIMITS, SandboxLimits
 
 LOG_TAIL_BYTES = 4096
 APPLY_TIMEOUT_S = 120.0
@@ -262,7 +262,7 @@ async def evaluate(
     request: EvalRequest,
     *,
     network: str | None = None,
-    limits: SandboxLimits = SandboxLimits(),
+    limits: SandboxLimits = DEFAULT_LIMITS,
     report: Callable[[str], None] = _ignore_phase,
 ) -> EvalResult:
     """Grade ``request.diff`` in a fresh grading sandbox; ``report`` hears each phase (boot, apply, test)."""

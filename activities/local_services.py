@@ -14,9 +14,9 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
 
 from activities.tokenizer_cache import PROJECT_ROOT
 
@@ -38,7 +38,7 @@ async def _stop(proc: asyncio.subprocess.Process, grace_s: float = 15.0) -> None
         return
     try:
         await asyncio.wait_for(proc.wait(), grace_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
 

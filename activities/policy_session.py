@@ -28,10 +28,11 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Generic, Iterator, TypeVar
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
 
 from activities.anthropic_translation import tool_schemas
 from activities.completion_parser import ParsedCompletion, parse_completion, stop_reason
@@ -158,7 +159,7 @@ class PolicySession:
             parse_errors=parsed.errors,
         )
         self.turns.append(summary)
-        self.last_turn_at = datetime.now(timezone.utc)
+        self.last_turn_at = datetime.now(UTC)
         if self._journal is not None:
             self._journal(delta, summary)
         if self._on_turn is not None:

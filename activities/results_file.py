@@ -17,8 +17,9 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from activities.trajectory_store import TrajectoryStore
 
@@ -75,7 +76,7 @@ class ResultSink:
         self.done: set[str] = set()
         self.progress = Progress(0)
 
-    def __enter__(self) -> "ResultSink":
+    def __enter__(self) -> ResultSink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.done = self._read_existing()
         self._file = self.path.open("a", encoding="utf-8")

@@ -51,7 +51,6 @@ from temporalio.service import RPCError
 from activities import sandbox
 from activities.adapter import AdapterServer
 from activities.claude_code_harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
-from activities.disk_watch import DiskWatch
 from activities.contracts import (
     AgentProgress,
     AgentRun,
@@ -64,10 +63,12 @@ from activities.contracts import (
     SegmentSummary,
     SessionConfig,
 )
+from activities.disk_watch import DiskWatch
 from activities.trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 CLAUDE_IN_SANDBOX = "/opt/claude/bin/claude"
+DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared, never mutated
 AGENT_HOME = "/home/agent"
 AGENT_LOG = "/tmp/rollout/claude.out"
 HEARTBEAT_INTERVAL_S = 3.0
@@ -100,7 +101,7 @@ class RolloutHost:
         default_policy_url: str | None,
         store: TrajectoryStore,
         agent_slots: int,
-        claude: ClaudeCodeSettings = ClaudeCodeSettings(),
+        claude: ClaudeCodeSettings = DEFAULT_CLAUDE_SETTINGS,
         client: Client | None = None,
         pin_policy_url: bool = False,
     ):

@@ -9,7 +9,7 @@ Everything here reads; ``request_abort`` is the one write (a graceful stop).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
@@ -61,7 +61,7 @@ async def running_rollouts(client: Client, limit: int = 200) -> list[RunningRoll
 
 def stale(rollouts: list[RunningRollout], minutes: float, now: datetime | None = None) -> list[RunningRollout]:
     """Rollouts in the agent stage whose last model turn (or stage entry) is older than ``minutes``."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return [r for r in rollouts if r.stage == "agent" and (r.idle_minutes(now) or 0) > minutes]
 
 

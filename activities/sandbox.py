@@ -37,9 +37,10 @@ import shutil
 import socket
 import tarfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import docker
 import docker.errors
@@ -113,6 +114,10 @@ class SandboxLimits(BaseModel):
     disk_bytes: int = Field(SANDBOX_DISK_BYTES, ge=0)
 
 
+# The one default instance the functions below (and evaluate, script_runner) share; never mutated.
+DEFAULT_LIMITS = SandboxLimits()
+
+
 class ExecResult(BaseModel):
     """``output`` is stdout and stderr interleaved; ``timed_out`` means the command was killed at its timeout."""
 
@@ -154,7 +159,7 @@ def configure_sandbox_activities(
     claude_code: Path | None = None,
     network: str | None = None,
     host_queue: str = "",
-    limits: SandboxLimits = SandboxLimits(),
+    limits: SandboxLimits = DEFAULT_LIMITS,
     lifetime_s: int = 3600,
 ) -> None:
     """Set the worker-wide settings the sandbox and evaluate activities use; call once at worker start."""
@@ -294,7 +299,7 @@ async def _exec_in(
     started = time.monotonic()
     try:
         code, raw = await _run_cli(args, env, timeout_s + _CLI_SLACK_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         await _ensure_running(container_id)
         return ExecResult(exit_code=124, output="", timed_out=True)
     output = raw.decode("utf-8", errors="replace")
@@ -640,7 +645,10 @@ mv "$scratch/patch" "$out/patch" && echo "ok $size $omitted" >"$out/status"
 def _diff_report(status: str, omitted: bytes) -> DiffReport:
     word, amount, count = status.split()
     fields = omitted.split(b"\0")
-    listed = [OmittedFile(path=path.decode("utf-8", errors="replace"), size_bytes=int(size)) for size, path in zip(fields[0:-1:2], fields[1::2])]
+    listed = [
+        OmittedFile(path=path.decode("utf-8", errors="replace"), size_bytes=int(size))
+        for size, path in zip(fields[0:-1:2], fields[1::2], strict=False)
+    ]
     limit = f"the {MAX_DIFF_BYTES:,}-byte cap"
     note = {
         "ok": "",
@@ -830,7 +838,7 @@ async def boot(
     lifetime_s: int = 3600,
     claude_code: Path | None = None,
     network: str | None = None,
-    limits: SandboxLimits = SandboxLimits(),
+    limits: SandboxLimits = DEFAULT_LIMITS,
 ) -> SandboxHandle:
     """Start a container from the task image and prepare its workspace.
 

@@ -28,7 +28,7 @@ from typing import Protocol
 from activities import sandbox
 from activities.contracts import SandboxRequest, TaskSpec
 from activities.drift_contracts import DEFAULT_IMAGE, SCRIPT_NAME, RunOutcome
-from activities.sandbox import SandboxLimits
+from activities.sandbox import DEFAULT_LIMITS, SandboxLimits
 
 RUNNER_SOURCE = Path(__file__).with_name("drift_runner.py")
 SANDBOX_WORKDIR = "/srv"
@@ -90,7 +90,7 @@ class LocalScriptRunner:
 class SandboxScriptRunner:
     """One fresh sandbox per ``run`` call (see the module docstring)."""
 
-    def __init__(self, network: str | None = None, host_queue: str = "", limits: SandboxLimits = SandboxLimits(), lifetime_s: int = 900):
+    def __init__(self, network: str | None = None, host_queue: str = "", limits: SandboxLimits = DEFAULT_LIMITS, lifetime_s: int = 900):
         self.network = network
         self.host_queue = host_queue
         self.limits = limits

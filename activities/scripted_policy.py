@@ -265,7 +265,7 @@ class Completion:
             "e2e_latency": latency,
         }
         if generate.return_logprob:
-            meta_info["output_token_logprobs"] = [[logprob, token, None] for logprob, token in zip(self.logprobs, self.output_ids)]
+            meta_info["output_token_logprobs"] = [[logprob, token, None] for logprob, token in zip(self.logprobs, self.output_ids, strict=False)]
         return {"text": self.text, "output_ids": self.output_ids, "meta_info": meta_info}
 
 

@@ -18,8 +18,8 @@ import os
 import re
 import shlex
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pydantic import BaseModel, Field
 

@@ -13,8 +13,9 @@ import asyncio
 import json
 import math
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -67,7 +68,7 @@ class SGLangClient:
         except asyncio.CancelledError:
             await asyncio.shield(self.abort(base_url, rid))
             raise
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
         return self._validated(body)
 
@@ -75,7 +76,7 @@ class SGLangClient:
         try:
             async with self._http.post(f"{base_url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)) as response:
                 await response.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             pass
 
     def _validated(self, body: Any) -> Generation:

@@ -26,10 +26,11 @@ import asyncio
 import importlib
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from temporalio.exceptions import ApplicationError
 

@@ -99,7 +99,7 @@ def decode_segments(payload: bytes) -> list[TokenSegment]:
                 loss_mask=mask[a:b].tolist(),
                 rollout_log_probs=[float(x) for x in log_probs[a:b]],
             )
-            for info, a, b in zip(meta, bounds[:-1], bounds[1:])
+            for info, a, b in zip(meta, bounds[:-1], bounds[1:], strict=False)
         ]
 
 

@@ -36,9 +36,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from temporalio import exceptions as temporal_errors
 from temporalio.client import Client, WorkflowFailureError

@@ -57,9 +57,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
-from aiohttp import web  # noqa: E402
-
 from adapter_bench import BenchError, _until_told_to_stop, percentile, read_ready, stop_process  # noqa: E402
+from aiohttp import web  # noqa: E402
 
 VARIANTS = ("fair", "fair-1", "unfair")
 READY_TIMEOUT_S = 120.0

@@ -832,7 +832,7 @@ async def run_n(
     cpu1 = cpu.snapshot()
     await asyncio.sleep(0.5)  # let the watcher see the last grading runners go
     timelines = await asyncio.gather(*(fetch_timeline(h) for h in handles))
-    measures = [measure(r, tl, watcher, policy, events) for r, tl in zip(results, timelines)]
+    measures = [measure(r, tl, watcher, policy, events) for r, tl in zip(results, timelines, strict=True)]
     wall = t1 - t0
     status = rss.status()
     aborted = [m for m in measures if m.status == "aborted"]

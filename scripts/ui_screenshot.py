@@ -24,10 +24,10 @@ from urllib.parse import quote
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from activities.contracts import PolicySpec  # noqa: E402
-from activities.rollout_queries import request_abort  # noqa: E402
 from activities.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 from activities.local_services import temporal_dev_server, worker_process  # noqa: E402
 from activities.prompt_renderer import PromptRenderer  # noqa: E402
+from activities.rollout_queries import request_abort  # noqa: E402
 from activities.scripted_policy import ScriptedPolicyServer  # noqa: E402
 from activities.settings import RolloutBudgets  # noqa: E402
 from activities.tokenizer_cache import PROJECT_ROOT, ensure_qwen_tokenizer  # noqa: E402

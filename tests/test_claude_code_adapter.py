@@ -73,7 +73,7 @@ async def run_claude(adapter: AdapterServer, secret: str, repo: Path, home: Path
     )
     try:
         stdout, _ = await asyncio.wait_for(proc.communicate(), timeout=180)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         raise
@@ -100,7 +100,7 @@ def assert_exactly_the_sampled_tokens(result, records):
     assert captured == sampled
     for segment in result.segments:
         assert sum(segment.loss_mask) == sum(len(ids) for ids, _ in sampled_runs(segment))
-        assert all(lp == 0.0 for lp, m in zip(segment.rollout_log_probs, segment.loss_mask) if not m)
+        assert all(lp == 0.0 for lp, m in zip(segment.rollout_log_probs, segment.loss_mask, strict=True) if not m)
 
 
 @pytest.mark.parametrize("policy", ["oracle", "noop"])

@@ -62,7 +62,7 @@ def test_every_baseline_candidate_breaks_every_input():
                 labels.append((task.task_id, spec.primitive_type, json.dumps(spec.params)))
     assert len(set(labels)) > 5 * len(corpus)
     outcomes = LocalScriptRunner().run_many(jobs, timeout_s=5)
-    survivors = sorted({label for label, outcome in zip(labels, outcomes) if outcome.ran})
+    survivors = sorted({label for label, outcome in zip(labels, outcomes, strict=True) if outcome.ran})
     assert survivors == []
 
 

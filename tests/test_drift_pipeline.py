@@ -56,7 +56,7 @@ async def test_the_scripted_policy_plays_both_roles_with_exact_token_capture(clu
     for result in results:
         segments = TrajectoryStore.load(result.trajectory)
         assert [(s.kind, s.lane, s.turns) for s in segments] == [("role", "drift", 1), ("role", "repair", 1)]
-        for segment, turn in zip(segments, (result.drift_role, result.repair_role)):
+        for segment, turn in zip(segments, (result.drift_role, result.repair_role), strict=True):
             (record,) = cluster.policy.records_for(turn.session_id)
             assert record.policy == "self_play"
             assert segment.tokens[: segment.prompt_length] == record.input_ids

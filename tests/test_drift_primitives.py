@@ -159,7 +159,7 @@ def test_a_script_that_does_not_parse_is_a_spec_error():
 def test_the_baseline_is_seeded_and_prefers_the_target_category():
     assert baseline_drift(SCRIPT, 7) == baseline_drift(SCRIPT, 7)
     assert len({baseline_drift(SCRIPT, seed).model_dump_json() for seed in range(20)}) > 5
-    for name, primitive in PRIMITIVES.items():
+    for primitive in PRIMITIVES.values():
         chosen = baseline_drift(SCRIPT, 3, primitive.category)
         assert PRIMITIVES[chosen.primitive_type].category == primitive.category
         assert apply_spec(SCRIPT, chosen).script != SCRIPT

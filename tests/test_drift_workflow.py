@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from temporalio.worker import Worker
@@ -140,15 +140,17 @@ async def test_malformed_drift_json_falls_back_to_the_baseline_and_both_segments
 
 
 async def test_a_model_spec_that_matches_nothing_also_falls_back(env, tmp_path):
-    answer = lambda role, prompt: '{"primitive_type": "RenameApiCall", "params": {"old": "not_called_here", "new": "x"}}'  # noqa: E731
+    def answer(role: Role, prompt: str) -> str:
+        return '{"primitive_type": "RenameApiCall", "params": {"old": "not_called_here", "new": "x"}}'
+
     result, _ = await run_episode(env, tmp_path, answer, drift_policy="model")
     assert result.spec_source == "fallback" and "matches nothing" in result.spec_error
 
 
 async def test_a_valid_model_spec_is_applied_as_given(env, tmp_path):
-    answer = lambda role, prompt: (
-        'Sure: {"primitive_type": "RenameApiCall", "params": {"old": "gcd", "new": "greatest_common_divisor", "owner": "math"}}'
-    )  # noqa: E731
+    def answer(role: Role, prompt: str) -> str:
+        return 'Sure: {"primitive_type": "RenameApiCall", "params": {"old": "gcd", "new": "greatest_common_divisor", "owner": "math"}}'
+
     result, _ = await run_episode(env, tmp_path, answer, drift_policy="model", repair_policy="noop")
     assert result.spec_source == "model" and result.spec.params["new"] == "greatest_common_divisor"
     assert result.info["changed_sites"] == 2 and "greatest_common_divisor" in result.error_trace
@@ -156,7 +158,9 @@ async def test_a_valid_model_spec_is_applied_as_given(env, tmp_path):
 
 
 async def test_a_diff_that_does_not_apply_scores_zero(env, tmp_path):
-    answer = lambda role, prompt: "```diff\n--- a/script.py\n+++ b/script.py\n@@ -1,1 +1,1 @@\n-import numpy\n+import numpy as np\n```"  # noqa: E731
+    def answer(role: Role, prompt: str) -> str:
+        return "```diff\n--- a/script.py\n+++ b/script.py\n@@ -1,1 +1,1 @@\n-import numpy\n+import numpy as np\n```"
+
     result, _ = await run_episode(env, tmp_path, answer, repair_policy="model")
     assert result.status == "completed" and not result.applied_cleanly and "does not match" in result.info["apply_error"]
     assert (result.reward, result.success, result.breakdown.ran) == (0.0, False, False)

@@ -155,7 +155,7 @@ async def test_slime_generate_runs_the_example_tasks_and_fans_out_samples(cluste
     samples = [Sample(index=i, group_index=i, prompt=r["prompt"], label=r.get("label"), metadata=r["metadata"]) for i, r in enumerate(rows)]
     no_image = Sample(index=99, group_index=99, prompt="p", metadata={"workdir": "/w", "eval_cmd": "true"})
     outputs = await asyncio.gather(*(slime_generate.generate(args, s, {"temperature": 1.0, "max_new_tokens": 2048}) for s in [*samples, no_image]))
-    for sample, fanned in zip(samples, outputs):
+    for sample, fanned in zip(samples, outputs, strict=False):  # outputs has one more: no_image
         assert fanned[0] is sample and {s.rollout_id for s in fanned} == {sample.index}
         assert all(s.status is Sample.Status.COMPLETED for s in fanned)
         assert sum(s.reward for s in fanned) == 1.0 and fanned[0].metadata["is_solved"]

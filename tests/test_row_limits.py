@@ -48,7 +48,7 @@ def test_an_instance_id_over_the_limit_is_refused_with_the_limit_stated():
 
 
 def test_a_task_over_the_payload_limit_is_refused_naming_the_largest_field():
-    error = refusal({"prompt": "p" * 5_000_000, "metadata": {k: v for k, v in GOOD["metadata"].items()}})
+    error = refusal({"prompt": "p" * 5_000_000, "metadata": dict(GOOD["metadata"])})
     assert error.field == "prompt" and "512 KiB" in error.reason and "2 MiB" in error.reason and "5,000,002 bytes" in error.reason
     assert refusal(row(reference_patch="d" * (MAX_TASK_BYTES + 1))).field == "metadata.reference_patch"
     assert task_from_row(row(reference_patch="d" * (MAX_TASK_BYTES // 2))).reference_patch

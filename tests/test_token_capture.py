@@ -16,8 +16,8 @@ import random
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from activities.anthropic_translation import translate_request
 from activities.anthropic_reply import reply_blocks
+from activities.anthropic_translation import translate_request
 from activities.completion_parser import parse_completion
 from activities.token_capture import LedgerDelta, TokenLedger
 from tests.renderer_fixture import shared_renderer
@@ -123,7 +123,7 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
             key = (tuple(segment.tokens[:start]), tuple(segment.tokens[start:end]))
             assert key in records, "a loss_mask=1 run is not a sample the server produced in that context"
             assert records[key] == segment.rollout_log_probs[start:end]
-        assert all(lp == 0.0 for lp, m in zip(segment.rollout_log_probs, segment.loss_mask) if not m)
+        assert all(lp == 0.0 for lp, m in zip(segment.rollout_log_probs, segment.loss_mask, strict=True) if not m)
 
 
 def rewritten(reply: dict) -> dict:

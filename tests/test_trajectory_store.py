@@ -4,7 +4,6 @@ import json
 import random
 
 import pytest
-
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.contracts import TokenSegment

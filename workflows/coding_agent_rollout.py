@@ -43,7 +43,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError, TimeoutType
 from temporalio.workflow import ActivityCancellationType
 
 from workflows import search_attributes as attrs
@@ -206,7 +206,7 @@ class CodingAgentRollout:
             raise _Aborted("adapter_session_empty")
         return merged
 
-    async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, str, str] | None:
+    async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, CapturedDiff, str] | None:
         """One attempt in a fresh sandbox; ``None`` means the host was lost and the next attempt should run."""
         self._enter("booting", attempt=attempt, sandbox="", host_queue="", session_id="", turns=0, tokens=0, last_turn_at=None, last_tools=[])
         host_queue = await workflow.execute_activity(
@@ -354,7 +354,7 @@ def _not_graded(grader: GraderKind, report: DiffReport) -> EvalResult:
 def _host_lost(error: ActivityError) -> bool:
     """A dead host (heartbeat / schedule-to-start timeout) or one that shut down under the activity."""
     cause = error.cause
-    while cause is not None:
+    while isinstance(cause, FailureError):  # the chain Temporal decodes from a failure is all FailureErrors
         if isinstance(cause, TimeoutError) and cause.type in (TimeoutType.HEARTBEAT, TimeoutType.SCHEDULE_TO_START):
             return True
         if isinstance(cause, ApplicationError) and cause.type in ("WorkerShutdown", "SessionLost"):

@@ -228,11 +228,14 @@ class DriftRepairEpisode:
         task, drift, breakage, repair, grade = self._task, self._drift, self._breakage, self._repair, self._grade
         completed = abort_reason is None
         rewards = None
+        reward, success, applied_cleanly = 0.0, False, False
+        breakdown, held_out = VisibleBreakdown(), HeldOutBreakdown()
         if completed:
+            assert drift is not None and breakage is not None and grade is not None, "a completed episode ran every stage"
             outcome = DriftOutcome(drift.spec_source, breakage.valid, grade.reward, grade.success)
             rewards = role_rewards(outcome, episode.drift_reward)
-        reward = grade.reward if completed else 0.0
-        success = bool(completed and grade.success)
+            reward, success, applied_cleanly = grade.reward, bool(grade.success), bool(grade.applied_cleanly)
+            breakdown, held_out = grade.visible, grade.held_out
         self._enter("done")
         workflow.upsert_search_attributes(
             [attrs.REWARD.value_set(reward), attrs.SOLVED.value_set(success), attrs.ABORT_REASON.value_set(abort_reason or "")]
@@ -263,10 +266,10 @@ class DriftRepairEpisode:
             error_trace=breakage.error_trace if breakage else "",
             diff=repair.diff if repair else "",
             reward=reward,
-            breakdown=grade.visible if completed else VisibleBreakdown(),
-            held_out=grade.held_out if completed else HeldOutBreakdown(),
+            breakdown=breakdown,
+            held_out=held_out,
             success=success,
-            applied_cleanly=bool(completed and grade.applied_cleanly),
+            applied_cleanly=applied_cleanly,
             role_rewards=rewards or RoleRewards(),
             drift_role=drift.role if drift else None,
             repair_role=repair.role if repair else None,

@@ -9,8 +9,9 @@ its ``aborted`` result.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -28,13 +29,14 @@ async def stop_reason_after(
         if body.done():
             return None
         reason = abort_requested() or "cancelled"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         reason = "wall_clock_timeout"
     except asyncio.CancelledError:
         reason = workflow.cancellation_reason() or "cancelled"
     body.cancel()
+    tolerated: tuple[type[BaseException], ...] = (asyncio.CancelledError, ActivityError, *expected_errors)
     try:
         await body
-    except (asyncio.CancelledError, ActivityError, *expected_errors):
+    except tolerated:
         pass
     return reason

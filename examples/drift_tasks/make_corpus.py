@@ -157,7 +157,7 @@ def build() -> list[dict]:
     jobs = [(scripts[t], stdin) for t, (_, visible, held_out) in INPUTS.items() for stdin in [visible, *held_out]]
     outputs = iter(LocalScriptRunner().run_many(jobs, timeout_s=10))
     entries = []
-    used = {category: 0 for category in CATEGORIES}
+    used = dict.fromkeys(CATEGORIES, 0)
     for task_id, (difficulty, visible, held_out) in INPUTS.items():
         runs = [next(outputs) for _ in range(1 + len(held_out))]
         failed = [run for run in runs if not run.ran or run.stderr]
@@ -174,7 +174,7 @@ def build() -> list[dict]:
                 "versions": VERSIONS,
                 "file": f"scripts/{task_id}.py",
                 "visible": {"stdin": visible, "expected_stdout": runs[0].stdout},
-                "held_out": [{"stdin": s, "expected_stdout": r.stdout} for s, r in zip(held_out, runs[1:])],
+                "held_out": [{"stdin": s, "expected_stdout": r.stdout} for s, r in zip(held_out, runs[1:], strict=True)],
             }
         )
     return entries
