@@ -1,18 +1,26 @@
 # make setup | make test | make demo ARGS="..."   (see scripts/setup.sh)
 .DEFAULT_GOAL := help
-.PHONY: help setup test demo
+.PHONY: help setup lint test demo
 
 help:
 	@echo "make setup             venv, Claude Code, tokenizer, Docker engine + base image (idempotent)"
-	@echo "make test              setup, then pytest -q tests"
+	@echo "make lint              ruff check, ruff format --check, mypy (needs the venv)"
+	@echo "make test              setup, then lint, then pytest -q tests"
 	@echo "make demo ARGS='...'   setup, then starter.py demo ARGS"
 	@echo "SETUP_SKIP_DOCKER=1 skips the Docker steps."
 
 setup:
 	bash scripts/setup.sh
 
+# Configured in pyproject.toml ([tool.ruff], [tool.mypy]); any finding fails the target.
+lint:
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
+
 # pytest exit 5 = no tests collected: report it, but don't fail.
 test: setup
+	@$(MAKE) --no-print-directory lint
 	@.venv/bin/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests"; exit 0; fi; exit $$rc
 
