@@ -22,8 +22,9 @@ Invariants:
   ``eval_cmd`` (a shell script, run from a file; exit 0 = solved), then
   ``swebench`` (the ``swebench`` package's eval script, its log parser and
   report: solved iff RESOLVED_FULL). Graders run as root, detached, bounded by
-  ``timeout_s``; on expiry they are killed and the result is reward 0 with a
-  note in ``log_tail``.
+  ``timeout_s`` and by the sandbox's disk budget (the tests run the agent's
+  code; usage is watched as in the agent sandbox, ``disk_watch``); past either
+  they are killed and the result is reward 0 with a note in ``log_tail``.
 * ``reward`` is 1.0 iff ``solved``. A task without a grader is a
   non-retryable ``ApplicationError(type="NoGrader")``; a SWE-bench row this
   worker cannot grade (no ``swebench`` package, no test spec for the row) is
@@ -39,6 +40,7 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -53,6 +55,7 @@ from activities.contracts import (
     SweProSpec,
     TaskSpec,
 )
+from activities.disk_watch import DiskWatch
 from activities.sandbox import DEFAULT_LIMITS, SandboxLimits
 
 LOG_TAIL_BYTES = 4096
@@ -166,13 +169,26 @@ async def _apply(handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
     return None, "\n".join(failures)
 
 
-async def _run_grader(handle: SandboxHandle, command: str, timeout_s: float, env: dict[str, str]) -> int | None:
-    """Run the grading command detached as root; its exit code, or None if it was killed at ``timeout_s``."""
+@dataclass(frozen=True)
+class GraderBounds:
+    """What one grading run may spend: wall-clock seconds, and bytes written to the sandbox since boot (0 = unbounded)."""
+
+    timeout_s: float
+    disk_bytes: int = 0
+
+
+async def _run_grader(handle: SandboxHandle, command: str, env: dict[str, str], bounds: GraderBounds) -> tuple[int | None, str]:
+    """Run the grading command detached as root: its exit code and "", or None and why it was killed (its timeout,
+    or the sandbox's disk budget: the task's tests run the agent's code, which may fill the disk)."""
     await sandbox.start_detached(handle, GRADE_JOB, command, user="root", env=env)
-    code = await sandbox.wait_detached(handle, GRADE_JOB, timeout_s)
-    if code is None:
-        await sandbox.kill_detached(handle, GRADE_JOB)
-    return code
+    async with DiskWatch(handle, bounds.disk_bytes) as disk:
+        code = await disk.first(sandbox.wait_detached(handle, GRADE_JOB, bounds.timeout_s))
+    if code is not None:
+        return code, ""
+    await sandbox.kill_detached(handle, GRADE_JOB)
+    if disk.exceeded:
+        return None, f"\n[grader stopped: the sandbox wrote {disk.used:,} bytes, over its disk budget of {bounds.disk_bytes:,}]"
+    return None, f"\n[grader timed out after {bounds.timeout_s:g} s and was killed]"
 
 
 async def _text(handle: SandboxHandle, path: str, limit: int = LOG_TAIL_BYTES) -> str:
@@ -180,10 +196,6 @@ async def _text(handle: SandboxHandle, path: str, limit: int = LOG_TAIL_BYTES) -
         return (await sandbox.read_file(handle, path, limit, tail=True)).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
-
-
-def _timeout_note(timeout_s: float) -> str:
-    return f"\n[grader timed out after {timeout_s:g} s and was killed]"
 
 
 def _pytest_counts(output: str) -> dict[str, int]:
@@ -196,11 +208,11 @@ def _pytest_counts(output: str) -> dict[str, int]:
     return {"tests_passed": counts.get("passed", 0), "tests_failed": failed}
 
 
-async def _grade_eval_cmd(handle: SandboxHandle, task: TaskSpec, timeout_s: float, method: str) -> EvalResult:
-    code = await _run_grader(handle, "exec 2>&1\n" + (task.eval_cmd or ""), timeout_s, {})
+async def _grade_eval_cmd(handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, method: str) -> EvalResult:
+    code, killed = await _run_grader(handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds)
     output = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out")
     if code is None:
-        return _result("eval_cmd", False, True, method, output, _timeout_note(timeout_s))
+        return _result("eval_cmd", False, True, method, output, killed)
     return _result("eval_cmd", code == 0, True, method, output, **_pytest_counts(output))
 
 
@@ -219,7 +231,7 @@ def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, int, int, str]:
     return bool(required) and not missing, len(passed), failed, problem
 
 
-async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], timeout_s: float, method: str) -> EvalResult:
+async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, method: str) -> EvalResult:
     run_script, parser_script = scripts
     await sandbox.write_files(
         handle,
@@ -229,12 +241,12 @@ async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[
         ],
     )
     env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
-    code = await _run_grader(handle, SWEPRO_COMMAND, timeout_s, env)
+    code, killed = await _run_grader(handle, SWEPRO_COMMAND, env, bounds)
     stdout = await _text(handle, f"{SWEPRO_DIR}/stdout.log")
     stderr = await _text(handle, f"{SWEPRO_DIR}/stderr.log", LOG_TAIL_BYTES // 4)
     log = stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")
     if code is None:
-        return _result("swepro", False, True, method, log, _timeout_note(timeout_s))
+        return _result("swepro", False, True, method, log, killed)
     try:
         raw = (await sandbox.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
     except FileNotFoundError:
@@ -247,12 +259,12 @@ async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[
     return _result("swepro", solved, True, method, log, note, tests_passed=passed, tests_failed=failed)
 
 
-async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, timeout_s: float, method: str) -> EvalResult:
+async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, method: str) -> EvalResult:
     await sandbox.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
-    code = await _run_grader(handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", timeout_s, {})
+    code, killed = await _run_grader(handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds)
     log = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out", SWEBENCH_LOG_BYTES)
     if code is None:
-        return _result("swebench", False, True, method, log, _timeout_note(timeout_s))
+        return _result("swebench", False, True, method, log, killed)
     verdict = await asyncio.to_thread(swebench_grading.verdict, task, log)
     note = f"\n[{verdict.note}]" if verdict.note else ""
     return _result("swebench", verdict.solved, True, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
@@ -290,12 +302,13 @@ async def evaluate(
         report("reset")
         reset = await task_tests.reset(handle, protected) if method != "empty" else []
         report("test")
+        bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=limits.disk_bytes)
         if scripts is not None:
-            result = await _grade_swepro(handle, task.swepro, scripts, request.timeout_s, method)
+            result = await _grade_swepro(handle, task.swepro, scripts, bounds, method)
         elif swebench_script is not None:
-            result = await _grade_swebench(handle, task, swebench_script, request.timeout_s, method)
+            result = await _grade_swebench(handle, task, swebench_script, bounds, method)
         else:
-            result = await _grade_eval_cmd(handle, task, request.timeout_s, method)
+            result = await _grade_eval_cmd(handle, task, bounds, method)
         return result.model_copy(update={"reset_paths": reset})
     finally:
         await sandbox.destroy(handle)

@@ -105,8 +105,8 @@ class SandboxGone(SandboxError):
 
 
 class SandboxLimits(BaseModel):
-    """Per-container resource caps; ``disk_bytes`` bounds what an agent sandbox writes after its boot
-    (0: unbounded), enforced by ``disk_watch`` while the agent runs."""
+    """Per-container resource caps; ``disk_bytes`` bounds what a sandbox writes after its boot (0: unbounded),
+    enforced by ``disk_watch`` while the agent runs and while the grader runs the tests."""
 
     cpus: float = Field(1.0, gt=0)
     memory_bytes: int = Field(SANDBOX_MEMORY_BYTES, ge=64 << 20)
@@ -845,9 +845,9 @@ async def boot(
     Preparation: the ``agent`` user (uid 1000), ``safe.directory '*'``, the
     workdir owned by ``agent``, then (as ``agent``, ``set -e``, in the workdir)
     ``before_repo_set_cmd`` and each pre-command, then the baseline snapshot
-    for ``capture_diff``, then (purpose "agent" only) ``PROBLEM_STATEMENT.md``,
-    a Claude Code config that skips onboarding and the writable layer's size
-    (``disk_baseline_bytes``, the disk budget's zero). Any failure after the container
+    for ``capture_diff``, then (purpose "agent" only) ``PROBLEM_STATEMENT.md``
+    and a Claude Code config that skips onboarding, then, with a disk budget,
+    the writable layer's size (``disk_baseline_bytes``, the budget's zero). Any failure after the container
     exists removes it before raising. At most ``MAX_CONCURRENT_BOOTS`` boots
     run at once per process.
     """
@@ -863,7 +863,7 @@ async def boot(
         handle = SandboxHandle(container_id=container_id, name=name, workdir=request.task.workdir, host_queue=host_queue)
         try:
             await _prepare_workspace(handle, request)
-            if request.purpose == "agent":
+            if limits.disk_bytes > 0:
                 handle.disk_baseline_bytes = await layer_bytes(container_id)
         except BaseException:
             await asyncio.shield(destroy(handle))

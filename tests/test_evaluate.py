@@ -161,6 +161,18 @@ async def test_hanging_grader_times_out(prefix, tasks):
     assert "starting tests" in result.log_tail and "timed out after 3 s" in result.log_tail
 
 
+async def test_tests_that_fill_the_disk_are_stopped_at_the_budget_and_score_0(prefix, tasks):
+    """The grading sandbox runs the agent's code through the tests: a grader writing past the disk budget is
+    killed (long before its timeout) and the result says why."""
+    task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": "echo starting tests\nhead -c 64000000 /dev/zero > fill.bin\nsleep 600"})
+    limits = sandbox.SandboxLimits(disk_bytes=16 << 20)
+    result = await grading.evaluate(request(prefix, task, "", timeout_s=900), limits=limits)
+    assert (result.reward, result.solved, result.applied_cleanly) == (0.0, False, True)
+    assert "starting tests" in result.log_tail and "over its disk budget of 16,777,216" in result.log_tail, result.log_tail
+    unbounded = await grading.evaluate(request(prefix, task.model_copy(update={"eval_cmd": "head -c 64000000 /dev/zero > fill.bin"}), ""))
+    assert unbounded.solved, "the default budget (10 GiB) lets a normal test run write what it needs"
+
+
 async def test_multiline_eval_cmd_runs_from_a_file(prefix, tasks):
     script = "set -e\nmsg='it'\"'\"'s \"fine\" $HOME'\necho \"$msg\"\ncat <<'EOF'\nliteral $x\nEOF\n"
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": script})
