@@ -43,8 +43,10 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any, NamedTuple
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -93,6 +95,37 @@ async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, inte
         forgotten = adapter.registry.forget_unclaimed(older_than_s=after_s)
         if forgotten:
             log.info("released %d session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
+
+
+class ActivityLists(NamedTuple):
+    shared: list[Callable[..., Any]]
+    pinned: list[Callable[..., Any]]
+
+
+def activity_lists(host: RolloutHost | type[RolloutHost], drift: DriftEpisodeActivities | type[DriftEpisodeActivities]) -> ActivityLists:
+    """What the shared-queue worker and this host's worker register. Given the classes instead of
+    instances it returns the unbound definitions, whose names and types are the same (what tests read)."""
+    return ActivityLists(
+        shared=[
+            host.pick_host,
+            evaluate.evaluate_activity,
+            drift.sample_drift_task,
+            drift.propose_drift,
+            drift.run_breakage,
+            drift.propose_repair,
+            drift.grade_repair,
+            drift.collect_role_segments,
+        ],
+        pinned=[
+            host.boot_sandbox,
+            host.run_claude_code,
+            sandbox.capture_diff_activity,
+            sandbox.git_diff_activity,
+            sandbox.destroy_sandbox,
+            host.merge_segments,
+            host.discard_session,
+        ],
+    )
 
 
 def oracle_tasks_from(path: str | None) -> list[OracleTask]:
@@ -163,35 +196,19 @@ async def run_worker(
     registered = await ensure_search_attributes(client, settings.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
+    activities = activity_lists(host, drift)
     shared = Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[CodingAgentRollout, DriftRepairEpisode],
-        activities=[
-            host.pick_host,
-            evaluate.evaluate_activity,
-            drift.sample_drift_task,
-            drift.propose_drift,
-            drift.run_breakage,
-            drift.propose_repair,
-            drift.grade_repair,
-            drift.collect_role_segments,
-        ],
+        activities=activities.shared,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
     pinned = Worker(
         client,
         task_queue=host_queue,
-        activities=[
-            host.boot_sandbox,
-            host.run_claude_code,
-            sandbox.capture_diff_activity,
-            sandbox.git_diff_activity,
-            sandbox.destroy_sandbox,
-            host.merge_segments,
-            host.discard_session,
-        ],
+        activities=activities.pinned,
         max_concurrent_activities=settings.agent_slots * 2 + 8,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )

@@ -14,6 +14,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from activities import activity_refs as refs
+from activities.activity_refs import name_of
 from activities.contracts import (
     AgentRun,
     AgentRunRequest,
@@ -30,6 +32,7 @@ from activities.contracts import (
     TaskSpec,
     TrajectoryRef,
 )
+from activities.error_types import ErrorType
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -49,19 +52,19 @@ class FakeCluster:
         self.empty_session = False
         self.diff_report = DiffReport(patch_bytes=19)
 
-    @activity.defn(name="pick_host")
+    @activity.defn(name=name_of(refs.pick_host))
     async def pick_host(self) -> str:
         self.calls.append("pick_host")
         return self.host_queues.pop(0) if len(self.host_queues) > 1 else self.host_queues[0]
 
-    @activity.defn(name="boot_sandbox")
+    @activity.defn(name=name_of(refs.boot_sandbox))
     async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
         self.calls.append("boot_sandbox")
         if self.boot_failures:
             raise self.boot_failures.pop(0)
         return SandboxHandle(container_id="c1", name=f"box-{request.attempt}", workdir=request.task.workdir)
 
-    @activity.defn(name="run_claude_code")
+    @activity.defn(name=name_of(refs.run_claude_code))
     async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
         self.calls.append("run_claude_code")
         if self.agent_hangs:
@@ -74,21 +77,21 @@ class FakeCluster:
                 raise
         return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
 
-    @activity.defn(name="capture_diff")
+    @activity.defn(name=name_of(refs.capture_diff))
     async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
         self.calls.append("capture_diff")
         return CapturedDiff(diff="diff --git a/x b/x\n" if not self.diff_report.over_cap else "", report=self.diff_report)
 
-    @activity.defn(name="destroy_sandbox")
+    @activity.defn(name=name_of(refs.destroy_sandbox))
     async def destroy_sandbox(self, handle: SandboxHandle) -> None:
         self.calls.append("destroy_sandbox")
 
-    @activity.defn(name="evaluate")
+    @activity.defn(name=name_of(refs.evaluate))
     async def evaluate(self, request: EvalRequest) -> EvalResult:
         self.calls.append("evaluate")
         return EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd")
 
-    @activity.defn(name="merge_segments")
+    @activity.defn(name=name_of(refs.merge_segments))
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
         self.calls.append("merge_segments")
         if self.empty_session:
@@ -97,7 +100,7 @@ class FakeCluster:
         summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=4, n_sampled=6, turns=3)
         return MergeResult(trajectory=ref, segments=[summary], turns=3)
 
-    @activity.defn(name="discard_session")
+    @activity.defn(name=name_of(refs.discard_session))
     async def discard_session(self, session_id: str) -> None:
         self.calls.append("discard_session")
 
@@ -171,7 +174,7 @@ async def test_a_boot_that_keeps_failing_is_retried_then_aborted(env):
 
 async def test_a_bad_image_aborts_without_retrying(env):
     cluster = FakeCluster()
-    cluster.boot_failures = [ApplicationError("image x not found", type="SandboxImageMissing", non_retryable=True)]
+    cluster.boot_failures = [ApplicationError("image x not found", type=ErrorType.SANDBOX_IMAGE_MISSING, non_retryable=True)]
     result = await run(env, cluster, rollout())
     assert result.status == "aborted" and result.abort_reason == "sandbox_boot_failed"
     assert cluster.calls.count("boot_sandbox") == 1 and "destroy_sandbox" not in cluster.calls

@@ -39,17 +39,21 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 from workflows import search_attributes as attrs
+from workflows.activity_errors import Aborted, abort_reason, error_type, host_lost
 from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
+    from activities import activity_refs as refs
     from activities.contracts import (
         AgentProgress,
         AgentRun,
@@ -68,22 +72,19 @@ with workflow.unsafe.imports_passed_through():
         SandboxHandle,
         SandboxRequest,
     )
+    from activities.error_types import ErrorType
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 # ``workflow.patched`` id of ``capture_diff``; histories without its marker took the bare patch from ``git_diff``.
 CAPTURE_DIFF_PATCH = "capture-diff-report"
-BOOT_ERRORS = ["SandboxImageMissing", "SandboxBootError"]
+BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
-# Activity error type -> the abort reason it is reported as; other types become ``exception:<type>``.
-ABORT_REASONS = {**dict.fromkeys(BOOT_ERRORS, "sandbox_boot_failed"), "NoGrader": "no_grader", "NotEvaluable": "not_evaluable"}
+# The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
+CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.NO_GRADER, ErrorType.NOT_EVALUABLE)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-AGENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=["NoPolicyServer", "SessionLost"])
-
-
-class _Aborted(Exception):
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+AGENT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_POLICY_SERVER, ErrorType.SESSION_LOST]
+)
 
 
 @workflow.defn
@@ -131,12 +132,12 @@ class CodingAgentRollout:
         if not rollout.task.image or not rollout.task.workdir:
             return self._result(rollout, started, abort_reason="missing_image_or_workdir")
         body = asyncio.ensure_future(self._rollout(rollout))
-        stop_reason = await stop_reason_after(body, timedelta(seconds=rollout.guard_s), lambda: self._abort_requested, (_Aborted,))
+        stop_reason = await stop_reason_after(body, timedelta(seconds=rollout.guard_s), lambda: self._abort_requested, (Aborted,))
         if stop_reason is not None:
             return self._result(rollout, started, abort_reason=stop_reason)
         try:
             merged = body.result()
-        except _Aborted as aborted:
+        except Aborted as aborted:
             return self._result(rollout, started, abort_reason=aborted.reason)
         return self._result(rollout, started, merged=merged)
 
@@ -168,7 +169,7 @@ class CodingAgentRollout:
             if outcome is not None:
                 break
         else:
-            raise _Aborted("no_healthy_host")
+            raise Aborted("no_healthy_host")
         agent, captured, host_queue = outcome
         self._diff = captured.report
         try:
@@ -177,23 +178,23 @@ class CodingAgentRollout:
                 self._evaluation = _not_graded(rollout.task.grader, captured.report)
             else:
                 self._evaluation = await workflow.execute_activity(
-                    "evaluate",
+                    refs.evaluate,
                     EvalRequest(task=rollout.task, diff=captured.diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
-                    result_type=EvalResult,
                     start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
                     heartbeat_timeout=timedelta(seconds=60),
-                    retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=["NoGrader", "NotEvaluable", *BOOT_ERRORS]),
+                    retry_policy=RetryPolicy(
+                        maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, ErrorType.NOT_EVALUABLE, *BOOT_ERRORS]
+                    ),
                     summary="grade the diff in a fresh sandbox",
                 )
         except ActivityError as error:
-            await self._clean_up_on_host("discard_session", agent.session_id, host_queue, "discard adapter session")
-            raise _Aborted(_abort_reason(error)) from None
+            await self._clean_up_on_host(refs.discard_session, agent.session_id, host_queue, "discard adapter session")
+            raise Aborted(abort_reason(error, CLASSIFIED_ERRORS)) from None
         self._enter("merging")
         try:
             merged = await workflow.execute_activity(
-                "merge_segments",
+                refs.merge_segments,
                 MergeRequest(session_id=agent.session_id, workflow_id=workflow.info().workflow_id),
-                result_type=MergeResult,
                 task_queue=host_queue,
                 schedule_to_start_timeout=self._host_start,
                 start_to_close_timeout=timedelta(minutes=2),
@@ -201,17 +202,16 @@ class CodingAgentRollout:
                 summary="collect token segments",
             )
         except ActivityError as error:
-            raise _Aborted("adapter_session_lost" if _host_lost(error) else _abort_reason(error)) from None
+            raise Aborted("adapter_session_lost" if host_lost(error) else abort_reason(error, CLASSIFIED_ERRORS)) from None
         if merged.trajectory is None:
-            raise _Aborted("adapter_session_empty")
+            raise Aborted("adapter_session_empty")
         return merged
 
     async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, CapturedDiff, str] | None:
         """One attempt in a fresh sandbox; ``None`` means the host was lost and the next attempt should run."""
         self._enter("booting", attempt=attempt, sandbox="", host_queue="", session_id="", turns=0, tokens=0, last_turn_at=None, last_tools=[])
         host_queue = await workflow.execute_activity(
-            "pick_host",
-            result_type=str,
+            refs.pick_host,
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5)),
             summary="pick a worker with a free agent slot",
@@ -225,7 +225,7 @@ class CodingAgentRollout:
             handle = await self._boot(rollout, workflow_id, attempt, pinned)
             self._enter("agent", sandbox=handle.name, host_queue=host_queue)
             agent = await workflow.execute_activity(
-                "run_claude_code",
+                refs.run_claude_code,
                 AgentRunRequest(
                     handle=handle,
                     task=rollout.task,
@@ -234,7 +234,6 @@ class CodingAgentRollout:
                     attempt=attempt,
                     time_budget_s=rollout.agent_budget_s,
                 ),
-                result_type=AgentRun,
                 task_queue=host_queue,
                 schedule_to_start_timeout=timedelta(seconds=rollout.resume_window_s),
                 start_to_close_timeout=timedelta(seconds=rollout.agent_budget_s + 120),
@@ -250,23 +249,22 @@ class CodingAgentRollout:
             session_to_discard = None
             return agent, captured, host_queue
         except ActivityError as error:
-            if _host_lost(error):
+            if host_lost(error):
                 return None
-            raise _Aborted(_abort_reason(error)) from None
+            raise Aborted(abort_reason(error, CLASSIFIED_ERRORS)) from None
         finally:
             if session_to_discard is not None:
-                await self._clean_up_on_host("discard_session", session_to_discard, host_queue, "discard adapter session")
+                await self._clean_up_on_host(refs.discard_session, session_to_discard, host_queue, "discard adapter session")
             if handle is not None:
-                await self._clean_up_on_host("destroy_sandbox", handle, host_queue, "destroy sandbox")
+                await self._clean_up_on_host(refs.destroy_sandbox, handle, host_queue, "destroy sandbox")
 
     async def _capture_diff(self, handle: SandboxHandle, pinned: dict) -> CapturedDiff:
         """The agent's patch and its report; a history from before ``CAPTURE_DIFF_PATCH`` took ``git_diff``'s
         bare text, a patch that left nothing out."""
         if not workflow.patched(CAPTURE_DIFF_PATCH):
             diff = await workflow.execute_activity(
-                "git_diff",
+                refs.git_diff,
                 handle,
-                result_type=str,
                 start_to_close_timeout=timedelta(minutes=2),
                 retry_policy=SHORT_RETRY,
                 summary="git diff",
@@ -274,9 +272,8 @@ class CodingAgentRollout:
             )
             return CapturedDiff(diff=diff, report=DiffReport(patch_bytes=len(diff.encode())))
         return await workflow.execute_activity(
-            "capture_diff",
+            refs.capture_diff,
             handle,
-            result_type=CapturedDiff,
             start_to_close_timeout=timedelta(minutes=6),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=SHORT_RETRY,
@@ -288,9 +285,8 @@ class CodingAgentRollout:
         """Boot with retries for transient Docker errors; a boot that still fails aborts as ``sandbox_boot_failed``."""
         try:
             return await workflow.execute_activity(
-                "boot_sandbox",
+                refs.boot_sandbox,
                 SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt),
-                result_type=SandboxHandle,
                 start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=BOOT_RETRY,
@@ -298,11 +294,11 @@ class CodingAgentRollout:
                 **pinned,
             )
         except ActivityError as error:
-            if _host_lost(error):
+            if host_lost(error):
                 raise
-            raise _Aborted("not_evaluable" if _error_type(error) == "NotEvaluable" else "sandbox_boot_failed") from None
+            raise Aborted("not_evaluable" if error_type(error) == ErrorType.NOT_EVALUABLE else "sandbox_boot_failed") from None
 
-    async def _clean_up_on_host(self, activity: str, argument: object, host_queue: str, summary: str) -> None:
+    async def _clean_up_on_host(self, activity: Callable[[Any], Awaitable[None]], argument: Any, host_queue: str, summary: str) -> None:
         """Best effort: a dead host can neither destroy its container nor drop its session; the reaper
         removes the container by label and a restarted worker releases sessions nobody resumes."""
         try:
@@ -349,30 +345,3 @@ class CodingAgentRollout:
 def _not_graded(grader: GraderKind, report: DiffReport) -> EvalResult:
     """The evaluation of a patch too big to grade: reward 0, marked."""
     return EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader=grader, log_tail=f"[not graded: {report.note}]")
-
-
-def _host_lost(error: ActivityError) -> bool:
-    """A dead host (heartbeat / schedule-to-start timeout) or one that shut down under the activity."""
-    cause = error.cause
-    while isinstance(cause, FailureError):  # the chain Temporal decodes from a failure is all FailureErrors
-        if isinstance(cause, TimeoutError) and cause.type in (TimeoutType.HEARTBEAT, TimeoutType.SCHEDULE_TO_START):
-            return True
-        if isinstance(cause, ApplicationError) and cause.type in ("WorkerShutdown", "SessionLost"):
-            return True
-        cause = cause.cause
-    return False
-
-
-def _error_type(error: ActivityError) -> str | None:
-    return error.cause.type if isinstance(error.cause, ApplicationError) else None
-
-
-def _abort_reason(error: ActivityError) -> str:
-    cause = error.cause
-    if isinstance(cause, ApplicationError):
-        if cause.type in ABORT_REASONS:
-            return ABORT_REASONS[cause.type]
-        return f"exception:{cause.type or 'ApplicationError'}"
-    if isinstance(cause, TimeoutError):
-        return f"exception:Timeout:{cause.type.name if cause.type else 'UNKNOWN'}"
-    return f"exception:{type(cause).__name__ if cause else 'ActivityError'}"

@@ -27,18 +27,21 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 from workflows import search_attributes as attrs
+from workflows.activity_errors import Aborted, abort_reason
 from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
+    from activities import activity_refs as refs
     from activities.contracts import MergeResult
     from activities.drift_contracts import (
         BreakageRequest,
@@ -61,29 +64,27 @@ with workflow.unsafe.imports_passed_through():
         VisibleBreakdown,
     )
     from activities.drift_scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
+    from activities.error_types import ErrorType
 
 # Activities heartbeat every 2 s; the SDK sends at most one heartbeat per 0.8 x this timeout, and a cancel
 # (guard, abort) reaches an activity only with a heartbeat's answer, so this also bounds how fast one stops.
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 SANDBOX_BOOT_BUDGET_S = 300
 HARNESS_SLACK_S = 60
-NON_RETRYABLE = ["UnknownTask", "NoDrift", "NoPolicyServer", "SandboxImageMissing", "SandboxError"]
+NON_RETRYABLE = [ErrorType.UNKNOWN_TASK, ErrorType.NO_DRIFT, ErrorType.NO_POLICY_SERVER, ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_ERROR]
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
-ABORT_REASONS = {
-    "UnknownTask": "unknown_task",
-    "NoDrift": "no_drift",
-    "NoPolicyServer": "no_policy_server",
-    "PolicyServerError": "policy_error",
-    "SandboxImageMissing": "sandbox_boot_failed",
-    "SandboxError": "sandbox_failed",
-    "SandboxGone": "sandbox_failed",
-}
-
-
-class _Aborted(Exception):
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+# The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
+CLASSIFIED_ERRORS = (
+    ErrorType.UNKNOWN_TASK,
+    ErrorType.NO_DRIFT,
+    ErrorType.NO_POLICY_SERVER,
+    ErrorType.POLICY_SERVER_ERROR,
+    ErrorType.SANDBOX_IMAGE_MISSING,
+    ErrorType.SANDBOX_ERROR,
+    ErrorType.SANDBOX_GONE,
+)
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 @workflow.defn
@@ -119,12 +120,12 @@ class DriftRepairEpisode:
         if episode.drift_reward not in DRIFT_REWARDS:
             return self._result(episode, started, abort_reason="unknown_drift_reward")
         body = asyncio.ensure_future(self._episode(episode))
-        stop_reason = await stop_reason_after(body, timedelta(seconds=episode.guard_s), lambda: self._abort_requested, (_Aborted,))
+        stop_reason = await stop_reason_after(body, timedelta(seconds=episode.guard_s), lambda: self._abort_requested, (Aborted,))
         if stop_reason is not None:
             return self._result(episode, started, abort_reason=stop_reason)
         try:
             body.result()
-        except _Aborted as aborted:
+        except Aborted as aborted:
             return self._result(episode, started, abort_reason=aborted.reason)
         return self._result(episode, started)
 
@@ -133,34 +134,31 @@ class DriftRepairEpisode:
         role_budget = timedelta(seconds=episode.role_timeout_s)
         self._enter("sampling")
         self._task = task = await self._call(
-            "sample_drift_task",
+            refs.sample_drift_task,
             SampleRequest(task_id=episode.task_id, difficulty=episode.difficulty, seed=episode.seed),
-            DriftTask,
             timedelta(seconds=30),
             "sample a task",
         )
         workflow.upsert_search_attributes([attrs.INSTANCE.value_set(task.task_id)])
         self._enter("drift", task_id=task.task_id)
         self._drift = drift = await self._call(
-            "propose_drift",
+            refs.propose_drift,
             DriftRequest(task=task, policy=episode.drift_policy, seed=episode.seed, workflow_id=workflow_id, model=episode.model),
-            DriftProposal,
             role_budget,
             f"drift role ({episode.drift_policy})",
         )
         self._enter("breaking", primitive=drift.spec.primitive_type if drift.spec else "none")
         self._breakage = breakage = await self._call(
-            "run_breakage",
+            refs.run_breakage,
             BreakageRequest(
                 task=task, broken_script=drift.broken_script, workflow_id=workflow_id, run_timeout_s=episode.run_timeout_s, image=episode.image
             ),
-            BreakageRun,
             self._sandbox_budget(1, episode.run_timeout_s),
             "run the broken script in a sandbox",
         )
         self._enter("repair")
         self._repair = repair = await self._call(
-            "propose_repair",
+            refs.propose_repair,
             RepairRequest(
                 task=task,
                 broken_script=drift.broken_script,
@@ -169,13 +167,12 @@ class DriftRepairEpisode:
                 workflow_id=workflow_id,
                 model=episode.model,
             ),
-            RepairProposal,
             role_budget,
             f"repair role ({episode.repair_policy})",
         )
         self._enter("grading")
         self._grade = await self._call(
-            "grade_repair",
+            refs.grade_repair,
             GradeRequest(
                 task=task,
                 broken_script=drift.broken_script,
@@ -184,17 +181,15 @@ class DriftRepairEpisode:
                 run_timeout_s=episode.run_timeout_s,
                 image=episode.image,
             ),
-            RepairGrade,
             self._sandbox_budget(1 + len(task.held_out), episode.run_timeout_s),
             "grade the repair in a fresh sandbox",
         )
-        refs = [turn.trajectory for turn in (drift.role, repair.role) if turn is not None and turn.trajectory is not None]
-        if refs:
+        trajectories = [turn.trajectory for turn in (drift.role, repair.role) if turn is not None and turn.trajectory is not None]
+        if trajectories:
             self._enter("merging")
             self._merged = await self._call(
-                "collect_role_segments",
-                CollectRequest(workflow_id=workflow_id, trajectories=refs),
-                MergeResult,
+                refs.collect_role_segments,
+                CollectRequest(workflow_id=workflow_id, trajectories=trajectories),
                 timedelta(minutes=2),
                 "collect the role segments",
             )
@@ -203,12 +198,11 @@ class DriftRepairEpisode:
     def _sandbox_budget(inputs: int, run_timeout_s: float) -> timedelta:
         return timedelta(seconds=SANDBOX_BOOT_BUDGET_S + inputs * run_timeout_s + HARNESS_SLACK_S)
 
-    async def _call(self, name: str, argument: Any, result_type: type, budget: timedelta, summary: str) -> Any:
+    async def _call(self, activity: Callable[[A], Awaitable[R]], argument: A, budget: timedelta, summary: str) -> R:
         try:
             return await workflow.execute_activity(
-                name,
+                activity,
                 argument,
-                result_type=result_type,
                 start_to_close_timeout=budget,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
@@ -216,7 +210,7 @@ class DriftRepairEpisode:
                 summary=summary,
             )
         except ActivityError as error:
-            raise _Aborted(_abort_reason(error)) from None
+            raise Aborted(abort_reason(error, CLASSIFIED_ERRORS)) from None
 
     def _enter(self, stage: EpisodeStage, **fields) -> None:
         self._progress = self._progress.model_copy(update={"stage": stage, "stage_since": workflow.now(), **fields})
@@ -278,12 +272,3 @@ class DriftRepairEpisode:
             info=info,
             elapsed_s=(workflow.now() - started).total_seconds(),
         )
-
-
-def _abort_reason(error: ActivityError) -> str:
-    cause = error.cause
-    if isinstance(cause, ApplicationError):
-        return ABORT_REASONS.get(cause.type or "", f"exception:{cause.type or 'ApplicationError'}")
-    if isinstance(cause, TimeoutError):
-        return f"exception:Timeout:{cause.type.name if cause.type else 'UNKNOWN'}"
-    return f"exception:{type(cause).__name__ if cause else 'ActivityError'}"

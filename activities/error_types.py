@@ -1,0 +1,37 @@
+"""Every ``ApplicationError`` type an activity fails with, named once.
+
+Libraries raise their own exceptions; the activity faces (the
+``@activity.defn`` functions) translate them into ``ApplicationError`` with a
+type from here, and the workflows classify failures by these names
+(``workflows.activity_errors``). The values are recorded in workflow
+histories, so they never change. Standard library only: workflow code imports
+it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorType(StrEnum):
+    # the Docker sandbox
+    SANDBOX_IMAGE_MISSING = "SandboxImageMissing"
+    SANDBOX_BOOT_ERROR = "SandboxBootError"
+    SANDBOX_GONE = "SandboxGone"
+    SANDBOX_ERROR = "SandboxError"
+    GIT_DIFF_FAILED = "GitDiffFailed"
+    # grading
+    NO_GRADER = "NoGrader"
+    NOT_EVALUABLE = "NotEvaluable"
+    GRADER_SCRIPT_MISSING = "GraderScriptMissing"
+    GRADING_FAILED = "GradingFailed"
+    # the rollout host: agent slots, adapter sessions, the policy
+    HOST_FULL = "HostFull"
+    WORKER_SHUTDOWN = "WorkerShutdown"
+    SESSION_LOST = "SessionLost"
+    NO_POLICY_SERVER = "NoPolicyServer"
+    # ``activities.sglang_client.PolicyServerError`` left unhandled: Temporal names the failure after the class
+    POLICY_SERVER_ERROR = "PolicyServerError"
+    # drift -> repair episodes
+    UNKNOWN_TASK = "UnknownTask"
+    NO_DRIFT = "NoDrift"

@@ -1,0 +1,69 @@
+"""How both workflows read an activity failure: an abort reason, or a lost host to fail over from.
+
+Deterministic workflow code (temporalio and the stdlib-only error vocabulary).
+``ABORT_REASONS`` is the one table from ``ApplicationError`` type to abort
+reason; each workflow names the types it classifies with it, and any other
+failure is reported as ``exception:<Type>`` (``exception:Timeout:<KIND>``
+for a timeout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError, TimeoutType
+
+with workflow.unsafe.imports_passed_through():
+    from activities.error_types import ErrorType
+
+ABORT_REASONS: dict[str, str] = {
+    ErrorType.SANDBOX_IMAGE_MISSING: "sandbox_boot_failed",
+    ErrorType.SANDBOX_BOOT_ERROR: "sandbox_boot_failed",
+    ErrorType.NO_GRADER: "no_grader",
+    ErrorType.NOT_EVALUABLE: "not_evaluable",
+    ErrorType.UNKNOWN_TASK: "unknown_task",
+    ErrorType.NO_DRIFT: "no_drift",
+    ErrorType.NO_POLICY_SERVER: "no_policy_server",
+    ErrorType.POLICY_SERVER_ERROR: "policy_error",
+    ErrorType.SANDBOX_ERROR: "sandbox_failed",
+    ErrorType.SANDBOX_GONE: "sandbox_failed",
+}
+# Failures that mean the host (its worker or the session it held) is gone, not that the rollout went wrong.
+HOST_LOST_ERRORS = (ErrorType.WORKER_SHUTDOWN, ErrorType.SESSION_LOST)
+
+
+class Aborted(Exception):
+    """Raised inside a workflow body to end it as ``aborted`` with ``reason``."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def error_type(error: ActivityError) -> str | None:
+    return error.cause.type if isinstance(error.cause, ApplicationError) else None
+
+
+def abort_reason(error: ActivityError, classified: Collection[str]) -> str:
+    """The abort reason of a failed activity: the table's for a type in ``classified``, else ``exception:<Type>``."""
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        if cause.type is not None and cause.type in classified:
+            return ABORT_REASONS[cause.type]
+        return f"exception:{cause.type or 'ApplicationError'}"
+    if isinstance(cause, TimeoutError):
+        return f"exception:Timeout:{cause.type.name if cause.type else 'UNKNOWN'}"
+    return f"exception:{type(cause).__name__ if cause else 'ActivityError'}"
+
+
+def host_lost(error: ActivityError) -> bool:
+    """A dead host (heartbeat / schedule-to-start timeout) or one that shut down under the activity."""
+    cause = error.cause
+    while isinstance(cause, FailureError):  # the chain Temporal decodes from a failure is all FailureErrors
+        if isinstance(cause, TimeoutError) and cause.type in (TimeoutType.HEARTBEAT, TimeoutType.SCHEDULE_TO_START):
+            return True
+        if isinstance(cause, ApplicationError) and cause.type in HOST_LOST_ERRORS:
+            return True
+        cause = cause.cause
+    return False
