@@ -1,10 +1,13 @@
-"""Shared fixtures: one tokenizer, one scripted policy server and one adapter per test session."""
+"""Shared fixtures: one tokenizer, one scripted policy server and one adapter per test session, the example
+task images and tasks, and the reaper of a test module's sandboxes."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import docker
@@ -15,12 +18,17 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities import sandbox
 from activities.adapter import AdapterServer
-from activities.contracts import SamplingParams, SessionConfig
+from activities.contracts import TaskSpec
+from activities.dataset_rows import read_dataset
+from activities.prompt_renderer import PromptRenderer
 from activities.scripted_policy import ScriptedPolicyServer
 from activities.search_attribute_registry import ensure_search_attributes
+from activities.tokenizer_cache import ensure_qwen_tokenizer
 from starter import EXAMPLE_DATASET
-from tests.renderer_fixture import shared_renderer
 from worker import oracle_tasks_from
+
+PROJECT = Path(__file__).resolve().parent.parent
+WORKFLOW_LABEL = f"{sandbox.LABEL_PREFIX}.workflow_id"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -56,8 +64,37 @@ async def env():
 
 
 @pytest.fixture(scope="session")
-def renderer():
-    return shared_renderer()
+def task_images() -> None:
+    """The example task images, built (or found up to date) once per session; skips when there is no usable engine."""
+    try:
+        if subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode != 0:
+            pytest.skip("no usable Docker engine")
+    except (OSError, subprocess.TimeoutExpired):
+        pytest.skip("no usable Docker engine")
+    build = subprocess.run(["bash", str(PROJECT / "scripts" / "build_task_images.sh")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout + build.stderr
+
+
+@pytest.fixture(scope="session")
+def tasks() -> dict[str, TaskSpec]:
+    """The example dataset's tasks by instance id."""
+    return {row.task.instance_id: row.task for row in read_dataset(EXAMPLE_DATASET)}
+
+
+@pytest.fixture(scope="session")
+def reap_prefix() -> Callable[[str], Awaitable[list[str]]]:
+    """Removes every managed container whose workflow id starts with a prefix and returns their names."""
+
+    async def reap(prefix: str) -> list[str]:
+        return await sandbox.reap(lambda c: c.labels.get(WORKFLOW_LABEL, "").startswith(prefix))
+
+    return reap
+
+
+@pytest.fixture(scope="session")
+def renderer() -> PromptRenderer:
+    """The Qwen3.6 chat-template renderer; loading the tokenizer takes about 2 s, so once per session."""
+    return PromptRenderer(ensure_qwen_tokenizer())
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -74,14 +111,6 @@ async def adapter(renderer):
     await server.start()
     yield server
     await server.stop()
-
-
-def open_session(adapter, policy_server, policy: str = "noop", **overrides):
-    """Open an adapter session whose turns the scripted server answers with ``policy``."""
-    config = SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=512), **overrides)
-    ticket = adapter.registry.open_session(config)
-    policy_server.set_policy(ticket.session_id, policy)
-    return ticket
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -12,7 +12,6 @@ import pytest
 
 from activities.adapter import AdapterServer
 from activities.contracts import SamplingParams, SessionConfig
-from tests.conftest import open_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -22,6 +21,14 @@ READ_TOOL = {
     "description": "Read a file",
     "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]},
 }
+
+
+def open_session(adapter, policy_server, policy: str = "noop", **overrides):
+    """Open an adapter session whose turns the scripted server answers with ``policy``."""
+    config = SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=512), **overrides)
+    ticket = adapter.registry.open_session(config)
+    policy_server.set_policy(ticket.session_id, policy)
+    return ticket
 
 
 def sdk(adapter, ticket) -> anthropic.AsyncAnthropic:

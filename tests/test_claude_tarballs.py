@@ -14,7 +14,6 @@ import pytest
 from activities import sandbox
 from activities.claude_tarballs import ClaudeTarballError, install_from_tarballs
 from activities.contracts import SandboxRequest
-from tests.test_sandbox import build_task_images, example_tasks, reap_prefix
 
 TARBALLS = Path(__file__).resolve().parent.parent / ".cache" / "tarballs"
 REAL_CC = TARBALLS / "anthropic-ai-claude-code-2.0.54.tgz"
@@ -83,14 +82,13 @@ def test_a_file_that_is_not_a_tarball_names_the_variable(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
-async def test_the_npm_tarballs_run_claude_code_in_a_sandbox(tmp_path):
+async def test_the_npm_tarballs_run_claude_code_in_a_sandbox(tmp_path, task_images, tasks, reap_prefix):
     node = next(TARBALLS.glob("node-linux-*.tgz"), None)
     if not REAL_CC.is_file() or node is None:
         pytest.skip("run `make setup` to fetch the tarballs")
-    build_task_images()
     root = install_from_tarballs(REAL_CC, node, tmp_path / "cache")
     prefix = f"pytest-tarballs-{uuid.uuid4().hex[:8]}"
-    request = SandboxRequest(task=example_tasks()["calc-eval-cmd"], workflow_id=f"{prefix}-boot", attempt=0)
+    request = SandboxRequest(task=tasks["calc-eval-cmd"], workflow_id=f"{prefix}-boot", attempt=0)
     handle = await sandbox.boot(request, lifetime_s=600, claude_code=root)
     try:
         version = await sandbox.exec(handle, f"{sandbox.CLAUDE_MOUNT_PATH} --version", timeout_s=60)

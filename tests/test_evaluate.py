@@ -17,7 +17,6 @@ from activities import evaluate as grading
 from activities import sandbox
 from activities.contracts import EvalRequest, SandboxRequest, TaskSpec
 from activities.dataset_rows import DatasetRow, read_dataset
-from tests.test_sandbox import build_task_images, example_tasks, reap_prefix
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -26,17 +25,11 @@ GARBAGE = "this is not a diff\n--- nor is this\n"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def prefix():
+async def prefix(task_images, reap_prefix):
     """Workflow-id prefix of this module's grading containers; any survivor is reaped at teardown."""
-    build_task_images()
     value = f"pytest-evaluate-{uuid.uuid4().hex[:8]}"
     yield value
     assert await reap_prefix(value) == [], "evaluate must destroy its grading container"
-
-
-@pytest.fixture(scope="module")
-def tasks() -> dict[str, TaskSpec]:
-    return example_tasks()
 
 
 def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> EvalRequest:
@@ -81,7 +74,7 @@ async def test_swepro_scripts_named_by_path_in_the_dataset_root_are_graded_inlin
 
 
 @pytest.mark.parametrize("field", ["run_script_path", "parser_script_path"])
-async def test_a_task_naming_a_host_script_path_is_refused_without_reading_it(prefix, tasks, field):
+async def test_a_task_naming_a_host_script_path_is_refused_without_reading_it(prefix, tasks, field, reap_prefix):
     """A row handed to the workflow directly, not through the reader: the worker reads no host path it names."""
     task = tasks["inventory-swepro"]
     swepro = task.swepro.model_copy(update={field: "/etc/shadow", field.removesuffix("_path"): None})
@@ -116,7 +109,7 @@ async def test_the_swebench_rows_base_commit_is_the_images_baseline(prefix, task
     assert head.stdout.strip() == task.swebench.base_commit, "run examples/tasks/make_dataset.py after editing a task"
 
 
-async def test_a_swebench_row_without_a_test_spec_fails_before_booting(prefix, tasks):
+async def test_a_swebench_row_without_a_test_spec_fails_before_booting(prefix, tasks, reap_prefix):
     task = tasks["slugify-swebench"]
     unknown = task.model_copy(update={"swebench": task.swebench.model_copy(update={"install_config": None})})
     with pytest.raises(ApplicationError) as caught:

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import docker
 import pytest
@@ -22,46 +20,23 @@ from temporalio.testing import ActivityEnvironment
 from activities import disk_watch, sandbox
 from activities.claude_binary import CLAUDE_CODE_VERSION, find_claude_binary
 from activities.contracts import DiffReport, OmittedFile, SandboxRequest, TaskSpec
-from activities.dataset_rows import read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-PROJECT = Path(__file__).resolve().parent.parent
-DATASET = PROJECT / "examples" / "tasks" / "dataset.jsonl"
 WORKFLOW_LABEL = f"{sandbox.LABEL_PREFIX}.workflow_id"
 
 
-def build_task_images() -> None:
-    """Build (or find up to date) the example task images; skip when there is no usable engine."""
-    try:
-        if subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode != 0:
-            pytest.skip("no usable Docker engine")
-    except (OSError, subprocess.TimeoutExpired):
-        pytest.skip("no usable Docker engine")
-    build = subprocess.run(["bash", str(PROJECT / "scripts" / "build_task_images.sh")], capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout + build.stderr
-
-
-def example_tasks() -> dict[str, TaskSpec]:
-    return {row.task.instance_id: row.task for row in read_dataset(DATASET)}
-
-
-async def reap_prefix(prefix: str) -> list[str]:
-    return await sandbox.reap(lambda c: c.labels.get(WORKFLOW_LABEL, "").startswith(prefix))
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def prefix():
+async def prefix(task_images, reap_prefix):
     """The workflow-id prefix of this module's containers; all of them are reaped at teardown."""
-    build_task_images()
     value = f"pytest-sandbox-{uuid.uuid4().hex[:8]}"
     yield value
     await reap_prefix(value)
 
 
 @pytest.fixture(scope="module")
-def calc_task() -> TaskSpec:
-    return example_tasks()["calc-eval-cmd"]
+def calc_task(tasks) -> TaskSpec:
+    return tasks["calc-eval-cmd"]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 
 from activities import swebench_grading
-from activities.dataset_rows import read_dataset
-from tests.test_sandbox import build_task_images, reap_prefix
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -26,7 +24,6 @@ GRADE_UNDER_SWEBENCH5 = """
 import asyncio, json, sys
 from activities import evaluate as grading, swebench_grading
 from activities.contracts import EvalRequest
-from activities.dataset_rows import read_dataset
 
 columns = json.loads(sys.stdin.read())
 prefix = sys.argv[1]
@@ -50,12 +47,11 @@ asyncio.run(main())
 """
 
 
-async def test_a_swebench5_row_grades_one_with_the_fix_and_zero_without():
+async def test_a_swebench5_row_grades_one_with_the_fix_and_zero_without(task_images, tasks, reap_prefix):
     if not SWEBENCH5_PYTHON.exists():
         pytest.skip("run `make setup` to create the swebench 5 venv")
     pytest.importorskip("swebench")
-    build_task_images()
-    task = next(row.task for row in read_dataset(PROJECT / "examples" / "tasks" / "dataset.jsonl") if row.task.instance_id == "slugify-swebench")
+    task = tasks["slugify-swebench"]
     columns = {"eval_script": swebench_grading.eval_script(task), "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
     prefix = f"pytest-swebench5-{uuid.uuid4().hex[:8]}"
     run = subprocess.run(

@@ -20,7 +20,6 @@ import pytest_asyncio
 from activities import evaluate as grading
 from activities import sandbox, swebench_grading, task_tests
 from activities.contracts import EvalRequest, SandboxHandle, SandboxRequest, SweProSpec, TaskSpec
-from tests.test_sandbox import build_task_images, example_tasks, reap_prefix
 
 TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 
@@ -98,16 +97,10 @@ DIST_INFO_PLUGIN = {
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def prefix():
-    build_task_images()
+async def prefix(task_images, reap_prefix):
     value = f"pytest-tasktests-{uuid.uuid4().hex[:8]}"
     yield value
     assert await reap_prefix(value) == [], "evaluate must destroy its grading container"
-
-
-@pytest.fixture(scope="module")
-def tasks() -> dict[str, TaskSpec]:
-    return example_tasks()
 
 
 async def grade(prefix: str, task: TaskSpec, diff: str):

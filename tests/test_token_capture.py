@@ -20,7 +20,6 @@ from activities.anthropic_reply import reply_blocks
 from activities.anthropic_translation import translate_request
 from activities.completion_parser import parse_completion
 from activities.token_capture import LedgerDelta, TokenLedger
-from tests.renderer_fixture import shared_renderer
 
 TOOLS = [
     {
@@ -38,12 +37,13 @@ SYSTEM = {"role": "system", "content": "You are a coding agent. Primary working 
 class RecordingSampler:
     """Plays the policy server: returns scripted completions as token ids and remembers every sample."""
 
-    def __init__(self, seed: int):
+    def __init__(self, renderer, seed: int):
+        self.renderer = renderer
         self.rng = random.Random(seed)
         self.records: list[tuple[list[int], list[int], list[float]]] = []
 
     def sample(self, prompt_ids: list[int], completion: str, cut: bool, canonical: bool) -> tuple[list[int], list[float], str]:
-        renderer = shared_renderer()
+        renderer = self.renderer
         if canonical:
             ids = renderer.encode(completion)
         else:
@@ -78,10 +78,9 @@ ACTIONS = st.sampled_from(["tool_result", "user_query", "retry", "subagent", "co
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(actions=st.lists(ACTIONS, min_size=1, max_size=14), seed=st.integers(0, 10_000))
-def test_every_trained_token_was_sampled_in_exactly_that_context(actions, seed):
-    renderer = shared_renderer()
+def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actions, seed):
     ledger = TokenLedger(renderer)
-    sampler = RecordingSampler(seed)
+    sampler = RecordingSampler(renderer, seed)
     rng = random.Random(seed)
     lanes = {"main": [SYSTEM, {"role": "user", "content": "Fix the bug."}]}
     deltas = []
@@ -160,8 +159,7 @@ def _tool_turn_conversation(renderer, turns: int):
     return ledger, plans, messages
 
 
-def test_incremental_prompt_ids_equal_a_full_retokenisation():
-    renderer = shared_renderer()
+def test_incremental_prompt_ids_equal_a_full_retokenisation(renderer):
     ledger, plans, messages = _tool_turn_conversation(renderer, turns=6)
     assert [p.mode for p in plans] == ["fresh"] + ["extend"] * 5
     for plan in plans:
@@ -170,8 +168,7 @@ def test_incremental_prompt_ids_equal_a_full_retokenisation():
     assert len(ledger.finish()) == 1
 
 
-def test_new_user_query_drops_reasoning_and_opens_a_new_segment():
-    renderer = shared_renderer()
+def test_new_user_query_drops_reasoning_and_opens_a_new_segment(renderer):
     ledger, _, messages = _tool_turn_conversation(renderer, turns=2)
     messages = messages + [{"role": "user", "content": "Now also add a test."}]
     plan = ledger.plan("main", "main", messages, TOOLS)
@@ -183,8 +180,7 @@ def test_new_user_query_drops_reasoning_and_opens_a_new_segment():
     assert second.loss_mask[second.prompt_length :] == [1] * len(ids)
 
 
-def test_retry_of_an_unseen_reply_replaces_it():
-    renderer = shared_renderer()
+def test_retry_of_an_unseen_reply_replaces_it(renderer):
     ledger = TokenLedger(renderer)
     messages = [SYSTEM, {"role": "user", "content": "hello"}]
     first = ledger.plan("main", "main", messages, TOOLS)
@@ -197,8 +193,7 @@ def test_retry_of_an_unseen_reply_replaces_it():
     assert segment.turns == 1
 
 
-def test_output_without_end_of_turn_gets_it_as_context_not_as_a_sample():
-    renderer = shared_renderer()
+def test_output_without_end_of_turn_gets_it_as_context_not_as_a_sample(renderer):
     ledger = TokenLedger(renderer)
     messages = [SYSTEM, {"role": "user", "content": "write a long essay"}]
     plan = ledger.plan("main", "main", messages, TOOLS)
@@ -211,8 +206,7 @@ def test_output_without_end_of_turn_gets_it_as_context_not_as_a_sample():
     assert tail[0] == renderer.end_of_turn_id
 
 
-def test_a_client_rewritten_echo_of_our_reply_still_extends_with_what_was_sampled():
-    renderer = shared_renderer()
+def test_a_client_rewritten_echo_of_our_reply_still_extends_with_what_was_sampled(renderer):
     ledger = TokenLedger(renderer)
     messages = [SYSTEM, {"role": "user", "content": "Fix the bug in parser.py"}]
     plan = ledger.plan("main", "main", messages, TOOLS)
