@@ -4,7 +4,7 @@
 
 help:
 	@echo "make setup             venv, Claude Code, tokenizer, Docker engine + base image (idempotent)"
-	@echo "make lint              ruff check, ruff format --check, mypy (needs the venv)"
+	@echo "make lint              ruff check, ruff format --check, mypy, shellcheck (needs the venv)"
 	@echo "make test              setup, then lint, then pytest -q tests"
 	@echo "make demo ARGS='...'   setup, then starter.py demo ARGS"
 	@echo "SETUP_SKIP_DOCKER=1 skips the Docker steps."
@@ -12,11 +12,13 @@ help:
 setup:
 	bash scripts/setup.sh
 
-# Configured in pyproject.toml ([tool.ruff], [tool.mypy]); any finding fails the target.
+# Configured in pyproject.toml ([tool.ruff], [tool.mypy]); shellcheck takes every .sh file git does not ignore;
+# any finding fails the target.
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
+	git ls-files -z --cached --others --exclude-standard '*.sh' | xargs -0 shellcheck
 
 # pytest exit 5 = no tests collected: report it, but don't fail.
 test: setup

@@ -26,14 +26,12 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from activities import shell_scripts
+
 CC_VARIABLE = "SWE_HOST_CC_TARBALL"
 NODE_VARIABLE = "SWE_HOST_NODE_TARBALL"
 
-JS_LAUNCHER = """#!/bin/sh
-# Runs the unpacked Claude Code CLI with the unpacked Node, wherever this directory is mounted.
-root=$(dirname "$(dirname "$(readlink -f "$0")")")
-exec "$root/node/bin/node" "$root/cli/cli.js" "$@"
-"""
+JS_LAUNCHER = "claude_tarballs_launcher.sh"
 
 
 class ClaudeTarballError(ValueError):
@@ -86,7 +84,7 @@ def _unpack_into(root: Path, cc_tarball: Path, node_tarball: Path | None) -> Non
     node_bin.parent.parent.rename(root / "node")
     shutil.rmtree(unpacked_node)
     launcher = root / "bin" / "claude"
-    launcher.write_text(JS_LAUNCHER)
+    launcher.write_text(shell_scripts.load(JS_LAUNCHER))
     launcher.chmod(0o755)
 
 

@@ -15,11 +15,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities import sandbox
 from activities.contracts import RolloutProgress, RolloutResult, SandboxHandle
+from activities.git_workspace import AGENT_LOG
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.search_attributes import STAGE
 
 STAGES = ("queued", "booting", "agent", "diff", "grading", "merging")
-AGENT_LOG = "/tmp/rollout/claude.out"
 
 
 @dataclass(frozen=True)

@@ -25,16 +25,16 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from activities import sandbox
+from activities import git_workspace, sandbox
 from activities.contracts import SandboxRequest, TaskSpec
 from activities.drift_contracts import DEFAULT_IMAGE, SCRIPT_NAME, RunOutcome
 from activities.sandbox import DEFAULT_LIMITS, SandboxLimits
 
 RUNNER_SOURCE = Path(__file__).with_name("drift_runner.py")
 SANDBOX_WORKDIR = "/srv"
-SANDBOX_RUNNER = f"{sandbox.HARNESS_DIR}/drift_runner.py"
-SANDBOX_JOBS = f"{sandbox.HARNESS_DIR}/drift_jobs.json"
-SANDBOX_RESULTS = f"{sandbox.HARNESS_DIR}/drift_results.json"
+SANDBOX_RUNNER = git_workspace.harness_file("drift_runner.py")
+SANDBOX_JOBS = git_workspace.harness_file("drift_jobs.json")
+SANDBOX_RESULTS = git_workspace.harness_file("drift_results.json")
 HARNESS_SLACK_S = 30.0
 MAX_RESULTS_BYTES = 8 << 20
 PARALLEL = 4

@@ -23,9 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-import shlex
-
-from activities import sandbox
+from activities import git_workspace, sandbox, shell_scripts
 from activities.contracts import SandboxHandle, TaskSpec
 
 # Test trees and test modules by naming convention. ``test/`` and ``testing/`` count only at the top:
@@ -66,43 +64,10 @@ TEST_CONFIG_FILES = (
     "_pytest/**",
 )
 RESET_TIMEOUT_S = 300.0
-_INDEX = f"{sandbox.HARNESS_DIR}/task-tests.index"
-_SNAPSHOT = f"{sandbox.HARNESS_DIR}/task-tests.tree"
-
-# Stage the protected paths as they are in the working tree into $GIT_INDEX_FILE:
-# first drop the entries that are gone (diff-files also counts a path behind a
-# symlink or under a file as gone), then add what is there: ls-files -o
-# without --exclude-standard lists ignored files too; --replace lets a file
-# take a directory's place and back.
-_STAGE = """git diff-files -z --name-only --diff-filter=D -- "$@" | git update-index -z --force-remove --stdin
-git ls-files -z --cached --others -- "$@" | git update-index -z --add --remove --replace --stdin
-"""
-
-_RECORD = f"""set -eo pipefail
-export GIT_INDEX_FILE={_INDEX}
-rm -f "$GIT_INDEX_FILE"
-git read-tree "$(cat {sandbox.BASELINE_FILE})"
-{_STAGE}git write-tree >{_SNAPSHOT}
-"""
-
-# The two-tree read-tree updates, creates and deletes exactly the files whose
-# entries differ between the current state and the snapshot; then the
-# repository's own index takes those paths from the restored tree (``git apply
-# --3way`` staged the agent's versions, which a ``git checkout .`` would bring
-# back). The changed paths come last, NUL-separated after a marker (a login
-# shell may print before it).
+_INDEX = git_workspace.harness_file("task-tests.index")
+_SNAPSHOT = git_workspace.harness_file("task-tests.tree")
+# Printed before reset's NUL-separated listing of the changed paths (a login shell may print before it).
 _MARKER = "task-tests-reset:"
-_RESET = f"""set -eo pipefail
-export GIT_INDEX_FILE={_INDEX}
-snapshot=$(cat {_SNAPSHOT})
-{_STAGE}current=$(git write-tree)
-git diff-tree -r -z --name-only --no-renames "$snapshot" "$current" >{_SNAPSHOT}.changed
-git read-tree -m -u "$current" "$snapshot"
-unset GIT_INDEX_FILE
-if [ -f "$(git rev-parse --git-path index)" ]; then git update-index -z --add --remove --replace --stdin <{_SNAPSHOT}.changed; fi
-printf '%s\\0' {_MARKER}
-cat {_SNAPSHOT}.changed
-"""
 
 
 def _pathspecs(pattern: str) -> list[str]:
@@ -121,20 +86,20 @@ def pathspecs(task: TaskSpec) -> list[str]:
     return list(dict.fromkeys(specs))
 
 
-def _script(body: str, specs: list[str]) -> str:
-    return f"set -- {' '.join(shlex.quote(spec) for spec in specs)}\n{body}"
+def _script(mode: str, specs: list[str]) -> str:
+    return shell_scripts.invocation("task_tests.sh", mode, _INDEX, _SNAPSHOT, git_workspace.BASELINE_FILE, _MARKER, *specs)
 
 
 async def record(handle: SandboxHandle, specs: list[str]) -> None:
     """Snapshot the protected paths before the diff is applied; raises ``SandboxError`` if git fails."""
-    result = await sandbox.exec(handle, _script(_RECORD, specs), user="root", timeout_s=RESET_TIMEOUT_S)
+    result = await sandbox.exec(handle, _script("record", specs), user="root", timeout_s=RESET_TIMEOUT_S)
     if result.exit_code != 0:
         raise sandbox.SandboxError(f"could not snapshot the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
 
 
 async def reset(handle: SandboxHandle, specs: list[str]) -> list[str]:
     """Put the protected paths back to the snapshot ``record`` took; the paths that differed, sorted."""
-    result = await sandbox.exec(handle, _script(_RESET, specs), user="root", timeout_s=RESET_TIMEOUT_S)
+    result = await sandbox.exec(handle, _script("reset", specs), user="root", timeout_s=RESET_TIMEOUT_S)
     if result.exit_code != 0:
         raise sandbox.SandboxError(f"could not reset the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
     _, marker, listing = result.output.partition(_MARKER + "\0")

@@ -4,6 +4,7 @@
 #   .cache/claude-code/  Claude Code 2.1.328 (native binary, via npm)
 #   .cache/tokenizer/    the offline Qwen3.6 tokenizer
 #   .cache/swebench5/    a venv with swebench 5 (tests of the swebench >= 5 grading path)
+#   the Debian package shellcheck (make lint runs it)
 #   .cache/tarballs/     Claude Code 2.0.54 (JavaScript CLI) and Node 22 as npm tarballs,
 #                        the SWE_HOST_CC_TARBALL / SWE_HOST_NODE_TARBALL shape the tests use
 #   a running Docker engine and the local image rollout-base:bookworm
@@ -53,6 +54,10 @@ else
     || { tail -n 30 .cache/swebench5-install.log >&2; exit 1; }
   echo "${SWEBENCH5_REQUIREMENTS[*]}" >"$SWEBENCH5/.installed"
 fi
+
+# 1c. shellcheck (Debian package): make lint runs it over every .sh file.
+apt_install shellcheck shellcheck
+echo "shellcheck: $(shellcheck --version | sed -n 's/^version: //p')"
 
 # 2. Claude Code: npm package whose optional dependency carries the native binary.
 case $(uname -m) in aarch64|arm64) ARCH=arm64 ;; *) ARCH=x64 ;; esac
