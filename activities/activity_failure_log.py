@@ -14,16 +14,18 @@ import logging
 
 from temporalio.exceptions import ApplicationError
 
+from activities.error_types import ErrorType
+
 EXPECTED_FAILURES = frozenset(
     {
-        "SandboxImageMissing",
-        "SandboxBootError",
-        "NotEvaluable",
-        "NoGrader",
-        "NoPolicyServer",
-        "HostFull",
-        "SessionLost",
-        "WorkerShutdown",
+        ErrorType.SANDBOX_IMAGE_MISSING,
+        ErrorType.SANDBOX_BOOT_ERROR,
+        ErrorType.NOT_EVALUABLE,
+        ErrorType.NO_GRADER,
+        ErrorType.NO_POLICY_SERVER,
+        ErrorType.HOST_FULL,
+        ErrorType.SESSION_LOST,
+        ErrorType.WORKER_SHUTDOWN,
     }
 )
 MESSAGE_LIMIT = 300

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities import sandbox
+from activities.activity_failures import Failure, Translation, application_error
 from activities.contracts import MergeResult, SegmentSummary
 from activities.drift_baselines import baseline_drift, noop_repair, oracle_repair
 from activities.drift_contracts import (
@@ -47,11 +47,18 @@ from activities.drift_primitives import DriftSpecError, apply_spec
 from activities.drift_prompts import drift_prompt, repair_prompt
 from activities.drift_roles import RolePlayer
 from activities.drift_scoring import grade_not_applied, grade_runs, judge_breakage
+from activities.error_types import ErrorType
+from activities.rollout_host import NoPolicyServer
 from activities.script_runner import ScriptRunner
 from activities.trajectory_store import TrajectoryStore
 from activities.unified_diff import DiffError, apply_diff
 
 T = TypeVar("T")
+SANDBOX_FAILURES = Translation(
+    Failure(sandbox.SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+    Failure(sandbox.SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
+    Failure(sandbox.SandboxError, ErrorType.SANDBOX_ERROR),
+)
 
 
 async def _heartbeating(work: Awaitable[T], phase: str) -> T:
@@ -64,19 +71,24 @@ async def _runs(work: Awaitable[T], phase: str) -> T:
     """Run sandbox work; map sandbox failures to ``ApplicationError`` types the workflow understands."""
     try:
         return await _heartbeating(work, phase)
-    except sandbox.SandboxImageMissing as error:
-        raise sandbox.non_retryable(error, "SandboxImageMissing") from error
-    except sandbox.SandboxGone as error:
-        raise ApplicationError(str(error), type="SandboxGone") from error
-    except sandbox.SandboxError as error:
-        raise sandbox.non_retryable(error, "SandboxError") from error
+    except SANDBOX_FAILURES.handled as error:
+        raise SANDBOX_FAILURES(error) from error
+
+
+async def _playing(work: Awaitable[T], phase: str) -> T:
+    """Play a policy role, heartbeating; a worker and rollout with no policy server is ``NoPolicyServer``."""
+    try:
+        return await _heartbeating(work, phase)
+    except NoPolicyServer as error:
+        raise application_error(error, ErrorType.NO_POLICY_SERVER) from None
 
 
 def _baseline(task: DriftTask, seed: int) -> tuple[DriftSpec, str, int]:
+    """The seeded baseline drift; a task it cannot drift is ``NoDrift`` (the activity error)."""
     try:
         spec = baseline_drift(task.script, seed, task.category)
     except DriftSpecError as error:
-        raise ApplicationError(str(error), type="NoDrift", non_retryable=True) from None
+        raise application_error(error, ErrorType.NO_DRIFT) from None
     broken = apply_spec(task.script, spec)
     return spec, broken.script, broken.sites
 
@@ -93,7 +105,7 @@ class DriftEpisodeActivities:
         try:
             return sample_task(load_corpus(self.corpus_dir), request)
         except UnknownTask as error:
-            raise ApplicationError(str(error), type="UnknownTask", non_retryable=True) from None
+            raise application_error(error, ErrorType.UNKNOWN_TASK) from None
 
     @activity.defn(name="propose_drift")
     async def propose_drift(self, request: DriftRequest) -> DriftProposal:
@@ -104,7 +116,7 @@ class DriftEpisodeActivities:
         if request.policy == "baseline":
             spec, broken, sites = _baseline(task, request.seed)
             return DriftProposal(spec=spec, spec_source="baseline", broken_script=broken, changed_sites=sites)
-        turn = await _heartbeating(self.roles.play("drift", drift_prompt(task), request.model, request.workflow_id), "drift role")
+        turn = await _playing(self.roles.play("drift", drift_prompt(task), request.model, request.workflow_id), "drift role")
         source: SpecSource = "model"
         error = ""
         try:
@@ -141,7 +153,7 @@ class DriftEpisodeActivities:
         if request.policy == "oracle":
             return RepairProposal(diff=oracle_repair(request.broken_script, task.script), source="oracle")
         prompt = repair_prompt(task, request.broken_script, request.error_trace)
-        turn = await _heartbeating(self.roles.play("repair", prompt, request.model, request.workflow_id), "repair role")
+        turn = await _playing(self.roles.play("repair", prompt, request.model, request.workflow_id), "repair role")
         return RepairProposal(diff=extract_diff(turn.completion), source="model", role=turn)
 
     @activity.defn(name="grade_repair")

@@ -26,7 +26,7 @@ Invariants:
   code; usage is watched as in the agent sandbox, ``disk_watch``); past either
   they are killed and the result is reward 0 with a note in ``log_tail``.
 * ``reward`` is 1.0 iff ``solved``. A task without a grader is a
-  non-retryable ``ApplicationError(type="NoGrader")``; a SWE-bench row this
+  ``NoGrader`` (the activity reports it non-retryable); a SWE-bench row this
   worker cannot grade (no ``swebench`` package, no test spec for the row) is
   a non-retryable ``NotEvaluable``, raised before any container boots; so is
   a ``swepro`` task that names a script by host path: the worker never reads
@@ -43,9 +43,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities import sandbox, swebench_grading, task_tests
+from activities.activity_failures import Failure, Translation
 from activities.contracts import (
     EvalRequest,
     EvalResult,
@@ -56,6 +56,7 @@ from activities.contracts import (
     TaskSpec,
 )
 from activities.disk_watch import DiskWatch
+from activities.error_types import ErrorType
 from activities.sandbox import DEFAULT_LIMITS, SandboxLimits
 
 LOG_TAIL_BYTES = 4096
@@ -132,20 +133,46 @@ def _result(grader: GraderKind, solved: bool, applied: bool, method: str, log: s
     )
 
 
+class NoGrader(Exception):
+    """The task names no grader."""
+
+
+class GraderScriptMissing(Exception):
+    """A ``swepro`` task lacks its run or parser script."""
+
+
+class ScriptPathRefused(swebench_grading.NotEvaluable):
+    """A ``swepro`` task names a host path for a script: the worker reads no host file a row names."""
+
+
+def _failures(failed: ErrorType) -> Translation:
+    """How ``evaluate_activity`` reports a failure; a sandbox error not otherwise named is ``failed``."""
+    return Translation(
+        Failure(NoGrader, ErrorType.NO_GRADER),
+        Failure(GraderScriptMissing, ErrorType.GRADER_SCRIPT_MISSING),
+        Failure(swebench_grading.NotEvaluable, ErrorType.NOT_EVALUABLE),
+        Failure(sandbox.SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+        Failure(sandbox.SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
+        Failure(sandbox.SandboxError, failed),
+    )
+
+
+BOOT_FAILURES = _failures(ErrorType.SANDBOX_BOOT_ERROR)
+GRADING_FAILURES = _failures(ErrorType.GRADING_FAILED)
+
+
 def _swepro_scripts(task: TaskSpec) -> tuple[str, str]:
     """The inline run and parser scripts; a task naming a host path for either is refused, nothing is read."""
     spec = task.swepro
     for field, path in (("run_script_path", spec.run_script_path), ("parser_script_path", spec.parser_script_path)):
         if path:
-            raise ApplicationError(
+            raise ScriptPathRefused(
                 f"task {task.instance_id}: swepro.{field}: a worker reads no host path a row names;"
                 " read the row with activities.dataset_rows (it inlines the script from the dataset root)",
-                type="NotEvaluable",
-                non_retryable=True,
             )
     for field, script in (("run_script", spec.run_script), ("parser_script", spec.parser_script)):
         if not script:
-            raise ApplicationError(f"task {task.instance_id}: swepro.{field} is missing", type="GraderScriptMissing", non_retryable=True)
+            raise GraderScriptMissing(f"task {task.instance_id}: swepro.{field} is missing")
     return spec.run_script, spec.parser_script
 
 
@@ -281,7 +308,7 @@ async def evaluate(
     task = request.task
     grader = task.grader
     if grader is None:
-        raise ApplicationError(f"task {task.instance_id} has no grader", type="NoGrader", non_retryable=True)
+        raise NoGrader(f"task {task.instance_id} has no grader")
     scripts = _swepro_scripts(task) if grader == "swepro" else None
     protected = task_tests.pathspecs(task)
     swebench_script = await swebench_grading.require_eval_script(task) if grader == "swebench" else None
@@ -332,10 +359,7 @@ async def evaluate_activity(request: EvalRequest) -> EvalResult:
                 limits=settings.limits,
                 report=lambda name: phase.update(phase=name),
             )
-    except sandbox.SandboxImageMissing as error:
-        raise sandbox.non_retryable(error, "SandboxImageMissing") from error
-    except sandbox.SandboxGone as error:
-        raise ApplicationError(str(error), type="SandboxGone") from error
-    except sandbox.SandboxError as error:
-        kind = "SandboxBootError" if phase["phase"] == "boot" else "GradingFailed"
-        raise sandbox.non_retryable(error, kind) from error
+    except (NoGrader, GraderScriptMissing, swebench_grading.NotEvaluable) as error:
+        raise GRADING_FAILURES(error) from None
+    except GRADING_FAILURES.handled as error:
+        raise (BOOT_FAILURES if phase["phase"] == "boot" else GRADING_FAILURES)(error) from error

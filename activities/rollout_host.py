@@ -49,6 +49,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import sandbox
+from activities.activity_failures import application_error
 from activities.adapter import AdapterServer
 from activities.claude_code_harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
 from activities.contracts import (
@@ -64,6 +65,7 @@ from activities.contracts import (
     SessionConfig,
 )
 from activities.disk_watch import DiskWatch
+from activities.error_types import ErrorType
 from activities.trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
@@ -77,11 +79,27 @@ RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 
 
+class NoPolicyServer(Exception):
+    """Neither the worker nor the rollout names a policy server."""
+
+
+class HostFull(Exception):
+    """Every agent slot of this host is taken (``pick_host`` refuses; another worker may take the rollout)."""
+
+
+class WorkerShutdown(Exception):
+    """This worker is shutting down under a running agent (its session stays spooled for the retry)."""
+
+
+class SessionLost(Exception):
+    """A retried agent activity found no session or no launched agent to re-attach to."""
+
+
 def session_config_for(policy: PolicySpec, worker_url: str | None, pinned: bool, label: str, max_turns: int | None = None) -> SessionConfig:
     """The adapter session for a policy spec: the worker's policy URL if pinned, else the spec's, else the worker's."""
     policy_url = worker_url if pinned else policy.policy_url or worker_url
     if not policy_url:
-        raise ApplicationError("no policy server: the worker has none and the rollout names none", type="NoPolicyServer", non_retryable=True)
+        raise NoPolicyServer("no policy server: the worker has none and the rollout names none")
     return SessionConfig(
         policy_url=policy_url,
         sampling=policy.sampling,
@@ -138,7 +156,7 @@ class RolloutHost:
         live = registry.live_count if registry is not None else 0
         key = activity.info().workflow_id
         if key not in self._reservations and live + len(self._reservations) >= self.agent_slots:
-            raise ApplicationError(f"{self.host_queue} is full ({self.agent_slots} agent slots)", type="HostFull")
+            raise application_error(HostFull(f"{self.host_queue} is full ({self.agent_slots} agent slots)"), ErrorType.HOST_FULL, retryable=True)
         self._reservations[key] = now + RESERVATION_TTL_S
         return self.host_queue
 
@@ -170,7 +188,10 @@ class RolloutHost:
         if resumed is not None:
             session_id, started_at = resumed
         else:
-            session_id, started_at = await self._launch(request), time.time()
+            try:
+                session_id, started_at = await self._launch(request), time.time()
+            except NoPolicyServer as error:
+                raise application_error(error, ErrorType.NO_POLICY_SERVER) from None
         attempt = activity.info().attempt
         self._holders[session_id] = attempt
         session = registry.get(session_id)
@@ -182,7 +203,9 @@ class RolloutHost:
             agent_log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
         except BaseException as error:
             if activity.is_worker_shutdown():
-                raise ApplicationError("worker shut down while the agent ran; its session stays spooled", type="WorkerShutdown") from None
+                raise application_error(
+                    WorkerShutdown("worker shut down while the agent ran; its session stays spooled"), ErrorType.WORKER_SHUTDOWN, retryable=True
+                ) from None
             if self._holders.get(session_id) == attempt:
                 del self._holders[session_id]
                 if _stopped_by_workflow(error):
@@ -240,11 +263,11 @@ class RolloutHost:
         session_id = details.get("session_id") if isinstance(details, dict) else None
         registry = self.adapter.registry
         if not session_id or registry.claim(session_id) is None:
-            raise ApplicationError(f"attempt {info.attempt}: the agent session did not survive", type="SessionLost", non_retryable=True)
+            raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
         status = await sandbox.detached_status(request.handle, "claude")
         if not status.started:
             registry.finish_session(session_id)
-            raise ApplicationError(f"attempt {info.attempt}: the agent was never launched", type="SessionLost", non_retryable=True)
+            raise application_error(SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST)
         log.info("re-attaching to %s (session %s, agent %s)", request.handle.name, session_id, "running" if status.running else "finished")
         return session_id, float(details.get("started_at") or time.time())
 

@@ -47,10 +47,11 @@ import docker.errors
 from docker.types import Mount
 from pydantic import BaseModel, Field
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities import swebench_grading
+from activities.activity_failures import Failure, Translation, application_error
 from activities.contracts import CapturedDiff, DiffReport, OmittedFile, SandboxHandle, SandboxRequest
+from activities.error_types import ErrorType
 from activities.settings import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES
 
 LABEL_PREFIX = "io.rollouts"
@@ -945,9 +946,12 @@ async def heartbeating(details: Callable[[], Any], interval_s: float = 5.0):
         task.cancel()
 
 
-def non_retryable(error: Exception, kind: str) -> ApplicationError:
-    """The ``ApplicationError`` an activity raises for a failure retrying will not fix."""
-    return ApplicationError(str(error), type=kind, non_retryable=True)
+BOOT_FAILURES = Translation(
+    Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+    Failure(swebench_grading.NotEvaluable, ErrorType.NOT_EVALUABLE),
+    Failure(SandboxError, ErrorType.SANDBOX_BOOT_ERROR),
+)
+DIFF_FAILURES = Translation(Failure(SandboxGone, ErrorType.SANDBOX_GONE), Failure(SandboxError, ErrorType.GIT_DIFF_FAILED))
 
 
 @activity.defn(name="boot_sandbox")
@@ -970,10 +974,10 @@ async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
                 network=settings.network,
                 limits=settings.limits,
             )
-    except SandboxImageMissing as error:
-        raise non_retryable(error, "SandboxImageMissing") from error
-    except SandboxError as error:
-        raise non_retryable(error, "SandboxBootError") from error
+    except swebench_grading.NotEvaluable as error:
+        raise BOOT_FAILURES(error) from None
+    except BOOT_FAILURES.handled as error:
+        raise BOOT_FAILURES(error) from error
 
 
 @activity.defn(name="capture_diff")
@@ -982,10 +986,8 @@ async def capture_diff_activity(handle: SandboxHandle) -> CapturedDiff:
     try:
         async with heartbeating(lambda: {"phase": "diff"}):
             return await capture_diff(handle)
-    except SandboxGone as error:
-        raise non_retryable(error, "SandboxGone") from error
-    except SandboxError as error:
-        raise non_retryable(error, "GitDiffFailed") from error
+    except DIFF_FAILURES.handled as error:
+        raise DIFF_FAILURES(error) from error
 
 
 @activity.defn(name="git_diff")
@@ -994,7 +996,7 @@ async def git_diff_activity(handle: SandboxHandle) -> str:
     a patch over the cap is ``GitDiffFailed`` there, as that code expects."""
     captured = await capture_diff_activity(handle)
     if captured.report.over_cap:
-        raise non_retryable(SandboxError(f"the diff in {handle.name} is over the cap: {captured.report.note}"), "GitDiffFailed")
+        raise application_error(SandboxError(f"the diff in {handle.name} is over the cap: {captured.report.note}"), ErrorType.GIT_DIFF_FAILED)
     return captured.diff
 
 

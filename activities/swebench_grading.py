@@ -5,8 +5,8 @@ Invariants:
 
 * the package is imported lazily (it pulls in ``datasets``, ``modal``, …) and
   never on the event loop: ``eval_script`` and ``verdict`` are blocking and
-  run in a thread (``require_eval_script`` does that, and turns
-  ``NotEvaluable`` into the non-retryable activity error). Without the
+  run in a thread (``require_eval_script`` does that, naming the task in
+  its ``NotEvaluable``; the activity faces report it). Without the
   package every entry point raises ``NotEvaluable`` saying what to install;
 * both package generations work: ``swebench`` < 5 builds the spec from
   ``repo`` + ``version`` (its spec table), ``swebench`` >= 5 from the row's
@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
-
 from activities.contracts import SweBenchSpec, TaskSpec
 
 INSTALL_HINT = "pip install 'durable-rollouts[swebench]'"
@@ -55,11 +53,11 @@ class Verdict:
 
 
 async def require_eval_script(task: TaskSpec) -> str:
-    """``eval_script`` off the event loop, or the non-retryable ``ApplicationError(type="NotEvaluable")`` activities raise."""
+    """``eval_script`` off the event loop; ``NotEvaluable`` names the task (activities report it as ``NotEvaluable``)."""
     try:
         return await asyncio.to_thread(eval_script, task)
     except NotEvaluable as error:
-        raise ApplicationError(f"task {task.instance_id}: {error}", type="NotEvaluable", non_retryable=True) from None
+        raise NotEvaluable(f"task {task.instance_id}: {error}") from None
 
 
 def eval_script(task: TaskSpec) -> str:

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import evaluate as grading
-from activities import sandbox
+from activities import sandbox, swebench_grading
 from activities.contracts import EvalRequest, SandboxRequest, TaskSpec
 from activities.dataset_rows import DatasetRow, read_dataset
 
@@ -78,9 +77,10 @@ async def test_a_task_naming_a_host_script_path_is_refused_without_reading_it(pr
     """A row handed to the workflow directly, not through the reader: the worker reads no host path it names."""
     task = tasks["inventory-swepro"]
     swepro = task.swepro.model_copy(update={field: "/etc/shadow", field.removesuffix("_path"): None})
-    with pytest.raises(ApplicationError) as caught:
+    with pytest.raises(grading.ScriptPathRefused) as caught:
         await grading.evaluate(request(prefix, task.model_copy(update={"swepro": swepro}), task.reference_patch))
-    assert caught.value.type == "NotEvaluable" and caught.value.non_retryable
+    reported = grading.GRADING_FAILURES(caught.value)
+    assert reported.type == "NotEvaluable" and reported.non_retryable
     assert f"swepro.{field}" in str(caught.value)
     shadow = [line for line in Path("/etc/shadow").read_text().splitlines() if line.strip()]
     assert not any(line in str(caught.value) for line in shadow)
@@ -112,9 +112,10 @@ async def test_the_swebench_rows_base_commit_is_the_images_baseline(prefix, task
 async def test_a_swebench_row_without_a_test_spec_fails_before_booting(prefix, tasks, reap_prefix):
     task = tasks["slugify-swebench"]
     unknown = task.model_copy(update={"swebench": task.swebench.model_copy(update={"install_config": None})})
-    with pytest.raises(ApplicationError) as caught:
+    with pytest.raises(swebench_grading.NotEvaluable) as caught:
         await grading.evaluate(request(prefix, unknown, task.reference_patch))
-    assert caught.value.type == "NotEvaluable" and caught.value.non_retryable
+    reported = grading.GRADING_FAILURES(caught.value)
+    assert reported.type == "NotEvaluable" and reported.non_retryable
     assert "no test spec for rollouts-examples/slugify 0.1" in str(caught.value)
     assert await reap_prefix(prefix) == []
 
@@ -175,9 +176,10 @@ async def test_multiline_eval_cmd_runs_from_a_file(prefix, tasks):
 
 async def test_no_grader_is_non_retryable(prefix, tasks):
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": None})
-    with pytest.raises(ApplicationError) as caught:
+    with pytest.raises(grading.NoGrader) as caught:
         await grading.evaluate(request(prefix, task, ""))
-    assert caught.value.type == "NoGrader" and caught.value.non_retryable
+    reported = grading.GRADING_FAILURES(caught.value)
+    assert reported.type == "NoGrader" and reported.non_retryable
 
 
 async def test_activity_heartbeats_its_phase(prefix, tasks):

@@ -1,0 +1,59 @@
+"""One error vocabulary: libraries raise their own exceptions, only activity faces build ``ApplicationError``,
+with type names from ``activities.error_types`` (the names recorded histories carry)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from activities import drift_activities, sandbox, swebench_grading
+from activities import evaluate as grading
+from activities.contracts import PolicySpec
+from activities.error_types import ErrorType
+from activities.rollout_host import NoPolicyServer, session_config_for
+from workflows import activity_errors, coding_agent_rollout, drift_repair_episode
+
+ACTIVITIES = Path(__file__).resolve().parent.parent / "activities"
+
+
+def test_only_the_translation_module_builds_application_errors():
+    builders = [p.name for p in ACTIVITIES.glob("*.py") if re.search(r"\bApplicationError\(", p.read_text()) and p.name != "activity_failures.py"]
+    assert builders == []
+
+
+@pytest.mark.parametrize(
+    ("translation", "error", "kind", "retryable"),
+    [
+        (sandbox.BOOT_FAILURES, sandbox.SandboxImageMissing("no image"), "SandboxImageMissing", False),
+        (sandbox.BOOT_FAILURES, swebench_grading.NotEvaluable("no spec"), "NotEvaluable", False),
+        (sandbox.BOOT_FAILURES, sandbox.SandboxGone("gone"), "SandboxBootError", False),
+        (sandbox.BOOT_FAILURES, sandbox.SandboxError("pre-command failed"), "SandboxBootError", False),
+        (sandbox.DIFF_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", False),
+        (sandbox.DIFF_FAILURES, sandbox.SandboxError("git failed"), "GitDiffFailed", False),
+        (grading.GRADING_FAILURES, grading.NoGrader("none"), "NoGrader", False),
+        (grading.GRADING_FAILURES, grading.GraderScriptMissing("no parser"), "GraderScriptMissing", False),
+        (grading.GRADING_FAILURES, grading.ScriptPathRefused("a path"), "NotEvaluable", False),
+        (grading.GRADING_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", True),
+        (grading.GRADING_FAILURES, sandbox.SandboxError("tests crashed"), "GradingFailed", False),
+        (grading.BOOT_FAILURES, sandbox.SandboxError("pre-command failed"), "SandboxBootError", False),
+        (drift_activities.SANDBOX_FAILURES, sandbox.SandboxImageMissing("no image"), "SandboxImageMissing", False),
+        (drift_activities.SANDBOX_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", True),
+        (drift_activities.SANDBOX_FAILURES, sandbox.SandboxError("runner failed"), "SandboxError", False),
+    ],
+)
+def test_faces_report_library_errors_under_their_recorded_type_names(translation, error, kind, retryable):
+    reported = translation(error)
+    assert (reported.type, reported.non_retryable, reported.message) == (kind, not retryable, str(error))
+
+
+def test_the_policy_lookup_raises_its_own_exception():
+    with pytest.raises(NoPolicyServer):
+        session_config_for(PolicySpec(), None, False, "wf#1")
+
+
+def test_the_workflows_classify_only_known_types_through_the_one_table():
+    for classified in (coding_agent_rollout.CLASSIFIED_ERRORS, drift_repair_episode.CLASSIFIED_ERRORS):
+        assert set(classified) <= set(activity_errors.ABORT_REASONS)
+    assert all(isinstance(kind, ErrorType) for kind in activity_errors.ABORT_REASONS)
