@@ -7,7 +7,9 @@ through ``workflow.unsafe.imports_passed_through()``.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -293,7 +295,52 @@ class EvalResult(BaseModel):
     reset_paths: list[str] = []
 
 
-AbortReason = str
+class AbortReason(StrEnum):
+    """The fixed reasons a workflow ends ``aborted`` with (both workflows; the README's abort table lists them).
+
+    ``abort_reason`` also carries open-ended forms, which ``is_documented_abort_reason``
+    recognises: ``exception:<Type>`` (an activity failure no table classifies;
+    ``exception:Timeout:<KIND>`` for a timeout) and ``invalid_row:<field>`` (a
+    starter ``failed`` line). Two more are open by design and not checked: the
+    reason an operator gives to ``abort`` (``starter.py cancel --reason``;
+    ``cancelled`` when none) and the starter's own ``failed`` reasons
+    (``activities.workflow_runs``).
+    """
+
+    WALL_CLOCK_TIMEOUT = "wall_clock_timeout"
+    CANCELLED = "cancelled"
+    # rollouts
+    MISSING_IMAGE_OR_WORKDIR = "missing_image_or_workdir"
+    SANDBOX_BOOT_FAILED = "sandbox_boot_failed"
+    NOT_EVALUABLE = "not_evaluable"
+    NO_GRADER = "no_grader"
+    NO_HEALTHY_HOST = "no_healthy_host"
+    ADAPTER_SESSION_EMPTY = "adapter_session_empty"
+    ADAPTER_SESSION_LOST = "adapter_session_lost"
+    # drift -> repair episodes
+    UNKNOWN_DRIFT_REWARD = "unknown_drift_reward"
+    UNKNOWN_TASK = "unknown_task"
+    NO_DRIFT = "no_drift"
+    NO_POLICY_SERVER = "no_policy_server"
+    POLICY_ERROR = "policy_error"
+    SANDBOX_FAILED = "sandbox_failed"
+
+
+EXCEPTION_PREFIX = "exception:"
+INVALID_ROW_PREFIX = "invalid_row:"
+_OPEN_FORM = re.compile(rf"^({EXCEPTION_PREFIX}|{INVALID_ROW_PREFIX})[A-Za-z_][\w.:]*$")
+
+
+def exception_reason(type_name: str) -> str:
+    """The reason of an unclassified activity failure: ``exception:<Type>``."""
+    return f"{EXCEPTION_PREFIX}{type_name}"
+
+
+def is_documented_abort_reason(reason: str) -> bool:
+    """A fixed ``AbortReason`` or one of the prefixed forms with a name after the prefix."""
+    return reason in AbortReason.__members__.values() or bool(_OPEN_FORM.match(reason))
+
+
 RolloutStage = Literal["queued", "booting", "agent", "diff", "grading", "merging", "done"]
 
 
@@ -426,7 +473,7 @@ class RolloutResult(BaseModel):
     sample_index: int
     group_index: int
     status: Literal["completed", "aborted", "failed"]
-    abort_reason: AbortReason | None = None
+    abort_reason: str | None = None
     error: str = ""
     reward: float = 0.0
     solved: bool = False

@@ -3,6 +3,8 @@ with type names from ``activities.error_types`` (the names recorded histories ca
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 
 from activities import drift_activities, sandbox, swebench_grading
 from activities import evaluate as grading
-from activities.contracts import PolicySpec
+from activities.contracts import AbortReason, PolicySpec, is_documented_abort_reason
 from activities.error_types import ErrorType
 from activities.rollout_host import NoPolicyServer, session_config_for
 from workflows import activity_errors, coding_agent_rollout, drift_repair_episode
@@ -57,3 +59,33 @@ def test_the_workflows_classify_only_known_types_through_the_one_table():
     for classified in (coding_agent_rollout.CLASSIFIED_ERRORS, drift_repair_episode.CLASSIFIED_ERRORS):
         assert set(classified) <= set(activity_errors.ABORT_REASONS)
     assert all(isinstance(kind, ErrorType) for kind in activity_errors.ABORT_REASONS)
+
+
+def test_every_fixed_abort_reason_is_in_the_readme():
+    readme = (ACTIVITIES.parent / "README.md").read_text()
+    assert [reason.value for reason in AbortReason if f"`{reason.value}`" not in readme] == []
+
+
+def test_the_workflows_abort_only_with_fixed_reasons_or_the_prefixed_forms():
+    for module in (coding_agent_rollout, drift_repair_episode):
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Aborted":
+                assert not isinstance(node.args[0], ast.Constant), ast.unparse(node)
+            if isinstance(node, ast.keyword) and node.arg == "abort_reason":
+                assert not isinstance(node.value, ast.Constant) or node.value.value is None, ast.unparse(node)
+
+
+@pytest.mark.parametrize(
+    ("reason", "documented"),
+    [
+        ("wall_clock_timeout", True),
+        ("sandbox_failed", True),
+        ("exception:SandboxGone", True),
+        ("exception:Timeout:START_TO_CLOSE", True),
+        ("invalid_row:metadata.image", True),
+        ("exception:", False),
+        ("sandbox_exploded", False),
+    ],
+)
+def test_abort_reasons_are_fixed_or_prefixed(reason, documented):
+    assert is_documented_abort_reason(reason) is documented

@@ -15,19 +15,20 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
+    from activities.contracts import AbortReason, exception_reason
     from activities.error_types import ErrorType
 
-ABORT_REASONS: dict[str, str] = {
-    ErrorType.SANDBOX_IMAGE_MISSING: "sandbox_boot_failed",
-    ErrorType.SANDBOX_BOOT_ERROR: "sandbox_boot_failed",
-    ErrorType.NO_GRADER: "no_grader",
-    ErrorType.NOT_EVALUABLE: "not_evaluable",
-    ErrorType.UNKNOWN_TASK: "unknown_task",
-    ErrorType.NO_DRIFT: "no_drift",
-    ErrorType.NO_POLICY_SERVER: "no_policy_server",
-    ErrorType.POLICY_SERVER_ERROR: "policy_error",
-    ErrorType.SANDBOX_ERROR: "sandbox_failed",
-    ErrorType.SANDBOX_GONE: "sandbox_failed",
+ABORT_REASONS: dict[str, AbortReason] = {
+    ErrorType.SANDBOX_IMAGE_MISSING: AbortReason.SANDBOX_BOOT_FAILED,
+    ErrorType.SANDBOX_BOOT_ERROR: AbortReason.SANDBOX_BOOT_FAILED,
+    ErrorType.NO_GRADER: AbortReason.NO_GRADER,
+    ErrorType.NOT_EVALUABLE: AbortReason.NOT_EVALUABLE,
+    ErrorType.UNKNOWN_TASK: AbortReason.UNKNOWN_TASK,
+    ErrorType.NO_DRIFT: AbortReason.NO_DRIFT,
+    ErrorType.NO_POLICY_SERVER: AbortReason.NO_POLICY_SERVER,
+    ErrorType.POLICY_SERVER_ERROR: AbortReason.POLICY_ERROR,
+    ErrorType.SANDBOX_ERROR: AbortReason.SANDBOX_FAILED,
+    ErrorType.SANDBOX_GONE: AbortReason.SANDBOX_FAILED,
 }
 # Failures that mean the host (its worker or the session it held) is gone, not that the rollout went wrong.
 HOST_LOST_ERRORS = (ErrorType.WORKER_SHUTDOWN, ErrorType.SESSION_LOST)
@@ -51,10 +52,10 @@ def abort_reason(error: ActivityError, classified: Collection[str]) -> str:
     if isinstance(cause, ApplicationError):
         if cause.type is not None and cause.type in classified:
             return ABORT_REASONS[cause.type]
-        return f"exception:{cause.type or 'ApplicationError'}"
+        return exception_reason(cause.type or "ApplicationError")
     if isinstance(cause, TimeoutError):
-        return f"exception:Timeout:{cause.type.name if cause.type else 'UNKNOWN'}"
-    return f"exception:{type(cause).__name__ if cause else 'ActivityError'}"
+        return exception_reason(f"Timeout:{cause.type.name if cause.type else 'UNKNOWN'}")
+    return exception_reason(type(cause).__name__ if cause else "ActivityError")
 
 
 def host_lost(error: ActivityError) -> bool:

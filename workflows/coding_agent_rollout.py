@@ -55,6 +55,7 @@ from workflows.rollout_guard import stop_reason_after
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.contracts import (
+        AbortReason,
         AgentProgress,
         AgentRun,
         AgentRunRequest,
@@ -121,7 +122,7 @@ class CodingAgentRollout:
     @workflow.signal
     def abort(self, reason: str) -> None:
         """Stop this rollout gracefully; the result is ``aborted`` with ``reason`` (default ``cancelled``)."""
-        self._abort_requested = reason or "cancelled"
+        self._abort_requested = reason or AbortReason.CANCELLED
 
     @workflow.run
     async def run(self, rollout: RolloutInput) -> RolloutResult:
@@ -130,7 +131,7 @@ class CodingAgentRollout:
             [attrs.INSTANCE.value_set(rollout.task.instance_id), attrs.POLICY.value_set(rollout.policy.policy_tag or "default")]
         )
         if not rollout.task.image or not rollout.task.workdir:
-            return self._result(rollout, started, abort_reason="missing_image_or_workdir")
+            return self._result(rollout, started, abort_reason=AbortReason.MISSING_IMAGE_OR_WORKDIR)
         body = asyncio.ensure_future(self._rollout(rollout))
         stop_reason = await stop_reason_after(body, timedelta(seconds=rollout.guard_s), lambda: self._abort_requested, (Aborted,))
         if stop_reason is not None:
@@ -169,7 +170,7 @@ class CodingAgentRollout:
             if outcome is not None:
                 break
         else:
-            raise Aborted("no_healthy_host")
+            raise Aborted(AbortReason.NO_HEALTHY_HOST)
         agent, captured, host_queue = outcome
         self._diff = captured.report
         try:
@@ -202,9 +203,9 @@ class CodingAgentRollout:
                 summary="collect token segments",
             )
         except ActivityError as error:
-            raise Aborted("adapter_session_lost" if host_lost(error) else abort_reason(error, CLASSIFIED_ERRORS)) from None
+            raise Aborted(AbortReason.ADAPTER_SESSION_LOST if host_lost(error) else abort_reason(error, CLASSIFIED_ERRORS)) from None
         if merged.trajectory is None:
-            raise Aborted("adapter_session_empty")
+            raise Aborted(AbortReason.ADAPTER_SESSION_EMPTY)
         return merged
 
     async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, CapturedDiff, str] | None:
@@ -296,7 +297,7 @@ class CodingAgentRollout:
         except ActivityError as error:
             if host_lost(error):
                 raise
-            raise Aborted("not_evaluable" if error_type(error) == ErrorType.NOT_EVALUABLE else "sandbox_boot_failed") from None
+            raise Aborted(AbortReason.NOT_EVALUABLE if error_type(error) == ErrorType.NOT_EVALUABLE else AbortReason.SANDBOX_BOOT_FAILED) from None
 
     async def _clean_up_on_host(self, activity: Callable[[Any], Awaitable[None]], argument: Any, host_queue: str, summary: str) -> None:
         """Best effort: a dead host can neither destroy its container nor drop its session; the reaper

@@ -42,7 +42,7 @@ from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
-    from activities.contracts import MergeResult
+    from activities.contracts import AbortReason, MergeResult
     from activities.drift_contracts import (
         BreakageRequest,
         BreakageRun,
@@ -106,7 +106,7 @@ class DriftRepairEpisode:
     @workflow.signal
     def abort(self, reason: str) -> None:
         """Stop this episode gracefully; the result is ``aborted`` with ``reason`` (default ``cancelled``)."""
-        self._abort_requested = reason or "cancelled"
+        self._abort_requested = reason or AbortReason.CANCELLED
 
     @workflow.run
     async def run(self, episode: EpisodeInput) -> EpisodeResult:
@@ -118,7 +118,7 @@ class DriftRepairEpisode:
             ]
         )
         if episode.drift_reward not in DRIFT_REWARDS:
-            return self._result(episode, started, abort_reason="unknown_drift_reward")
+            return self._result(episode, started, abort_reason=AbortReason.UNKNOWN_DRIFT_REWARD)
         body = asyncio.ensure_future(self._episode(episode))
         stop_reason = await stop_reason_after(body, timedelta(seconds=episode.guard_s), lambda: self._abort_requested, (Aborted,))
         if stop_reason is not None:

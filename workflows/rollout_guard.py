@@ -1,6 +1,6 @@
 """The graceful stop shared by the rollout workflows: wall-clock guard, abort signal, Temporal cancel.
 
-Deterministic workflow code (imports only temporalio). When any of the three
+Deterministic workflow code (imports only temporalio and the contracts). When any of the three
 fires, the body task is cancelled and awaited, so its ``finally`` clean-up
 (destroying sandboxes, discarding sessions) runs before the workflow returns
 its ``aborted`` result.
@@ -16,6 +16,9 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+with workflow.unsafe.imports_passed_through():
+    from activities.contracts import AbortReason
+
 
 async def stop_reason_after(
     body: asyncio.Future[Any],
@@ -28,11 +31,11 @@ async def stop_reason_after(
         await workflow.wait_condition(lambda: body.done() or abort_requested() is not None, timeout=guard, timeout_summary="wall-clock guard")
         if body.done():
             return None
-        reason = abort_requested() or "cancelled"
+        reason = abort_requested() or AbortReason.CANCELLED
     except TimeoutError:
-        reason = "wall_clock_timeout"
+        reason = AbortReason.WALL_CLOCK_TIMEOUT
     except asyncio.CancelledError:
-        reason = workflow.cancellation_reason() or "cancelled"
+        reason = workflow.cancellation_reason() or AbortReason.CANCELLED
     body.cancel()
     tolerated: tuple[type[BaseException], ...] = (asyncio.CancelledError, ActivityError, *expected_errors)
     try:
