@@ -32,8 +32,11 @@ Invariants:
 * ``abort(reason)`` (or a Temporal cancel request) stops the rollout the same
   graceful way as the guard: agent stopped, sandbox destroyed, result
   ``aborted: cancelled``;
-* this module imports only temporalio and the pydantic contracts, so the
-  workflow sandbox does not re-import aiohttp, transformers or docker.
+* activities are scheduled through the typed references in
+  ``activities.activity_refs``, never by a string name;
+* this module imports only temporalio, the pydantic contracts, the activity
+  references and the error type names, so the workflow sandbox does not
+  re-import aiohttp, transformers or docker (``tests/test_activity_refs.py``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,10 @@ Invariants:
 * progress is public: the ``progress`` query, search attributes (stage,
   task as ``RolloutInstance``, policies, reward, success, abort reason) and
   the UI's current details follow every stage;
-* this module imports only temporalio and pure contract/scoring modules.
+* activities are scheduled through the typed references in
+  ``activities.activity_refs``, never by a string name;
+* this module imports only temporalio and pure contract/scoring modules
+  (the activity references and error type names among them).
 """
 
 from __future__ import annotations
