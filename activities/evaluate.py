@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from temporalio import activity
 
-from activities import sandbox, swebench_grading, task_tests
+from activities import git_workspace, sandbox, shell_scripts, swebench_grading, task_tests
 from activities.activity_failures import Failure, Translation
 from activities.contracts import (
     EvalRequest,
@@ -63,51 +63,23 @@ LOG_TAIL_BYTES = 4096
 APPLY_TIMEOUT_S = 120.0
 GRADING_LIFETIME_SLACK_S = 1800
 GRADE_JOB = "grade"
-PATCH_FILE = f"{sandbox.HARNESS_DIR}/agent.patch"
-INDEX_BACKUP = f"{sandbox.HARNESS_DIR}/index.before-apply"
+PATCH_FILE = git_workspace.harness_file("agent.patch")
 SWEPRO_DIR = "/tmp/swepro_eval"
-SWEBENCH_SCRIPT = f"{sandbox.HARNESS_DIR}/swebench_eval.sh"
+SWEBENCH_SCRIPT = git_workspace.harness_file("swebench_eval.sh")
 SWEBENCH_LOG_BYTES = 32 << 20
 
 _THREE_WAY = "git apply --3way"
+_APPLY = "evaluate_apply.sh"
 APPLY_LADDER = (
-    (_THREE_WAY, f"git apply --3way --whitespace=nowarn {PATCH_FILE}"),
-    ("git apply", f"git apply --whitespace=nowarn {PATCH_FILE}"),
-    (
-        "patch --fuzz=3",
-        f"patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch --dry-run -i {PATCH_FILE} >/dev/null"
-        f" && patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch -i {PATCH_FILE}",
-    ),
+    (_THREE_WAY, shell_scripts.invocation(_APPLY, "3way", PATCH_FILE)),
+    ("git apply", shell_scripts.invocation(_APPLY, "apply", PATCH_FILE)),
+    ("patch --fuzz=3", shell_scripts.invocation(_APPLY, "patch", PATCH_FILE)),
 )
-
-# Put the working tree and index back to the baseline after a conflicted
-# three-way apply: a two-tree read-tree from the current state to the baseline
-# updates, creates and deletes exactly the files that differ.
-RESTORE_BASELINE = f"""set -e
-base=$(cat {sandbox.BASELINE_FILE})
-git_dir=$(git rev-parse --absolute-git-dir)
-index=$(mktemp -u {sandbox.HARNESS_DIR}/restore-index.XXXXXX)
-trap 'rm -f "$index"' EXIT
-export GIT_INDEX_FILE=$index
-git read-tree "$base"
-git add -A -- . {sandbox.pathspec_excludes()}
-git read-tree -m -u "$(git write-tree)" "$base"
-if [ -f {INDEX_BACKUP} ]; then cp {INDEX_BACKUP} "$git_dir/index"; else rm -f "$git_dir/index"; fi
-"""
-
-# Refresh the stat cache (the boot's chown made every entry look modified, which
-# --3way, implying --index, reports as "does not match index"), then back it up.
-PREPARE_APPLY = f"""git update-index -q --refresh
-git_dir=$(git rev-parse --absolute-git-dir)
-rm -f {INDEX_BACKUP}
-if [ -f "$git_dir/index" ]; then cp "$git_dir/index" {INDEX_BACKUP}; fi
-"""
-
-# The run script's exit code is ignored: the parser's result.json decides.
-SWEPRO_COMMAND = f"""bash {SWEPRO_DIR}/run_script.sh "$SWEPRO_TEST_FILES" \\
-  >{SWEPRO_DIR}/stdout.log 2>{SWEPRO_DIR}/stderr.log
-python3 {SWEPRO_DIR}/parser.py {SWEPRO_DIR}/stdout.log {SWEPRO_DIR}/stderr.log {SWEPRO_DIR}/result.json
-"""
+# Run in the same exec before the three-way rung; RESTORE_BASELINE undoes a conflicted three-way apply.
+PREPARE_APPLY = shell_scripts.invocation(git_workspace.BACKUP_SCRIPT, *git_workspace.backup_args())
+RESTORE_BASELINE = shell_scripts.invocation(git_workspace.RESTORE_SCRIPT, *git_workspace.restore_args())
+# Run detached as root with SWEPRO_TEST_FILES in its environment.
+SWEPRO_COMMAND = shell_scripts.invocation("evaluate_swepro.sh", SWEPRO_DIR)
 
 _PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b")
 
@@ -237,7 +209,7 @@ def _pytest_counts(output: str) -> dict[str, int]:
 
 async def _grade_eval_cmd(handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, method: str) -> EvalResult:
     code, killed = await _run_grader(handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds)
-    output = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out")
+    output = await _text(handle, git_workspace.detached_output(GRADE_JOB))
     if code is None:
         return _result("eval_cmd", False, True, method, output, killed)
     return _result("eval_cmd", code == 0, True, method, output, **_pytest_counts(output))
@@ -281,7 +253,7 @@ async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[
     solved, passed, failed, problem = _swepro_outcome(raw, spec)
     note = ""
     if problem:
-        parser_err = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.err", LOG_TAIL_BYTES // 4)
+        parser_err = await _text(handle, git_workspace.detached_errors(GRADE_JOB), LOG_TAIL_BYTES // 4)
         note = f"\n[{problem}]" + (f"\n[parser]\n{parser_err}" if parser_err.strip() else "")
     return _result("swepro", solved, True, method, log, note, tests_passed=passed, tests_failed=failed)
 
@@ -289,7 +261,7 @@ async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[
 async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, method: str) -> EvalResult:
     await sandbox.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
     code, killed = await _run_grader(handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds)
-    log = await _text(handle, f"{sandbox.HARNESS_DIR}/{GRADE_JOB}.out", SWEBENCH_LOG_BYTES)
+    log = await _text(handle, git_workspace.detached_output(GRADE_JOB), SWEBENCH_LOG_BYTES)
     if code is None:
         return _result("swebench", False, True, method, log, killed)
     verdict = await asyncio.to_thread(swebench_grading.verdict, task, log)

@@ -66,13 +66,13 @@ from activities.contracts import (
 )
 from activities.disk_watch import DiskWatch
 from activities.error_types import ErrorType
+from activities.git_workspace import AGENT_JOB, AGENT_LOG
 from activities.trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 CLAUDE_IN_SANDBOX = "/opt/claude/bin/claude"
 DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared, never mutated
 AGENT_HOME = "/home/agent"
-AGENT_LOG = "/tmp/rollout/claude.out"
 HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
@@ -199,7 +199,7 @@ class RolloutHost:
         try:
             exit_code, stopped = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
             if exit_code is None:
-                await sandbox.kill_detached(request.handle, "claude")
+                await sandbox.kill_detached(request.handle, AGENT_JOB)
             agent_log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
         except BaseException as error:
             if activity.is_worker_shutdown():
@@ -211,7 +211,7 @@ class RolloutHost:
                 if _stopped_by_workflow(error):
                     registry.finish_session(session_id)
                     with contextlib.suppress(Exception):
-                        await asyncio.shield(sandbox.kill_detached(request.handle, "claude"))
+                        await asyncio.shield(sandbox.kill_detached(request.handle, AGENT_JOB))
                 else:
                     log.info(
                         "agent activity for %s attempt %d ended (%s); the agent keeps running for the retry",
@@ -249,7 +249,7 @@ class RolloutHost:
         try:
             argv = claude_code_argv(CLAUDE_IN_SANDBOX, self.claude)
             env = claude_code_env(self.adapter_public_url, ticket.secret, AGENT_HOME, policy.context_budget, self.claude)
-            await sandbox.start_detached(request.handle, "claude", shlex.join(argv), user="agent", env=env)
+            await sandbox.start_detached(request.handle, AGENT_JOB, shlex.join(argv), user="agent", env=env)
         except BaseException:
             registry.finish_session(ticket.session_id)
             raise
@@ -264,7 +264,7 @@ class RolloutHost:
         registry = self.adapter.registry
         if not session_id or registry.claim(session_id) is None:
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
-        status = await sandbox.detached_status(request.handle, "claude")
+        status = await sandbox.detached_status(request.handle, AGENT_JOB)
         if not status.started:
             registry.finish_session(session_id)
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST)
@@ -300,7 +300,7 @@ class RolloutHost:
         when the watch sampled)."""
         async with DiskWatch(request.handle, sandbox.sandbox_settings().limits.disk_bytes) as disk:
             while (left := deadline - time.time()) > 0:
-                exit_code = await disk.first(sandbox.wait_detached(request.handle, "claude", timeout_s=min(WAIT_SLICE_S, left)))
+                exit_code = await disk.first(sandbox.wait_detached(request.handle, AGENT_JOB, timeout_s=min(WAIT_SLICE_S, left)))
                 if exit_code is not None:
                     return exit_code, "sandbox_disk_exceeded" if await disk.check() else ""
                 if disk.exceeded:

@@ -15,8 +15,11 @@ Invariants:
   string, never visible on the host's command lines.
 * Files enter a container through ``put_archive`` (an in-memory tar) and leave
   it through ``get_archive``; nothing is shell-quoted.
-* Harness state lives under ``/tmp/rollout`` (mode 1777): the workspace
-  baseline tree, detached-command scripts, logs and exit markers.
+* Harness state lives under ``git_workspace.HARNESS_DIR`` (mode 1777): the
+  workspace baseline tree, detached-command scripts, logs and exit markers.
+* The bash scripts run inside containers are package data (``sandbox_*.sh``,
+  ``git_workspace_*.sh``), sent as the ``bash -c`` text of the same exec,
+  their values as positional parameters.
 * Claude Code is bind-mounted read-only, never copied: an executable at
   ``/opt/claude/bin/claude``, or an install directory (``claude_tarballs``)
   at ``/opt/claude`` whose ``bin/claude`` runs it.
@@ -48,10 +51,11 @@ from docker.types import Mount
 from pydantic import BaseModel, Field
 from temporalio import activity
 
-from activities import swebench_grading
+from activities import git_workspace, shell_scripts, swebench_grading
 from activities.activity_failures import Failure, Translation, application_error
 from activities.contracts import CapturedDiff, DiffReport, OmittedFile, SandboxHandle, SandboxRequest
 from activities.error_types import ErrorType
+from activities.git_workspace import DIFF_OUT, HARNESS_DIR, PROBLEM_STATEMENT_FILE
 from activities.settings import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES
 
 LABEL_PREFIX = "io.rollouts"
@@ -66,9 +70,6 @@ AGENT_HOME = "/home/agent"
 CLAUDE_MOUNT_ROOT = "/opt/claude"
 CLAUDE_MOUNT_PATH = f"{CLAUDE_MOUNT_ROOT}/bin/claude"
 CLAUDE_CONFIG = {"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True}
-HARNESS_DIR = "/tmp/rollout"
-BASELINE_FILE = f"{HARNESS_DIR}/baseline-tree"
-PROBLEM_STATEMENT_FILE = "PROBLEM_STATEMENT.md"
 SWEBENCH_TESTBED_BIN = "/opt/miniconda3/envs/testbed/bin"
 PREPARE_TIMEOUT_S = 900.0
 # The patch travels through Temporal (2 MiB payload limit): a changed file over MAX_DIFF_FILE_BYTES is
@@ -78,14 +79,6 @@ MAX_DIFF_BYTES = 1 << 20
 MAX_DIFF_FILE_BYTES = 1 << 20
 MAX_NEW_FILES_BYTES = 256 << 20
 MAX_LISTED_OMISSIONS = 100
-DIFF_OUT = f"{HARNESS_DIR}/diff-out"
-# Paths never part of an agent's patch: the task text, harness state, byte-code caches.
-DIFF_EXCLUDES = (
-    f":(exclude){PROBLEM_STATEMENT_FILE}",
-    ":(exclude,glob).claude/**",
-    ":(exclude,glob)**/__pycache__/**",
-    ":(exclude,glob)**/.pytest_cache/**",
-)
 _DETACHED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _CLI_SLACK_S = 15.0
 _TIMEOUT_EXIT_CODES = (124, 137)
@@ -311,7 +304,7 @@ async def _exec_in(
 
 
 async def _harness(handle: SandboxHandle, script: str, *args: str, timeout_s: float = 60.0, user: str = "root") -> ExecResult:
-    """Run one of this module's fixed bash scripts; values arrive as positional parameters."""
+    """Run a packaged bash script (``shell_scripts``) as ``bash -c``; values arrive as positional parameters."""
     argv = ["bash", "-c", script, "harness", *args]
     return await _exec_in(handle.container_id, argv, user=user, cwd=handle.workdir, timeout_s=timeout_s)
 
@@ -450,51 +443,12 @@ async def exec(  # noqa: A001 - the sandbox's verb
 
 # --------------------------------------------------------------------------- detached commands
 
-# $1 = name. The command runs in its own process group (set -m), so kill_detached
-# can signal the whole group while this runner survives to write the exit marker.
-_RUNNER = f"""set -m
-d={HARNESS_DIR}; n=$1
-echo $$ >"$d/$n.runner"
-bash -l "$d/$n.sh" >"$d/$n.out" 2>"$d/$n.err" </dev/null &
-echo $! >"$d/$n.pid.tmp" && mv "$d/$n.pid.tmp" "$d/$n.pid"
-wait $!
-echo $? >"$d/$n.exit.tmp" && mv "$d/$n.exit.tmp" "$d/$n.exit"
-"""
-
-# Exit 5: already started (its staged files are discarded, the running ones untouched).
-_LAUNCH = f"""d={HARNESS_DIR}; n=$1
-if [ -f "$d/$n.pid" ]; then rm -f "$d/$n.sh.new" "$d/$n.run.new"; echo "already started" >&2; exit 5; fi
-mv -f "$d/$n.sh.new" "$d/$n.sh" && mv -f "$d/$n.run.new" "$d/$n.run"
-bash "$d/$n.run" "$n" </dev/null >/dev/null 2>&1 &
-for _ in $(seq 400); do [ -f "$d/$n.pid" ] && exit 0; sleep 0.025; done
-echo "detached command $n did not record its pid" >&2; exit 1
-"""
-
-_STATUS = f"""d={HARNESS_DIR}; n=$1
-[ -f "$d/$n.pid" ] || {{ echo none; exit 0; }}
-[ -f "$d/$n.exit" ] && {{ echo "exit $(cat "$d/$n.exit")"; exit 0; }}
-kill -0 -- "-$(cat "$d/$n.pid")" 2>/dev/null && {{ echo running; exit 0; }}
-[ -f "$d/$n.exit" ] && {{ echo "exit $(cat "$d/$n.exit")"; exit 0; }}
-echo lost
-"""
-
-# Exit 3: never started; 4: the runner died without an exit marker.
-_WAIT = f"""d={HARNESS_DIR}; n=$1
-[ -f "$d/$n.pid" ] || exit 3
-while [ ! -f "$d/$n.exit" ]; do
-  kill -0 "$(cat "$d/$n.runner")" 2>/dev/null || {{ [ -f "$d/$n.exit" ] || exit 4; }}
-  sleep 0.2
-done
-cat "$d/$n.exit"
-"""
-
-_KILL = f"""d={HARNESS_DIR}; n=$1
-[ -f "$d/$n.pid" ] || exit 0
-pg=$(cat "$d/$n.pid")
-kill -TERM -- "-$pg" 2>/dev/null || exit 0
-for _ in $(seq 50); do kill -0 -- "-$pg" 2>/dev/null || exit 0; sleep 0.1; done
-kill -KILL -- "-$pg" 2>/dev/null; exit 0
-"""
+# The detached-command scripts take the harness directory and the name as $1 and $2.
+_RUNNER = shell_scripts.load("sandbox_runner.sh")
+_LAUNCH = shell_scripts.load("sandbox_launch.sh")
+_STATUS = shell_scripts.load("sandbox_status.sh")
+_WAIT = shell_scripts.load("sandbox_wait.sh")
+_KILL = shell_scripts.load("sandbox_kill.sh")
 
 
 def _checked_name(name: str) -> str:
@@ -510,7 +464,7 @@ def _uid_of(user: str) -> int:
 async def start_detached(handle: SandboxHandle, name: str, cmd: str, *, user: str = AGENT_USER, env: dict[str, str] | None = None) -> None:
     """Start ``cmd`` (a bash script, run as ``bash -l``) in the background in the workdir.
 
-    Files under ``/tmp/rollout``: ``<name>.sh`` (the script), ``.out`` / ``.err``
+    Files under ``git_workspace.HARNESS_DIR``: ``<name>.sh`` (the script), ``.out`` / ``.err``
     (its output), ``.pid`` (its process group), ``.exit`` (its exit code,
     written atomically once it ends). A name runs at most once per container:
     starting an already-started name raises ``SandboxError`` (re-attach with
@@ -521,13 +475,13 @@ async def start_detached(handle: SandboxHandle, name: str, cmd: str, *, user: st
     _checked_name(name)
     uid = _uid_of(user)
     staged = [
-        SandboxFile(f"{HARNESS_DIR}/{name}.sh.new", cmd, uid, 0o755),
-        SandboxFile(f"{HARNESS_DIR}/{name}.run.new", _RUNNER, uid, 0o755),
+        SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid, 0o755),
+        SandboxFile(git_workspace.harness_file(f"{name}.run.new"), _RUNNER, uid, 0o755),
     ]
     await write_files(handle, staged)
     result = await _exec_in(
         handle.container_id,
-        ["bash", "-c", _LAUNCH, "launch", name],
+        ["bash", "-c", _LAUNCH, "launch", HARNESS_DIR, name],
         user=user,
         cwd=handle.workdir,
         timeout_s=30,
@@ -540,7 +494,7 @@ async def start_detached(handle: SandboxHandle, name: str, cmd: str, *, user: st
 
 
 async def detached_status(handle: SandboxHandle, name: str) -> DetachedStatus:
-    result = await _harness(handle, _STATUS, _checked_name(name))
+    result = await _harness(handle, _STATUS, HARNESS_DIR, _checked_name(name))
     word, _, value = result.output.strip().partition(" ")
     if word == "none":
         return DetachedStatus(started=False, running=False)
@@ -556,7 +510,7 @@ async def wait_detached(handle: SandboxHandle, name: str, timeout_s: float) -> i
     the awaiting task kills that client; the in-container poll then ends at
     its own ``timeout``, so long waits are best done in slices.
     """
-    result = await _harness(handle, _WAIT, _checked_name(name), timeout_s=timeout_s)
+    result = await _harness(handle, _WAIT, HARNESS_DIR, _checked_name(name), timeout_s=timeout_s)
     if result.timed_out:
         return None
     if result.exit_code == 3:
@@ -570,77 +524,10 @@ async def wait_detached(handle: SandboxHandle, name: str, timeout_s: float) -> i
 
 async def kill_detached(handle: SandboxHandle, name: str) -> None:
     """TERM the command's process group, KILL it after 5 s; the runner then records 143 or 137."""
-    await _harness(handle, _KILL, _checked_name(name))
+    await _harness(handle, _KILL, HARNESS_DIR, _checked_name(name))
 
 
 # --------------------------------------------------------------------------- git
-
-
-def pathspec_excludes() -> str:
-    """``DIFF_EXCLUDES`` as single-quoted shell words (they contain no quotes)."""
-    return " ".join(f"'{spec}'" for spec in DIFF_EXCLUDES)
-
-
-# Record the tree of the current working state (tracked + untracked, minus
-# excludes) as the baseline, without touching the repository's own index.
-_SNAPSHOT = f"""set -e
-index={HARNESS_DIR}/snapshot-index.$$
-trap 'rm -f "$index"' EXIT
-git_dir=$(git rev-parse --absolute-git-dir)
-if [ -f "$git_dir/index" ]; then cp "$git_dir/index" "$index"; fi
-GIT_INDEX_FILE=$index git add -A -- . {pathspec_excludes()}
-GIT_INDEX_FILE=$index git write-tree >{BASELINE_FILE}.tmp
-mv -f {BASELINE_FILE}.tmp {BASELINE_FILE}
-"""
-
-# $1 = output directory, $2 = per-file limit, $3 = patch cap, $4 = new-files limit (bytes).
-# Writes new objects to a scratch object directory (the repository's objects
-# stay readable as an alternate), so running as root never leaves root-owned
-# files in the agent's .git. New files over the per-file limit that `git add -A`
-# would take are excluded from both the add and the diff, and so are baseline
-# files grown past the new-files limit (hashed only when their size equals the
-# baseline's, to tell an unchanged one); a smaller baseline file is diffed
-# whatever its size (a one-line fix to a big module is a one-line patch). The
-# excluded ones that differ from the baseline are listed in $1/omitted (size NUL
-# path NUL, at most MAX_LISTED_OMISSIONS). $1/status: "ok|over <patch bytes> <omitted>" or
-# "untaken <new-file bytes> <omitted>"; $1/patch holds the patch only if "ok".
-_DIFF = f"""set -e
-out=$1 max_file=$2 max_patch=$3 max_new=$4
-base=$(cat {BASELINE_FILE} 2>/dev/null || git rev-parse 'HEAD^{{tree}}')
-git_dir=$(git rev-parse --absolute-git-dir)
-scratch=$(mktemp -d {HARNESS_DIR}/diff.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
-rm -rf "$out" && mkdir -p "$out" && : >"$out/omitted"
-if [ -f "$git_dir/index" ]; then cp "$git_dir/index" "$scratch/index"; fi
-export GIT_INDEX_FILE=$scratch/index GIT_OBJECT_DIRECTORY=$scratch/objects
-export GIT_ALTERNATE_OBJECT_DIRECTORIES=$git_dir/objects
-mkdir -p "$scratch/objects"
-excludes=({pathspec_excludes()})
-big=() skip=() omitted=0
-while IFS= read -r -d '' f; do big+=(":(literal)${{f#./}}"); done < <(find . -path ./.git -prune -o -type f -size +"$max_file"c -print0)
-if [ ${{#big[@]}} -gt 0 ]; then
-  while IFS= read -r -d '' f; do
-    size=$(stat -c %s -- "$f")
-    if git cat-file -e "$base:./$f" 2>/dev/null; then
-      if [ "$size" -le "$max_new" ]; then continue; fi
-      skip+=(":(exclude,literal)$f")
-      if [ "$(git cat-file -s "$base:./$f")" = "$size" ] \\
-        && [ "$(git rev-parse -q --verify "$base:./$f")" = "$(git hash-object -- "$f")" ]; then continue; fi
-    else
-      skip+=(":(exclude,literal)$f")
-    fi
-    omitted=$((omitted + 1))
-    if [ $omitted -le {MAX_LISTED_OMISSIONS} ]; then printf '%s\\0%s\\0' "$size" "$f" >>"$out/omitted"; fi
-  done < <(git ls-files -z -c -o --exclude-standard -- "${{big[@]}}" "${{excludes[@]}}")
-fi
-new=$(git ls-files -z -o --exclude-standard -- . "${{excludes[@]}}" "${{skip[@]}}" | xargs -0 -r stat -c %s -- | awk '{{n += $1}} END {{printf "%.0f", n}}')
-if [ "${{new:-0}}" -gt "$max_new" ]; then echo "untaken $new $omitted" >"$out/status"; exit 0; fi
-git add -A -- . "${{excludes[@]}}" "${{skip[@]}}"
-git diff --cached --binary --no-color --no-ext-diff --no-renames "$base" -- . "${{excludes[@]}}" "${{skip[@]}}" >"$scratch/patch"
-size=$(stat -c %s "$scratch/patch")
-if [ "$size" -gt "$max_patch" ]; then echo "over $size $omitted" >"$out/status"; exit 0; fi
-mv "$scratch/patch" "$out/patch" && echo "ok $size $omitted" >"$out/status"
-"""
 
 
 def _diff_report(status: str, omitted: bytes) -> DiffReport:
@@ -671,15 +558,15 @@ async def capture_diff(handle: SandboxHandle) -> CapturedDiff:
     The baseline is the tree recorded at boot after ``before_repo_set_cmd`` and
     the pre-commands, so their side effects are not part of the patch (a
     grading sandbox reproduces them before applying it); it falls back to
-    ``HEAD``. Excludes ``DIFF_EXCLUDES``; ``--binary`` keeps binary files.
+    ``HEAD``. Excludes ``git_workspace.DIFF_EXCLUDES``; ``--binary`` keeps binary files.
     New files over ``MAX_DIFF_FILE_BYTES`` (and baseline files grown past
     ``MAX_NEW_FILES_BYTES``) are left out and named; a patch still
     over ``MAX_DIFF_BYTES`` (or new files over ``MAX_NEW_FILES_BYTES``) comes
     back empty with ``report.over_cap``. Raises ``SandboxError`` if git fails.
     Two Docker round trips.
     """
-    limits = (str(MAX_DIFF_FILE_BYTES), str(MAX_DIFF_BYTES), str(MAX_NEW_FILES_BYTES))
-    result = await _harness(handle, _DIFF, DIFF_OUT, *limits, timeout_s=300)
+    limits = git_workspace.diff_args(MAX_DIFF_FILE_BYTES, MAX_DIFF_BYTES, MAX_NEW_FILES_BYTES, MAX_LISTED_OMISSIONS)
+    result = await _harness(handle, shell_scripts.load(git_workspace.DIFF_SCRIPT), *limits, timeout_s=300)
     if result.exit_code != 0:
         raise SandboxError(f"git diff failed in {handle.name}: {result.output.strip()[-2000:]}")
     files = await read_directory(handle, DIFF_OUT, MAX_DIFF_BYTES + 1)
@@ -688,7 +575,8 @@ async def capture_diff(handle: SandboxHandle) -> CapturedDiff:
 
 
 async def _record_baseline(handle: SandboxHandle) -> None:
-    result = await _harness(handle, _SNAPSHOT, timeout_s=300, user=AGENT_USER)
+    snapshot = shell_scripts.load(git_workspace.SNAPSHOT_SCRIPT)
+    result = await _harness(handle, snapshot, *git_workspace.snapshot_args(), timeout_s=300, user=AGENT_USER)
     if result.exit_code != 0:
         raise SandboxError(f"could not snapshot the workspace of {handle.name}: {result.output.strip()[-2000:]}")
 
@@ -696,29 +584,7 @@ async def _record_baseline(handle: SandboxHandle) -> None:
 # --------------------------------------------------------------------------- boot
 
 
-# $1 = workdir. Idempotent. Login shells (bash -l) reset PATH in /etc/profile;
-# the first profile.d entry restores the image's own PATH (e.g. a conda or venv
-# bin). SWE-bench images keep the repo's environment in the conda env
-# "testbed", activated only in root's .bashrc: the second entry puts it first
-# on the agent's PATH too, so the agent runs the tests the grader will run.
-_PREPARE = f"""set -e
-workdir=$1
-[ -d "$workdir" ] || {{ echo "workdir $workdir does not exist in the image" >&2; exit 2; }}
-mkdir -p /etc/profile.d
-printf 'PATH=%q\\nexport PATH\\n' "$PATH" >/etc/profile.d/00-rollout-image-path.sh
-echo 'if [ -d {SWEBENCH_TESTBED_BIN} ]; then PATH={SWEBENCH_TESTBED_BIN}:$PATH; fi' >/etc/profile.d/01-rollout-swebench-testbed.sh
-if ! id -u {AGENT_USER} >/dev/null 2>&1; then
-  if command -v useradd >/dev/null; then
-    useradd -o -m -u {AGENT_UID} -d {AGENT_HOME} -s /bin/bash {AGENT_USER}
-  else
-    adduser -D -u {AGENT_UID} -h {AGENT_HOME} -s /bin/sh {AGENT_USER}
-  fi
-fi
-mkdir -p {AGENT_HOME} {HARNESS_DIR}
-chmod 1777 {HARNESS_DIR}
-chown -R {AGENT_USER}: {AGENT_HOME} "$workdir"
-git config --system --add safe.directory '*'
-"""
+_PREPARE = shell_scripts.load("sandbox_prepare.sh")
 
 
 def _labels(request: SandboxRequest, host_queue: str, lifetime_s: int) -> dict[str, str]:
@@ -810,7 +676,7 @@ async def _prepare_workspace(handle: SandboxHandle, request: SandboxRequest) -> 
     task = request.task
     setup = await _exec_in(
         handle.container_id,
-        ["bash", "-c", _PREPARE, "prepare", task.workdir],
+        ["bash", "-c", _PREPARE, "prepare", task.workdir, HARNESS_DIR, AGENT_USER, str(AGENT_UID), AGENT_HOME, SWEBENCH_TESTBED_BIN],
         user="root",
         cwd="/",
         timeout_s=PREPARE_TIMEOUT_S,
