@@ -24,6 +24,7 @@ GRADE_UNDER_SWEBENCH5 = """
 import asyncio, json, sys
 from activities import evaluate as grading, swebench_grading
 from activities.contracts import EvalRequest
+from activities.dataset_rows import read_dataset
 
 columns = json.loads(sys.stdin.read())
 prefix = sys.argv[1]
