@@ -208,13 +208,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         for error in errors:
             if f"line:{error.line}" not in sink.done:
                 sink.write_record(invalid_row_record(error))
-        todo = [r for r in rollouts if workflow_id_for(args.run_id, r.task, r.sample_index, r.group_index) not in sink.done]
-        if len(todo) < len(rollouts):
-            print(
-                f"{args.out}: {len(rollouts) - len(todo)} of {len(rollouts)} rollouts of run {args.run_id} already there; running the other {len(todo)}",
-                flush=True,
-            )
-        sink.track(len(todo))
+        todo = sink.pending(rollouts, lambda r: workflow_id_for(args.run_id, r.task, r.sample_index, r.group_index), f"rollouts of run {args.run_id}")
         results = await run_rollouts(
             client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
         )
@@ -285,19 +279,14 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
         run_timeout_s=args.run_timeout,
     )
     with ResultSink(Path(args.out), record_with_segments) as sink:
-        todo = [e for e in episodes if episode_workflow_id(args.run_id, e) not in sink.done]
-        if len(todo) < len(episodes):
-            print(
-                f"{args.out}: {len(episodes) - len(todo)} of {len(episodes)} episodes of run {args.run_id} already there; running the other {len(todo)}",
-                flush=True,
-            )
-        sink.track(len(todo))
+        todo = sink.pending(episodes, lambda e: episode_workflow_id(args.run_id, e), f"episodes of run {args.run_id}")
         results = await run_episodes(
             client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
         )
     print_episode_summary(results)
     print(f"results: {args.out}")
-    return 0 if all(r.status != "failed" for r in results) else 1
+    written = all(r.workflow_id in sink.done for r in results)
+    return 0 if written and all(r.status != "failed" for r in results) else 1
 
 
 async def episodes(args: argparse.Namespace) -> int:

@@ -19,9 +19,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from activities.trajectory_store import TrajectoryStore
+
+T = TypeVar("T")
 
 RETRYABLE_REASONS = ("server_unavailable", "wait_failed:", "trajectory_unreadable")
 
@@ -69,7 +71,7 @@ class Progress:
 
 
 class ResultSink:
-    """Appends one JSON line per result (flushed at once) and moves the progress bar (``track`` sets its total)."""
+    """Appends one JSON line per result (flushed at once) and moves the progress bar (``pending`` sets its total)."""
 
     def __init__(self, path: Path, record: Callable[[Any], dict]):
         self.path, self.record = path, record
@@ -85,8 +87,13 @@ class ResultSink:
     def __exit__(self, *exc) -> None:
         self._file.close()
 
-    def track(self, total: int) -> None:
-        self.progress = Progress(total)
+    def pending(self, items: list[T], key: Callable[[T], str], what: str) -> list[T]:
+        """The items whose key has no final line yet (said when some have); the progress bar counts those."""
+        todo = [item for item in items if key(item) not in self.done]
+        if len(todo) < len(items):
+            print(f"{self.path}: {len(items) - len(todo)} of {len(items)} {what} already there; running the other {len(todo)}", flush=True)
+        self.progress = Progress(len(todo))
+        return todo
 
     def write(self, result: Any) -> None:
         self.write_record(self.record(result))
