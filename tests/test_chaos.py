@@ -12,10 +12,12 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -112,30 +114,32 @@ async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan
         await env.shutdown()
 
 
-def dev_server(tmp_path: Path) -> DevServer:
-    return DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
-
-
-async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, task, tmp_path):
-    server = dev_server(tmp_path)
+@asynccontextmanager
+async def restartable_cluster(policy: ScriptedPolicyServer, tmp_path: Path) -> AsyncIterator[tuple[DevServer, Client, str]]:
+    """A dev server on its own db file (a test may kill and restart it) and one worker; yields (server, client, queue)."""
+    server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
     await server.start()
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     try:
         async with worker_process(
-            server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+            server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(policy, queue, tmp_path)
         ):
-            client = await connect(server.address)
-            handles = [
-                await start_rollout(client, rollout_input(task, i, 0, PolicySpec(), BUDGETS), f"srv{uuid.uuid4().hex[:4]}", queue) for i in range(2)
-            ]
-            await wait_for_turns(handles[0], 1)
-            await server.kill()
-            await asyncio.sleep(2)
-            await server.start()
-            results = await asyncio.gather(*(h.result() for h in handles))
-        assert [(r.status, r.reward) for r in results] == [("completed", 1.0)] * 2
+            yield server, await connect(server.address), queue
     finally:
         await server.kill()
+
+
+async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, task, tmp_path):
+    async with restartable_cluster(slow_policy, tmp_path) as (server, client, queue):
+        handles = [
+            await start_rollout(client, rollout_input(task, i, 0, PolicySpec(), BUDGETS), f"srv{uuid.uuid4().hex[:4]}", queue) for i in range(2)
+        ]
+        await wait_for_turns(handles[0], 1)
+        await server.kill()
+        await asyncio.sleep(2)
+        await server.start()
+        results = await asyncio.gather(*(h.result() for h in handles))
+    assert [(r.status, r.reward) for r in results] == [("completed", 1.0)] * 2
 
 
 async def agent_attempts(client, workflow_id: str) -> list[int]:
@@ -157,29 +161,20 @@ async def agent_attempts(client, workflow_id: str) -> list[int]:
 async def test_a_20s_server_restart_under_8_running_agents_loses_no_agent_work(slow_policy, task, tmp_path):
     """Longer than the agent's heartbeat timeout: every agent activity times out and is retried,
     and the retry re-attaches to the Claude Code process that kept running in its sandbox."""
-    server = dev_server(tmp_path)
-    await server.start()
-    queue = f"chaos-{uuid.uuid4().hex[:6]}"
-    try:
-        async with worker_process(
-            server.address, ["--host-id", f"srv-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
-        ):
-            client = await connect(server.address)
-            batch = [rollout_input(task, i, 0, PolicySpec(), BUDGETS) for i in range(8)]
-            run = asyncio.create_task(run_rollouts(client, batch, run_id=f"r20-{uuid.uuid4().hex[:4]}", concurrency=8, task_queue=queue))
-            while (await client.count_workflows("RolloutTurns >= 1 AND ExecutionStatus = 'Running'")).count < 8:
-                assert not run.done(), run
-                await asyncio.sleep(0.5)
-            await server.kill()
-            await asyncio.sleep(20)
-            await server.start()
-            results = await run
-            attempts = {r.workflow_id: await agent_attempts(client, r.workflow_id) for r in results}
-        assert [(r.status, r.reward, r.attempts) for r in results] == [("completed", 1.0, 1)] * 8, results
-        assert all(r.agent is not None and r.agent.turns == 3 for r in results), [r.agent for r in results]
-        assert any(max(a) > 1 for a in attempts.values()), f"the restart must hit running agents: {attempts}"
-    finally:
+    async with restartable_cluster(slow_policy, tmp_path) as (server, client, queue):
+        batch = [rollout_input(task, i, 0, PolicySpec(), BUDGETS) for i in range(8)]
+        run = asyncio.create_task(run_rollouts(client, batch, run_id=f"r20-{uuid.uuid4().hex[:4]}", concurrency=8, task_queue=queue))
+        while (await client.count_workflows("RolloutTurns >= 1 AND ExecutionStatus = 'Running'")).count < 8:
+            assert not run.done(), run
+            await asyncio.sleep(0.5)
         await server.kill()
+        await asyncio.sleep(20)
+        await server.start()
+        results = await run
+        attempts = {r.workflow_id: await agent_attempts(client, r.workflow_id) for r in results}
+    assert [(r.status, r.reward, r.attempts) for r in results] == [("completed", 1.0, 1)] * 8, results
+    assert all(r.agent is not None and r.agent.turns == 3 for r in results), [r.agent for r in results]
+    assert any(max(a) > 1 for a in attempts.values()), f"the restart must hit running agents: {attempts}"
 
 
 async def containers_of(workflow_id: str, attempt: int | None = None) -> list[str]:

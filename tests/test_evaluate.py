@@ -125,8 +125,10 @@ async def test_conflicted_three_way_is_rolled_back_before_fuzz(prefix, tasks):
     task = tasks["calc-eval-cmd"]
     edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
     drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
-    result = await grading.evaluate(request(prefix, drifted, task.reference_patch))
+    phases: list[str] = []
+    result = await grading.evaluate(request(prefix, drifted, task.reference_patch), report=phases.append)
     assert (result.reward, result.apply_method) == (1.0, "patch --fuzz=3"), result.log_tail
+    assert phases == ["boot", "apply", "reset", "test"], "the activity's heartbeat shows each phase in order"
 
 
 async def test_restore_leaves_the_baseline_after_a_conflict(prefix, tasks):

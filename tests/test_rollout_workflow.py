@@ -110,7 +110,8 @@ def rollout(**overrides) -> RolloutInput:
     return RolloutInput(task=task, host_start_timeout_s=2, **overrides)
 
 
-async def run(env, cluster: FakeCluster, rollout_input: RolloutInput):
+def workers(env, cluster: FakeCluster) -> tuple[Worker, Worker]:
+    """The shared-queue worker (workflow, pick_host, evaluate) and the live host's worker, both on the fakes."""
     shared = Worker(env.client, task_queue=SHARED, workflows=[CodingAgentRollout], activities=[cluster.pick_host, cluster.evaluate])
     host = Worker(
         env.client,
@@ -124,6 +125,11 @@ async def run(env, cluster: FakeCluster, rollout_input: RolloutInput):
             cluster.discard_session,
         ],
     )
+    return shared, host
+
+
+async def run(env, cluster: FakeCluster, rollout_input: RolloutInput):
+    shared, host = workers(env, cluster)
     async with shared, host:
         return await env.client.execute_workflow(CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED)
 
@@ -172,12 +178,16 @@ async def test_a_boot_that_keeps_failing_is_retried_then_aborted(env):
     assert cluster.calls.count("boot_sandbox") == 3 and "run_claude_code" not in cluster.calls
 
 
-async def test_a_bad_image_aborts_without_retrying(env):
+@pytest.mark.parametrize(
+    ("error_type", "reason"), [(ErrorType.SANDBOX_IMAGE_MISSING, "sandbox_boot_failed"), (ErrorType.NOT_EVALUABLE, "not_evaluable")]
+)
+async def test_a_bad_image_or_an_ungradable_row_aborts_without_retrying(env, error_type, reason):
+    """Marked retryable here, so the workflow's own non-retryable list is what stops the retries."""
     cluster = FakeCluster()
-    cluster.boot_failures = [ApplicationError("image x not found", type=ErrorType.SANDBOX_IMAGE_MISSING, non_retryable=True)]
+    cluster.boot_failures = [ApplicationError("refused", type=error_type)] * 3
     result = await run(env, cluster, rollout())
-    assert result.status == "aborted" and result.abort_reason == "sandbox_boot_failed"
-    assert cluster.calls.count("boot_sandbox") == 1 and "destroy_sandbox" not in cluster.calls
+    assert result.status == "aborted" and result.abort_reason == reason
+    assert cluster.calls.count("boot_sandbox") == 1 and "run_claude_code" not in cluster.calls and "destroy_sandbox" not in cluster.calls
 
 
 async def test_a_lost_host_queue_moves_to_the_next_attempt(env):
@@ -204,19 +214,7 @@ async def test_missing_image_is_aborted_before_any_activity(env):
 
 
 async def start(env, cluster: FakeCluster, rollout_input: RolloutInput):
-    shared = Worker(env.client, task_queue=SHARED, workflows=[CodingAgentRollout], activities=[cluster.pick_host, cluster.evaluate])
-    host = Worker(
-        env.client,
-        task_queue=LIVE,
-        activities=[
-            cluster.boot_sandbox,
-            cluster.run_claude_code,
-            cluster.capture_diff,
-            cluster.destroy_sandbox,
-            cluster.merge_segments,
-            cluster.discard_session,
-        ],
-    )
+    shared, host = workers(env, cluster)
     handle = await env.client.start_workflow(CodingAgentRollout.run, rollout_input, id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=SHARED)
     return shared, host, handle
 
@@ -232,9 +230,9 @@ async def test_an_operator_stop_is_graceful(env, how):
         progress = await handle.query(CodingAgentRollout.progress)
         assert progress.stage == "agent" and progress.sandbox == "box-1"
         if how == "abort_signal":
-            await handle.signal(CodingAgentRollout.abort, "cancelled")
+            await handle.signal(CodingAgentRollout.abort, "operator_stop")
         else:
             await handle.cancel()
         result = await handle.result()
-    assert result.status == "aborted" and result.abort_reason == "cancelled"
+    assert result.status == "aborted" and result.abort_reason == ("operator_stop" if how == "abort_signal" else "cancelled")
     assert cluster.calls.index("agent_cancelled") < cluster.calls.index("destroy_sandbox")

@@ -166,6 +166,16 @@ async def test_read_file_tail_and_missing(booted):
         await sandbox.read_file(booted, "/tmp/absent", 10)
 
 
+def patched_paths(diff: str) -> set[str]:
+    return {line.split(" b/")[-1] for line in diff.splitlines() if line.startswith("diff --git")}
+
+
+async def assert_patch_applies_to_the_baseline(handle) -> None:
+    """The captured patch applies to the workspace once the agent's edits are stashed away."""
+    check = await sandbox.exec(handle, f"git stash -u -q && git apply --check {sandbox.DIFF_OUT}/patch")
+    assert check.exit_code == 0, check.output
+
+
 async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task):
     task = calc_task.model_copy(update={"pre_commands": ["echo generated > build.cfg"]})
     handle = await fresh(prefix, task, "diff")
@@ -178,14 +188,12 @@ async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task):
         assert (await sandbox.exec(handle, edit)).exit_code == 0
         captured = await sandbox.capture_diff(handle)
         diff = captured.diff
-        changed = {line.split(" b/")[-1] for line in diff.splitlines() if line.startswith("diff --git")}
-        assert changed == {"calc/__init__.py", "calc/extra.py", "logo.bin"}
+        assert patched_paths(diff) == {"calc/__init__.py", "calc/extra.py", "logo.bin"}
         assert "GIT binary patch" in diff and '+__version__ = "0.3.2"' in diff
         assert captured.report == DiffReport(patch_bytes=len(diff.encode()))
         status = await sandbox.exec(handle, "git status --porcelain --untracked-files=no")
         assert status.output.strip() == "M calc/__init__.py", "the agent's own index must stay untouched"
-        check = await sandbox.exec(handle, f"git stash -u -q && git apply --check {sandbox.DIFF_OUT}/patch")
-        assert check.exit_code == 0, check.output
+        await assert_patch_applies_to_the_baseline(handle)
     finally:
         await sandbox.destroy(handle)
 
@@ -208,8 +216,7 @@ async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named
         )
         assert (await sandbox.exec(handle, edit)).exit_code == 0
         captured = await sandbox.capture_diff(handle)
-        changed = {line.split(" b/")[-1] for line in captured.diff.splitlines() if line.startswith("diff --git")}
-        assert changed == {"calc/__init__.py", "table.py"}
+        assert patched_paths(captured.diff) == {"calc/__init__.py", "table.py"}
         assert "-1\n+0\n" in captured.diff and len(captured.diff) < 4096
         report = captured.report
         assert sorted(report.omitted, key=lambda f: f.path) == [
@@ -217,8 +224,7 @@ async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named
             OmittedFile(path="odd dir/zeros \u00e9.bin", size_bytes=2_000_000),
         ]
         assert (report.omitted_count, report.over_cap, report.patch_bytes) == (2, False, len(captured.diff.encode()))
-        check = await sandbox.exec(handle, f"git stash -u -q && git apply --check {sandbox.DIFF_OUT}/patch")
-        assert check.exit_code == 0, check.output
+        await assert_patch_applies_to_the_baseline(handle)
     finally:
         await sandbox.destroy(handle)
 

@@ -23,6 +23,8 @@ from tests.local_cluster import free_port
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+# The SDK retries a failed call for up to 10 s on its own; an outage longer than that must go through run_rollouts' own wait.
+SDK_RETRY_S = 10
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
 
 
@@ -50,7 +52,7 @@ async def test_a_restart_is_waited_out_and_a_longer_outage_fails_cleanly_then_a_
             run = asyncio.create_task(run_rollouts(client, batch[:2], run_id, task_queue=queue, server_wait_s=120))
             await first_turn(client, workflow_id_for(run_id, task, 0, 0))
             await server.kill()
-            await asyncio.sleep(5)
+            await asyncio.sleep(SDK_RETRY_S + 5)
             await server.start()
             assert [(r.status, r.reward) for r in await run] == [("completed", 1.0)] * 2
 

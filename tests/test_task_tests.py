@@ -18,8 +18,8 @@ import pytest
 import pytest_asyncio
 
 from activities import evaluate as grading
-from activities import sandbox, swebench_grading, task_tests
-from activities.contracts import EvalRequest, SandboxHandle, SandboxRequest, SweProSpec, TaskSpec
+from activities import task_tests
+from activities.contracts import EvalRequest, SweProSpec, TaskSpec
 
 TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 
@@ -107,39 +107,26 @@ async def grade(prefix: str, task: TaskSpec, diff: str):
     return await grading.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))
 
 
-async def apply_without_reset(handle: SandboxHandle, diff: str) -> None:
-    await sandbox.write_file(handle, grading.PATCH_FILE, diff)
-    applied = await sandbox.exec(handle, f"git apply --whitespace=nowarn {grading.PATCH_FILE}", user="root")
-    assert applied.exit_code == 0, applied.output
+async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkeypatch):
+    """The control: the same real grader with the test reset switched off, so an attack must win there."""
 
+    async def nothing_reset(handle, specs):
+        return []
 
-async def fresh_grading_sandbox(prefix: str, task: TaskSpec, name: str) -> SandboxHandle:
-    request = SandboxRequest(task=task, workflow_id=f"{prefix}-control-{name}", attempt=0, purpose="grading")
-    return await sandbox.boot(request, lifetime_s=600)
-
-
-@pytest.mark.integration
-@pytest.mark.asyncio(loop_scope="session")
-async def test_each_eval_cmd_attack_passes_the_grading_command_when_nothing_resets_the_tests(prefix, tasks):
-    task = tasks["calc-eval-cmd"]
-    handle = await fresh_grading_sandbox(prefix, task, "eval-cmd")
-    try:
-        for name, (edit, _) in EVAL_CMD_ATTACKS.items():
-            await apply_without_reset(handle, diff_after("calc-eval-cmd", edit))
-            run = await sandbox.exec(handle, task.eval_cmd, user="root")
-            assert run.exit_code == 0, f"{name} is not an attack on this grader:\n{run.output}"
-            clean = await sandbox.exec(handle, "git reset -q --hard && git clean -ffdxq", user="root")
-            assert clean.exit_code == 0, clean.output
-    finally:
-        await sandbox.destroy(handle)
+    with monkeypatch.context() as patched:
+        patched.setattr(task_tests, "reset", nothing_reset)
+        return await grading.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
 
 
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize("attack", list(EVAL_CMD_ATTACKS))
-async def test_a_test_editing_agent_earns_0_on_an_eval_cmd_row(prefix, tasks, attack):
+async def test_a_test_editing_agent_earns_0_on_an_eval_cmd_row(prefix, tasks, attack, monkeypatch):
     edit, reset = EVAL_CMD_ATTACKS[attack]
-    result = await grade(prefix, tasks["calc-eval-cmd"], diff_after("calc-eval-cmd", edit))
+    diff = diff_after("calc-eval-cmd", edit)
+    control = await grade_without_the_reset(prefix, tasks["calc-eval-cmd"], diff, monkeypatch)
+    assert control.solved, f"{attack} is not an attack on this grader:\n{control.log_tail}"
+    result = await grade(prefix, tasks["calc-eval-cmd"], diff)
     assert (result.reward, result.solved, result.applied_cleanly) == (0.0, False, True), result.log_tail
     assert (result.tests_passed, result.tests_failed) == (6, 2), "the task's own tests ran"
     assert result.reset_paths == reset
@@ -147,16 +134,11 @@ async def test_a_test_editing_agent_earns_0_on_an_eval_cmd_row(prefix, tasks, at
 
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_test_editing_agent_earns_0_on_an_f2p_row(prefix, tasks):
+async def test_a_test_editing_agent_earns_0_on_an_f2p_row(prefix, tasks, monkeypatch):
     task = tasks["textutil-f2p"]
     diff = diff_after("textutil-f2p", write(DIST_INFO_PLUGIN))
-    handle = await fresh_grading_sandbox(prefix, task, "f2p")
-    try:
-        await apply_without_reset(handle, diff)
-        run = await sandbox.exec(handle, task.eval_cmd, user="root")
-        assert run.exit_code == 0, f"the plugin does not game the f2p script:\n{run.output}"
-    finally:
-        await sandbox.destroy(handle)
+    control = await grade_without_the_reset(prefix, task, diff, monkeypatch)
+    assert control.solved, f"the plugin does not game the f2p script:\n{control.log_tail}"
     result = await grade(prefix, task, diff)
     assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "eval_cmd"), result.log_tail
     assert (result.tests_passed, result.tests_failed) == (1, 3), "the row's f2p tests ran"
@@ -179,25 +161,11 @@ REWRITTEN_STORE_TESTS = (
 
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_test_editing_agent_earns_0_on_a_swepro_row(prefix, tasks):
+async def test_a_test_editing_agent_earns_0_on_a_swepro_row(prefix, tasks, monkeypatch):
     task = tasks["inventory-swepro"]
     diff = diff_after("inventory-swepro", write({"tests/test_store.py": REWRITTEN_STORE_TESTS}))
-    handle = await fresh_grading_sandbox(prefix, task, "swepro")
-    try:
-        await apply_without_reset(handle, diff)
-        await sandbox.write_files(
-            handle,
-            [
-                sandbox.SandboxFile(f"{grading.SWEPRO_DIR}/run_script.sh", task.swepro.run_script, mode=0o755),
-                sandbox.SandboxFile(f"{grading.SWEPRO_DIR}/parser.py", task.swepro.parser_script),
-            ],
-        )
-        env = {"SWEPRO_TEST_FILES": ",".join(task.swepro.selected_test_files)}
-        run = await sandbox.exec(handle, grading.SWEPRO_COMMAND, user="root", env=env)
-        raw = (await sandbox.read_file(handle, f"{grading.SWEPRO_DIR}/result.json", 1 << 20)).decode()
-        assert run.exit_code == 0 and grading._swepro_outcome(raw, task.swepro)[0], f"the rewrite does not game swepro:\n{raw}"
-    finally:
-        await sandbox.destroy(handle)
+    control = await grade_without_the_reset(prefix, task, diff, monkeypatch)
+    assert control.solved, f"the rewrite does not game swepro:\n{control.log_tail}"
     result = await grade(prefix, task, diff)
     assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "swepro"), result.log_tail
     assert (result.tests_passed, result.tests_failed) == (5, 2)
@@ -206,19 +174,12 @@ async def test_a_test_editing_agent_earns_0_on_a_swepro_row(prefix, tasks):
 
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_conftest_beats_the_swebench_packages_own_reset_but_not_the_graders(prefix, tasks):
+async def test_a_conftest_beats_the_swebench_packages_own_reset_but_not_the_graders(prefix, tasks, monkeypatch):
     """The package's eval script resets only the files its test patch touches: a new conftest.py survives it."""
     task = tasks["slugify-swebench"]
     diff = diff_after("slugify-swebench", write({"conftest.py": FORCE_PASS_CONFTEST}))
-    handle = await fresh_grading_sandbox(prefix, task, "swebench")
-    try:
-        await apply_without_reset(handle, diff)
-        script = await swebench_grading.require_eval_script(task)
-        await sandbox.write_file(handle, grading.SWEBENCH_SCRIPT, script, mode=0o755)
-        run = await sandbox.exec(handle, f"exec 2>&1\nbash {grading.SWEBENCH_SCRIPT}", user="root", timeout_s=300)
-        assert swebench_grading.verdict(task, run.output).solved, "the conftest does not game the package's eval script"
-    finally:
-        await sandbox.destroy(handle)
+    control = await grade_without_the_reset(prefix, task, diff, monkeypatch)
+    assert control.solved, f"the conftest does not game the package's eval script:\n{control.log_tail}"
     result = await grade(prefix, task, diff)
     assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "swebench"), result.log_tail
     assert (result.tests_passed, result.tests_failed) == (3, 3)
