@@ -276,7 +276,7 @@ async def evaluate(
     limits: SandboxLimits = DEFAULT_LIMITS,
     report: Callable[[str], None] = _ignore_phase,
 ) -> EvalResult:
-    """Grade ``request.diff`` in a fresh grading sandbox; ``report`` hears each phase (boot, apply, test)."""
+    """Grade ``request.diff`` in a fresh grading sandbox; ``report`` hears each phase (boot, apply, reset, test)."""
     task = request.task
     grader = task.grader
     if grader is None:
@@ -331,7 +331,5 @@ async def evaluate_activity(request: EvalRequest) -> EvalResult:
                 limits=settings.limits,
                 report=lambda name: phase.update(phase=name),
             )
-    except (NoGrader, GraderScriptMissing, swebench_grading.NotEvaluable) as error:
-        raise GRADING_FAILURES(error) from None
     except GRADING_FAILURES.handled as error:
         raise (BOOT_FAILURES if phase["phase"] == "boot" else GRADING_FAILURES)(error) from error

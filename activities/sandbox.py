@@ -840,8 +840,6 @@ async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
                 network=settings.network,
                 limits=settings.limits,
             )
-    except swebench_grading.NotEvaluable as error:
-        raise BOOT_FAILURES(error) from None
     except BOOT_FAILURES.handled as error:
         raise BOOT_FAILURES(error) from error
 

@@ -81,10 +81,10 @@ with workflow.unsafe.imports_passed_through():
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 # ``workflow.patched`` id of ``capture_diff``; histories without its marker took the bare patch from ``git_diff``.
 CAPTURE_DIFF_PATCH = "capture-diff-report"
-BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR]
+BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
-CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.NO_GRADER, ErrorType.NOT_EVALUABLE)
+CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.NO_GRADER)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 AGENT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_POLICY_SERVER, ErrorType.SESSION_LOST]
@@ -186,9 +186,7 @@ class CodingAgentRollout:
                     EvalRequest(task=rollout.task, diff=captured.diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
                     start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
                     heartbeat_timeout=timedelta(seconds=60),
-                    retry_policy=RetryPolicy(
-                        maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, ErrorType.NOT_EVALUABLE, *BOOT_ERRORS]
-                    ),
+                    retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS]),
                     summary="grade the diff in a fresh sandbox",
                 )
         except ActivityError as error:
