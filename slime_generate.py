@@ -43,8 +43,8 @@ from activities.contracts import PolicySpec, RolloutResult, SamplingParams, Toke
 from activities.dataset_rows import RowError, task_from_row
 from activities.settings import budgets_from_env
 from activities.trajectory_store import TrajectoryStore
-from activities.workflow_runs import RunFailure, collect, server_wait_from_env
-from starter import connect, rollout_input, start_rollout, task_queue_from_env, workflow_id_for
+from activities.workflow_runs import server_wait_from_env
+from starter import collect_rollout, connect, rollout_input, task_queue_from_env
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")
 _clients: dict[str, Client] = {}
@@ -61,12 +61,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> l
         missing = error.field in ("metadata.image", "metadata.workdir")
         return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}")]
     rollout = rollout_input(task, _index(sample, "index"), _index(sample, "group_index"), policy_for(args, sampling_params), budgets_from_env())
-    client, queue = _clients[address], task_queue_from_env()
-    workflow_id = workflow_id_for(RUN_ID, task, rollout.sample_index, rollout.group_index)
-    outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, RUN_ID, queue), RolloutResult, server_wait_from_env())
-    if isinstance(outcome, RunFailure):
-        return [abort_sample(sample, outcome.reason)]
-    return samples_from_result(sample, outcome, _tokenizer(args))
+    result = await collect_rollout(_clients[address], rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
+    return samples_from_result(sample, result, _tokenizer(args))
 
 
 def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:

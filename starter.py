@@ -126,11 +126,18 @@ async def run_rollouts(
     """
 
     async def one(rollout: RolloutInput) -> RolloutResult:
-        workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
-        outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, run_id, task_queue), RolloutResult, server_wait_s)
-        return failed_result(rollout, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
+        return await collect_rollout(client, rollout, run_id, task_queue, server_wait_s)
 
     return await run_limited(rollouts, one, concurrency, on_result)
+
+
+async def collect_rollout(
+    client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE, server_wait_s: float = DEFAULT_SERVER_WAIT_S
+) -> RolloutResult:
+    """Start (or attach to) one rollout and wait for its result; a start or collection failure is its ``failed`` result."""
+    workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
+    outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, run_id, task_queue), RolloutResult, server_wait_s)
+    return failed_result(rollout, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
 
 
 def failed_result(rollout: RolloutInput, workflow_id: str, failure: RunFailure) -> RolloutResult:

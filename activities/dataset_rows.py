@@ -102,7 +102,7 @@ def task_from_row(row: Any, line: int | None = None, root: str | Path | None = N
         "image": image,
         "workdir": workdir,
         "problem_statement": metadata.get("problem_statement") or _prompt_text(row.get("prompt"), line),
-        "swepro": _swepro(metadata.get("swepro"), dataset_root(root), line),
+        "swepro": _swepro(metadata.get("swepro"), root if isinstance(root, Path) else dataset_root(root), line),
         "eval_cmd": metadata.get("eval_cmd") or (f2p_eval_cmd(f2p) if isinstance(f2p, str) and f2p else None),
         "swebench": swebench,
         "pre_commands": _pre_commands(metadata.get("pre_commands") or remote.get("pre_commands"), line),

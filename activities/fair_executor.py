@@ -45,7 +45,6 @@ class FairExecutor:
     def __init__(self, threads: int, thread_name_prefix: str = "fair-cpu"):
         if threads < 1:
             raise ValueError(f"threads: must be at least 1, got {threads}")
-        self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=thread_name_prefix)
         self._free = threads
         self._waiting: dict[str, deque[_Call]] = {}

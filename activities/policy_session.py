@@ -143,8 +143,7 @@ class PolicySession:
             reply, _ = build_reply(parsed, "length")
             return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True)
         generation = await self._generate(plan, min(room, self.config.sampling.max_new_tokens, max_tokens or room))
-        text = await self.cpu(self._renderer.decode, generation.output_ids)
-        parsed = parse_completion(text.removesuffix(self._renderer.end_of_turn), self.config.tool_parser, tool_schemas(tools))
+        parsed = await self.cpu(self._parse, generation.output_ids, tools)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
         delta = self.ledger.record(plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason)
         summary = TurnSummary(
@@ -173,8 +172,16 @@ class PolicySession:
             self.turns.append(summary)
 
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
-        text = await self.cpu(self._renderer.render, messages, tools, True)
-        return len(await self.cpu(self._renderer.encode, text))
+        return await self.cpu(self._count, messages, tools)
+
+    def _parse(self, output_ids: Any, tools: list[dict[str, Any]]) -> ParsedCompletion:
+        """Decode and parse a completion in one pool call (both are CPU work off the event loop)."""
+        text = self._renderer.decode(output_ids)
+        return parse_completion(text.removesuffix(self._renderer.end_of_turn), self.config.tool_parser, tool_schemas(tools))
+
+    def _count(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+        """Render and encode in one pool call, so a count waits for one round-robin turn, not two."""
+        return len(self._renderer.encode(self._renderer.render(messages, tools, True)))
 
     async def _generate(self, plan: PromptPlan, max_new_tokens: int):
         self._calls += 1

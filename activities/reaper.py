@@ -40,15 +40,10 @@ async def sweep(client: Client, host_queue: str, now: float | None = None, at_st
     """One pass; returns the names of the containers it removed. ``at_start``: no activity of this
     host queue runs yet (the worker sweeps before it polls), so its unfinished boots are orphans."""
     expired = await sandbox.reap_expired(now)
-    descriptions: dict[str, WorkflowExecutionDescription | None] = {}
-    doomed = []
-    for container in await sandbox.list_managed():
-        workflow_id = container.labels.get(f"{PREFIX}.workflow_id", "")
-        if workflow_id not in descriptions:
-            descriptions[workflow_id] = await _describe(client, workflow_id)
-        if _orphaned(container, descriptions[workflow_id], host_queue, at_start):
-            doomed.append(container)
-    names = {c.name for c in doomed}
+    containers = await sandbox.list_managed()
+    workflow_ids = sorted({c.labels.get(f"{PREFIX}.workflow_id", "") for c in containers})
+    descriptions = dict(zip(workflow_ids, await asyncio.gather(*(_describe(client, w) for w in workflow_ids)), strict=True))
+    names = {c.name for c in containers if _orphaned(c, descriptions[c.labels.get(f"{PREFIX}.workflow_id", "")], host_queue, at_start)}
     return expired + (await sandbox.reap(lambda c: c.name in names) if names else [])
 
 

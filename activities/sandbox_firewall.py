@@ -30,11 +30,15 @@ class FirewallUnavailable(RuntimeError):
     pass
 
 
-def _iptables(*args: str, check: bool = True) -> bool:
+def _run_iptables(*args: str) -> subprocess.CompletedProcess[str]:
     binary = shutil.which("iptables")
     if binary is None:
         raise FirewallUnavailable("iptables not installed")
-    done = subprocess.run([binary, "-w", *args], capture_output=True, text=True)
+    return subprocess.run([binary, "-w", *args], capture_output=True, text=True)
+
+
+def _iptables(*args: str, check: bool = True) -> bool:
+    done = _run_iptables(*args)
     if check and done.returncode != 0:
         raise FirewallUnavailable(f"iptables {' '.join(args)}: {done.stderr.strip()}")
     return done.returncode == 0
@@ -65,10 +69,7 @@ def revoke_port(port: int) -> None:
 
 def allowed_ports() -> list[int]:
     """The ports the chain currently accepts."""
-    binary = shutil.which("iptables")
-    if binary is None:
-        raise FirewallUnavailable("iptables not installed")
-    listing = subprocess.run([binary, "-w", "-S", CHAIN], capture_output=True, text=True)
+    listing = _run_iptables("-S", CHAIN)
     if listing.returncode != 0:
         return []
     return [int(m.group(1)) for line in listing.stdout.splitlines() if (m := _ALLOW_RULE.match(line.strip()))]
