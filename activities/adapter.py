@@ -138,6 +138,7 @@ class SessionRegistry:
         self._finished_secrets: dict[str, bytes] = {}  # session id -> SHA-256 of its secret, while its result is kept
         self._unclaimed: dict[str, float] = {}  # session id -> time.monotonic() when it became unclaimed
         self._slotless: set[str] = set()  # restored sessions not claimed yet: they hold no agent slot
+        self._holders: dict[str, int] = {}  # session id -> the activity attempt that claimed it last
 
     def open_session(self, config: SessionConfig, durable: bool = True) -> SessionTicket:
         """Mint a session; ``durable`` sessions are spooled so a restarted worker can resume them."""
@@ -163,15 +164,25 @@ class SessionRegistry:
         self._slotless.update(restored)
         return restored
 
-    def claim(self, session_id: str) -> PolicySession | None:
-        """A resuming activity takes an unclaimed session back (it then holds a slot until finished)."""
+    def claim(self, session_id: str, holder: int = 0) -> PolicySession | None:
+        """An activity (``holder``: its attempt number) takes a live session; an unclaimed one then holds a slot again.
+
+        The last claim wins: a retry that re-attached holds the session even if the attempt it superseded
+        learns of its own cancellation later (``held_by`` tells that attempt it no longer holds it)."""
+        if session_id not in self._live:
+            return None
         self._unclaimed.pop(session_id, None)
         self._slotless.discard(session_id)
+        self._holders[session_id] = holder
         return self.get(session_id)
+
+    def held_by(self, session_id: str, holder: int) -> bool:
+        return session_id in self._live and self._holders.get(session_id) == holder
 
     def unclaim(self, session_id: str) -> None:
         """The activity holding a live session lets go of it without finishing it (a retry may claim it)."""
         if session_id in self._live:
+            self._holders.pop(session_id, None)
             self._unclaimed.setdefault(session_id, time.monotonic())
 
     def forget_unclaimed(self, older_than_s: float = 0.0) -> list[str]:
@@ -207,6 +218,7 @@ class SessionRegistry:
     def finish_session(self, session_id: str) -> SessionResult:
         self._unclaimed.pop(session_id, None)
         self._slotless.discard(session_id)
+        self._holders.pop(session_id, None)
         if session_id in self._finished:
             return self._finished[session_id]
         entry = self._live.pop(session_id, None)

@@ -132,7 +132,6 @@ class RolloutHost:
         self.client = client
         self.pin_policy_url = pin_policy_url
         self._reservations: dict[str, float] = {}
-        self._holders: dict[str, int] = {}  # session id -> the agent activity attempt holding it
         self.claude = claude
 
     @property
@@ -193,8 +192,7 @@ class RolloutHost:
             except NoPolicyServer as error:
                 raise application_error(error, ErrorType.NO_POLICY_SERVER) from None
         attempt = activity.info().attempt
-        self._holders[session_id] = attempt
-        session = registry.get(session_id)
+        session = registry.claim(session_id, attempt)
         beat = asyncio.create_task(self._heartbeat(session_id, started_at, request))
         try:
             exit_code, stopped = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
@@ -206,8 +204,7 @@ class RolloutHost:
                 raise application_error(
                     WorkerShutdown("worker shut down while the agent ran; its session stays spooled"), ErrorType.WORKER_SHUTDOWN, retryable=True
                 ) from None
-            if self._holders.get(session_id) == attempt:
-                del self._holders[session_id]
+            if registry.held_by(session_id, attempt):
                 if _stopped_by_workflow(error):
                     registry.finish_session(session_id)
                     with contextlib.suppress(Exception):
@@ -223,8 +220,6 @@ class RolloutHost:
             raise
         finally:
             beat.cancel()
-        if self._holders.get(session_id) == attempt:
-            del self._holders[session_id]
         log_path = await asyncio.to_thread(self.store.put_log, f"{request.workflow_id}.attempt{request.attempt}", agent_log)
         lines = agent_log.decode(errors="replace").splitlines()
         verdict = judge_run(lines, exit_code if exit_code is not None else -1)
@@ -262,7 +257,7 @@ class RolloutHost:
         details = info.heartbeat_details[0] if info.heartbeat_details else {}
         session_id = details.get("session_id") if isinstance(details, dict) else None
         registry = self.adapter.registry
-        if not session_id or registry.claim(session_id) is None:
+        if not session_id or registry.get(session_id) is None:
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
         status = await sandbox.detached_status(request.handle, AGENT_JOB)
         if not status.started:
@@ -275,7 +270,6 @@ class RolloutHost:
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
         registry = self.adapter.registry
         assert registry is not None
-        self._holders.pop(request.session_id, None)
         result = registry.finish_session(request.session_id)
         summaries = [SegmentSummary.of(s) for s in result.segments]
         if not result.segments:
@@ -286,7 +280,6 @@ class RolloutHost:
     @activity.defn(name="discard_session")
     async def discard_session(self, session_id: str) -> None:
         registry = self.adapter.registry
-        self._holders.pop(session_id, None)
         if registry is not None:
             try:
                 registry.finish_session(session_id)

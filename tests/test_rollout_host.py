@@ -78,7 +78,10 @@ async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(rendere
         rollout_host = host(after, tmp_path, slots=1)
         assert await as_workflow("wf-new").run(rollout_host.pick_host) == "rl-rollouts-host-test", "restored sessions must not fill the host"
         assert registry.claim(kept.session_id) is not None and registry.live_count == 1
+        assert registry.held_by(kept.session_id, 0) and registry.claim(kept.session_id, 2) is not None
+        assert not registry.held_by(kept.session_id, 0), "a retry's claim wins: the attempt it superseded no longer holds the session"
         registry.unclaim(kept.session_id)
+        assert not registry.held_by(kept.session_id, 2)
         assert registry.live_count == 1, "a session let go by its activity keeps its slot: its agent runs on and its retry is coming"
         assert registry.forget_unclaimed(older_than_s=3600) == [], "not yet past the grace period"
         assert registry.forget_unclaimed() == sorted([kept.session_id, gone.session_id])
