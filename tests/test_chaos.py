@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from activities import sandbox
 from activities.contracts import PolicySpec
@@ -29,7 +27,7 @@ from activities.scripted_policy import ScriptedPolicyServer
 from activities.settings import RolloutBudgets
 from activities.trajectory_store import TrajectoryStore
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
-from tests.local_cluster import free_port
+from tests.local_cluster import free_port, start_dev_server
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -65,7 +63,7 @@ def sampled_runs(segments) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
 
 
 async def test_kill_9_then_restart_resumes_the_same_rollout(slow_policy, task, tmp_path):
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    env = await start_dev_server()
     address = env.client.service_client.config.target_host
     queue, host_id, port = f"chaos-{uuid.uuid4().hex[:6]}", f"chaos-{uuid.uuid4().hex[:6]}", free_port()
     args = ["--host-id", host_id, "--adapter-port", str(port)]
@@ -88,7 +86,7 @@ async def test_kill_9_then_restart_resumes_the_same_rollout(slow_policy, task, t
 
 
 async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan(slow_policy, task, tmp_path):
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    env = await start_dev_server()
     address = env.client.service_client.config.target_host
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     rollout = rollout_input(task, 0, 0, PolicySpec(), BUDGETS).model_copy(update={"resume_window_s": 3})
@@ -199,7 +197,7 @@ def slow_booting(task):
 
 
 async def test_kill_9_during_boot_moves_on_by_heartbeat_and_reaps_the_half_booted_sandbox(slow_policy, task, tmp_path):
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    env = await start_dev_server()
     address = env.client.service_client.config.target_host
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     rollout = rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS).model_copy(update={"host_start_timeout_s": 3})
@@ -228,7 +226,7 @@ async def test_kill_9_during_boot_moves_on_by_heartbeat_and_reaps_the_half_boote
 
 
 async def test_kill_9_during_boot_then_restart_removes_the_half_booted_sandbox_at_start_up(slow_policy, task, tmp_path):
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    env = await start_dev_server()
     address = env.client.service_client.config.target_host
     queue, args = f"chaos-{uuid.uuid4().hex[:6]}", ["--host-id", f"reboot-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"]
     try:

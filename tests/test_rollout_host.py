@@ -13,9 +13,8 @@ import uuid
 
 import pytest
 from temporalio.activity import ActivityCancellationDetails
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from activities import activity_failure_log, sandbox, sandbox_firewall
@@ -29,7 +28,7 @@ from activities.search_attribute_registry import ensure_search_attributes
 from activities.session_spool import SessionSpool
 from activities.trajectory_store import TrajectoryStore
 from starter import EXAMPLE_DATASET
-from tests.local_cluster import TEMPORAL_CLI
+from tests.local_cluster import start_dev_server
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -103,7 +102,7 @@ async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(rende
     one-slot host. The expected failure is one log line; the unexpected one keeps its traceback."""
     activity_failure_log.install()
     caplog.set_level(logging.WARNING, logger="temporalio.activity")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
+    env = await start_dev_server()
     await ensure_search_attributes(env.client, "default")
     adapter = AdapterServer(renderer)
     await adapter.start()
