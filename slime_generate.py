@@ -39,12 +39,12 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.contracts import PolicySpec, RolloutResult, SamplingParams, TokenSegment
-from activities.dataset_rows import RowError, task_from_row
-from activities.settings import budgets_from_env
-from activities.trajectory_store import TrajectoryStore
-from activities.workflow_runs import server_wait_from_env
+from config.settings import budgets_from_env
+from contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
+from policy.trajectory_store import TrajectoryStore
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
+from task_sources.dataset_rows import RowError, task_from_row
+from trainer_client.workflow_runs import server_wait_from_env
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")
 _clients: dict[str, Client] = {}

@@ -22,13 +22,13 @@ Python API: ``await start_rollout(client, rollout)`` returns a workflow handle
 instance id, sample index and group index); ``await run_rollouts(client,
 rollouts)`` runs many with a concurrency limit and returns one result per
 rollout, in input order: a rollout that could not be started or collected is
-a ``failed`` result (``activities.workflow_runs``) and the others go on, and a
+a ``failed`` result (``trainer_client.workflow_runs``) and the others go on, and a
 Temporal restart is waited out (``server_wait_s`` per outage).
 
 ``run`` and ``demo`` read the dataset, report every bad row by line and field
 (on stderr and as a ``failed`` line ``invalid_row:<field>`` in the results),
 and append to the results file: a re-run with the same ``--run-id`` starts or
-attaches to only the rollouts missing from it (``activities.results_file``).
+attaches to only the rollouts missing from it (``trainer_client.results_file``).
 ``run`` and ``episodes`` use the ``ROLLOUT_TASK_QUEUE`` the workers poll.
 """
 
@@ -52,17 +52,17 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from activities import rollout_queries
-from activities.contracts import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
-from activities.dataset_rows import DatasetRow, RowError, read_dataset
-from activities.drift_contracts import EpisodeResult
-from activities.drift_corpus import load_corpus, tasks_of
-from activities.drift_episodes import episode_inputs, episode_workflow_id, run_episodes
-from activities.local_services import temporal_dev_server, worker_process
-from activities.results_file import ResultSink, record_with_segments
-from activities.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
-from activities.tokenizer_cache import PROJECT_ROOT
-from activities.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env
+from config.paths import PROJECT_ROOT
+from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
+from contracts.drift_repair import EpisodeResult
+from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
+from drift_repair.corpus import load_corpus, tasks_of
+from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
+from trainer_client import rollout_queries
+from trainer_client.drift_episodes import episode_inputs, episode_workflow_id, run_episodes
+from trainer_client.local_services import temporal_dev_server, worker_process
+from trainer_client.results_file import ResultSink, record_with_segments
+from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"

@@ -52,23 +52,24 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import activity_failure_log, evaluate, sandbox, sandbox_firewall
+from activities import activity_failure_log, evaluate, sandbox
 from activities.adapter import AdapterServer
-from activities.claude_binary import find_claude_code
-from activities.claude_code_harness import ClaudeCodeSettings
-from activities.claude_tarballs import ClaudeTarballError
-from activities.dataset_rows import DatasetRow, read_dataset
-from activities.drift_activities import DriftEpisodeActivities
-from activities.drift_roles import AdapterRolePlayer
-from activities.prompt_renderer import PromptRenderer
+from activities.drift_repair import DriftEpisodeActivities
 from activities.reaper import reap_forever, sweep_logged
 from activities.rollout_host import RolloutHost
-from activities.script_runner import SandboxScriptRunner
-from activities.scripted_policy import OracleTask, ScriptedPolicyServer
-from activities.search_attribute_registry import ensure_search_attributes
-from activities.session_spool import SessionSpool
-from activities.settings import SettingsError, WorkerSettings, settings_from_env
-from activities.trajectory_store import TrajectoryStore
+from claude_code.binary import find_claude_code
+from claude_code.harness import ClaudeCodeSettings
+from claude_code.tarballs import ClaudeTarballError
+from config.settings import SettingsError, WorkerSettings, settings_from_env
+from docker_sandbox import firewall as sandbox_firewall
+from drift_repair.roles import AdapterRolePlayer
+from drift_repair.script_runner import SandboxScriptRunner
+from policy.prompt_renderer import PromptRenderer
+from policy.session_spool import SessionSpool
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import OracleTask, ScriptedPolicyServer
+from task_sources.dataset_rows import DatasetRow, read_dataset
+from trainer_client.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 
@@ -189,7 +190,7 @@ async def run_worker(
     )
     store = host.store
     drift = DriftEpisodeActivities(
-        roles=AdapterRolePlayer(adapter, store, policy_url, pin_policy_url=policy_url is not None),
+        roles=AdapterRolePlayer(adapter.registry, store, policy_url, pin_policy_url=policy_url is not None),
         runner=SandboxScriptRunner(network=sandbox.SANDBOX_NETWORK, host_queue=host_queue),
         store=store,
     )

@@ -16,18 +16,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.contracts import (
-    AgentRun,
-    AgentRunRequest,
-    CapturedDiff,
-    EvalRequest,
-    EvalResult,
-    MergeRequest,
-    MergeResult,
-    SandboxHandle,
-    SandboxRequest,
-)
-from activities.drift_contracts import (
+from contracts.drift_repair import (
     BreakageRequest,
     BreakageRun,
     CollectRequest,
@@ -39,6 +28,17 @@ from activities.drift_contracts import (
     RepairProposal,
     RepairRequest,
     SampleRequest,
+)
+from contracts.rollout import (
+    AgentRun,
+    AgentRunRequest,
+    CapturedDiff,
+    EvalRequest,
+    EvalResult,
+    MergeRequest,
+    MergeResult,
+    SandboxHandle,
+    SandboxRequest,
 )
 
 

@@ -30,7 +30,7 @@ class ErrorType(StrEnum):
     WORKER_SHUTDOWN = "WorkerShutdown"
     SESSION_LOST = "SessionLost"
     NO_POLICY_SERVER = "NoPolicyServer"
-    # ``activities.sglang_client.PolicyServerError`` left unhandled: Temporal names the failure after the class
+    # ``policy.sglang_client.PolicyServerError`` left unhandled: Temporal names the failure after the class
     POLICY_SERVER_ERROR = "PolicyServerError"
     # drift -> repair episodes
     UNKNOWN_TASK = "UnknownTask"

@@ -51,23 +51,22 @@ from temporalio.service import RPCError
 from activities import sandbox
 from activities.activity_failures import application_error
 from activities.adapter import AdapterServer
-from activities.claude_code_harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
-from activities.contracts import (
+from activities.error_types import ErrorType
+from claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from contracts.rollout import (
     AgentProgress,
     AgentRun,
     AgentRunRequest,
     MergeRequest,
     MergeResult,
-    PolicySpec,
     SandboxHandle,
     SandboxRequest,
     SegmentSummary,
-    SessionConfig,
 )
-from activities.disk_watch import DiskWatch
-from activities.error_types import ErrorType
-from activities.git_workspace import AGENT_JOB, AGENT_LOG
-from activities.trajectory_store import TrajectoryStore
+from docker_sandbox.disk_watch import DiskWatch
+from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
+from policy.session_config import NoPolicyServer, session_config_for
+from policy.trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 CLAUDE_IN_SANDBOX = "/opt/claude/bin/claude"
@@ -77,10 +76,6 @@ HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
-
-
-class NoPolicyServer(Exception):
-    """Neither the worker nor the rollout names a policy server."""
 
 
 class HostFull(Exception):
@@ -93,21 +88,6 @@ class WorkerShutdown(Exception):
 
 class SessionLost(Exception):
     """A retried agent activity found no session or no launched agent to re-attach to."""
-
-
-def session_config_for(policy: PolicySpec, worker_url: str | None, pinned: bool, label: str, max_turns: int | None = None) -> SessionConfig:
-    """The adapter session for a policy spec: the worker's policy URL if pinned, else the spec's, else the worker's."""
-    policy_url = worker_url if pinned else policy.policy_url or worker_url
-    if not policy_url:
-        raise NoPolicyServer("no policy server: the worker has none and the rollout names none")
-    return SessionConfig(
-        policy_url=policy_url,
-        sampling=policy.sampling,
-        context_budget=policy.context_budget,
-        max_turns=max_turns or policy.max_turns,
-        tool_parser=policy.tool_parser,
-        label=label,
-    )
 
 
 class RolloutHost:

@@ -51,12 +51,14 @@ from docker.types import Mount
 from pydantic import BaseModel, Field
 from temporalio import activity
 
-from activities import git_workspace, shell_scripts, swebench_grading
 from activities.activity_failures import Failure, Translation, application_error
-from activities.contracts import CapturedDiff, DiffReport, OmittedFile, SandboxHandle, SandboxRequest
 from activities.error_types import ErrorType
-from activities.git_workspace import DIFF_OUT, HARNESS_DIR, PROBLEM_STATEMENT_FILE
-from activities.settings import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES
+from config.settings import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES
+from contracts.rollout import CapturedDiff, DiffReport, OmittedFile, SandboxHandle, SandboxRequest
+from docker_sandbox import git_workspace
+from docker_sandbox.git_workspace import DIFF_OUT, HARNESS_DIR, PROBLEM_STATEMENT_FILE
+from docker_sandbox.shell_scripts import ShellScript
+from grading import swebench
 
 LABEL_PREFIX = "io.rollouts"
 OWNER_ENV = "ROLLOUT_SANDBOX_OWNER"
@@ -444,11 +446,11 @@ async def exec(  # noqa: A001 - the sandbox's verb
 # --------------------------------------------------------------------------- detached commands
 
 # The detached-command scripts take the harness directory and the name as $1 and $2.
-_RUNNER = shell_scripts.load("sandbox_runner.sh")
-_LAUNCH = shell_scripts.load("sandbox_launch.sh")
-_STATUS = shell_scripts.load("sandbox_status.sh")
-_WAIT = shell_scripts.load("sandbox_wait.sh")
-_KILL = shell_scripts.load("sandbox_kill.sh")
+_RUNNER = ShellScript("docker_sandbox", "sandbox_runner.sh").text
+_LAUNCH = ShellScript("docker_sandbox", "sandbox_launch.sh").text
+_STATUS = ShellScript("docker_sandbox", "sandbox_status.sh").text
+_WAIT = ShellScript("docker_sandbox", "sandbox_wait.sh").text
+_KILL = ShellScript("docker_sandbox", "sandbox_kill.sh").text
 
 
 def _checked_name(name: str) -> str:
@@ -566,7 +568,7 @@ async def capture_diff(handle: SandboxHandle) -> CapturedDiff:
     Two Docker round trips.
     """
     limits = git_workspace.diff_args(MAX_DIFF_FILE_BYTES, MAX_DIFF_BYTES, MAX_NEW_FILES_BYTES, MAX_LISTED_OMISSIONS)
-    result = await _harness(handle, shell_scripts.load(git_workspace.DIFF_SCRIPT), *limits, timeout_s=300)
+    result = await _harness(handle, git_workspace.DIFF_SCRIPT.text, *limits, timeout_s=300)
     if result.exit_code != 0:
         raise SandboxError(f"git diff failed in {handle.name}: {result.output.strip()[-2000:]}")
     files = await read_directory(handle, DIFF_OUT, MAX_DIFF_BYTES + 1)
@@ -575,7 +577,7 @@ async def capture_diff(handle: SandboxHandle) -> CapturedDiff:
 
 
 async def _record_baseline(handle: SandboxHandle) -> None:
-    snapshot = shell_scripts.load(git_workspace.SNAPSHOT_SCRIPT)
+    snapshot = git_workspace.SNAPSHOT_SCRIPT.text
     result = await _harness(handle, snapshot, *git_workspace.snapshot_args(), timeout_s=300, user=AGENT_USER)
     if result.exit_code != 0:
         raise SandboxError(f"could not snapshot the workspace of {handle.name}: {result.output.strip()[-2000:]}")
@@ -584,7 +586,7 @@ async def _record_baseline(handle: SandboxHandle) -> None:
 # --------------------------------------------------------------------------- boot
 
 
-_PREPARE = shell_scripts.load("sandbox_prepare.sh")
+_PREPARE = ShellScript("docker_sandbox", "sandbox_prepare.sh").text
 
 
 def _labels(request: SandboxRequest, host_queue: str, lifetime_s: int) -> dict[str, str]:
@@ -814,7 +816,7 @@ async def heartbeating(details: Callable[[], Any], interval_s: float = 5.0):
 
 BOOT_FAILURES = Translation(
     Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
-    Failure(swebench_grading.NotEvaluable, ErrorType.NOT_EVALUABLE),
+    Failure(swebench.NotEvaluable, ErrorType.NOT_EVALUABLE),
     Failure(SandboxError, ErrorType.SANDBOX_BOOT_ERROR),
 )
 DIFF_FAILURES = Translation(Failure(SandboxGone, ErrorType.SANDBOX_GONE), Failure(SandboxError, ErrorType.GIT_DIFF_FAILED))
@@ -831,7 +833,7 @@ async def boot_sandbox(request: SandboxRequest) -> SandboxHandle:
     try:
         async with heartbeating(lambda: {"phase": "boot"}):
             if request.purpose == "agent" and request.task.grader == "swebench":
-                await swebench_grading.require_eval_script(request.task)
+                await swebench.require_eval_script(request.task)
             return await boot(
                 request,
                 host_queue=settings.host_queue,

@@ -90,7 +90,7 @@ VARIANTS = ("ours", "naive")
 
 
 async def policy_main(args: argparse.Namespace) -> None:
-    from activities.prompt_renderer import PromptRenderer
+    from policy.prompt_renderer import PromptRenderer
 
     renderer = PromptRenderer(args.tokenizer)
     end_id = renderer.end_of_turn_id
@@ -155,7 +155,7 @@ class InlineCPU:
 def naive_ledger_class():
     from array import array
 
-    from activities.token_capture import PromptPlan, TokenLedger
+    from policy.token_capture import PromptPlan, TokenLedger
 
     class NaiveLedger(TokenLedger):
         """Every turn: render the whole conversation and tokenise all of it; no incremental reuse.
@@ -271,8 +271,8 @@ class Meter:
 
 async def adapter_main(args: argparse.Namespace) -> None:
     from activities.adapter import AdapterServer
-    from activities.contracts import SamplingParams, SessionConfig
-    from activities.prompt_renderer import PromptRenderer
+    from contracts.rollout import SamplingParams, SessionConfig
+    from policy.prompt_renderer import PromptRenderer
 
     renderer = PromptRenderer(args.tokenizer)
     counters = {"turns": 0, "prompt_tokens": 0}
@@ -1077,7 +1077,7 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    from activities.tokenizer_cache import ensure_qwen_tokenizer
+    from policy.tokenizer_cache import ensure_qwen_tokenizer
 
     args.tokenizer = args.tokenizer or ensure_qwen_tokenizer()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -97,8 +97,8 @@ class NoIntake:
 
 async def adapter_main(args: argparse.Namespace) -> None:
     from activities.adapter import MAX_BODY_BYTES, AdapterServer
-    from activities.contracts import SamplingParams, SessionConfig
-    from activities.prompt_renderer import PromptRenderer
+    from contracts.rollout import SamplingParams, SessionConfig
+    from policy.prompt_renderer import PromptRenderer
 
     renderer = PromptRenderer(args.tokenizer)
     unfair = args.variant == "unfair"
@@ -287,14 +287,14 @@ async def wait_for_policy(url: str, proc: subprocess.Popen) -> None:
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    from activities.tokenizer_cache import ensure_qwen_tokenizer
+    from policy.tokenizer_cache import ensure_qwen_tokenizer
 
     args.tokenizer = args.tokenizer or ensure_qwen_tokenizer()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     port = free_port()
     policy_url = f"http://127.0.0.1:{port}"
     policy = subprocess.Popen(
-        [sys.executable, "-m", "activities.scripted_policy", "--policy", "noop", "--port", str(port), "--tokenizer", str(args.tokenizer)],
+        [sys.executable, "-m", "scripted_policy.server", "--policy", "noop", "--port", str(port), "--tokenizer", str(args.tokenizer)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         cwd=ROOT,

@@ -7,7 +7,7 @@ per prompt) run as N concurrent ``CodingAgentRollout`` workflows through
 
 * a Temporal dev server (``WorkflowEnvironment.start_local`` with
   ``.venv/bin/temporal``, a free port on 127.0.0.1, in-memory state),
-* ONE ``worker.py`` subprocess (``activities.local_services.worker_process``)
+* ONE ``worker.py`` subprocess (``trainer_client.local_services.worker_process``)
   with its own task queue, host id and results directory, the adapter bound to
   the sandbox network's gateway, ``ROLLOUT_AGENT_SLOTS`` = max N,
 * real Docker sandboxes and the real Claude Code binary,
@@ -105,14 +105,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
 from activities import sandbox  # noqa: E402
-from activities.contracts import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
-from activities.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from activities.local_services import worker_process  # noqa: E402
-from activities.prompt_renderer import PromptRenderer  # noqa: E402
-from activities.scripted_policy import ROUTING_KEY_HEADER, ScriptedPolicyServer  # noqa: E402
-from activities.settings import RolloutBudgets  # noqa: E402
-from activities.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
+from config.settings import RolloutBudgets  # noqa: E402
+from contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
+from policy.prompt_renderer import PromptRenderer  # noqa: E402
+from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
+from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer  # noqa: E402
 from starter import EXAMPLE_DATASET, rollout_input, start_rollout  # noqa: E402
+from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from trainer_client.local_services import worker_process  # noqa: E402
 from worker import oracle_tasks_from  # noqa: E402
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"

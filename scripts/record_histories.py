@@ -44,16 +44,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
 from activities import sandbox  # noqa: E402
-from activities.contracts import PolicySpec, RolloutResult  # noqa: E402
-from activities.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from activities.drift_contracts import EpisodeInput, EpisodeResult  # noqa: E402
-from activities.drift_episodes import start_episode  # noqa: E402
-from activities.local_services import worker_process  # noqa: E402
-from activities.prompt_renderer import PromptRenderer  # noqa: E402
-from activities.scripted_policy import ScriptedPolicyServer  # noqa: E402
-from activities.settings import RolloutBudgets  # noqa: E402
-from activities.tokenizer_cache import PROJECT_ROOT, ensure_qwen_tokenizer  # noqa: E402
+from config.paths import PROJECT_ROOT  # noqa: E402
+from config.settings import RolloutBudgets  # noqa: E402
+from contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
+from contracts.rollout import PolicySpec, RolloutResult  # noqa: E402
+from policy.prompt_renderer import PromptRenderer  # noqa: E402
+from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
 from starter import EXAMPLE_DATASET, rollout_input, start_rollout  # noqa: E402
+from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from trainer_client.drift_episodes import start_episode  # noqa: E402
+from trainer_client.local_services import worker_process  # noqa: E402
 from worker import oracle_tasks_from  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 

@@ -18,14 +18,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities import sandbox
 from activities.adapter import AdapterServer
-from activities.contracts import TaskSpec
-from activities.dataset_rows import read_dataset
-from activities.prompt_renderer import PromptRenderer
-from activities.scripted_policy import ScriptedPolicyServer
-from activities.search_attribute_registry import ensure_search_attributes
-from activities.tokenizer_cache import ensure_qwen_tokenizer
+from contracts.rollout import TaskSpec
+from policy.prompt_renderer import PromptRenderer
+from policy.tokenizer_cache import ensure_qwen_tokenizer
+from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
+from task_sources.dataset_rows import read_dataset
 from tests.local_cluster import SERVER_STARTUP_TIMEOUT
+from trainer_client.search_attribute_registry import ensure_search_attributes
 from worker import oracle_tasks_from
 
 PROJECT = Path(__file__).resolve().parent.parent

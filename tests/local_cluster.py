@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities import sandbox
-from activities.settings import RolloutBudgets, WorkerSettings
+from config.settings import RolloutBudgets, WorkerSettings
 from worker import run_worker
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"

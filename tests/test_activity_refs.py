@@ -13,7 +13,7 @@ from temporalio import activity
 
 import worker
 from activities import activity_refs
-from activities.drift_activities import DriftEpisodeActivities
+from activities.drift_repair import DriftEpisodeActivities
 from activities.rollout_host import RolloutHost
 from workflows import coding_agent_rollout, drift_repair_episode
 

@@ -11,7 +11,7 @@ import anthropic
 import pytest
 
 from activities.adapter import AdapterServer
-from activities.contracts import SamplingParams, SessionConfig
+from contracts.rollout import SamplingParams, SessionConfig
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

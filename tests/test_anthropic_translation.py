@@ -3,7 +3,7 @@
 import pytest
 
 from activities.adapter import classify_turn
-from activities.anthropic_translation import RequestError, translate_request
+from policy.anthropic_translation import RequestError, translate_request
 from tests.wire_fixtures import captured
 
 

@@ -20,14 +20,14 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities import sandbox
-from activities.contracts import PolicySpec
-from activities.dataset_rows import DatasetRow, read_dataset
-from activities.local_services import DevServer, worker_process
-from activities.scripted_policy import ScriptedPolicyServer
-from activities.settings import RolloutBudgets
-from activities.trajectory_store import TrajectoryStore
+from config.settings import RolloutBudgets
+from contracts.rollout import PolicySpec
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
+from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import free_port, start_dev_server
+from trainer_client.local_services import DevServer, worker_process
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

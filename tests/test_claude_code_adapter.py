@@ -18,10 +18,10 @@ import pytest
 import pytest_asyncio
 
 from activities.adapter import AdapterServer
-from activities.claude_binary import find_claude_binary
-from activities.claude_code_harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
-from activities.contracts import SamplingParams, SessionConfig
-from activities.scripted_policy import OracleTask, ScriptedPolicyServer
+from claude_code.binary import find_claude_binary
+from claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from contracts.rollout import SamplingParams, SessionConfig
+from scripted_policy.server import OracleTask, ScriptedPolicyServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from activities import sandbox
-from activities.claude_tarballs import ClaudeTarballError, install_from_tarballs
-from activities.contracts import SandboxRequest
+from claude_code.tarballs import ClaudeTarballError, install_from_tarballs
+from contracts.rollout import SandboxRequest
 
 TARBALLS = Path(__file__).resolve().parent.parent / ".cache" / "tarballs"
 REAL_CC = TARBALLS / "anthropic-ai-claude-code-2.0.54.tgz"

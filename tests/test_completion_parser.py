@@ -2,7 +2,7 @@
 
 import pytest
 
-from activities.completion_parser import parse_completion, stop_reason
+from policy.completion_parser import parse_completion, stop_reason
 
 SCHEMAS = {
     "Read": {"type": "object", "properties": {"file_path": {"type": "string"}, "limit": {"type": "integer"}}},

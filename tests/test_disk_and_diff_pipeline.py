@@ -16,13 +16,13 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from activities.contracts import OmittedFile, PolicySpec, SamplingParams, TaskSpec
-from activities.dataset_rows import DatasetRow, read_dataset
 from activities.sandbox import MAX_DIFF_BYTES
-from activities.scripted_policy import ScriptedPolicyServer
-from activities.settings import RolloutBudgets
-from activities.trajectory_store import TrajectoryStore
+from config.settings import RolloutBudgets
+from contracts.rollout import OmittedFile, PolicySpec, SamplingParams, TaskSpec
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts
+from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
 from worker import oracle_tasks_from
 

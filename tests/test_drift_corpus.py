@@ -14,12 +14,12 @@ from collections import Counter
 
 import pytest
 
-from activities.drift_baselines import candidate_specs
-from activities.drift_contracts import SampleRequest
-from activities.drift_corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task, tasks_of
-from activities.drift_offline import score_corpus
-from activities.drift_primitives import apply_spec
-from activities.script_runner import LocalScriptRunner
+from contracts.drift_repair import SampleRequest
+from drift_repair.baselines import candidate_specs
+from drift_repair.corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task, tasks_of
+from drift_repair.offline import score_corpus
+from drift_repair.primitives import apply_spec
+from drift_repair.script_runner import LocalScriptRunner
 
 
 def make_corpus_module():

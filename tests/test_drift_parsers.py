@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from activities.drift_baselines import oracle_repair
-from activities.drift_contracts import DriftSpec
-from activities.drift_corpus import load_corpus
-from activities.drift_parsers import SpecParseError, extract_diff, parse_drift_spec
-from activities.drift_primitives import apply_spec
-from activities.drift_prompts import (
+from contracts.drift_repair import DriftSpec
+from drift_repair.baselines import oracle_repair
+from drift_repair.corpus import load_corpus
+from drift_repair.parsers import SpecParseError, extract_diff, parse_drift_spec
+from drift_repair.primitives import apply_spec
+from drift_repair.prompts import (
     DRIFT_SYSTEM,
     REPAIR_SYSTEM,
     drift_prompt,
@@ -18,8 +18,8 @@ from activities.drift_prompts import (
     prompt_task_id,
     repair_prompt,
 )
-from activities.scripted_roles import RepairCompletion, SelfPlayCompletion, drift_completion
-from activities.unified_diff import DiffError, apply_diff, make_diff, parse_diff
+from drift_repair.unified_diff import DiffError, apply_diff, make_diff, parse_diff
+from scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
 
 SPEC = {"primitive_type": "RenameApiCall", "params": {"old": "dumps", "new": "dump_s"}}
 ORIGINAL = "import json\n\nx = 1\nprint(json.dumps(x))\nprint('done')\n"

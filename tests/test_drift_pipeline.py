@@ -12,14 +12,14 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from activities.contracts import PolicySpec, SamplingParams
-from activities.drift_corpus import load_corpus
-from activities.drift_episodes import episode_inputs, run_episodes
-from activities.results_file import record_with_segments
-from activities.scripted_policy import ScriptedPolicyServer
-from activities.settings import RolloutBudgets, WorkerSettings
-from activities.trajectory_store import TrajectoryStore
+from config.settings import RolloutBudgets, WorkerSettings
+from contracts.rollout import PolicySpec, SamplingParams
+from drift_repair.corpus import load_corpus
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import ScriptedPolicyServer
 from tests.local_cluster import containers_of_runs, local_cluster
+from trainer_client.drift_episodes import episode_inputs, run_episodes
+from trainer_client.results_file import record_with_segments
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 MODEL = PolicySpec(sampling=SamplingParams(max_new_tokens=2048), context_budget=16384)

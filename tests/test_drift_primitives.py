@@ -6,11 +6,11 @@ import textwrap
 
 import pytest
 
-from activities.drift_baselines import baseline_drift, oracle_repair
-from activities.drift_contracts import DriftSpec
-from activities.drift_primitives import PRIMITIVES, DriftSpecError, apply_spec
-from activities.script_runner import LocalScriptRunner
-from activities.unified_diff import apply_diff
+from contracts.drift_repair import DriftSpec
+from drift_repair.baselines import baseline_drift, oracle_repair
+from drift_repair.primitives import PRIMITIVES, DriftSpecError, apply_spec
+from drift_repair.script_runner import LocalScriptRunner
+from drift_repair.unified_diff import apply_diff
 
 SCRIPT = textwrap.dedent(
     '''\

@@ -16,15 +16,15 @@ from collections.abc import Callable
 import pytest
 from temporalio.worker import Worker
 
-from activities.contracts import PolicySpec, SegmentSummary, TokenSegment
-from activities.drift_activities import DriftEpisodeActivities
-from activities.drift_baselines import baseline_drift
-from activities.drift_contracts import EpisodeInput, Role, RoleTurn
-from activities.drift_corpus import load_corpus
-from activities.drift_prompts import prompt_script
-from activities.script_runner import LocalScriptRunner
-from activities.trajectory_store import TrajectoryStore
-from activities.unified_diff import make_diff
+from activities.drift_repair import DriftEpisodeActivities
+from contracts.drift_repair import EpisodeInput, Role, RoleTurn
+from contracts.rollout import PolicySpec, SegmentSummary, TokenSegment
+from drift_repair.baselines import baseline_drift
+from drift_repair.corpus import load_corpus
+from drift_repair.prompts import prompt_script
+from drift_repair.script_runner import LocalScriptRunner
+from drift_repair.unified_diff import make_diff
+from policy.trajectory_store import TrajectoryStore
 from workflows.drift_repair_episode import DriftRepairEpisode
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

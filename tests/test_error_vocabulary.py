@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from activities import drift_activities, sandbox, swebench_grading
-from activities import evaluate as grading
-from activities.contracts import AbortReason, PolicySpec, is_documented_abort_reason
+from activities import drift_repair as drift_activities
+from activities import evaluate as evaluate_face
+from activities import sandbox
 from activities.error_types import ErrorType
-from activities.rollout_host import NoPolicyServer, session_config_for
+from contracts.rollout import AbortReason, PolicySpec, is_documented_abort_reason
+from grading import graders, swebench
+from policy.session_config import NoPolicyServer, session_config_for
 from workflows import activity_errors, coding_agent_rollout, drift_repair_episode
 
 ACTIVITIES = Path(__file__).resolve().parent.parent / "activities"
@@ -29,17 +31,17 @@ def test_only_the_translation_module_builds_application_errors():
     ("translation", "error", "kind", "retryable"),
     [
         (sandbox.BOOT_FAILURES, sandbox.SandboxImageMissing("no image"), "SandboxImageMissing", False),
-        (sandbox.BOOT_FAILURES, swebench_grading.NotEvaluable("no spec"), "NotEvaluable", False),
+        (sandbox.BOOT_FAILURES, swebench.NotEvaluable("no spec"), "NotEvaluable", False),
         (sandbox.BOOT_FAILURES, sandbox.SandboxGone("gone"), "SandboxBootError", False),
         (sandbox.BOOT_FAILURES, sandbox.SandboxError("pre-command failed"), "SandboxBootError", False),
         (sandbox.DIFF_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", False),
         (sandbox.DIFF_FAILURES, sandbox.SandboxError("git failed"), "GitDiffFailed", False),
-        (grading.GRADING_FAILURES, grading.NoGrader("none"), "NoGrader", False),
-        (grading.GRADING_FAILURES, grading.GraderScriptMissing("no parser"), "GraderScriptMissing", False),
-        (grading.GRADING_FAILURES, grading.ScriptPathRefused("a path"), "NotEvaluable", False),
-        (grading.GRADING_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", True),
-        (grading.GRADING_FAILURES, sandbox.SandboxError("tests crashed"), "GradingFailed", False),
-        (grading.BOOT_FAILURES, sandbox.SandboxError("pre-command failed"), "SandboxBootError", False),
+        (evaluate_face.GRADING_FAILURES, graders.NoGrader("none"), "NoGrader", False),
+        (evaluate_face.GRADING_FAILURES, graders.GraderScriptMissing("no parser"), "GraderScriptMissing", False),
+        (evaluate_face.GRADING_FAILURES, graders.ScriptPathRefused("a path"), "NotEvaluable", False),
+        (evaluate_face.GRADING_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", True),
+        (evaluate_face.GRADING_FAILURES, sandbox.SandboxError("tests crashed"), "GradingFailed", False),
+        (evaluate_face.BOOT_FAILURES, sandbox.SandboxError("pre-command failed"), "SandboxBootError", False),
         (drift_activities.SANDBOX_FAILURES, sandbox.SandboxImageMissing("no image"), "SandboxImageMissing", False),
         (drift_activities.SANDBOX_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", True),
         (drift_activities.SANDBOX_FAILURES, sandbox.SandboxError("runner failed"), "SandboxError", False),

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from activities.fair_executor import FairExecutor
+from policy.fair_executor import FairExecutor
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -23,8 +23,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from activities.contracts import RolloutInput, RolloutResult
-from activities.drift_contracts import EpisodeInput, EpisodeResult
+from contracts.drift_repair import EpisodeInput, EpisodeResult
+from contracts.rollout import RolloutInput, RolloutResult
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 

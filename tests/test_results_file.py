@@ -2,9 +2,9 @@
 
 import json
 
-from activities.contracts import RolloutResult, TokenSegment, TrajectoryRef
-from activities.results_file import ResultSink, record_with_segments
-from activities.trajectory_store import TrajectoryStore
+from contracts.rollout import RolloutResult, TokenSegment, TrajectoryRef
+from policy.trajectory_store import TrajectoryStore
+from trainer_client.results_file import ResultSink, record_with_segments
 
 
 def result(workflow_id: str, status: str = "completed", reason: str | None = None, **extra) -> RolloutResult:

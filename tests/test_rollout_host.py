@@ -17,18 +17,19 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from activities import activity_failure_log, sandbox, sandbox_firewall
+from activities import activity_failure_log, sandbox
 from activities.adapter import AdapterServer
-from activities.claude_binary import find_claude_code
-from activities.contracts import AgentRunRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, TaskSpec
-from activities.dataset_rows import DatasetRow, read_dataset
 from activities.rollout_host import RolloutHost
-from activities.scripted_policy import ScriptedPolicyServer
-from activities.search_attribute_registry import ensure_search_attributes
-from activities.session_spool import SessionSpool
-from activities.trajectory_store import TrajectoryStore
+from claude_code.binary import find_claude_code
+from contracts.rollout import AgentRunRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, TaskSpec
+from docker_sandbox import firewall as sandbox_firewall
+from policy.session_spool import SessionSpool
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
+from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import start_dev_server
+from trainer_client.search_attribute_registry import ensure_search_attributes
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 

@@ -18,13 +18,13 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
-from activities.contracts import PolicySpec, RolloutInput, SamplingParams
-from activities.dataset_rows import DatasetRow, read_dataset
-from activities.scripted_policy import ScriptedPolicyServer
-from activities.settings import RolloutBudgets, WorkerSettings
-from activities.tokenizer_cache import ensure_qwen_tokenizer
-from activities.trajectory_store import TrajectoryStore
+from config.settings import RolloutBudgets, WorkerSettings
+from contracts.rollout import PolicySpec, RolloutInput, SamplingParams
+from policy.tokenizer_cache import ensure_qwen_tokenizer
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts, start_rollout
+from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from worker import oracle_tasks_from

@@ -16,7 +16,8 @@ from temporalio.worker import Worker
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
-from activities.contracts import (
+from activities.error_types import ErrorType
+from contracts.rollout import (
     AgentRun,
     AgentRunRequest,
     CapturedDiff,
@@ -32,7 +33,6 @@ from activities.contracts import (
     TaskSpec,
     TrajectoryRef,
 )
-from activities.error_types import ErrorType
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

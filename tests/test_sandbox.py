@@ -17,9 +17,10 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import disk_watch, sandbox
-from activities.claude_binary import CLAUDE_CODE_VERSION, find_claude_binary
-from activities.contracts import DiffReport, OmittedFile, SandboxRequest, TaskSpec
+from activities import sandbox
+from claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
+from contracts.rollout import DiffReport, OmittedFile, SandboxRequest, TaskSpec
+from docker_sandbox import disk_watch
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -15,11 +15,12 @@ import uuid
 
 import pytest
 
-from activities import sandbox, sandbox_firewall
+from activities import sandbox
 from activities.adapter import AdapterServer
-from activities.contracts import SandboxRequest, SessionConfig
-from activities.dataset_rows import DatasetRow, read_dataset
+from contracts.rollout import SandboxRequest, SessionConfig
+from docker_sandbox import firewall as sandbox_firewall
 from starter import EXAMPLE_DATASET
+from task_sources.dataset_rows import DatasetRow, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from activities.prompt_renderer import PromptRenderer
-from activities.scripted_policy import (
+from policy.prompt_renderer import PromptRenderer
+from policy.tokenizer_cache import ensure_qwen_tokenizer
+from scripted_policy.server import (
     PATCH_DELIMITER,
     ROUTING_KEY_HEADER,
     OracleTask,
@@ -26,7 +27,6 @@ from activities.scripted_policy import (
     load_oracle_tasks,
     noop_completion,
 )
-from activities.tokenizer_cache import ensure_qwen_tokenizer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 END = "<|im_end|>"
@@ -387,7 +387,7 @@ def test_cli_serves_until_sigterm(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "activities.scripted_policy",
+        "scripted_policy.server",
         "--port",
         str(port),
         "--policy",

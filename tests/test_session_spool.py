@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 
 from activities.adapter import AdapterServer
-from activities.contracts import SessionConfig, TurnSummary
-from activities.session_spool import SessionSpool
-from activities.token_capture import LedgerDelta
+from contracts.rollout import SessionConfig, TurnSummary
+from policy.session_spool import SessionSpool
+from policy.token_capture import LedgerDelta
 
 CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 

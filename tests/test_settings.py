@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env
+from config.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env
 
 
 def test_defaults_match_the_reference():

@@ -2,8 +2,8 @@
 
 from types import SimpleNamespace
 
-from activities.contracts import RolloutResult, TokenSegment
-from activities.trajectory_store import TrajectoryStore
+from contracts.rollout import RolloutResult, TokenSegment
+from policy.trajectory_store import TrajectoryStore
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
 from tests.slime_sample import Sample
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from activities.contracts import PolicySpec
-from activities.settings import RolloutBudgets
-from activities.tokenizer_cache import PROJECT_ROOT
+from config.paths import PROJECT_ROOT
+from config.settings import RolloutBudgets
+from contracts.rollout import PolicySpec
 from starter import EXAMPLE_DATASET, parse_args, read_rows, rollout_input, workflow_id_for
 
 

@@ -16,14 +16,14 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from activities.contracts import PolicySpec, RolloutResult, SamplingParams
-from activities.dataset_rows import DatasetRow, read_dataset
-from activities.results_file import ResultSink, record_with_segments
-from activities.scripted_policy import ScriptedPolicyServer
-from activities.settings import RolloutBudgets
-from activities.trajectory_store import TrajectoryStore
+from config.settings import RolloutBudgets
+from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, parse_args, rollout_input, run_dataset, run_rollouts
+from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
+from trainer_client.results_file import ResultSink, record_with_segments
 from worker import oracle_tasks_from
 
 pytestmark = pytest.mark.integration

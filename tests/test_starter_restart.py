@@ -14,12 +14,12 @@ import pytest
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from activities.contracts import PolicySpec
-from activities.dataset_rows import DatasetRow, read_dataset
-from activities.local_services import DevServer, worker_process
-from activities.settings import RolloutBudgets
+from config.settings import RolloutBudgets
+from contracts.rollout import PolicySpec
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, workflow_id_for
+from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import free_port
+from trainer_client.local_services import DevServer, worker_process
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

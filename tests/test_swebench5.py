@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from activities import swebench_grading
+from grading import swebench
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -22,9 +22,11 @@ SWEBENCH5_PYTHON = PROJECT / ".cache" / "swebench5" / "bin" / "python"
 # Runs in the swebench 5 venv: grade the reference patch and an empty diff, then try the row without its 5.x columns.
 GRADE_UNDER_SWEBENCH5 = """
 import asyncio, json, sys
-from activities import evaluate as grading, swebench_grading
-from activities.contracts import EvalRequest
-from activities.dataset_rows import read_dataset
+from activities import evaluate as evaluate_face
+from grading import graders
+from grading import swebench
+from contracts.rollout import EvalRequest
+from task_sources.dataset_rows import read_dataset
 
 columns = json.loads(sys.stdin.read())
 prefix = sys.argv[1]
@@ -32,17 +34,17 @@ task = next(r.task for r in read_dataset("examples/tasks/dataset.jsonl") if r.ta
 modern = task.model_copy(update={"swebench": task.swebench.model_copy(update={**columns, "install_config": None})})
 
 async def grade(diff, name):
-    result = await grading.evaluate(EvalRequest(task=modern, diff=diff, workflow_id=f"{prefix}-{name}", timeout_s=120))
+    result = await graders.evaluate(EvalRequest(task=modern, diff=diff, workflow_id=f"{prefix}-{name}", timeout_s=120))
     return result.model_dump()
 
 async def main():
     solved, unsolved = await asyncio.gather(grade(task.reference_patch, "solved"), grade("", "unsolved"))
     try:
-        swebench_grading.eval_script(task)
+        swebench.eval_script(task)
         refusal = ""
-    except swebench_grading.NotEvaluable as error:
+    except swebench.NotEvaluable as error:
         refusal = str(error)
-    print(json.dumps({"version": swebench_grading.package_version(), "solved": solved, "unsolved": unsolved, "refusal": refusal}))
+    print(json.dumps({"version": swebench.package_version(), "solved": solved, "unsolved": unsolved, "refusal": refusal}))
 
 asyncio.run(main())
 """
@@ -53,7 +55,7 @@ async def test_a_swebench5_row_grades_one_with_the_fix_and_zero_without(task_ima
         pytest.skip("run `make setup` to create the swebench 5 venv")
     pytest.importorskip("swebench")
     task = tasks["slugify-swebench"]
-    columns = {"eval_script": swebench_grading.eval_script(task), "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
+    columns = {"eval_script": swebench.eval_script(task), "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
     prefix = f"pytest-swebench5-{uuid.uuid4().hex[:8]}"
     run = subprocess.run(
         [str(SWEBENCH5_PYTHON), "-c", GRADE_UNDER_SWEBENCH5, prefix],

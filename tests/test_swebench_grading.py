@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from activities import swebench_grading
-from activities.dataset_rows import read_dataset, task_from_row
-from activities.swebench_grading import NotEvaluable
+from grading import swebench
+from grading.swebench import NotEvaluable
+from task_sources.dataset_rows import read_dataset, task_from_row
 
 DATASET = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "dataset.jsonl"
 TEST_FILE = "tests/test_slugify.py"
@@ -34,21 +34,21 @@ def test_missing_package_is_not_evaluable_with_the_install_hint(task, monkeypatc
     def absent(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(swebench_grading.metadata, "version", absent)
+    monkeypatch.setattr(swebench.metadata, "version", absent)
     with pytest.raises(NotEvaluable, match=r"durable-rollouts\[swebench\]"):
-        swebench_grading.eval_script(task)
+        swebench.eval_script(task)
 
 
 def test_a_package_that_does_not_import_is_not_evaluable(task, monkeypatch):
     pytest.importorskip("swebench")
     monkeypatch.setitem(sys.modules, "swebench.harness.grading", None)
     with pytest.raises(NotEvaluable, match=r"is installed but does not import"):
-        swebench_grading.eval_script(task)
+        swebench.eval_script(task)
 
 
 def test_eval_script_resets_the_test_files_applies_the_test_patch_and_runs_them(task):
     pytest.importorskip("swebench")
-    script = swebench_grading.eval_script(task)
+    script = swebench.eval_script(task)
     base = task.swebench.base_commit
     assert f"git checkout {base} {TEST_FILE}" in script
     assert task.swebench.test_patch.strip() in script
@@ -61,7 +61,7 @@ def test_install_config_is_registered_only_while_it_is_used(task):
     from swebench.harness.constants import MAP_REPO_TO_EXT, MAP_REPO_VERSION_TO_SPECS
     from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
 
-    swebench_grading.verdict(task, log(dict.fromkeys(F2P + P2P, "PASSED")))
+    swebench.verdict(task, log(dict.fromkeys(F2P + P2P, "PASSED")))
     repo = task.swebench.repo
     assert repo not in MAP_REPO_VERSION_TO_SPECS and repo not in MAP_REPO_TO_EXT and repo not in MAP_REPO_TO_PARSER
 
@@ -83,7 +83,7 @@ def test_a_known_repo_uses_the_package_spec_table():
             }
         },
     }
-    script = swebench_grading.eval_script(task_from_row(row))
+    script = swebench.eval_script(task_from_row(row))
     assert "pytest -rA astropy/modeling/tests/test_separable.py" in script
     assert "cd /testbed" in script
 
@@ -114,21 +114,21 @@ def test_a_django_row_needs_no_network_to_grade(monkeypatch):
         },
     }
     task = task_from_row(row)
-    assert "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators" in swebench_grading.eval_script(task)
+    assert "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators" in swebench.eval_script(task)
     log = "+ : '>>>>> Start Test Output'\ntest_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests) ... ok\n+ : '>>>>> End Test Output'\n"
-    assert swebench_grading.verdict(task, log).solved
+    assert swebench.verdict(task, log).solved
 
 
 def test_all_required_tests_passing_is_resolved(task):
     pytest.importorskip("swebench")
-    verdict = swebench_grading.verdict(task, log(dict.fromkeys(F2P + P2P, "PASSED")))
+    verdict = swebench.verdict(task, log(dict.fromkeys(F2P + P2P, "PASSED")))
     assert (verdict.solved, verdict.tests_passed, verdict.tests_failed, verdict.note) == (True, 6, 0, "")
 
 
 def test_a_failing_fail_to_pass_test_is_not_resolved_and_named(task):
     pytest.importorskip("swebench")
     statuses = {**dict.fromkeys(F2P + P2P, "PASSED"), F2P[2]: "FAILED"}
-    verdict = swebench_grading.verdict(task, log(statuses))
+    verdict = swebench.verdict(task, log(statuses))
     assert (verdict.solved, verdict.tests_passed, verdict.tests_failed) == (False, 5, 1)
     assert f"{TEST_FILE}::{F2P[2]}" in verdict.note
 
@@ -136,12 +136,12 @@ def test_a_failing_fail_to_pass_test_is_not_resolved_and_named(task):
 def test_a_broken_pass_to_pass_test_is_not_resolved(task):
     pytest.importorskip("swebench")
     statuses = {**dict.fromkeys(F2P + P2P, "PASSED"), P2P[0]: "FAILED"}
-    assert not swebench_grading.verdict(task, log(statuses)).solved
+    assert not swebench.verdict(task, log(statuses)).solved
 
 
 def test_a_log_without_test_output_is_not_resolved(task):
     pytest.importorskip("swebench")
-    verdict = swebench_grading.verdict(task, "+ git apply -v -\nerror: patch failed: tests/test_slugify.py:11\n")
+    verdict = swebench.verdict(task, "+ git apply -v -\nerror: patch failed: tests/test_slugify.py:11\n")
     assert (verdict.solved, verdict.tests_passed) == (False, 0)
     assert "no test results" in verdict.note
 
@@ -158,4 +158,4 @@ def test_rows_the_package_cannot_spec_are_not_evaluable(task, changes, message):
     pytest.importorskip("swebench")
     broken = task.model_copy(update={"swebench": task.swebench.model_copy(update=changes)})
     with pytest.raises(NotEvaluable, match=message):
-        swebench_grading.eval_script(broken)
+        swebench.eval_script(broken)

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from activities import evaluate as grading
-from activities import task_tests
-from activities.contracts import EvalRequest, SweProSpec, TaskSpec
+from contracts.rollout import EvalRequest, SweProSpec, TaskSpec
+from grading import graders, task_tests
 
 TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 
@@ -104,7 +103,7 @@ async def prefix(task_images, reap_prefix):
 
 
 async def grade(prefix: str, task: TaskSpec, diff: str):
-    return await grading.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))
+    return await graders.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))
 
 
 async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkeypatch):
@@ -115,7 +114,7 @@ async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkey
 
     with monkeypatch.context() as patched:
         patched.setattr(task_tests, "reset", nothing_reset)
-        return await grading.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
+        return await graders.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
 
 
 @pytest.mark.integration

@@ -16,10 +16,10 @@ import random
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from activities.anthropic_reply import reply_blocks
-from activities.anthropic_translation import translate_request
-from activities.completion_parser import parse_completion
-from activities.token_capture import LedgerDelta, TokenLedger
+from policy.anthropic_reply import reply_blocks
+from policy.anthropic_translation import translate_request
+from policy.completion_parser import parse_completion
+from policy.token_capture import LedgerDelta, TokenLedger
 
 TOOLS = [
     {

@@ -6,8 +6,8 @@ import random
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.contracts import TokenSegment
-from activities.trajectory_store import TrajectoryStore
+from contracts.rollout import TokenSegment
+from policy.trajectory_store import TrajectoryStore
 
 TEMPORAL_PAYLOAD_LIMIT = 2 * 1024 * 1024
 

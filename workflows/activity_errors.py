@@ -15,8 +15,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
-    from activities.contracts import AbortReason, exception_reason
     from activities.error_types import ErrorType
+    from contracts.rollout import AbortReason, exception_reason
 
 ABORT_REASONS: dict[str, AbortReason] = {
     ErrorType.SANDBOX_IMAGE_MISSING: AbortReason.SANDBOX_BOOT_FAILED,

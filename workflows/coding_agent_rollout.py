@@ -57,7 +57,8 @@ from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
-    from activities.contracts import (
+    from activities.error_types import ErrorType
+    from contracts.rollout import (
         AbortReason,
         AgentProgress,
         AgentRun,
@@ -76,7 +77,6 @@ with workflow.unsafe.imports_passed_through():
         SandboxHandle,
         SandboxRequest,
     )
-    from activities.error_types import ErrorType
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 # ``workflow.patched`` id of ``capture_diff``; histories without its marker took the bare patch from ``git_diff``.

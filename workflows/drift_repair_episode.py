@@ -12,7 +12,7 @@ one trajectory holding the drift segment, then the repair segment).
 Invariants:
 * the workflow always returns an ``EpisodeResult``: ``completed`` with the
   repair reward (visible), its breakdown, the held-out breakdown, success and
-  both role rewards (``activities.drift_scoring`` documents them), or
+  both role rewards (``drift_repair.scoring`` documents them), or
   ``aborted`` with a machine-readable reason and zero rewards;
 * the wall-clock guard is a workflow timer (``guard_s``): when it fires the
   in-flight activity is cancelled and awaited (its sandbox destroyed, its
@@ -45,8 +45,8 @@ from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
-    from activities.contracts import AbortReason, MergeResult
-    from activities.drift_contracts import (
+    from activities.error_types import ErrorType
+    from contracts.drift_repair import (
         BreakageRequest,
         BreakageRun,
         CollectRequest,
@@ -66,8 +66,8 @@ with workflow.unsafe.imports_passed_through():
         SampleRequest,
         VisibleBreakdown,
     )
-    from activities.drift_scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
-    from activities.error_types import ErrorType
+    from contracts.rollout import AbortReason, MergeResult
+    from drift_repair.scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
 
 # Activities heartbeat every 2 s; the SDK sends at most one heartbeat per 0.8 x this timeout, and a cancel
 # (guard, abort) reaches an activity only with a heartbeat's answer, so this also bounds how fast one stops.

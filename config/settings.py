@@ -1,0 +1,170 @@
+"""Worker and rollout settings, read from the environment with the reference's knob names.
+
+Names and defaults follow slime's coding-agent example (``SWE_TIME_BUDGET_SEC``
+1800, ``SWE_EVAL_TIMEOUT_SEC`` 600, ``SWE_GENERATE_GUARD_SEC`` = budget +
+eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
+``SLIME_HEAD_HOST`` for the address sandboxes dial back to,
+``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code,
+``SWE_HOST_CC_TARBALL`` / ``SWE_HOST_NODE_TARBALL`` for a Claude Code taken
+from host tarballs instead of the npm install), plus the Temporal ones and the
+per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``).
+A bad value is a ``SettingsError`` naming the variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from config.paths import PROJECT_ROOT
+from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
+
+SHARED_TASK_QUEUE = "rl-rollouts"
+SANDBOX_MEMORY_BYTES = 4 << 30
+SANDBOX_DISK_BYTES = 10 << 30
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_BYTE_COUNT = re.compile(r"(\d+) *([kmgt]?)(?:i?b)?", re.IGNORECASE)
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class RolloutBudgets(BaseModel):
+    agent_budget_s: int = Field(1800, ge=1)
+    eval_timeout_s: int = Field(600, ge=1)
+    guard_s: int = Field(2580, ge=1)
+
+
+class WorkerSettings(BaseModel):
+    temporal_address: str | None = None
+    namespace: str = "default"
+    task_queue: str = SHARED_TASK_QUEUE
+    adapter_bind_host: str | None = None
+    adapter_port: int = 18001
+    public_host: str | None = None
+    policy_url: str | None = None
+    tokenizer_dir: Path = DEFAULT_TOKENIZER_DIR
+    host_id: str = Field(default_factory=socket.gethostname)
+    results_dir: Path = PROJECT_ROOT / "results"
+    agent_slots: int = Field(8, ge=1)
+    reap_interval_s: float = Field(60.0, gt=0)
+    cc_tarball: Path | None = None
+    node_tarball: Path | None = None
+    claude_extra_args: list[str] = []
+    claude_extra_env: dict[str, str] = {}
+    budgets: RolloutBudgets = RolloutBudgets()
+    sandbox_cpus: float | None = Field(None, gt=0)
+    sandbox_memory_bytes: int = Field(SANDBOX_MEMORY_BYTES, ge=64 << 20)
+    sandbox_disk_bytes: int = Field(SANDBOX_DISK_BYTES, ge=0)
+
+    @property
+    def host_queue(self) -> str:
+        return f"rl-rollouts-host-{self.host_id}"
+
+    @property
+    def sandbox_cpu_limit(self) -> float:
+        """``sandbox_cpus`` if set, else this host's share per agent slot (see ``default_sandbox_cpus``)."""
+        return self.sandbox_cpus or default_sandbox_cpus(self.agent_slots)
+
+
+def host_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+def default_sandbox_cpus(agent_slots: int, cpus: int | None = None) -> float:
+    """The host's CPUs divided among its agent slots, at least one CPU (a cap per sandbox, not a reservation)."""
+    return max(1.0, round((cpus or host_cpus()) / agent_slots, 2))
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+def _byte_count(env: Mapping[str, str], name: str, default: int) -> int:
+    """An integer number of bytes, optionally with a binary unit: ``512M``, ``10G``, ``10GiB``."""
+    raw = env.get(name, "").strip()
+    if raw == "":
+        return default
+    match = _BYTE_COUNT.fullmatch(raw)
+    if match is None:
+        raise SettingsError(f"{name}: expected a byte count such as 4294967296, 512M or 10G, got {raw!r}")
+    return int(match.group(1)) * _BYTE_UNITS[match.group(2).lower()]
+
+
+def _sandbox_limits(env: Mapping[str, str]) -> dict:
+    values: dict = {
+        "sandbox_memory_bytes": _byte_count(env, "ROLLOUT_SANDBOX_MEMORY_BYTES", SANDBOX_MEMORY_BYTES),
+        "sandbox_disk_bytes": _byte_count(env, "ROLLOUT_SANDBOX_DISK_BYTES", SANDBOX_DISK_BYTES),
+    }
+    if values["sandbox_memory_bytes"] < 64 << 20:
+        raise SettingsError(f"ROLLOUT_SANDBOX_MEMORY_BYTES: at least 64M, got {values['sandbox_memory_bytes']}")
+    raw = env.get("ROLLOUT_SANDBOX_CPUS", "")
+    if raw:
+        try:
+            cpus = float(raw)
+        except ValueError:
+            raise SettingsError(f"ROLLOUT_SANDBOX_CPUS: expected a number of CPUs, got {raw!r}") from None
+        if not 0.01 <= cpus <= host_cpus():
+            raise SettingsError(f"ROLLOUT_SANDBOX_CPUS: must lie between 0.01 and this host's {host_cpus()} CPUs, got {raw}")
+        values["sandbox_cpus"] = cpus
+    return values
+
+
+def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
+    agent = _int(env, "SWE_TIME_BUDGET_SEC", 1800)
+    evaluation = _int(env, "SWE_EVAL_TIMEOUT_SEC", 600)
+    guard = _int(env, "SWE_GENERATE_GUARD_SEC", 0) or agent + evaluation + 180
+    for name, value in (("SWE_TIME_BUDGET_SEC", agent), ("SWE_EVAL_TIMEOUT_SEC", evaluation), ("SWE_GENERATE_GUARD_SEC", guard)):
+        if value <= 0:
+            raise SettingsError(f"{name}: must be positive, got {value}")
+    return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, guard_s=guard)
+
+
+def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
+    extra_env_raw = env.get("SLIME_AGENT_CC_EXTRA_ENVS", "")
+    try:
+        extra_env = json.loads(extra_env_raw) if extra_env_raw else {}
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"SLIME_AGENT_CC_EXTRA_ENVS: not a JSON object ({exc.msg})") from None
+    if not isinstance(extra_env, dict):
+        raise SettingsError("SLIME_AGENT_CC_EXTRA_ENVS: must be a JSON object of strings")
+    values = {
+        "temporal_address": env.get("TEMPORAL_ADDRESS") or None,
+        "namespace": env.get("TEMPORAL_NAMESPACE") or "default",
+        "task_queue": env.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE,
+        "adapter_bind_host": env.get("SHIM_BIND_HOST") or None,
+        "adapter_port": _int(env, "SHIM_PORT", 18001),
+        "public_host": env.get("SLIME_HEAD_HOST") or None,
+        "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
+        "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", 8),
+        "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60),
+        "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
+        "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},
+        "budgets": budgets_from_env(env),
+        **_sandbox_limits(env),
+    }
+    for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):
+        if env.get(name):
+            values[key] = env[name]
+    for key, name in (("cc_tarball", "SWE_HOST_CC_TARBALL"), ("node_tarball", "SWE_HOST_NODE_TARBALL")):
+        if env.get(name):
+            if not Path(env[name]).is_file():
+                raise SettingsError(f"{name}: no such file {env[name]!r}")
+            values[key] = Path(env[name])
+    if values.get("node_tarball") and not values.get("cc_tarball"):
+        raise SettingsError("SWE_HOST_NODE_TARBALL: set without SWE_HOST_CC_TARBALL (the Node tarball only runs a JavaScript CLI)")
+    return WorkerSettings(**values)

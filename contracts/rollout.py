@@ -1,0 +1,487 @@
+"""Pydantic contracts shared by the adapter, the activities and the workflows.
+
+This module imports nothing heavier than pydantic: workflow code imports it
+through ``workflow.unsafe.imports_passed_through()``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SegmentKind = Literal["main", "subagent", "compaction", "continuation", "role"]
+
+
+class SamplingParams(BaseModel):
+    """Sampling parameters the trainer wants; the session's values win over the client's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = -1
+    max_new_tokens: int = Field(8192, ge=1)
+
+
+class SessionConfig(BaseModel):
+    """What one rollout attempt's adapter session needs to know.
+
+    ``context_budget`` bounds prompt + completion tokens of every turn;
+    ``max_turns`` bounds the number of model calls and
+    ``max_concurrent_requests`` the requests in flight, ``/v1/messages`` and
+    ``count_tokens`` together (past either cap the adapter answers 429, before
+    reading the request's body).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy_url: str
+    sampling: SamplingParams = SamplingParams()
+    context_budget: int = Field(65536, ge=256)
+    max_turns: int = Field(200, ge=1)
+    max_concurrent_requests: int = Field(8, ge=1)
+    tool_parser: str = "auto"
+    model_name: str = "slime-actor"
+    label: str = ""
+
+
+class SessionTicket(BaseModel):
+    """Returned by ``open_session``: the id for bookkeeping and the bearer secret for the client."""
+
+    session_id: str
+    secret: str
+
+
+class TokenSegment(BaseModel):
+    """One trainable token sequence.
+
+    Invariants: ``tokens``, ``loss_mask`` and ``rollout_log_probs`` have equal
+    length; ``loss_mask[i] == 1`` iff ``tokens[i]`` was sampled by the policy
+    server at position ``i`` given exactly ``tokens[:i]`` (then
+    ``rollout_log_probs[i]`` is its log-prob; elsewhere it is 0.0);
+    ``loss_mask[:prompt_length]`` is all zero.
+    """
+
+    kind: SegmentKind
+    lane: str = "main"
+    tokens: list[int]
+    loss_mask: list[int]
+    rollout_log_probs: list[float]
+    prompt_length: int
+    turns: int
+    finish_reason: str
+
+    @model_validator(mode="after")
+    def _aligned(self) -> TokenSegment:
+        n = len(self.tokens)
+        if len(self.loss_mask) != n or len(self.rollout_log_probs) != n:
+            raise ValueError("tokens, loss_mask and rollout_log_probs must have equal length")
+        if any(self.loss_mask[: self.prompt_length]):
+            raise ValueError("the initial prompt must carry loss_mask 0")
+        return self
+
+    @property
+    def response_length(self) -> int:
+        return len(self.tokens) - self.prompt_length
+
+
+class TurnSummary(BaseModel):
+    """What the adapter remembers about each model call, for progress and logs."""
+
+    index: int
+    lane: str
+    kind: SegmentKind
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    stop_reason: str
+    tool_names: list[str] = []
+    parse_errors: list[str] = []
+
+
+class SessionResult(BaseModel):
+    """Everything ``finish_session`` hands back; idempotent per session."""
+
+    session_id: str
+    segments: list[TokenSegment]
+    turns: list[TurnSummary]
+
+
+GraderKind = Literal["swepro", "eval_cmd", "swebench"]
+
+
+def check_workdir_relative(values: list[str]) -> list[str]:
+    """Paths and glob patterns a grader resolves in the workdir: relative, no ``..``, no pathspec magic."""
+    for value in values:
+        if not value or "\0" in value or "\n" in value:
+            raise ValueError(f"{value!r}: must be a non-empty single-line path")
+        if value.startswith(("/", ":")):
+            raise ValueError(f"{value!r}: must be relative to the workdir (no leading '/' or ':')")
+        if ".." in value.split("/"):
+            raise ValueError(f"{value!r}: '..' is not allowed")
+    return values
+
+
+class SweProSpec(BaseModel):
+    """SWE-bench Pro style grading: a run script, a parser that writes result JSON, and the test sets.
+
+    Scripts travel inline (``run_script`` / ``parser_script``). A row's
+    ``run_script_path`` / ``parser_script_path`` are resolved and inlined by the
+    dataset reader inside the operator's dataset root; a task that still carries
+    one is refused by the grader, which never reads a host path a row names.
+    ``selected_test_files`` are workdir-relative; ``fail_to_pass`` and
+    ``pass_to_pass`` may arrive as JSON-encoded strings.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_script: str | None = None
+    parser_script: str | None = None
+    run_script_path: str | None = None
+    parser_script_path: str | None = None
+    before_repo_set_cmd: str | None = None
+    selected_test_files: list[str] = []
+    fail_to_pass: list[str] = []
+    pass_to_pass: list[str] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_lists(cls, data):
+        if isinstance(data, dict):
+            for key in ("fail_to_pass", "pass_to_pass", "selected_test_files"):
+                if isinstance(data.get(key), str):
+                    data = {**data, key: json.loads(data[key])}
+        return data
+
+    @field_validator("selected_test_files")
+    @classmethod
+    def _relative_test_files(cls, values: list[str]) -> list[str]:
+        return check_workdir_relative(values)
+
+
+class SweBenchSpec(BaseModel):
+    """A SWE-bench (Verified) instance, graded with the installed ``swebench`` package.
+
+    ``repo`` + ``version`` select the package's test spec (``swebench`` < 5); an
+    ``install_config`` (SWE-rebench / SWE-Gym convention) supplies that spec
+    for a repo the package does not know. ``eval_script`` / ``log_parser`` /
+    ``eval_type`` are the columns ``swebench`` >= 5 builds its spec from.
+    Rows carry the test lists as JSON strings; ``dataset_rows`` decodes them.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    repo: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    base_commit: str = Field(min_length=1)
+    test_patch: str = Field(min_length=1)
+    fail_to_pass: list[str] = Field(min_length=1)
+    pass_to_pass: list[str] = []
+    environment_setup_commit: str | None = None
+    install_config: dict[str, Any] | None = None
+    eval_script: str | None = None
+    log_parser: str | None = None
+    eval_type: str | None = None
+
+
+class TaskSpec(BaseModel):
+    """A dataset row normalised the way the reference's ``_metadata()`` does it.
+
+    ``test_files``: glob patterns (workdir-relative, git ``:(glob)`` syntax) of
+    the files the grader restores to the image's baseline after applying the
+    agent's diff; ``None`` means ``grading.task_tests.DEFAULT_TEST_FILES``.
+    """
+
+    instance_id: str
+    image: str
+    workdir: str
+    problem_statement: str
+    swepro: SweProSpec | None = None
+    eval_cmd: str | None = None
+    swebench: SweBenchSpec | None = None
+    pre_commands: list[str] = []
+    reference_patch: str | None = None
+    test_files: list[str] | None = Field(None, min_length=1)
+
+    @field_validator("test_files")
+    @classmethod
+    def _relative_patterns(cls, values: list[str] | None) -> list[str] | None:
+        return None if values is None else check_workdir_relative(values)
+
+    @property
+    def grader(self) -> GraderKind | None:
+        if self.swepro is not None and (self.swepro.run_script or self.swepro.run_script_path):
+            return "swepro"
+        if self.eval_cmd:
+            return "eval_cmd"
+        if self.swebench is not None:
+            return "swebench"
+        return None
+
+
+class SandboxRequest(BaseModel):
+    """What boot needs: the task, and labels tying the container to its workflow attempt."""
+
+    task: TaskSpec
+    workflow_id: str
+    attempt: int
+    purpose: Literal["agent", "grading"] = "agent"
+
+
+class SandboxHandle(BaseModel):
+    """``disk_baseline_bytes``: the container's writable layer when its boot finished (the disk budget counts
+    only what is written after it)."""
+
+    container_id: str
+    name: str
+    workdir: str
+    host_queue: str = ""
+    disk_baseline_bytes: int = 0
+
+
+class OmittedFile(BaseModel):
+    path: str
+    size_bytes: int
+
+
+class DiffReport(BaseModel):
+    """What the agent's patch carries to the grader and what it leaves out.
+
+    ``omitted`` names the changed or new files (workdir-relative) over the
+    per-file limit, which the patch leaves out (at most 100 listed;
+    ``omitted_count`` counts them all). ``over_cap``: even without them the
+    patch would exceed the cap (``note`` says by how much), so it is not
+    graded: reward 0, ``applied_cleanly`` false, the rollout still completes.
+    """
+
+    patch_bytes: int = 0
+    omitted: list[OmittedFile] = []
+    omitted_count: int = 0
+    over_cap: bool = False
+    note: str = ""
+
+
+class CapturedDiff(BaseModel):
+    """The agent's patch (empty when ``report.over_cap``) and its report."""
+
+    diff: str = ""
+    report: DiffReport = DiffReport()
+
+
+class EvalRequest(BaseModel):
+    task: TaskSpec
+    diff: str
+    workflow_id: str
+    timeout_s: int = Field(600, ge=1)
+
+
+class EvalResult(BaseModel):
+    """``reset_paths``: the task's test files the agent's diff had changed, added or deleted, which the grader
+    put back to the image's baseline before the tests ran (workdir-relative, sorted)."""
+
+    reward: float
+    solved: bool
+    applied_cleanly: bool
+    grader: GraderKind
+    apply_method: str = ""
+    tests_passed: int = 0
+    tests_failed: int = 0
+    log_tail: str = ""
+    reset_paths: list[str] = []
+
+
+class AbortReason(StrEnum):
+    """The fixed reasons a workflow ends ``aborted`` with (both workflows; the README's abort table lists them).
+
+    ``abort_reason`` also carries open-ended forms, which ``is_documented_abort_reason``
+    recognises: ``exception:<Type>`` (an activity failure no table classifies;
+    ``exception:Timeout:<KIND>`` for a timeout) and ``invalid_row:<field>`` (a
+    starter ``failed`` line). Two more are open by design and not checked: the
+    reason an operator gives to ``abort`` (``starter.py cancel --reason``;
+    ``cancelled`` when none) and the starter's own ``failed`` reasons
+    (``trainer_client.workflow_runs``).
+    """
+
+    WALL_CLOCK_TIMEOUT = "wall_clock_timeout"
+    CANCELLED = "cancelled"
+    # rollouts
+    MISSING_IMAGE_OR_WORKDIR = "missing_image_or_workdir"
+    SANDBOX_BOOT_FAILED = "sandbox_boot_failed"
+    NOT_EVALUABLE = "not_evaluable"
+    NO_GRADER = "no_grader"
+    NO_HEALTHY_HOST = "no_healthy_host"
+    ADAPTER_SESSION_EMPTY = "adapter_session_empty"
+    ADAPTER_SESSION_LOST = "adapter_session_lost"
+    # drift -> repair episodes
+    UNKNOWN_DRIFT_REWARD = "unknown_drift_reward"
+    UNKNOWN_TASK = "unknown_task"
+    NO_DRIFT = "no_drift"
+    NO_POLICY_SERVER = "no_policy_server"
+    POLICY_ERROR = "policy_error"
+    SANDBOX_FAILED = "sandbox_failed"
+
+
+EXCEPTION_PREFIX = "exception:"
+INVALID_ROW_PREFIX = "invalid_row:"
+_OPEN_FORM = re.compile(rf"^({EXCEPTION_PREFIX}|{INVALID_ROW_PREFIX})[A-Za-z_][\w.:]*$")
+
+
+def exception_reason(type_name: str) -> str:
+    """The reason of an unclassified activity failure: ``exception:<Type>``."""
+    return f"{EXCEPTION_PREFIX}{type_name}"
+
+
+def is_documented_abort_reason(reason: str) -> bool:
+    """A fixed ``AbortReason`` or one of the prefixed forms with a name after the prefix."""
+    return reason in AbortReason.__members__.values() or bool(_OPEN_FORM.match(reason))
+
+
+RolloutStage = Literal["queued", "booting", "agent", "diff", "grading", "merging", "done"]
+
+
+class PolicySpec(BaseModel):
+    """The trainer's side of a session: sampling, budget, and where the policy lives (None = worker default)."""
+
+    policy_url: str | None = None
+    sampling: SamplingParams = SamplingParams()
+    context_budget: int = Field(65536, ge=256)
+    max_turns: int = Field(200, ge=1)
+    tool_parser: str = "auto"
+    policy_tag: str = ""
+
+
+class RolloutInput(BaseModel):
+    task: TaskSpec
+    sample_index: int = 0
+    group_index: int = 0
+    policy: PolicySpec = PolicySpec()
+    agent_budget_s: int = Field(1800, ge=1)
+    eval_timeout_s: int = Field(600, ge=1)
+    guard_s: int = Field(2580, ge=1)
+    max_agent_attempts: int = Field(3, ge=1)
+    host_start_timeout_s: int = Field(10, ge=1)
+    resume_window_s: int = Field(120, ge=1)
+
+
+class AgentRunRequest(BaseModel):
+    handle: SandboxHandle
+    task: TaskSpec
+    policy: PolicySpec
+    workflow_id: str
+    attempt: int
+    time_budget_s: int
+
+
+class AgentRun(BaseModel):
+    """How the Claude Code process ended; ``session_id`` names the adapter session holding its turns."""
+
+    session_id: str
+    exit_code: int | None
+    reason: str
+    is_error: bool
+    terminal_reason: str = ""
+    turns: int = 0
+    duration_s: float = 0.0
+    log_path: str = ""
+    log_tail: str = ""
+
+
+class TrajectoryRef(BaseModel):
+    """A claim check: segments live in the trajectory store, only this reference travels through Temporal."""
+
+    uri: str
+    sha256: str
+    n_segments: int
+    n_tokens: int
+    nbytes: int
+
+
+class SegmentSummary(BaseModel):
+    kind: SegmentKind
+    lane: str
+    n_tokens: int
+    prompt_length: int
+    n_sampled: int
+    turns: int
+
+    @classmethod
+    def of(cls, segment: TokenSegment) -> SegmentSummary:
+        return cls(
+            kind=segment.kind,
+            lane=segment.lane,
+            n_tokens=len(segment.tokens),
+            prompt_length=segment.prompt_length,
+            n_sampled=sum(segment.loss_mask),
+            turns=segment.turns,
+        )
+
+
+class MergeRequest(BaseModel):
+    session_id: str
+    workflow_id: str
+
+
+class MergeResult(BaseModel):
+    trajectory: TrajectoryRef | None
+    segments: list[SegmentSummary]
+    turns: int
+
+
+class AgentProgress(BaseModel):
+    """Sent by the running agent activity to its workflow (signal ``agent_progress``) when turns advance."""
+
+    attempt: int
+    session_id: str
+    turns: int
+    tokens: int
+    last_turn_at: datetime | None = None
+    last_tools: list[str] = []
+
+
+class RolloutProgress(BaseModel):
+    """What the ``progress`` query returns: where a rollout is and how far its agent got."""
+
+    stage: RolloutStage = "queued"
+    attempt: int = 0
+    sandbox: str = ""
+    host_queue: str = ""
+    session_id: str = ""
+    turns: int = 0
+    tokens: int = 0
+    last_turn_at: datetime | None = None
+    last_tools: list[str] = []
+    stage_since: datetime | None = None
+
+
+class RolloutResult(BaseModel):
+    """The workflow always returns one (never a workflow failure): ``completed`` or ``aborted`` with a machine-readable reason.
+
+    ``failed`` is made only by the starter, for a rollout it could not start or
+    collect (``abort_reason`` says why, machine-readable; ``error`` has the
+    message); the workflow may still be running, and a re-run with the same
+    run id attaches to it. ``diff`` reports the agent's patch (what it left
+    out, whether it was over the cap); None when no diff was taken.
+    """
+
+    workflow_id: str
+    instance_id: str
+    sample_index: int
+    group_index: int
+    status: Literal["completed", "aborted", "failed"]
+    abort_reason: str | None = None
+    error: str = ""
+    reward: float = 0.0
+    solved: bool = False
+    applied_cleanly: bool = False
+    attempts: int = 0
+    agent: AgentRun | None = None
+    evaluation: EvalResult | None = None
+    trajectory: TrajectoryRef | None = None
+    segments: list[SegmentSummary] = []
+    elapsed_s: float = 0.0
+    diff: DiffReport | None = None

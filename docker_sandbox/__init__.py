@@ -1,0 +1,1 @@
+"""Docker sandboxes: container lifecycle, commands in containers, the git workspace, network and firewall, disk budget."""

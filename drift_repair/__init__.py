@@ -1,0 +1,1 @@
+"""Drift -> repair self-play: corpus, drift primitives, role prompts and parsers, scoring, script runners."""

@@ -1,0 +1,261 @@
+"""Token capture: turn a session's model calls into trainable token segments.
+
+Every turn is (prompt ids sent, output ids sampled, their log-probs). A
+*segment* is one growing token sequence; a turn joins a segment only when the
+turn's prompt starts with the segment's tokens exactly, so that every token
+with ``loss_mask == 1`` was sampled by the server at that very position given
+exactly the tokens before it. This is checked on every append, not assumed.
+
+Prompts are planned so that this holds as often as it can:
+
+* **extend**: the request repeats the segment's conversation (same tools,
+  same messages, our reply echoed back) and the template renders that history
+  unchanged; the prompt is then the segment's tokens (the *sampled* ids, never
+  a re-tokenisation of their text) plus the tokenised rendering of only the new
+  messages. Only the new tail is tokenised.
+* **retry**: the request equals the one that produced the segment's last turn
+  (the client never saw that reply: a dropped connection, a fallback); the last
+  turn is rolled back and the identical prompt is sent again.
+* **fresh**: anything else (sub-agent, compaction, a template that re-renders
+  history, e.g. by dropping earlier reasoning): the full prompt is rendered and
+  tokenised; if it happens to extend a segment token-for-token it still
+  appends, otherwise it opens a new segment whose prompt carries loss_mask 0.
+
+Clients may rewrite the replies they echo back (Claude Code strips a leading
+``cd <cwd> &&`` from Bash commands). The model's context is what it sampled,
+so an echoed assistant message carrying tool-call ids this ledger minted is
+replaced by the recorded reply before any comparison or rendering; those ids
+are unguessable, so they identify the reply.
+
+Token ids live in typed ``array`` buffers (segments: ids, mask and
+log-probs at 4, 1 and 8 bytes per token; plans: the prompt ids): a
+100k-token session costs about 1.3 MB instead of 5–7 MB of Python ints and
+floats, the garbage collector has nothing to walk in them, and building and
+proving a prompt is a memory copy and compare. Lists appear only at the JSON
+boundaries (deltas for the spool, contracts for the trainer).
+
+``plan`` is pure CPU work and thread-safe to run in an executor; ``record``
+mutates state and must run on the owning event loop, one call per lane at a
+time (the adapter holds a per-lane lock from plan to record). Message dicts
+handed to ``plan`` and ``record`` are kept by reference and must not be
+mutated afterwards (the translation builds fresh ones per request).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from contracts.rollout import SegmentKind, TokenSegment
+
+
+class Renderer(Protocol):
+    end_of_turn: str
+    end_of_turn_id: int
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool) -> str: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+
+class TokenProofError(AssertionError):
+    """A turn would put tokens into a segment whose sampled origin is not proven."""
+
+
+@dataclass
+class _Turn:
+    start: int
+    prompt_end: int
+    finish_reason: str
+
+
+@dataclass
+class Segment:
+    kind: SegmentKind
+    lane: str
+    tools: list[dict[str, Any]]
+    tokens: array = field(default_factory=lambda: array("i"))
+    loss_mask: array = field(default_factory=lambda: array("B"))
+    log_probs: array = field(default_factory=lambda: array("d"))
+    prompt_length: int = 0
+    turns: list[_Turn] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ended_with_end_of_turn: bool = False
+    anchor_text: str | None = None
+
+    def truncate(self, length: int) -> None:
+        del self.tokens[length:], self.loss_mask[length:], self.log_probs[length:]
+
+    def to_contract(self) -> TokenSegment:
+        return TokenSegment(
+            kind=self.kind,
+            lane=self.lane,
+            tokens=self.tokens.tolist(),
+            loss_mask=self.loss_mask.tolist(),
+            rollout_log_probs=self.log_probs.tolist(),
+            prompt_length=self.prompt_length,
+            turns=len(self.turns),
+            finish_reason=self.turns[-1].finish_reason if self.turns else "none",
+        )
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    lane: str
+    kind: SegmentKind
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    prompt_ids: array
+    mode: Literal["extend", "retry", "fresh"]
+    base: Segment | None
+    rendered_tokens: int
+
+    @property
+    def prompt_length(self) -> int:
+        return len(self.prompt_ids)
+
+
+@dataclass(frozen=True)
+class LedgerDelta:
+    """Exactly what one recorded turn changed in the ledger; JSON-serialisable for the crash spool.
+
+    ``segment`` is the index of the segment the turn joins (``len(segments)``
+    opens a new one, with ``tools``); on a retry the segment's last turn is
+    rolled back (``rollback``); the segment keeps its first ``keep_tokens``
+    tokens and ``keep_messages`` messages, then gains ``prompt_tail``
+    (loss_mask 0), ``output_ids`` (loss_mask 1, with ``log_probs``) and
+    ``new_messages`` (the new request messages and the reply).
+    """
+
+    segment: int
+    kind: SegmentKind
+    lane: str
+    tools: list[dict[str, Any]] | None
+    rollback: bool
+    keep_tokens: int
+    prompt_tail: list[int]
+    output_ids: list[int]
+    log_probs: list[float]
+    finish_reason: str
+    keep_messages: int
+    new_messages: list[dict[str, Any]]
+
+
+class TokenLedger:
+    """All segments of one adapter session."""
+
+    def __init__(self, renderer: Renderer):
+        self._renderer = renderer
+        self.segments: list[Segment] = []
+        self._replies_by_call_id: dict[str, dict[str, Any]] = {}
+
+    def plan(self, lane: str, kind: SegmentKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PromptPlan:
+        messages = [self._recorded_reply(m) for m in messages]
+        candidates = [s for s in reversed(list(self.segments)) if s.lane == lane and s.kind == kind and s.tools == tools]
+        full_text: str | None = None
+        for segment in candidates:
+            n = len(segment.messages)
+            if messages == segment.messages[:-1]:
+                prompt = segment.tokens[: segment.turns[-1].prompt_end]
+                return PromptPlan(lane, kind, messages, tools, prompt, "retry", segment, 0)
+            if len(messages) > n and messages[:n] == segment.messages:
+                anchor = self._anchor(segment)
+                full_text = full_text or self._renderer.render(messages, tools, True)
+                if full_text.startswith(anchor):
+                    tail = full_text[len(anchor) :]
+                    if not segment.ended_with_end_of_turn:
+                        tail = self._renderer.end_of_turn + tail
+                    tail_ids = self._renderer.encode(tail)
+                    prompt = segment.tokens + array("i", tail_ids)
+                    return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids))
+        full_text = full_text or self._renderer.render(messages, tools, True)
+        prompt = array("i", self._renderer.encode(full_text))
+        for segment in candidates:
+            if len(prompt) > len(segment.tokens) and prompt[: len(segment.tokens)] == segment.tokens:
+                return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(prompt))
+        return PromptPlan(lane, kind, messages, tools, prompt, "fresh", None, len(prompt))
+
+    def record(
+        self,
+        plan: PromptPlan,
+        reply_message: dict[str, Any],
+        output_ids: list[int],
+        output_log_probs: list[float],
+        finish_reason: str,
+    ) -> LedgerDelta:
+        """Apply the turn and return the delta that reproduces it (for the crash spool)."""
+        if len(output_ids) != len(output_log_probs):
+            raise TokenProofError("output ids and log-probs differ in length")
+        base = plan.base
+        if base is None:
+            index, keep_tokens, keep_messages, tools = len(self.segments), 0, 0, plan.tools
+        else:
+            index, tools = self.segments.index(base), None
+            keep_tokens = base.turns[-1].start if plan.mode == "retry" else len(base.tokens)
+            keep_messages = len(base.messages) - 1 if plan.mode == "retry" else len(base.messages)
+        delta = LedgerDelta(
+            segment=index,
+            kind=plan.kind,
+            lane=plan.lane,
+            tools=tools,
+            rollback=plan.mode == "retry",
+            keep_tokens=keep_tokens,
+            prompt_tail=plan.prompt_ids[keep_tokens:].tolist(),
+            output_ids=list(output_ids),
+            log_probs=[float(x) for x in output_log_probs],
+            finish_reason=finish_reason,
+            keep_messages=keep_messages,
+            new_messages=[*plan.messages[keep_messages:], reply_message],
+        )
+        if base is not None and plan.prompt_ids[:keep_tokens] != base.tokens[:keep_tokens]:
+            raise TokenProofError(f"prompt does not extend segment {index} exactly")
+        self.apply(delta)
+        return delta
+
+    def apply(self, delta: LedgerDelta) -> Segment:
+        """Apply one recorded turn; ``record`` uses it live, a restarted worker replays spooled deltas."""
+        if delta.segment == len(self.segments):
+            self.segments.append(Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail)))
+        segment = self.segments[delta.segment]
+        if delta.rollback:
+            segment.turns.pop()
+        if len(segment.tokens) < delta.keep_tokens:
+            raise TokenProofError(f"delta keeps {delta.keep_tokens} tokens of a {len(segment.tokens)}-token segment")
+        segment.truncate(delta.keep_tokens)
+        start = len(segment.tokens)
+        segment.tokens.extend(delta.prompt_tail)
+        segment.loss_mask.frombytes(bytes(len(delta.prompt_tail)))
+        segment.log_probs.extend([0.0] * len(delta.prompt_tail))
+        prompt_end = len(segment.tokens)
+        segment.tokens.extend(delta.output_ids)
+        segment.loss_mask.frombytes(b"\x01" * len(delta.output_ids))
+        segment.log_probs.extend(delta.log_probs)
+        segment.turns.append(_Turn(start=start, prompt_end=prompt_end, finish_reason=delta.finish_reason))
+        segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
+        segment.ended_with_end_of_turn = bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
+        segment.anchor_text = None
+        reply = segment.messages[-1]
+        for call in reply.get("tool_calls") or []:
+            self._replies_by_call_id[call["id"]] = reply
+        return segment
+
+    def finish(self) -> list[TokenSegment]:
+        return [s.to_contract() for s in self.segments if s.turns]
+
+    def _recorded_reply(self, message: dict[str, Any]) -> dict[str, Any]:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls:
+            return message
+        recorded = self._replies_by_call_id.get(calls[0]["id"])
+        if recorded is None or [c["id"] for c in recorded["tool_calls"]] != [c["id"] for c in calls]:
+            return message
+        return recorded
+
+    def _anchor(self, segment: Segment) -> str:
+        """The template's rendering of the segment's conversation through its last end-of-turn marker."""
+        if segment.anchor_text is None:
+            rendered = self._renderer.render(segment.messages, segment.tools, False)
+            cut = rendered.rfind(self._renderer.end_of_turn)
+            segment.anchor_text = rendered[: cut + len(self._renderer.end_of_turn)] if cut >= 0 else rendered
+        return segment.anchor_text

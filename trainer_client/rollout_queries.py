@@ -1,0 +1,99 @@
+"""Operator questions answered from Temporal visibility and workflow queries.
+
+"Which rollouts are stuck, where, and why?": counts by stage, the oldest
+running ones, the ones whose agent has not had a model turn for a while, and
+one rollout's live progress with the tail of its agent's stream-json log.
+Everything here reads; ``request_abort`` is the one write (a graceful stop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from activities import sandbox
+from contracts.rollout import RolloutProgress, RolloutResult, SandboxHandle
+from docker_sandbox.git_workspace import AGENT_LOG
+from workflows.coding_agent_rollout import CodingAgentRollout
+from workflows.search_attributes import STAGE
+
+STAGES = ("queued", "booting", "agent", "diff", "grading", "merging")
+
+
+@dataclass(frozen=True)
+class RunningRollout:
+    workflow_id: str
+    started: datetime
+    stage: str
+    progress: RolloutProgress | None
+
+    def idle_minutes(self, now: datetime) -> float | None:
+        last = self.progress.last_turn_at or self.progress.stage_since if self.progress else None
+        return (now - last).total_seconds() / 60 if last else None
+
+
+async def stage_counts(client: Client) -> dict[str, int]:
+    counts = {}
+    for stage in STAGES:
+        found = await client.count_workflows(f"WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running' AND RolloutStage='{stage}'")
+        counts[stage] = found.count
+    return counts
+
+
+async def running_rollouts(client: Client, limit: int = 200) -> list[RunningRollout]:
+    """Running rollouts, oldest first, each with its live progress (None if it could not be queried)."""
+    found = []
+    async for execution in client.list_workflows("WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running'", limit=limit):
+        stage = execution.typed_search_attributes.get(STAGE) or "queued"
+        found.append((execution.id, execution.start_time, stage))
+    found.sort(key=lambda item: item[1])
+    rollouts = []
+    for workflow_id, started, stage in found:
+        try:
+            progress = await client.get_workflow_handle(workflow_id).query(CodingAgentRollout.progress)
+        except Exception:
+            progress = None
+        rollouts.append(RunningRollout(workflow_id, started, stage, progress))
+    return rollouts
+
+
+def stale(rollouts: list[RunningRollout], minutes: float, now: datetime | None = None) -> list[RunningRollout]:
+    """Rollouts in the agent stage whose last model turn (or stage entry) is older than ``minutes``."""
+    now = now or datetime.now(UTC)
+    return [r for r in rollouts if r.stage == "agent" and (r.idle_minutes(now) or 0) > minutes]
+
+
+async def rollout_details(client: Client, workflow_id: str, log_lines: int = 20) -> tuple[str, RolloutProgress | RolloutResult, list[str]]:
+    """(status, progress or final result, last lines of the agent log)."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await handle.describe()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        progress = await handle.query(CodingAgentRollout.progress)
+        lines = await _live_log_tail(progress, log_lines)
+        return "RUNNING", progress, lines
+    result = await client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id).result()
+    lines = []
+    if result.agent and result.agent.log_path:
+        try:
+            with open(result.agent.log_path, errors="replace") as log:
+                lines = log.read().splitlines()[-log_lines:]
+        except OSError as error:
+            lines = [f"(agent log not readable here: {error})"]
+    return description.status.name if description.status else "UNKNOWN", result, lines
+
+
+async def request_abort(client: Client, workflow_id: str, reason: str = "cancelled") -> None:
+    await client.get_workflow_handle(workflow_id).signal(CodingAgentRollout.abort, reason)
+
+
+async def _live_log_tail(progress: RolloutProgress, log_lines: int) -> list[str]:
+    if progress.stage != "agent" or not progress.sandbox:
+        return []
+    handle = SandboxHandle(container_id=progress.sandbox, name=progress.sandbox, workdir="/")
+    try:
+        data = await sandbox.read_file(handle, AGENT_LOG, 256 * 1024, tail=True)
+    except Exception as error:
+        return [f"(agent log not readable from this machine: {type(error).__name__}: {error})"]
+    return data.decode(errors="replace").splitlines()[-log_lines:]
