@@ -48,20 +48,26 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, NamedTuple
 
+import docker
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import activity_failure_log, evaluate, sandbox
+from activities import activity_failure_log
 from activities.adapter import AdapterServer
 from activities.drift_repair import DriftEpisodeActivities
+from activities.evaluate import GradingActivities
 from activities.reaper import reap_forever, sweep_logged
 from activities.rollout_host import RolloutHost
+from activities.sandbox import SandboxActivities
 from claude_code.binary import find_claude_code
 from claude_code.harness import ClaudeCodeSettings
 from claude_code.tarballs import ClaudeTarballError
 from config.settings import SettingsError, WorkerSettings, settings_from_env
 from docker_sandbox import firewall as sandbox_firewall
+from docker_sandbox.limits import SandboxSettings
+from docker_sandbox.network import ensure_network
+from docker_sandbox.sandboxes import DockerSandboxes
 from drift_repair.roles import AdapterRolePlayer
 from drift_repair.script_runner import SandboxScriptRunner
 from policy.prompt_renderer import PromptRenderer
@@ -103,13 +109,18 @@ class ActivityLists(NamedTuple):
     pinned: list[Callable[..., Any]]
 
 
-def activity_lists(host: RolloutHost | type[RolloutHost], drift: DriftEpisodeActivities | type[DriftEpisodeActivities]) -> ActivityLists:
+def activity_lists(
+    host: RolloutHost | type[RolloutHost],
+    drift: DriftEpisodeActivities | type[DriftEpisodeActivities],
+    sandbox_faces: SandboxActivities | type[SandboxActivities],
+    grading: GradingActivities | type[GradingActivities],
+) -> ActivityLists:
     """What the shared-queue worker and this host's worker register. Given the classes instead of
     instances it returns the unbound definitions, whose names and types are the same (what tests read)."""
     return ActivityLists(
         shared=[
             host.pick_host,
-            evaluate.evaluate_activity,
+            grading.evaluate,
             drift.sample_drift_task,
             drift.propose_drift,
             drift.run_breakage,
@@ -120,9 +131,9 @@ def activity_lists(host: RolloutHost | type[RolloutHost], drift: DriftEpisodeAct
         pinned=[
             host.boot_sandbox,
             host.run_claude_code,
-            sandbox.capture_diff_activity,
-            sandbox.git_diff_activity,
-            sandbox.destroy_sandbox,
+            sandbox_faces.capture_diff,
+            sandbox_faces.git_diff,
+            sandbox_faces.destroy_sandbox,
             host.merge_segments,
             host.discard_session,
         ],
@@ -159,7 +170,8 @@ async def run_worker(
         scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks_from(oracle_tasks_path))
         policy_url = await scripted.start("127.0.0.1", 0)
     host_queue = settings.host_queue
-    network = await asyncio.to_thread(sandbox.ensure_network)
+    docker_client = await asyncio.to_thread(docker.from_env)
+    network = await asyncio.to_thread(ensure_network, docker_client)
     adapter = AdapterServer(renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue))
     await adapter.start(settings.adapter_bind_host or network.gateway, settings.adapter_port)
     restored = adapter.registry.restore_spooled()
@@ -168,16 +180,18 @@ async def run_worker(
     public_url = f"http://{settings.public_host or network.gateway}:{adapter.port}"
     firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
     client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
-    sandbox.configure_sandbox_activities(
-        claude_code=claude_code,
-        network=sandbox.SANDBOX_NETWORK,
-        host_queue=host_queue,
-        limits=sandbox.SandboxLimits(
-            cpus=settings.sandbox_cpu_limit, memory_bytes=settings.sandbox_memory_bytes, disk_bytes=settings.sandbox_disk_bytes
+    sandboxes = DockerSandboxes(
+        SandboxSettings(
+            claude_code=claude_code,
+            network=network.name,
+            host_queue=host_queue,
+            limits=settings.sandbox_limits,
+            lifetime_s=settings.budgets.guard_s + 600,
         ),
-        lifetime_s=settings.budgets.guard_s + 600,
+        client=docker_client,
     )
     host = RolloutHost(
+        sandboxes=sandboxes,
         adapter=adapter,
         host_queue=host_queue,
         adapter_public_url=public_url,
@@ -191,13 +205,13 @@ async def run_worker(
     store = host.store
     drift = DriftEpisodeActivities(
         roles=AdapterRolePlayer(adapter.registry, store, policy_url, pin_policy_url=policy_url is not None),
-        runner=SandboxScriptRunner(network=sandbox.SANDBOX_NETWORK, host_queue=host_queue),
+        runner=SandboxScriptRunner(sandboxes),
         store=store,
     )
     registered = await ensure_search_attributes(client, settings.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
-    activities = activity_lists(host, drift)
+    activities = activity_lists(host, drift, SandboxActivities(sandboxes), GradingActivities(sandboxes))
     shared = Worker(
         client,
         task_queue=settings.task_queue,
@@ -223,8 +237,8 @@ async def run_worker(
         policy_url,
     )
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
-    await sweep_logged(client, host_queue, at_start=True)
-    reaper = asyncio.create_task(reap_forever(client, host_queue, settings.reap_interval_s))
+    await sweep_logged(sandboxes, client, host_queue, at_start=True)
+    reaper = asyncio.create_task(reap_forever(sandboxes, client, host_queue, settings.reap_interval_s))
     forget = asyncio.create_task(forget_unclaimed_sessions(adapter, UNCLAIMED_SESSION_GRACE_S))
     try:
         async with shared, pinned:

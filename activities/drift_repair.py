@@ -22,9 +22,9 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities import sandbox
 from activities.activity_failures import Failure, Translation, application_error
 from activities.error_types import ErrorType
+from activities.sandbox import heartbeating
 from contracts.drift_repair import (
     BreakageRequest,
     BreakageRun,
@@ -41,6 +41,7 @@ from contracts.drift_repair import (
     SpecSource,
 )
 from contracts.rollout import MergeResult, SegmentSummary
+from docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
 from drift_repair.baselines import baseline_drift, noop_repair, oracle_repair
 from drift_repair.corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task
 from drift_repair.parsers import SpecParseError, extract_diff, parse_drift_spec
@@ -55,15 +56,15 @@ from policy.trajectory_store import TrajectoryStore
 
 T = TypeVar("T")
 SANDBOX_FAILURES = Translation(
-    Failure(sandbox.SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
-    Failure(sandbox.SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
-    Failure(sandbox.SandboxError, ErrorType.SANDBOX_ERROR),
+    Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+    Failure(SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
+    Failure(SandboxError, ErrorType.SANDBOX_ERROR),
 )
 
 
 async def _heartbeating(work: Awaitable[T], phase: str) -> T:
     """Heartbeat while ``work`` runs, so a workflow's cancel (guard, abort) reaches the activity."""
-    async with sandbox.heartbeating(lambda: {"phase": phase}, interval_s=2.0):
+    async with heartbeating(lambda: {"phase": phase}, interval_s=2.0):
         return await work
 
 

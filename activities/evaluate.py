@@ -8,23 +8,25 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities import sandbox
 from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
+from activities.sandbox import heartbeating
 from contracts.rollout import EvalRequest, EvalResult
+from docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
+from docker_sandbox.sandboxes import DockerSandboxes
 from grading import swebench
 from grading.graders import GraderScriptMissing, NoGrader, evaluate
 
 
 def _failures(failed: ErrorType) -> Translation:
-    """How ``evaluate_activity`` reports a failure; a sandbox error not otherwise named is ``failed``."""
+    """How ``GradingActivities.evaluate`` reports a failure; a sandbox error not otherwise named is ``failed``."""
     return Translation(
         Failure(NoGrader, ErrorType.NO_GRADER),
         Failure(GraderScriptMissing, ErrorType.GRADER_SCRIPT_MISSING),
         Failure(swebench.NotEvaluable, ErrorType.NOT_EVALUABLE),
-        Failure(sandbox.SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
-        Failure(sandbox.SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
-        Failure(sandbox.SandboxError, failed),
+        Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+        Failure(SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
+        Failure(SandboxError, failed),
     )
 
 
@@ -32,23 +34,23 @@ BOOT_FAILURES = _failures(ErrorType.SANDBOX_BOOT_ERROR)
 GRADING_FAILURES = _failures(ErrorType.GRADING_FAILED)
 
 
-@activity.defn(name="evaluate")
-async def evaluate_activity(request: EvalRequest) -> EvalResult:
-    """``evaluate`` with the worker's sandbox settings, heartbeating ``{"phase": ...}`` every few seconds.
+class GradingActivities:
+    """The ``evaluate`` activity, grading with the worker's sandboxes; registered on the shared queue."""
 
-    Non-retryable: ``NoGrader``, ``NotEvaluable``, ``GraderScriptMissing``, ``SandboxImageMissing``,
-    ``SandboxBootError`` (e.g. a failing pre-command), ``GradingFailed``. Retryable:
-    ``SandboxGone`` (the grading container died) and Docker hiccups (propagated).
-    """
-    settings = sandbox.sandbox_settings()
-    phase = {"phase": "start"}
-    try:
-        async with sandbox.heartbeating(lambda: dict(phase)):
-            return await evaluate(
-                request,
-                network=settings.network,
-                limits=settings.limits,
-                report=lambda name: phase.update(phase=name),
-            )
-    except GRADING_FAILURES.handled as error:
-        raise (BOOT_FAILURES if phase["phase"] == "boot" else GRADING_FAILURES)(error) from error
+    def __init__(self, sandboxes: DockerSandboxes):
+        self.sandboxes = sandboxes
+
+    @activity.defn(name="evaluate")
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        """``graders.evaluate`` with the worker's sandbox settings, heartbeating ``{"phase": ...}`` every few seconds.
+
+        Non-retryable: ``NoGrader``, ``NotEvaluable``, ``GraderScriptMissing``, ``SandboxImageMissing``,
+        ``SandboxBootError`` (e.g. a failing pre-command), ``GradingFailed``. Retryable:
+        ``SandboxGone`` (the grading container died) and Docker hiccups (propagated).
+        """
+        phase = {"phase": "start"}
+        try:
+            async with heartbeating(lambda: dict(phase)):
+                return await evaluate(self.sandboxes, request, report=lambda name: phase.update(phase=name))
+        except GRADING_FAILURES.handled as error:
+            raise (BOOT_FAILURES if phase["phase"] == "boot" else GRADING_FAILURES)(error) from error

@@ -29,25 +29,27 @@ import logging
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import sandbox
+from docker_sandbox.container_layout import LABEL_PREFIX
+from docker_sandbox.lifecycle import ManagedContainer
+from docker_sandbox.sandboxes import DockerSandboxes
 from workflows import search_attributes
 
 log = logging.getLogger(__name__)
-PREFIX = sandbox.LABEL_PREFIX
+PREFIX = LABEL_PREFIX
 
 
-async def sweep(client: Client, host_queue: str, now: float | None = None, at_start: bool = False) -> list[str]:
+async def sweep(sandboxes: DockerSandboxes, client: Client, host_queue: str, now: float | None = None, at_start: bool = False) -> list[str]:
     """One pass; returns the names of the containers it removed. ``at_start``: no activity of this
     host queue runs yet (the worker sweeps before it polls), so its unfinished boots are orphans."""
-    expired = await sandbox.reap_expired(now)
-    containers = await sandbox.list_managed()
+    expired = await sandboxes.reap_expired(now)
+    containers = await sandboxes.list_managed()
     workflow_ids = sorted({c.labels.get(f"{PREFIX}.workflow_id", "") for c in containers})
     descriptions = dict(zip(workflow_ids, await asyncio.gather(*(_describe(client, w) for w in workflow_ids)), strict=True))
     names = {c.name for c in containers if _orphaned(c, descriptions[c.labels.get(f"{PREFIX}.workflow_id", "")], host_queue, at_start)}
-    return expired + (await sandbox.reap(lambda c: c.name in names) if names else [])
+    return expired + (await sandboxes.reap(lambda c: c.name in names) if names else [])
 
 
-def _orphaned(container: sandbox.ManagedContainer, description: WorkflowExecutionDescription | None, host_queue: str, at_start: bool) -> bool:
+def _orphaned(container: ManagedContainer, description: WorkflowExecutionDescription | None, host_queue: str, at_start: bool) -> bool:
     labels = container.labels
     mine = labels.get(f"{PREFIX}.host_queue") == host_queue
     if description is None:
@@ -66,16 +68,16 @@ def _orphaned(container: sandbox.ManagedContainer, description: WorkflowExecutio
     return at_start and mine and current == int(label) and booting
 
 
-async def reap_forever(client: Client, host_queue: str, interval_s: float) -> None:
+async def reap_forever(sandboxes: DockerSandboxes, client: Client, host_queue: str, interval_s: float) -> None:
     while True:
         await asyncio.sleep(interval_s)
-        await sweep_logged(client, host_queue)
+        await sweep_logged(sandboxes, client, host_queue)
 
 
-async def sweep_logged(client: Client, host_queue: str, at_start: bool = False) -> None:
+async def sweep_logged(sandboxes: DockerSandboxes, client: Client, host_queue: str, at_start: bool = False) -> None:
     """``sweep``, logging what it removed; a failed sweep is logged and left to the next one."""
     try:
-        removed = await sweep(client, host_queue, at_start=at_start)
+        removed = await sweep(sandboxes, client, host_queue, at_start=at_start)
         if removed:
             log.info("reaper: removed %s", ", ".join(removed))
     except (RPCError, OSError, RuntimeError) as error:

@@ -63,15 +63,15 @@ from contracts.rollout import (
     SandboxRequest,
     SegmentSummary,
 )
+from docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
 from docker_sandbox.disk_watch import DiskWatch
 from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
+from docker_sandbox.sandboxes import DockerSandboxes
 from policy.session_config import NoPolicyServer, session_config_for
 from policy.trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
-CLAUDE_IN_SANDBOX = "/opt/claude/bin/claude"
 DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared, never mutated
-AGENT_HOME = "/home/agent"
 HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
@@ -93,6 +93,7 @@ class SessionLost(Exception):
 class RolloutHost:
     def __init__(
         self,
+        sandboxes: DockerSandboxes,
         adapter: AdapterServer,
         host_queue: str,
         adapter_public_url: str,
@@ -103,6 +104,7 @@ class RolloutHost:
         client: Client | None = None,
         pin_policy_url: bool = False,
     ):
+        self.sandboxes = sandboxes
         self.adapter = adapter
         self.host_queue = host_queue
         self.adapter_public_url = adapter_public_url
@@ -144,7 +146,7 @@ class RolloutHost:
         """``sandbox.boot_sandbox``; a boot that fails for good (not retryable, cancelled, or its last
         attempt) gives the workflow's reserved slot back at once instead of holding it for the TTL."""
         try:
-            return await sandbox.boot_sandbox(request)
+            return await sandbox.boot_sandbox(self.sandboxes, request)
         except BaseException as error:
             if _final_failure(error):
                 self._reservations.pop(request.workflow_id, None)
@@ -177,8 +179,8 @@ class RolloutHost:
         try:
             exit_code, stopped = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
             if exit_code is None:
-                await sandbox.kill_detached(request.handle, AGENT_JOB)
-            agent_log = await sandbox.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
+                await self.sandboxes.kill_detached(request.handle, AGENT_JOB)
+            agent_log = await self.sandboxes.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
         except BaseException as error:
             if activity.is_worker_shutdown():
                 raise application_error(
@@ -188,7 +190,7 @@ class RolloutHost:
                 if _stopped_by_workflow(error):
                     registry.finish_session(session_id)
                     with contextlib.suppress(Exception):
-                        await asyncio.shield(sandbox.kill_detached(request.handle, AGENT_JOB))
+                        await asyncio.shield(self.sandboxes.kill_detached(request.handle, AGENT_JOB))
                 else:
                     log.info(
                         "agent activity for %s attempt %d ended (%s); the agent keeps running for the retry",
@@ -222,9 +224,9 @@ class RolloutHost:
         config = session_config_for(policy, self.default_policy_url, self.pin_policy_url, f"{request.workflow_id}#{request.attempt}")
         ticket = registry.open_session(config)
         try:
-            argv = claude_code_argv(CLAUDE_IN_SANDBOX, self.claude)
+            argv = claude_code_argv(CLAUDE_MOUNT_PATH, self.claude)
             env = claude_code_env(self.adapter_public_url, ticket.secret, AGENT_HOME, policy.context_budget, self.claude)
-            await sandbox.start_detached(request.handle, AGENT_JOB, shlex.join(argv), user="agent", env=env)
+            await self.sandboxes.start_detached(request.handle, AGENT_JOB, shlex.join(argv), user="agent", env=env)
         except BaseException:
             registry.finish_session(ticket.session_id)
             raise
@@ -239,7 +241,7 @@ class RolloutHost:
         registry = self.adapter.registry
         if not session_id or registry.get(session_id) is None:
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
-        status = await sandbox.detached_status(request.handle, AGENT_JOB)
+        status = await self.sandboxes.detached_status(request.handle, AGENT_JOB)
         if not status.started:
             registry.finish_session(session_id)
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST)
@@ -271,9 +273,9 @@ class RolloutHost:
         should have been: "", ``agent_budget_exceeded`` (the deadline passed) or ``sandbox_disk_exceeded`` (its
         sandbox wrote past the disk budget; checked once more after an exit, so the mark does not depend on
         when the watch sampled)."""
-        async with DiskWatch(request.handle, sandbox.sandbox_settings().limits.disk_bytes) as disk:
+        async with DiskWatch(self.sandboxes, request.handle, self.sandboxes.settings.limits.disk_bytes) as disk:
             while (left := deadline - time.time()) > 0:
-                exit_code = await disk.first(sandbox.wait_detached(request.handle, AGENT_JOB, timeout_s=min(WAIT_SLICE_S, left)))
+                exit_code = await disk.first(self.sandboxes.wait_detached(request.handle, AGENT_JOB, timeout_s=min(WAIT_SLICE_S, left)))
                 if exit_code is not None:
                     return exit_code, "sandbox_disk_exceeded" if await disk.check() else ""
                 if disk.exceeded:

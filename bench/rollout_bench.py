@@ -104,9 +104,11 @@ from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
-from activities import sandbox  # noqa: E402
 from config.settings import RolloutBudgets  # noqa: E402
 from contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
+from docker_sandbox.container_layout import CLAUDE_MOUNT_PATH, LABEL_PREFIX  # noqa: E402
+from docker_sandbox.git_workspace import HARNESS_DIR  # noqa: E402
+from docker_sandbox.network import ensure_network  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
 from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer  # noqa: E402
@@ -117,11 +119,11 @@ from worker import oracle_tasks_from  # noqa: E402
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 REFERENCE_POLL_S = 5.0  # slime's coding-agent example polls the agent every 5 s (constant, not measured)
-CLAUDE_BIN = "/opt/claude/bin/claude"
+CLAUDE_BIN = CLAUDE_MOUNT_PATH
 CGROUP_DOCKER = re.compile(r"/docker[/-]([0-9a-f]{64})")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CPUACCT_DOCKER = Path("/sys/fs/cgroup/cpuacct/docker")  # cgroup v1, cgroupfs driver (this host); absent elsewhere
-LABEL = sandbox.LABEL_PREFIX
+LABEL = LABEL_PREFIX
 
 
 # --------------------------------------------------------------------------- /proc watcher
@@ -175,7 +177,7 @@ def _argv(pid: int) -> list[str] | None:
 
 def _interesting(argv: list[str]) -> bool:
     """A process of interest, or one about to exec into one (the launch script, the runner, ``bash -l claude.sh``)."""
-    return bool(argv) and (argv[0] == CLAUDE_BIN or any(sandbox.HARNESS_DIR in a for a in argv))
+    return bool(argv) and (argv[0] == CLAUDE_BIN or any(HARNESS_DIR in a for a in argv))
 
 
 def _classify(argv: list[str]) -> str | None:
@@ -184,9 +186,9 @@ def _classify(argv: list[str]) -> str | None:
     if argv[0] == CLAUDE_BIN and "-p" in argv:
         return "claude"
     if len(argv) >= 2 and argv[0].endswith("bash"):
-        if argv[1] == f"{sandbox.HARNESS_DIR}/claude.run":
+        if argv[1] == f"{HARNESS_DIR}/claude.run":
             return "claude_runner"
-        if argv[1] == f"{sandbox.HARNESS_DIR}/grade.run":
+        if argv[1] == f"{HARNESS_DIR}/grade.run":
             return "grade_runner"
     return None
 
@@ -1027,7 +1029,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"run id {run_id}; temp dir {tmp}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"tasks: {[r.task.instance_id for r in rows]} (repeated round-robin); N = {args.n}", flush=True)
 
-    gateway = (await asyncio.to_thread(sandbox.ensure_network)).gateway
+    gateway = (await asyncio.to_thread(ensure_network, docker.from_env())).gateway
     renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
     policy = TimedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
     watcher = ProcWatcher(live_interval_s=args.live_interval)

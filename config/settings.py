@@ -24,11 +24,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from config.paths import PROJECT_ROOT
+from docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
 
 SHARED_TASK_QUEUE = "rl-rollouts"
-SANDBOX_MEMORY_BYTES = 4 << 30
-SANDBOX_DISK_BYTES = 10 << 30
 _BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _BYTE_COUNT = re.compile(r"(\d+) *([kmgt]?)(?:i?b)?", re.IGNORECASE)
 
@@ -73,6 +72,10 @@ class WorkerSettings(BaseModel):
     def sandbox_cpu_limit(self) -> float:
         """``sandbox_cpus`` if set, else this host's share per agent slot (see ``default_sandbox_cpus``)."""
         return self.sandbox_cpus or default_sandbox_cpus(self.agent_slots)
+
+    @property
+    def sandbox_limits(self) -> SandboxLimits:
+        return SandboxLimits(cpus=self.sandbox_cpu_limit, memory_bytes=self.sandbox_memory_bytes, disk_bytes=self.sandbox_disk_bytes)
 
 
 def host_cpus() -> int:

@@ -6,7 +6,7 @@ the budget is watched instead.
 
 Invariants:
 
-* usage is the writable layer's size (``sandbox.layer_bytes``: apparent
+* usage is the writable layer's size (``DockerSandboxes.layer_bytes``: apparent
   sizes, so a sparse file counts in full) minus its size when boot finished
   (``SandboxHandle.disk_baseline_bytes``); files in the workdir, ``/tmp`` and
   the agent's home all count;
@@ -27,8 +27,8 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from activities import sandbox
 from contracts.rollout import SandboxHandle
+from docker_sandbox.commands import ContainerCommands
 
 log = logging.getLogger(__name__)
 CHECK_INTERVAL_S = 5.0
@@ -36,15 +36,16 @@ MAX_BUSY_SHARE = 0.05
 T = TypeVar("T")
 
 
-async def used_bytes(handle: SandboxHandle) -> int:
+async def used_bytes(sandboxes: ContainerCommands, handle: SandboxHandle) -> int:
     """Bytes the sandbox has written since its boot."""
-    return max(0, await sandbox.layer_bytes(handle.container_id) - handle.disk_baseline_bytes)
+    return max(0, await sandboxes.layer_bytes(handle.container_id) - handle.disk_baseline_bytes)
 
 
 class DiskWatch:
     """Samples one sandbox's usage while entered; ``first`` races an awaitable against the budget."""
 
-    def __init__(self, handle: SandboxHandle, budget_bytes: int):
+    def __init__(self, sandboxes: ContainerCommands, handle: SandboxHandle, budget_bytes: int):
+        self.sandboxes = sandboxes
         self.handle = handle
         self.budget_bytes = budget_bytes
         self.used = 0
@@ -86,7 +87,7 @@ class DiskWatch:
 
     async def _sample(self) -> None:
         try:
-            self.used = await used_bytes(self.handle)
+            self.used = await used_bytes(self.sandboxes, self.handle)
         except Exception as error:  # noqa: BLE001 - a hiccup must not stop the agent
             log.warning("disk usage of %s unavailable: %s", self.handle.name, error)
             return

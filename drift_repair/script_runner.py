@@ -25,11 +25,14 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from activities import sandbox
-from activities.sandbox import DEFAULT_LIMITS, SandboxLimits
 from contracts.drift_repair import DEFAULT_IMAGE, SCRIPT_NAME, RunOutcome
 from contracts.rollout import SandboxRequest, TaskSpec
 from docker_sandbox import git_workspace
+from docker_sandbox.container_layout import AGENT_UID
+from docker_sandbox.errors import SandboxError
+from docker_sandbox.files import SandboxFile
+from docker_sandbox.limits import DEFAULT_LIMITS, SandboxLimits
+from docker_sandbox.sandboxes import DockerSandboxes
 
 RUNNER_SOURCE = Path(__file__).with_name("runner.py")
 SANDBOX_WORKDIR = "/srv"
@@ -91,9 +94,8 @@ class LocalScriptRunner:
 class SandboxScriptRunner:
     """One fresh sandbox per ``run`` call (see the module docstring)."""
 
-    def __init__(self, network: str | None = None, host_queue: str = "", limits: SandboxLimits = DEFAULT_LIMITS, lifetime_s: int = 900):
-        self.network = network
-        self.host_queue = host_queue
+    def __init__(self, sandboxes: DockerSandboxes, limits: SandboxLimits = DEFAULT_LIMITS, lifetime_s: int = 900):
+        self.sandboxes = sandboxes
         self.limits = limits
         self.lifetime_s = lifetime_s
 
@@ -102,27 +104,25 @@ class SandboxScriptRunner:
     ) -> list[RunOutcome]:
         task = TaskSpec(instance_id=instance_id, image=image, workdir=SANDBOX_WORKDIR, problem_statement="", pre_commands=["git init -q"])
         budget = harness_budget_s(len(stdins), timeout_s)
-        handle = await sandbox.boot(
+        handle = await self.sandboxes.boot(
             SandboxRequest(task=task, workflow_id=workflow_id, attempt=0, purpose="grading"),
-            host_queue=self.host_queue,
             lifetime_s=max(self.lifetime_s, int(budget) + 300),
-            network=self.network,
             limits=self.limits,
         )
         try:
             script_path = f"{SANDBOX_WORKDIR}/{SCRIPT_NAME}"
-            await sandbox.write_files(
+            await self.sandboxes.write_files(
                 handle,
                 [
-                    sandbox.SandboxFile(script_path, script, sandbox.AGENT_UID),
-                    sandbox.SandboxFile(SANDBOX_RUNNER, RUNNER_SOURCE.read_bytes()),
-                    sandbox.SandboxFile(SANDBOX_JOBS, _jobs_document([(script_path, s) for s in stdins], timeout_s)),
+                    SandboxFile(script_path, script, AGENT_UID),
+                    SandboxFile(SANDBOX_RUNNER, RUNNER_SOURCE.read_bytes()),
+                    SandboxFile(SANDBOX_JOBS, _jobs_document([(script_path, s) for s in stdins], timeout_s)),
                 ],
             )
-            done = await sandbox.exec(handle, f"python3 {SANDBOX_RUNNER} {SANDBOX_JOBS} {SANDBOX_RESULTS}", timeout_s=budget)
+            done = await self.sandboxes.exec(handle, f"python3 {SANDBOX_RUNNER} {SANDBOX_JOBS} {SANDBOX_RESULTS}", timeout_s=budget)
             if done.exit_code != 0:
-                raise sandbox.SandboxError(f"the script runner failed in {handle.name} (exit {done.exit_code}): {done.output[-2000:]}")
-            raw = await sandbox.read_file(handle, SANDBOX_RESULTS, MAX_RESULTS_BYTES)
+                raise SandboxError(f"the script runner failed in {handle.name} (exit {done.exit_code}): {done.output[-2000:]}")
+            raw = await self.sandboxes.read_file(handle, SANDBOX_RESULTS, MAX_RESULTS_BYTES)
         finally:
-            await sandbox.destroy(handle)
+            await self.sandboxes.destroy(handle)
         return [RunOutcome(**item) for item in json.loads(raw)]

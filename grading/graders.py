@@ -42,8 +42,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from activities import sandbox
-from activities.sandbox import DEFAULT_LIMITS, SandboxLimits
 from contracts.rollout import (
     EvalRequest,
     EvalResult,
@@ -55,6 +53,8 @@ from contracts.rollout import (
 )
 from docker_sandbox import git_workspace
 from docker_sandbox.disk_watch import DiskWatch
+from docker_sandbox.files import SandboxFile
+from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
 from grading import swebench, task_tests
 
@@ -131,20 +131,20 @@ def _swepro_scripts(task: TaskSpec) -> tuple[str, str]:
     return spec.run_script, spec.parser_script
 
 
-async def _apply(handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
+async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
     """Walk the apply ladder; returns (the rung that applied or None, the failed rungs' output)."""
     if not diff.strip():
         return "empty", ""
-    await sandbox.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
+    await sandboxes.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
     failures = []
     for rung, (method, command) in enumerate(APPLY_LADDER):
         script = PREPARE_APPLY + command if rung == 0 else command
-        result = await sandbox.exec(handle, script, user="root", timeout_s=APPLY_TIMEOUT_S)
+        result = await sandboxes.exec(handle, script, user="root", timeout_s=APPLY_TIMEOUT_S)
         if result.exit_code == 0:
             return method, ""
         failures.append(f"$ {method}\n{result.output.strip()}")
         if method == _THREE_WAY:
-            restore = await sandbox.exec(handle, RESTORE_BASELINE, user="root", timeout_s=APPLY_TIMEOUT_S)
+            restore = await sandboxes.exec(handle, RESTORE_BASELINE, user="root", timeout_s=APPLY_TIMEOUT_S)
             if restore.exit_code != 0:
                 failures.append(f"$ restore baseline\n{restore.output.strip()}")
                 break
@@ -159,23 +159,25 @@ class GraderBounds:
     disk_bytes: int = 0
 
 
-async def _run_grader(handle: SandboxHandle, command: str, env: dict[str, str], bounds: GraderBounds) -> tuple[int | None, str]:
+async def _run_grader(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, command: str, env: dict[str, str], bounds: GraderBounds
+) -> tuple[int | None, str]:
     """Run the grading command detached as root: its exit code and "", or None and why it was killed (its timeout,
     or the sandbox's disk budget: the task's tests run the agent's code, which may fill the disk)."""
-    await sandbox.start_detached(handle, GRADE_JOB, command, user="root", env=env)
-    async with DiskWatch(handle, bounds.disk_bytes) as disk:
-        code = await disk.first(sandbox.wait_detached(handle, GRADE_JOB, bounds.timeout_s))
+    await sandboxes.start_detached(handle, GRADE_JOB, command, user="root", env=env)
+    async with DiskWatch(sandboxes, handle, bounds.disk_bytes) as disk:
+        code = await disk.first(sandboxes.wait_detached(handle, GRADE_JOB, bounds.timeout_s))
     if code is not None:
         return code, ""
-    await sandbox.kill_detached(handle, GRADE_JOB)
+    await sandboxes.kill_detached(handle, GRADE_JOB)
     if disk.exceeded:
         return None, f"\n[grader stopped: the sandbox wrote {disk.used:,} bytes, over its disk budget of {bounds.disk_bytes:,}]"
     return None, f"\n[grader timed out after {bounds.timeout_s:g} s and was killed]"
 
 
-async def _text(handle: SandboxHandle, path: str, limit: int = LOG_TAIL_BYTES) -> str:
+async def _text(sandboxes: DockerSandboxes, handle: SandboxHandle, path: str, limit: int = LOG_TAIL_BYTES) -> str:
     try:
-        return (await sandbox.read_file(handle, path, limit, tail=True)).decode("utf-8", errors="replace")
+        return (await sandboxes.read_file(handle, path, limit, tail=True)).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
 
@@ -190,9 +192,9 @@ def _pytest_counts(output: str) -> dict[str, int]:
     return {"tests_passed": counts.get("passed", 0), "tests_failed": failed}
 
 
-async def _grade_eval_cmd(handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, method: str) -> EvalResult:
-    code, killed = await _run_grader(handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds)
-    output = await _text(handle, git_workspace.detached_output(GRADE_JOB))
+async def _grade_eval_cmd(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, method: str) -> EvalResult:
+    code, killed = await _run_grader(sandboxes, handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds)
+    output = await _text(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
     if code is None:
         return _result("eval_cmd", False, True, method, output, killed)
     return _result("eval_cmd", code == 0, True, method, output, **_pytest_counts(output))
@@ -213,38 +215,42 @@ def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, int, int, str]:
     return bool(required) and not missing, len(passed), failed, problem
 
 
-async def _grade_swepro(handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, method: str) -> EvalResult:
+async def _grade_swepro(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, method: str
+) -> EvalResult:
     run_script, parser_script = scripts
-    await sandbox.write_files(
+    await sandboxes.write_files(
         handle,
         [
-            sandbox.SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755),
-            sandbox.SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script),
+            SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755),
+            SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script),
         ],
     )
     env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
-    code, killed = await _run_grader(handle, SWEPRO_COMMAND, env, bounds)
-    stdout = await _text(handle, f"{SWEPRO_DIR}/stdout.log")
-    stderr = await _text(handle, f"{SWEPRO_DIR}/stderr.log", LOG_TAIL_BYTES // 4)
+    code, killed = await _run_grader(sandboxes, handle, SWEPRO_COMMAND, env, bounds)
+    stdout = await _text(sandboxes, handle, f"{SWEPRO_DIR}/stdout.log")
+    stderr = await _text(sandboxes, handle, f"{SWEPRO_DIR}/stderr.log", LOG_TAIL_BYTES // 4)
     log = stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")
     if code is None:
         return _result("swepro", False, True, method, log, killed)
     try:
-        raw = (await sandbox.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
+        raw = (await sandboxes.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
     except FileNotFoundError:
         raw = ""
     solved, passed, failed, problem = _swepro_outcome(raw, spec)
     note = ""
     if problem:
-        parser_err = await _text(handle, git_workspace.detached_errors(GRADE_JOB), LOG_TAIL_BYTES // 4)
+        parser_err = await _text(sandboxes, handle, git_workspace.detached_errors(GRADE_JOB), LOG_TAIL_BYTES // 4)
         note = f"\n[{problem}]" + (f"\n[parser]\n{parser_err}" if parser_err.strip() else "")
     return _result("swepro", solved, True, method, log, note, tests_passed=passed, tests_failed=failed)
 
 
-async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, method: str) -> EvalResult:
-    await sandbox.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
-    code, killed = await _run_grader(handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds)
-    log = await _text(handle, git_workspace.detached_output(GRADE_JOB), SWEBENCH_LOG_BYTES)
+async def _grade_swebench(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, method: str
+) -> EvalResult:
+    await sandboxes.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
+    code, killed = await _run_grader(sandboxes, handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds)
+    log = await _text(sandboxes, handle, git_workspace.detached_output(GRADE_JOB), SWEBENCH_LOG_BYTES)
     if code is None:
         return _result("swebench", False, True, method, log, killed)
     verdict = await asyncio.to_thread(swebench.verdict, task, log)
@@ -252,14 +258,9 @@ async def _grade_swebench(handle: SandboxHandle, task: TaskSpec, script: str, bo
     return _result("swebench", verdict.solved, True, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
 
 
-async def evaluate(
-    request: EvalRequest,
-    *,
-    network: str | None = None,
-    limits: SandboxLimits = DEFAULT_LIMITS,
-    report: Callable[[str], None] = _ignore_phase,
-) -> EvalResult:
-    """Grade ``request.diff`` in a fresh grading sandbox; ``report`` hears each phase (boot, apply, reset, test)."""
+async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: Callable[[str], None] = _ignore_phase) -> EvalResult:
+    """Grade ``request.diff`` in a fresh grading sandbox booted with ``sandboxes``' settings; ``report``
+    hears each phase (boot, apply, reset, test)."""
     task = request.task
     grader = task.grader
     if grader is None:
@@ -268,29 +269,27 @@ async def evaluate(
     protected = task_tests.pathspecs(task)
     swebench_script = await swebench.require_eval_script(task) if grader == "swebench" else None
     report("boot")
-    handle = await sandbox.boot(
+    handle = await sandboxes.boot(
         SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading"),
         lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
-        network=network,
-        limits=limits,
     )
     try:
         report("apply")
         if request.diff.strip():
-            await task_tests.record(handle, protected)
-        method, apply_log = await _apply(handle, request.diff)
+            await task_tests.record(sandboxes, handle, protected)
+        method, apply_log = await _apply(sandboxes, handle, request.diff)
         if method is None:
             return _result(grader, False, False, "", apply_log)
         report("reset")
-        reset = await task_tests.reset(handle, protected) if method != "empty" else []
+        reset = await task_tests.reset(sandboxes, handle, protected) if method != "empty" else []
         report("test")
-        bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=limits.disk_bytes)
+        bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.settings.limits.disk_bytes)
         if scripts is not None:
-            result = await _grade_swepro(handle, task.swepro, scripts, bounds, method)
+            result = await _grade_swepro(sandboxes, handle, task.swepro, scripts, bounds, method)
         elif swebench_script is not None:
-            result = await _grade_swebench(handle, task, swebench_script, bounds, method)
+            result = await _grade_swebench(sandboxes, handle, task, swebench_script, bounds, method)
         else:
-            result = await _grade_eval_cmd(handle, task, bounds, method)
+            result = await _grade_eval_cmd(sandboxes, handle, task, bounds, method)
         return result.model_copy(update={"reset_paths": reset})
     finally:
-        await sandbox.destroy(handle)
+        await sandboxes.destroy(handle)

@@ -23,9 +23,10 @@ Invariants:
 
 from __future__ import annotations
 
-from activities import sandbox
 from contracts.rollout import SandboxHandle, TaskSpec
 from docker_sandbox import git_workspace
+from docker_sandbox.errors import SandboxError
+from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
 
 # Test trees and test modules by naming convention. ``test/`` and ``testing/`` count only at the top:
@@ -92,19 +93,19 @@ def _script(mode: str, specs: list[str]) -> str:
     return ShellScript("grading", "task_tests.sh").invocation(mode, _INDEX, _SNAPSHOT, git_workspace.BASELINE_FILE, _MARKER, *specs)
 
 
-async def record(handle: SandboxHandle, specs: list[str]) -> None:
+async def record(sandboxes: DockerSandboxes, handle: SandboxHandle, specs: list[str]) -> None:
     """Snapshot the protected paths before the diff is applied; raises ``SandboxError`` if git fails."""
-    result = await sandbox.exec(handle, _script("record", specs), user="root", timeout_s=RESET_TIMEOUT_S)
+    result = await sandboxes.exec(handle, _script("record", specs), user="root", timeout_s=RESET_TIMEOUT_S)
     if result.exit_code != 0:
-        raise sandbox.SandboxError(f"could not snapshot the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
+        raise SandboxError(f"could not snapshot the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
 
 
-async def reset(handle: SandboxHandle, specs: list[str]) -> list[str]:
+async def reset(sandboxes: DockerSandboxes, handle: SandboxHandle, specs: list[str]) -> list[str]:
     """Put the protected paths back to the snapshot ``record`` took; the paths that differed, sorted."""
-    result = await sandbox.exec(handle, _script("reset", specs), user="root", timeout_s=RESET_TIMEOUT_S)
+    result = await sandboxes.exec(handle, _script("reset", specs), user="root", timeout_s=RESET_TIMEOUT_S)
     if result.exit_code != 0:
-        raise sandbox.SandboxError(f"could not reset the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
+        raise SandboxError(f"could not reset the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
     _, marker, listing = result.output.partition(_MARKER + "\0")
     if not marker:
-        raise sandbox.SandboxError(f"resetting the task's tests in {handle.name} printed no listing: {result.output[-2000:]}")
+        raise SandboxError(f"resetting the task's tests in {handle.name} printed no listing: {result.output[-2000:]}")
     return sorted(path for path in listing.split("\0") if path)

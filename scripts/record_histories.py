@@ -43,11 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
-from activities import sandbox  # noqa: E402
 from config.paths import PROJECT_ROOT  # noqa: E402
 from config.settings import RolloutBudgets  # noqa: E402
 from contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
 from contracts.rollout import PolicySpec, RolloutResult  # noqa: E402
+from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
@@ -173,7 +173,7 @@ async def record_lost_host(recorder: Recorder) -> None:
         os.killpg(doomed.pid, signal.SIGKILL)
     async with recorder.worker("rec-survivor"):
         result = await recorder.save("lost_host", handle)
-    orphans = await sandbox.reap(lambda c: c.labels.get("io.rollouts.workflow_id") == handle.id)
+    orphans = await DockerSandboxes().reap(lambda c: c.labels.get("io.rollouts.workflow_id") == handle.id)
     print(f"lost_host: reaped {len(orphans)} orphan container(s) of the killed worker; attempts {result.attempts}")
 
 

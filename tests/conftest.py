@@ -16,9 +16,11 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities import sandbox
 from activities.adapter import AdapterServer
 from contracts.rollout import TaskSpec
+from docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
+from docker_sandbox.limits import SandboxSettings
+from docker_sandbox.sandboxes import DockerSandboxes
 from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import ensure_qwen_tokenizer
 from scripted_policy.server import ScriptedPolicyServer
@@ -29,7 +31,7 @@ from trainer_client.search_attribute_registry import ensure_search_attributes
 from worker import oracle_tasks_from
 
 PROJECT = Path(__file__).resolve().parent.parent
-WORKFLOW_LABEL = f"{sandbox.LABEL_PREFIX}.workflow_id"
+WORKFLOW_LABEL = f"{LABEL_PREFIX}.workflow_id"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,10 +43,10 @@ def no_sandbox_outlives_the_suite():
     running beside another one never touches the other's containers.
     """
     owner = f"pytest-{uuid.uuid4().hex[:8]}"
-    os.environ[sandbox.OWNER_ENV] = owner
+    os.environ[OWNER_ENV] = owner
     yield
     try:
-        leaked = docker.from_env().containers.list(all=True, filters={"label": f"{sandbox.LABEL_PREFIX}.owner={owner}"})
+        leaked = docker.from_env().containers.list(all=True, filters={"label": f"{LABEL_PREFIX}.owner={owner}"})
     except docker.errors.DockerException:
         return
     names = [c.name for c in leaked]
@@ -85,11 +87,17 @@ def tasks() -> dict[str, TaskSpec]:
 
 
 @pytest.fixture(scope="session")
-def reap_prefix() -> Callable[[str], Awaitable[list[str]]]:
+def sandboxes() -> DockerSandboxes:
+    """Sandboxes booted as a test boots them: default limits, no network, no Claude Code, 10 minutes to live."""
+    return DockerSandboxes(SandboxSettings(lifetime_s=600))
+
+
+@pytest.fixture(scope="session")
+def reap_prefix(sandboxes: DockerSandboxes) -> Callable[[str], Awaitable[list[str]]]:
     """Removes every managed container whose workflow id starts with a prefix and returns their names."""
 
     async def reap(prefix: str) -> list[str]:
-        return await sandbox.reap(lambda c: c.labels.get(WORKFLOW_LABEL, "").startswith(prefix))
+        return await sandboxes.reap(lambda c: c.labels.get(WORKFLOW_LABEL, "").startswith(prefix))
 
     return reap
 

@@ -15,8 +15,9 @@ from typing import Any
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities import sandbox
 from config.settings import RolloutBudgets, WorkerSettings
+from docker_sandbox import container_layout
+from docker_sandbox.sandboxes import DockerSandboxes
 from worker import run_worker
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
@@ -77,6 +78,6 @@ async def containers_of_runs(run_ids: list[str]) -> list[str]:
     """Names of managed containers whose workflow id carries one of ``run_ids`` (there should be none left)."""
     return [
         c.name
-        for c in await sandbox.list_managed()
-        if any(f"-{run_id}-" in c.labels.get(f"{sandbox.LABEL_PREFIX}.workflow_id", "") for run_id in run_ids)
+        for c in await DockerSandboxes().list_managed()
+        if any(f"-{run_id}-" in c.labels.get(f"{container_layout.LABEL_PREFIX}.workflow_id", "") for run_id in run_ids)
     ]

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities import sandbox
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec
+from docker_sandbox.sandboxes import DockerSandboxes
 from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
@@ -103,7 +103,7 @@ async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan
             result = await handle.result()
             assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 2), result
             for _ in range(100):
-                leftovers = [c for c in await sandbox.list_managed() if c.labels.get("io.rollouts.workflow_id") == handle.id]
+                leftovers = [c for c in await DockerSandboxes().list_managed() if c.labels.get("io.rollouts.workflow_id") == handle.id]
                 if not leftovers:
                     break
                 await asyncio.sleep(0.2)
@@ -178,7 +178,7 @@ async def test_a_20s_server_restart_under_8_running_agents_loses_no_agent_work(s
 async def containers_of(workflow_id: str, attempt: int | None = None) -> list[str]:
     return [
         c.name
-        for c in await sandbox.list_managed()
+        for c in await DockerSandboxes().list_managed()
         if c.labels.get("io.rollouts.workflow_id") == workflow_id and (attempt is None or c.labels.get("io.rollouts.attempt") == str(attempt))
     ]
 

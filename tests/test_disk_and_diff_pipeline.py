@@ -16,9 +16,9 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from activities.sandbox import MAX_DIFF_BYTES
 from config.settings import RolloutBudgets
 from contracts.rollout import OmittedFile, PolicySpec, SamplingParams, TaskSpec
+from docker_sandbox.workspace_diff import MAX_DIFF_BYTES
 from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts

@@ -37,8 +37,9 @@ def imported_modules(tree: ast.Module) -> list[str]:
 
 def test_modules_under_tests_import_no_test_module():
     offenders = {
-        path.name: found
-        for path in sorted(TESTS.glob("*.py"))
+        str(path.relative_to(TESTS)): found
+        for path in sorted(TESTS.rglob("*.py"))
+        if "histories" not in path.parts and "fixtures" not in path.parts
         if (found := [name for name in imported_modules(ast.parse(path.read_text(), str(path))) if is_test_module(name)])
     }
     assert offenders == {}, "move shared helpers into tests/conftest.py fixtures or a helper module not named test_*"

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities import sandbox
 from contracts.rollout import RolloutProgress, RolloutResult, SandboxHandle
 from docker_sandbox.git_workspace import AGENT_LOG
+from docker_sandbox.sandboxes import DockerSandboxes
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.search_attributes import STAGE
 
@@ -65,13 +65,16 @@ def stale(rollouts: list[RunningRollout], minutes: float, now: datetime | None =
     return [r for r in rollouts if r.stage == "agent" and (r.idle_minutes(now) or 0) > minutes]
 
 
-async def rollout_details(client: Client, workflow_id: str, log_lines: int = 20) -> tuple[str, RolloutProgress | RolloutResult, list[str]]:
-    """(status, progress or final result, last lines of the agent log)."""
+async def rollout_details(
+    client: Client, workflow_id: str, log_lines: int = 20, sandboxes: DockerSandboxes | None = None
+) -> tuple[str, RolloutProgress | RolloutResult, list[str]]:
+    """(status, progress or final result, last lines of the agent log: read from the running sandbox through
+    ``sandboxes``, by default this machine's Docker engine)."""
     handle = client.get_workflow_handle(workflow_id)
     description = await handle.describe()
     if description.status == WorkflowExecutionStatus.RUNNING:
         progress = await handle.query(CodingAgentRollout.progress)
-        lines = await _live_log_tail(progress, log_lines)
+        lines = await _live_log_tail(sandboxes or DockerSandboxes(), progress, log_lines)
         return "RUNNING", progress, lines
     result = await client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id).result()
     lines = []
@@ -88,12 +91,12 @@ async def request_abort(client: Client, workflow_id: str, reason: str = "cancell
     await client.get_workflow_handle(workflow_id).signal(CodingAgentRollout.abort, reason)
 
 
-async def _live_log_tail(progress: RolloutProgress, log_lines: int) -> list[str]:
+async def _live_log_tail(sandboxes: DockerSandboxes, progress: RolloutProgress, log_lines: int) -> list[str]:
     if progress.stage != "agent" or not progress.sandbox:
         return []
     handle = SandboxHandle(container_id=progress.sandbox, name=progress.sandbox, workdir="/")
     try:
-        data = await sandbox.read_file(handle, AGENT_LOG, 256 * 1024, tail=True)
+        data = await sandboxes.read_file(handle, AGENT_LOG, 256 * 1024, tail=True)
     except Exception as error:
         return [f"(agent log not readable from this machine: {type(error).__name__}: {error})"]
     return data.decode(errors="replace").splitlines()[-log_lines:]

@@ -11,11 +11,11 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import aiohttp
 import pytest
 
+from config.paths import PROJECT_ROOT
 from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import ensure_qwen_tokenizer
 from scripted_policy.server import (
@@ -28,7 +28,6 @@ from scripted_policy.server import (
     noop_completion,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 END = "<|im_end|>"
 END_ID = 248046
 TOOLS = [

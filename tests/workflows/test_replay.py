@@ -29,7 +29,7 @@ from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORIES = sorted((Path(__file__).parent.parent / "histories").glob("*.json"))
 RESULT_TYPES: dict[str, type] = {"CodingAgentRollout": RolloutResult, "DriftRepairEpisode": EpisodeResult}
 
 # What each recorded run must have returned: field values of its result (``segments``: the segments' lanes).

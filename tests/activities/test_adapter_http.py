@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import aiohttp
 import anthropic
 import pytest
 
 from activities.adapter import AdapterServer
+from config.paths import PROJECT_ROOT
 from contracts.rollout import SamplingParams, SessionConfig
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -253,7 +253,7 @@ async def test_body_over_the_size_limit_is_413(renderer, policy_server):
         await small.stop()
 
 
-FLOOD_TEXT = "".join(p.read_text() for p in sorted((Path(__file__).parent.parent / "activities").glob("*.py")))
+FLOOD_TEXT = "".join(p.read_text() for p in sorted((PROJECT_ROOT / "activities").glob("*.py")))
 HANG_GUARD_S = 120
 FLOOD_CAP = 8
 

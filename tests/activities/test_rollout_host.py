@@ -11,18 +11,23 @@ import dataclasses
 import logging
 import uuid
 
+import docker
 import pytest
 from temporalio.activity import ActivityCancellationDetails
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from activities import activity_failure_log, sandbox
+from activities import activity_failure_log
 from activities.adapter import AdapterServer
 from activities.rollout_host import RolloutHost
 from claude_code.binary import find_claude_code
 from contracts.rollout import AgentRunRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, TaskSpec
+from docker_sandbox import container_layout
 from docker_sandbox import firewall as sandbox_firewall
+from docker_sandbox.limits import SandboxSettings
+from docker_sandbox.network import ensure_network
+from docker_sandbox.sandboxes import DockerSandboxes
 from policy.session_spool import SessionSpool
 from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
@@ -39,6 +44,7 @@ CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 
 def host(adapter: AdapterServer, tmp_path, slots: int, host_queue: str = "rl-rollouts-host-test") -> RolloutHost:
     return RolloutHost(
+        sandboxes=DockerSandboxes(SandboxSettings(host_queue=host_queue, lifetime_s=600)),
         adapter=adapter,
         host_queue=host_queue,
         adapter_public_url="http://127.0.0.1:1",
@@ -142,13 +148,13 @@ async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retr
         instance_id="boot-cancel", image="rollout-base:bookworm", workdir="/tmp", problem_statement="p", eval_cmd="true", pre_commands=["sleep 120"]
     )
     boot = asyncio.create_task(env.run(rollout_host.boot_sandbox, SandboxRequest(task=task, workflow_id=workflow_id, attempt=1)))
-    while not [c for c in await sandbox.list_managed() if c.labels.get(f"{sandbox.LABEL_PREFIX}.workflow_id") == workflow_id]:
+    while not [c for c in await rollout_host.sandboxes.list_managed() if c.labels.get(f"{container_layout.LABEL_PREFIX}.workflow_id") == workflow_id]:
         await asyncio.sleep(0.2)
     env.cancel(ActivityCancellationDetails(timed_out=True) if cause == "lost_heartbeat" else ActivityCancellationDetails(cancel_requested=True))
     with pytest.raises(asyncio.CancelledError):
         await boot
     assert rollout_host.reserved_slots == (1 if cause == "lost_heartbeat" else 0)
-    assert not [c for c in await sandbox.list_managed() if c.labels.get(f"{sandbox.LABEL_PREFIX}.workflow_id") == workflow_id]
+    assert not [c for c in await rollout_host.sandboxes.list_managed() if c.labels.get(f"{container_layout.LABEL_PREFIX}.workflow_id") == workflow_id]
 
 
 @pytest.mark.integration
@@ -157,28 +163,28 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
     """Real sandbox, real Claude Code, real adapter. An agent activity cancelled because its heartbeat
     was lost (what a Temporal restart does) leaves the agent running and its session unclaimed, and the
     retry re-attaches to both; a cancel the workflow asked for finishes the session and stops the agent."""
-    network = await asyncio.to_thread(sandbox.ensure_network)
+    sandbox_network = await asyncio.to_thread(ensure_network, docker.from_env())
     adapter = AdapterServer(renderer)
-    await adapter.start(network.gateway, 0)
+    await adapter.start(sandbox_network.gateway, 0)
     policy = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=2.0)
     policy_url = await policy.start()
     task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
     workflow_id = f"cancel-{uuid.uuid4().hex[:8]}"
     handle = None
     try:
-        assert await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
+        assert await asyncio.to_thread(sandbox_firewall.protect, sandbox_network.bridge, adapter.port)
+        sandboxes = DockerSandboxes(SandboxSettings(network=sandbox_network.name, claude_code=find_claude_code(), lifetime_s=600))
         rollout_host = RolloutHost(
+            sandboxes=sandboxes,
             adapter=adapter,
             host_queue="rl-rollouts-host-test",
-            adapter_public_url=f"http://{network.gateway}:{adapter.port}",
+            adapter_public_url=f"http://{sandbox_network.gateway}:{adapter.port}",
             default_policy_url=policy_url,
             store=TrajectoryStore(tmp_path),
             agent_slots=2,
             pin_policy_url=True,
         )
-        handle = await sandbox.boot(
-            SandboxRequest(task=task, workflow_id=workflow_id, attempt=1), network=network.name, claude_code=find_claude_code()
-        )
+        handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
         request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
         beats: list[dict] = []
         first = as_workflow(workflow_id)
@@ -190,7 +196,7 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
         first.cancel(ActivityCancellationDetails(timed_out=True) if cause == "lost_heartbeat" else ActivityCancellationDetails(cancel_requested=True))
         with pytest.raises(asyncio.CancelledError):
             await run
-        status = await sandbox.detached_status(handle, "claude")
+        status = await sandboxes.detached_status(handle, "claude")
         if cause == "workflow_cancel":
             assert adapter.registry.get(session_id) is None and not status.running
             return
@@ -203,7 +209,7 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
         assert adapter.registry.live_count == 1, "the retry holds the session until it is merged"
     finally:
         if handle is not None:
-            await sandbox.destroy(handle)
+            await rollout_host.sandboxes.destroy(handle)
         await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await policy.stop()
         await adapter.stop()

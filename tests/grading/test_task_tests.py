@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from config.paths import PROJECT_ROOT
 from contracts.rollout import EvalRequest, SweProSpec, TaskSpec
 from grading import graders, task_tests
 
-TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
+TASKS = PROJECT_ROOT / "examples" / "tasks"
 
 FORCE_PASS_CONFTEST = """import pytest
 

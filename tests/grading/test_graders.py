@@ -13,15 +13,19 @@ import pytest_asyncio
 from temporalio.testing import ActivityEnvironment
 
 from activities import evaluate as evaluate_face
-from activities import sandbox
+from config.paths import PROJECT_ROOT
 from contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
+from docker_sandbox.limits import SandboxLimits, SandboxSettings
+from docker_sandbox.sandboxes import DockerSandboxes
 from grading import graders, swebench
 from task_sources.dataset_rows import DatasetRow, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
+TASKS = PROJECT_ROOT / "examples" / "tasks"
 GARBAGE = "this is not a diff\n--- nor is this\n"
+# Sandboxes as a worker without a network boots them, default limits.
+SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -42,7 +46,9 @@ def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> Eva
 )
 async def test_reference_empty_and_garbage_diffs(prefix, tasks, instance_id, grader, tests_passed):
     task = tasks[instance_id]
-    solved, empty, garbage = await asyncio.gather(*(graders.evaluate(request(prefix, task, diff)) for diff in (task.reference_patch, "", GARBAGE)))
+    solved, empty, garbage = await asyncio.gather(
+        *(graders.evaluate(SANDBOXES, request(prefix, task, diff)) for diff in (task.reference_patch, "", GARBAGE))
+    )
     assert (solved.reward, solved.solved, solved.applied_cleanly) == (1.0, True, True), solved.log_tail
     assert (solved.grader, solved.apply_method, solved.tests_passed) == (grader, "git apply --3way", tests_passed)
     assert solved.tests_failed == 0
@@ -66,7 +72,7 @@ async def test_swepro_scripts_named_by_path_in_the_dataset_root_are_graded_inlin
     task = item.task
     assert (task.swepro.run_script_path, task.swepro.parser_script_path) == (None, None)
     solved, unsolved = await asyncio.gather(
-        graders.evaluate(request(prefix, task, task.reference_patch)), graders.evaluate(request(prefix, task, ""))
+        graders.evaluate(SANDBOXES, request(prefix, task, task.reference_patch)), graders.evaluate(SANDBOXES, request(prefix, task, ""))
     )
     assert (solved.reward, solved.tests_passed, solved.tests_failed) == (1.0, 7, 0), solved.log_tail
     assert (unsolved.reward, unsolved.tests_passed, unsolved.tests_failed) == (0.0, 5, 2)
@@ -79,7 +85,7 @@ async def test_a_task_naming_a_host_script_path_is_refused_without_reading_it(pr
     task = tasks["inventory-swepro"]
     swepro = task.swepro.model_copy(update={field: "/etc/shadow", field.removesuffix("_path"): None})
     with pytest.raises(graders.ScriptPathRefused) as caught:
-        await graders.evaluate(request(prefix, task.model_copy(update={"swepro": swepro}), task.reference_patch))
+        await graders.evaluate(SANDBOXES, request(prefix, task.model_copy(update={"swepro": swepro}), task.reference_patch))
     reported = evaluate_face.GRADING_FAILURES(caught.value)
     assert reported.type == "NotEvaluable" and reported.non_retryable
     assert f"swepro.{field}" in str(caught.value)
@@ -96,7 +102,7 @@ async def test_swebench_grades_the_rows_tests_not_the_agents_edits_of_them(prefi
         "diff --git a/tests/test_slugify.py b/tests/test_slugify.py\n--- a/tests/test_slugify.py\n+++ b/tests/test_slugify.py\n"
         "@@ -1,3 +1,5 @@\n+import pytest\n+pytestmark = pytest.mark.skip\n from slugify import slugify\n \n \n"
     )
-    result = await graders.evaluate(request(prefix, task, rewritten_tests))
+    result = await graders.evaluate(SANDBOXES, request(prefix, task, rewritten_tests))
     assert (result.reward, result.applied_cleanly, result.grader, result.tests_passed, result.tests_failed) == (0.0, True, "swebench", 3, 3), (
         result.log_tail
     )
@@ -114,7 +120,7 @@ async def test_a_swebench_row_without_a_test_spec_fails_before_booting(prefix, t
     task = tasks["slugify-swebench"]
     unknown = task.model_copy(update={"swebench": task.swebench.model_copy(update={"install_config": None})})
     with pytest.raises(swebench.NotEvaluable) as caught:
-        await graders.evaluate(request(prefix, unknown, task.reference_patch))
+        await graders.evaluate(SANDBOXES, request(prefix, unknown, task.reference_patch))
     reported = evaluate_face.GRADING_FAILURES(caught.value)
     assert reported.type == "NotEvaluable" and reported.non_retryable
     assert "no test spec for rollouts-examples/slugify 0.1" in str(caught.value)
@@ -127,7 +133,7 @@ async def test_conflicted_three_way_is_rolled_back_before_fuzz(prefix, tasks):
     edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
     drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
     phases: list[str] = []
-    result = await graders.evaluate(request(prefix, drifted, task.reference_patch), report=phases.append)
+    result = await graders.evaluate(SANDBOXES, request(prefix, drifted, task.reference_patch), report=phases.append)
     assert (result.reward, result.apply_method) == (1.0, "patch --fuzz=3"), result.log_tail
     assert phases == ["boot", "apply", "reset", "test"], "the activity's heartbeat shows each phase in order"
 
@@ -136,24 +142,24 @@ async def test_restore_leaves_the_baseline_after_a_conflict(prefix, tasks):
     task = tasks["calc-eval-cmd"]
     edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
     drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
-    handle = await sandbox.boot(SandboxRequest(task=drifted, workflow_id=f"{prefix}-restore", attempt=0, purpose="grading"), lifetime_s=600)
+    handle = await SANDBOXES.boot(SandboxRequest(task=drifted, workflow_id=f"{prefix}-restore", attempt=0, purpose="grading"), lifetime_s=600)
     try:
-        before = await sandbox.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
-        await sandbox.write_file(handle, graders.PATCH_FILE, task.reference_patch)
-        await sandbox.exec(handle, graders.PREPARE_APPLY, user="root")
-        three_way = await sandbox.exec(handle, graders.APPLY_LADDER[0][1], user="root")
+        before = await SANDBOXES.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
+        await SANDBOXES.write_file(handle, graders.PATCH_FILE, task.reference_patch)
+        await SANDBOXES.exec(handle, graders.PREPARE_APPLY, user="root")
+        three_way = await SANDBOXES.exec(handle, graders.APPLY_LADDER[0][1], user="root")
         assert three_way.exit_code != 0 and "conflict" in three_way.output.lower(), three_way.output
-        restore = await sandbox.exec(handle, graders.RESTORE_BASELINE, user="root")
+        restore = await SANDBOXES.exec(handle, graders.RESTORE_BASELINE, user="root")
         assert restore.exit_code == 0, restore.output
-        after = await sandbox.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
+        after = await SANDBOXES.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
         assert after.output == before.output
     finally:
-        await sandbox.destroy(handle)
+        await SANDBOXES.destroy(handle)
 
 
 async def test_hanging_grader_times_out(prefix, tasks):
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": "echo starting tests\nsleep 60"})
-    result = await graders.evaluate(request(prefix, task, "", timeout_s=3))
+    result = await graders.evaluate(SANDBOXES, request(prefix, task, "", timeout_s=3))
     assert (result.reward, result.solved, result.applied_cleanly) == (0.0, False, True)
     assert "starting tests" in result.log_tail and "timed out after 3 s" in result.log_tail
 
@@ -162,25 +168,25 @@ async def test_tests_that_fill_the_disk_are_stopped_at_the_budget_and_score_0(pr
     """The grading sandbox runs the agent's code through the tests: a grader writing past the disk budget is
     killed (long before its timeout) and the result says why."""
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": "echo starting tests\nhead -c 64000000 /dev/zero > fill.bin\nsleep 600"})
-    limits = sandbox.SandboxLimits(disk_bytes=16 << 20)
-    result = await graders.evaluate(request(prefix, task, "", timeout_s=900), limits=limits)
+    small_disk = DockerSandboxes(SandboxSettings(limits=SandboxLimits(disk_bytes=16 << 20)))
+    result = await graders.evaluate(small_disk, request(prefix, task, "", timeout_s=900))
     assert (result.reward, result.solved, result.applied_cleanly) == (0.0, False, True)
     assert "starting tests" in result.log_tail and "over its disk budget of 16,777,216" in result.log_tail, result.log_tail
-    unbounded = await graders.evaluate(request(prefix, task.model_copy(update={"eval_cmd": "head -c 64000000 /dev/zero > fill.bin"}), ""))
+    unbounded = await graders.evaluate(SANDBOXES, request(prefix, task.model_copy(update={"eval_cmd": "head -c 64000000 /dev/zero > fill.bin"}), ""))
     assert unbounded.solved, "the default budget (10 GiB) lets a normal test run write what it needs"
 
 
 async def test_multiline_eval_cmd_runs_from_a_file(prefix, tasks):
     script = "set -e\nmsg='it'\"'\"'s \"fine\" $HOME'\necho \"$msg\"\ncat <<'EOF'\nliteral $x\nEOF\n"
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": script})
-    result = await graders.evaluate(request(prefix, task, ""))
+    result = await graders.evaluate(SANDBOXES, request(prefix, task, ""))
     assert result.solved and result.log_tail == 'it\'s "fine" $HOME\nliteral $x\n', result.log_tail
 
 
 async def test_no_grader_is_non_retryable(prefix, tasks):
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": None})
     with pytest.raises(graders.NoGrader) as caught:
-        await graders.evaluate(request(prefix, task, ""))
+        await graders.evaluate(SANDBOXES, request(prefix, task, ""))
     reported = evaluate_face.GRADING_FAILURES(caught.value)
     assert reported.type == "NoGrader" and reported.non_retryable
 
@@ -190,6 +196,6 @@ async def test_activity_heartbeats_its_phase(prefix, tasks):
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details[0])
     task = tasks["textutil-f2p"]
-    result = await env.run(evaluate_face.evaluate_activity, request(prefix, task, task.reference_patch))
+    result = await env.run(evaluate_face.GradingActivities(SANDBOXES).evaluate, request(prefix, task, task.reference_patch))
     assert result.solved
     assert beats and all(set(beat) == {"phase"} for beat in beats)

@@ -8,15 +8,15 @@ import json
 import os
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 
+from config.paths import PROJECT_ROOT
 from grading import swebench
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = PROJECT_ROOT
 SWEBENCH5_PYTHON = PROJECT / ".cache" / "swebench5" / "bin" / "python"
 
 # Runs in the swebench 5 venv: grade the reference patch and an empty diff, then try the row without its 5.x columns.

@@ -7,17 +7,19 @@ import ast
 import inspect
 import subprocess
 import sys
-from pathlib import Path
 
 from temporalio import activity
 
 import worker
 from activities import activity_refs
 from activities.drift_repair import DriftEpisodeActivities
+from activities.evaluate import GradingActivities
 from activities.rollout_host import RolloutHost
+from activities.sandbox import SandboxActivities
+from config.paths import PROJECT_ROOT
 from workflows import coding_agent_rollout, drift_repair_episode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 WORKFLOW_MODULES = (coding_agent_rollout, drift_repair_episode)
 
 
@@ -39,7 +41,7 @@ def scheduled_refs() -> set[str]:
 
 
 def test_every_scheduled_activity_is_registered_with_the_same_name_and_types():
-    lists = worker.activity_lists(RolloutHost, DriftEpisodeActivities)
+    lists = worker.activity_lists(RolloutHost, DriftEpisodeActivities, SandboxActivities, GradingActivities)
     registered = {signature(fn)[0]: signature(fn) for fn in [*lists.shared, *lists.pinned]}
     used = scheduled_refs()
     assert used, "the workflows schedule through activity_refs"
@@ -50,7 +52,7 @@ def test_every_scheduled_activity_is_registered_with_the_same_name_and_types():
 
 
 def test_every_reference_is_scheduled_and_registered():
-    lists = worker.activity_lists(RolloutHost, DriftEpisodeActivities)
+    lists = worker.activity_lists(RolloutHost, DriftEpisodeActivities, SandboxActivities, GradingActivities)
     registered = {signature(fn) for fn in [*lists.shared, *lists.pinned]}
     assert {activity_refs.name_of(ref) for ref in activity_refs.WORKFLOW_ACTIVITIES} == scheduled_refs()
     assert {signature(ref) for ref in activity_refs.WORKFLOW_ACTIVITIES} == registered

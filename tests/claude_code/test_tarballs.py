@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from activities import sandbox
 from claude_code.tarballs import ClaudeTarballError, install_from_tarballs
+from config.paths import PROJECT_ROOT
 from contracts.rollout import SandboxRequest
+from docker_sandbox import container_layout
+from docker_sandbox.limits import SandboxSettings
+from docker_sandbox.sandboxes import DockerSandboxes
 
-TARBALLS = Path(__file__).resolve().parent.parent / ".cache" / "tarballs"
+TARBALLS = PROJECT_ROOT / ".cache" / "tarballs"
 REAL_CC = TARBALLS / "anthropic-ai-claude-code-2.0.54.tgz"
 
 
@@ -89,12 +92,13 @@ async def test_the_npm_tarballs_run_claude_code_in_a_sandbox(tmp_path, task_imag
     root = install_from_tarballs(REAL_CC, node, tmp_path / "cache")
     prefix = f"pytest-tarballs-{uuid.uuid4().hex[:8]}"
     request = SandboxRequest(task=tasks["calc-eval-cmd"], workflow_id=f"{prefix}-boot", attempt=0)
-    handle = await sandbox.boot(request, lifetime_s=600, claude_code=root)
+    sandboxes = DockerSandboxes(SandboxSettings(claude_code=root, lifetime_s=600))
+    handle = await sandboxes.boot(request)
     try:
-        version = await sandbox.exec(handle, f"{sandbox.CLAUDE_MOUNT_PATH} --version", timeout_s=60)
+        version = await sandboxes.exec(handle, f"{container_layout.CLAUDE_MOUNT_PATH} --version", timeout_s=60)
         assert version.exit_code == 0 and version.output.strip() == "2.0.54 (Claude Code)", version.output
-        denied = await sandbox.exec(handle, f"touch {sandbox.CLAUDE_MOUNT_ROOT}/node/bin/x", user="root")
+        denied = await sandboxes.exec(handle, f"touch {container_layout.CLAUDE_MOUNT_ROOT}/node/bin/x", user="root")
         assert denied.exit_code != 0
     finally:
-        await sandbox.destroy(handle)
+        await sandboxes.destroy(handle)
     assert await reap_prefix(prefix) == []

@@ -17,14 +17,18 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import sandbox
+from activities import sandbox as sandbox_faces
 from claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
-from contracts.rollout import DiffReport, OmittedFile, SandboxRequest, TaskSpec
-from docker_sandbox import disk_watch
+from contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxRequest, TaskSpec
+from docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, workspace_diff
+from docker_sandbox.limits import SandboxLimits, SandboxSettings
+from docker_sandbox.sandboxes import DockerSandboxes
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-WORKFLOW_LABEL = f"{sandbox.LABEL_PREFIX}.workflow_id"
+WORKFLOW_LABEL = f"{container_layout.LABEL_PREFIX}.workflow_id"
+# Sandboxes as a test boots them: default limits, no network, no Claude Code.
+SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -43,57 +47,58 @@ def calc_task(tasks) -> TaskSpec:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def booted(prefix, calc_task):
     """One agent sandbox with the Claude Code binary and explicit limits, shared by the read-only checks."""
-    limits = sandbox.SandboxLimits(cpus=1.5, memory_bytes=1 << 30, pids=256)
+    caps = SandboxLimits(cpus=1.5, memory_bytes=1 << 30, pids=256)
+    settings = SandboxSettings(host_queue="rl-host-test", lifetime_s=600, claude_code=find_claude_binary(), limits=caps)
     request = SandboxRequest(task=calc_task, workflow_id=f"{prefix}-boot", attempt=2)
-    handle = await sandbox.boot(request, host_queue="rl-host-test", lifetime_s=600, claude_code=find_claude_binary(), limits=limits)
+    handle = await DockerSandboxes(settings).boot(request)
     yield handle
-    await sandbox.destroy(handle)
+    await SANDBOXES.destroy(handle)
 
 
-async def fresh(prefix: str, task: TaskSpec, name: str) -> sandbox.SandboxHandle:
-    return await sandbox.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-{name}", attempt=0), lifetime_s=600)
+async def fresh(prefix: str, task: TaskSpec, name: str) -> SandboxHandle:
+    return await SANDBOXES.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-{name}", attempt=0))
 
 
-def inspect(handle: sandbox.SandboxHandle) -> dict:
+def inspect(handle: SandboxHandle) -> dict:
     return docker.from_env().containers.get(handle.container_id).attrs
 
 
 async def test_agent_user_owns_the_workspace(booted, calc_task):
-    result = await sandbox.exec(booted, "id -u; stat -c %U .; stat -c %U .git/index; git status --porcelain")
+    result = await SANDBOXES.exec(booted, "id -u; stat -c %U .; stat -c %U .git/index; git status --porcelain")
     uid, owner, index_owner, status = (result.output.splitlines() + [""])[:4]
     assert result.exit_code == 0, result.output
     assert (uid, owner, index_owner) == ("1000", "agent", "agent")
     assert status == "?? PROBLEM_STATEMENT.md"
-    statement = await sandbox.read_file(booted, f"{calc_task.workdir}/{sandbox.PROBLEM_STATEMENT_FILE}", 1 << 16)
+    statement = await SANDBOXES.read_file(booted, f"{calc_task.workdir}/{git_workspace.PROBLEM_STATEMENT_FILE}", 1 << 16)
     assert statement.decode() == calc_task.problem_statement
-    config = await sandbox.read_file(booted, "/home/agent/.claude.json", 4096)
-    assert json.loads(config) == sandbox.CLAUDE_CONFIG
-    modes = await sandbox.exec(booted, f"stat -c '%U %a' /home/agent/.claude.json {sandbox.PROBLEM_STATEMENT_FILE}")
+    config = await SANDBOXES.read_file(booted, "/home/agent/.claude.json", 4096)
+    assert json.loads(config) == container_layout.CLAUDE_CONFIG
+    modes = await SANDBOXES.exec(booted, f"stat -c '%U %a' /home/agent/.claude.json {git_workspace.PROBLEM_STATEMENT_FILE}")
     assert modes.output.split("\n")[:2] == ["agent 600", "agent 644"], modes.output
 
 
 async def test_a_swebench_testbed_env_comes_first_on_the_agents_path(prefix, calc_task):
     handle = await fresh(prefix, calc_task, "testbed")
     try:
-        plain = await sandbox.exec(handle, "echo $PATH")
-        assert sandbox.SWEBENCH_TESTBED_BIN not in plain.output
-        await sandbox.exec(handle, f"mkdir -p {sandbox.SWEBENCH_TESTBED_BIN}", user="root")
-        login = await sandbox.exec(handle, "echo $PATH")
-        assert login.output.startswith(f"{sandbox.SWEBENCH_TESTBED_BIN}:"), login.output
+        plain = await SANDBOXES.exec(handle, "echo $PATH")
+        assert container_layout.SWEBENCH_TESTBED_BIN not in plain.output
+        await SANDBOXES.exec(handle, f"mkdir -p {container_layout.SWEBENCH_TESTBED_BIN}", user="root")
+        login = await SANDBOXES.exec(handle, "echo $PATH")
+        assert login.output.startswith(f"{container_layout.SWEBENCH_TESTBED_BIN}:"), login.output
     finally:
-        await sandbox.destroy(handle)
+        await SANDBOXES.destroy(handle)
 
 
 async def test_labels_and_limits(booted, prefix):
     attrs = inspect(booted)
     labels = attrs["Config"]["Labels"]
-    assert labels[f"{sandbox.LABEL_PREFIX}.managed"] == "1"
+    assert labels[f"{container_layout.LABEL_PREFIX}.managed"] == "1"
     assert labels[WORKFLOW_LABEL] == f"{prefix}-boot"
-    assert labels[f"{sandbox.LABEL_PREFIX}.attempt"] == "2"
-    assert labels[f"{sandbox.LABEL_PREFIX}.instance_id"] == "calc-eval-cmd"
-    assert labels[f"{sandbox.LABEL_PREFIX}.purpose"] == "agent"
-    assert labels[f"{sandbox.LABEL_PREFIX}.host_queue"] == "rl-host-test"
-    assert 500 < int(labels[f"{sandbox.LABEL_PREFIX}.expires_at"]) - time.time() <= 600
+    assert labels[f"{container_layout.LABEL_PREFIX}.attempt"] == "2"
+    assert labels[f"{container_layout.LABEL_PREFIX}.instance_id"] == "calc-eval-cmd"
+    assert labels[f"{container_layout.LABEL_PREFIX}.purpose"] == "agent"
+    assert labels[f"{container_layout.LABEL_PREFIX}.host_queue"] == "rl-host-test"
+    assert 500 < int(labels[f"{container_layout.LABEL_PREFIX}.expires_at"]) - time.time() <= 600
     host = attrs["HostConfig"]
     assert (host["NanoCpus"], host["Memory"], host["PidsLimit"], host["Init"]) == (1_500_000_000, 1 << 30, 256, True)
     assert host["AutoRemove"] is False
@@ -102,69 +107,69 @@ async def test_labels_and_limits(booted, prefix):
 
 
 async def test_claude_binary_mounted_read_only(booted):
-    (mount,) = [m for m in inspect(booted)["Mounts"] if m["Destination"] == sandbox.CLAUDE_MOUNT_PATH]
+    (mount,) = [m for m in inspect(booted)["Mounts"] if m["Destination"] == container_layout.CLAUDE_MOUNT_PATH]
     assert mount["RW"] is False
-    result = await sandbox.exec(booted, f"{sandbox.CLAUDE_MOUNT_PATH} --version", timeout_s=60)
+    result = await SANDBOXES.exec(booted, f"{container_layout.CLAUDE_MOUNT_PATH} --version", timeout_s=60)
     assert result.exit_code == 0 and result.output.startswith(CLAUDE_CODE_VERSION), result.output
-    denied = await sandbox.exec(booted, f"echo x >> {sandbox.CLAUDE_MOUNT_PATH}", user="root")
+    denied = await SANDBOXES.exec(booted, f"echo x >> {container_layout.CLAUDE_MOUNT_PATH}", user="root")
     assert denied.exit_code != 0
 
 
 async def test_exec_timeout_kills_the_command(booted):
     started = time.monotonic()
-    result = await sandbox.exec(booted, "echo begun; sleep 31", timeout_s=1)
+    result = await SANDBOXES.exec(booted, "echo begun; sleep 31", timeout_s=1)
     assert result.timed_out and "begun" in result.output
     assert time.monotonic() - started < 10
-    leftovers = await sandbox.exec(booted, "pgrep -fx 'sleep 31' || true")
+    leftovers = await SANDBOXES.exec(booted, "pgrep -fx 'sleep 31' || true")
     assert leftovers.output.strip() == ""
 
 
 async def test_exec_env_reaches_the_command_verbatim(booted):
     value = 'it\'s "quoted" $HOME `x`\nsecond line'
-    result = await sandbox.exec(booted, 'printf %s "$TRICKY"', env={"TRICKY": value})
+    result = await SANDBOXES.exec(booted, 'printf %s "$TRICKY"', env={"TRICKY": value})
     assert result.output == value
 
 
 async def test_detached_command_exit_marker_and_reattach(booted):
     env = {"GREETING": "hello 'world' $x"}
-    await sandbox.start_detached(booted, "job", 'echo "$GREETING"; echo oops >&2; sleep 1; exit 7', env=env)
-    assert await sandbox.detached_status(booted, "job") == sandbox.DetachedStatus(started=True, running=True)
+    await SANDBOXES.start_detached(booted, "job", 'echo "$GREETING"; echo oops >&2; sleep 1; exit 7', env=env)
+    assert await SANDBOXES.detached_status(booted, "job") == detached.DetachedStatus(started=True, running=True)
     started = time.monotonic()
-    assert await sandbox.wait_detached(booted, "job", timeout_s=20) == 7
+    assert await SANDBOXES.wait_detached(booted, "job", timeout_s=20) == 7
     assert time.monotonic() - started < 2.5
-    assert await sandbox.wait_detached(booted, "job", timeout_s=5) == 7
-    finished = sandbox.DetachedStatus(started=True, running=False, exit_code=7)
-    assert await sandbox.detached_status(booted, "job") == finished
-    assert await sandbox.read_file(booted, "/tmp/rollout/job.out", 100) == b"hello 'world' $x\n"
-    assert await sandbox.read_file(booted, "/tmp/rollout/job.err", 100) == b"oops\n"
-    with pytest.raises(sandbox.SandboxError, match="already started"):
-        await sandbox.start_detached(booted, "job", "true")
-    assert b"exit 7" in await sandbox.read_file(booted, "/tmp/rollout/job.sh", 1000)
-    staged = await sandbox.exec(booted, "ls /tmp/rollout/ | grep -c '[.]new$' || true")
+    assert await SANDBOXES.wait_detached(booted, "job", timeout_s=5) == 7
+    finished = detached.DetachedStatus(started=True, running=False, exit_code=7)
+    assert await SANDBOXES.detached_status(booted, "job") == finished
+    assert await SANDBOXES.read_file(booted, "/tmp/rollout/job.out", 100) == b"hello 'world' $x\n"
+    assert await SANDBOXES.read_file(booted, "/tmp/rollout/job.err", 100) == b"oops\n"
+    with pytest.raises(errors.SandboxError, match="already started"):
+        await SANDBOXES.start_detached(booted, "job", "true")
+    assert b"exit 7" in await SANDBOXES.read_file(booted, "/tmp/rollout/job.sh", 1000)
+    staged = await SANDBOXES.exec(booted, "ls /tmp/rollout/ | grep -c '[.]new$' || true")
     assert staged.output.strip() == "0"
 
 
 async def test_detached_wait_timeout_kill_and_cancel(booted):
-    await sandbox.start_detached(booted, "sleeper", "sleep 300")
-    assert await sandbox.wait_detached(booted, "sleeper", timeout_s=0.5) is None
-    waiter = asyncio.create_task(sandbox.wait_detached(booted, "sleeper", timeout_s=60))
+    await SANDBOXES.start_detached(booted, "sleeper", "sleep 300")
+    assert await SANDBOXES.wait_detached(booted, "sleeper", timeout_s=0.5) is None
+    waiter = asyncio.create_task(SANDBOXES.wait_detached(booted, "sleeper", timeout_s=60))
     await asyncio.sleep(0.5)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(waiter, 5)
-    await sandbox.kill_detached(booted, "sleeper")
-    assert await sandbox.wait_detached(booted, "sleeper", timeout_s=10) == 143
-    with pytest.raises(sandbox.SandboxError, match="never started"):
-        await sandbox.wait_detached(booted, "nothing", timeout_s=5)
-    assert await sandbox.detached_status(booted, "nothing") == sandbox.DetachedStatus(started=False, running=False)
+    await SANDBOXES.kill_detached(booted, "sleeper")
+    assert await SANDBOXES.wait_detached(booted, "sleeper", timeout_s=10) == 143
+    with pytest.raises(errors.SandboxError, match="never started"):
+        await SANDBOXES.wait_detached(booted, "nothing", timeout_s=5)
+    assert await SANDBOXES.detached_status(booted, "nothing") == detached.DetachedStatus(started=False, running=False)
 
 
 async def test_read_file_tail_and_missing(booted):
-    await sandbox.exec(booted, "seq 1 10000 > /tmp/numbers")
-    assert (await sandbox.read_file(booted, "/tmp/numbers", 6, tail=True)) == b"10000\n"
-    assert (await sandbox.read_file(booted, "/tmp/numbers", 4)) == b"1\n2\n"
+    await SANDBOXES.exec(booted, "seq 1 10000 > /tmp/numbers")
+    assert (await SANDBOXES.read_file(booted, "/tmp/numbers", 6, tail=True)) == b"10000\n"
+    assert (await SANDBOXES.read_file(booted, "/tmp/numbers", 4)) == b"1\n2\n"
     with pytest.raises(FileNotFoundError):
-        await sandbox.read_file(booted, "/tmp/absent", 10)
+        await SANDBOXES.read_file(booted, "/tmp/absent", 10)
 
 
 def patched_paths(diff: str) -> set[str]:
@@ -173,7 +178,7 @@ def patched_paths(diff: str) -> set[str]:
 
 async def assert_patch_applies_to_the_baseline(handle) -> None:
     """The captured patch applies to the workspace once the agent's edits are stashed away."""
-    check = await sandbox.exec(handle, f"git stash -u -q && git apply --check {sandbox.DIFF_OUT}/patch")
+    check = await SANDBOXES.exec(handle, f"git stash -u -q && git apply --check {git_workspace.DIFF_OUT}/patch")
     assert check.exit_code == 0, check.output
 
 
@@ -186,17 +191,17 @@ async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task):
             " && printf '\\000\\001\\377' > logo.bin && mkdir -p .claude && echo {} > .claude/settings.json"
             " && echo 'tampered' >> PROBLEM_STATEMENT.md && python3 -m compileall -q calc"
         )
-        assert (await sandbox.exec(handle, edit)).exit_code == 0
-        captured = await sandbox.capture_diff(handle)
+        assert (await SANDBOXES.exec(handle, edit)).exit_code == 0
+        captured = await SANDBOXES.capture_diff(handle)
         diff = captured.diff
         assert patched_paths(diff) == {"calc/__init__.py", "calc/extra.py", "logo.bin"}
         assert "GIT binary patch" in diff and '+__version__ = "0.3.2"' in diff
         assert captured.report == DiffReport(patch_bytes=len(diff.encode()))
-        status = await sandbox.exec(handle, "git status --porcelain --untracked-files=no")
+        status = await SANDBOXES.exec(handle, "git status --porcelain --untracked-files=no")
         assert status.output.strip() == "M calc/__init__.py", "the agent's own index must stay untouched"
         await assert_patch_applies_to_the_baseline(handle)
     finally:
-        await sandbox.destroy(handle)
+        await SANDBOXES.destroy(handle)
 
 
 async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named(prefix, calc_task):
@@ -215,8 +220,8 @@ async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named
             " && mkdir -p 'odd dir' && head -c 2000000 /dev/zero > 'odd dir/zeros \u00e9.bin'"
             " && head -c 5000000 /dev/urandom > ignored/cache.bin && touch data.bin && sed -i '1s/.*/0/' table.py"
         )
-        assert (await sandbox.exec(handle, edit)).exit_code == 0
-        captured = await sandbox.capture_diff(handle)
+        assert (await SANDBOXES.exec(handle, edit)).exit_code == 0
+        captured = await SANDBOXES.capture_diff(handle)
         assert patched_paths(captured.diff) == {"calc/__init__.py", "table.py"}
         assert "-1\n+0\n" in captured.diff and len(captured.diff) < 4096
         report = captured.report
@@ -227,28 +232,28 @@ async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named
         assert (report.omitted_count, report.over_cap, report.patch_bytes) == (2, False, len(captured.diff.encode()))
         await assert_patch_applies_to_the_baseline(handle)
     finally:
-        await sandbox.destroy(handle)
+        await SANDBOXES.destroy(handle)
 
 
 async def test_a_patch_over_the_cap_comes_back_empty_and_marked(prefix, calc_task, monkeypatch):
     handle = await fresh(prefix, calc_task, "overcap")
     try:
         files = " && ".join(f"head -c 600000 /dev/urandom | base64 > notes{i}.txt" for i in range(3))
-        assert (await sandbox.exec(handle, files)).exit_code == 0
-        captured = await sandbox.capture_diff(handle)
+        assert (await SANDBOXES.exec(handle, files)).exit_code == 0
+        captured = await SANDBOXES.capture_diff(handle)
         report = captured.report
         assert captured.diff == "" and report.over_cap and report.omitted == []
-        assert report.patch_bytes > sandbox.MAX_DIFF_BYTES
-        assert report.note == f"the patch is {report.patch_bytes:,} bytes, over the {sandbox.MAX_DIFF_BYTES:,}-byte cap"
-        monkeypatch.setattr(sandbox, "MAX_NEW_FILES_BYTES", 1 << 20)
-        untaken = (await sandbox.capture_diff(handle)).report
+        assert report.patch_bytes > workspace_diff.MAX_DIFF_BYTES
+        assert report.note == f"the patch is {report.patch_bytes:,} bytes, over the {workspace_diff.MAX_DIFF_BYTES:,}-byte cap"
+        monkeypatch.setattr(workspace_diff, "MAX_NEW_FILES_BYTES", 1 << 20)
+        untaken = (await SANDBOXES.capture_diff(handle)).report
         assert (untaken.over_cap, untaken.patch_bytes) == (True, 0)
         assert untaken.note.startswith("the new files total ") and "more than 1,048,576" in untaken.note
         with pytest.raises(ApplicationError) as caught:
-            await ActivityEnvironment().run(sandbox.git_diff_activity, handle)
+            await ActivityEnvironment().run(sandbox_faces.SandboxActivities(SANDBOXES).git_diff, handle)
         assert caught.value.type == "GitDiffFailed" and caught.value.non_retryable
     finally:
-        await sandbox.destroy(handle)
+        await SANDBOXES.destroy(handle)
 
 
 async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task):
@@ -256,55 +261,55 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task):
     handle = await fresh(prefix, calc_task, "disk")
     try:
         assert handle.disk_baseline_bytes > 0, "the boot's chown copies the workspace up into the layer"
-        assert await disk_watch.used_bytes(handle) < 1 << 20
-        async with disk_watch.DiskWatch(handle, budget_bytes=8 << 20) as watch:
-            await sandbox.start_detached(handle, "writer", "head -c 32000000 /dev/zero > fill.bin && sleep 300")
-            assert await watch.first(sandbox.wait_detached(handle, "writer", timeout_s=120)) is None
+        assert await disk_watch.used_bytes(SANDBOXES, handle) < 1 << 20
+        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=8 << 20) as watch:
+            await SANDBOXES.start_detached(handle, "writer", "head -c 32000000 /dev/zero > fill.bin && sleep 300")
+            assert await watch.first(SANDBOXES.wait_detached(handle, "writer", timeout_s=120)) is None
             assert watch.exceeded and watch.used >= 8 << 20
-        assert (await sandbox.detached_status(handle, "writer")).running, "the watch only reports; its caller stops the agent"
-        async with disk_watch.DiskWatch(handle, budget_bytes=0) as unbounded:
+        assert (await SANDBOXES.detached_status(handle, "writer")).running, "the watch only reports; its caller stops the agent"
+        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=0) as unbounded:
             assert not await unbounded.check()
-        async with disk_watch.DiskWatch(handle, budget_bytes=64 << 20) as roomy:
+        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=64 << 20) as roomy:
             assert not await roomy.check() and 32_000_000 <= roomy.used < 64 << 20
     finally:
-        await sandbox.destroy(handle)
+        await SANDBOXES.destroy(handle)
 
 
 async def test_missing_image_raises_and_leaves_nothing(prefix, calc_task):
     task = calc_task.model_copy(update={"image": "rollout-task-does-not-exist:latest"})
-    with pytest.raises(sandbox.SandboxImageMissing, match="rollout-task-does-not-exist:latest"):
+    with pytest.raises(errors.SandboxImageMissing, match="rollout-task-does-not-exist:latest"):
         await fresh(prefix, task, "missing")
     with pytest.raises(ApplicationError) as caught:
         request = SandboxRequest(task=task, workflow_id=f"{prefix}-missing", attempt=0)
-        await ActivityEnvironment().run(sandbox.boot_sandbox, request)
+        await ActivityEnvironment().run(sandbox_faces.boot_sandbox, SANDBOXES, request)
     assert caught.value.type == "SandboxImageMissing" and caught.value.non_retryable
 
 
 async def test_failing_pre_command_removes_the_container(prefix, calc_task):
     task = calc_task.model_copy(update={"pre_commands": ["true", "echo about to fail; false; echo unreachable"]})
-    with pytest.raises(sandbox.SandboxError, match=r"pre_commands\[1\] failed \(exit 1\)") as caught:
+    with pytest.raises(errors.SandboxError, match=r"pre_commands\[1\] failed \(exit 1\)") as caught:
         await fresh(prefix, task, "prefail")
     assert str(caught.value).endswith("\nabout to fail\n"), "set -e stops at the failing line"
-    left = [c for c in await sandbox.list_managed() if c.labels.get(WORKFLOW_LABEL) == f"{prefix}-prefail"]
+    left = [c for c in await SANDBOXES.list_managed() if c.labels.get(WORKFLOW_LABEL) == f"{prefix}-prefail"]
     assert left == []
 
 
 async def test_destroy_is_idempotent(prefix, calc_task):
     handle = await fresh(prefix, calc_task, "destroy")
-    await sandbox.destroy(handle)
-    await sandbox.destroy(handle)
-    with pytest.raises(sandbox.SandboxGone):
-        await sandbox.exec(handle, "true")
+    await SANDBOXES.destroy(handle)
+    await SANDBOXES.destroy(handle)
+    with pytest.raises(errors.SandboxGone):
+        await SANDBOXES.exec(handle, "true")
 
 
 async def test_reap_expired_removes_only_expired(prefix, booted, calc_task):
     labels = {
-        f"{sandbox.LABEL_PREFIX}.managed": "1",
+        f"{container_layout.LABEL_PREFIX}.managed": "1",
         WORKFLOW_LABEL: f"{prefix}-expired",
-        f"{sandbox.LABEL_PREFIX}.expires_at": str(int(time.time()) - 5),
+        f"{container_layout.LABEL_PREFIX}.expires_at": str(int(time.time()) - 5),
     }
     expired = docker.from_env().containers.create(calc_task.image, ["true"], labels=labels)
-    removed = await sandbox.reap_expired()
+    removed = await SANDBOXES.reap_expired()
     assert expired.name in removed and booted.name not in removed
-    names = {c.name for c in await sandbox.list_managed()}
+    names = {c.name for c in await SANDBOXES.list_managed()}
     assert booted.name in names and expired.name not in names

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
-from pathlib import Path
 
 import pytest
 
+from config.paths import PROJECT_ROOT
 from grading import swebench
 from grading.swebench import NotEvaluable
 from task_sources.dataset_rows import read_dataset, task_from_row
 
-DATASET = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "dataset.jsonl"
+DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
 TEST_FILE = "tests/test_slugify.py"
 F2P = ["test_drops_punctuation", "test_no_separator_at_either_end", "test_folds_accents_to_ascii"]
 P2P = ["test_lowercases_a_single_word", "test_joins_words_with_dashes", "test_custom_separator"]

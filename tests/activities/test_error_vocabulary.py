@@ -6,45 +6,48 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from pathlib import Path
 
 import pytest
 
 from activities import drift_repair as drift_activities
 from activities import evaluate as evaluate_face
-from activities import sandbox
+from activities import sandbox as sandbox_faces
 from activities.error_types import ErrorType
+from config.paths import PROJECT_ROOT
 from contracts.rollout import AbortReason, PolicySpec, is_documented_abort_reason
+from docker_sandbox import errors
 from grading import graders, swebench
 from policy.session_config import NoPolicyServer, session_config_for
 from workflows import activity_errors, coding_agent_rollout, drift_repair_episode
 
-ACTIVITIES = Path(__file__).resolve().parent.parent / "activities"
+ACTIVITIES = PROJECT_ROOT / "activities"
+SOURCE_DIRS = [path for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name != "tests"]
 
 
 def test_only_the_translation_module_builds_application_errors():
-    builders = [p.name for p in ACTIVITIES.glob("*.py") if re.search(r"\bApplicationError\(", p.read_text()) and p.name != "activity_failures.py"]
-    assert builders == []
+    sources = [p for folder in SOURCE_DIRS for p in folder.glob("*.py")] + list(PROJECT_ROOT.glob("*.py"))
+    builders = [str(p.relative_to(PROJECT_ROOT)) for p in sources if re.search(r"\bApplicationError\(", p.read_text())]
+    assert builders == ["activities/activity_failures.py"]
 
 
 @pytest.mark.parametrize(
     ("translation", "error", "kind", "retryable"),
     [
-        (sandbox.BOOT_FAILURES, sandbox.SandboxImageMissing("no image"), "SandboxImageMissing", False),
-        (sandbox.BOOT_FAILURES, swebench.NotEvaluable("no spec"), "NotEvaluable", False),
-        (sandbox.BOOT_FAILURES, sandbox.SandboxGone("gone"), "SandboxBootError", False),
-        (sandbox.BOOT_FAILURES, sandbox.SandboxError("pre-command failed"), "SandboxBootError", False),
-        (sandbox.DIFF_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", False),
-        (sandbox.DIFF_FAILURES, sandbox.SandboxError("git failed"), "GitDiffFailed", False),
+        (sandbox_faces.BOOT_FAILURES, errors.SandboxImageMissing("no image"), "SandboxImageMissing", False),
+        (sandbox_faces.BOOT_FAILURES, swebench.NotEvaluable("no spec"), "NotEvaluable", False),
+        (sandbox_faces.BOOT_FAILURES, errors.SandboxGone("gone"), "SandboxBootError", False),
+        (sandbox_faces.BOOT_FAILURES, errors.SandboxError("pre-command failed"), "SandboxBootError", False),
+        (sandbox_faces.DIFF_FAILURES, errors.SandboxGone("gone"), "SandboxGone", False),
+        (sandbox_faces.DIFF_FAILURES, errors.SandboxError("git failed"), "GitDiffFailed", False),
         (evaluate_face.GRADING_FAILURES, graders.NoGrader("none"), "NoGrader", False),
         (evaluate_face.GRADING_FAILURES, graders.GraderScriptMissing("no parser"), "GraderScriptMissing", False),
         (evaluate_face.GRADING_FAILURES, graders.ScriptPathRefused("a path"), "NotEvaluable", False),
-        (evaluate_face.GRADING_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", True),
-        (evaluate_face.GRADING_FAILURES, sandbox.SandboxError("tests crashed"), "GradingFailed", False),
-        (evaluate_face.BOOT_FAILURES, sandbox.SandboxError("pre-command failed"), "SandboxBootError", False),
-        (drift_activities.SANDBOX_FAILURES, sandbox.SandboxImageMissing("no image"), "SandboxImageMissing", False),
-        (drift_activities.SANDBOX_FAILURES, sandbox.SandboxGone("gone"), "SandboxGone", True),
-        (drift_activities.SANDBOX_FAILURES, sandbox.SandboxError("runner failed"), "SandboxError", False),
+        (evaluate_face.GRADING_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
+        (evaluate_face.GRADING_FAILURES, errors.SandboxError("tests crashed"), "GradingFailed", False),
+        (evaluate_face.BOOT_FAILURES, errors.SandboxError("pre-command failed"), "SandboxBootError", False),
+        (drift_activities.SANDBOX_FAILURES, errors.SandboxImageMissing("no image"), "SandboxImageMissing", False),
+        (drift_activities.SANDBOX_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
+        (drift_activities.SANDBOX_FAILURES, errors.SandboxError("runner failed"), "SandboxError", False),
     ],
 )
 def test_faces_report_library_errors_under_their_recorded_type_names(translation, error, kind, retryable):

@@ -13,12 +13,15 @@ import shlex
 import socket
 import uuid
 
+import docker
 import pytest
 
-from activities import sandbox
 from activities.adapter import AdapterServer
 from contracts.rollout import SandboxRequest, SessionConfig
 from docker_sandbox import firewall as sandbox_firewall
+from docker_sandbox.limits import SandboxSettings
+from docker_sandbox.network import ensure_network
+from docker_sandbox.sandboxes import DockerSandboxes
 from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
 
@@ -47,7 +50,7 @@ print(json.dumps({"with_secret": call(secret), "wrong_secret": call(secret.split
 
 
 async def test_a_sandbox_reaches_the_adapter_and_nothing_else(renderer):
-    network = await asyncio.to_thread(sandbox.ensure_network)
+    network = await asyncio.to_thread(ensure_network, docker.from_env())
     adapter = AdapterServer(renderer)
     await adapter.start(network.gateway, 0)
     other = await asyncio.start_server(lambda r, w: w.close(), "0.0.0.0", 0, family=socket.AF_INET)
@@ -57,15 +60,16 @@ async def test_a_sandbox_reaches_the_adapter_and_nothing_else(renderer):
     try:
         assert await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
         ticket = adapter.registry.open_session(SessionConfig(policy_url="http://127.0.0.1:9"))
-        handle = await sandbox.boot(SandboxRequest(task=task, workflow_id=f"net-{uuid.uuid4().hex[:8]}", attempt=1), network=network.name)
+        sandboxes = DockerSandboxes(SandboxSettings(network=network.name, lifetime_s=600))
+        handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"net-{uuid.uuid4().hex[:8]}", attempt=1))
         command = shlex.join(["python3", "-c", PROBE, network.gateway, str(adapter.port), str(other_port), ticket.secret])
-        result = await sandbox.exec(handle, command, user="agent", timeout_s=60)
+        result = await sandboxes.exec(handle, command, user="agent", timeout_s=60)
         seen = json.loads(result.output.strip().splitlines()[-1])
         assert seen["with_secret"] == 200 and seen["wrong_secret"] == 401
         assert seen["other_host_port"] != "connected" and seen["default_bridge_host"] != "connected", seen
     finally:
         if handle is not None:
-            await sandbox.destroy(handle)
+            await sandboxes.destroy(handle)
         await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         other.close()
         await adapter.stop()
@@ -73,22 +77,23 @@ async def test_a_sandbox_reaches_the_adapter_and_nothing_else(renderer):
 
 async def test_the_agent_runs_unprivileged_with_no_capabilities(renderer):
     task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
-    network = await asyncio.to_thread(sandbox.ensure_network)
-    handle = await sandbox.boot(SandboxRequest(task=task, workflow_id=f"caps-{uuid.uuid4().hex[:8]}", attempt=1), network=network.name)
+    network = await asyncio.to_thread(ensure_network, docker.from_env())
+    sandboxes = DockerSandboxes(SandboxSettings(network=network.name, lifetime_s=600))
+    handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"caps-{uuid.uuid4().hex[:8]}", attempt=1))
     try:
-        status = await sandbox.exec(handle, "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status", user="agent")
+        status = await sandboxes.exec(handle, "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status", user="agent")
         uid, cap_eff, no_new_privs = status.output.split("\n")[:3]
         assert uid.strip() != "0" and cap_eff.split()[1] == "0000000000000000" and no_new_privs.split()[1] == "1"
-        root = await sandbox.exec(handle, "grep CapBnd /proc/self/status", user="root")
+        root = await sandboxes.exec(handle, "grep CapBnd /proc/self/status", user="root")
         assert int(root.output.split()[1], 16) < (1 << 14), "root in the sandbox keeps only the workspace-preparation capabilities"
     finally:
-        await sandbox.destroy(handle)
+        await sandboxes.destroy(handle)
 
 
 async def test_a_dead_workers_allow_rule_is_pruned_when_a_worker_starts():
     """A SIGKILLed worker never revokes its port; the next worker's start-up removes every allow rule
     no process listens on and keeps the live ones (its own and other workers')."""
-    network = await asyncio.to_thread(sandbox.ensure_network)
+    network = await asyncio.to_thread(ensure_network, docker.from_env())
     live = await asyncio.start_server(lambda r, w: w.close(), network.gateway, 0, family=socket.AF_INET)
     starting = await asyncio.start_server(lambda r, w: w.close(), network.gateway, 0, family=socket.AF_INET)
     live_port, starting_port = live.sockets[0].getsockname()[1], starting.sockets[0].getsockname()[1]
