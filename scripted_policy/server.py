@@ -10,13 +10,26 @@ Endpoints:
   ``sampling_params.max_new_tokens`` (default 128), ``return_logprob``,
   ``rid``; header ``X-SMG-Routing-Key`` picks the policy override. Response:
   ``text``, ``output_ids`` and ``meta_info`` (``id``, ``finish_reason``,
-  ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``e2e_latency``
-  and, when ``return_logprob``, ``output_token_logprobs`` as
-  ``[[logprob, token_id, None], ...]``). A bad request is HTTP 400
-  ``{"error": "<field>: <why>", "field": "<field>"}``.
-* ``POST /abort_request {"rid": ...}``: an in-flight request returns with
-  ``finish_reason {"type": "abort"}`` and no output; an unknown rid is a no-op.
-* ``GET /health``, ``GET /health_generate``, ``GET /get_model_info``.
+  ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``,
+  ``num_retractions``, ``weight_version``, ``weight_versions``,
+  ``e2e_latency`` and, when ``return_logprob``, ``output_token_logprobs`` as
+  ``[[logprob, token_id, None], ...]``). A bad request (here or at any
+  control endpoint) is HTTP 400 ``{"error": "<field>: <why>", "field": "<field>"}``.
+* ``POST /abort_request {"rid": ...}`` or ``{"abort_all": true}``: empty 200.
+  A rid that is not in flight is a no-op; otherwise every running request
+  whose rid starts with it is aborted (sglang matches by prefix).
+* sglang's control API (``scripted_policy.control`` states what each does):
+  ``POST /pause_generation {"mode": "abort" | "retract" | "in_place"}``
+  (default ``abort``) and ``POST /continue_generation {}``, both answering
+  ``{"message": ..., "status": "ok"}``; ``POST /update_weights_from_disk
+  {"model_path", "weight_version"?, "abort_all_requests"?: false,
+  "flush_cache"?: true, "load_format"?}`` answering ``{"success", "message",
+  "num_paused_requests": 0}`` (HTTP 400 with ``success: false`` when the flush
+  is refused); ``POST /update_weight_version {"new_version",
+  "abort_all_requests"?: true}`` answering ``{"success", "message",
+  "new_version"}``; ``GET /get_model_info`` (alias ``/model_info``) with
+  sglang's fields, ``weight_version`` among them.
+* ``GET /health``, ``GET /health_generate``.
 * ``POST /scripted/policy {"routing_key": ..., "policy": ...}`` (a null
   routing key sets the server default) and ``GET /scripted/records[?routing_key=...]``.
 
@@ -31,23 +44,34 @@ Invariants:
 * ``text == decode(output_ids)`` with special tokens kept (in-vocabulary ids
   only, which matters for ``garbage``). The end-of-turn id is never trimmed,
   whatever ``no_stop_trim`` says; other sampling parameters are ignored.
+* Tokens are sampled one engine step at a time, each stamped with the weight
+  version served then (``scripted_policy.control``); ``weight_versions`` is
+  always present, the runs of equal versions over the output (one empty span
+  of the current version when there is no output), and ``weight_version`` is
+  its last span's version. An aborted request (``/abort_request``, an
+  ``abort`` pause, an update's ``abort_all_requests``) answers HTTP 200 with
+  the tokens sampled so far and sglang's ``finish_reason {"type": "abort",
+  "message": "Aborted", "status_code": null, "err_type": null}``.
 * Log-probs are deterministic in ``(rid, position)``, in ``(-4, 0]``.
 * Every answered ``/generate`` is recorded as a :class:`SampledRecord`, in
-  answer order, with exactly the ids and log-probs returned: aborted requests
-  (no output, ``abort``) and ``error``-mode requests (no output,
+  answer order, with exactly the ids, log-probs and per-token versions
+  returned: aborted requests and ``error``-mode requests (no output,
   ``{"type": "error"}``, HTTP 500) included. Rejected (400) requests are not.
 
-Policies (``POLICIES``): ``oracle`` (Read the problem statement, apply the
+Policies (``POLICIES``; their text is ``scripted_policy.completions``'s):
+``oracle`` (Read the problem statement, apply the
 known patch with Bash, then finish), ``noop`` (finish at once), ``malformed``
 (an ill-formed tool call), ``length`` (always hits ``max_new_tokens``),
-``error`` (HTTP 500), ``slow`` (``oracle`` after ``delay_s``, abortable) and
+``error`` (HTTP 500), ``slow`` (``oracle`` with its tokens spread over
+``delay_s``, so a pause or abort lands mid-output) and
 ``garbage`` (negative and out-of-vocabulary ids). For drift → repair
 episodes (``scripted_policy.drift_roles``): ``drift`` (the seeded baseline's
 spec as JSON), ``repair`` (the oracle diff for the prompt's corpus task) and
 ``self_play`` (whichever role the prompt asks for).
 
 CLI: ``python -m scripted_policy.server --port 30000 --policy oracle
---oracle-tasks TASKS.json --tokenizer DIR`` serves until SIGINT/SIGTERM.
+--oracle-tasks TASKS.json --tokenizer DIR --weight-version default`` serves
+until SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -55,10 +79,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import posixpath
 import random
-import re
-import shlex
 import signal
 import time
 import uuid
@@ -68,133 +89,45 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from drift_repair.corpus import load_corpus
 from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR, ensure_qwen_tokenizer
+from scripted_policy.completions import (
+    OraclePolicy,
+    OracleTask,
+    length_completion,
+    load_oracle_tasks,
+    malformed_completion,
+    noop_completion,
+)
+from scripted_policy.control import (
+    FLUSH_REFUSED,
+    PAUSE_MODES,
+    Generation,
+    GenerationControl,
+    abort_finish_reason,
+    weight_version_spans,
+)
 from scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
 
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 DEFAULT_MAX_NEW_TOKENS = 128
 POLICIES = ("oracle", "noop", "malformed", "length", "error", "slow", "garbage", "drift", "repair", "self_play")
-ASSISTANT_TURN = "<|im_start|>assistant"
-PROBLEM_STATEMENT_FILE = "PROBLEM_STATEMENT.md"
-PATCH_DELIMITER = "ORACLE_PATCH"
-
-_CWD_LINE = re.compile(r"Primary working directory: *([^\n<]*[^\s<])")
-_READ_LINE_NUMBER = re.compile(r"(?m)^ *\d+(?:\t|→)")
-
-
-class OracleTask(BaseModel):
-    """A task the oracle can solve: ``match`` occurs in its problem statement, ``patch`` fixes it."""
-
-    match: str
-    patch: str
 
 
 class SampledRecord(BaseModel):
-    """One answered ``/generate`` call, exactly as returned to the client."""
+    """One answered ``/generate`` call, exactly as returned; ``output_versions[i]`` sampled ``output_ids[i]``."""
 
     rid: str
     routing_key: str | None
     input_ids: list[int]
     output_ids: list[int]
     output_logprobs: list[float]
+    output_versions: list[str]
     finish_reason: dict[str, Any]
     policy: str
-
-
-def load_oracle_tasks(path: str | Path) -> list[OracleTask]:
-    """Read a JSON list of ``{"match": ..., "patch": ...}`` objects."""
-    return TypeAdapter(list[OracleTask]).validate_json(Path(path).read_bytes())
-
-
-def final_answer(reasoning: str, text: str) -> str:
-    return f"<think>\n{reasoning}\n</think>\n\n{text}"
-
-
-def tool_call(reasoning: str, text: str, name: str, arguments: dict[str, str]) -> str:
-    """A completion calling one tool, in Qwen3-coder XML exactly as the chat template renders it."""
-    parameters = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in arguments.items())
-    return f"{final_answer(reasoning, text)}\n\n<tool_call>\n<function={name}>\n{parameters}</function>\n</tool_call>"
-
-
-def noop_completion(prompt: str, max_new_tokens: int) -> str:
-    return final_answer("There is nothing for me to do.", "I will not change anything.")
-
-
-def malformed_completion(prompt: str, max_new_tokens: int) -> str:
-    """A tool call whose body is neither the XML-function form nor JSON, and is never closed."""
-    broken_call = '<tool_call>\n<function=Bash>\n{"command": "ls -la"\n'
-    return f"{final_answer('I will list the files.', 'Listing the files.')}\n\n{broken_call}"
-
-
-def length_completion(prompt: str, max_new_tokens: int) -> str:
-    """At least ``max_new_tokens + 1`` tokens, so the end token never fits."""
-    return "<think>\n" + "Still thinking. " * max_new_tokens
-
-
-def completed_assistant_turns(prompt: str) -> int:
-    """Assistant turns before the one being generated (the prompt ends with an open one)."""
-    return max(prompt.count(ASSISTANT_TURN) - 1, 0)
-
-
-def working_directory(prompt: str) -> str | None:
-    found = _CWD_LINE.search(prompt)
-    return found.group(1).strip() if found else None
-
-
-def heredoc(patch: str) -> tuple[str, str]:
-    """The patch with its trailing newline, and a delimiter that occurs nowhere in it."""
-    body = patch if patch.endswith("\n") else patch + "\n"
-    delimiter = PATCH_DELIMITER
-    while delimiter in body:
-        delimiter += "_"
-    return body, delimiter
-
-
-class OraclePolicy:
-    """Reads the problem statement, applies the matching task's patch, then finishes.
-
-    The turn is the number of earlier assistant turns in the prompt. A task
-    matches when its ``match`` string occurs in the prompt, either as is or
-    with the line numbers of Claude Code's ``Read`` output removed; the
-    longest matching ``match`` wins.
-    """
-
-    def __init__(self, tasks: Sequence[OracleTask]):
-        self.tasks = list(tasks)
-
-    def __call__(self, prompt: str, max_new_tokens: int) -> str:
-        turn = completed_assistant_turns(prompt)
-        cwd = working_directory(prompt)
-        if turn == 0:
-            return self._read_problem_statement(cwd)
-        if turn == 1:
-            return self._apply_patch(prompt, cwd)
-        return final_answer("The patch applied cleanly.", "The fix is applied.")
-
-    def _read_problem_statement(self, cwd: str | None) -> str:
-        reasoning = "I should read the problem statement first."
-        text = "Reading the problem statement."
-        if cwd is None:
-            return tool_call(reasoning, text, "Bash", {"command": f"cat {PROBLEM_STATEMENT_FILE}"})
-        return tool_call(reasoning, text, "Read", {"file_path": posixpath.join(cwd, PROBLEM_STATEMENT_FILE)})
-
-    def _apply_patch(self, prompt: str, cwd: str | None) -> str:
-        task = self.matching_task(prompt)
-        if task is None:
-            return final_answer("I do not recognise this problem.", "No known task matches this problem statement.")
-        body, delimiter = heredoc(task.patch)
-        apply = f"git apply --whitespace=nowarn <<'{delimiter}'\n{body}{delimiter}"
-        command = f"cd {shlex.quote(cwd)} && {apply}" if cwd else apply
-        return tool_call("I know the fix for this problem.", "Applying the fix.", "Bash", {"command": command})
-
-    def matching_task(self, prompt: str) -> OracleTask | None:
-        plain = _READ_LINE_NUMBER.sub("", prompt)
-        matching = [task for task in self.tasks if task.match in prompt or task.match in plain]
-        return max(matching, key=lambda task: len(task.match), default=None)
 
 
 def token_logprob(rid: str, position: int) -> float:
@@ -252,8 +185,11 @@ class Completion:
 
     output_ids: list[int]
     logprobs: list[float]
+    versions: list[str]
     finish_reason: dict[str, Any]
     text: str = ""
+    retractions: int = 0
+    spans: tuple[dict[str, Any], ...] = ()
 
     def response(self, generate: GenerateRequest, latency: float) -> dict[str, Any]:
         meta_info: dict[str, Any] = {
@@ -262,6 +198,9 @@ class Completion:
             "prompt_tokens": len(generate.input_ids),
             "completion_tokens": len(self.output_ids),
             "cached_tokens": 0,
+            "num_retractions": self.retractions,
+            "weight_version": self.spans[-1]["version"],
+            "weight_versions": list(self.spans),
             "e2e_latency": latency,
         }
         if generate.return_logprob:
@@ -269,16 +208,7 @@ class Completion:
         return {"text": self.text, "output_ids": self.output_ids, "meta_info": meta_info}
 
 
-ABORTED = Completion([], [], {"type": "abort", "message": "aborted by /abort_request"})
-ERRORED = Completion([], [], {"type": "error", "message": "scripted policy error"})
-
-
-async def wait_unless_set(event: asyncio.Event, seconds: float) -> None:
-    """Sleep ``seconds``, or less if ``event`` is set meanwhile."""
-    try:
-        await asyncio.wait_for(event.wait(), seconds)
-    except TimeoutError:
-        pass
+ERRORED = Completion([], [], [], {"type": "error", "message": "scripted policy error"})
 
 
 def bad_request(error: BadRequest) -> web.Response:
@@ -292,6 +222,25 @@ async def json_body(request: web.Request) -> Any:
         raise BadRequest("body", f"not valid JSON ({exc})") from exc
 
 
+async def control_body(request: web.Request, fields: dict[str, tuple[type, Any]]) -> dict[str, Any]:
+    """A control request's known fields, each ``(type, default)``; a missing body is ``{}``, unknown fields are ignored.
+
+    A default of ``...`` makes the field required; ``None`` allows null.
+    """
+    body = await json_body(request) if await request.read() else {}
+    if not isinstance(body, dict):
+        raise BadRequest("body", "must be a JSON object")
+    values = {}
+    for name, (kind, default) in fields.items():
+        value = body.get(name, default)
+        if value is ...:
+            raise BadRequest(name, "is required")
+        if not (value is None and default is None) and type(value) is not kind:
+            raise BadRequest(name, f"must be a {kind.__name__}")
+        values[name] = value
+    return values
+
+
 class ScriptedPolicyServer:
     """See the module docstring for the HTTP contract."""
 
@@ -301,13 +250,17 @@ class ScriptedPolicyServer:
         default_policy: str = "oracle",
         oracle_tasks: Sequence[OracleTask] = (),
         delay_s: float = 2.0,
+        weight_version: str = "default",
     ):
         self.renderer = renderer
         self.default_policy = self._known(default_policy)
         self.delay_s = delay_s
+        self.control = GenerationControl(weight_version)
+        self.model_path = f"scripted-{self.default_policy}"
+        self.load_format = "auto"
         self.records: list[SampledRecord] = []
         self._overrides: dict[str, str] = {}
-        self._inflight: dict[str, asyncio.Event] = {}
+        self._inflight: set[str] = set()
         self._runner: web.AppRunner | None = None
         oracle = OraclePolicy(oracle_tasks)
         self._completions: dict[str, Callable[[str, int], str]] = {
@@ -342,7 +295,7 @@ class ScriptedPolicyServer:
 
     @property
     def in_flight(self) -> list[str]:
-        """The request ids of the ``/generate`` calls being answered right now (an abort can still reach them)."""
+        """The request ids of the ``/generate`` calls not yet answered, running or waiting for admission."""
         return list(self._inflight)
 
     def app(self) -> web.Application:
@@ -352,6 +305,11 @@ class ScriptedPolicyServer:
         app.router.add_get("/health", self._health)
         app.router.add_get("/health_generate", self._health)
         app.router.add_get("/get_model_info", self._model_info)
+        app.router.add_get("/model_info", self._model_info)
+        app.router.add_post("/pause_generation", self._pause_generation)
+        app.router.add_post("/continue_generation", self._continue_generation)
+        app.router.add_post("/update_weights_from_disk", self._update_weights_from_disk)
+        app.router.add_post("/update_weight_version", self._update_weight_version)
         app.router.add_post("/scripted/policy", self._set_policy)
         app.router.add_get("/scripted/records", self._records)
         return app
@@ -379,34 +337,42 @@ class ScriptedPolicyServer:
         except BadRequest as error:
             return bad_request(error)
         policy = self.policy_for(routing_key)
-        aborted = self._inflight[generate.rid] = asyncio.Event()
+        generation = Generation(generate.rid)
+        self._inflight.add(generate.rid)
         try:
-            completion = await self._answer(policy, generate, aborted)
+            await self.control.admit(generation)
+            try:
+                completion = await self._answer(policy, generate, generation)
+            finally:
+                self.control.release(generation)
         finally:
-            del self._inflight[generate.rid]
+            self._inflight.discard(generate.rid)
         self._record(generate, routing_key, policy, completion)
         if completion is ERRORED:
             return web.json_response({"error": "scripted policy error (policy 'error')"}, status=500)
         return web.json_response(completion.response(generate, time.monotonic() - started))
 
-    async def _answer(self, policy: str, generate: GenerateRequest, aborted: asyncio.Event) -> Completion:
+    async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation) -> Completion:
+        """Sample the scripted answer one engine step per token; ``slow`` spreads its tokens over ``delay_s``."""
         if policy == "error":
             return ERRORED
-        if policy == "slow":
-            await wait_unless_set(aborted, self.delay_s)
-        if aborted.is_set():
-            return ABORTED
-        completion = await asyncio.to_thread(self._complete, policy, generate)
-        return ABORTED if aborted.is_set() else completion
+        planned, finish_reason = await asyncio.to_thread(self._plan, policy, generate)
+        for position, token in enumerate(planned):
+            if not await self.control.next_step(generation):
+                finish_reason = abort_finish_reason()
+                break
+            generation.sample(token, token_logprob(generate.rid, position), self.control.version)
+            if policy == "slow":
+                await self.control.pace(self.delay_s / len(planned))
+        in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
+        text = await asyncio.to_thread(self.renderer.decode, in_vocabulary)
+        spans = weight_version_spans(generation.versions, self.control.version)
+        return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
 
-    def _complete(self, policy: str, generate: GenerateRequest) -> Completion:
-        """Run in a worker thread: decode the prompt, script the answer, encode it, score it."""
+    def _plan(self, policy: str, generate: GenerateRequest) -> tuple[list[int], dict[str, Any]]:
+        """Run in a worker thread: decode the prompt, script the answer, encode it, cut it to the budget."""
         end_id = self.renderer.end_of_turn_id
-        scripted_ids = self._scripted_ids(policy, generate) + [end_id]
-        output_ids, finish_reason = finish(scripted_ids, generate.max_new_tokens, end_id)
-        logprobs = [token_logprob(generate.rid, position) for position in range(len(output_ids))]
-        text = self.renderer.decode([token for token in output_ids if 0 <= token < self.renderer.vocab_size])
-        return Completion(output_ids, logprobs, finish_reason, text)
+        return finish(self._scripted_ids(policy, generate) + [end_id], generate.max_new_tokens, end_id)
 
     def _scripted_ids(self, policy: str, generate: GenerateRequest) -> list[int]:
         if policy == "garbage":
@@ -422,6 +388,7 @@ class ScriptedPolicyServer:
                 input_ids=generate.input_ids,
                 output_ids=completion.output_ids,
                 output_logprobs=completion.logprobs,
+                output_versions=completion.versions,
                 finish_reason=completion.finish_reason,
                 policy=policy,
             )
@@ -429,21 +396,90 @@ class ScriptedPolicyServer:
 
     async def _abort_request(self, request: web.Request) -> web.Response:
         try:
-            body = await json_body(request)
+            body = await control_body(request, {"rid": (str, None), "abort_all": (bool, False)})
         except BadRequest as error:
             return bad_request(error)
-        rid = body.get("rid") if isinstance(body, dict) else None
-        if not isinstance(rid, str):
-            return bad_request(BadRequest("rid", "must be a string"))
-        if rid in self._inflight:
-            self._inflight[rid].set()
-        return web.json_response({"rid": rid})
+        if body["abort_all"]:
+            self.control.abort(abort_all=True)
+        elif body["rid"] in self._inflight:
+            self.control.abort(body["rid"])
+        return web.Response()
+
+    async def _pause_generation(self, request: web.Request) -> web.Response:
+        try:
+            mode = (await control_body(request, {"mode": (str, "abort")}))["mode"]
+            if mode not in PAUSE_MODES:
+                raise BadRequest("mode", f"must be one of {', '.join(PAUSE_MODES)}")
+        except BadRequest as error:
+            return bad_request(error)
+        await self.control.pause(mode)
+        return web.json_response({"message": "Generation paused successfully.", "status": "ok"})
+
+    async def _continue_generation(self, request: web.Request) -> web.Response:
+        try:
+            await control_body(request, {"torch_empty_cache": (bool, True)})
+        except BadRequest as error:
+            return bad_request(error)
+        self.control.resume()
+        return web.json_response({"message": "Generation continued successfully.", "status": "ok"})
+
+    async def _update_weights_from_disk(self, request: web.Request) -> web.Response:
+        fields = {
+            "model_path": (str, ...),
+            "load_format": (str, None),
+            "abort_all_requests": (bool, False),
+            "weight_version": (str, None),
+            "flush_cache": (bool, True),
+        }
+        try:
+            body = await control_body(request, fields)
+        except BadRequest as error:
+            return bad_request(error)
+        if body["abort_all_requests"]:
+            self.control.abort(abort_all=True)
+        if not await self.control.update_weights(body["weight_version"], body["flush_cache"]):
+            return web.json_response({"success": False, "message": FLUSH_REFUSED, "num_paused_requests": 0}, status=400)
+        self.model_path = body["model_path"]
+        self.load_format = body["load_format"] or self.load_format
+        message = "Succeeded to update model weights."
+        if body["weight_version"] is not None:
+            message += f" Weight version updated to {body['weight_version']}."
+        return web.json_response({"success": True, "message": message, "num_paused_requests": 0})
+
+    async def _update_weight_version(self, request: web.Request) -> web.Response:
+        try:
+            body = await control_body(request, {"new_version": (str, ...), "abort_all_requests": (bool, True)})
+        except BadRequest as error:
+            return bad_request(error)
+        if body["abort_all_requests"]:
+            self.control.abort(abort_all=True)
+        self.control.set_version(body["new_version"])
+        version = body["new_version"]
+        return web.json_response({"success": True, "message": f"Weight version updated to {version}", "new_version": version})
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="OK")
 
     async def _model_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"model_path": f"scripted-{self.default_policy}", "is_generation": True})
+        """sglang's ``/model_info`` fields, as a text-only model without parsers configured reports them."""
+        return web.json_response(
+            {
+                "model_path": self.model_path,
+                "served_model_name": self.model_path,
+                "tokenizer_path": self.renderer.tokenizer.name_or_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": self.control.reported_version,
+                "load_format": self.load_format,
+                "reasoning_parser": None,
+                "tool_call_parser": None,
+                "disaggregation_mode": "null",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": None,
+                "architectures": None,
+            }
+        )
 
     async def _set_policy(self, request: web.Request) -> web.Response:
         try:
@@ -473,7 +509,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--policy", choices=POLICIES, default="oracle", help="the server-wide default policy")
     parser.add_argument("--oracle-tasks", type=Path, help="JSON list of {match, patch} objects")
     parser.add_argument("--tokenizer", type=Path, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
-    parser.add_argument("--delay", type=float, default=2.0, help="seconds the 'slow' policy waits")
+    parser.add_argument("--delay", type=float, default=2.0, help="seconds the 'slow' policy spreads its tokens over")
+    parser.add_argument("--weight-version", default="default", help="the weight version served at start (sglang's default)")
     return parser.parse_args(argv)
 
 
@@ -481,7 +518,7 @@ async def serve(args: argparse.Namespace) -> None:
     tokenizer_dir = args.tokenizer or await asyncio.to_thread(ensure_qwen_tokenizer)
     renderer = await asyncio.to_thread(PromptRenderer, tokenizer_dir)
     tasks = load_oracle_tasks(args.oracle_tasks) if args.oracle_tasks else []
-    server = ScriptedPolicyServer(renderer, args.policy, tasks, args.delay)
+    server = ScriptedPolicyServer(renderer, args.policy, tasks, args.delay, args.weight_version)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -18,15 +18,8 @@ import pytest
 from config.paths import PROJECT_ROOT
 from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import ensure_qwen_tokenizer
-from scripted_policy.server import (
-    PATCH_DELIMITER,
-    ROUTING_KEY_HEADER,
-    OracleTask,
-    ScriptedPolicyServer,
-    heredoc,
-    load_oracle_tasks,
-    noop_completion,
-)
+from scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, load_oracle_tasks, noop_completion
+from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
 
 END = "<|im_end|>"
 END_ID = 248046
@@ -150,7 +143,9 @@ async def test_response_shape_and_real_token_ids(server, http, renderer):
     assert meta["finish_reason"] == {"type": "stop", "matched": END_ID}
     assert meta["prompt_tokens"] == len(input_ids)
     assert meta["completion_tokens"] == len(reply["output_ids"])
-    assert meta["cached_tokens"] == 0 and meta["e2e_latency"] >= 0
+    assert meta["cached_tokens"] == 0 and meta["e2e_latency"] >= 0 and meta["num_retractions"] == 0
+    assert meta["weight_version"] == "default"
+    assert meta["weight_versions"] == [{"version": "default", "start": 0, "end": len(reply["output_ids"])}]
     assert [token for _, token, _ in meta["output_token_logprobs"]] == reply["output_ids"]
     assert all(text is None for _, _, text in meta["output_token_logprobs"])
 
@@ -166,6 +161,7 @@ async def test_records_equal_what_was_returned(server, http, renderer):
     assert record.output_ids == reply["output_ids"]
     assert record.output_logprobs == [lp for lp, _, _ in reply["meta_info"]["output_token_logprobs"]]
     assert record.finish_reason == reply["meta_info"]["finish_reason"]
+    assert record.output_versions == ["default"] * len(reply["output_ids"])
     async with http.get(f"{server.url}/scripted/records", params={"routing_key": "sess-rec"}) as response:
         assert await response.json() == [record.model_dump()]
     async with http.get(f"{server.url}/scripted/records") as response:
@@ -298,24 +294,24 @@ async def test_slow_answers_like_oracle_after_the_delay(server, http, renderer):
     assert server.records[-1].policy == "slow"
 
 
-async def test_abort_of_a_slow_request(server, http, renderer):
-    server.delay_s = 30.0
+async def test_abort_of_a_slow_request_returns_what_it_sampled(server, http, renderer):
+    input_ids = prompt_ids(renderer, conversation("/tmp/x", 0))
+    full = await generate(http, server, generate_body(input_ids, "fast"), routing_key="sess-fast")
+    server.delay_s = 3600.0
     server.set_policy("sess-slow", "slow")
-    body = generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "slow-abort")
-    pending = asyncio.create_task(generate(http, server, body, routing_key="sess-slow"))
-    while "slow-abort" not in server.in_flight:
+    pending = asyncio.create_task(generate(http, server, generate_body(input_ids, "slow-abort"), routing_key="sess-slow"))
+    while not any(g.rid == "slow-abort" and g.output_ids for g in server.control.live):
         await asyncio.sleep(0.01)
     async with http.post(f"{server.url}/abort_request", json={"rid": "slow-abort"}) as response:
-        assert response.status == 200
+        assert response.status == 200 and await response.read() == b""
     async with http.post(f"{server.url}/abort_request", json={"rid": "never-seen"}) as response:
         assert response.status == 200
 
-    reply = await asyncio.wait_for(pending, 5)
-    assert reply["output_ids"] == [] and reply["text"] == ""
-    assert reply["meta_info"]["finish_reason"]["type"] == "abort"
-    assert reply["meta_info"]["e2e_latency"] < 5
+    reply = await asyncio.wait_for(pending, 60)
+    assert reply["output_ids"] == full["output_ids"][:1] and reply["text"] == renderer.decode(full["output_ids"][:1])
+    assert reply["meta_info"]["finish_reason"] == {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
     [record] = server.records_for("sess-slow")
-    assert record.finish_reason["type"] == "abort" and record.output_ids == []
+    assert record.finish_reason["type"] == "abort" and record.output_ids == reply["output_ids"]
 
 
 @pytest.mark.parametrize(
