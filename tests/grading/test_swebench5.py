@@ -22,10 +22,9 @@ SWEBENCH5_PYTHON = PROJECT / ".cache" / "swebench5" / "bin" / "python"
 # Runs in the swebench 5 venv: grade the reference patch and an empty diff, then try the row without its 5.x columns.
 GRADE_UNDER_SWEBENCH5 = """
 import asyncio, json, sys
-from activities import evaluate as evaluate_face
-from grading import graders
-from grading import swebench
 from contracts.rollout import EvalRequest
+from docker_sandbox.sandboxes import DockerSandboxes
+from grading import graders, swebench
 from task_sources.dataset_rows import read_dataset
 
 columns = json.loads(sys.stdin.read())
@@ -34,7 +33,7 @@ task = next(r.task for r in read_dataset("examples/tasks/dataset.jsonl") if r.ta
 modern = task.model_copy(update={"swebench": task.swebench.model_copy(update={**columns, "install_config": None})})
 
 async def grade(diff, name):
-    result = await graders.evaluate(EvalRequest(task=modern, diff=diff, workflow_id=f"{prefix}-{name}", timeout_s=120))
+    result = await graders.evaluate(DockerSandboxes(), EvalRequest(task=modern, diff=diff, workflow_id=f"{prefix}-{name}", timeout_s=120))
     return result.model_dump()
 
 async def main():

@@ -19,9 +19,12 @@ import pytest_asyncio
 
 from config.paths import PROJECT_ROOT
 from contracts.rollout import EvalRequest, SweProSpec, TaskSpec
+from docker_sandbox.limits import SandboxSettings
+from docker_sandbox.sandboxes import DockerSandboxes
 from grading import graders, task_tests
 
 TASKS = PROJECT_ROOT / "examples" / "tasks"
+SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
 
 FORCE_PASS_CONFTEST = """import pytest
 
@@ -104,18 +107,18 @@ async def prefix(task_images, reap_prefix):
 
 
 async def grade(prefix: str, task: TaskSpec, diff: str):
-    return await graders.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))
+    return await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))
 
 
 async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkeypatch):
     """The control: the same real grader with the test reset switched off, so an attack must win there."""
 
-    async def nothing_reset(handle, specs):
+    async def nothing_reset(sandboxes, handle, specs):
         return []
 
     with monkeypatch.context() as patched:
         patched.setattr(task_tests, "reset", nothing_reset)
-        return await graders.evaluate(EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
+        return await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
 
 
 @pytest.mark.integration
