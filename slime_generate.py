@@ -11,11 +11,17 @@ one sample per token segment:
   ``tokens`` (prompt + response), ``response_length``, ``loss_mask`` and
   ``rollout_log_probs`` over the response, ``response`` (decoded, for reading
   only), ``reward`` = trajectory reward / number of segments (so the trajectory
-  counts once), ``status`` completed, and metadata (``instance_id``,
+  counts once), ``status`` completed, ``weight_versions`` as slime fills it
+  (one entry per generate call that sampled tokens of the segment and
+  reported a version: the version of its last token, i.e. that reply's
+  ``meta_info.weight_version``), and metadata (``instance_id``,
   ``is_solved``, ``applied_cleanly``, ``elapsed_sec``, ``segment_kind``,
-  ``segment_idx``, ``num_segments``, ``workflow_id``);
+  ``segment_idx``, ``num_segments``, ``workflow_id``, and
+  ``weight_version_spans``: the segment's spans as ``{"version", "start",
+  "end"}`` over the response, aligned with ``loss_mask``, the exact version
+  of every sampled token);
 * an aborted rollout becomes the reference's aborted sample: tokens ``[0, 0]``,
-  ``response_length`` 1, ``loss_mask [0]``, reward 0, status aborted,
+  ``response_length`` 1, ``loss_mask [0]``, reward 0, no weight versions, status aborted,
   ``metadata.abort_reason``; so does a rollout the trainer could not start or
   collect (``workflow_runs``: a refused start, a Temporal outage longer than
   ``ROLLOUT_SERVER_WAIT_S``, default 300 s, is waited out until then), with
@@ -102,6 +108,7 @@ def abort_sample(sample: Any, reason: str) -> Any:
     sample.loss_mask = [0]
     sample.rollout_log_probs = [0.0]
     sample.reward = 0.0
+    sample.weight_versions = []
     sample.status = _status(sample, "ABORTED")
     sample.metadata = {**(getattr(sample, "metadata", None) or {}), "abort_reason": reason}
     return sample
@@ -115,6 +122,7 @@ def _write_segment(sample: Any, segment: TokenSegment, result: RolloutResult, in
     sample.rollout_log_probs = list(segment.rollout_log_probs[segment.prompt_length :])
     sample.response = tokenizer.decode(response, skip_special_tokens=False) if tokenizer is not None else ""
     sample.reward = result.reward / count
+    sample.weight_versions = call_weight_versions(segment)
     sample.status = _status(sample, "COMPLETED")
     sample.rollout_id = getattr(sample, "index", None)
     sample.metadata = {
@@ -127,7 +135,18 @@ def _write_segment(sample: Any, segment: TokenSegment, result: RolloutResult, in
         "segment_kind": segment.kind,
         "segment_idx": index,
         "num_segments": count,
+        "weight_version_spans": [
+            {"version": span.version, "start": span.start - segment.prompt_length, "end": span.end - segment.prompt_length}
+            for span in segment.weight_version_spans
+        ],
     }
+
+
+def call_weight_versions(segment: TokenSegment) -> list[str]:
+    """slime's ``Sample.weight_versions``: per generate call of the segment (each a run of sampled tokens), the
+    version of its last token when it has one."""
+    mask = segment.loss_mask
+    return [v for i, v in enumerate(segment.token_weight_versions()) if v is not None and (i + 1 == len(mask) or not mask[i + 1])]
 
 
 def _status(sample: Any, name: str) -> Any:

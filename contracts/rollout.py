@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 SegmentKind = Literal["main", "subagent", "compaction", "continuation", "role"]
 
@@ -57,6 +58,68 @@ class SessionTicket(BaseModel):
     secret: str
 
 
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def order_weight_versions(versions: Iterable[str]) -> list[str]:
+    """The distinct versions, oldest first.
+
+    Versions are strings on the wire (SGLang's ``weight_version``). When every
+    one is an integer (``-?[0-9]+``) they are ordered as integers; otherwise by
+    first appearance in ``versions``, which callers pass in token order.
+    """
+    distinct = list(dict.fromkeys(versions))
+    if distinct and all(_INTEGER.fullmatch(v) for v in distinct):
+        distinct.sort(key=int)
+    return distinct
+
+
+def collapse_runs(versions: Iterable[str]) -> list[str]:
+    """``versions`` with each run of one version kept once (``a a b a`` -> ``a b a``)."""
+    runs: list[str] = []
+    for version in versions:
+        if not runs or runs[-1] != version:
+            runs.append(version)
+    return runs
+
+
+class WeightVersionSpan(BaseModel):
+    """Positions ``[start, end)`` of a segment whose sampled tokens were all sampled by weights ``version``.
+
+    ``start`` and ``end - 1`` are sampled positions (loss_mask 1); the context
+    tokens a span may enclose (a later turn's prompt, loss_mask 0) carry no
+    version.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    end: int
+    version: str
+
+
+def spans_from_runs(runs: Iterable[tuple[int, int, str | None]]) -> list[WeightVersionSpan]:
+    """The canonical spans of sampled runs ``(start, end, version or None)``, given in position order.
+
+    Every position of a run is sampled; runs of one version with only context
+    (or nothing) between them become one span; a run without a version ends
+    the span before it.
+    """
+    spans: list[WeightVersionSpan] = []
+    broken = True
+    for start, end, version in runs:
+        if start >= end:
+            continue
+        if version is None:
+            broken = True
+        elif spans and not broken and spans[-1].version == version:
+            spans[-1] = WeightVersionSpan(start=spans[-1].start, end=end, version=version)
+        else:
+            spans.append(WeightVersionSpan(start=start, end=end, version=version))
+            broken = False
+    return spans
+
+
 class TokenSegment(BaseModel):
     """One trainable token sequence.
 
@@ -65,6 +128,14 @@ class TokenSegment(BaseModel):
     server at position ``i`` given exactly ``tokens[:i]`` (then
     ``rollout_log_probs[i]`` is its log-prob; elsewhere it is 0.0);
     ``loss_mask[:prompt_length]`` is all zero.
+
+    ``weight_version_spans``: which weights sampled which tokens, as run-length
+    spans over positions (``WeightVersionSpan``), ordered and non-overlapping;
+    each starts and ends on a sampled token, and two consecutive spans of one
+    version are separated by a sampled token without a version, so the spans
+    are the fewest that say it. A sampled token outside every span has no
+    version (the server reported none); context tokens never have one.
+    ``token_weight_versions()`` gives the per-token view.
     """
 
     kind: SegmentKind
@@ -75,6 +146,7 @@ class TokenSegment(BaseModel):
     prompt_length: int
     turns: int
     finish_reason: str
+    weight_version_spans: list[WeightVersionSpan] = []
 
     @model_validator(mode="after")
     def _aligned(self) -> TokenSegment:
@@ -83,11 +155,33 @@ class TokenSegment(BaseModel):
             raise ValueError("tokens, loss_mask and rollout_log_probs must have equal length")
         if any(self.loss_mask[: self.prompt_length]):
             raise ValueError("the initial prompt must carry loss_mask 0")
+        previous: WeightVersionSpan | None = None
+        for span in self.weight_version_spans:
+            if not (previous.end if previous else 0) <= span.start < span.end <= n:
+                raise ValueError(f"weight version span [{span.start}, {span.end}) is empty, out of order or outside the segment")
+            if not (self.loss_mask[span.start] and self.loss_mask[span.end - 1]):
+                raise ValueError(f"weight version span [{span.start}, {span.end}) must start and end on sampled tokens")
+            if previous is not None and previous.version == span.version and not any(self.loss_mask[previous.end : span.start]):
+                raise ValueError(f"weight version spans ending at {previous.end} and starting at {span.start} are one span")
+            previous = span
         return self
 
     @property
     def response_length(self) -> int:
         return len(self.tokens) - self.prompt_length
+
+    def token_weight_versions(self) -> list[str | None]:
+        """One entry per position: the version that sampled it, None for context tokens and unversioned samples."""
+        versions: list[str | None] = [None] * len(self.tokens)
+        for span in self.weight_version_spans:
+            for i in range(span.start, span.end):
+                if self.loss_mask[i]:
+                    versions[i] = span.version
+        return versions
+
+    def weight_version_runs(self) -> list[str]:
+        """The versions of the sampled tokens in position order, each run once (unversioned tokens skipped)."""
+        return collapse_runs(span.version for span in self.weight_version_spans)
 
 
 class TurnSummary(BaseModel):
@@ -402,12 +496,38 @@ class TrajectoryRef(BaseModel):
 
 
 class SegmentSummary(BaseModel):
+    """A segment's sizes and its weight versions.
+
+    ``weight_version_runs``: the versions of its sampled tokens in position
+    order, each run of one version once (unversioned tokens skipped); the
+    oldest and newest version (``order_weight_versions``) and the number of
+    changes follow from it.
+    """
+
     kind: SegmentKind
     lane: str
     n_tokens: int
     prompt_length: int
     n_sampled: int
     turns: int
+    weight_version_runs: list[str] = []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def oldest_weight_version(self) -> str | None:
+        order = order_weight_versions(self.weight_version_runs)
+        return order[0] if order else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def newest_weight_version(self) -> str | None:
+        order = order_weight_versions(self.weight_version_runs)
+        return order[-1] if order else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def weight_version_changes(self) -> int:
+        return max(len(self.weight_version_runs) - 1, 0)
 
     @classmethod
     def of(cls, segment: TokenSegment) -> SegmentSummary:
@@ -418,6 +538,7 @@ class SegmentSummary(BaseModel):
             prompt_length=segment.prompt_length,
             n_sampled=sum(segment.loss_mask),
             turns=segment.turns,
+            weight_version_runs=segment.weight_version_runs(),
         )
 
 
@@ -466,6 +587,13 @@ class RolloutResult(BaseModel):
     message); the workflow may still be running, and a re-run with the same
     run id attaches to it. ``diff`` reports the agent's patch (what it left
     out, whether it was over the cap); None when no diff was taken.
+
+    Weight versions, over the sampled tokens of all ``segments`` (in segment
+    order, each in position order; tokens without a version skipped):
+    ``oldest_weight_version`` and ``newest_weight_version`` (ordered as
+    integers when every version is one, else by first appearance; None when
+    no token has a version) and ``weight_version_changes``, the number of
+    times the version differs from the one before.
     """
 
     workflow_id: str
@@ -485,3 +613,23 @@ class RolloutResult(BaseModel):
     segments: list[SegmentSummary] = []
     elapsed_s: float = 0.0
     diff: DiffReport | None = None
+
+    def _weight_version_runs(self) -> list[str]:
+        return collapse_runs(v for segment in self.segments for v in segment.weight_version_runs)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def oldest_weight_version(self) -> str | None:
+        order = order_weight_versions(self._weight_version_runs())
+        return order[0] if order else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def newest_weight_version(self) -> str | None:
+        order = order_weight_versions(self._weight_version_runs())
+        return order[-1] if order else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def weight_version_changes(self) -> int:
+        return max(len(self._weight_version_runs()) - 1, 0)

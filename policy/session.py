@@ -11,7 +11,8 @@ what the drift -> repair roles use directly. Each turn:
    nothing;
 3. calls the policy server with the exact ids;
 4. decodes and parses the sampled ids (reasoning, text, tool calls);
-5. records the turn (and journals it, for crash recovery) before the reply
+5. records the turn, with the weight version of every sampled token as the
+   server reported it (and journals it, for crash recovery), before the reply
    leaves the process.
 
 Turns of one lane are serialised; different lanes (sub-agents) run
@@ -145,7 +146,9 @@ class PolicySession:
         generation = await self._generate(plan, min(room, self.config.sampling.max_new_tokens, max_tokens or room))
         parsed = await self.cpu(self._parse, generation.output_ids, tools)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
-        delta = self.ledger.record(plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason)
+        delta = self.ledger.record(
+            plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason, generation.weight_versions
+        )
         summary = TurnSummary(
             index=len(self.turns),
             lane=lane,

@@ -5,6 +5,13 @@ request id; ``X-SMG-Routing-Key`` keeps a session on one server for prefix-cache
 affinity behind a router. A cancelled call aborts the upstream request so it
 stops burning GPU time. Every reply is validated: ids must be in-vocabulary
 integers with one finite log-prob each, or the reply is rejected as garbage.
+
+Each sampled token's weight version comes from the reply (sglang 0.5.23):
+``meta_info.weight_versions``, spans ``{"version", "start", "end"}`` over the
+output tokens (half-open, in order), when present; else
+``meta_info.weight_version`` for every token of the reply; else none. Spans
+that overlap, run backwards or past the output, or a version that is not a
+string, reject the reply; output tokens no span covers have no version.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import json
 import math
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -35,11 +42,18 @@ class PolicyOutputError(PolicyServerError):
     """The policy server answered with something that is not a valid sample."""
 
 
+VersionSpan = tuple[int, int, str]
+
+
 @dataclass(frozen=True)
 class Generation:
+    """``weight_versions``: ``(start, end, version)`` over ``output_ids``, half-open, ordered, non-empty,
+    adjacent spans of one version merged; output tokens outside every span have no version."""
+
     output_ids: list[int]
     log_probs: list[float]
     finish_reason: str
+    weight_versions: list[VersionSpan] = field(default_factory=list)
 
 
 class SGLangClient:
@@ -70,7 +84,7 @@ class SGLangClient:
             raise
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
-        return self._validated(body)
+        return parse_generation(body, self._vocab_size)
 
     async def abort(self, base_url: str, rid: str) -> None:
         try:
@@ -79,30 +93,72 @@ class SGLangClient:
         except (TimeoutError, aiohttp.ClientError):
             pass
 
-    def _validated(self, body: Any) -> Generation:
-        meta = body.get("meta_info") if isinstance(body, dict) else None
-        if not isinstance(meta, dict):
-            raise PolicyOutputError("policy reply has no meta_info")
-        triples = meta.get("output_token_logprobs")
-        if not isinstance(triples, list):
-            raise PolicyOutputError("meta_info.output_token_logprobs missing: was return_logprob honoured?")
-        ids: list[int] = []
-        log_probs: list[float] = []
-        for position, triple in enumerate(triples):
-            if not isinstance(triple, (list, tuple)) or len(triple) < 2:
-                raise PolicyOutputError(f"output_token_logprobs[{position}] is not a [logprob, id, …] triple")
-            log_prob, token = triple[0], triple[1]
-            if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < self._vocab_size:
-                raise PolicyOutputError(f"output_token_logprobs[{position}]: token id {token!r} outside the vocabulary")
-            if not isinstance(log_prob, (int, float)) or not math.isfinite(log_prob) or log_prob > 1e-6:
-                raise PolicyOutputError(f"output_token_logprobs[{position}]: invalid log-prob {log_prob!r}")
-            ids.append(token)
-            log_probs.append(float(log_prob))
-        declared = body.get("output_ids")
-        if declared is not None and declared != ids:
-            raise PolicyOutputError("output_ids disagree with output_token_logprobs")
-        finish = meta.get("finish_reason") or {}
-        kind = finish.get("type") if isinstance(finish, dict) else str(finish)
-        if kind == "abort":
-            raise PolicyServerError(f"policy server aborted the request: {finish.get('message', '')}")
-        return Generation(output_ids=ids, log_probs=log_probs, finish_reason="length" if kind == "length" else "stop")
+
+def parse_generation(body: Any, vocab_size: int) -> Generation:
+    """A ``/generate`` reply as a ``Generation``, or ``PolicyOutputError`` / ``PolicyServerError`` (an abort)."""
+    meta = body.get("meta_info") if isinstance(body, dict) else None
+    if not isinstance(meta, dict):
+        raise PolicyOutputError("policy reply has no meta_info")
+    triples = meta.get("output_token_logprobs")
+    if not isinstance(triples, list):
+        raise PolicyOutputError("meta_info.output_token_logprobs missing: was return_logprob honoured?")
+    ids: list[int] = []
+    log_probs: list[float] = []
+    for position, triple in enumerate(triples):
+        if not isinstance(triple, (list, tuple)) or len(triple) < 2:
+            raise PolicyOutputError(f"output_token_logprobs[{position}] is not a [logprob, id, …] triple")
+        log_prob, token = triple[0], triple[1]
+        if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < vocab_size:
+            raise PolicyOutputError(f"output_token_logprobs[{position}]: token id {token!r} outside the vocabulary")
+        if not isinstance(log_prob, (int, float)) or not math.isfinite(log_prob) or log_prob > 1e-6:
+            raise PolicyOutputError(f"output_token_logprobs[{position}]: invalid log-prob {log_prob!r}")
+        ids.append(token)
+        log_probs.append(float(log_prob))
+    declared = body.get("output_ids")
+    if declared is not None and declared != ids:
+        raise PolicyOutputError("output_ids disagree with output_token_logprobs")
+    finish = meta.get("finish_reason") or {}
+    kind = finish.get("type") if isinstance(finish, dict) else str(finish)
+    if kind == "abort":
+        raise PolicyServerError(f"policy server aborted the request: {finish.get('message', '')}")
+    return Generation(
+        output_ids=ids,
+        log_probs=log_probs,
+        finish_reason="length" if kind == "length" else "stop",
+        weight_versions=_weight_versions(meta, len(ids)),
+    )
+
+
+def _weight_versions(meta: dict[str, Any], n_tokens: int) -> list[VersionSpan]:
+    spans = meta.get("weight_versions")
+    if spans is None:
+        version = meta.get("weight_version")
+        if version is None or n_tokens == 0:
+            return []
+        if not isinstance(version, str):
+            raise PolicyOutputError(f"meta_info.weight_version {version!r} is not a string")
+        return [(0, n_tokens, version)]
+    if not isinstance(spans, list):
+        raise PolicyOutputError("meta_info.weight_versions is not a list of spans")
+    out: list[VersionSpan] = []
+    cursor = 0
+    for position, span in enumerate(spans):
+        start, end, version = (span.get("start"), span.get("end"), span.get("version")) if isinstance(span, dict) else (None, None, None)
+        if not (_is_int(start) and _is_int(end) and isinstance(version, str)):
+            raise PolicyOutputError(f"meta_info.weight_versions[{position}] is not a {{version, start, end}} span: {span!r}")
+        if not cursor <= start <= end <= n_tokens:
+            raise PolicyOutputError(
+                f"meta_info.weight_versions[{position}] [{start}, {end}) overlaps, runs backwards or passes {n_tokens} output tokens"
+            )
+        cursor = end
+        if start == end:
+            continue
+        if out and out[-1][1] == start and out[-1][2] == version:
+            out[-1] = (out[-1][0], end, version)
+        else:
+            out.append((start, end, version))
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -21,6 +21,11 @@ Prompts are planned so that this holds as often as it can:
   tokenised; if it happens to extend a segment token-for-token it still
   appends, otherwise it opens a new segment whose prompt carries loss_mask 0.
 
+Every sampled token keeps the weight version the server reported for it
+(``Generation.weight_versions``): a turn holds its reply's spans, rolled back
+with the turn; a segment's contract carries them as the canonical
+``WeightVersionSpan`` list. Context tokens have no version.
+
 Clients may rewrite the replies they echo back (Claude Code strips a leading
 ``cd <cwd> &&`` from Bash commands). The model's context is what it sampled,
 so an echoed assistant message carrying tool-call ids this ledger minted is
@@ -44,10 +49,13 @@ mutated afterwards (the translation builds fresh ones per request).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from contracts.rollout import SegmentKind, TokenSegment
+from contracts.rollout import SegmentKind, TokenSegment, spans_from_runs
+
+VersionSpan = tuple[int, int, str]
 
 
 class Renderer(Protocol):
@@ -65,9 +73,14 @@ class TokenProofError(AssertionError):
 
 @dataclass
 class _Turn:
+    """Positions ``[start, prompt_end)`` are the turn's new context, ``[prompt_end, end)`` its sampled tokens;
+    ``versions``: ``(start, end, version)`` spans over those, in segment positions."""
+
     start: int
     prompt_end: int
+    end: int
     finish_reason: str
+    versions: list[VersionSpan] = field(default_factory=list)
 
 
 @dataclass
@@ -97,7 +110,18 @@ class Segment:
             prompt_length=self.prompt_length,
             turns=len(self.turns),
             finish_reason=self.turns[-1].finish_reason if self.turns else "none",
+            weight_version_spans=spans_from_runs(self._version_runs()),
         )
+
+    def _version_runs(self) -> Iterator[tuple[int, int, str | None]]:
+        """Every sampled run of the segment in order, with its version (None: the server reported none)."""
+        for turn in self.turns:
+            cursor = turn.prompt_end
+            for start, end, version in turn.versions:
+                yield cursor, start, None
+                yield start, end, version
+                cursor = end
+            yield cursor, turn.end, None
 
 
 @dataclass(frozen=True)
@@ -124,7 +148,9 @@ class LedgerDelta:
     opens a new one, with ``tools``); on a retry the segment's last turn is
     rolled back (``rollback``); the segment keeps its first ``keep_tokens``
     tokens and ``keep_messages`` messages, then gains ``prompt_tail``
-    (loss_mask 0), ``output_ids`` (loss_mask 1, with ``log_probs``) and
+    (loss_mask 0), ``output_ids`` (loss_mask 1, with ``log_probs``, and the
+    weight versions ``weight_versions``: ``(start, end, version)`` over
+    ``output_ids``, ordered, non-overlapping; ids outside them have none) and
     ``new_messages`` (the new request messages and the reply).
     """
 
@@ -140,6 +166,11 @@ class LedgerDelta:
     finish_reason: str
     keep_messages: int
     new_messages: list[dict[str, Any]]
+    weight_versions: list[VersionSpan] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """Spans read back from JSON arrive as lists; keep them the tuples they were."""
+        object.__setattr__(self, "weight_versions", [(int(a), int(b), v) for a, b, v in self.weight_versions])
 
 
 class TokenLedger:
@@ -183,6 +214,7 @@ class TokenLedger:
         output_ids: list[int],
         output_log_probs: list[float],
         finish_reason: str,
+        weight_versions: Sequence[VersionSpan] = (),
     ) -> LedgerDelta:
         """Apply the turn and return the delta that reproduces it (for the crash spool)."""
         if len(output_ids) != len(output_log_probs):
@@ -207,6 +239,7 @@ class TokenLedger:
             finish_reason=finish_reason,
             keep_messages=keep_messages,
             new_messages=[*plan.messages[keep_messages:], reply_message],
+            weight_versions=list(weight_versions),
         )
         if base is not None and plan.prompt_ids[:keep_tokens] != base.tokens[:keep_tokens]:
             raise TokenProofError(f"prompt does not extend segment {index} exactly")
@@ -215,6 +248,11 @@ class TokenLedger:
 
     def apply(self, delta: LedgerDelta) -> Segment:
         """Apply one recorded turn; ``record`` uses it live, a restarted worker replays spooled deltas."""
+        cursor = 0
+        for a, b, version in delta.weight_versions:
+            if not (cursor <= a < b <= len(delta.output_ids) and isinstance(version, str)):
+                raise TokenProofError(f"weight version span [{a}, {b}) of {len(delta.output_ids)} output ids is out of order or range")
+            cursor = b
         if delta.segment == len(self.segments):
             self.segments.append(Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail)))
         segment = self.segments[delta.segment]
@@ -231,7 +269,8 @@ class TokenLedger:
         segment.tokens.extend(delta.output_ids)
         segment.loss_mask.frombytes(b"\x01" * len(delta.output_ids))
         segment.log_probs.extend(delta.log_probs)
-        segment.turns.append(_Turn(start=start, prompt_end=prompt_end, finish_reason=delta.finish_reason))
+        versions = [(prompt_end + a, prompt_end + b, version) for a, b, version in delta.weight_versions]
+        segment.turns.append(_Turn(start, prompt_end, len(segment.tokens), delta.finish_reason, versions))
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
         segment.ended_with_end_of_turn = bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
         segment.anchor_text = None

@@ -2,7 +2,9 @@
 
 A 100k-token trajectory is ~2.7 MiB as JSON, beyond Temporal's 2 MiB payload
 limit. Here it is packed (int32 ids, uint8 mask, float64 log-probs, bit-exact
-as the server sent them), compressed, and kept out of workflow history: only a
+as the server sent them; the rest of each segment, its weight version spans
+included, as JSON beside them: a file written before spans existed reads
+with none), compressed, and kept out of workflow history: only a
 ``TrajectoryRef`` (uri, sha256, sizes) travels through Temporal. Files are written atomically (temp file + rename) and verified by
 hash on load. The directory must be shared by the workers and the starter
 (local disk for one host, a shared filesystem for a cluster).

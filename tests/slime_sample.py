@@ -24,6 +24,7 @@ class Sample:
     label: str | None = None
     reward: float | dict[str, Any] | None = None
     loss_mask: list[int] | None = None
+    weight_versions: list[str] = field(default_factory=list)
     rollout_log_probs: list[float] | None = None
     status: Status = Status.PENDING
     metadata: dict = field(default_factory=dict)

@@ -2,10 +2,11 @@
 
 from types import SimpleNamespace
 
-from contracts.rollout import RolloutResult, TokenSegment
+from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
 from policy.trajectory_store import TrajectoryStore
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
 from tests.slime_sample import Sample
+from trainer_client.results_file import record_with_segments
 
 
 def segment(kind: str, prompt: list[int], response: list[int], mask: list[int]) -> TokenSegment:
@@ -51,11 +52,46 @@ def test_one_sample_per_segment_sharing_the_rollout_id_with_the_reward_split(tmp
     assert first.metadata["is_solved"] and first.metadata["applied_cleanly"] and first.metadata["elapsed_sec"] == 12.5
 
 
+def versioned(tmp_path) -> RolloutResult:
+    """Three generate calls: one under weights 3, one that saw the update to 4 mid-reply, one from a server
+    that reported no version; then a compaction call under 4."""
+    main = segment("main", [1, 2], [10, 11, 12, 0, 13, 14, 15, 0, 16, 17], [1, 1, 1, 0, 1, 1, 1, 0, 1, 1])
+    main = main.model_copy(
+        update={"weight_version_spans": [WeightVersionSpan(start=2, end=7, version="3"), WeightVersionSpan(start=7, end=9, version="4")]}
+    )
+    compaction = segment("compaction", [7, 8], [9, 9], [1, 1])
+    compaction = compaction.model_copy(update={"weight_version_spans": [WeightVersionSpan(start=2, end=4, version="4")]})
+    result = completed(tmp_path, [main, compaction])
+    return result.model_copy(update={"segments": [SegmentSummary.of(main), SegmentSummary.of(compaction)]})
+
+
+def test_weight_versions_are_one_per_generate_call_as_slime_fills_them(tmp_path):
+    first, second = samples_from_result(Sample(index=3, group_index=1), versioned(tmp_path))
+    assert first.weight_versions == ["3", "4"], "the reply's weight_version: its last token's; the unversioned call adds none"
+    assert second.weight_versions == ["4"]
+    assert first.metadata["weight_version_spans"] == [{"version": "3", "start": 0, "end": 5}, {"version": "4", "start": 5, "end": 7}]
+    assert len(first.loss_mask) == first.response_length, "spans index the response, like loss_mask and rollout_log_probs"
+    assert first.weight_versions is not second.weight_versions
+    (plain, _) = sample_dicts(versioned(tmp_path))
+    assert plain["weight_versions"] == ["3", "4"]
+
+
+def test_the_results_line_carries_the_spans_and_the_rollouts_version_summary(tmp_path):
+    record = record_with_segments(versioned(tmp_path))
+    assert (record["oldest_weight_version"], record["newest_weight_version"], record["weight_version_changes"]) == ("3", "4", 1)
+    assert [s["weight_version_spans"] for s in record["segments"]] == [
+        [{"start": 2, "end": 7, "version": "3"}, {"start": 7, "end": 9, "version": "4"}],
+        [{"start": 2, "end": 4, "version": "4"}],
+    ]
+    assert [TokenSegment.model_validate(s) for s in record["segments"]] == TrajectoryStore.load(versioned(tmp_path).trajectory)
+
+
 def test_aborted_rollouts_take_the_reference_shape():
     result = RolloutResult(workflow_id="w", instance_id="calc", sample_index=0, group_index=0, status="aborted", abort_reason="wall_clock_timeout")
-    (sample,) = samples_from_result(Sample(index=0), result)
+    (sample,) = samples_from_result(Sample(index=0, weight_versions=["stale"]), result)
     assert sample.status is Sample.Status.ABORTED and sample.metadata["abort_reason"] == "wall_clock_timeout"
     assert (sample.tokens, sample.response_length, sample.loss_mask, sample.reward) == ([0, 0], 1, [0], 0.0)
+    assert sample.weight_versions == []
 
 
 def test_without_slime_the_same_data_comes_as_dicts(tmp_path):

@@ -1,7 +1,9 @@
 """The starter's results JSONL: appended to, never truncated, so a re-run with the same run id completes it.
 
 Each line is one result record (``record_with_segments``: a ``RolloutResult``
-or ``EpisodeResult`` dump plus its ``segments``, and extras such as ``line``).
+dump, with its oldest and newest weight version and its version changes, or an
+``EpisodeResult`` dump, plus its ``segments`` with their
+``weight_version_spans``, and extras such as ``line``).
 A line's key is its ``workflow_id``, or ``line:<n>`` for a dataset row that
 never became a workflow. ``ResultSink.done`` holds the keys whose last line is
 final: every line except a ``failed`` one with a reason in

@@ -1,6 +1,7 @@
 """The crash spool: what a restarted worker reads back, including after a torn write."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -60,6 +61,22 @@ def test_a_torn_last_line_is_dropped_and_later_turns_stay_readable(tmp_path):
     again.close()
     (second,) = SessionSpool(tmp_path).load()
     assert [s.index for _, s in second.turns] == [0, 1]
+
+
+def test_weight_versions_come_back_and_a_line_written_before_them_reads_with_none(tmp_path):
+    spool = SessionSpool(tmp_path)
+    spool.open("s1", "k", CONFIG)
+    versioned = dataclasses.replace(delta(0), weight_versions=[(0, 1, "41"), (1, 2, "step-42")])
+    spool.append("s1", versioned, summary(0))
+    spool.close()
+    with open(tmp_path / "s1.jsonl") as handle:
+        header, line = handle.read().splitlines()
+    record = json.loads(line)
+    del record["delta"]["weight_versions"]
+    with open(tmp_path / "s1.jsonl", "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    (restored,) = SessionSpool(tmp_path).load()
+    assert [d for d, _ in restored.turns] == [versioned, dataclasses.replace(versioned, weight_versions=[])]
 
 
 def test_finished_sessions_are_deleted_and_oversized_ones_stop_being_spooled(tmp_path):

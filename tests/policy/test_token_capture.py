@@ -4,7 +4,11 @@ The property test drives a ``TokenLedger`` through random multi-turn sessions
 (tool results, new user queries that make the template drop earlier reasoning,
 retried requests whose reply was lost, sub-agent lanes, compaction calls,
 length cut-offs, non-canonical sampled tokenisations) against a recording
-fake sampler, then checks the invariant the trainer relies on.
+fake sampler whose weights change between and during requests (reported in
+sglang 0.5.23's reply shapes, parsed by the real client code), then checks the
+invariants the trainer relies on: every trained token is a sample in exactly
+that context, with its log-prob and the weight version that sampled it, and
+the version spans are the fewest that say so.
 """
 
 from __future__ import annotations
@@ -13,13 +17,17 @@ import dataclasses
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan, collapse_runs, order_weight_versions
 from policy.anthropic_reply import reply_blocks
 from policy.anthropic_translation import translate_request
 from policy.completion_parser import parse_completion
+from policy.sglang_client import parse_generation
 from policy.token_capture import LedgerDelta, TokenLedger
+from policy.trajectory_store import decode_segments, encode_segments
 
 TOOLS = [
     {
@@ -57,6 +65,49 @@ class RecordingSampler:
         return ids, log_probs, finish
 
 
+class WeightClock:
+    """The server's weights: updated between requests and during them, reported the way sglang 0.5.23 does.
+
+    Each reply comes in one of its shapes: ``weight_versions`` spans (a change
+    mid-reply ends one span and starts the next) with ``weight_version`` the
+    last span's; ``weight_version`` alone; or neither (a server that does not
+    report versions). ``reply`` returns the body and what each token truly had.
+    """
+
+    def __init__(self, seed: int, numeric: bool):
+        self.rng = random.Random(seed)
+        self.numeric = numeric
+        self.step = 0
+
+    def version(self) -> str:
+        return str(self.step) if self.numeric else f"policy@{self.step:x}"
+
+    def reply(self, ids: list[int], log_probs: list[float], finish: str) -> tuple[dict, list[str | None]]:
+        if self.rng.random() < 0.35:
+            self.step += 1
+        meta = {
+            "finish_reason": {"type": finish},
+            "completion_tokens": len(ids),
+            "output_token_logprobs": [[lp, t, None] for lp, t in zip(log_probs, ids, strict=True)],
+        }
+        shape = self.rng.choice(["spans", "spans", "single", "none"])
+        truth: list[str | None] = [None] * len(ids)
+        if shape == "spans":
+            cuts = sorted(self.rng.sample(range(1, len(ids)), k=min(self.rng.randint(0, 2), len(ids) - 1)))
+            spans, start = [], 0
+            for end in [*cuts, len(ids)]:
+                if spans:
+                    self.step += 1
+                spans.append({"version": self.version(), "start": start, "end": end})
+                truth[start:end] = [self.version()] * (end - start)
+                start = end
+            meta.update(weight_versions=spans, weight_version=spans[-1]["version"])
+        elif shape == "single":
+            meta["weight_version"] = self.version()
+            truth = [self.version()] * len(ids)
+        return {"output_ids": ids, "meta_info": meta}, truth
+
+
 def reply_message_for(text: str) -> dict:
     parsed = parse_completion(text, "auto", {"Bash": TOOLS[0]["function"]["parameters"]})
     blocks = reply_blocks(parsed)
@@ -77,10 +128,12 @@ ACTIONS = st.sampled_from(["tool_result", "user_query", "retry", "subagent", "co
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(actions=st.lists(ACTIONS, min_size=1, max_size=14), seed=st.integers(0, 10_000))
-def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actions, seed):
+@given(actions=st.lists(ACTIONS, min_size=1, max_size=14), seed=st.integers(0, 10_000), numeric=st.booleans())
+def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actions, seed, numeric):
     ledger = TokenLedger(renderer)
     sampler = RecordingSampler(renderer, seed)
+    clock = WeightClock(seed + 1, numeric)
+    versions_of: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str | None]] = {}
     rng = random.Random(seed)
     lanes = {"main": [SYSTEM, {"role": "user", "content": "Fix the bug."}]}
     deltas = []
@@ -97,8 +150,13 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
         event(f"plan mode: {plan.mode}")
         text = completion(rng, with_tool=action != "compaction")
         ids, log_probs, finish = sampler.sample(plan.prompt_ids, text, cut=action == "cut", canonical=action != "non_canonical")
+        body, truth = clock.reply(ids, log_probs, finish)
+        generation = parse_generation(body, renderer.vocab_size)
+        assert (generation.output_ids, generation.log_probs) == (ids, log_probs)
+        versions_of[(tuple(plan.prompt_ids), tuple(ids))] = truth
         reply, _ = reply_message_for(renderer.decode(ids).removesuffix(renderer.end_of_turn))
-        deltas.append(json.loads(json.dumps(dataclasses.asdict(ledger.record(plan, reply, ids, log_probs, finish)))))
+        delta = ledger.record(plan, reply, ids, log_probs, finish, generation.weight_versions)
+        deltas.append(json.loads(json.dumps(dataclasses.asdict(delta))))
         if action in ("retry", "compaction"):
             continue
         following = (
@@ -114,15 +172,39 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
     for delta in deltas:
         replayed.apply(LedgerDelta(**delta))
     assert replayed.finish() == segments, "a worker restarted from the spool must hold the same segments"
+    assert decode_segments(encode_segments(segments)) == segments, "the trajectory store keeps versions bit-exact"
     records = {(tuple(p), tuple(o)): lp for p, o, lp in sampler.records}
     for segment in segments:
         assert len(segment.tokens) == len(segment.loss_mask) == len(segment.rollout_log_probs)
         assert not any(segment.loss_mask[: segment.prompt_length])
+        truth: list[str | None] = [None] * len(segment.tokens)
         for start, end in _sampled_runs(segment.loss_mask):
             key = (tuple(segment.tokens[:start]), tuple(segment.tokens[start:end]))
             assert key in records, "a loss_mask=1 run is not a sample the server produced in that context"
             assert records[key] == segment.rollout_log_probs[start:end]
+            truth[start:end] = versions_of[key]
         assert all(lp == 0.0 for lp, m in zip(segment.rollout_log_probs, segment.loss_mask, strict=True) if not m)
+        assert segment.token_weight_versions() == truth, "every sampled token carries what the server reported for it; context none"
+        assert segment.weight_version_spans == fewest_spans(segment.loss_mask, truth)
+        event(f"version spans per segment: {min(len(segment.weight_version_spans), 3)}{'+' if len(segment.weight_version_spans) >= 3 else ''}")
+        summary = SegmentSummary.of(segment)
+        assert summary.weight_version_runs == collapse_runs(v for v in truth if v is not None)
+        assert summary.weight_version_changes == max(len(summary.weight_version_runs) - 1, 0)
+
+
+def fewest_spans(mask: list[int], versions: list[str | None]) -> list[WeightVersionSpan]:
+    """The reference: walk the tokens; a sampled token extends the open span of its version or opens one."""
+    spans: list[WeightVersionSpan] = []
+    open_version: str | None = None
+    for i, (m, version) in enumerate(zip(mask, versions, strict=True)):
+        if not m:
+            continue
+        if version is not None and version == open_version:
+            spans[-1] = WeightVersionSpan(start=spans[-1].start, end=i + 1, version=version)
+        elif version is not None:
+            spans.append(WeightVersionSpan(start=i, end=i + 1, version=version))
+        open_version = version
+    return spans
 
 
 def rewritten(reply: dict) -> dict:
@@ -219,3 +301,86 @@ def test_a_client_rewritten_echo_of_our_reply_still_extends_with_what_was_sample
     assert second.mode == "extend"
     assert second.prompt_ids[: len(plan.prompt_ids) + len(ids)].tolist() == plan.prompt_ids.tolist() + ids
     assert "rewritten by the client" not in renderer.decode(second.prompt_ids.tolist())
+
+
+def versioned_segment(mask: list[int], spans: list[tuple[int, int, str]], prompt_length: int = 1) -> TokenSegment:
+    return TokenSegment(
+        kind="main",
+        tokens=list(range(len(mask))),
+        loss_mask=mask,
+        rollout_log_probs=[-1.0 if m else 0.0 for m in mask],
+        prompt_length=prompt_length,
+        turns=2,
+        finish_reason="stop",
+        weight_version_spans=[WeightVersionSpan(start=a, end=b, version=v) for a, b, v in spans],
+    )
+
+
+def test_a_span_may_enclose_context_and_the_per_token_view_skips_it():
+    segment = versioned_segment([0, 1, 1, 0, 0, 1, 1, 1], [(1, 7, "3"), (7, 8, "4")])
+    assert segment.token_weight_versions() == [None, "3", "3", None, None, "3", "3", "4"]
+    assert segment.weight_version_runs() == ["3", "4"]
+    assert versioned_segment([0, 1, 1], []).token_weight_versions() == [None, None, None]
+
+
+@pytest.mark.parametrize(
+    ("spans", "why"),
+    [
+        ([(1, 3, "3"), (2, 6, "4")], "out of order"),
+        ([(5, 6, "3"), (1, 3, "4")], "out of order"),
+        ([(1, 1, "3")], "empty"),
+        ([(1, 9, "3")], "outside"),
+        ([(0, 3, "3")], "sampled tokens"),
+        ([(1, 4, "3")], "sampled tokens"),
+        ([(3, 6, "3")], "sampled tokens"),
+        ([(1, 3, "3"), (5, 6, "3")], "one span"),
+    ],
+)
+def test_spans_must_claim_exactly_sampled_tokens_in_order_and_be_the_fewest(spans, why):
+    with pytest.raises(ValueError, match=why):
+        versioned_segment([0, 1, 1, 0, 0, 1, 1, 1], spans)
+
+
+def test_two_spans_of_one_version_stand_apart_only_around_an_unversioned_sample():
+    segment = versioned_segment([0, 1, 1, 0, 1, 1], [(1, 2, "3"), (4, 6, "3")])
+    assert segment.token_weight_versions() == [None, "3", None, None, "3", "3"]
+    assert segment.weight_version_runs() == ["3"]
+
+
+def test_a_segment_stored_before_versions_existed_still_loads():
+    old = versioned_segment([0, 1], []).model_dump()
+    del old["weight_version_spans"]
+    assert TokenSegment.model_validate(old).weight_version_spans == []
+
+
+@pytest.mark.parametrize(
+    ("runs", "oldest", "newest"),
+    [
+        (["9", "10", "8"], "8", "10"),
+        (["-1", "0"], "-1", "0"),
+        (["step-2", "step-10", "step-1"], "step-2", "step-1"),
+        (["7", "warmup", "6"], "7", "6"),
+        ([], None, None),
+    ],
+)
+def test_versions_order_as_integers_when_all_are_else_by_first_appearance(runs, oldest, newest):
+    summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=1, n_sampled=5, turns=3, weight_version_runs=runs)
+    assert (summary.oldest_weight_version, summary.newest_weight_version) == (oldest, newest)
+    assert summary.weight_version_changes == max(len(runs) - 1, 0)
+    assert order_weight_versions(["1", "01", "1"]) == ["1", "01"], "distinct strings, equal as integers: stable"
+
+
+def test_the_rollout_summary_spans_its_segments_in_order():
+    main = SegmentSummary.of(versioned_segment([0, 1, 1, 0, 1, 1], [(1, 3, "4"), (4, 6, "5")]))
+    compaction = SegmentSummary.of(versioned_segment([0, 1, 1], [(1, 3, "5")]))
+    continuation = SegmentSummary.of(versioned_segment([0, 1, 1], [(1, 2, "6"), (2, 3, "5")]))
+    result = RolloutResult(
+        workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="completed", segments=[main, compaction, continuation]
+    )
+    assert (result.oldest_weight_version, result.newest_weight_version, result.weight_version_changes) == ("4", "6", 3)
+    wire = result.model_dump(mode="json")
+    assert (wire["oldest_weight_version"], wire["newest_weight_version"], wire["weight_version_changes"]) == ("4", "6", 3)
+    assert wire["segments"][0]["weight_version_runs"] == ["4", "5"] and wire["segments"][2]["oldest_weight_version"] == "5"
+    assert RolloutResult.model_validate(wire) == result, "the derived fields are recomputed, not trusted, on the way back in"
+    empty = RolloutResult(workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="aborted")
+    assert (empty.oldest_weight_version, empty.newest_weight_version, empty.weight_version_changes) == (None, None, 0)

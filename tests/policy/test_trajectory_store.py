@@ -1,13 +1,15 @@
 """The claim check keeps long trajectories out of Temporal payloads, bit-exact."""
 
+import io
 import json
 import random
 
+import numpy as np
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from contracts.rollout import TokenSegment
-from policy.trajectory_store import TrajectoryStore
+from contracts.rollout import TokenSegment, spans_from_runs
+from policy.trajectory_store import TrajectoryStore, decode_segments
 
 TEMPORAL_PAYLOAD_LIMIT = 2 * 1024 * 1024
 
@@ -88,3 +90,36 @@ def test_a_ref_that_is_not_a_local_file_is_refused(tmp_path):
     for uri in ("s3://bucket/k.npz", "file://otherhost/k.npz"):
         with pytest.raises(ValueError, match="only local file"):
             TrajectoryStore.load(ref.model_copy(update={"uri": uri}))
+
+
+def with_versions(segment: TokenSegment, every: int) -> TokenSegment:
+    """Versions changing every ``every`` sampled tokens, named the way a trainer might (not all numeric)."""
+    sampled = [i for i, m in enumerate(segment.loss_mask) if m]
+    runs = [(i, i + 1, f"ckpt-{n // every}/é") for n, i in enumerate(sampled)]
+    return segment.model_copy(update={"weight_version_spans": spans_from_runs(runs)})
+
+
+def test_weight_version_spans_round_trip_exactly(tmp_path):
+    segments = [with_versions(long_segment(20_000, 2_000), every=997), with_versions(long_segment(300, 10), every=1), long_segment(50, 5)]
+    TokenSegment.model_validate(segments[0].model_dump())
+    assert len(segments[0].weight_version_spans) == -(-sum(segments[0].loss_mask) // 997)
+    ref = TrajectoryStore(tmp_path).put("versions", segments)
+    loaded = TrajectoryStore.load(ref)
+    assert loaded == segments
+    assert [s.token_weight_versions() for s in loaded] == [s.token_weight_versions() for s in segments]
+
+
+def test_a_file_stored_before_versions_existed_still_reads(tmp_path):
+    segment = long_segment(200, 20)
+    meta = [segment.model_dump(exclude={"tokens", "loss_mask", "rollout_log_probs", "weight_version_spans"})]
+    buffer = io.BytesIO()
+    np.savez_compressed(
+        buffer,
+        tokens=np.array(segment.tokens, dtype=np.int32),
+        loss_mask=np.array(segment.loss_mask, dtype=np.uint8),
+        log_probs=np.array(segment.rollout_log_probs, dtype=np.float64),
+        lengths=np.array([len(segment.tokens)], dtype=np.int64),
+        meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+    )
+    (loaded,) = decode_segments(buffer.getvalue())
+    assert loaded == segment and loaded.weight_version_spans == []
