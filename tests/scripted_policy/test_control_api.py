@@ -16,7 +16,7 @@ import pytest
 from policy.prompt_renderer import PromptRenderer
 from scripted_policy.control import FLUSH_REFUSED, Generation, abort_finish_reason
 from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
-from tests.scripted_policy.test_server import conversation, generate_body, prompt_ids
+from tests.scripted_policy.generate_requests import conversation, generate_body, prompt_ids
 
 HANG_GUARD_S = 120
 MODEL_INFO_FIELDS = {

@@ -20,14 +20,9 @@ from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import ensure_qwen_tokenizer
 from scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, load_oracle_tasks, noop_completion
 from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
+from tests.scripted_policy.generate_requests import END_ID, STATEMENT, conversation, generate_body, prompt_ids
 
 END = "<|im_end|>"
-END_ID = 248046
-TOOLS = [
-    {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object"}},
-    {"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}},
-]
-STATEMENT = "The frobnicator crashes on empty input.\nIt should return an empty list instead."
 ORIGINAL = "def frobnicate(items):\n    return items[0]\n"
 FIXED = "def frobnicate(items):\n    return items[:1]\n"
 PATCH = """\
@@ -61,53 +56,6 @@ async def server(renderer: PromptRenderer) -> AsyncIterator[ScriptedPolicyServer
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
-
-
-def system_message(cwd: str | None) -> dict:
-    environment = f"# Environment\n - Primary working directory: {cwd}\n - Platform: linux" if cwd else "# Environment"
-    return {"role": "system", "content": f"You are a coding agent.\n\n{environment}"}
-
-
-def conversation(cwd: str | None, turns: int) -> list[dict]:
-    """A Claude Code-like conversation with ``turns`` finished assistant turns (0, 1 or 2)."""
-    read_path = f"{cwd}/PROBLEM_STATEMENT.md"
-    numbered = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(STATEMENT.splitlines(), 1))
-    history = [
-        system_message(cwd),
-        {"role": "user", "content": "Fix the issue described in PROBLEM_STATEMENT.md."},
-        {
-            "role": "assistant",
-            "content": "Reading it.",
-            "reasoning_content": "Read first.",
-            "tool_calls": [{"function": {"name": "Read", "arguments": {"file_path": read_path}}}],
-        },
-        {"role": "tool", "content": numbered},
-        {"role": "assistant", "content": "Applying.", "tool_calls": [{"function": {"name": "Bash", "arguments": {"command": "git apply ..."}}}]},
-        {"role": "tool", "content": "(no output)"},
-    ]
-    return history[: 2 + 2 * turns]
-
-
-def prompt_ids(renderer: PromptRenderer, messages: list[dict]) -> list[int]:
-    return renderer.encode(renderer.render(messages, TOOLS, add_generation_prompt=True))
-
-
-def generate_body(input_ids: list[int], rid: str, max_new_tokens: int = 4096) -> dict:
-    return {
-        "input_ids": input_ids,
-        "sampling_params": {
-            "max_new_tokens": max_new_tokens,
-            "temperature": 1.0,
-            "top_p": 1.0,
-            "top_k": -1,
-            "stop_token_ids": [END_ID],
-            "skip_special_tokens": False,
-            "no_stop_trim": True,
-        },
-        "return_logprob": True,
-        "rid": rid,
-        "stream": False,
-    }
 
 
 async def generate(
