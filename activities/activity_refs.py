@@ -5,7 +5,7 @@ names, so the activity type and the result type come from one signature.
 Each is an ``@activity.defn`` stub that only the workflow side uses; the
 worker registers the real implementations (``RolloutHost``, the sandbox and
 grading faces, ``DriftEpisodeActivities``) under the same names with the same
-argument and result types, which ``tests/test_activity_refs.py`` checks
+argument and result types, which ``tests/activities/test_activity_refs.py`` checks
 against the lists ``worker.activity_lists`` returns. This module imports only
 temporalio and the contracts, so the workflow sandbox never loads docker,
 aiohttp or transformers through it. The names are recorded in workflow

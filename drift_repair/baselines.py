@@ -1,7 +1,7 @@
 """Baseline players: the seeded drift generator, the oracle repairer and the no-op repairer.
 
 * ``baseline_drift(script, seed, category)`` enumerates every primitive's
-  baseline candidates (see ``drift_primitives``), keeps the target
+  baseline candidates (see ``primitives``), keeps the target
   category's if it has any, shuffles them with ``random.Random(seed)`` and
   returns the first spec that actually mutates the script. Same script, seed
   and category give the same spec in any process.

@@ -36,7 +36,7 @@ Invariants:
   ``activities.activity_refs``, never by a string name;
 * this module imports only temporalio, the pydantic contracts, the activity
   references and the error type names, so the workflow sandbox does not
-  re-import aiohttp, transformers or docker (``tests/test_activity_refs.py``).
+  re-import aiohttp, transformers or docker (``tests/activities/test_activity_refs.py``).
 """
 
 from __future__ import annotations

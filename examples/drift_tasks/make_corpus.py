@@ -5,7 +5,7 @@ script or an input. Expected outputs are what the original script prints for
 each input (run through the project's script runner); each task's target
 drift category is the least used so far among the categories the seeded
 baseline can use on that script, so the corpus covers all of them evenly.
-``tests/test_drift_corpus.py`` checks that the file is up to date.
+``tests/drift_repair/test_corpus.py`` checks that the file is up to date.
 """
 
 from __future__ import annotations
