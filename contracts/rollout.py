@@ -36,7 +36,11 @@ class SessionConfig(BaseModel):
     ``max_turns`` bounds the number of model calls and
     ``max_concurrent_requests`` the requests in flight, ``/v1/messages`` and
     ``count_tokens`` together (past either cap the adapter answers 429, before
-    reading the request's body).
+    reading the request's body). ``continue_after_abort``: a generation the
+    server aborts (a weight update) is continued from the tokens it sampled,
+    for at most ``abort_resume_budget_s`` after the first abort
+    (``policy.continuation``); off, an abort fails the turn with a retryable
+    error to the client.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -49,6 +53,8 @@ class SessionConfig(BaseModel):
     tool_parser: str = "auto"
     model_name: str = "slime-actor"
     label: str = ""
+    continue_after_abort: bool = True
+    abort_resume_budget_s: float = Field(900.0, gt=0)
 
 
 class SessionTicket(BaseModel):
@@ -196,6 +202,8 @@ class TurnSummary(BaseModel):
     stop_reason: str
     tool_names: list[str] = []
     parse_errors: list[str] = []
+    # Server aborts the turn's generation lived through (it was continued from what was sampled).
+    aborts_continued: int = 0
 
 
 class SessionResult(BaseModel):

@@ -9,7 +9,9 @@ what the drift -> repair roles use directly. Each turn:
    sampling default and what the context budget has left; a prompt that
    leaves no room ends the turn with stop reason ``max_tokens`` and samples
    nothing;
-3. calls the policy server with the exact ids;
+3. calls the policy server with the exact ids; a generation the server
+   aborts (a weight update) is continued from what it sampled
+   (``policy.continuation``), so the client sees one ordinary turn;
 4. decodes and parses the sampled ids (reasoning, text, tool calls);
 5. records the turn, with the weight version of every sampled token as the
    server reported it (and journals it, for crash recovery), before the reply
@@ -38,6 +40,7 @@ from typing import Any, Generic, TypeVar
 from contracts.rollout import SegmentKind, SessionConfig, TurnSummary
 from policy.anthropic_translation import tool_schemas
 from policy.completion_parser import ParsedCompletion, parse_completion, stop_reason
+from policy.continuation import Continued, generate_through_aborts
 from policy.fair_executor import FairExecutor
 from policy.prompt_renderer import PromptRenderer
 from policy.sglang_client import SGLangClient
@@ -143,7 +146,8 @@ class PolicySession:
             parsed = ParsedCompletion(reasoning="", text="")
             reply, _ = build_reply(parsed, "length")
             return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True)
-        generation = await self._generate(plan, min(room, self.config.sampling.max_new_tokens, max_tokens or room))
+        continued = await self._generate(plan, min(room, self.config.sampling.max_new_tokens, max_tokens or room))
+        generation = continued.generation
         parsed = await self.cpu(self._parse, generation.output_ids, tools)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
         delta = self.ledger.record(
@@ -159,6 +163,7 @@ class PolicySession:
             stop_reason=stop_reason(parsed, generation.finish_reason),
             tool_names=[c.name for c in parsed.tool_calls],
             parse_errors=parsed.errors,
+            aborts_continued=continued.aborts,
         )
         self.turns.append(summary)
         self.last_turn_at = datetime.now(UTC)
@@ -186,7 +191,7 @@ class PolicySession:
         """Render and encode in one pool call, so a count waits for one round-robin turn, not two."""
         return len(self._renderer.encode(self._renderer.render(messages, tools, True)))
 
-    async def _generate(self, plan: PromptPlan, max_new_tokens: int):
+    async def _generate(self, plan: PromptPlan, max_new_tokens: int) -> Continued:
         self._calls += 1
         sampling = self.config.sampling
         params = {
@@ -199,4 +204,8 @@ class PolicySession:
             "no_stop_trim": True,
         }
         rid = f"{self.session_id}-{self._calls}-{secrets.token_hex(3)}"
-        return await self._client.generate(self.config.policy_url, plan.prompt_ids, params, rid, self.session_id)
+        if not self.config.continue_after_abort:
+            return Continued(await self._client.generate(self.config.policy_url, plan.prompt_ids, params, rid, self.session_id), aborts=0)
+        return await generate_through_aborts(
+            self._client, self.config.policy_url, plan.prompt_ids, params, rid, self.session_id, self.config.abort_resume_budget_s
+        )

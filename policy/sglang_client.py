@@ -42,6 +42,15 @@ class PolicyOutputError(PolicyServerError):
     """The policy server answered with something that is not a valid sample."""
 
 
+class GenerationAborted(PolicyServerError):
+    """The server ended the request with ``finish_reason.type == "abort"`` (a pause in ``abort`` mode, a weight
+    update that aborts running requests, an operator's ``/abort_request``); ``partial`` is what it sampled before."""
+
+    def __init__(self, message: str, partial: Generation):
+        super().__init__(message)
+        self.partial = partial
+
+
 VersionSpan = tuple[int, int, str]
 
 
@@ -95,7 +104,8 @@ class SGLangClient:
 
 
 def parse_generation(body: Any, vocab_size: int) -> Generation:
-    """A ``/generate`` reply as a ``Generation``, or ``PolicyOutputError`` / ``PolicyServerError`` (an abort)."""
+    """A ``/generate`` reply as a ``Generation``; ``PolicyOutputError`` if it is not a valid sample,
+    ``GenerationAborted`` (carrying the tokens sampled before the abort) if the server aborted it."""
     meta = body.get("meta_info") if isinstance(body, dict) else None
     if not isinstance(meta, dict):
         raise PolicyOutputError("policy reply has no meta_info")
@@ -119,14 +129,16 @@ def parse_generation(body: Any, vocab_size: int) -> Generation:
         raise PolicyOutputError("output_ids disagree with output_token_logprobs")
     finish = meta.get("finish_reason") or {}
     kind = finish.get("type") if isinstance(finish, dict) else str(finish)
-    if kind == "abort":
-        raise PolicyServerError(f"policy server aborted the request: {finish.get('message', '')}")
-    return Generation(
+    generation = Generation(
         output_ids=ids,
         log_probs=log_probs,
-        finish_reason="length" if kind == "length" else "stop",
+        finish_reason={"length": "length", "abort": "abort"}.get(kind or "", "stop"),
         weight_versions=_weight_versions(meta, len(ids)),
     )
+    if kind == "abort":
+        message = finish.get("message", "") if isinstance(finish, dict) else ""
+        raise GenerationAborted(f"policy server aborted the request after {len(ids)} tokens: {message}", generation)
+    return generation
 
 
 def _weight_versions(meta: dict[str, Any], n_tokens: int) -> list[VersionSpan]:

@@ -95,6 +95,7 @@ from drift_repair.corpus import load_corpus
 from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR, ensure_qwen_tokenizer
 from scripted_policy.completions import (
+    ASSISTANT_TURN,
     OraclePolicy,
     OracleTask,
     length_completion,
@@ -256,6 +257,7 @@ class ScriptedPolicyServer:
         self.default_policy = self._known(default_policy)
         self.delay_s = delay_s
         self.control = GenerationControl(weight_version)
+        self._assistant_header = renderer.encode(f"{ASSISTANT_TURN}\n")
         self.model_path = f"scripted-{self.default_policy}"
         self.load_format = "auto"
         self.records: list[SampledRecord] = []
@@ -370,15 +372,34 @@ class ScriptedPolicyServer:
         return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
 
     def _plan(self, policy: str, generate: GenerateRequest) -> tuple[list[int], dict[str, Any]]:
-        """Run in a worker thread: decode the prompt, script the answer, encode it, cut it to the budget."""
-        end_id = self.renderer.end_of_turn_id
-        return finish(self._scripted_ids(policy, generate) + [end_id], generate.max_new_tokens, end_id)
+        """Run in a worker thread: decode the prompt, script the answer, encode it, cut it to the budget.
 
-    def _scripted_ids(self, policy: str, generate: GenerateRequest) -> list[int]:
+        Like a language model, it continues an answer already begun: a prompt whose last assistant turn
+        holds tokens (a client resubmitting an aborted generation's prompt + output) gets the rest of the
+        answer scripted for the prompt without them, when those tokens begin it.
+        """
+        end_id = self.renderer.end_of_turn_id
+        prompt_ids, begun = self._split_begun_answer(generate.input_ids)
+        if begun:
+            planned = self._scripted_ids(policy, prompt_ids, generate.max_new_tokens + len(begun)) + [end_id]
+            if planned[: len(begun)] == begun:
+                return finish(planned[len(begun) :], generate.max_new_tokens, end_id)
+        return finish(self._scripted_ids(policy, generate.input_ids, generate.max_new_tokens) + [end_id], generate.max_new_tokens, end_id)
+
+    def _split_begun_answer(self, input_ids: list[int]) -> tuple[list[int], list[int]]:
+        """``(prompt up to the last assistant header, the tokens after it)``."""
+        marker = self._assistant_header
+        for start in range(len(input_ids) - len(marker), -1, -1):
+            if input_ids[start : start + len(marker)] == marker:
+                cut = start + len(marker)
+                return input_ids[:cut], input_ids[cut:]
+        return input_ids, []
+
+    def _scripted_ids(self, policy: str, input_ids: list[int], max_new_tokens: int) -> list[int]:
         if policy == "garbage":
             return [-1, self.renderer.vocab_size + 7]
-        prompt = self.renderer.decode(generate.input_ids)
-        return self.renderer.encode(self._completions[policy](prompt, generate.max_new_tokens))
+        prompt = self.renderer.decode(input_ids)
+        return self.renderer.encode(self._completions[policy](prompt, max_new_tokens))
 
     def _record(self, generate: GenerateRequest, routing_key: str | None, policy: str, completion: Completion) -> None:
         self.records.append(

@@ -1,0 +1,120 @@
+"""Generations that live through SGLang aborts: keep what was sampled, resubmit the rest, hand back one generation.
+
+When the server ends a request with ``finish_reason.type == "abort"`` (``/pause_generation`` in ``abort``
+mode, a weight update with ``abort_all_requests``), the tokens it sampled so far are kept and the request
+is sent again as prompt + those tokens (ids, never text) with ``max_new_tokens`` lowered by what is
+already there. While the server is paused or updating, the resubmitted request waits in its queue (what
+SGLang does with requests that arrive meanwhile); an unreachable or refusing server is retried with
+backoff. The pieces are stitched into one ``Generation``.
+
+Invariants:
+
+* every output token is a token the server sampled at that position given exactly the prompt and the
+  output tokens before it, with its log-prob and the weight version that sampled it (each piece's
+  prompt is the original prompt plus every earlier piece's tokens);
+* the stitched output never exceeds the first request's ``max_new_tokens``: pieces that use it up end
+  the generation with ``length``; a piece that ends with a stop token ends it with ``stop``;
+* from the first abort on, the generation gets at most ``resume_budget_s`` to finish; past it the last
+  error is raised, as an unreachable policy's is (the caller's own budget, e.g. a client disconnect,
+  cancels it sooner); resubmissions that are aborted again before sampling anything back off, so an
+  abort loop never spins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policy.sglang_client import Generation, GenerationAborted, PolicyOutputError, PolicyServerError, SGLangClient, VersionSpan
+
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 5.0
+
+
+@dataclass(frozen=True)
+class Continued:
+    """The stitched generation and how many aborts it lived through."""
+
+    generation: Generation
+    aborts: int
+
+
+def stitch(pieces: Sequence[Generation], finish_reason: str) -> Generation:
+    """One generation from consecutive pieces: ids and log-probs concatenated, version spans shifted to their
+    offsets (adjacent spans of one version merged)."""
+    ids: list[int] = []
+    log_probs: list[float] = []
+    spans: list[VersionSpan] = []
+    for piece in pieces:
+        offset = len(ids)
+        for start, end, version in piece.weight_versions:
+            start, end = start + offset, end + offset
+            if spans and spans[-1][1] == start and spans[-1][2] == version:
+                spans[-1] = (spans[-1][0], end, version)
+            else:
+                spans.append((start, end, version))
+        ids.extend(piece.output_ids)
+        log_probs.extend(piece.log_probs)
+    return Generation(output_ids=ids, log_probs=log_probs, finish_reason=finish_reason, weight_versions=spans)
+
+
+async def generate_through_aborts(
+    client: SGLangClient,
+    base_url: str,
+    prompt_ids: Sequence[int],
+    sampling_params: dict[str, Any],
+    rid: str,
+    routing_key: str,
+    resume_budget_s: float,
+    retry_first_s: float = RETRY_FIRST_S,
+) -> Continued:
+    """``client.generate``, continued after every abort as the module docstring says; retries back off from
+    ``retry_first_s`` to ``RETRY_MAX_S``."""
+    budget = int(sampling_params["max_new_tokens"])
+    stop_ids = set(sampling_params.get("stop_token_ids") or ())
+    pieces: list[Generation] = []
+    sampled: list[int] = []
+    deadline: float | None = None
+    delay = retry_first_s
+    while True:
+        params = {**sampling_params, "max_new_tokens": budget - len(sampled)}
+        piece_rid = f"{rid}-c{len(pieces)}" if pieces else rid
+        request = client.generate(base_url, [*prompt_ids, *sampled], params, piece_rid, routing_key)
+        try:
+            if deadline is None:
+                generation = await request
+            else:
+                generation = await asyncio.wait_for(request, max(deadline - time.monotonic(), 0.0))
+        except TimeoutError:
+            raise PolicyServerError(f"the policy server did not finish an aborted generation within {resume_budget_s:g} s of the abort") from None
+        except GenerationAborted as aborted:
+            partial = aborted.partial
+            pieces.append(partial)
+            sampled.extend(partial.output_ids)
+            if partial.output_ids and partial.output_ids[-1] in stop_ids:
+                return Continued(stitch(pieces, "stop"), aborts=len(pieces))
+            if len(sampled) >= budget:
+                return Continued(stitch(pieces, "length"), aborts=len(pieces))
+            deadline = deadline or time.monotonic() + resume_budget_s
+            if time.monotonic() >= deadline:
+                raise
+            if partial.output_ids:
+                delay = retry_first_s
+            elif len(pieces) > 1:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+            continue
+        except PolicyOutputError:
+            raise
+        except PolicyServerError:
+            if deadline is None or time.monotonic() + delay >= deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+            continue
+        pieces.append(generation)
+        aborts = len(pieces) - 1
+        return Continued(stitch(pieces, generation.finish_reason) if aborts else generation, aborts=aborts)
