@@ -32,7 +32,13 @@ slime is optional: ``samples_from_result`` works on any object with slime's
 Settings: ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` / ``ROLLOUT_TASK_QUEUE``,
 ``ROLLOUT_RUN_ID`` (default: one id per trainer process), the ``SWE_*`` budget
 knobs, ``args.rollout_max_context_len`` (context budget) and
-``args.sglang_router_ip/port`` (the policy URL, unless the worker pins its own).
+``args.sglang_router_ip/port`` (the policy URL, unless the worker pins its own),
+``ROLLOUT_MAX_STALENESS`` / ``ROLLOUT_STALENESS_POLICY`` (a staleness bound;
+unset, none). The drop-in's policy defaults to ``mask``: a dropped sample
+reaches slime as an aborted sample with reward 0, a zero the infrastructure
+made inside a GRPO group, while a masked one keeps its reward and its fresh
+turns, with the stale turns as context (``loss_mask`` 0) and every token's
+version in ``weight_versions`` / ``metadata.weight_version_spans``.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from config.settings import budgets_from_env
+from config.settings import budgets_from_env, staleness_from_env
 from contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
 from policy.trajectory_store import TrajectoryStore
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
@@ -81,6 +87,7 @@ def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
         sampling=SamplingParams(**known),
         context_budget=context or PolicySpec().context_budget,
         policy_tag=str(getattr(args, "hf_checkpoint", "") or ""),
+        staleness=staleness_from_env(),
     )
 
 

@@ -53,9 +53,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from config.paths import PROJECT_ROOT
-from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env
+from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env, staleness_from_env
 from contracts.drift_repair import EpisodeResult
-from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
+from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound, TaskSpec
 from drift_repair.corpus import load_corpus, tasks_of
 from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from trainer_client import rollout_queries
@@ -196,6 +196,15 @@ def task_queue_from_env() -> str:
     return os.environ.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE
 
 
+def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
+    """The run's staleness bound: ``--max-staleness`` / ``--staleness-policy``, each falling back to its environment variable."""
+    env = staleness_from_env()
+    bound = args.max_staleness if args.max_staleness is not None else env.max_staleness if env else None
+    if bound is None:
+        return None
+    return StalenessBound(max_staleness=bound, policy=args.staleness_policy or (env.policy if env else "mask"))
+
+
 async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     """Run the dataset's missing rollouts into ``args.out``; 0 when every row is usable and every rollout has a
     final result line in the file (a result that could not be written, or whose trajectory was unreadable, is 1)."""
@@ -204,6 +213,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         policy_url=args.policy_url,
         sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
         context_budget=args.context_budget,
+        staleness=staleness_bound(args),
     )
     budgets = budgets_from_env()
     lines, rollouts = {}, []
@@ -399,6 +409,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         sub.add_argument("--temperature", type=float, default=1.0)
         sub.add_argument("--max-new-tokens", type=int, default=8192)
         sub.add_argument("--context-budget", type=int, default=65536)
+        sub.add_argument(
+            "--max-staleness",
+            type=int,
+            help="versions a sampled token may lie behind the policy server's at merge time (default: ROLLOUT_MAX_STALENESS; unset: no bound)",
+        )
+        sub.add_argument(
+            "--staleness-policy",
+            choices=["mask", "drop"],
+            help="what a stale sample gets: mask its stale turns (loss_mask 0) or drop it (aborted: stale_policy); default ROLLOUT_STALENESS_POLICY or mask",
+        )
     episodes_cmd = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
     episodes_cmd.add_argument("--n", type=int, default=32, help="number of episodes")
     episodes_cmd.add_argument("--k", type=int, default=1, help="episodes per task (one GRPO group)")

@@ -67,6 +67,7 @@ from docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
 from docker_sandbox.disk_watch import DiskWatch
 from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from docker_sandbox.sandboxes import DockerSandboxes
+from policy import staleness
 from policy.session_config import NoPolicyServer, session_config_for
 from policy.trajectory_store import TrajectoryStore
 
@@ -253,11 +254,15 @@ class RolloutHost:
         registry = self.adapter.registry
         assert registry is not None
         result = registry.finish_session(request.session_id)
-        summaries = [SegmentSummary.of(s) for s in result.segments]
         if not result.segments:
             return MergeResult(trajectory=None, segments=[], turns=len(result.turns))
-        ref = await asyncio.to_thread(self.store.put, request.workflow_id, result.segments)
-        return MergeResult(trajectory=ref, segments=summaries, turns=len(result.turns))
+        segments, report = result.segments, None
+        bound = result.config.staleness if result.config else None
+        if bound is not None and result.config is not None:
+            current = await registry.policy_client.current_weight_version(result.config.policy_url)
+            segments, report = staleness.judge(result.segments, bound, current)
+        ref = await asyncio.to_thread(self.store.put, request.workflow_id, segments)
+        return MergeResult(trajectory=ref, segments=[SegmentSummary.of(s) for s in segments], turns=len(result.turns), staleness=report)
 
     @activity.defn(name="discard_session")
     async def discard_session(self, session_id: str) -> None:

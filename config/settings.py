@@ -7,7 +7,8 @@ eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
 ``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code,
 ``SWE_HOST_CC_TARBALL`` / ``SWE_HOST_NODE_TARBALL`` for a Claude Code taken
 from host tarballs instead of the npm install), plus the Temporal ones and the
-per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``).
+per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``) and the
+trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``).
 A bad value is a ``SettingsError`` naming the variable.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from config.paths import PROJECT_ROOT
+from contracts.rollout import StalenessBound
 from docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
 
@@ -135,6 +137,19 @@ def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
         if value <= 0:
             raise SettingsError(f"{name}: must be positive, got {value}")
     return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, guard_s=guard)
+
+
+def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | None:
+    """``ROLLOUT_MAX_STALENESS`` (versions; unset: no bound) and ``ROLLOUT_STALENESS_POLICY`` (``mask``, the default, or ``drop``)."""
+    if env.get("ROLLOUT_MAX_STALENESS", "").strip() == "":
+        return None
+    bound = _int(env, "ROLLOUT_MAX_STALENESS", 0)
+    if bound < 0:
+        raise SettingsError(f"ROLLOUT_MAX_STALENESS: must be 0 or more, got {bound}")
+    policy = env.get("ROLLOUT_STALENESS_POLICY", "mask") or "mask"
+    if policy not in ("mask", "drop"):
+        raise SettingsError(f"ROLLOUT_STALENESS_POLICY: mask or drop, got {policy!r}")
+    return StalenessBound(max_staleness=bound, policy=policy)
 
 
 def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:

@@ -29,6 +29,42 @@ class SamplingParams(BaseModel):
     max_new_tokens: int = Field(8192, ge=1)
 
 
+StalenessPolicy = Literal["mask", "drop"]
+
+
+class StalenessBound(BaseModel):
+    """How stale a rollout's tokens may be when its segments are merged (``policy.staleness``).
+
+    A sampled token is stale when its weight version lies more than
+    ``max_staleness`` versions behind the policy server's current one, in
+    ``order``: ``"integer"`` (versions are integers, e.g. the trainer step) or
+    the trainer's own list of versions, oldest first. ``mask`` keeps the
+    stale turns as context (``loss_mask`` 0); ``drop`` ends the rollout
+    ``aborted: stale_policy``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_staleness: int = Field(ge=0)
+    policy: StalenessPolicy = "mask"
+    order: Literal["integer"] | list[str] = "integer"
+
+
+class StalenessReport(BaseModel):
+    """What the merge found: the server's version then, the oldest judged token's version and how far behind it
+    was, how many turns were over the bound, how many tokens ``mask`` masked, how many tokens could not be judged
+    (no version, or one ``order`` does not know), and whether ``drop`` drops the sample."""
+
+    bound: StalenessBound
+    current_version: str
+    oldest_version: str | None = None
+    staleness: int | None = None
+    stale_turns: int = 0
+    masked_tokens: int = 0
+    unjudged_tokens: int = 0
+    dropped: bool = False
+
+
 class SessionConfig(BaseModel):
     """What one rollout attempt's adapter session needs to know.
 
@@ -40,7 +76,8 @@ class SessionConfig(BaseModel):
     server aborts (a weight update) is continued from the tokens it sampled,
     for at most ``abort_resume_budget_s`` after the first abort
     (``policy.continuation``); off, an abort fails the turn with a retryable
-    error to the client.
+    error to the client. ``staleness`` bounds how stale its tokens may be when
+    they are merged (``policy.staleness``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -55,6 +92,7 @@ class SessionConfig(BaseModel):
     label: str = ""
     continue_after_abort: bool = True
     abort_resume_budget_s: float = Field(900.0, gt=0)
+    staleness: StalenessBound | None = None
 
 
 class SessionTicket(BaseModel):
@@ -212,6 +250,7 @@ class SessionResult(BaseModel):
     session_id: str
     segments: list[TokenSegment]
     turns: list[TurnSummary]
+    config: SessionConfig | None = None
 
 
 GraderKind = Literal["swepro", "eval_cmd", "swebench"]
@@ -426,6 +465,8 @@ class AbortReason(StrEnum):
     NO_POLICY_SERVER = "no_policy_server"
     POLICY_ERROR = "policy_error"
     SANDBOX_FAILED = "sandbox_failed"
+    # rollouts, with a staleness bound whose policy is ``drop``
+    STALE_POLICY = "stale_policy"
 
 
 EXCEPTION_PREFIX = "exception:"
@@ -455,6 +496,8 @@ class PolicySpec(BaseModel):
     max_turns: int = Field(200, ge=1)
     tool_parser: str = "auto"
     policy_tag: str = ""
+    # None: no bound; the trainer still gets every token's version.
+    staleness: StalenessBound | None = None
 
 
 class RolloutInput(BaseModel):
@@ -559,6 +602,7 @@ class MergeResult(BaseModel):
     trajectory: TrajectoryRef | None
     segments: list[SegmentSummary]
     turns: int
+    staleness: StalenessReport | None = None
 
 
 class AgentProgress(BaseModel):
@@ -621,6 +665,7 @@ class RolloutResult(BaseModel):
     segments: list[SegmentSummary] = []
     elapsed_s: float = 0.0
     diff: DiffReport | None = None
+    staleness: StalenessReport | None = None
 
     def _weight_version_runs(self) -> list[str]:
         return collapse_runs(v for segment in self.segments for v in segment.weight_version_runs)

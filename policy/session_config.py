@@ -21,4 +21,5 @@ def session_config_for(policy: PolicySpec, worker_url: str | None, pinned: bool,
         max_turns=max_turns or policy.max_turns,
         tool_parser=policy.tool_parser,
         label=label,
+        staleness=policy.staleness,
     )

@@ -167,7 +167,7 @@ class SessionRegistry:
         entry = self._live.pop(session_id, None)
         if entry is None:
             raise KeyError(f"unknown session {session_id}")
-        result = SessionResult(session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns)
+        result = SessionResult(session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns, config=entry.session.config)
         if self._spool is not None:
             self._spool.drop(session_id)
         self._finished[session_id] = result
@@ -176,6 +176,10 @@ class SessionRegistry:
             evicted, _ = self._finished.popitem(last=False)
             self._finished_secrets.pop(evicted, None)
         return result
+
+    @property
+    def policy_client(self) -> SGLangClient:
+        return self._client
 
     @property
     def live_count(self) -> int:

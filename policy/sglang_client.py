@@ -95,6 +95,20 @@ class SGLangClient:
             raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
         return parse_generation(body, self._vocab_size)
 
+    async def current_weight_version(self, base_url: str) -> str:
+        """The version the server serves now (``GET /get_model_info``'s ``weight_version``)."""
+        try:
+            async with self._http.get(f"{base_url}/get_model_info", timeout=aiohttp.ClientTimeout(total=30)) as response:
+                if response.status != 200:
+                    raise PolicyServerError(f"policy server answered HTTP {response.status} to /get_model_info")
+                info = await response.json(content_type=None)
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            raise PolicyServerError(f"policy server at {base_url} unreachable for /get_model_info: {type(exc).__name__}: {exc}") from exc
+        version = info.get("weight_version") if isinstance(info, dict) else None
+        if not isinstance(version, str):
+            raise PolicyOutputError(f"/get_model_info at {base_url} has no string weight_version: {version!r}")
+        return version
+
     async def abort(self, base_url: str, rid: str) -> None:
         try:
             async with self._http.post(f"{base_url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)) as response:

@@ -9,8 +9,8 @@ import pytest
 
 from config.paths import PROJECT_ROOT
 from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec
-from starter import EXAMPLE_DATASET, parse_args, read_rows, rollout_input, workflow_id_for
+from contracts.rollout import PolicySpec, StalenessBound
+from starter import EXAMPLE_DATASET, parse_args, read_rows, rollout_input, staleness_bound, workflow_id_for
 
 
 def test_bad_rows_are_reported_by_line_and_skipped(tmp_path, capsys):
@@ -79,3 +79,14 @@ def test_the_default_results_file_is_one_per_run():
     assert parse_args(["run", "d.jsonl", "--run-id", "step-7"]).out.endswith("results/run-step-7.jsonl")
     assert parse_args(["demo", "--run-id", "a/../b"]).out.endswith("results/demo-a_.._b.jsonl"), "a run id never names another folder"
     assert parse_args(["episodes", "--run-id", "e1", "--out", "x.jsonl"]).out == "x.jsonl"
+
+
+def test_the_run_options_set_the_staleness_bound_and_fall_back_to_the_environment(monkeypatch):
+    monkeypatch.delenv("ROLLOUT_MAX_STALENESS", raising=False)
+    assert staleness_bound(parse_args(["run", "d.jsonl"])) is None
+    assert staleness_bound(parse_args(["run", "d.jsonl", "--max-staleness", "3", "--staleness-policy", "drop"])) == StalenessBound(
+        max_staleness=3, policy="drop"
+    )
+    monkeypatch.setenv("ROLLOUT_MAX_STALENESS", "1")
+    assert staleness_bound(parse_args(["demo"])) == StalenessBound(max_staleness=1, policy="mask")
+    assert staleness_bound(parse_args(["demo", "--max-staleness", "4"])) == StalenessBound(max_staleness=4, policy="mask")

@@ -17,6 +17,10 @@ Invariants:
 * the workflow always returns a ``RolloutResult``: ``completed`` with reward
   and a trajectory ref, or ``aborted`` with a machine-readable reason; it never
   fails because a rollout went wrong;
+* under a staleness bound (``PolicySpec.staleness``) the merge judges the
+  tokens' weight versions against the server's current one: ``mask`` completes
+  with the stale turns masked, ``drop`` ends ``aborted: stale_policy``; either
+  way ``RolloutResult.staleness`` says what was found;
 * a worker that dies under the running agent gets ``resume_window_s`` to come
   back on the same host queue: the agent activity is retried there and
   re-attaches (session restored from the worker's spool); past that window,
@@ -76,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutStage,
         SandboxHandle,
         SandboxRequest,
+        StalenessReport,
     )
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
@@ -101,6 +106,7 @@ class CodingAgentRollout:
         self._diff: DiffReport | None = None
         self._host_start = timedelta(seconds=10)
         self._abort_requested: str | None = None
+        self._staleness: StalenessReport | None = None
 
     @workflow.query
     def progress(self) -> RolloutProgress:
@@ -207,6 +213,9 @@ class CodingAgentRollout:
             raise Aborted(AbortReason.ADAPTER_SESSION_LOST if host_lost(error) else abort_reason(error, CLASSIFIED_ERRORS)) from None
         if merged.trajectory is None:
             raise Aborted(AbortReason.ADAPTER_SESSION_EMPTY)
+        self._staleness = merged.staleness
+        if merged.staleness is not None and merged.staleness.dropped:
+            raise Aborted(AbortReason.STALE_POLICY)
         return merged
 
     async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, CapturedDiff, str] | None:
@@ -341,6 +350,7 @@ class CodingAgentRollout:
             segments=merged.segments if merged else [],
             elapsed_s=(workflow.now() - started).total_seconds(),
             diff=self._diff,
+            staleness=self._staleness,
         )
 
 

@@ -22,7 +22,7 @@ from activities import activity_failure_log
 from activities.adapter import AdapterServer
 from activities.rollout_host import RolloutHost
 from claude_code.binary import find_claude_code
-from contracts.rollout import AgentRunRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, TaskSpec
+from contracts.rollout import AgentRunRequest, MergeRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, StalenessBound, TaskSpec
 from docker_sandbox import container_layout
 from docker_sandbox import firewall as sandbox_firewall
 from docker_sandbox.limits import SandboxSettings
@@ -213,3 +213,42 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
         await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await policy.stop()
         await adapter.stop()
+
+
+@pytest.mark.parametrize("policy", ["mask", "drop"])
+async def test_merge_judges_staleness_against_the_servers_version_now(renderer, tmp_path, policy):
+    """Real adapter, scripted SGLang server: turns sampled at version 1 and 4, the server at 5 when the rollout merges;
+    with a bound of 2, the first turn is stale. ``mask`` stores it as context, ``drop`` stores it as sampled and says to drop."""
+    server = ScriptedPolicyServer(renderer, default_policy="noop", weight_version="1")
+    server_url = await server.start()
+    adapter = AdapterServer(renderer)
+    await adapter.start()
+    try:
+        bound = StalenessBound(max_staleness=2, policy=policy)
+        ticket = adapter.registry.open_session(SessionConfig(policy_url=server_url, staleness=bound), durable=False)
+        session = adapter.registry.get(ticket.session_id)
+        messages = [{"role": "user", "content": "hello"}]
+        await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
+        server.control.set_version("4")
+        messages += [
+            {"role": "assistant", "content": server.renderer.decode(server.records[0].output_ids[:-1])},
+            {"role": "user", "content": "again"},
+        ]
+        await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
+        server.control.set_version("5")
+        rollout_host = host(adapter, tmp_path, slots=1)
+        merged = await as_workflow("wf-stale").run(rollout_host.merge_segments, MergeRequest(session_id=ticket.session_id, workflow_id="wf-stale"))
+    finally:
+        await adapter.stop()
+        await server.stop()
+    report = merged.staleness
+    assert report is not None and (report.current_version, report.oldest_version, report.staleness, report.stale_turns) == ("5", "1", 4, 1)
+    assert report.dropped == (policy == "drop")
+    [stored] = TrajectoryStore.load(merged.trajectory)
+    first, second = server.records
+    sampled = [t for t, m in zip(stored.tokens, stored.loss_mask, strict=True) if m]
+    if policy == "mask":
+        assert sampled == second.output_ids and report.masked_tokens == len(first.output_ids)
+        assert {v for v, m in zip(stored.token_weight_versions(), stored.loss_mask, strict=True) if m} == {"4"}
+    else:
+        assert sampled == first.output_ids + second.output_ids and report.masked_tokens == 0

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env
+from config.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env, staleness_from_env
+from contracts.rollout import StalenessBound
 
 
 def test_defaults_match_the_reference():
@@ -102,3 +103,16 @@ def test_sandbox_limits_are_read_with_units():
 def test_bad_sandbox_limits_name_the_variable(env, variable):
     with pytest.raises(SettingsError, match=f"^{variable}:"):
         settings_from_env(env)
+
+
+def test_the_staleness_bound_is_off_unless_set_and_masks_by_default():
+    assert staleness_from_env({}) is None
+    assert staleness_from_env({"ROLLOUT_MAX_STALENESS": "2"}) == StalenessBound(max_staleness=2, policy="mask")
+    assert staleness_from_env({"ROLLOUT_MAX_STALENESS": "0", "ROLLOUT_STALENESS_POLICY": "drop"}) == StalenessBound(max_staleness=0, policy="drop")
+    for env, name in [
+        ({"ROLLOUT_MAX_STALENESS": "two"}, "ROLLOUT_MAX_STALENESS"),
+        ({"ROLLOUT_MAX_STALENESS": "-1"}, "ROLLOUT_MAX_STALENESS"),
+        ({"ROLLOUT_MAX_STALENESS": "1", "ROLLOUT_STALENESS_POLICY": "discard"}, "ROLLOUT_STALENESS_POLICY"),
+    ]:
+        with pytest.raises(SettingsError, match=name):
+            staleness_from_env(env)

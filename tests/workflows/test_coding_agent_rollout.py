@@ -26,10 +26,13 @@ from contracts.rollout import (
     EvalResult,
     MergeRequest,
     MergeResult,
+    PolicySpec,
     RolloutInput,
     SandboxHandle,
     SandboxRequest,
     SegmentSummary,
+    StalenessBound,
+    StalenessReport,
     TaskSpec,
     TrajectoryRef,
 )
@@ -51,6 +54,7 @@ class FakeCluster:
         self.agent_hangs = False
         self.empty_session = False
         self.diff_report = DiffReport(patch_bytes=19)
+        self.staleness: StalenessReport | None = None
 
     @activity.defn(name=name_of(refs.pick_host))
     async def pick_host(self) -> str:
@@ -98,7 +102,7 @@ class FakeCluster:
             return MergeResult(trajectory=None, segments=[], turns=0)
         ref = TrajectoryRef(uri="file:///tmp/x.npz", sha256="0" * 64, n_segments=1, n_tokens=10, nbytes=100)
         summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=4, n_sampled=6, turns=3)
-        return MergeResult(trajectory=ref, segments=[summary], turns=3)
+        return MergeResult(trajectory=ref, segments=[summary], turns=3, staleness=self.staleness)
 
     @activity.defn(name=name_of(refs.discard_session))
     async def discard_session(self, session_id: str) -> None:
@@ -236,3 +240,17 @@ async def test_an_operator_stop_is_graceful(env, how):
         result = await handle.result()
     assert result.status == "aborted" and result.abort_reason == ("operator_stop" if how == "abort_signal" else "cancelled")
     assert cluster.calls.index("agent_cancelled") < cluster.calls.index("destroy_sandbox")
+
+
+@pytest.mark.parametrize("policy", ["mask", "drop"])
+async def test_a_staleness_verdict_from_the_merge_decides_the_result(env, policy):
+    """``drop`` ends the rollout ``aborted: stale_policy`` with its reward zeroed; ``mask`` completes; both keep the report."""
+    cluster = FakeCluster()
+    bound = StalenessBound(max_staleness=2, policy=policy)
+    cluster.staleness = StalenessReport(bound=bound, current_version="9", oldest_version="4", staleness=5, stale_turns=1, dropped=policy == "drop")
+    result = await run(env, cluster, rollout(policy=PolicySpec(staleness=bound)))
+    assert result.staleness == cluster.staleness
+    if policy == "drop":
+        assert (result.status, result.abort_reason, result.reward) == ("aborted", "stale_policy", 0.0)
+    else:
+        assert (result.status, result.reward) == ("completed", 1.0)
