@@ -294,6 +294,7 @@ class RolloutHost:
         workflow = self.client.get_workflow_handle(activity.info().workflow_id) if self.client else None
         while True:
             session = registry.get(session_id) if registry else None
+            oldest, newest = session.weight_version_range() if session else (None, None)
             progress = AgentProgress(
                 attempt=request.attempt,
                 session_id=session_id,
@@ -301,6 +302,8 @@ class RolloutHost:
                 tokens=session.turns[-1].prompt_tokens + session.turns[-1].completion_tokens if session and session.turns else 0,
                 last_turn_at=session.last_turn_at if session else None,
                 last_tools=session.turns[-1].tool_names if session and session.turns else [],
+                oldest_weight_version=oldest,
+                newest_weight_version=newest,
             )
             activity.heartbeat(progress.model_dump(mode="json") | {"sandbox": request.handle.name, "started_at": started_at})
             if workflow is not None and progress.turns != signalled_turns:

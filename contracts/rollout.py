@@ -242,6 +242,8 @@ class TurnSummary(BaseModel):
     parse_errors: list[str] = []
     # Server aborts the turn's generation lived through (it was continued from what was sampled).
     aborts_continued: int = 0
+    # The weight versions that sampled the turn's tokens, in token order, each run once.
+    weight_versions: list[str] = []
 
 
 class SessionResult(BaseModel):
@@ -614,6 +616,8 @@ class AgentProgress(BaseModel):
     tokens: int
     last_turn_at: datetime | None = None
     last_tools: list[str] = []
+    oldest_weight_version: str | None = None
+    newest_weight_version: str | None = None
 
 
 class RolloutProgress(BaseModel):
@@ -629,6 +633,8 @@ class RolloutProgress(BaseModel):
     last_turn_at: datetime | None = None
     last_tools: list[str] = []
     stage_since: datetime | None = None
+    oldest_weight_version: str | None = None
+    newest_weight_version: str | None = None
 
 
 class RolloutResult(BaseModel):

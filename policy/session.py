@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from contracts.rollout import SegmentKind, SessionConfig, TurnSummary
+from contracts.rollout import SegmentKind, SessionConfig, TurnSummary, collapse_runs, order_weight_versions
 from policy.anthropic_translation import tool_schemas
 from policy.completion_parser import ParsedCompletion, parse_completion, stop_reason
 from policy.continuation import Continued, generate_through_aborts
@@ -164,6 +164,7 @@ class PolicySession:
             tool_names=[c.name for c in parsed.tool_calls],
             parse_errors=parsed.errors,
             aborts_continued=continued.aborts,
+            weight_versions=collapse_runs(version for _, _, version in generation.weight_versions),
         )
         self.turns.append(summary)
         self.last_turn_at = datetime.now(UTC)
@@ -172,6 +173,11 @@ class PolicySession:
         if self._on_turn is not None:
             await self._on_turn(self, summary)
         return TurnOutcome(reply, parsed, plan.prompt_length, len(generation.output_ids), generation.finish_reason, over_budget=False)
+
+    def weight_version_range(self) -> tuple[str | None, str | None]:
+        """The oldest and newest weight version that sampled this session's tokens so far (``order_weight_versions``)."""
+        order = order_weight_versions(collapse_runs(v for turn in self.turns for v in turn.weight_versions))
+        return (order[0], order[-1]) if order else (None, None)
 
     def restore(self, turns: list[tuple[LedgerDelta, TurnSummary]]) -> None:
         """Rebuild this session from journalled turns (a restarted worker taking its sessions back)."""

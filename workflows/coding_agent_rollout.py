@@ -51,7 +51,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
@@ -123,9 +123,14 @@ class CodingAgentRollout:
                 "tokens": update.tokens,
                 "last_turn_at": update.last_turn_at,
                 "last_tools": update.last_tools,
+                "oldest_weight_version": update.oldest_weight_version,
+                "newest_weight_version": update.newest_weight_version,
             }
         )
-        workflow.upsert_search_attributes([attrs.TURNS.value_set(update.turns)])
+        updates: list[SearchAttributeUpdate[Any]] = [attrs.TURNS.value_set(update.turns)]
+        if update.oldest_weight_version is not None:
+            updates.append(attrs.WEIGHT_VERSIONS.value_set(f"{update.oldest_weight_version}..{update.newest_weight_version}"))
+        workflow.upsert_search_attributes(updates)
         self._show_details()
 
     @workflow.signal
@@ -170,6 +175,7 @@ class CodingAgentRollout:
         workflow.set_current_details(
             f"**stage** {p.stage} · **attempt** {p.attempt} · **host** `{p.host_queue or '-'}` · **sandbox** `{p.sandbox or '-'}`\n\n"
             f"**turns** {p.turns} · **tokens** {p.tokens} · **last model turn** {last} · **last tools** {', '.join(p.last_tools) or '-'}"
+            + (f" · **weights** {p.oldest_weight_version}..{p.newest_weight_version}" if p.oldest_weight_version is not None else "")
         )
 
     async def _rollout(self, rollout: RolloutInput) -> MergeResult:

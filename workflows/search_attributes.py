@@ -17,5 +17,7 @@ REWARD = SearchAttributeKey.for_float("RolloutReward")
 SOLVED = SearchAttributeKey.for_bool("RolloutSolved")
 ABORT_REASON = SearchAttributeKey.for_keyword("RolloutAbortReason")
 POLICY = SearchAttributeKey.for_keyword("RolloutPolicy")
+# "<oldest>..<newest>" weight version of the agent's sampled tokens so far (set once a turn reports one).
+WEIGHT_VERSIONS = SearchAttributeKey.for_keyword("RolloutWeightVersions")
 
-ALL = [INSTANCE, STAGE, ATTEMPT, HOST, TURNS, REWARD, SOLVED, ABORT_REASON, POLICY]
+ALL = [INSTANCE, STAGE, ATTEMPT, HOST, TURNS, REWARD, SOLVED, ABORT_REASON, POLICY, WEIGHT_VERSIONS]

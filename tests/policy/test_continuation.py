@@ -103,6 +103,7 @@ async def test_a_weight_update_mid_turn_is_one_ordinary_turn_with_every_token_as
     assert versions[0] == "0" and set(versions[1:]) == {"1"}, "the tokens after the update carry the new version"
     assert outcome.finish_reason == "stop" and ids[-1] == renderer.end_of_turn_id
     assert policy.turns[0].aborts_continued == (1 if mode == "abort" else 0)
+    assert policy.turns[0].weight_versions == ["0", "1"] and policy.weight_version_range() == ("0", "1")
     if mode == "abort":
         first, second = server.records
         assert first.finish_reason["type"] == "abort"

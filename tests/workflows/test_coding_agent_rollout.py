@@ -18,6 +18,7 @@ from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.error_types import ErrorType
 from contracts.rollout import (
+    AgentProgress,
     AgentRun,
     AgentRunRequest,
     CapturedDiff,
@@ -36,6 +37,7 @@ from contracts.rollout import (
     TaskSpec,
     TrajectoryRef,
 )
+from workflows import search_attributes as attrs
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -254,3 +256,20 @@ async def test_a_staleness_verdict_from_the_merge_decides_the_result(env, policy
         assert (result.status, result.abort_reason, result.reward) == ("aborted", "stale_policy", 0.0)
     else:
         assert (result.status, result.reward) == ("completed", 1.0)
+
+
+async def test_the_agents_weight_version_range_shows_in_progress_details_and_a_search_attribute(env):
+    cluster = FakeCluster()
+    cluster.agent_hangs = True
+    shared, host, handle = await start(env, cluster, rollout(guard_s=600))
+    async with shared, host:
+        while "run_claude_code" not in cluster.calls:
+            await asyncio.sleep(0.05)
+        update = AgentProgress(attempt=1, session_id="s1", turns=2, tokens=90, oldest_weight_version="3", newest_weight_version="5")
+        await handle.signal(CodingAgentRollout.agent_progress, update)
+        progress = await handle.query(CodingAgentRollout.progress)
+        assert (progress.oldest_weight_version, progress.newest_weight_version, progress.turns) == ("3", "5", 2)
+        description = await handle.describe()
+        assert description.typed_search_attributes.get(attrs.WEIGHT_VERSIONS) == "3..5"
+        await handle.signal(CodingAgentRollout.abort, "done")
+        await handle.result()
