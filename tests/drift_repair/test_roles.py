@@ -1,0 +1,52 @@
+"""Drift -> repair role calls go through the adapter's policy session, so they live through weight updates too."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from activities.adapter import AdapterServer
+from contracts.rollout import PolicySpec
+from drift_repair.roles import AdapterRolePlayer
+from policy.trajectory_store import TrajectoryStore
+from scripted_policy.server import ScriptedPolicyServer
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+HANG_GUARD_S = 120
+
+
+async def until(condition) -> None:
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), HANG_GUARD_S)
+
+
+async def test_a_role_call_aborted_by_a_weight_update_is_continued_with_each_tokens_version(renderer, tmp_path):
+    server = ScriptedPolicyServer(renderer, default_policy="slow", delay_s=3600.0, weight_version="7")
+    url = await server.start()
+    adapter = AdapterServer(renderer)
+    await adapter.start()
+    try:
+        store = TrajectoryStore(tmp_path)
+        player = AdapterRolePlayer(adapter.registry, store, url, pin_policy_url=True)
+        call = asyncio.create_task(player.play("repair", "Fix the script.", PolicySpec(), "episode-1"))
+        await until(lambda: any(g.output_ids for g in server.control.live))
+        await server.control.pause("abort")
+        server.control.set_version("8")
+        server.delay_s = 0.0
+        server.control.resume()
+        turn = await call
+    finally:
+        await adapter.stop()
+        await server.stop()
+    first, second = server.records
+    assert first.finish_reason["type"] == "abort" and second.input_ids == first.input_ids + first.output_ids
+    [segment] = TrajectoryStore.load(turn.trajectory)
+    sampled = [i for i, mask in enumerate(segment.loss_mask) if mask]
+    assert [segment.tokens[i] for i in sampled] == first.output_ids + second.output_ids
+    assert [segment.token_weight_versions()[i] for i in sampled] == first.output_versions + second.output_versions
+    assert turn.segment is not None and turn.segment.weight_version_runs == ["7", "8"]
+    assert turn.completion_tokens == len(first.output_ids) + len(second.output_ids) and turn.finish_reason == "stop"
