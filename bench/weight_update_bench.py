@@ -1,0 +1,272 @@
+#!/usr/bin/env python
+"""Weight-update benchmark: continuing an aborted generation versus failing the turn, in one run.
+
+A weight update in SGLang's ``abort`` mode ends every running generation with the tokens sampled so far.
+Two ways to live through it, both driven here through real ``PolicySession`` turns against the project's
+scripted SGLang stand-in over HTTP:
+
+* ``continuation``: the session as shipped (``SessionConfig.continue_after_abort=True``): the aborted
+  generation is resubmitted as prompt + what it sampled and stitched into one (``policy.continuation``);
+* ``baseline``: the old behaviour (``continue_after_abort=False``): the abort fails the turn with a
+  retryable error and the client, as Claude Code does on a 529, waits ``--retry-delay`` seconds (its first
+  backoff step, ~0.6 s) and re-sends the whole turn, which samples the answer again from its first token.
+
+Set-up, all in this process on 127.0.0.1: ``scripted_policy.server.ScriptedPolicyServer`` whose every
+answer is one fixed completion of about ``--tokens`` tokens, sampled at a constant ``--token-ms`` per
+token (bench-only: the server's ``slow`` policy spreads a whole answer over a fixed time, which would
+make a short continuation as slow as a full answer), and ``--sessions`` sessions of one variant that run a
+turn each at the same time (a pause aborts all of them), ``--rounds`` times. In every round with an update
+a driver waits until each session's generation has sampled ``f·N`` tokens (``f`` cycles through ``--at``,
+N the answer's length), then ``POST /pause_generation {"mode": "abort"}``, ``/update_weight_version``,
+holds the pause ``--hold`` seconds (loading weights) and ``/continue_generation``. Rounds without an
+update give each variant's reference turn time. Rounds alternate variant and update, so drift on a shared
+machine hits both alike.
+
+Per variant it prints:
+
+* **wasted tokens per update**: tokens the server sampled (its records) that are not in the turns'
+  final outputs, summed over the sessions an update hit, divided by the updates;
+* **added wall time per turn per update**: mean turn time in update rounds minus the mean in rounds
+  without one (one update per round);
+* the ratio baseline / continuation of both, measured in the same run.
+
+Every turn's final output is checked to be the full answer (N tokens), so neither variant gets cheaper
+by finishing early. No thresholds: the script prints numbers. Run from the repository root::
+
+    .venv/bin/python bench/weight_update_bench.py [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+from contracts.rollout import SamplingParams, SessionConfig  # noqa: E402
+from policy.completion_parser import ParsedCompletion  # noqa: E402
+from policy.fair_executor import FairExecutor  # noqa: E402
+from policy.prompt_renderer import PromptRenderer  # noqa: E402
+from policy.session import PolicySession  # noqa: E402
+from policy.sglang_client import PolicyServerError, SGLangClient  # noqa: E402
+from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from scripted_policy.completions import final_answer  # noqa: E402
+from scripted_policy.control import Generation, abort_finish_reason, weight_version_spans  # noqa: E402
+from scripted_policy.server import Completion, GenerateRequest, ScriptedPolicyServer, token_logprob  # noqa: E402
+
+VARIANTS = ("continuation", "baseline")
+SYSTEM = {"role": "system", "content": "You are a careful coding assistant."}
+USER = {"role": "user", "content": "Explain how you would fix the failing test, step by step."}
+
+
+class PacedServer(ScriptedPolicyServer):
+    """The scripted server with every policy answering ``text``, one token per ``token_s`` (bench-only)."""
+
+    def __init__(self, renderer: PromptRenderer, text: str, token_s: float):
+        super().__init__(renderer, default_policy="noop", delay_s=0.0)
+        self.token_s = token_s
+        self._completions["noop"] = lambda prompt, max_new_tokens: text
+
+    async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation) -> Completion:
+        planned, finish_reason = await asyncio.to_thread(self._plan, policy, generate)
+        for position, token in enumerate(planned):
+            if not await self.control.next_step(generation):
+                finish_reason = abort_finish_reason()
+                break
+            generation.sample(token, token_logprob(generate.rid, position), self.control.version)
+            await asyncio.sleep(self.token_s)
+        text = await asyncio.to_thread(self.renderer.decode, generation.output_ids)
+        spans = weight_version_spans(generation.versions, self.control.version)
+        return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
+
+
+def build_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[ParsedCompletion, dict[str, Any]]:
+    message: dict[str, Any] = {"role": "assistant", "content": parsed.text}
+    if parsed.reasoning:
+        message["reasoning_content"] = parsed.reasoning
+    return parsed, message
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, renderer: PromptRenderer, server: PacedServer, http: aiohttp.ClientSession, cpu: FairExecutor):
+        self.args, self.renderer, self.server, self.http, self.cpu = args, renderer, server, http, cpu
+        self.client = SGLangClient(http, vocab_size=renderer.vocab_size)
+        self.version = 0
+        self.answer_tokens = 0
+
+    def config(self, variant: str) -> SessionConfig:
+        return SessionConfig(
+            policy_url=self.server.url,
+            sampling=SamplingParams(max_new_tokens=self.args.tokens * 2),
+            continue_after_abort=variant == "continuation",
+        )
+
+    async def turn(self, session: PolicySession) -> tuple[float, int, int]:
+        """One turn as the client sees it: (seconds, completion tokens, re-sends); a baseline turn re-sends on a retryable error."""
+        started, resends = time.monotonic(), 0
+        while True:
+            try:
+                outcome = await session.run_turn("main", "main", [SYSTEM, USER], [], None, build_reply)
+                return time.monotonic() - started, outcome.output_tokens, resends
+            except PolicyServerError:
+                resends += 1
+                await asyncio.sleep(self.args.retry_delay)
+
+    async def update_when(self, fraction: float, session_ids: list[str]) -> None:
+        """Once every session's running generation has sampled ``fraction`` of the answer: pause (abort), update, hold, continue."""
+        need = max(1, round(fraction * self.answer_tokens))
+
+        def ready() -> bool:
+            live = [g for g in self.server.control.live if any(g.rid.startswith(f"{sid}-") for sid in session_ids)]
+            return len(live) == len(session_ids) and all(len(g.output_ids) >= need for g in live)
+
+        while not ready():
+            await asyncio.sleep(0.001)
+        url = self.server.url
+        self.version += 1
+        for path, body in (
+            ("/pause_generation", {"mode": "abort"}),
+            ("/update_weight_version", {"new_version": str(self.version), "abort_all_requests": False}),
+        ):
+            async with self.http.post(url + path, json=body) as response:
+                assert response.status == 200, await response.text()
+        await asyncio.sleep(self.args.hold)
+        async with self.http.post(url + "/continue_generation", json={}) as response:
+            assert response.status == 200, await response.text()
+
+    async def round(self, variant: str, fraction: float | None) -> dict[str, Any]:
+        sessions = [
+            PolicySession(f"{variant[:4]}-{uuid.uuid4().hex[:8]}", self.config(variant), self.renderer, self.client, self.cpu)
+            for _ in range(self.args.sessions)
+        ]
+        turns = asyncio.gather(*(self.turn(s) for s in sessions))
+        if fraction is not None:
+            await self.update_when(fraction, [s.session_id for s in sessions])
+        outcomes = await turns
+        ids = {s.session_id for s in sessions}
+        sampled = sum(len(r.output_ids) for r in self.server.records if r.routing_key in ids)
+        kept = sum(tokens for _, tokens, _ in outcomes)
+        if self.answer_tokens:
+            assert all(tokens == self.answer_tokens for _, tokens, _ in outcomes), (variant, outcomes, self.answer_tokens)
+        return {
+            "variant": variant,
+            "fraction": fraction,
+            "turn_s": [seconds for seconds, _, _ in outcomes],
+            "kept": kept,
+            "wasted": sampled - kept,
+            "resends": sum(resends for _, _, resends in outcomes),
+            "aborts_continued": sum(t.aborts_continued for s in sessions for t in s.turns),
+        }
+
+
+def summarise(rounds: list[dict[str, Any]], variant: str) -> dict[str, Any]:
+    plain = [s for r in rounds if r["variant"] == variant and r["fraction"] is None for s in r["turn_s"]]
+    updated = [r for r in rounds if r["variant"] == variant and r["fraction"] is not None]
+    updated_s = [s for r in updated for s in r["turn_s"]]
+    return {
+        "updates": len(updated),
+        "turns_per_update": len(updated[0]["turn_s"]) if updated else 0,
+        "wasted_per_update": sum(r["wasted"] for r in updated) / len(updated),
+        "wasted_without_update": sum(r["wasted"] for r in rounds if r["variant"] == variant and r["fraction"] is None),
+        "turn_s_plain": statistics.mean(plain),
+        "turn_s_updated": statistics.mean(updated_s),
+        "added_s_per_turn_per_update": statistics.mean(updated_s) - statistics.mean(plain),
+        "resends_per_update": sum(r["resends"] for r in updated) / len(updated),
+        "aborts_continued_per_update": sum(r["aborts_continued"] for r in updated) / len(updated),
+    }
+
+
+def ratio(a: float, b: float) -> str:
+    if b <= 0:
+        return "inf" if a > 0 else "n/a"
+    return f"{a / b:.1f}x"
+
+
+def report(args: argparse.Namespace, answer_tokens: int, summary: dict[str, dict[str, Any]]) -> None:
+    print(
+        f"\n{args.sessions} sessions per round, answer {answer_tokens} tokens at {args.token_ms:g} ms/token, "
+        f"abort-mode update at {','.join(f'{f:g}' for f in args.at)} of the answer, held {args.hold:g} s, "
+        f"client re-send after {args.retry_delay:g} s, {args.rounds} update rounds + {args.rounds} plain rounds per variant\n"
+    )
+    header = "| variant | wasted tokens / update | added s / turn / update | turn s (no update) | turn s (update) | re-sends / update | aborts continued / update |"
+    print(header)
+    print("|" + "---|" * header.count(" | ") + "---|")
+    for variant in VARIANTS:
+        s = summary[variant]
+        print(
+            f"| {variant} | {s['wasted_per_update']:.1f} | {s['added_s_per_turn_per_update']:.3f} | {s['turn_s_plain']:.3f} | "
+            f"{s['turn_s_updated']:.3f} | {s['resends_per_update']:.1f} | {s['aborts_continued_per_update']:.1f} |"
+        )
+    base, cont = summary["baseline"], summary["continuation"]
+    print(
+        f"| baseline / continuation | {ratio(base['wasted_per_update'], cont['wasted_per_update'])} | "
+        f"{ratio(base['added_s_per_turn_per_update'], cont['added_s_per_turn_per_update'])} | | | | |"
+    )
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    renderer = await asyncio.to_thread(PromptRenderer, args.tokenizer or ensure_qwen_tokenizer())
+    words = " ".join(f"Step {i}: check the failing assertion and the value it compares." for i in range(args.tokens // 12 + 1))
+    text = final_answer("I should explain the fix.", words)
+    server = PacedServer(renderer, text, args.token_ms / 1000)
+    server.url = await server.start()
+    cpu = FairExecutor(1)
+    rounds: list[dict[str, Any]] = []
+    try:
+        async with aiohttp.ClientSession() as http:
+            bench = Bench(args, renderer, server, http, cpu)
+            warm = await bench.round("continuation", None)
+            bench.answer_tokens = warm["kept"] // args.sessions
+            for i in range(args.rounds):
+                fraction = args.at[i % len(args.at)]
+                for variant in VARIANTS if i % 2 == 0 else VARIANTS[::-1]:
+                    rounds.append(await bench.round(variant, None))
+                    rounds.append(await bench.round(variant, fraction))
+                print(f"round {i + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    finally:
+        cpu.shutdown()
+        await server.stop()
+    summary = {variant: summarise(rounds, variant) for variant in VARIANTS}
+    report(args, bench.answer_tokens, summary)
+    return {"args": {k: str(v) for k, v in vars(args).items()}, "answer_tokens": bench.answer_tokens, "summary": summary, "rounds": rounds}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=400, help="about how long the answer is, in tokens (default 400)")
+    parser.add_argument("--token-ms", type=float, default=5.0, help="sampling time per token (default 5 ms)")
+    parser.add_argument("--sessions", type=int, default=2, help="sessions per round, each running one turn; an update hits all (default 2)")
+    parser.add_argument("--rounds", type=int, default=6, help="update rounds per variant, each with one plain round beside it (default 6)")
+    parser.add_argument(
+        "--at", type=lambda s: [float(x) for x in s.split(",")], default=[0.25, 0.5, 0.75], help="where updates land, as fractions of the answer"
+    )
+    parser.add_argument("--hold", type=float, default=0.5, help="seconds the pause is held (the weight load; default 0.5)")
+    parser.add_argument(
+        "--retry-delay", type=float, default=0.6, help="baseline client's wait before re-sending (Claude Code's first backoff ~0.6 s)"
+    )
+    parser.add_argument("--tokenizer", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write raw results here")
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
+    results = asyncio.run(run(args))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
