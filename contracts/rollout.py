@@ -500,6 +500,9 @@ class PolicySpec(BaseModel):
     policy_tag: str = ""
     # None: no bound; the trainer still gets every token's version.
     staleness: StalenessBound | None = None
+    # A generation the server aborts is continued (SessionConfig has the details).
+    continue_after_abort: bool = True
+    abort_resume_budget_s: float = Field(900.0, gt=0)
 
 
 class RolloutInput(BaseModel):

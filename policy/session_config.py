@@ -22,4 +22,6 @@ def session_config_for(policy: PolicySpec, worker_url: str | None, pinned: bool,
         tool_parser=policy.tool_parser,
         label=label,
         staleness=policy.staleness,
+        continue_after_abort=policy.continue_after_abort,
+        abort_resume_budget_s=policy.abort_resume_budget_s,
     )

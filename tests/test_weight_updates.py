@@ -24,7 +24,6 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-import activities.rollout_host as rollout_host
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec, RolloutResult, SamplingParams, SessionResult
 from policy.session_registry import SessionRegistry
@@ -50,10 +49,11 @@ class Cluster:
         self.run_ids: list[str] = []
         self.version = 0
 
-    async def run(self, tasks) -> list[RolloutResult]:
+    async def run(self, tasks, continue_after_abort: bool = True) -> list[RolloutResult]:
         run_id = f"w{uuid.uuid4().hex[:6]}"
         self.run_ids.append(run_id)
-        rollouts = [rollout_input(task, 0, 0, PolicySpec(sampling=SamplingParams(max_new_tokens=2048)), BUDGETS) for task in tasks]
+        policy = PolicySpec(sampling=SamplingParams(max_new_tokens=2048), continue_after_abort=continue_after_abort)
+        rollouts = [rollout_input(task, 0, 0, policy, BUDGETS) for task in tasks]
         return await run_rollouts(self.env.client, rollouts, run_id, task_queue=self.settings.task_queue)
 
     def next_version(self) -> str:
@@ -265,16 +265,10 @@ async def test_an_abort_pause_longer_than_the_retry_ladder_loses_nothing(short_l
     assert len(set(check_versions_token_by_token(short_ladder, result))) == 2
 
 
-async def test_without_continuation_the_same_pause_fails_the_turn(short_ladder, monkeypatch):
-    """The control: ``continue_after_abort=False`` (set on the worker's sessions; PolicySpec has no such field)."""
-    original = rollout_host.session_config_for
-
-    def without_continuation(*args, **kwargs):
-        return original(*args, **kwargs).model_copy(update={"continue_after_abort": False})
-
-    monkeypatch.setattr(rollout_host, "session_config_for", without_continuation)
+async def test_without_continuation_the_same_pause_fails_the_turn(short_ladder):
+    """The control: the rollout's ``PolicySpec(continue_after_abort=False)``, the old fail-the-turn behaviour."""
     task = short_ladder.rows[0].task
-    rollouts = asyncio.ensure_future(short_ladder.run([task]))
+    rollouts = asyncio.ensure_future(short_ladder.run([task], continue_after_abort=False))
     await first_generation_begun(short_ladder, rollouts)
     async with aiohttp.ClientSession() as http:
         await update_weights(short_ladder, http, "abort", 0)
