@@ -37,8 +37,8 @@ knobs, ``args.rollout_max_context_len`` (context budget) and
 unset, none). The drop-in's policy defaults to ``mask``: a dropped sample
 reaches slime as an aborted sample with reward 0, a zero the infrastructure
 made inside a GRPO group, while a masked one keeps its reward and its fresh
-turns, with the stale turns as context (``loss_mask`` 0) and every token's
-version in ``weight_versions`` / ``metadata.weight_version_spans``.
+turns, with the stale turns as context (``loss_mask`` 0) and every trained
+token's version in ``weight_versions`` / ``metadata.weight_version_spans``.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ import contextlib
 import logging
 import shlex
 import time
+from collections import OrderedDict
 
 from temporalio import activity
 from temporalio.client import Client
@@ -62,6 +63,9 @@ from contracts.rollout import (
     SandboxHandle,
     SandboxRequest,
     SegmentSummary,
+    SessionResult,
+    StalenessReport,
+    TokenSegment,
 )
 from docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
 from docker_sandbox.disk_watch import DiskWatch
@@ -69,6 +73,7 @@ from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from docker_sandbox.sandboxes import DockerSandboxes
 from policy import staleness
 from policy.session_config import NoPolicyServer, session_config_for
+from policy.sglang_client import PolicyServerError
 from policy.trajectory_store import TrajectoryStore
 
 log = logging.getLogger(__name__)
@@ -77,6 +82,7 @@ HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
+VERDICTS_KEPT = 256
 
 
 class HostFull(Exception):
@@ -116,6 +122,8 @@ class RolloutHost:
         self.pin_policy_url = pin_policy_url
         self._reservations: dict[str, float] = {}
         self.claude = claude
+        # The staleness verdict per merged session: a retried merge stores and reports the same one.
+        self._verdicts: OrderedDict[str, tuple[list[TokenSegment], StalenessReport | None]] = OrderedDict()
 
     @property
     def reserved_slots(self) -> int:
@@ -251,18 +259,32 @@ class RolloutHost:
 
     @activity.defn(name="merge_segments")
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
+        """Finish the session, judge its staleness bound (once per session: a retry stores and reports the
+        same verdict), store the segments and return their refs and summaries."""
         registry = self.adapter.registry
         assert registry is not None
         result = registry.finish_session(request.session_id)
         if not result.segments:
             return MergeResult(trajectory=None, segments=[], turns=len(result.turns))
-        segments, report = result.segments, None
-        bound = result.config.staleness if result.config else None
-        if bound is not None and result.config is not None:
-            current = await registry.policy_client.current_weight_version(result.config.policy_url)
-            segments, report = staleness.judge(result.segments, bound, current)
+        segments, report = self._verdicts.get(request.session_id) or await self._judged(result)
+        self._verdicts[request.session_id] = (segments, report)
+        while len(self._verdicts) > VERDICTS_KEPT:
+            self._verdicts.popitem(last=False)
         ref = await asyncio.to_thread(self.store.put, request.workflow_id, segments)
         return MergeResult(trajectory=ref, segments=[SegmentSummary.of(s) for s in segments], turns=len(result.turns), staleness=report)
+
+    async def _judged(self, result: SessionResult) -> tuple[list[TokenSegment], StalenessReport | None]:
+        """The segments under the session's staleness bound, judged against the policy server's version now;
+        a server that cannot say leaves them as sampled, with an unjudged report (the rollout is not lost)."""
+        if result.config is None or result.config.staleness is None:
+            return result.segments, None
+        bound = result.config.staleness
+        try:
+            current = await self.adapter.registry.policy_client.current_weight_version(result.config.policy_url)
+        except PolicyServerError as error:
+            log.warning("staleness of session %s not judged: %s", result.session_id, error)
+            return result.segments, staleness.unjudged(result.segments, bound, str(error))
+        return staleness.judge(result.segments, bound, current)
 
     @activity.defn(name="discard_session")
     async def discard_session(self, session_id: str) -> None:

@@ -21,11 +21,12 @@ import shlex
 import socket
 from collections.abc import Mapping
 from pathlib import Path
+from typing import get_args
 
 from pydantic import BaseModel, Field
 
 from config.paths import PROJECT_ROOT
-from contracts.rollout import StalenessBound
+from contracts.rollout import StalenessBound, StalenessPolicy
 from docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
 
@@ -147,8 +148,8 @@ def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | 
     if bound < 0:
         raise SettingsError(f"ROLLOUT_MAX_STALENESS: must be 0 or more, got {bound}")
     policy = env.get("ROLLOUT_STALENESS_POLICY", "mask") or "mask"
-    if policy not in ("mask", "drop"):
-        raise SettingsError(f"ROLLOUT_STALENESS_POLICY: mask or drop, got {policy!r}")
+    if policy not in get_args(StalenessPolicy):
+        raise SettingsError(f"ROLLOUT_STALENESS_POLICY: one of {', '.join(get_args(StalenessPolicy))}, got {policy!r}")
     return StalenessBound(max_staleness=bound, policy=policy)
 
 

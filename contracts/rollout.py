@@ -53,10 +53,13 @@ class StalenessBound(BaseModel):
 class StalenessReport(BaseModel):
     """What the merge found: the server's version then, the oldest judged token's version and how far behind it
     was, how many turns were over the bound, how many tokens ``mask`` masked, how many tokens could not be judged
-    (no version, or one ``order`` does not know), and whether ``drop`` drops the sample."""
+    (no version, or one ``order`` does not know), and whether ``drop`` drops the sample. ``current_version`` is
+    None when the server could not say (``note`` has why): then nothing is judged, every sampled token counts as
+    unjudged, and the sample is kept as sampled."""
 
     bound: StalenessBound
-    current_version: str
+    current_version: str | None
+    note: str = ""
     oldest_version: str | None = None
     staleness: int | None = None
     stale_turns: int = 0
@@ -105,6 +108,11 @@ class SessionTicket(BaseModel):
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
+def is_integer_version(version: str) -> bool:
+    """Whether a weight version orders as an integer (``-?[0-9]+``), e.g. a trainer step."""
+    return _INTEGER.fullmatch(version) is not None
+
+
 def order_weight_versions(versions: Iterable[str]) -> list[str]:
     """The distinct versions, oldest first.
 
@@ -113,7 +121,7 @@ def order_weight_versions(versions: Iterable[str]) -> list[str]:
     first appearance in ``versions``, which callers pass in token order.
     """
     distinct = list(dict.fromkeys(versions))
-    if distinct and all(_INTEGER.fullmatch(v) for v in distinct):
+    if distinct and all(is_integer_version(v) for v in distinct):
         distinct.sort(key=int)
     return distinct
 
@@ -168,9 +176,11 @@ class TokenSegment(BaseModel):
     """One trainable token sequence.
 
     Invariants: ``tokens``, ``loss_mask`` and ``rollout_log_probs`` have equal
-    length; ``loss_mask[i] == 1`` iff ``tokens[i]`` was sampled by the policy
-    server at position ``i`` given exactly ``tokens[:i]`` (then
-    ``rollout_log_probs[i]`` is its log-prob; elsewhere it is 0.0);
+    length; ``loss_mask[i] == 1`` only if ``tokens[i]`` was sampled by the
+    policy server at position ``i`` given exactly ``tokens[:i]`` (then
+    ``rollout_log_probs[i]`` is its log-prob; elsewhere it is 0.0), and every
+    sampled token has it unless a staleness bound masked its turn
+    (``policy.staleness``: kept as context, its versions dropped with it);
     ``loss_mask[:prompt_length]`` is all zero.
 
     ``weight_version_spans``: which weights sampled which tokens, as run-length

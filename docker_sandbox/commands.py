@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import threading
 import time
 
 import docker
@@ -74,16 +75,18 @@ def _exec_args(container_id: str, user: str, cwd: str, env: dict[str, str] | Non
 
 
 class DockerAccess:
-    """The Docker client one ``DockerSandboxes`` uses, made on first use (or given), and what needs only it."""
+    """The Docker client one ``DockerSandboxes`` uses: given, or made once on first use (from any thread)."""
 
     def __init__(self, client: docker.DockerClient | None = None):
         self._client = client
+        self._client_lock = threading.Lock()
 
     @property
     def client(self) -> docker.DockerClient:
-        if self._client is None:
-            self._client = docker.from_env()
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = docker.from_env()
+            return self._client
 
 
 class ContainerCommands(DockerAccess):

@@ -6,15 +6,18 @@ import asyncio
 import io
 import tarfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 import docker.errors
 
 from contracts.rollout import SandboxHandle
 from docker_sandbox.commands import DockerAccess
 from docker_sandbox.errors import SandboxError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,22 +102,22 @@ class ContainerFiles(DockerAccess):
         """Write ``data`` to the absolute ``path``, owned by ``uid``."""
         await self.write_files(handle, [SandboxFile(path, data, uid, mode)])
 
-    async def _archive(self, handle: SandboxHandle, path: str) -> Iterable[bytes]:
-        def get() -> Iterable[bytes]:
+    async def _read_archive(self, handle: SandboxHandle, path: str, read: Callable[[Iterable[bytes]], T]) -> T:
+        """``read`` over the archive of ``path``, in one thread: the response is consumed where it was opened."""
+
+        def get() -> T:
             try:
                 chunks, _ = self.client.containers.get(handle.container_id).get_archive(path)
             except docker.errors.NotFound as error:
                 raise FileNotFoundError(f"{path} in {handle.name}: {error.explanation}") from None
-            return chunks
+            return read(chunks)
 
         return await asyncio.to_thread(get)
 
     async def read_directory(self, handle: SandboxHandle, path: str, max_bytes: int) -> dict[str, bytes]:
         """The first ``max_bytes`` of every regular file in the directory ``path``, by file name, in one round trip."""
-        chunks = await self._archive(handle, path)
-        return await asyncio.to_thread(_regular_members, chunks, max_bytes)
+        return await self._read_archive(handle, path, lambda chunks: _regular_members(chunks, max_bytes))
 
     async def read_file(self, handle: SandboxHandle, path: str, max_bytes: int, *, tail: bool = False) -> bytes:
         """The first (or, with ``tail``, the last) ``max_bytes`` of a file; ``FileNotFoundError`` if it is missing."""
-        chunks = await self._archive(handle, path)
-        return await asyncio.to_thread(_first_member, chunks, max_bytes, tail)
+        return await self._read_archive(handle, path, lambda chunks: _first_member(chunks, max_bytes, tail))

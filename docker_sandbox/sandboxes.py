@@ -1,7 +1,7 @@
 """``DockerSandboxes``: the one object through which a process boots, drives and removes its sandboxes.
 
-It holds what used to be process-wide: the Docker client (made on first use unless given), the boot
-settings and limits, and the boot slots (at most ``max_concurrent_boots`` boots at once). A worker builds
+It holds the Docker client (made on first use unless given), the boot settings and limits, and the boot
+slots (at most ``max_concurrent_boots`` boots at once); nothing about sandboxes lives at module level. A worker builds
 one and hands it to every activity face that touches a container; a test builds its own with the
 settings it needs. The operations come from the modules that define them: commands, files, detached
 commands, the workspace diff and the container lifecycle.

@@ -1,11 +1,12 @@
 """Generations that live through SGLang aborts: keep what was sampled, resubmit the rest, hand back one generation.
 
 When the server ends a request with ``finish_reason.type == "abort"`` (``/pause_generation`` in ``abort``
-mode, a weight update with ``abort_all_requests``), the tokens it sampled so far are kept and the request
-is sent again as prompt + those tokens (ids, never text) with ``max_new_tokens`` lowered by what is
-already there. While the server is paused or updating, the resubmitted request waits in its queue (what
-SGLang does with requests that arrive meanwhile); an unreachable or refusing server is retried with
-backoff. The pieces are stitched into one ``Generation``.
+mode, a weight update with ``abort_all_requests``, or anyone's ``/abort_request`` for the rid), the tokens
+it sampled so far are kept and the request is sent again as prompt + those tokens (ids, never text) with
+``max_new_tokens`` lowered by what is already there. While the server is paused or updating, the
+resubmitted request waits in its queue (what SGLang does with requests that arrive meanwhile); an
+unreachable server, or one answering 429 or 5xx, is retried with jittered backoff; any other refusal
+(4xx) ends the generation at once. The pieces are stitched into one ``Generation``.
 
 Invariants:
 
@@ -14,15 +15,19 @@ Invariants:
   prompt is the original prompt plus every earlier piece's tokens);
 * the stitched output never exceeds the first request's ``max_new_tokens``: pieces that use it up end
   the generation with ``length``; a piece that ends with a stop token ends it with ``stop``;
-* from the first abort on, the generation gets at most ``resume_budget_s`` to finish; past it the last
-  error is raised, as an unreachable policy's is (the caller's own budget, e.g. a client disconnect,
-  cancels it sooner); resubmissions that are aborted again before sampling anything back off, so an
-  abort loop never spins.
+* every request sent has its own rid (``<rid>``, then ``<rid>-c1``, ``<rid>-c2``, …), so a retry never
+  collides with an attempt the server may still be running;
+* once a generation has been aborted, it fails when ``resume_budget_s`` passes without progress (no
+  piece returned tokens, counting from the last one that did): the last error is raised, as an
+  unreachable policy's is; the caller's own bound (a client disconnect cancels the call, which aborts
+  the request in flight) can end it sooner; resubmissions aborted again before sampling anything back
+  off, so an abort loop never spins.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,6 +66,11 @@ def stitch(pieces: Sequence[Generation], finish_reason: str) -> Generation:
     return Generation(output_ids=ids, log_probs=log_probs, finish_reason=finish_reason, weight_versions=spans)
 
 
+def _retryable(error: PolicyServerError) -> bool:
+    """Transport failures, 429 and 5xx; a 4xx (a bad request, a duplicate rid) will not get better."""
+    return error.status is None or error.status == 429 or error.status >= 500
+
+
 async def generate_through_aborts(
     client: SGLangClient,
     base_url: str,
@@ -72,24 +82,31 @@ async def generate_through_aborts(
     retry_first_s: float = RETRY_FIRST_S,
 ) -> Continued:
     """``client.generate``, continued after every abort as the module docstring says; retries back off from
-    ``retry_first_s`` to ``RETRY_MAX_S``."""
+    ``retry_first_s`` to ``RETRY_MAX_S``, with jitter, so sessions aborted together do not return in lockstep."""
     budget = int(sampling_params["max_new_tokens"])
     stop_ids = set(sampling_params.get("stop_token_ids") or ())
     pieces: list[Generation] = []
     sampled: list[int] = []
     deadline: float | None = None
     delay = retry_first_s
+    sent = 0
+
+    async def back_off() -> None:
+        nonlocal delay
+        await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+        delay = min(delay * 2, RETRY_MAX_S)
+
     while True:
         params = {**sampling_params, "max_new_tokens": budget - len(sampled)}
-        piece_rid = f"{rid}-c{len(pieces)}" if pieces else rid
-        request = client.generate(base_url, [*prompt_ids, *sampled], params, piece_rid, routing_key)
+        request = client.generate(base_url, [*prompt_ids, *sampled], params, f"{rid}-c{sent}" if sent else rid, routing_key)
+        sent += 1
         try:
             if deadline is None:
                 generation = await request
             else:
                 generation = await asyncio.wait_for(request, max(deadline - time.monotonic(), 0.0))
         except TimeoutError:
-            raise PolicyServerError(f"the policy server did not finish an aborted generation within {resume_budget_s:g} s of the abort") from None
+            raise PolicyServerError(f"an aborted generation made no progress for {resume_budget_s:g} s") from None
         except GenerationAborted as aborted:
             partial = aborted.partial
             pieces.append(partial)
@@ -98,22 +115,20 @@ async def generate_through_aborts(
                 return Continued(stitch(pieces, "stop"), aborts=len(pieces))
             if len(sampled) >= budget:
                 return Continued(stitch(pieces, "length"), aborts=len(pieces))
-            deadline = deadline or time.monotonic() + resume_budget_s
-            if time.monotonic() >= deadline:
-                raise
-            if partial.output_ids:
+            if partial.output_ids or deadline is None:
+                deadline = time.monotonic() + resume_budget_s
                 delay = retry_first_s
-            elif len(pieces) > 1:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
+            elif time.monotonic() >= deadline:
+                raise
+            else:
+                await back_off()
             continue
         except PolicyOutputError:
             raise
-        except PolicyServerError:
-            if deadline is None or time.monotonic() + delay >= deadline:
+        except PolicyServerError as error:
+            if deadline is None or not _retryable(error) or time.monotonic() + delay >= deadline:
                 raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX_S)
+            await back_off()
             continue
         pieces.append(generation)
         aborts = len(pieces) - 1

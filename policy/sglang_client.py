@@ -2,8 +2,9 @@
 
 The request carries ``input_ids`` (never text), ``return_logprob`` and a
 request id; ``X-SMG-Routing-Key`` keeps a session on one server for prefix-cache
-affinity behind a router. A cancelled call aborts the upstream request so it
-stops burning GPU time. Every reply is validated: ids must be in-vocabulary
+affinity behind a router. A call that is cancelled, times out or loses its
+connection aborts the upstream request (best effort), so it stops burning GPU
+time. Every reply is validated: ids must be in-vocabulary
 integers with one finite log-prob each, or the reply is rejected as garbage.
 
 Each sampled token's weight version comes from the reply (sglang 0.5.23):
@@ -35,7 +36,12 @@ def _as_list(value: Any) -> list:
 
 
 class PolicyServerError(RuntimeError):
-    """The policy server failed or was unreachable; the client may retry the turn."""
+    """The policy server failed or was unreachable; the client may retry the turn. ``status``: the HTTP status
+    it answered with, None when it did not answer."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class PolicyOutputError(PolicyServerError):
@@ -44,7 +50,7 @@ class PolicyOutputError(PolicyServerError):
 
 class GenerationAborted(PolicyServerError):
     """The server ended the request with ``finish_reason.type == "abort"`` (a pause in ``abort`` mode, a weight
-    update that aborts running requests, an operator's ``/abort_request``); ``partial`` is what it sampled before."""
+    update that aborts running requests, an ``/abort_request`` for its rid); ``partial`` is what it sampled before."""
 
     def __init__(self, message: str, partial: Generation):
         super().__init__(message)
@@ -86,12 +92,13 @@ class SGLangClient:
             async with self._http.post(f"{base_url}/generate", data=data, headers=headers, timeout=self._timeout) as response:
                 if response.status != 200:
                     detail = (await response.text())[:300]
-                    raise PolicyServerError(f"policy server answered HTTP {response.status}: {detail}")
+                    raise PolicyServerError(f"policy server answered HTTP {response.status}: {detail}", status=response.status)
                 body = await response.json(content_type=None)
         except asyncio.CancelledError:
             await asyncio.shield(self.abort(base_url, rid))
             raise
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            await asyncio.shield(self.abort(base_url, rid))
             raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
         return parse_generation(body, self._vocab_size)
 

@@ -12,23 +12,21 @@ Invariants:
   version spans then cover only the tokens still sampled;
 * ``drop`` changes no segment: the verdict says the sample is to be dropped (``aborted: stale_policy``);
 * a token without a version, or a version the order does not know, is never judged stale: the report
-  counts it as ``unjudged``, so a server that reports no versions is visible, not silently passed.
+  counts it as ``unjudged``, so a server that reports no versions is visible, not silently passed; when
+  the server's current version cannot be read, nothing is judged (``unjudged``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
-from contracts.rollout import StalenessBound, StalenessReport, TokenSegment, spans_from_runs
-
-_INTEGER = re.compile(r"-?[0-9]+")
+from contracts.rollout import StalenessBound, StalenessReport, TokenSegment, is_integer_version, spans_from_runs
 
 
 def staleness_of(version: str, current: str, bound: StalenessBound) -> int | None:
     """How many versions ``version`` lies behind ``current`` in ``bound.order``; None when the order cannot place both."""
     if bound.order == "integer":
-        if _INTEGER.fullmatch(version) and _INTEGER.fullmatch(current):
+        if is_integer_version(version) and is_integer_version(current):
             return int(current) - int(version)
         return None
     if version in bound.order and current in bound.order:
@@ -45,6 +43,11 @@ def _turns(segment: TokenSegment) -> Iterator[tuple[int, int]]:
         elif not mask and start is not None:
             yield start, position
             start = None
+
+
+def unjudged(segments: list[TokenSegment], bound: StalenessBound, why: str) -> StalenessReport:
+    """The report when the server's current version is unknown: nothing judged, every sampled token counted."""
+    return StalenessReport(bound=bound, current_version=None, note=why, unjudged_tokens=sum(sum(s.loss_mask) for s in segments))
 
 
 def judge(segments: list[TokenSegment], bound: StalenessBound, current: str) -> tuple[list[TokenSegment], StalenessReport]:

@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import aiohttp
 import docker
 import pytest
 import pytest_asyncio
@@ -106,6 +107,13 @@ def reap_prefix(sandboxes: DockerSandboxes) -> Callable[[str], Awaitable[list[st
 def renderer() -> PromptRenderer:
     """The Qwen3.6 chat-template renderer; loading the tokenizer takes about 2 s, so once per session."""
     return PromptRenderer(ensure_qwen_tokenizer())
+
+
+@pytest_asyncio.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    """A plain HTTP client session for a test that talks to a server directly."""
+    async with aiohttp.ClientSession() as session:
+        yield session
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -237,7 +237,11 @@ async def test_merge_judges_staleness_against_the_servers_version_now(renderer, 
         await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
         server.control.set_version("5")
         rollout_host = host(adapter, tmp_path, slots=1)
-        merged = await as_workflow("wf-stale").run(rollout_host.merge_segments, MergeRequest(session_id=ticket.session_id, workflow_id="wf-stale"))
+        merge = MergeRequest(session_id=ticket.session_id, workflow_id="wf-stale")
+        merged = await as_workflow("wf-stale").run(rollout_host.merge_segments, merge)
+        server.control.set_version("1")
+        retried = await as_workflow("wf-stale").run(rollout_host.merge_segments, merge)
+        assert retried == merged, "a retried merge reports and stores the verdict of the first"
     finally:
         await adapter.stop()
         await server.stop()
@@ -252,3 +256,35 @@ async def test_merge_judges_staleness_against_the_servers_version_now(renderer, 
         assert {v for v, m in zip(stored.token_weight_versions(), stored.loss_mask, strict=True) if m} == {"4"}
     else:
         assert sampled == first.output_ids + second.output_ids and report.masked_tokens == 0
+
+
+async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as_sampled(renderer, tmp_path):
+    """The staleness bound is set but /get_model_info cannot be read at merge time (the server is gone): the
+    rollout keeps its segments as sampled and the report says nothing was judged, and why."""
+    server = ScriptedPolicyServer(renderer, default_policy="noop", weight_version="1")
+    server_url = await server.start()
+    adapter = AdapterServer(renderer)
+    await adapter.start()
+    try:
+        config = SessionConfig(policy_url=server_url, staleness=StalenessBound(max_staleness=0, policy="drop"))
+        ticket = adapter.registry.open_session(config, durable=False)
+        session = adapter.registry.get(ticket.session_id)
+        await session.run_turn(
+            "main",
+            "main",
+            [{"role": "user", "content": "hi"}],
+            [],
+            None,
+            lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}),
+        )
+        await server.stop()
+        rollout_host = host(adapter, tmp_path, slots=1)
+        merged = await as_workflow("wf-unknown").run(
+            rollout_host.merge_segments, MergeRequest(session_id=ticket.session_id, workflow_id="wf-unknown")
+        )
+    finally:
+        await adapter.stop()
+    report = merged.staleness
+    assert report is not None and report.current_version is None and not report.dropped and "get_model_info" in report.note
+    [stored] = TrajectoryStore.load(merged.trajectory)
+    assert report.unjudged_tokens == sum(stored.loss_mask) == len(server.records[0].output_ids)

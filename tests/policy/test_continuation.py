@@ -40,12 +40,6 @@ async def server(renderer) -> AsyncIterator[ScriptedPolicyServer]:
     await scripted.stop()
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
 async def until(condition: Callable[[], bool]) -> None:
     async def poll() -> None:
         while not condition():
@@ -130,7 +124,7 @@ async def test_the_continued_answer_is_the_answer_an_uninterrupted_turn_gets(ren
     assert first.output_ids + second.output_ids == uninterrupted
 
 
-async def test_without_continuation_an_abort_fails_the_turn_as_before(renderer, server, http):
+async def test_without_continuation_an_abort_fails_the_turn(renderer, server, http):
     policy = session(renderer, server, http, continue_after_abort=False)
     turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, build_reply))
     await until(lambda: any(g.output_ids for g in server.control.live))
@@ -141,12 +135,12 @@ async def test_without_continuation_an_abort_fails_the_turn_as_before(renderer, 
     assert policy.turns == [] and policy.ledger.finish() == []
 
 
-async def test_a_server_that_never_takes_the_generation_back_ends_the_turn_at_the_resume_budget(renderer, server, http):
+async def test_a_generation_that_makes_no_progress_after_an_abort_ends_the_turn_at_the_resume_budget(renderer, server, http):
     policy = session(renderer, server, http, abort_resume_budget_s=0.5)
     turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, build_reply))
     await until(lambda: any(g.output_ids for g in server.control.live))
     await control(http, server, "/pause_generation", {"mode": "abort"})
-    with pytest.raises(PolicyServerError, match="within 0.5 s"):
+    with pytest.raises(PolicyServerError, match="no progress for 0.5 s"):
         await turn
     assert policy.turns == [], "the turn failed as an unreachable policy's does"
     server.delay_s = 0.0
@@ -233,3 +227,36 @@ async def test_any_aborts_and_version_changes_stitch_to_the_uninterrupted_genera
         assert (token, stitched.log_probs[i]) == flaky.token(prompt + stitched.output_ids[:i]), (
             "each token is the model's given exactly the tokens before it"
         )
+
+
+class Scripted:
+    """Answers each request from a list: a ``Generation``, or an exception to raise; records every rid sent."""
+
+    def __init__(self, answers: list):
+        self.answers = list(answers)
+        self.rids: list[str] = []
+
+    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key):
+        self.rids.append(rid)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def aborted(ids: list[int]) -> GenerationAborted:
+    return GenerationAborted("aborted", Generation(ids, [-0.1] * len(ids), "abort", [(0, len(ids), "1")] if ids else []))
+
+
+async def test_every_request_has_its_own_rid_and_only_transient_refusals_are_retried():
+    done = Generation([5, 0], [-0.2, -0.3], "stop", [(0, 2, "2")])
+    server = Scripted([aborted([4]), PolicyServerError("reset", status=None), PolicyServerError("busy", status=503), done])
+    params = {"max_new_tokens": 8, "stop_token_ids": [0]}
+    continued = await generate_through_aborts(server, "http://x", [1, 2], params, "r", "k", resume_budget_s=60, retry_first_s=0.001)
+    assert continued.generation.output_ids == [4, 5, 0] and continued.aborts == 1
+    assert server.rids == ["r", "r-c1", "r-c2", "r-c3"], "a retry never reuses a rid the server may still be running"
+
+    refused = Scripted([aborted([4]), PolicyServerError("rid already in flight", status=400), done])
+    with pytest.raises(PolicyServerError, match="already in flight"):
+        await generate_through_aborts(refused, "http://x", [1, 2], params, "r", "k", resume_budget_s=60, retry_first_s=0.001)
+    assert refused.rids == ["r", "r-c1"], "a 4xx is not retried"

@@ -47,12 +47,6 @@ async def server(renderer: PromptRenderer) -> AsyncIterator[ScriptedPolicyServer
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
 def input_ids(renderer: PromptRenderer) -> list[int]:
     return prompt_ids(renderer, conversation("/tmp/x", 0))
 

@@ -52,12 +52,6 @@ async def server(renderer: PromptRenderer) -> AsyncIterator[ScriptedPolicyServer
     await scripted.stop()
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
 async def generate(
     http: aiohttp.ClientSession,
     server: ScriptedPolicyServer,
