@@ -55,15 +55,13 @@ if str(ROOT) not in sys.path:
 import aiohttp  # noqa: E402
 
 from contracts.rollout import SamplingParams, SessionConfig  # noqa: E402
-from policy.completion_parser import ParsedCompletion  # noqa: E402
 from policy.fair_executor import FairExecutor  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
-from policy.session import PolicySession  # noqa: E402
+from policy.session import PolicySession, assistant_reply  # noqa: E402
 from policy.sglang_client import PolicyServerError, SGLangClient  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from scripted_policy.completions import final_answer  # noqa: E402
-from scripted_policy.control import Generation, abort_finish_reason, weight_version_spans  # noqa: E402
-from scripted_policy.server import Completion, GenerateRequest, ScriptedPolicyServer, token_logprob  # noqa: E402
+from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
 
 VARIANTS = ("continuation", "baseline")
 SYSTEM = {"role": "system", "content": "You are a careful coding assistant."}
@@ -74,28 +72,8 @@ class PacedServer(ScriptedPolicyServer):
     """The scripted server with every policy answering ``text``, one token per ``token_s`` (bench-only)."""
 
     def __init__(self, renderer: PromptRenderer, text: str, token_s: float):
-        super().__init__(renderer, default_policy="noop", delay_s=0.0)
-        self.token_s = token_s
+        super().__init__(renderer, default_policy="noop", delay_s=0.0, token_delay_s=token_s)
         self._completions["noop"] = lambda prompt, max_new_tokens: text
-
-    async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation) -> Completion:
-        planned, finish_reason = await asyncio.to_thread(self._plan, policy, generate)
-        for position, token in enumerate(planned):
-            if not await self.control.next_step(generation):
-                finish_reason = abort_finish_reason()
-                break
-            generation.sample(token, token_logprob(generate.rid, position), self.control.version)
-            await asyncio.sleep(self.token_s)
-        text = await asyncio.to_thread(self.renderer.decode, generation.output_ids)
-        spans = weight_version_spans(generation.versions, self.control.version)
-        return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
-
-
-def build_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[ParsedCompletion, dict[str, Any]]:
-    message: dict[str, Any] = {"role": "assistant", "content": parsed.text}
-    if parsed.reasoning:
-        message["reasoning_content"] = parsed.reasoning
-    return parsed, message
 
 
 class Bench:
@@ -117,7 +95,7 @@ class Bench:
         started, resends = time.monotonic(), 0
         while True:
             try:
-                outcome = await session.run_turn("main", "main", [SYSTEM, USER], [], None, build_reply)
+                outcome = await session.run_turn("main", "main", [SYSTEM, USER], [], None, assistant_reply)
                 return time.monotonic() - started, outcome.output_tokens, resends
             except PolicyServerError:
                 resends += 1

@@ -19,12 +19,12 @@ The policy server is the worker's when it pins one, else the episode's
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Protocol
 
 from contracts.drift_repair import Role, RoleTurn
 from contracts.rollout import PolicySpec, SegmentSummary
 from drift_repair.prompts import role_messages
-from policy.completion_parser import ParsedCompletion
+from policy.session import assistant_reply
 from policy.session_config import session_config_for
 from policy.session_registry import SessionRegistry
 from policy.trajectory_store import TrajectoryStore
@@ -32,13 +32,6 @@ from policy.trajectory_store import TrajectoryStore
 
 class RolePlayer(Protocol):
     async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn: ...
-
-
-def _reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[ParsedCompletion, dict[str, Any]]:
-    message: dict[str, Any] = {"role": "assistant", "content": parsed.text}
-    if parsed.reasoning:
-        message["reasoning_content"] = parsed.reasoning
-    return parsed, message
 
 
 class AdapterRolePlayer:
@@ -57,7 +50,7 @@ class AdapterRolePlayer:
         session = registry.get(ticket.session_id)
         messages = role_messages(role, user_prompt)
         try:
-            outcome = await session.run_turn(role, "role", messages, [], None, _reply)
+            outcome = await session.run_turn(role, "role", messages, [], None, assistant_reply)
         finally:
             result = registry.finish_session(ticket.session_id)
         segment = result.segments[0] if result.segments else None

@@ -53,6 +53,15 @@ TurnObserver = Callable[["PolicySession", TurnSummary], Awaitable[None]]
 TurnJournal = Callable[[LedgerDelta, TurnSummary], None]
 
 
+def assistant_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[ParsedCompletion, dict[str, Any]]:
+    """A ``ReplyBuilder`` for callers that want the parsed completion back and record it as a plain assistant
+    message (text, and its reasoning when there is some): drift -> repair role calls, benchmarks."""
+    message: dict[str, Any] = {"role": "assistant", "content": parsed.text}
+    if parsed.reasoning:
+        message["reasoning_content"] = parsed.reasoning
+    return parsed, message
+
+
 class SessionLimitExceeded(RuntimeError):
     """The session's turn cap or concurrent-request cap was hit (the adapter answers 429)."""
 

@@ -243,7 +243,8 @@ async def control_body(request: web.Request, fields: dict[str, tuple[type, Any]]
 
 
 class ScriptedPolicyServer:
-    """See the module docstring for the HTTP contract."""
+    """See the module docstring for the HTTP contract. ``delay_s`` spreads a ``slow`` answer over that time;
+    ``token_delay_s`` paces every other policy's tokens, one per that many seconds (0: as fast as it can)."""
 
     def __init__(
         self,
@@ -252,10 +253,12 @@ class ScriptedPolicyServer:
         oracle_tasks: Sequence[OracleTask] = (),
         delay_s: float = 2.0,
         weight_version: str = "default",
+        token_delay_s: float = 0.0,
     ):
         self.renderer = renderer
         self.default_policy = self._known(default_policy)
         self.delay_s = delay_s
+        self.token_delay_s = token_delay_s
         self.control = GenerationControl(weight_version)
         self._assistant_header = renderer.encode(f"{ASSISTANT_TURN}\n")
         self.model_path = f"scripted-{self.default_policy}"
@@ -366,6 +369,8 @@ class ScriptedPolicyServer:
             generation.sample(token, token_logprob(generate.rid, position), self.control.version)
             if policy == "slow":
                 await self.control.pace(self.delay_s / len(planned))
+            elif self.token_delay_s:
+                await self.control.pace(self.token_delay_s)
         in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
         text = await asyncio.to_thread(self.renderer.decode, in_vocabulary)
         spans = weight_version_spans(generation.versions, self.control.version)
