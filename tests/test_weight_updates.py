@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
@@ -77,40 +78,34 @@ async def finished_sessions():
     SessionRegistry.finish_session = original
 
 
-async def start_cluster(renderer, results: Path, finished, **worker_overrides):
+@asynccontextmanager
+async def running_cluster(renderer, results: Path, finished, reap_prefix, **worker_overrides) -> AsyncIterator[Cluster]:
+    """A dev server and in-process worker behind a slow scripted oracle; the runs' containers are reaped after."""
     policy = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=DELAY_S)
     policy.url = await policy.start()
-    return policy, local_cluster(policy.url, results, BUDGETS, **worker_overrides)
+    try:
+        async with local_cluster(policy.url, results, BUDGETS, **worker_overrides) as (env, settings):
+            cluster = Cluster(env, settings, policy, finished)
+            yield cluster
+            for run_id in cluster.run_ids:
+                await reap_prefix(f"rollout-{run_id}-")
+    finally:
+        await policy.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cluster(task_images, renderer, tmp_path_factory, finished_sessions, reap_prefix):
     """Claude Code with its default ladder (10 retries): a retry would survive, so the test can see there was none."""
-    policy, cm = await start_cluster(renderer, tmp_path_factory.mktemp("results"), finished_sessions)
-    try:
-        async with cm as (env, settings):
-            cluster = Cluster(env, settings, policy, finished_sessions)
-            yield cluster
-            for run_id in cluster.run_ids:
-                await reap_prefix(f"rollout-{run_id}-")
-    finally:
-        await policy.stop()
+    async with running_cluster(renderer, tmp_path_factory.mktemp("results"), finished_sessions, reap_prefix) as running:
+        yield running
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def short_ladder(task_images, renderer, tmp_path_factory, finished_sessions, reap_prefix):
     """Claude Code with no retries at all: any API error ends the agent."""
-    policy, cm = await start_cluster(
-        renderer, tmp_path_factory.mktemp("results"), finished_sessions, claude_extra_env={"CLAUDE_CODE_MAX_RETRIES": "0"}
-    )
-    try:
-        async with cm as (env, settings):
-            cluster = Cluster(env, settings, policy, finished_sessions)
-            yield cluster
-            for run_id in cluster.run_ids:
-                await reap_prefix(f"rollout-{run_id}-")
-    finally:
-        await policy.stop()
+    extra = {"CLAUDE_CODE_MAX_RETRIES": "0"}
+    async with running_cluster(renderer, tmp_path_factory.mktemp("results"), finished_sessions, reap_prefix, claude_extra_env=extra) as running:
+        yield running
 
 
 async def post(http: aiohttp.ClientSession, url: str, body: dict) -> dict:

@@ -11,17 +11,9 @@ from contracts.rollout import PolicySpec
 from drift_repair.roles import AdapterRolePlayer
 from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
+from tests.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-HANG_GUARD_S = 120
-
-
-async def until(condition) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), HANG_GUARD_S)
 
 
 async def test_a_role_call_aborted_by_a_weight_update_is_continued_with_each_tokens_version(renderer, tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -26,9 +26,9 @@ from policy.fair_executor import FairExecutor
 from policy.session import PolicySession
 from policy.sglang_client import Generation, GenerationAborted, PolicyServerError, SGLangClient
 from scripted_policy.server import ScriptedPolicyServer
+from tests.waiting import HANG_GUARD_S, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-HANG_GUARD_S = 120
 MESSAGES = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Say something."}]
 
 
@@ -38,14 +38,6 @@ async def server(renderer) -> AsyncIterator[ScriptedPolicyServer]:
     scripted.url = await scripted.start()
     yield scripted
     await scripted.stop()
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), HANG_GUARD_S)
 
 
 async def control(http: aiohttp.ClientSession, server: ScriptedPolicyServer, path: str, body: dict) -> None:

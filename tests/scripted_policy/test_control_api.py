@@ -8,7 +8,7 @@ state changes (a continue wakes it) or the test sets ``delay_s`` to 0.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -17,8 +17,8 @@ from policy.prompt_renderer import PromptRenderer
 from scripted_policy.control import FLUSH_REFUSED, Generation, abort_finish_reason
 from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
 from tests.scripted_policy.generate_requests import conversation, generate_body, prompt_ids
+from tests.waiting import until
 
-HANG_GUARD_S = 120
 MODEL_INFO_FIELDS = {
     "model_path",
     "served_model_name",
@@ -66,14 +66,6 @@ async def generate(http: aiohttp.ClientSession, server: ScriptedPolicyServer, in
     async with http.post(f"{server.url}/generate", json=body, headers={ROUTING_KEY_HEADER: routing_key}) as response:
         assert response.status == 200, await response.text()
         return await response.json()
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), HANG_GUARD_S)
 
 
 def running(server: ScriptedPolicyServer, rid: str) -> Generation | None:
