@@ -152,8 +152,8 @@ def _write_segment(sample: Any, segment: TokenSegment, result: RolloutResult, in
 def call_weight_versions(segment: TokenSegment) -> list[str]:
     """slime's ``Sample.weight_versions``: per generate call of the segment (each a run of sampled tokens), the
     version of its last token when it has one."""
-    mask = segment.loss_mask
-    return [v for i, v in enumerate(segment.token_weight_versions()) if v is not None and (i + 1 == len(mask) or not mask[i + 1])]
+    versions = segment.token_weight_versions()
+    return [version for _, end in segment.sampled_runs() if (version := versions[end - 1]) is not None]
 
 
 def _status(sample: Any, name: str) -> Any:

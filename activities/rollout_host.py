@@ -271,7 +271,8 @@ class RolloutHost:
         while len(self._verdicts) > VERDICTS_KEPT:
             self._verdicts.popitem(last=False)
         ref = await asyncio.to_thread(self.store.put, request.workflow_id, segments)
-        return MergeResult(trajectory=ref, segments=[SegmentSummary.of(s) for s in segments], turns=len(result.turns), staleness=report)
+        summaries = await asyncio.to_thread(lambda: [SegmentSummary.of(s) for s in segments])
+        return MergeResult(trajectory=ref, segments=summaries, turns=len(result.turns), staleness=report)
 
     async def _judged(self, result: SessionResult) -> tuple[list[TokenSegment], StalenessReport | None]:
         """The segments under the session's staleness bound, judged against the policy server's version now;
@@ -284,7 +285,7 @@ class RolloutHost:
         except PolicyServerError as error:
             log.warning("staleness of session %s not judged: %s", result.session_id, error)
             return result.segments, staleness.unjudged(result.segments, bound, str(error))
-        return staleness.judge(result.segments, bound, current)
+        return await asyncio.to_thread(staleness.judge, result.segments, bound, current)
 
     @activity.defn(name="discard_session")
     async def discard_session(self, session_id: str) -> None:

@@ -233,6 +233,18 @@ class TokenSegment(BaseModel):
                     versions[i] = span.version
         return versions
 
+    def sampled_runs(self) -> list[tuple[int, int]]:
+        """The maximal runs ``[start, end)`` of sampled (loss_mask 1) positions: one per model call of the segment."""
+        runs: list[tuple[int, int]] = []
+        start: int | None = None
+        for position, mask in enumerate([*self.loss_mask, 0]):
+            if mask and start is None:
+                start = position
+            elif not mask and start is not None:
+                runs.append((start, position))
+                start = None
+        return runs
+
     def weight_version_runs(self) -> list[str]:
         """The versions of the sampled tokens in position order, each run once (unversioned tokens skipped)."""
         return collapse_runs(span.version for span in self.weight_version_spans)

@@ -18,8 +18,6 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from contracts.rollout import StalenessBound, StalenessReport, TokenSegment, is_integer_version, spans_from_runs
 
 
@@ -32,17 +30,6 @@ def staleness_of(version: str, current: str, bound: StalenessBound) -> int | Non
     if version in bound.order and current in bound.order:
         return bound.order.index(current) - bound.order.index(version)
     return None
-
-
-def _turns(segment: TokenSegment) -> Iterator[tuple[int, int]]:
-    """The maximal runs ``[start, end)`` of sampled (loss_mask 1) positions."""
-    start = None
-    for position, mask in enumerate([*segment.loss_mask, 0]):
-        if mask and start is None:
-            start = position
-        elif not mask and start is not None:
-            yield start, position
-            start = None
 
 
 def unjudged(segments: list[TokenSegment], bound: StalenessBound, why: str) -> StalenessReport:
@@ -59,7 +46,7 @@ def judge(segments: list[TokenSegment], bound: StalenessBound, current: str) -> 
     for segment in segments:
         versions = segment.token_weight_versions()
         keep = list(segment.loss_mask)
-        for start, end in _turns(segment):
+        for start, end in segment.sampled_runs():
             ages = []
             for position in range(start, end):
                 age = staleness_of(versions[position], current, bound) if versions[position] is not None else None

@@ -78,7 +78,7 @@ async def _three_turns_and_a_restart(renderer, tmp_path, spool, client, cpu):
 
     (segment,) = session.ledger.finish()
     sampled = [i for i, m in enumerate(segment.loss_mask) if m]
-    runs = _runs(segment.loss_mask)
+    runs = segment.sampled_runs()
     assert len(runs) == 3
     third = runs[2][0]
     assert segment.weight_version_spans == [
@@ -93,17 +93,6 @@ async def _three_turns_and_a_restart(renderer, tmp_path, spool, client, cpu):
     restarted = PolicySession("s1", CONFIG, renderer, ScriptedClient(renderer, []), cpu)
     restarted.restore(spooled.turns)
     assert restarted.ledger.finish() == [segment]
-
-
-def _runs(mask: list[int]) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for i, m in enumerate([*mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 async def test_against_the_scripted_server_every_token_has_the_version_it_was_sampled_with(renderer):
@@ -126,7 +115,7 @@ async def test_against_the_scripted_server_every_token_has_the_version_it_was_sa
         await server.stop()
     segments = session.ledger.finish()
     records = {(tuple(r.input_ids), tuple(r.output_ids)): r.output_versions for r in server.records}
-    runs = [(segment, start, end) for segment in segments for start, end in _runs(segment.loss_mask)]
+    runs = [(segment, start, end) for segment in segments for start, end in segment.sampled_runs()]
     assert len(runs) == 3
     for segment, start, end in runs:
         sampled_with = records[(tuple(segment.tokens[:start]), tuple(segment.tokens[start:end]))]

@@ -178,7 +178,7 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
         assert len(segment.tokens) == len(segment.loss_mask) == len(segment.rollout_log_probs)
         assert not any(segment.loss_mask[: segment.prompt_length])
         truth: list[str | None] = [None] * len(segment.tokens)
-        for start, end in _sampled_runs(segment.loss_mask):
+        for start, end in segment.sampled_runs():
             key = (tuple(segment.tokens[:start]), tuple(segment.tokens[start:end]))
             assert key in records, "a loss_mask=1 run is not a sample the server produced in that context"
             assert records[key] == segment.rollout_log_probs[start:end]
@@ -211,17 +211,6 @@ def rewritten(reply: dict) -> dict:
     """What Claude Code does to echoed Bash calls: it strips a leading ``cd <dir> &&``."""
     calls = [{**c, "function": {**c["function"], "arguments": {"command": "rewritten by the client"}}} for c in reply.get("tool_calls", [])]
     return {**reply, "tool_calls": calls} if calls else reply
-
-
-def _sampled_runs(mask: list[int]) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for i, m in enumerate(mask + [0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
 
 
 def _tool_turn_conversation(renderer, turns: int):
@@ -384,3 +373,11 @@ def test_the_rollout_summary_spans_its_segments_in_order():
     assert RolloutResult.model_validate(wire) == result, "the derived fields are recomputed, not trusted, on the way back in"
     empty = RolloutResult(workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="aborted")
     assert (empty.oldest_weight_version, empty.newest_weight_version, empty.weight_version_changes) == (None, None, 0)
+
+
+def test_sampled_runs_are_the_maximal_runs_of_trained_positions():
+    segment = TokenSegment(
+        kind="main", tokens=list(range(9)), loss_mask=[0, 0, 1, 1, 0, 1, 0, 1, 1], rollout_log_probs=[0, 0, -1, -1, 0, -1, 0, -1, -1],
+        prompt_length=2, turns=3, finish_reason="stop",
+    )  # fmt: skip
+    assert segment.sampled_runs() == [(2, 4), (5, 6), (7, 9)]
