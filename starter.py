@@ -48,9 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from config.paths import PROJECT_ROOT
 from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env, staleness_from_env
@@ -62,7 +60,7 @@ from trainer_client import rollout_queries
 from trainer_client.drift_episodes import episode_inputs, episode_workflow_id, run_episodes
 from trainer_client.local_services import temporal_dev_server, worker_process
 from trainer_client.results_file import ResultSink, record_with_segments
-from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env
+from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env, start_or_attach
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
@@ -94,18 +92,8 @@ async def connect(address: str) -> Client:
 async def start_rollout(client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
     """Start the rollout's workflow, or attach to it if that id already ran or is running."""
     workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
-    try:
-        return await client.start_workflow(
-            CodingAgentRollout.run,
-            rollout,
-            id=workflow_id,
-            task_queue=task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"{rollout.task.instance_id} sample {rollout.sample_index} group {rollout.group_index}",
-        )
-    except WorkflowAlreadyStartedError:
-        return client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id)
+    summary = f"{rollout.task.instance_id} sample {rollout.sample_index} group {rollout.group_index}"
+    return await start_or_attach(client, CodingAgentRollout.run, rollout, workflow_id, task_queue, RolloutResult, summary)
 
 
 async def run_rollouts(

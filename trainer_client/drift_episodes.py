@@ -17,13 +17,11 @@ import random
 from collections.abc import Awaitable, Callable, Iterable
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from config.settings import SHARED_TASK_QUEUE
 from contracts.drift_repair import Difficulty, DriftPolicy, DriftTask, EpisodeInput, EpisodeResult, RepairPolicy
 from contracts.rollout import PolicySpec
-from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited
+from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, start_or_attach
 
 EpisodeCallback = Callable[[EpisodeResult], Awaitable[None] | None]
 WORKFLOW_TYPE = "DriftRepairEpisode"
@@ -72,20 +70,8 @@ def episode_workflow_id(run_id: str, episode: EpisodeInput) -> str:
 
 async def start_episode(client: Client, episode: EpisodeInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
     """Start the episode's workflow, or attach to it if that id already ran or is running."""
-    workflow_id = episode_workflow_id(run_id, episode)
-    try:
-        return await client.start_workflow(
-            WORKFLOW_TYPE,
-            episode,
-            id=workflow_id,
-            task_queue=task_queue,
-            result_type=EpisodeResult,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"{episode.task_id} sample {episode.sample_index} group {episode.group_index}",
-        )
-    except WorkflowAlreadyStartedError:
-        return client.get_workflow_handle(workflow_id, result_type=EpisodeResult)
+    summary = f"{episode.task_id} sample {episode.sample_index} group {episode.group_index}"
+    return await start_or_attach(client, WORKFLOW_TYPE, episode, episode_workflow_id(run_id, episode), task_queue, EpisodeResult, summary)
 
 
 async def run_episodes(

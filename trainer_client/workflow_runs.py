@@ -17,7 +17,7 @@ Invariants:
   ``MAX_RETRIES_PER_CALL`` (20) times, then fails with its status. Waiting
   re-gets the handle each time (the latest run of the workflow id), so the
   workflow, which survives the restart, is collected.
-* **Starting is idempotent** (the caller's start rejects duplicate ids and
+* **Starting is idempotent** (``start_or_attach`` rejects duplicate ids and
   attaches to a running or closed one), so a retried start never runs a
   workflow twice.
 
@@ -42,7 +42,8 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import exceptions as temporal_errors
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,25 @@ class RunFailure:
 
 class ServerUnavailable(Exception):
     pass
+
+
+async def start_or_attach(
+    client: Client, workflow: Any, arg: Any, workflow_id: str, task_queue: str, result_type: type, summary: str
+) -> WorkflowHandle:
+    """Start ``workflow`` under ``workflow_id``, or attach to the run that id already has (running or closed)."""
+    try:
+        return await client.start_workflow(
+            workflow,
+            arg,
+            id=workflow_id,
+            task_queue=task_queue,
+            result_type=result_type,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=summary,
+        )
+    except temporal_errors.WorkflowAlreadyStartedError:
+        return client.get_workflow_handle(workflow_id, result_type=result_type)
 
 
 def server_wait_from_env(env: Mapping[str, str] = os.environ) -> float:
