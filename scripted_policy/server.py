@@ -350,6 +350,8 @@ class ScriptedPolicyServer:
                 completion = await self._answer(policy, generate, generation)
             finally:
                 self.control.release(generation)
+        except BadRequest as error:
+            return bad_request(error)
         finally:
             self._inflight.discard(generate.rid)
         self._record(generate, routing_key, policy, completion)
@@ -381,14 +383,17 @@ class ScriptedPolicyServer:
 
         Like a language model, it continues an answer already begun: a prompt whose last assistant turn
         holds tokens (a client resubmitting an aborted generation's prompt + output) gets the rest of the
-        answer scripted for the prompt without them, when those tokens begin it.
+        answer scripted for the prompt without them. Tokens that do not begin that answer are refused
+        (``input_ids``), so a client that resubmits the wrong tokens fails loudly instead of being
+        answered with a second, garbled answer.
         """
         end_id = self.renderer.end_of_turn_id
         prompt_ids, begun = self._split_begun_answer(generate.input_ids)
         if begun:
             planned = self._scripted_ids(policy, prompt_ids, generate.max_new_tokens + len(begun)) + [end_id]
-            if planned[: len(begun)] == begun:
-                return finish(planned[len(begun) :], generate.max_new_tokens, end_id)
+            if planned[: len(begun)] != begun:
+                raise BadRequest("input_ids", f"the {len(begun)} tokens after the last assistant header do not begin the scripted answer")
+            return finish(planned[len(begun) :], generate.max_new_tokens, end_id)
         return finish(self._scripted_ids(policy, generate.input_ids, generate.max_new_tokens) + [end_id], generate.max_new_tokens, end_id)
 
     def _split_begun_answer(self, input_ids: list[int]) -> tuple[list[int], list[int]]:

@@ -345,3 +345,15 @@ def test_cli_serves_until_sigterm(tmp_path):
     finally:
         process.kill()
         process.wait()
+
+
+async def test_a_begun_answer_is_continued_and_a_wrong_one_refused(server, http, renderer):
+    """Resubmitting prompt + the first tokens of the answer gets the rest; tokens that do not begin it get a 400."""
+    server.set_policy("sess", "noop")
+    ids = prompt_ids(renderer, conversation("/tmp/x", 0))
+    whole = await generate(http, server, generate_body(ids, "whole"))
+    head = whole["output_ids"][:2]
+    rest = await generate(http, server, generate_body(ids + head, "rest"))
+    assert head + rest["output_ids"] == whole["output_ids"]
+    wrong = await generate(http, server, generate_body(ids + [head[0] + 1], "wrong"), status=400)
+    assert wrong["field"] == "input_ids"
