@@ -221,6 +221,7 @@ class RolloutHost:
             is_error=verdict.is_error,
             terminal_reason=verdict.terminal_reason,
             turns=len(session.turns) if session else 0,
+            aborts_continued=sum(turn.aborts_continued for turn in session.turns) if session else 0,
             duration_s=round(time.time() - started_at, 3),
             log_path=str(log_path),
             log_tail="\n".join(lines[-5:])[-2000:],

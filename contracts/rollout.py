@@ -558,6 +558,8 @@ class AgentRun(BaseModel):
     is_error: bool
     terminal_reason: str = ""
     turns: int = 0
+    # Server aborts (weight updates) its turns lived through, each continued from what was sampled.
+    aborts_continued: int = 0
     duration_s: float = 0.0
     log_path: str = ""
     log_tail: str = ""
