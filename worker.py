@@ -78,6 +78,7 @@ from task_sources.dataset_rows import DatasetRow, read_dataset
 from trainer_client.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
+from workflows.rollout_group import RolloutGroup
 
 log = logging.getLogger("worker")
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
@@ -215,7 +216,7 @@ async def run_worker(
     shared = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[CodingAgentRollout, DriftRepairEpisode],
+        workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup],
         activities=activities.shared,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,

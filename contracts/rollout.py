@@ -491,6 +491,8 @@ class AbortReason(StrEnum):
     SANDBOX_FAILED = "sandbox_failed"
     # rollouts, with a staleness bound whose policy is ``drop``
     STALE_POLICY = "stale_policy"
+    # a group's sample stopped because its batch was full without it (``contracts.rollout_group``)
+    STRAGGLER_CUT = "straggler_cut"
 
 
 EXCEPTION_PREFIX = "exception:"
@@ -672,6 +674,8 @@ class RolloutResult(BaseModel):
     message); the workflow may still be running, and a re-run with the same
     run id attaches to it. ``diff`` reports the agent's patch (what it left
     out, whether it was over the cap); None when no diff was taken.
+    ``stopped_in`` / ``turns``: the stage a guard, abort or cancel stopped
+    the run in, and the model calls its last attempt had made by then.
 
     Weight versions, over the sampled tokens of all ``segments`` (in segment
     order, each in position order; tokens without a version skipped):
@@ -699,6 +703,8 @@ class RolloutResult(BaseModel):
     elapsed_s: float = 0.0
     diff: DiffReport | None = None
     staleness: StalenessReport | None = None
+    stopped_in: RolloutStage | None = None
+    turns: int = 0
 
     def _weight_version_runs(self) -> list[str]:
         return collapse_runs(v for segment in self.segments for v in segment.weight_version_runs)

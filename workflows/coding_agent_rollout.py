@@ -149,7 +149,7 @@ class CodingAgentRollout:
         body = asyncio.ensure_future(self._rollout(rollout))
         stop_reason = await stop_reason_after(body, timedelta(seconds=rollout.guard_s), lambda: self._abort_requested, (Aborted,))
         if stop_reason is not None:
-            return self._result(rollout, started, abort_reason=stop_reason)
+            return self._result(rollout, started, abort_reason=stop_reason, stopped_in=self._progress.stage)
         try:
             merged = body.result()
         except Aborted as aborted:
@@ -331,8 +331,16 @@ class CodingAgentRollout:
         except ActivityError:
             pass
 
-    def _result(self, rollout: RolloutInput, started, merged: MergeResult | None = None, abort_reason: str | None = None) -> RolloutResult:
+    def _result(
+        self,
+        rollout: RolloutInput,
+        started,
+        merged: MergeResult | None = None,
+        abort_reason: str | None = None,
+        stopped_in: RolloutStage | None = None,
+    ) -> RolloutResult:
         evaluation = self._evaluation
+        turns = self._progress.turns
         reward = evaluation.reward if evaluation and not abort_reason else 0.0
         solved = bool(evaluation and evaluation.solved and not abort_reason)
         self._enter("done")
@@ -357,6 +365,8 @@ class CodingAgentRollout:
             elapsed_s=(workflow.now() - started).total_seconds(),
             diff=self._diff,
             staleness=self._staleness,
+            stopped_in=stopped_in,
+            turns=turns,
         )
 
 

@@ -20,4 +20,8 @@ POLICY = SearchAttributeKey.for_keyword("RolloutPolicy")
 # "<oldest>..<newest>" weight version of the agent's sampled tokens so far (set once a turn reports one).
 WEIGHT_VERSIONS = SearchAttributeKey.for_keyword("RolloutWeightVersions")
 
-ALL = [INSTANCE, STAGE, ATTEMPT, HOST, TURNS, REWARD, SOLVED, ABORT_REASON, POLICY, WEIGHT_VERSIONS]
+# A RolloutGroup's status (running, then GroupResult.status) and its valid samples so far.
+GROUP_STATUS = SearchAttributeKey.for_keyword("RolloutGroupStatus")
+GROUP_VALID = SearchAttributeKey.for_int("RolloutGroupValid")
+
+ALL = [INSTANCE, STAGE, ATTEMPT, HOST, TURNS, REWARD, SOLVED, ABORT_REASON, POLICY, WEIGHT_VERSIONS, GROUP_STATUS, GROUP_VALID]

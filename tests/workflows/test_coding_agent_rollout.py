@@ -10,128 +10,22 @@ import asyncio
 import uuid
 
 import pytest
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import Worker
 
-from activities import activity_refs as refs
-from activities.activity_refs import name_of
 from activities.error_types import ErrorType
 from contracts.rollout import (
     AgentProgress,
-    AgentRun,
-    AgentRunRequest,
-    CapturedDiff,
     DiffReport,
-    EvalRequest,
-    EvalResult,
-    MergeRequest,
-    MergeResult,
     PolicySpec,
     RolloutInput,
-    SandboxHandle,
-    SandboxRequest,
-    SegmentSummary,
     StalenessBound,
     StalenessReport,
-    TaskSpec,
-    TrajectoryRef,
 )
+from tests.workflows.fake_rollout_activities import DEAD, LIVE, SHARED, FakeCluster, rollout, workers
 from workflows import search_attributes as attrs
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-SHARED = "rollouts-test-shared"
-LIVE = "rollouts-test-live"
-DEAD = "rollouts-test-dead"
-
-
-class FakeCluster:
-    """Fake activities; behaviour knobs are plain attributes set by each test."""
-
-    def __init__(self):
-        self.calls: list[str] = []
-        self.host_queues = [LIVE]
-        self.boot_failures: list[Exception] = []
-        self.agent_hangs = False
-        self.empty_session = False
-        self.diff_report = DiffReport(patch_bytes=19)
-        self.staleness: StalenessReport | None = None
-
-    @activity.defn(name=name_of(refs.pick_host))
-    async def pick_host(self) -> str:
-        self.calls.append("pick_host")
-        return self.host_queues.pop(0) if len(self.host_queues) > 1 else self.host_queues[0]
-
-    @activity.defn(name=name_of(refs.boot_sandbox))
-    async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
-        self.calls.append("boot_sandbox")
-        if self.boot_failures:
-            raise self.boot_failures.pop(0)
-        return SandboxHandle(container_id="c1", name=f"box-{request.attempt}", workdir=request.task.workdir)
-
-    @activity.defn(name=name_of(refs.run_claude_code))
-    async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
-        self.calls.append("run_claude_code")
-        if self.agent_hangs:
-            try:
-                while True:
-                    activity.heartbeat()
-                    await asyncio.sleep(0.1)
-            except asyncio.CancelledError:
-                self.calls.append("agent_cancelled")
-                raise
-        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
-
-    @activity.defn(name=name_of(refs.capture_diff))
-    async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
-        self.calls.append("capture_diff")
-        return CapturedDiff(diff="diff --git a/x b/x\n" if not self.diff_report.over_cap else "", report=self.diff_report)
-
-    @activity.defn(name=name_of(refs.destroy_sandbox))
-    async def destroy_sandbox(self, handle: SandboxHandle) -> None:
-        self.calls.append("destroy_sandbox")
-
-    @activity.defn(name=name_of(refs.evaluate))
-    async def evaluate(self, request: EvalRequest) -> EvalResult:
-        self.calls.append("evaluate")
-        return EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd")
-
-    @activity.defn(name=name_of(refs.merge_segments))
-    async def merge_segments(self, request: MergeRequest) -> MergeResult:
-        self.calls.append("merge_segments")
-        if self.empty_session:
-            return MergeResult(trajectory=None, segments=[], turns=0)
-        ref = TrajectoryRef(uri="file:///tmp/x.npz", sha256="0" * 64, n_segments=1, n_tokens=10, nbytes=100)
-        summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=4, n_sampled=6, turns=3)
-        return MergeResult(trajectory=ref, segments=[summary], turns=3, staleness=self.staleness)
-
-    @activity.defn(name=name_of(refs.discard_session))
-    async def discard_session(self, session_id: str) -> None:
-        self.calls.append("discard_session")
-
-
-def rollout(**overrides) -> RolloutInput:
-    task = TaskSpec(instance_id="demo-1", image="img", workdir="/w", problem_statement="p", eval_cmd="true")
-    return RolloutInput(task=task, host_start_timeout_s=2, **overrides)
-
-
-def workers(env, cluster: FakeCluster) -> tuple[Worker, Worker]:
-    """The shared-queue worker (workflow, pick_host, evaluate) and the live host's worker, both on the fakes."""
-    shared = Worker(env.client, task_queue=SHARED, workflows=[CodingAgentRollout], activities=[cluster.pick_host, cluster.evaluate])
-    host = Worker(
-        env.client,
-        task_queue=LIVE,
-        activities=[
-            cluster.boot_sandbox,
-            cluster.run_claude_code,
-            cluster.capture_diff,
-            cluster.destroy_sandbox,
-            cluster.merge_segments,
-            cluster.discard_session,
-        ],
-    )
-    return shared, host
 
 
 async def run(env, cluster: FakeCluster, rollout_input: RolloutInput):

@@ -1,0 +1,258 @@
+"""GRPO groups: K samples of one prompt run as one durable unit (``workflows.rollout_group``).
+
+A sample's end is one of five outcomes (``classify``; the README's group
+table lists every reason):
+
+* ``model``: the policy's own doing, a valid sample with its reward:
+  ``completed``, or the wall-clock guard firing while the agent was working
+  (it had made at least one model call);
+* ``infrastructure``: the machinery failed, not the policy (a sandbox that
+  did not boot, a lost host or session, a policy server down or erroring, a
+  stale sample dropped by the staleness bound, an unclassified exception, the
+  guard firing outside the agent's work, a child workflow that failed or was
+  terminated): never a reward, and re-run as a fresh child while the group's
+  refill budget lasts;
+* ``task``: the row itself cannot be run or graded (no image, no grader,
+  unknown task, ...): invalid, and re-running would fail the same way;
+* ``cut``: stopped as a straggler (``STRAGGLER_CUT``) once its batch was full;
+* ``cancelled``: stopped by an operator (``abort`` / cancel, any other reason).
+
+Only ``model`` samples are valid; ``valid_mask`` says which, and each invalid
+sample says why (``invalid_reason``), so a trainer never sees an
+infrastructure zero as a reward.
+"""
+
+from __future__ import annotations
+
+import statistics
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field, computed_field, model_validator
+
+from contracts.drift_repair import EpisodeInput, EpisodeResult
+from contracts.rollout import EXCEPTION_PREFIX, INVALID_ROW_PREFIX, AbortReason, RolloutInput, RolloutResult
+
+Outcome = Literal["model", "infrastructure", "task", "cut", "cancelled"]
+STRAGGLER_CUT = AbortReason.STRAGGLER_CUT
+# Reasons of a child workflow that closed without a result (failed, terminated, timed out).
+CHILD_CLOSED_PREFIX = "child_"
+
+INFRASTRUCTURE_REASONS = frozenset(
+    {
+        AbortReason.SANDBOX_BOOT_FAILED,
+        AbortReason.NO_HEALTHY_HOST,
+        AbortReason.ADAPTER_SESSION_EMPTY,
+        AbortReason.ADAPTER_SESSION_LOST,
+        AbortReason.NO_POLICY_SERVER,
+        AbortReason.POLICY_ERROR,
+        AbortReason.SANDBOX_FAILED,
+        AbortReason.STALE_POLICY,
+    }
+)
+TASK_REASONS = frozenset(
+    {
+        AbortReason.MISSING_IMAGE_OR_WORKDIR,
+        AbortReason.NOT_EVALUABLE,
+        AbortReason.NO_GRADER,
+        AbortReason.UNKNOWN_TASK,
+        AbortReason.NO_DRIFT,
+        AbortReason.UNKNOWN_DRIFT_REWARD,
+    }
+)
+
+
+def classify(status: str, abort_reason: str | None, agent_worked: bool) -> Outcome:
+    """The outcome of a sample that ended ``status`` / ``abort_reason``; ``agent_worked``: its agent made a model
+    call in the run the guard stopped (only read for ``wall_clock_timeout``)."""
+    if status == "completed":
+        return "model"
+    reason = abort_reason or ""
+    if reason == AbortReason.WALL_CLOCK_TIMEOUT:
+        return "model" if agent_worked else "infrastructure"
+    if reason in INFRASTRUCTURE_REASONS or reason.startswith((EXCEPTION_PREFIX, CHILD_CLOSED_PREFIX)):
+        return "infrastructure"
+    if reason in TASK_REASONS or reason.startswith(INVALID_ROW_PREFIX):
+        return "task"
+    if reason == STRAGGLER_CUT:
+        return "cut"
+    return "cancelled"
+
+
+class GroupFilter(StrEnum):
+    """Which finished groups go into a batch; a dropped group is reported (``GroupResult.dropped_by``), not lost.
+
+    ``keep_all``: every group, its invalid samples masked; ``min_valid``: groups
+    with at least ``min_valid`` valid samples; ``nonzero_variance``: those, and
+    only if their valid rewards are not all equal (DAPO's dynamic sampling: a
+    group whose samples all scored alike has zero advantage everywhere).
+    """
+
+    KEEP_ALL = "keep_all"
+    MIN_VALID = "min_valid"
+    NONZERO_VARIANCE = "nonzero_variance"
+
+
+class GroupInput(BaseModel):
+    """One group: its K samples (all rollouts or all episodes, of one prompt) and its rules.
+
+    ``refill_budget``: fresh children the group may start in all to replace
+    samples that ended in an infrastructure failure (default: K).
+    ``min_valid``: valid samples the group must reach (default: K); below it
+    the group ends ``insufficient``. ``children_task_queue``: where the
+    children run (default: the group's own task queue).
+    """
+
+    run_id: str = Field(min_length=1)
+    group_index: int = Field(ge=0)
+    rollouts: list[RolloutInput] = []
+    episodes: list[EpisodeInput] = []
+    refill_budget: int | None = Field(None, ge=0)
+    min_valid: int | None = Field(None, ge=0)
+    filter: GroupFilter = GroupFilter.KEEP_ALL
+    children_task_queue: str = ""
+
+    @model_validator(mode="after")
+    def _one_kind_of_one_prompt(self) -> GroupInput:
+        if bool(self.rollouts) == bool(self.episodes):
+            raise ValueError("rollouts / episodes: a group holds samples of exactly one kind, at least one")
+        if len({self.prompt_key_of(i) for i in range(self.size)}) != 1:
+            raise ValueError("rollouts / episodes: every sample of a group has the same prompt (instance id or task id)")
+        if len({self.sample_index_of(i) for i in range(self.size)}) != self.size:
+            raise ValueError("rollouts / episodes: sample_index must differ between a group's samples")
+        if self.min_valid is not None and self.min_valid > self.size:
+            raise ValueError(f"min_valid: {self.min_valid} is more than the group's {self.size} samples")
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.rollouts) or len(self.episodes)
+
+    @property
+    def kind(self) -> Literal["rollout", "episode"]:
+        return "rollout" if self.rollouts else "episode"
+
+    @property
+    def prompt_key(self) -> str:
+        return self.prompt_key_of(0)
+
+    @property
+    def refills_allowed(self) -> int:
+        return self.size if self.refill_budget is None else self.refill_budget
+
+    @property
+    def valid_needed(self) -> int:
+        return self.size if self.min_valid is None else self.min_valid
+
+    def prompt_key_of(self, index: int) -> str:
+        return self.rollouts[index].task.instance_id if self.rollouts else self.episodes[index].task_id or ""
+
+    def sample_index_of(self, index: int) -> int:
+        return self.rollouts[index].sample_index if self.rollouts else self.episodes[index].sample_index
+
+
+class ChildRun(BaseModel):
+    """One child workflow a sample slot ran, and how it ended."""
+
+    workflow_id: str
+    status: str
+    abort_reason: str | None = None
+    outcome: Outcome
+
+
+class GroupSample(BaseModel):
+    """A slot of the group: its final child's result and every child it took (refilled ones first).
+
+    ``valid`` iff the final outcome is ``model``; ``invalid_reason`` is the
+    final child's reason otherwise. Exactly one of ``rollout`` / ``episode``
+    is set, unless the slot never ran (the group was cut first).
+    """
+
+    sample_index: int
+    valid: bool
+    outcome: Outcome
+    invalid_reason: str | None = None
+    rollout: RolloutResult | None = None
+    episode: EpisodeResult | None = None
+    runs: list[ChildRun] = []
+
+    @property
+    def reward(self) -> float:
+        result = self.rollout or self.episode
+        return result.reward if result is not None and self.valid else 0.0
+
+
+GroupStatus = Literal["completed", "insufficient", "cut", "failed"]
+DropRule = Literal["min_valid", "zero_variance", "not_completed"]
+
+
+class GroupResult(BaseModel):
+    """What a group returns (never a workflow failure).
+
+    ``completed``: at least ``min_valid`` valid samples; ``insufficient``:
+    fewer, after the refill budget (``note`` says why); ``cut``: stopped as
+    a straggler (or cancelled) before it finished. ``failed`` is made only by
+    the trainer side, for a group it could not start or collect
+    (``abort_reason`` / ``error``, as for a ``RolloutResult``). ``kept``: the
+    run's filter let it into the batch; ``dropped_by`` names the filter rule
+    that did not.
+    """
+
+    workflow_id: str
+    run_id: str = ""
+    prompt_key: str = ""
+    group_index: int = 0
+    kind: Literal["rollout", "episode"] = "rollout"
+    status: GroupStatus
+    abort_reason: str | None = None
+    error: str = ""
+    note: str = ""
+    samples: list[GroupSample] = []
+    refilled: int = 0
+    refill_budget: int = 0
+    min_valid: int = 0
+    filter: GroupFilter = GroupFilter.KEEP_ALL
+    kept: bool = False
+    dropped_by: DropRule | None = None
+    elapsed_s: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def valid_mask(self) -> list[bool]:
+        return [sample.valid for sample in self.samples]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rewards(self) -> list[float]:
+        return [sample.reward for sample in self.samples]
+
+    @property
+    def n_valid(self) -> int:
+        return sum(self.valid_mask)
+
+
+def filter_verdict(group_filter: GroupFilter, status: GroupStatus, samples: list[GroupSample], min_valid: int) -> DropRule | None:
+    """``None`` when ``group_filter`` keeps the group, else the rule that drops it (``GroupResult.dropped_by``)."""
+    if status in ("cut", "failed"):
+        return "not_completed"
+    if group_filter == GroupFilter.KEEP_ALL:
+        return None
+    valid_rewards = [s.reward for s in samples if s.valid]
+    if len(valid_rewards) < max(min_valid, 1):
+        return "min_valid"
+    if group_filter == GroupFilter.NONZERO_VARIANCE and statistics.pvariance(valid_rewards) == 0:
+        return "zero_variance"
+    return None
+
+
+class GroupProgress(BaseModel):
+    """What the ``progress`` query of a ``RolloutGroup`` returns, and its UI details say."""
+
+    size: int = 0
+    done: int = 0
+    valid: int = 0
+    running: int = 0
+    refilled: int = 0
+    infrastructure_failures: int = 0
+    cut: int = 0
+    children: list[str] = []

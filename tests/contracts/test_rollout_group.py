@@ -1,0 +1,107 @@
+"""The group contract: the outcome table, the group's own checks, the filters and the ids."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from contracts.drift_repair import EpisodeInput
+from contracts.rollout import AbortReason, RolloutInput, RolloutResult, TaskSpec, is_documented_abort_reason
+from contracts.rollout_group import (
+    INFRASTRUCTURE_REASONS,
+    TASK_REASONS,
+    GroupFilter,
+    GroupInput,
+    GroupSample,
+    classify,
+    filter_verdict,
+)
+from contracts.workflow_ids import group_workflow_id, refill_workflow_id, rollout_workflow_id
+
+
+def rollouts(k: int, instance: str = "calc") -> list[RolloutInput]:
+    task = TaskSpec(instance_id=instance, image="img", workdir="/w", problem_statement="p", eval_cmd="true")
+    return [RolloutInput(task=task, sample_index=i) for i in range(k)]
+
+
+def test_every_fixed_abort_reason_has_exactly_one_outcome():
+    named = {AbortReason.WALL_CLOCK_TIMEOUT, AbortReason.CANCELLED, AbortReason.STRAGGLER_CUT}
+    assert INFRASTRUCTURE_REASONS.isdisjoint(TASK_REASONS)
+    assert set(AbortReason) == INFRASTRUCTURE_REASONS | TASK_REASONS | named, "a new abort reason must be placed in the group table"
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "worked", "outcome"),
+    [
+        ("completed", None, False, "model"),
+        ("aborted", "wall_clock_timeout", True, "model"),
+        ("aborted", "wall_clock_timeout", False, "infrastructure"),
+        ("aborted", "sandbox_boot_failed", False, "infrastructure"),
+        ("aborted", "no_healthy_host", False, "infrastructure"),
+        ("aborted", "adapter_session_lost", False, "infrastructure"),
+        ("aborted", "stale_policy", False, "infrastructure"),
+        ("aborted", "exception:Timeout:START_TO_CLOSE", False, "infrastructure"),
+        ("failed", "child_terminated", False, "infrastructure"),
+        ("aborted", "not_evaluable", False, "task"),
+        ("aborted", "missing_image_or_workdir", False, "task"),
+        ("failed", "invalid_row:metadata.image", False, "task"),
+        ("aborted", "straggler_cut", True, "cut"),
+        ("aborted", "cancelled", True, "cancelled"),
+        ("aborted", "operator: bad prompt", True, "cancelled"),
+    ],
+)
+def test_classify(status, reason, worked, outcome):
+    assert classify(status, reason, worked) == outcome
+
+
+def test_straggler_cut_is_a_documented_abort_reason():
+    assert is_documented_abort_reason("straggler_cut")
+
+
+def test_a_group_holds_one_kind_of_one_prompt_with_distinct_samples():
+    GroupInput(run_id="r", group_index=0, rollouts=rollouts(2))
+    with pytest.raises(ValidationError, match="exactly one kind"):
+        GroupInput(run_id="r", group_index=0)
+    with pytest.raises(ValidationError, match="exactly one kind"):
+        GroupInput(run_id="r", group_index=0, rollouts=rollouts(1), episodes=[EpisodeInput(task_id="t")])
+    with pytest.raises(ValidationError, match="same prompt"):
+        GroupInput(run_id="r", group_index=0, rollouts=[*rollouts(1, "a"), *rollouts(1, "b")])
+    with pytest.raises(ValidationError, match="sample_index must differ"):
+        GroupInput(run_id="r", group_index=0, rollouts=[*rollouts(1), *rollouts(1)])
+    with pytest.raises(ValidationError, match="min_valid: 3 is more than"):
+        GroupInput(run_id="r", group_index=0, rollouts=rollouts(2), min_valid=3)
+
+
+def test_defaults_refill_budget_and_min_valid_to_the_group_size():
+    group = GroupInput(run_id="r", group_index=0, rollouts=rollouts(4))
+    assert (group.size, group.refills_allowed, group.valid_needed, group.kind, group.prompt_key) == (4, 4, 4, "rollout", "calc")
+
+
+def samples(*rewards: float | None) -> list[GroupSample]:
+    """One sample per reward, with its rollout's result; None is an invalid (infrastructure) sample."""
+    return [
+        GroupSample(
+            sample_index=i,
+            valid=r is not None,
+            outcome="model" if r is not None else "infrastructure",
+            rollout=RolloutResult(workflow_id=f"w{i}", instance_id="calc", sample_index=i, group_index=0, status="completed", reward=r or 0.0),
+        )
+        for i, r in enumerate(rewards)
+    ]
+
+
+def test_filters():
+    assert filter_verdict(GroupFilter.KEEP_ALL, "insufficient", samples(None, None), 2) is None
+    assert filter_verdict(GroupFilter.KEEP_ALL, "cut", samples(None), 1) == "not_completed"
+    assert filter_verdict(GroupFilter.MIN_VALID, "insufficient", samples(1.0, None), 2) == "min_valid"
+    assert filter_verdict(GroupFilter.MIN_VALID, "completed", samples(1.0, None), 1) is None
+    assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 1.0), 2) == "zero_variance"
+    assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 0.0), 2) is None
+    assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 0.0, None), 2) is None, "invalid samples are not rewards"
+    assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 1.0, None), 2) == "zero_variance"
+
+
+def test_ids_are_those_of_a_flat_run_and_refills_are_suffixed():
+    assert rollout_workflow_id("run7", "calc", 2, 5) == "rollout-run7-calc-2-5"
+    assert group_workflow_id("run7", "calc", 5) == "group-run7-calc-5"
+    assert [refill_workflow_id("x", n) for n in (1, 2, 3)] == ["x", "x-refill1", "x-refill2"]

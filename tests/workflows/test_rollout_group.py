@@ -1,0 +1,203 @@
+"""RolloutGroup on Temporal's time-skipping test server: real child ``CodingAgentRollout`` workflows over fake activities."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio import activity
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.exceptions import ApplicationError
+
+from activities import activity_refs as refs
+from activities.activity_refs import name_of
+from activities.error_types import ErrorType
+from contracts.rollout import AgentProgress, AgentRun, AgentRunRequest, EvalRequest, EvalResult, RolloutInput, SandboxHandle, SandboxRequest
+from contracts.rollout_group import GroupFilter, GroupInput
+from contracts.workflow_ids import rollout_workflow_id
+from tests.waiting import HANG_GUARD_S, until
+from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, rollout, workers
+from workflows import search_attributes as attrs
+from workflows.coding_agent_rollout import CodingAgentRollout
+from workflows.rollout_group import RolloutGroup
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+class GroupCluster(FakeCluster):
+    """Fakes whose boot, agent and grade depend on the child's workflow id (``sample index``-``group index`` suffix)."""
+
+    def __init__(self):
+        super().__init__()
+        self.failing_boots: set[str] = set()
+        self.hanging: set[str] = set()
+        self.rewards: dict[str, float] = {}
+        self.destroyed: list[str] = []
+
+    @activity.defn(name=name_of(refs.boot_sandbox))
+    async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
+        self.calls.append("boot_sandbox")
+        if request.workflow_id in self.failing_boots:
+            raise ApplicationError("no such image on this host", type=ErrorType.SANDBOX_IMAGE_MISSING)
+        if self.boot_failures:
+            raise self.boot_failures.pop(0)
+        return SandboxHandle(container_id=request.workflow_id, name=f"box-{request.workflow_id}", workdir=request.task.workdir)
+
+    @activity.defn(name=name_of(refs.run_claude_code))
+    async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
+        self.calls.append("run_claude_code")
+        while request.workflow_id in self.hanging:
+            activity.heartbeat()
+            await asyncio.sleep(0.1)
+        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
+
+    @activity.defn(name=name_of(refs.destroy_sandbox))
+    async def destroy_sandbox(self, handle: SandboxHandle) -> None:
+        self.destroyed.append(handle.container_id)
+
+    @activity.defn(name=name_of(refs.evaluate))
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        reward = self.rewards.get(request.workflow_id, 1.0)
+        return EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd")
+
+
+def group_of(k: int, run_id: str | None = None, template: RolloutInput | None = None, **options) -> GroupInput:
+    base = template or rollout()
+    samples = [base.model_copy(update={"sample_index": i, "group_index": 3}) for i in range(k)]
+    return GroupInput(run_id=run_id or f"g{uuid.uuid4().hex[:6]}", group_index=3, rollouts=samples, **options)
+
+
+def child_id(group: GroupInput, sample: int) -> str:
+    return rollout_workflow_id(group.run_id, group.prompt_key, sample, group.group_index)
+
+
+async def run_group(env, cluster: GroupCluster, group: GroupInput):
+    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
+    async with shared, host:
+        return await env.client.execute_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+
+
+async def test_an_infrastructure_failure_is_refilled_by_a_fresh_child_and_the_group_ends_all_valid(env):
+    cluster = GroupCluster()
+    cluster.boot_failures = [ApplicationError("docker daemon gone", type=ErrorType.SANDBOX_BOOT_ERROR)]
+    group = group_of(4)
+    result = await run_group(env, cluster, group)
+    assert (result.status, result.valid_mask, result.rewards, result.refilled) == ("completed", [True] * 4, [1.0] * 4, 1)
+    (refilled,) = [s for s in result.samples if len(s.runs) == 2]
+    failed, fresh = refilled.runs
+    assert (failed.status, failed.abort_reason, failed.outcome) == ("aborted", "sandbox_boot_failed", "infrastructure")
+    assert (failed.workflow_id, fresh.workflow_id) == (child_id(group, refilled.sample_index), f"{child_id(group, refilled.sample_index)}-refill1")
+    assert refilled.rollout.workflow_id == fresh.workflow_id and refilled.rollout.reward == 1.0
+    assert [s.runs[0].workflow_id for s in result.samples] == [child_id(group, i) for i in range(4)], "children keep the flat run's ids"
+    assert result.kept and result.dropped_by is None
+
+
+async def test_a_sample_that_keeps_failing_uses_up_the_refill_budget_and_the_group_says_it_is_insufficient(env):
+    cluster = GroupCluster()
+    group = group_of(3, refill_budget=2)
+    cluster.failing_boots = {child_id(group, 0), f"{child_id(group, 0)}-refill1", f"{child_id(group, 0)}-refill2"}
+    result = await run_group(env, cluster, group)
+    assert (result.status, result.valid_mask, result.refilled) == ("insufficient", [False, True, True], 2)
+    assert [r.workflow_id for r in result.samples[0].runs] == [child_id(group, 0), f"{child_id(group, 0)}-refill1", f"{child_id(group, 0)}-refill2"]
+    assert result.samples[0].invalid_reason == "sandbox_boot_failed" and result.samples[0].reward == 0.0
+    assert "2 of 3 valid, 3 needed" in result.note and "sandbox_boot_failed" in result.note
+
+
+async def test_a_task_error_is_not_refilled_and_min_valid_decides_the_status(env):
+    cluster = GroupCluster()
+    broken = rollout()
+    broken.task.workdir = ""
+    result = await run_group(env, cluster, group_of(2, template=broken, min_valid=0))
+    assert (result.status, result.valid_mask, result.refilled) == ("completed", [False, False], 0)
+    assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("task", "missing_image_or_workdir")}
+
+
+@pytest.mark.parametrize(
+    ("group_filter", "rewards", "kept", "dropped_by"),
+    [
+        (GroupFilter.NONZERO_VARIANCE, [1.0, 1.0], False, "zero_variance"),
+        (GroupFilter.NONZERO_VARIANCE, [0.0, 0.0], False, "zero_variance"),
+        (GroupFilter.NONZERO_VARIANCE, [1.0, 0.0], True, None),
+        (GroupFilter.KEEP_ALL, [0.0, 0.0], True, None),
+    ],
+)
+async def test_the_run_filter_is_judged_on_the_valid_rewards(env, group_filter, rewards, kept, dropped_by):
+    cluster = GroupCluster()
+    group = group_of(2, filter=group_filter)
+    cluster.rewards = {child_id(group, i): reward for i, reward in enumerate(rewards)}
+    result = await run_group(env, cluster, group)
+    assert (result.status, result.rewards, result.kept, result.dropped_by) == ("completed", rewards, kept, dropped_by)
+
+
+async def test_the_min_valid_filter_drops_a_group_below_it_and_says_so(env):
+    cluster = GroupCluster()
+    group = group_of(3, refill_budget=0, min_valid=3, filter=GroupFilter.MIN_VALID)
+    cluster.failing_boots = {child_id(group, 1)}
+    result = await run_group(env, cluster, group)
+    assert (result.status, result.valid_mask, result.kept, result.dropped_by) == ("insufficient", [True, False, True], False, "min_valid")
+
+
+async def test_a_cut_stops_every_running_child_gracefully_and_refills_nothing(env):
+    cluster = GroupCluster()
+    group = group_of(3)
+    cluster.hanging = {child_id(group, 1), child_id(group, 2)}
+    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
+    async with shared, host:
+        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+        await until(lambda: cluster.calls.count("run_claude_code") == 3)
+        await progress_reaches(handle, done=1)
+        await handle.signal(RolloutGroup.cut, "straggler_cut")
+        result = await handle.result()
+    assert (result.status, result.valid_mask, result.kept, result.dropped_by) == ("cut", [True, False, False], False, "not_completed")
+    assert [(s.outcome, s.invalid_reason) for s in result.samples[1:]] == [("cut", "straggler_cut")] * 2
+    assert sorted(cluster.destroyed) == sorted(child_id(group, i) for i in range(3)), "every sandbox destroyed"
+    assert result.refilled == 0
+
+
+async def test_progress_and_ui_details_follow_the_children(env):
+    cluster = GroupCluster()
+    group = group_of(2)
+    cluster.hanging = {child_id(group, 1)}
+    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
+    async with shared, host:
+        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+        await progress_reaches(handle, done=1)
+        progress = await handle.query(RolloutGroup.progress)
+        details = (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
+        description = await handle.describe()
+        await handle.signal(RolloutGroup.cut, "")
+        result = await handle.result()
+        closed = await handle.describe()
+    assert (progress.size, progress.done, progress.valid, progress.running) == (2, 1, 1, 1)
+    assert progress.children == [child_id(group, 0), child_id(group, 1)]
+    assert "**done** 1/2 · **valid** 1 · **running** 1" in details
+    assert f"`{child_id(group, 0)}`: completed (model)" in details and f"`{child_id(group, 1)}`: running" in details
+    assert (description.typed_search_attributes.get(attrs.GROUP_STATUS), description.typed_search_attributes.get(attrs.GROUP_VALID)) == ("running", 1)
+    assert result.status == "cut" and closed.typed_search_attributes.get(attrs.GROUP_STATUS) == "cut"
+
+
+async def test_the_guard_stopping_a_working_agent_is_the_models_outcome_and_is_not_refilled(env):
+    cluster = GroupCluster()
+    group = group_of(1, template=rollout(guard_s=60))
+    cluster.hanging = {child_id(group, 0)}
+    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
+    async with shared, host:
+        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+        await until(lambda: "run_claude_code" in cluster.calls)
+        child = env.client.get_workflow_handle(child_id(group, 0))
+        await child.signal(CodingAgentRollout.agent_progress, AgentProgress(attempt=1, session_id="s1", turns=4, tokens=500))
+        result = await handle.result()
+    (sample,) = result.samples
+    assert (sample.rollout.abort_reason, sample.rollout.stopped_in, sample.rollout.turns) == ("wall_clock_timeout", "agent", 4)
+    assert (sample.valid, sample.outcome, sample.reward, result.refilled, result.status) == (True, "model", 0.0, 0, "completed")
+
+
+async def progress_reaches(handle, done: int) -> None:
+    """Poll the group's progress query until ``done`` slots have ended."""
+
+    async def poll() -> None:
+        while (await handle.query(RolloutGroup.progress)).done < done:
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(poll(), HANG_GUARD_S)

@@ -1,0 +1,241 @@
+"""RolloutGroup: one GRPO group (K samples of one prompt) as one durable unit.
+
+Its children are the K sample workflows (``CodingAgentRollout`` or
+``DriftRepairEpisode``) under the ids a flat run gives the same samples
+(``contracts.workflow_ids``), so a sample still runs at most once per id.
+
+Invariants:
+
+* each child's end is classified (``contracts.rollout_group.classify``); a
+  sample whose child failed for an infrastructure reason is re-run as a fresh
+  child (``refill_workflow_id``) while the group's refill budget lasts, so an
+  infrastructure failure is never a reward; every child a slot ran is listed
+  in ``GroupSample.runs`` and is a child in the group's history and UI page;
+* the result always comes back (never a workflow failure) with K samples, a
+  ``valid_mask`` and why each invalid sample is invalid; ``completed`` when at
+  least ``min_valid`` are valid, else ``insufficient`` with a note;
+* ``cut(reason)`` (and a Temporal cancel) stops the group gracefully: no more
+  refills, every running child gets ``abort(reason)`` (agent stopped, sandbox
+  destroyed, its result ``aborted: <reason>``), and the group ends ``cut``;
+* the run's filter (``GroupFilter``) is judged here, once every slot ended:
+  ``kept`` / ``dropped_by``;
+* the ``progress`` query, the UI's current details and the search attributes
+  (``RolloutGroupStatus``, ``RolloutGroupValid``) follow every child's start
+  and end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError, TerminatedError, TimeoutError, WorkflowAlreadyStartedError
+from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
+
+from workflows import search_attributes as attrs
+from workflows.coding_agent_rollout import CodingAgentRollout
+from workflows.drift_repair_episode import DriftRepairEpisode
+
+with workflow.unsafe.imports_passed_through():
+    from contracts.drift_repair import EpisodeResult
+    from contracts.rollout import AbortReason, RolloutResult
+    from contracts.rollout_group import (
+        CHILD_CLOSED_PREFIX,
+        ChildRun,
+        GroupInput,
+        GroupProgress,
+        GroupResult,
+        GroupSample,
+        GroupStatus,
+        classify,
+        filter_verdict,
+    )
+    from contracts.workflow_ids import episode_workflow_id, refill_workflow_id, rollout_workflow_id
+
+
+@workflow.defn
+class RolloutGroup:
+    def __init__(self) -> None:
+        self._group: GroupInput | None = None
+        self._cut_reason: str | None = None
+        self._running: dict[str, ChildWorkflowHandle[Any, Any]] = {}
+        self._finished: list[ChildRun] = []
+        self._refilled = 0
+        self._slots_done = 0
+        self._valid = 0
+
+    @workflow.query
+    def progress(self) -> GroupProgress:
+        return GroupProgress(
+            size=self._group.size if self._group else 0,
+            done=self._slots_done,
+            valid=self._valid,
+            running=len(self._running),
+            refilled=self._refilled,
+            infrastructure_failures=sum(run.outcome == "infrastructure" for run in self._finished),
+            cut=sum(run.outcome == "cut" for run in self._finished),
+            children=[*[run.workflow_id for run in self._finished], *self._running],
+        )
+
+    @workflow.signal
+    def cut(self, reason: str) -> None:
+        """Stop the group: running children are aborted with ``reason`` (default ``straggler_cut``), none is refilled."""
+        if self._cut_reason is None:
+            self._cut_reason = reason or AbortReason.STRAGGLER_CUT
+
+    @workflow.run
+    async def run(self, group: GroupInput) -> GroupResult:
+        self._group = group
+        started = workflow.now()
+        workflow.upsert_search_attributes(
+            [attrs.INSTANCE.value_set(group.prompt_key), attrs.GROUP_STATUS.value_set("running"), attrs.GROUP_VALID.value_set(0)]
+        )
+        self._show()
+        slots = [asyncio.ensure_future(self._slot(group, index)) for index in range(group.size)]
+        try:
+            await workflow.wait_condition(lambda: self._cut_reason is not None or all(slot.done() for slot in slots))
+        except asyncio.CancelledError:
+            self.cut(workflow.cancellation_reason() or AbortReason.CANCELLED)
+        if self._cut_reason is not None:
+            await asyncio.gather(*(self._abort(handle) for handle in list(self._running.values())))
+        samples = list(await asyncio.gather(*slots))
+        return self._result(group, samples, started)
+
+    async def _slot(self, group: GroupInput, index: int) -> GroupSample:
+        """Run sample ``index`` until it ends for a reason other than the infrastructure, or refills run out."""
+        first_id = self._first_id(group, index)
+        runs: list[ChildRun] = []
+        result: RolloutResult | EpisodeResult | None = None
+        while self._cut_reason is None:
+            child_id = refill_workflow_id(first_id, len(runs) + 1)
+            result, run = await self._child(group, index, child_id, len(runs))
+            runs.append(run)
+            if run.outcome != "infrastructure" or self._cut_reason is not None or self._refilled >= group.refills_allowed:
+                break
+            self._refilled += 1
+        final = runs[-1] if runs else ChildRun(workflow_id=first_id, status="aborted", abort_reason=self._cut_reason, outcome="cut")
+        valid = final.outcome == "model"
+        self._slots_done += 1
+        self._valid += valid
+        workflow.upsert_search_attributes([attrs.GROUP_VALID.value_set(self._valid)])
+        self._show()
+        return GroupSample(
+            sample_index=group.sample_index_of(index),
+            valid=valid,
+            outcome=final.outcome,
+            invalid_reason=None if valid else final.abort_reason or final.status,
+            rollout=result if isinstance(result, RolloutResult) else None,
+            episode=result if isinstance(result, EpisodeResult) else None,
+            runs=runs,
+        )
+
+    async def _child(self, group: GroupInput, index: int, child_id: str, refill: int) -> tuple[RolloutResult | EpisodeResult | None, ChildRun]:
+        """Start one child, wait for its end, classify it; a child that closed without a result is ``child_<how>``."""
+        summary = f"{group.prompt_key} sample {group.sample_index_of(index)} group {group.group_index}" + (f" refill {refill}" if refill else "")
+        options: dict[str, Any] = {
+            "id": child_id,
+            "task_queue": group.children_task_queue or workflow.info().task_queue,
+            "parent_close_policy": ParentClosePolicy.REQUEST_CANCEL,
+            "static_summary": summary,
+        }
+        result: RolloutResult | EpisodeResult | None = None
+        try:
+            handle: ChildWorkflowHandle[Any, Any]
+            if group.rollouts:
+                handle = await workflow.start_child_workflow(CodingAgentRollout.run, group.rollouts[index], **options)
+            else:
+                handle = await workflow.start_child_workflow(DriftRepairEpisode.run, group.episodes[index], **options)
+        except WorkflowAlreadyStartedError:
+            return None, self._ended(
+                ChildRun(workflow_id=child_id, status="failed", abort_reason=f"{CHILD_CLOSED_PREFIX}id_taken", outcome="infrastructure")
+            )
+        self._running[child_id] = handle
+        self._show()
+        if self._cut_reason is not None:
+            await self._abort(handle)
+        try:
+            result = await handle
+        except ChildWorkflowError as error:
+            self._running.pop(child_id, None)
+            reason = f"{CHILD_CLOSED_PREFIX}{_closed_how(error)}"
+            return None, self._ended(ChildRun(workflow_id=child_id, status="failed", abort_reason=reason, outcome="infrastructure"))
+        self._running.pop(child_id, None)
+        agent_worked = result.turns > 0 and result.stopped_in in ("agent", "diff") if isinstance(result, RolloutResult) else _episode_worked(result)
+        outcome = classify(result.status, result.abort_reason, agent_worked)
+        return result, self._ended(ChildRun(workflow_id=child_id, status=result.status, abort_reason=result.abort_reason, outcome=outcome))
+
+    def _ended(self, run: ChildRun) -> ChildRun:
+        self._finished.append(run)
+        self._show()
+        return run
+
+    async def _abort(self, handle: ChildWorkflowHandle[Any, Any]) -> None:
+        """Ask one child to stop gracefully; a child that already closed ignores it."""
+        try:
+            signal = CodingAgentRollout.abort if self._group and self._group.rollouts else DriftRepairEpisode.abort
+            await handle.signal(signal, self._cut_reason or AbortReason.STRAGGLER_CUT)
+        except Exception:  # the child closed between the check and the signal: its own result stands
+            workflow.logger.info("child %s had closed before its abort signal", handle.id)
+
+    @staticmethod
+    def _first_id(group: GroupInput, index: int) -> str:
+        if group.rollouts:
+            rollout = group.rollouts[index]
+            return rollout_workflow_id(group.run_id, rollout.task.instance_id, rollout.sample_index, rollout.group_index)
+        return episode_workflow_id(group.run_id, group.episodes[index])
+
+    def _result(self, group: GroupInput, samples: list[GroupSample], started) -> GroupResult:
+        valid = sum(sample.valid for sample in samples)
+        status: GroupStatus
+        note = ""
+        if self._cut_reason is not None:
+            status, note = "cut", f"stopped: {self._cut_reason}"
+        elif valid >= group.valid_needed:
+            status = "completed"
+        else:
+            status = "insufficient"
+            reasons = sorted({sample.invalid_reason or "" for sample in samples if not sample.valid})
+            note = f"{valid} of {group.size} valid, {group.valid_needed} needed; refills used {self._refilled}/{group.refills_allowed}; invalid: {', '.join(reasons)}"
+        dropped_by = filter_verdict(group.filter, status, samples, group.valid_needed)
+        workflow.upsert_search_attributes([attrs.GROUP_STATUS.value_set(status), attrs.GROUP_VALID.value_set(valid)])
+        self._show(status)
+        return GroupResult(
+            workflow_id=workflow.info().workflow_id,
+            run_id=group.run_id,
+            prompt_key=group.prompt_key,
+            group_index=group.group_index,
+            kind=group.kind,
+            status=status,
+            note=note,
+            samples=samples,
+            refilled=self._refilled,
+            refill_budget=group.refills_allowed,
+            min_valid=group.valid_needed,
+            filter=group.filter,
+            kept=dropped_by is None,
+            dropped_by=dropped_by,
+            elapsed_s=(workflow.now() - started).total_seconds(),
+        )
+
+    def _show(self, status: str = "running") -> None:
+        p = self.progress()
+        lines = [
+            f"**group** `{self._group.prompt_key if self._group else '-'}` · **{status}** · **done** {p.done}/{p.size} · **valid** {p.valid}"
+            f" · **running** {p.running} · **refilled** {p.refilled} · **infrastructure failures** {p.infrastructure_failures} · **cut** {p.cut}"
+        ]
+        lines += [f"- `{run.workflow_id}`: {run.abort_reason or run.status} ({run.outcome})" for run in self._finished]
+        lines += [f"- `{child}`: running" for child in self._running]
+        workflow.set_current_details("\n".join(lines))
+
+
+def _closed_how(error: ChildWorkflowError) -> str:
+    if isinstance(error.cause, TerminatedError):
+        return "terminated"
+    if isinstance(error.cause, TimeoutError):
+        return "timed_out"
+    return "failed"
+
+
+def _episode_worked(result: EpisodeResult) -> bool:
+    return result.drift_role is not None or result.repair_role is not None
