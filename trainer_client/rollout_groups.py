@@ -1,0 +1,207 @@
+"""The trainer's side of GRPO groups: start or attach ``RolloutGroup`` workflows, stream them, fill batches.
+
+Invariants:
+
+* **Streaming.** ``stream_groups`` yields each group's ``GroupResult`` as soon
+  as it finishes (finish order, not input order), with at most
+  ``concurrency`` groups in flight; a group that cannot be started or
+  collected is yielded ``failed`` (``workflow_runs``: reason and message), and
+  a Temporal outage is waited out. Group ids are deterministic
+  (``group_workflow_id``), so a restarted trainer re-attaches and each group
+  runs once.
+* **Batches.** ``fill_batch`` keeps ``over_sample`` groups in flight (at least
+  ``n_groups``) from a source of groups and returns once ``n_groups`` groups
+  passed their filter, in finish order; the groups still running then are
+  either cut (``cut`` signal: agents stopped, sandboxes destroyed, reported
+  in ``Batch.cut``) or handed over unfinished (``Batch.handed_over``: their
+  inputs, which the next batch starts again and so re-attaches to the running
+  workflows: a partial rollout), by ``straggler_policy``. A group its filter
+  drops is reported in ``Batch.dropped`` and another is drawn from the source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from config.settings import SHARED_TASK_QUEUE
+from contracts.rollout import AbortReason
+from contracts.rollout_group import GroupInput, GroupResult
+from contracts.workflow_ids import group_workflow_id
+from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, start_or_attach
+from workflows.rollout_group import RolloutGroup
+
+StragglerPolicy = Literal["cut", "handover"]
+
+
+def group_id(group: GroupInput) -> str:
+    return group_workflow_id(group.run_id, group.prompt_key, group.group_index)
+
+
+async def start_group(client: Client, group: GroupInput, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
+    """Start the group's workflow, or attach to it if that id already ran or is running."""
+    summary = f"group {group.group_index}: {group.prompt_key} x{group.size}"
+    return await start_or_attach(client, RolloutGroup.run, group, group_id(group), task_queue, GroupResult, summary)
+
+
+async def collect_group(
+    client: Client, group: GroupInput, task_queue: str = SHARED_TASK_QUEUE, server_wait_s: float = DEFAULT_SERVER_WAIT_S
+) -> GroupResult:
+    """Start (or attach to) one group and wait for its result; a start or collection failure is its ``failed`` result."""
+    outcome = await collect(client, group_id(group), lambda: start_group(client, group, task_queue), GroupResult, server_wait_s)
+    return failed_group(group, outcome) if isinstance(outcome, RunFailure) else outcome
+
+
+def failed_group(group: GroupInput, failure: RunFailure) -> GroupResult:
+    return GroupResult(
+        workflow_id=group_id(group),
+        run_id=group.run_id,
+        prompt_key=group.prompt_key,
+        group_index=group.group_index,
+        kind=group.kind,
+        status="failed",
+        abort_reason=failure.reason,
+        error=failure.message,
+        refill_budget=group.refills_allowed,
+        min_valid=group.valid_needed,
+        filter=group.filter,
+        dropped_by="not_completed",
+    )
+
+
+async def stream_groups(
+    client: Client,
+    groups: Iterable[GroupInput],
+    task_queue: str = SHARED_TASK_QUEUE,
+    concurrency: int = 4,
+    *,
+    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
+) -> AsyncIterator[GroupResult]:
+    """Each group's result as soon as it finishes, at most ``concurrency`` groups in flight."""
+    pending = iter(groups)
+    running: set[asyncio.Task[GroupResult]] = set()
+    try:
+        while True:
+            while len(running) < concurrency and (group := next(pending, None)) is not None:
+                running.add(asyncio.create_task(collect_group(client, group, task_queue, server_wait_s)))
+            if not running:
+                return
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                yield task.result()
+    finally:
+        for task in running:
+            task.cancel()
+
+
+@dataclass
+class Batch:
+    """One filled batch: ``groups`` passed their filter (``n_groups`` of them unless the source ran dry), in finish
+    order; ``dropped`` ended but their filter (or a failure) kept them out; ``cut`` were stopped as stragglers;
+    ``handed_over`` are groups for the next batch, still running or finished beyond ``n_groups`` (starting them
+    again attaches to their workflows)."""
+
+    groups: list[GroupResult] = field(default_factory=list)
+    dropped: list[GroupResult] = field(default_factory=list)
+    cut: list[GroupResult] = field(default_factory=list)
+    handed_over: list[GroupInput] = field(default_factory=list)
+    started: int = 0
+    time_to_batch_s: float = 0.0
+
+    def metrics(self) -> dict[str, float]:
+        """What a trainer logs per batch: samples valid / refilled, groups filtered / failed / cut / handed over,
+        the time to the batch."""
+        ended = [*self.groups, *self.dropped, *self.cut]
+        return {
+            "groups": len(self.groups),
+            "groups_started": self.started,
+            "samples": sum(len(g.samples) for g in self.groups),
+            "samples_valid": sum(g.n_valid for g in self.groups),
+            "samples_refilled": sum(g.refilled for g in ended),
+            "groups_filtered": sum(g.status != "failed" for g in self.dropped),
+            "groups_failed": sum(g.status == "failed" for g in self.dropped),
+            "groups_cut": len(self.cut),
+            "groups_handed_over": len(self.handed_over),
+            "time_to_batch_s": self.time_to_batch_s,
+        }
+
+
+async def fill_batch(
+    client: Client,
+    next_groups: Callable[[int], list[GroupInput]],
+    n_groups: int,
+    over_sample: int | None = None,
+    straggler_policy: StragglerPolicy = "cut",
+    task_queue: str = SHARED_TASK_QUEUE,
+    *,
+    carried: Iterable[GroupInput] = (),
+    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
+) -> Batch:
+    """Fill a batch of ``n_groups`` kept groups with ``over_sample`` (at least ``n_groups``) in flight.
+
+    ``next_groups(k)`` gives up to ``k`` more groups (fewer, or none, once the
+    source is dry); ``carried`` (a previous batch's ``handed_over``) are
+    started, i.e. attached to, first.
+    """
+    if n_groups < 1:
+        raise ValueError(f"n_groups: {n_groups} must be at least 1")
+    in_flight = max(over_sample or n_groups, n_groups)
+    began = time.monotonic()
+    batch = Batch()
+    queued, dry = list(carried), False
+    running: dict[asyncio.Task[GroupResult], GroupInput] = {}
+    while len(batch.groups) < n_groups:
+        if not dry and len(queued) < in_flight - len(running):
+            wanted = in_flight - len(running) - len(queued)
+            more = next_groups(wanted)
+            dry = len(more) < wanted
+            queued.extend(more)
+        while queued and len(running) < in_flight:
+            group = queued.pop(0)
+            running[asyncio.create_task(collect_group(client, group, task_queue, server_wait_s))] = group
+            batch.started += 1
+        if not running:
+            break
+        done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            _place(batch, running.pop(task), task.result(), n_groups)
+    batch.time_to_batch_s = time.monotonic() - began
+    if straggler_policy == "cut":
+        await asyncio.gather(*(_cut(client, group) for group in running.values()))
+        for task, group in running.items():
+            result = await task
+            if result.status == "cut":
+                batch.cut.append(result)
+            else:
+                _place(batch, group, result, n_groups)
+    else:
+        for task, group in running.items():
+            task.cancel()
+            batch.handed_over.append(group)
+    batch.handed_over.extend(queued)
+    return batch
+
+
+def _place(batch: Batch, group: GroupInput, result: GroupResult, n_groups: int) -> None:
+    """A finished group goes into the batch, among the dropped, or (kept, the batch full) to the next batch."""
+    if not result.kept:
+        batch.dropped.append(result)
+    elif len(batch.groups) < n_groups:
+        batch.groups.append(result)
+    else:
+        batch.handed_over.append(group)
+
+
+async def _cut(client: Client, group: GroupInput) -> None:
+    """Ask a straggler group to stop; one that closed meanwhile keeps its own result."""
+    try:
+        await client.get_workflow_handle(group_id(group)).signal(RolloutGroup.cut, AbortReason.STRAGGLER_CUT)
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
