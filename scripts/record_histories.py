@@ -20,12 +20,20 @@ and ``DriftRepairEpisode`` (the same worker; its sandboxes are real Docker too):
 * ``drift_self_play``: the model plays both roles (the scripted ``self_play``
   policy through the adapter), so the role segments are collected: success.
 
+and ``RolloutGroup`` (K=2 children on the same worker):
+
+* ``group_completed``: oracle policy, both samples valid with reward 1.0;
+* ``group_refilled``: one child is terminated while its agent runs (an
+  infrastructure failure), refilled by a fresh child: both valid, reward 1.0;
+* ``group_cut``: a slow policy, the group cut while its agents run: ``cut``,
+  both children ``aborted: straggler_cut``.
+
 Each history is saved as ``tests/histories/<scenario>.json``; a drift episode
 whose result is not the scenario's expected outcome is not saved (the run
 fails). Re-record after an intentional, patched change to a workflow (all
 scenarios, the ones named, or ``drift`` for every drift scenario):
 
-    .venv/bin/python scripts/record_histories.py [scenario ... | drift | rollout]
+    .venv/bin/python scripts/record_histories.py [scenario ... | drift | rollout | group]
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ from config.paths import PROJECT_ROOT  # noqa: E402
 from config.settings import RolloutBudgets  # noqa: E402
 from contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
 from contracts.rollout import PolicySpec, RolloutResult  # noqa: E402
+from contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
+from contracts.workflow_ids import rollout_workflow_id  # noqa: E402
 from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
@@ -55,8 +65,10 @@ from starter import EXAMPLE_DATASET, rollout_input, start_rollout  # noqa: E402
 from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 from trainer_client.drift_episodes import start_episode  # noqa: E402
 from trainer_client.local_services import worker_process  # noqa: E402
+from trainer_client.rollout_groups import start_group  # noqa: E402
 from worker import oracle_tasks_from  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
+from workflows.rollout_group import RolloutGroup  # noqa: E402
 
 HISTORIES = PROJECT_ROOT / "tests" / "histories"
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
@@ -145,8 +157,9 @@ DRIFT_SCENARIOS = (
     ),
 )
 ROLLOUT_SCENARIOS = [name for name, _, _ in ONE_WORKER_SCENARIOS] + ["lost_host"]
-SCENARIOS = ROLLOUT_SCENARIOS + [name for name, _, _, _ in DRIFT_SCENARIOS]
-GROUPS = {"rollout": ROLLOUT_SCENARIOS, "drift": [name for name, _, _, _ in DRIFT_SCENARIOS]}
+GROUP_SCENARIOS = ["group_completed", "group_refilled", "group_cut"]
+SCENARIOS = ROLLOUT_SCENARIOS + [name for name, _, _, _ in DRIFT_SCENARIOS] + GROUP_SCENARIOS
+GROUPS = {"rollout": ROLLOUT_SCENARIOS, "drift": [name for name, _, _, _ in DRIFT_SCENARIOS], "group": GROUP_SCENARIOS}
 
 
 async def record_on_one_worker(recorder: Recorder, wanted: list[str]) -> None:
@@ -161,6 +174,43 @@ async def record_on_one_worker(recorder: Recorder, wanted: list[str]) -> None:
                 continue
             recorder.policy.set_policy(None, policy)
             await recorder.save_episode(scenario, episode, expected)
+
+
+async def record_groups(recorder: Recorder, wanted: list[str]) -> None:
+    """The group scenarios on one worker; a run whose result is not the scenario's is not saved."""
+    async with recorder.worker("rec-group"):
+        for scenario in GROUP_SCENARIOS:
+            if scenario not in wanted:
+                continue
+            recorder.policy.set_policy(None, "oracle" if scenario == "group_completed" else "slow")
+            recorder.policy.delay_s = 3.0
+            run_id = f"rec-{scenario}"
+            rollouts = [rollout_input(recorder.task, i, 0, PolicySpec(policy_tag=f"scripted-{scenario}"), BUDGETS) for i in range(2)]
+            handle = await start_group(recorder.env.client, GroupInput(run_id=run_id, group_index=0, rollouts=rollouts), recorder.queue)
+            first_child = recorder.env.client.get_workflow_handle(rollout_workflow_id(run_id, recorder.task.instance_id, 0, 0))
+            if scenario != "group_completed":
+                await _until_agent_runs(first_child)
+            if scenario == "group_refilled":
+                await first_child.terminate("recording: an infrastructure failure")
+            elif scenario == "group_cut":
+                await handle.signal(RolloutGroup.cut, "straggler_cut")
+            result: GroupResult = await handle.result()
+            print(f"{scenario:16} {result.status:12} valid {result.valid_mask} rewards {result.rewards} refilled {result.refilled}", flush=True)
+            expected = {"group_completed": ("completed", 0), "group_refilled": ("completed", 1), "group_cut": ("cut", 0)}[scenario]
+            if (result.status, result.refilled) != expected:
+                raise SystemExit(f"{scenario}: expected status and refills {expected}, got {(result.status, result.refilled)}; history not saved")
+            (HISTORIES / f"{scenario}.json").write_text((await handle.fetch_history()).to_json())
+    await DockerSandboxes().reap(lambda c: c.labels.get("io.rollouts.workflow_id", "").startswith("rollout-rec-group_"))
+
+
+async def _until_agent_runs(child) -> None:
+    while True:
+        try:
+            if (await child.query(CodingAgentRollout.progress)).turns >= 1:
+                return
+        except Exception:  # not started yet, or no worker has taken the query yet
+            pass
+        await asyncio.sleep(0.2)
 
 
 async def record_lost_host(recorder: Recorder) -> None:
@@ -192,6 +242,7 @@ async def main(named: list[str]) -> None:
             await record_on_one_worker(recorder, wanted)
             if "lost_host" in wanted:
                 await record_lost_host(recorder)
+            await record_groups(recorder, wanted)
     finally:
         await policy.stop()
         await env.shutdown()

@@ -3,7 +3,7 @@
 A change to a workflow's command sequence that is not guarded by
 ``workflow.patched`` breaks in-flight runs on the next deploy; this test
 catches it in CI. Each history is replayed against the workflow it records
-(``CodingAgentRollout`` or ``DriftRepairEpisode``, from its started event).
+(``CodingAgentRollout``, ``DriftRepairEpisode`` or ``RolloutGroup``, from its started event).
 The second test proves it would catch one: a workflow that schedules one extra
 activity first must fail to replay every recorded history. The third checks
 the recorded result itself, so a history recorded from a broken run (a
@@ -25,12 +25,14 @@ from temporalio.worker import Replayer
 
 from contracts.drift_repair import EpisodeInput, EpisodeResult
 from contracts.rollout import RolloutInput, RolloutResult
+from contracts.rollout_group import GroupInput, GroupResult
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
+from workflows.rollout_group import RolloutGroup
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 HISTORIES = sorted((Path(__file__).parent.parent / "histories").glob("*.json"))
-RESULT_TYPES: dict[str, type] = {"CodingAgentRollout": RolloutResult, "DriftRepairEpisode": EpisodeResult}
+RESULT_TYPES: dict[str, type] = {"CodingAgentRollout": RolloutResult, "DriftRepairEpisode": EpisodeResult, "RolloutGroup": GroupResult}
 
 # What each recorded run must have returned: field values of its result (``segments``: the segments' lanes).
 EXPECTED: dict[str, dict[str, Any]] = {
@@ -50,6 +52,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "repair_policy": "model",
         "segments": ["drift", "repair"],
     },
+    "group_completed": {"status": "completed", "valid_mask": [True, True], "rewards": [1.0, 1.0], "refilled": 0},
+    "group_refilled": {"status": "completed", "valid_mask": [True, True], "rewards": [1.0, 1.0], "refilled": 1},
+    "group_cut": {"status": "cut", "valid_mask": [False, False], "refilled": 0},
 }
 
 
@@ -67,6 +72,14 @@ class EpisodeWithAnUnpatchedExtraStep(DriftRepairEpisode):
     async def run(self, episode: EpisodeInput) -> EpisodeResult:
         await workflow.execute_activity("pick_host", result_type=str, start_to_close_timeout=timedelta(seconds=10))
         return await super().run(episode)
+
+
+@workflow.defn(name="RolloutGroup")
+class GroupWithAnUnpatchedExtraStep(RolloutGroup):
+    @workflow.run
+    async def run(self, group: GroupInput) -> GroupResult:
+        await workflow.execute_activity("pick_host", result_type=str, start_to_close_timeout=timedelta(seconds=10))
+        return await super().run(group)
 
 
 def history(path: Path) -> WorkflowHistory:
@@ -93,7 +106,7 @@ async def test_the_recorded_scenarios_are_all_there():
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_recorded_history_replays_on_current_code(path):
-    replayer = Replayer(workflows=[CodingAgentRollout, DriftRepairEpisode], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup], data_converter=pydantic_data_converter)
     recorded = history(path)
     assert workflow_type(recorded) in RESULT_TYPES
     await replayer.replay_workflow(recorded)
@@ -101,7 +114,10 @@ async def test_recorded_history_replays_on_current_code(path):
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_an_unpatched_change_to_the_command_sequence_is_caught(path):
-    replayer = Replayer(workflows=[RolloutWithAnUnpatchedExtraStep, EpisodeWithAnUnpatchedExtraStep], data_converter=pydantic_data_converter)
+    replayer = Replayer(
+        workflows=[RolloutWithAnUnpatchedExtraStep, EpisodeWithAnUnpatchedExtraStep, GroupWithAnUnpatchedExtraStep],
+        data_converter=pydantic_data_converter,
+    )
     with pytest.raises(workflow.NondeterminismError):
         await replayer.replay_workflow(history(path))
 
