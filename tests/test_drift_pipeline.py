@@ -14,12 +14,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from config.settings import RolloutBudgets, WorkerSettings
 from contracts.rollout import PolicySpec, SamplingParams
+from contracts.rollout_group import GroupInput
+from contracts.workflow_ids import episode_workflow_id
 from drift_repair.corpus import load_corpus
 from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
 from tests.local_cluster import containers_of_runs, local_cluster
 from trainer_client.drift_episodes import episode_inputs, run_episodes
 from trainer_client.results_file import record_with_segments
+from trainer_client.rollout_groups import collect_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 MODEL = PolicySpec(sampling=SamplingParams(max_new_tokens=2048), context_budget=16384)
@@ -77,6 +80,27 @@ async def test_baselines_through_the_workflow_oracle_always_noop_never(cluster):
     assert [r.success for r in results] == [True] * len(picked) + [False] * len(picked)
     assert [r.role_rewards.drift for r in results] == [0.0] * len(picked) + [1.0] * len(picked)
     assert all("/srv/script.py" in r.error_trace for r in results)
+
+
+async def test_episodes_run_as_a_group_under_their_flat_ids_and_a_task_error_is_not_refilled(cluster):
+    task = list(load_corpus().values())[2]
+    cluster.run_ids.append(f"g{uuid.uuid4().hex[:6]}")
+    run_id = cluster.run_ids[-1]
+    solved = GroupInput(run_id=run_id, group_index=0, episodes=episode_inputs([task], n=2, k=2, drift_policy="baseline", repair_policy="oracle"))
+    unknown = [e.model_copy(update={"task_id": "no_such_task", "group_index": 1}) for e in solved.episodes]
+    solved_result, unknown_result = [
+        await collect_group(cluster.env.client, group, cluster.settings.task_queue)
+        for group in (solved, GroupInput(run_id=run_id, group_index=1, episodes=unknown))
+    ]
+    assert (solved_result.kind, solved_result.status, solved_result.valid_mask, solved_result.rewards) == (
+        "episode",
+        "completed",
+        [True, True],
+        [1.0, 1.0],
+    )
+    assert [s.episode.workflow_id for s in solved_result.samples] == [episode_workflow_id(run_id, e) for e in solved.episodes]
+    assert (unknown_result.status, unknown_result.refilled, unknown_result.valid_mask) == ("insufficient", 0, [False, False])
+    assert {(s.outcome, s.invalid_reason) for s in unknown_result.samples} == {("task", "unknown_task")}
 
 
 async def test_no_labelled_container_is_left_behind(cluster):
