@@ -201,3 +201,18 @@ async def progress_reaches(handle, done: int) -> None:
             await asyncio.sleep(0.05)
 
     await asyncio.wait_for(poll(), HANG_GUARD_S)
+
+
+async def test_a_temporal_cancel_of_the_group_stops_its_children_like_a_cut(env):
+    cluster = GroupCluster()
+    group = group_of(2)
+    cluster.hanging = {child_id(group, 0), child_id(group, 1)}
+    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
+    async with shared, host:
+        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+        await until(lambda: cluster.calls.count("run_claude_code") == 2)
+        await handle.cancel()
+        result = await handle.result()
+    assert (result.status, result.note, result.valid_mask) == ("cut", "stopped: cancelled", [False, False])
+    assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("cancelled", "cancelled")}
+    assert sorted(cluster.destroyed) == sorted(child_id(group, i) for i in range(2))
