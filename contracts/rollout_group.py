@@ -183,7 +183,8 @@ class GroupSample(BaseModel):
 
 
 GroupStatus = Literal["completed", "insufficient", "cut", "failed"]
-DropRule = Literal["min_valid", "zero_variance", "not_completed"]
+# Why a group is not in its batch: the run's filter rules, a group that did not complete, or the trainer's own filter.
+DropRule = Literal["min_valid", "zero_variance", "not_completed", "trainer_filter"]
 
 
 class GroupResult(BaseModel):
@@ -195,7 +196,8 @@ class GroupResult(BaseModel):
     the trainer side, for a group it could not start or collect
     (``abort_reason`` / ``error``, as for a ``RolloutResult``). ``kept``: the
     run's filter let it into the batch; ``dropped_by`` names the filter rule
-    that did not.
+    that did not (``trainer_filter``: the trainer's own, e.g. slime's dynamic
+    sampling filter, set on the trainer's side).
     """
 
     workflow_id: str

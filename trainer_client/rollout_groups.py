@@ -9,9 +9,10 @@ Invariants:
   a Temporal outage is waited out. Group ids are deterministic
   (``group_workflow_id``), so a restarted trainer re-attaches and each group
   runs once.
-* **Batches.** ``fill_batch`` keeps ``over_sample`` groups in flight (at least
-  ``n_groups``) from a source of groups and returns once ``n_groups`` groups
-  passed their filter, in finish order; the groups still running then are
+* **Batches.** ``fill_batch`` starts ``over_sample`` groups (at least
+  ``n_groups``) from a source of groups, one more for each that is dropped,
+  and returns once ``n_groups`` groups passed their filter (and the trainer's
+  ``accept``), in finish order; the groups still running then are
   either cut (``cut`` signal: agents stopped, sandboxes destroyed, reported
   in ``Batch.cut``) or handed over unfinished (``Batch.handed_over``: their
   inputs, which the next batch starts again and so re-attaches to the running
@@ -141,28 +142,32 @@ async def fill_batch(
     task_queue: str = SHARED_TASK_QUEUE,
     *,
     carried: Iterable[GroupInput] = (),
+    accept: Callable[[GroupResult], bool] | None = None,
     server_wait_s: float = DEFAULT_SERVER_WAIT_S,
 ) -> Batch:
-    """Fill a batch of ``n_groups`` kept groups with ``over_sample`` (at least ``n_groups``) in flight.
+    """Fill a batch of ``n_groups`` kept groups from at most ``over_sample`` (at least ``n_groups``) started ones.
 
     ``next_groups(k)`` gives up to ``k`` more groups (fewer, or none, once the
     source is dry); ``carried`` (a previous batch's ``handed_over``) are
-    started, i.e. attached to, first.
+    started, i.e. attached to, first. Groups running plus groups kept never
+    exceed ``over_sample``: a group that is dropped (by its filter, by
+    ``accept``, the trainer's own filter on a group its filter kept, or
+    because it failed) frees its place for a new one, a kept one does not.
     """
     if n_groups < 1:
         raise ValueError(f"n_groups: {n_groups} must be at least 1")
-    in_flight = max(over_sample or n_groups, n_groups)
+    capacity = max(over_sample or n_groups, n_groups)
     began = time.monotonic()
     batch = Batch()
     queued, dry = list(carried), False
     running: dict[asyncio.Task[GroupResult], GroupInput] = {}
     while len(batch.groups) < n_groups:
-        if not dry and len(queued) < in_flight - len(running):
-            wanted = in_flight - len(running) - len(queued)
-            more = next_groups(wanted)
-            dry = len(more) < wanted
+        room = capacity - len(running) - len(batch.groups)
+        if not dry and len(queued) < room:
+            more = next_groups(room - len(queued))
+            dry = len(more) < room - len(queued)
             queued.extend(more)
-        while queued and len(running) < in_flight:
+        while queued and len(running) + len(batch.groups) < capacity:
             group = queued.pop(0)
             running[asyncio.create_task(collect_group(client, group, task_queue, server_wait_s))] = group
             batch.started += 1
@@ -170,7 +175,7 @@ async def fill_batch(
             break
         done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            _place(batch, running.pop(task), task.result(), n_groups)
+            _place(batch, running.pop(task), task.result(), n_groups, accept)
     batch.time_to_batch_s = time.monotonic() - began
     if straggler_policy == "cut":
         await asyncio.gather(*(_cut(client, group) for group in running.values()))
@@ -179,7 +184,7 @@ async def fill_batch(
             if result.status == "cut":
                 batch.cut.append(result)
             else:
-                _place(batch, group, result, n_groups)
+                _place(batch, group, result, n_groups, accept)
     else:
         for task, group in running.items():
             task.cancel()
@@ -188,14 +193,14 @@ async def fill_batch(
     return batch
 
 
-def _place(batch: Batch, group: GroupInput, result: GroupResult, n_groups: int) -> None:
+def _place(batch: Batch, group: GroupInput, result: GroupResult, n_groups: int, accept: Callable[[GroupResult], bool] | None) -> None:
     """A finished group goes into the batch, among the dropped, or (kept, the batch full) to the next batch."""
-    if not result.kept:
-        batch.dropped.append(result)
-    elif len(batch.groups) < n_groups:
-        batch.groups.append(result)
-    else:
+    if result.kept and len(batch.groups) >= n_groups:
         batch.handed_over.append(group)
+        return
+    if result.kept and accept is not None and not accept(result):
+        result = result.model_copy(update={"kept": False, "dropped_by": "trainer_filter"})
+    (batch.groups if result.kept else batch.dropped).append(result)
 
 
 async def _cut(client: Client, group: GroupInput) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
+from activities.error_types import ErrorType
 from contracts.rollout import (
     AgentRun,
     AgentRunRequest,
@@ -123,3 +125,40 @@ def workers(env, cluster: FakeCluster, workflows: tuple[type, ...] = (CodingAgen
         ],
     )
     return shared, host
+
+
+class GroupCluster(FakeCluster):
+    """Fakes whose boot, agent and grade depend on the child's workflow id (``sample index``-``group index`` suffix)."""
+
+    def __init__(self):
+        super().__init__()
+        self.failing_boots: set[str] = set()
+        self.hanging: set[str] = set()
+        self.rewards: dict[str, float] = {}
+        self.destroyed: list[str] = []
+
+    @activity.defn(name=name_of(refs.boot_sandbox))
+    async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
+        self.calls.append("boot_sandbox")
+        if request.workflow_id in self.failing_boots:
+            raise ApplicationError("no such image on this host", type=ErrorType.SANDBOX_IMAGE_MISSING)
+        if self.boot_failures:
+            raise self.boot_failures.pop(0)
+        return SandboxHandle(container_id=request.workflow_id, name=f"box-{request.workflow_id}", workdir=request.task.workdir)
+
+    @activity.defn(name=name_of(refs.run_claude_code))
+    async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
+        self.calls.append("run_claude_code")
+        while request.workflow_id in self.hanging:
+            activity.heartbeat()
+            await asyncio.sleep(0.1)
+        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
+
+    @activity.defn(name=name_of(refs.destroy_sandbox))
+    async def destroy_sandbox(self, handle: SandboxHandle) -> None:
+        self.destroyed.append(handle.container_id)
+
+    @activity.defn(name=name_of(refs.evaluate))
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        reward = self.rewards.get(request.workflow_id, 1.0)
+        return EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd")
