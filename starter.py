@@ -3,6 +3,7 @@
 CLI::
 
     python starter.py run DATASET.jsonl [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
+                      [--group-filter keep_all|min_valid|nonzero_variance] [--min-valid M] [--refill-budget R]
     python starter.py demo [--policy oracle|noop] [--keep-ui]
     python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck
     python starter.py show WORKFLOW_ID                              # live progress + agent log tail
@@ -17,19 +18,25 @@ runs ``DriftRepairEpisode`` workflows over the drift corpus the same way
 (embedded, with the scripted ``self_play`` policy, unless ``TEMPORAL_ADDRESS``
 is set); K episodes per task share a group id.
 
-Python API: ``await start_rollout(client, rollout)`` returns a workflow handle
+Python API for flat rollouts: ``await start_rollout(client, rollout)`` returns a workflow handle
 (re-attaching when that rollout already ran: the workflow id is derived from
 instance id, sample index and group index); ``await run_rollouts(client,
 rollouts)`` runs many with a concurrency limit and returns one result per
 rollout, in input order: a rollout that could not be started or collected is
 a ``failed`` result (``trainer_client.workflow_runs``) and the others go on, and a
-Temporal restart is waited out (``server_wait_s`` per outage).
+Temporal restart is waited out (``server_wait_s`` per outage). GRPO groups
+(``RolloutGroup`` workflows) are streamed and batched by
+``trainer_client.rollout_groups`` (``stream_groups``, ``fill_batch``).
 
 ``run`` and ``demo`` read the dataset, report every bad row by line and field
 (on stderr and as a ``failed`` line ``invalid_row:<field>`` in the results),
-and append to the results file: a re-run with the same ``--run-id`` starts or
-attaches to only the rollouts missing from it (``trainer_client.results_file``).
-``run`` and ``episodes`` use the ``ROLLOUT_TASK_QUEUE`` the workers poll.
+run each usable row as one group of K samples (``--n-samples-per-prompt``,
+with ``--group-filter``, ``--min-valid`` and ``--refill-budget``; at most
+``--concurrency`` samples, i.e. ``max(1, C // K)`` groups, in flight) and
+append each group to the results file as one line as soon as it finishes: a
+re-run with the same ``--run-id`` starts or attaches to only the groups
+missing from it (``trainer_client.results_file``). ``run`` and ``episodes``
+use the ``ROLLOUT_TASK_QUEUE`` the workers poll.
 """
 
 from __future__ import annotations
@@ -54,12 +61,15 @@ from config.paths import PROJECT_ROOT
 from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env, staleness_from_env
 from contracts.drift_repair import EpisodeResult
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound, TaskSpec
+from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
+from contracts.workflow_ids import episode_workflow_id, rollout_workflow_id
 from drift_repair.corpus import load_corpus, tasks_of
 from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from trainer_client import rollout_queries
-from trainer_client.drift_episodes import episode_inputs, episode_workflow_id, run_episodes
+from trainer_client.drift_episodes import episode_inputs, run_episodes
 from trainer_client.local_services import temporal_dev_server, worker_process
-from trainer_client.results_file import ResultSink, record_with_segments
+from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, record_with_segments
+from trainer_client.rollout_groups import group_id, stream_groups
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env, start_or_attach
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -69,8 +79,8 @@ MAX_RUN_ID_BYTES = 128
 
 
 def workflow_id_for(run_id: str, task: TaskSpec, sample_index: int, group_index: int) -> str:
-    """Deterministic per (run, instance, sample, group): restarting a trainer re-attaches instead of re-running."""
-    return f"rollout-{run_id}-{task.instance_id}-{sample_index}-{group_index}"
+    """The rollout's id (``contracts.workflow_ids``): the same whether it runs flat or as a group's child."""
+    return rollout_workflow_id(run_id, task.instance_id, sample_index, group_index)
 
 
 def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: PolicySpec, budgets: RolloutBudgets) -> RolloutInput:
@@ -140,6 +150,23 @@ def failed_result(rollout: RolloutInput, workflow_id: str, failure: RunFailure) 
     )
 
 
+def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: RolloutBudgets, args: argparse.Namespace) -> GroupInput:
+    """The row's group: ``--n-samples-per-prompt`` rollouts (sample index 0..K-1) under the run's group flags."""
+    return GroupInput(
+        run_id=args.run_id,
+        group_index=group_index,
+        rollouts=[rollout_input(task, sample, group_index, policy, budgets) for sample in range(args.n_samples_per_prompt)],
+        refill_budget=args.refill_budget,
+        min_valid=args.min_valid,
+        filter=args.group_filter,
+    )
+
+
+def groups_in_flight(args: argparse.Namespace) -> int:
+    """``--concurrency`` counts samples: as many whole groups as fit, at least one."""
+    return max(1, args.concurrency // args.n_samples_per_prompt)
+
+
 def invalid_row_record(error: RowError) -> dict:
     """The results line of a dataset row that never became a rollout (sample and group -1)."""
     result = RolloutResult(
@@ -148,22 +175,43 @@ def invalid_row_record(error: RowError) -> dict:
     return {**result.model_dump(mode="json"), "segments": [], "line": error.line}
 
 
-def print_summary(results: list[RolloutResult]) -> None:
+def print_summary(groups: list[GroupResult]) -> None:
+    """Per group (by group index) its group line, then one line per sample; last, the totals."""
     print()
-    print(f"{'instance':28} {'sample':>6} {'status':9} {'reward':>6} {'applied':>7} {'turns':>5} {'tokens':>7} {'secs':>6}  reason")
-    for r in results:
-        tokens = sum(s.n_tokens for s in r.segments)
-        turns = r.agent.turns if r.agent else 0
-        print(
-            f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {r.reward:6.2f} {str(r.applied_cleanly):>7} {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {r.abort_reason or ''}"
-        )
-    completed = [r.reward for r in results if r.status == "completed"]
-    if completed:
-        print(f"mean reward {statistics.fmean(completed):.3f} over {len(completed)} completed rollouts", end="")
-    else:
-        print("no completed rollouts", end="")
-    others = {status: sum(r.status == status for r in results) for status in ("aborted", "failed")}
-    print("".join(f", {n} {status}" for status, n in others.items() if n))
+    print(f"{'instance':28} {'sample':>6} {'status':9} {'reward':>6} {'valid':>5} {'applied':>7} {'turns':>5} {'tokens':>7} {'secs':>6}  reason")
+    for group in sorted(groups, key=lambda g: g.group_index):
+        print(_group_line(group))
+        for sample in group.samples:
+            print(_sample_line(group.prompt_key, sample))
+    valid_rewards = [reward for g in groups for reward, valid in zip(g.rewards, g.valid_mask, strict=True) if valid]
+    by_status = {status: sum(g.status == status for g in groups) for status in ("completed", "insufficient", "cut", "failed")}
+    counts = ", ".join(f"{n} {status}" for status, n in by_status.items() if n)
+    mean = f"mean reward {statistics.fmean(valid_rewards):.3f}" if valid_rewards else "no valid samples"
+    samples = sum(len(g.samples) for g in groups)
+    print(
+        f"groups {len(groups)}: {counts or 'none'}, {sum(not g.kept for g in groups)} dropped; samples valid {len(valid_rewards)}/{samples}, {mean}"
+    )
+
+
+def _group_line(group: GroupResult) -> str:
+    verdict = "kept" if group.kept else f"dropped_by {group.dropped_by}"
+    why = group.abort_reason or group.note
+    return (
+        f"group {group.group_index} {group.prompt_key}: {group.status}  valid {group.n_valid}/{len(group.samples)}"
+        f"  refilled {group.refilled}/{group.refill_budget}  {verdict}" + (f"  ({why})" if why else "")
+    )
+
+
+def _sample_line(prompt_key: str, sample: GroupSample) -> str:
+    r = sample.rollout
+    if r is None:
+        return f"{prompt_key[:28]:28} {sample.sample_index:>6} {'-':9} {0.0:6.2f} {str(sample.valid):>5} {'-':>7} {'-':>5} {'-':>7} {'-':>6}  {sample.invalid_reason or ''}"
+    tokens = sum(s.n_tokens for s in r.segments)
+    turns = r.agent.turns if r.agent else 0
+    return (
+        f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {sample.reward:6.2f} {str(sample.valid):>5} {str(r.applied_cleanly):>7}"
+        f" {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {sample.invalid_reason or r.abort_reason or ''}"
+    )
 
 
 def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], list[RowError]]:
@@ -194,8 +242,15 @@ def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
 
 
 async def run_dataset(client: Client, args: argparse.Namespace) -> int:
-    """Run the dataset's missing rollouts into ``args.out``; 0 when every row is usable and every rollout has a
-    final result line in the file (a result that could not be written, or whose trajectory was unreadable, is 1)."""
+    """Run the dataset's groups missing from ``args.out``, appending each as one line when it finishes.
+
+    Exit code 0 when every row is usable and every group of the run has a
+    final line in the file with status ``completed`` (kept or dropped by the
+    filter: a dropped group is the filter's verdict, not a loss); 1 otherwise:
+    a bad row, a group ``insufficient`` / ``cut`` / ``failed`` (samples are
+    missing), or a line that could not be written or whose trajectories were
+    unreadable (a re-run retries those).
+    """
     rows, errors = read_rows(Path(args.dataset), args.dataset_root)
     policy = PolicySpec(
         policy_url=args.policy_url,
@@ -204,23 +259,32 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         staleness=staleness_bound(args),
     )
     budgets = budgets_from_env()
-    lines, rollouts = {}, []
-    for group, row in enumerate(rows):
-        for sample in range(args.n_samples_per_prompt):
-            rollouts.append(rollout_input(row.task, sample, group, policy, budgets))
-            lines[workflow_id_for(args.run_id, row.task, sample, group)] = row.line
-    with ResultSink(Path(args.out), lambda result: {**record_with_segments(result), "line": lines[result.workflow_id]}) as sink:
+    groups = [group_input(row.task, index, policy, budgets, args) for index, row in enumerate(rows)]
+    lines = {group_id(group): row.line for group, row in zip(groups, rows, strict=True)}
+    with ResultSink(
+        Path(args.out), lambda result: {**group_record_with_segments(result), "line": lines[result.workflow_id]}, GroupProgressLine
+    ) as sink:
         for error in errors:
             if f"line:{error.line}" not in sink.done:
                 sink.write_record(invalid_row_record(error))
-        todo = sink.pending(rollouts, lambda r: workflow_id_for(args.run_id, r.task, r.sample_index, r.group_index), f"rollouts of run {args.run_id}")
-        results = await run_rollouts(
-            client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
-        )
+        todo = sink.pending(groups, group_id, f"groups of run {args.run_id}")
+        results = []
+        async for result in stream_groups(client, todo, args.task_queue, groups_in_flight(args), server_wait_s=args.server_wait):
+            write_group(sink, result)
+            results.append(result)
     print_summary(results)
     print(f"results: {args.out}")
-    written = all(r.workflow_id in sink.done for r in results)
-    return 0 if rows and not errors and written and all(r.status != "failed" for r in results) else 1
+    complete = all(sink.final_status.get(group_id(group)) == "completed" for group in groups)
+    return 0 if rows and not errors and complete else 1
+
+
+def write_group(sink: ResultSink, group: GroupResult) -> None:
+    """Append the group's line; one that cannot be written is reported and the run goes on (the group then has no
+    final line, so the exit code is 1 and a re-run collects it again)."""
+    try:
+        sink.write(group)
+    except OSError as error:
+        print(f"{sink.path}: could not write group {group.workflow_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
 
 @asynccontextmanager
@@ -306,6 +370,7 @@ async def episodes(args: argparse.Namespace) -> int:
 async def status(client: Client, args: argparse.Namespace) -> int:
     counts = await rollout_queries.stage_counts(client)
     print("running by stage: " + "  ".join(f"{stage} {n}" for stage, n in counts.items()))
+    print(_groups_line(await rollout_queries.group_counts(client)))
     rollouts = await rollout_queries.running_rollouts(client)
     now = datetime.now(UTC)
     print(f"\noldest {min(args.oldest, len(rollouts))} of {len(rollouts)} running:")
@@ -316,6 +381,14 @@ async def status(client: Client, args: argparse.Namespace) -> int:
     for r in stuck:
         print(_running_line(r, now))
     return 0
+
+
+def _groups_line(g: rollout_queries.GroupCounts) -> str:
+    closed = "  ".join(f"{status} {n}" for status, n in g.closed.items())
+    return (
+        f"groups: running {g.running} (samples done {g.done}, valid {g.valid}, refilled {g.refilled}; {g.answered} answered)"
+        f"  closed: {closed}  without a result {g.no_result}"
+    )
 
 
 def _running_line(r: rollout_queries.RunningRollout, now: datetime) -> str:
@@ -353,11 +426,26 @@ def run_id_arg(value: str) -> str:
     return value
 
 
+def count_arg(least: int) -> Callable[[str], int]:
+    """An integer flag's type: at least ``least``."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if number < least:
+            raise argparse.ArgumentTypeError(f"{number} is less than {least}")
+        return number
+
+    return parse
+
+
 def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
     sub.add_argument(
         "--run-id", type=run_id_arg, default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach and complete --out"
     )
-    sub.add_argument("--concurrency", type=int, default=8)
+    sub.add_argument("--concurrency", type=count_arg(1), default=8, help="samples in flight (default 8)")
     sub.add_argument("--out", help=f"results JSONL, appended to (never truncated); default results/{name}-<run id>.jsonl, one file per run")
     sub.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)")
     sub.add_argument(
@@ -392,7 +480,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "--dataset-root",
             help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)",
         )
-        sub.add_argument("--n-samples-per-prompt", type=int, default=1)
+        sub.add_argument("--n-samples-per-prompt", type=count_arg(1), default=1, help="K, the samples of one group (default 1)")
+        sub.add_argument(
+            "--group-filter",
+            type=GroupFilter,
+            choices=list(GroupFilter),
+            default=GroupFilter.KEEP_ALL,
+            help="which finished groups are kept (the line says kept / dropped_by): keep_all (default), min_valid, nonzero_variance",
+        )
+        sub.add_argument("--min-valid", type=count_arg(0), help="valid samples a group needs, else it ends insufficient (default: K)")
+        sub.add_argument("--refill-budget", type=count_arg(0), help="fresh samples a group may start to replace infrastructure failures (default: K)")
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)
         sub.add_argument("--max-new-tokens", type=int, default=8192)
@@ -422,6 +519,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     episodes_cmd.add_argument("--max-new-tokens", type=int, default=4096)
     episodes_cmd.add_argument("--context-budget", type=int, default=16384)
     args = parser.parse_args(argv)
+    if args.command in ("run", "demo") and args.min_valid is not None and args.min_valid > args.n_samples_per_prompt:
+        parser.error(f"--min-valid {args.min_valid}: more than the group's --n-samples-per-prompt {args.n_samples_per_prompt}")
     if getattr(args, "out", "") is None:
         args.out = str(PROJECT_ROOT / "results" / f"{args.command}-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}.jsonl")
     return args

@@ -1,16 +1,58 @@
-"""The starter's dataset handling: bad rows are reported by line and the rest still run."""
+"""The starter's dataset handling: bad rows are reported by line and the rest still run, one group per row.
+
+The ``run`` tests here use the real ``RolloutGroup`` and ``CodingAgentRollout``
+workflows on the time-skipping server, over fake activities
+(``tests.workflows.fake_rollout_activities``) that store real trajectories.
+"""
 
 import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
+from temporalio import activity
 
+from activities import activity_refs as refs
+from activities.activity_refs import name_of
 from config.paths import PROJECT_ROOT
 from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec, StalenessBound
-from starter import EXAMPLE_DATASET, parse_args, read_rows, rollout_input, staleness_bound, workflow_id_for
+from contracts.rollout import (
+    EvalRequest,
+    EvalResult,
+    MergeRequest,
+    MergeResult,
+    PolicySpec,
+    RolloutResult,
+    SandboxHandle,
+    SandboxRequest,
+    SegmentSummary,
+    StalenessBound,
+    TokenSegment,
+)
+from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
+from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
+from policy.trajectory_store import TrajectoryStore
+from starter import (
+    EXAMPLE_DATASET,
+    group_input,
+    groups_in_flight,
+    parse_args,
+    print_summary,
+    read_rows,
+    rollout_input,
+    run_dataset,
+    staleness_bound,
+    workflow_id_for,
+)
+from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
+from workflows.coding_agent_rollout import CodingAgentRollout
+from workflows.rollout_group import RolloutGroup
+
+SEGMENT = TokenSegment(
+    kind="main", tokens=[5, 6, 7], loss_mask=[0, 1, 1], rollout_log_probs=[0.0, -0.1, -0.2], prompt_length=1, turns=1, finish_reason="stop"
+)
 
 
 def test_bad_rows_are_reported_by_line_and_skipped(tmp_path, capsys):
@@ -31,7 +73,37 @@ def test_workflow_ids_are_deterministic_per_run_sample_and_group():
     (row,) = read_rows(EXAMPLE_DATASET)[0][:1]
     rollout = rollout_input(row.task, 2, 5, PolicySpec(), RolloutBudgets())
     assert workflow_id_for("run7", rollout.task, 2, 5) == f"rollout-run7-{row.task.instance_id}-2-5"
+    assert workflow_id_for("run7", rollout.task, 2, 5) == rollout_workflow_id("run7", row.task.instance_id, 2, 5)
     assert rollout.guard_s == RolloutBudgets().guard_s
+
+
+def test_a_row_becomes_a_group_of_k_samples_under_the_run_flags():
+    (row,) = read_rows(EXAMPLE_DATASET)[0][:1]
+    args = parse_args(["run", "d", "--run-id", "r1", "--n-samples-per-prompt", "3", "--min-valid", "2", "--group-filter", "nonzero_variance"])
+    group = group_input(row.task, 4, PolicySpec(), RolloutBudgets(), args)
+    assert [(r.sample_index, r.group_index, r.task) for r in group.rollouts] == [(i, 4, row.task) for i in range(3)]
+    assert (group.run_id, group.group_index, group.valid_needed, group.refills_allowed, group.filter) == ("r1", 4, 2, 3, GroupFilter.NONZERO_VARIANCE)
+    defaults = group_input(row.task, 0, PolicySpec(), RolloutBudgets(), parse_args(["run", "d", "--n-samples-per-prompt", "2"]))
+    assert (defaults.size, defaults.valid_needed, defaults.refills_allowed, defaults.filter) == (2, 2, 2, GroupFilter.KEEP_ALL)
+    assert group_input(row.task, 0, PolicySpec(), RolloutBudgets(), parse_args(["run", "d"])).size == 1, "K defaults to 1"
+    assert groups_in_flight(parse_args(["run", "d", "--concurrency", "8", "--n-samples-per-prompt", "3"])) == 2
+    assert groups_in_flight(parse_args(["run", "d", "--concurrency", "2", "--n-samples-per-prompt", "3"])) == 1, "at least one group"
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--n-samples-per-prompt", "0"], "--n-samples-per-prompt"),
+        (["--n-samples-per-prompt", "2", "--min-valid", "3"], "--min-valid"),
+        (["--refill-budget", "-1"], "--refill-budget"),
+        (["--group-filter", "best"], "--group-filter"),
+        (["--concurrency", "0"], "--concurrency"),
+    ],
+)
+def test_a_bad_group_flag_is_refused_by_name(flags, named, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["run", "d", *flags])
+    assert named in capsys.readouterr().err
 
 
 def test_run_and_episodes_use_the_workers_task_queue_and_refuse_unusable_run_ids(monkeypatch, capsys):
@@ -90,3 +162,130 @@ def test_the_run_options_set_the_staleness_bound_and_fall_back_to_the_environmen
     monkeypatch.setenv("ROLLOUT_MAX_STALENESS", "1")
     assert staleness_bound(parse_args(["demo"])) == StalenessBound(max_staleness=1, policy="mask")
     assert staleness_bound(parse_args(["demo", "--max-staleness", "4"])) == StalenessBound(max_staleness=4, policy="mask")
+
+
+def sample_of(workflow_id: str, index: int, reward: float, reason: str | None = None) -> GroupSample:
+    status = "aborted" if reason else "completed"
+    rollout = RolloutResult(
+        workflow_id=workflow_id, instance_id="calc-1", sample_index=index, group_index=0, status=status, abort_reason=reason, reward=reward
+    )
+    outcome = "infrastructure" if reason else "model"
+    return GroupSample(
+        sample_index=index,
+        valid=not reason,
+        outcome=outcome,
+        invalid_reason=reason,
+        rollout=rollout,
+        runs=[ChildRun(workflow_id=workflow_id, status=status, abort_reason=reason, outcome=outcome)],
+    )
+
+
+def test_the_summary_has_a_line_per_group_then_one_per_sample(capsys):
+    done = GroupResult(
+        workflow_id="g0",
+        prompt_key="calc-1",
+        group_index=0,
+        status="completed",
+        samples=[sample_of("a", 0, 1.0), sample_of("b", 1, 0.0)],
+        refill_budget=2,
+        kept=True,
+    )
+    short = GroupResult(
+        workflow_id="g1",
+        prompt_key="calc-1",
+        group_index=1,
+        status="insufficient",
+        note="1 of 2 valid",
+        samples=[sample_of("c", 0, 1.0), sample_of("d", 1, 0.0, "sandbox_boot_failed")],
+        refilled=2,
+        refill_budget=2,
+        dropped_by="min_valid",
+    )
+    print_summary([short, done])
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == "group 0 calc-1: completed  valid 2/2  refilled 0/2  kept"
+    assert out[3].split()[:6] == ["calc-1", "0", "completed", "1.00", "True", "False"]
+    assert out[5] == "group 1 calc-1: insufficient  valid 1/2  refilled 2/2  dropped_by min_valid  (1 of 2 valid)"
+    assert out[7].split()[:5] == ["calc-1", "1", "aborted", "0.00", "False"] and out[7].endswith("sandbox_boot_failed")
+    assert out[-1] == "groups 2: 1 completed, 1 insufficient, 1 dropped; samples valid 3/4, mean reward 0.667"
+
+
+class ScoredCluster(FakeCluster):
+    """The fakes with real trajectories (in ``store``), a reward per first workflow id (default 1.0), and samples
+    whose every run fails to boot (``never_boots``: an infrastructure failure each time)."""
+
+    def __init__(self, store: TrajectoryStore):
+        super().__init__()
+        self.store = store
+        self.rewards: dict[str, float] = {}
+        self.never_boots: set[str] = set()
+
+    @activity.defn(name=name_of(refs.boot_sandbox))
+    async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
+        if activity.info().workflow_id.split("-refill")[0] in self.never_boots:
+            raise RuntimeError("docker down")
+        return await super().boot_sandbox(request)
+
+    @activity.defn(name=name_of(refs.evaluate))
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        reward = self.rewards.get(request.workflow_id.split("-refill")[0], 1.0)
+        return EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd")
+
+    @activity.defn(name=name_of(refs.merge_segments))
+    async def merge_segments(self, request: MergeRequest) -> MergeResult:
+        ref = self.store.put(request.workflow_id, [SEGMENT])
+        return MergeResult(trajectory=ref, segments=[SegmentSummary.of(SEGMENT)], turns=1)
+
+
+def lines_of(path) -> list[dict]:
+    return [json.loads(text) for text in path.read_text().splitlines()]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, tmp_path, capsys):
+    examples = EXAMPLE_DATASET.read_text().splitlines()
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("\n".join([examples[0], "{nope", examples[1], examples[2]]) + "\n")
+    tasks = [row.task for row in read_rows(dataset)[0]]
+    run_id, out = f"grp{uuid.uuid4().hex[:6]}", tmp_path / "results.jsonl"
+    cluster = ScoredCluster(TrajectoryStore(tmp_path / "trajectories"))
+    cluster.rewards[rollout_workflow_id(run_id, tasks[1].instance_id, 1, 1)] = 0.0
+    doomed = rollout_workflow_id(run_id, tasks[2].instance_id, 1, 2)
+    cluster.never_boots.add(doomed)
+    args = parse_args(["run", str(dataset), "--run-id", run_id, "--out", str(out), "--task-queue", SHARED, "--n-samples-per-prompt", "2"])
+    shared, host = workers(env, cluster, (CodingAgentRollout, RolloutGroup))
+    async with shared, host:
+        assert await run_dataset(env.client, args) == 1, "a bad row and an insufficient group"
+        records = lines_of(out)
+        invalid, *groups = records
+        assert (invalid["line"], invalid["abort_reason"]) == (2, "invalid_row:row")
+        by_index = {g["group_index"]: g for g in groups}
+        assert sorted(by_index) == [0, 1, 2] and len(groups) == 3, "one line per group"
+        assert {g["workflow_id"]: g["line"] for g in groups} == {
+            group_workflow_id(run_id, t.instance_id, i): n for i, (t, n) in enumerate(zip(tasks, [1, 3, 4], strict=True))
+        }
+        assert [(by_index[i]["status"], by_index[i]["valid_mask"], by_index[i]["rewards"], by_index[i]["refilled"]) for i in range(3)] == [
+            ("completed", [True, True], [1.0, 1.0], 0),
+            ("completed", [True, True], [1.0, 0.0], 0),
+            ("insufficient", [True, False], [1.0, 0.0], 2),
+        ]
+        assert all(s["rollout"]["segments"][0]["tokens"] == [5, 6, 7] for g in groups for s in g["samples"] if s["valid"]), "segments loaded"
+        assert [r["workflow_id"] for r in by_index[2]["samples"][1]["runs"]] == [doomed, f"{doomed}-refill1", f"{doomed}-refill2"]
+        assert by_index[2]["samples"][1]["invalid_reason"] == "sandbox_boot_failed"
+        printed = capsys.readouterr().out
+        assert "groups 3/3  samples valid 5/6  refilled 2  mean reward (valid) 0.800  insufficient 1" in printed
+        assert f"group 2 {tasks[2].instance_id}: insufficient  valid 1/2  refilled 2/2  kept" in printed
+
+        assert await run_dataset(env.client, args) == 1, "the file still holds the bad row and the insufficient group"
+        assert lines_of(out) == records, "a complete file gains nothing"
+        assert "3 of 3 groups of run " in capsys.readouterr().out
+
+        clean, second = tmp_path / "clean.jsonl", f"flt{uuid.uuid4().hex[:6]}"
+        clean.write_text("\n".join(examples[:3]) + "\n")
+        cluster.rewards[rollout_workflow_id(second, tasks[1].instance_id, 1, 1)] = 0.0
+        cluster.never_boots.add(rollout_workflow_id(second, tasks[2].instance_id, 1, 2))
+        flags = ["--n-samples-per-prompt", "2", "--min-valid", "1", "--group-filter", "nonzero_variance", "--task-queue", SHARED]
+        filtered = parse_args(["run", str(clean), "--run-id", second, "--out", str(tmp_path / "filtered.jsonl"), *flags])
+        assert await run_dataset(env.client, filtered) == 0, "every group completed: a group the filter drops is its verdict, not a loss"
+    verdicts = {g["group_index"]: (g["status"], g["kept"], g["dropped_by"]) for g in lines_of(tmp_path / "filtered.jsonl")}
+    assert verdicts == {0: ("completed", False, "zero_variance"), 1: ("completed", True, None), 2: ("completed", False, "zero_variance")}

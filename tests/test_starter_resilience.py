@@ -2,9 +2,9 @@
 
 Acceptance for issue 17 item 2: 100 malformed rows mixed with good ones in one
 dataset file; every bad one is reported with its line and field (stderr and a
-``failed`` results line), every good one completes, the starter returns, and
-a re-run with the same run id completes a damaged results file without
-writing anything twice. A rollout the server refuses to start is a ``failed``
+``failed`` results line), every good one completes as a group line (one
+sample: the default K), the starter returns, and a re-run with the same run
+id completes a damaged results file without writing anything twice. A rollout the server refuses to start is a ``failed``
 result while the others complete.
 """
 
@@ -156,21 +156,23 @@ async def test_100_malformed_rows_are_reported_and_every_good_row_completes(clus
         line: f"invalid_row:{field}" for line, field in fields.items()
     }
     completed = {r["line"]: r for r in records if r["status"] == "completed"}
-    assert {line: r["instance_id"] for line, r in completed.items()} == good
-    assert all(r["reward"] == 1.0 and r["segments"] for r in completed.values())
+    assert {line: r["prompt_key"] for line, r in completed.items()} == good
+    assert all(r["workflow_id"].startswith(f"group-{run_ids[-1]}-") for r in completed.values())
+    assert all(r["rewards"] == [1.0] and r["valid_mask"] == [True] and r["samples"][0]["rollout"]["segments"] for r in completed.values())
     assert len(records) == 103
 
     kept = [text for text in out.read_text().splitlines() if json.loads(text).get("line") != 51]
-    out.write_text("\n".join(kept) + "\n" + '{"workflow_id": "rollout-torn", "sta')
+    out.write_text("\n".join(kept) + "\n" + '{"workflow_id": "group-torn", "sta')
     assert await run_dataset(env.client, args) == 1
     again = [json.loads(text) for text in out.read_text().splitlines()]
     assert len(again) == 103 and again[:102] == [json.loads(text) for text in kept], "nothing rewritten, the torn line cut"
     assert (again[-1]["line"], again[-1]["status"], again[-1]["workflow_id"]) == (51, "completed", completed[51]["workflow_id"])
-    assert again[-1]["agent"]["session_id"] == completed[51]["agent"]["session_id"], "attached to the finished workflow, not re-run"
+    session = again[-1]["samples"][0]["rollout"]["agent"]["session_id"]
+    assert session == completed[51]["samples"][0]["rollout"]["agent"]["session_id"], "attached to the finished group, not re-run"
     capsys.readouterr()
     assert await run_dataset(env.client, args) == 1
     assert len(out.read_text().splitlines()) == 103, "a complete file gains nothing"
-    assert "3 of 3 rollouts" in capsys.readouterr().out
+    assert "3 of 3 groups" in capsys.readouterr().out
 
 
 @pytest.mark.asyncio(loop_scope="session")

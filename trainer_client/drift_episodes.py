@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowHandle
 from config.settings import SHARED_TASK_QUEUE
 from contracts.drift_repair import Difficulty, DriftPolicy, DriftTask, EpisodeInput, EpisodeResult, RepairPolicy
 from contracts.rollout import PolicySpec
+from contracts.workflow_ids import episode_workflow_id
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, start_or_attach
 
 EpisodeCallback = Callable[[EpisodeResult], Awaitable[None] | None]
@@ -62,10 +63,6 @@ def episode_inputs(
         )
         for index in range(n)
     ]
-
-
-def episode_workflow_id(run_id: str, episode: EpisodeInput) -> str:
-    return f"episode-{run_id}-{episode.task_id}-{episode.drift_policy}-{episode.repair_policy}-{episode.sample_index}-{episode.group_index}"
 
 
 async def start_episode(client: Client, episode: EpisodeInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:

@@ -1,16 +1,19 @@
 """The starter's results JSONL: appended to, never truncated, so a re-run with the same run id completes it.
 
-Each line is one result record (``record_with_segments``: a ``RolloutResult``
-dump, with its oldest and newest weight version and its version changes, or an
+Each line is one result record: a group line (``group_record_with_segments``:
+a ``GroupResult`` dump whose every sample's ``rollout`` / ``episode`` is that
+result's dump with its ``segments`` loaded from the trajectory store), or a
+single result (``record_with_segments``: a ``RolloutResult`` dump, with its
+oldest and newest weight version and its version changes, or an
 ``EpisodeResult`` dump, plus its ``segments`` with their
-``weight_version_spans``, and extras such as ``line``).
-A line's key is its ``workflow_id``, or ``line:<n>`` for a dataset row that
-never became a workflow. ``ResultSink.done`` holds the keys whose last line is
-final: every line except a ``failed`` one with a reason in
-``RETRYABLE_REASONS`` (the workflow may still run, or its trajectory was not
-readable), which a re-run collects again and appends. A torn last line (the
-starter killed mid-write) is cut off before appending. One starter writes one
-file at a time.
+``weight_version_spans``), each with extras such as ``line``.
+A line's key is its ``workflow_id`` (a group line's is the group's id), or
+``line:<n>`` for a dataset row that never became a workflow.
+``ResultSink.done`` holds the keys whose last line is final: every line
+except a ``failed`` one with a reason in ``RETRYABLE_REASONS`` (the workflow
+may still run, or a trajectory was not readable), which a re-run collects
+again and appends. A torn last line (the starter killed mid-write) is cut off
+before appending. One starter writes one file at a time.
 """
 
 from __future__ import annotations
@@ -19,27 +22,54 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, KeysView
 from pathlib import Path
 from typing import Any, TypeVar
 
+from contracts.rollout_group import GroupResult
 from policy.trajectory_store import TrajectoryStore
 
 T = TypeVar("T")
 
-RETRYABLE_REASONS = ("server_unavailable", "wait_failed:", "trajectory_unreadable")
+TRAJECTORY_UNREADABLE = "trajectory_unreadable"
+RETRYABLE_REASONS = ("server_unavailable", "wait_failed:", TRAJECTORY_UNREADABLE)
 
 
-def record_with_segments(result: Any) -> dict[str, Any]:
-    """The result plus its segments loaded from the trajectory store; one the starter cannot read (not the
-    workers' results directory, a corrupt file) makes the line ``failed: trajectory_unreadable``."""
-    record = result.model_dump(mode="json")
+def segments_of(result: Any) -> tuple[list[dict[str, Any]], str]:
+    """The result's segments from the trajectory store, as JSON, and ``""``; or no segments and why they could not
+    be read (not the workers' results directory, a corrupt file)."""
     try:
         segments = TrajectoryStore.load(result.trajectory) if result.trajectory else []
     except (OSError, ValueError) as error:
-        record.update(status="failed", abort_reason="trajectory_unreadable", error=f"{type(error).__name__}: {error}")
-        segments = []
-    record["segments"] = [s.model_dump(mode="json") for s in segments]
+        return [], f"{type(error).__name__}: {error}"
+    return [s.model_dump(mode="json") for s in segments], ""
+
+
+def record_with_segments(result: Any) -> dict[str, Any]:
+    """The result plus its segments; one the starter cannot read makes the line ``failed: trajectory_unreadable``."""
+    record = result.model_dump(mode="json")
+    record["segments"], error = segments_of(result)
+    if error:
+        record.update(status="failed", abort_reason=TRAJECTORY_UNREADABLE, error=error)
+    return record
+
+
+def group_record_with_segments(group: GroupResult) -> dict[str, Any]:
+    """The group plus, in each sample's ``rollout`` (or ``episode``), that result's segments in place of their
+    summaries. One sample whose trajectory the starter cannot read makes the whole line ``failed:
+    trajectory_unreadable`` (``kept`` false, the samples named in ``error``), which a re-run retries; the samples'
+    own results stay as the workflow returned them."""
+    record = group.model_dump(mode="json")
+    unreadable = []
+    for sample, dumped in zip(group.samples, record["samples"], strict=True):
+        result = sample.rollout or sample.episode
+        if result is None:
+            continue
+        dumped[group.kind]["segments"], error = segments_of(result)
+        if error:
+            unreadable.append(f"sample {sample.sample_index}: {error}")
+    if unreadable:
+        record.update(status="failed", abort_reason=TRAJECTORY_UNREADABLE, error="; ".join(unreadable), kept=False, dropped_by="not_completed")
     return record
 
 
@@ -52,10 +82,12 @@ def is_final(record: dict[str, Any]) -> bool:
 
 
 class Progress:
-    """The progress line; its mean reward is over completed results only (an aborted or failed one was never scored)."""
+    """The progress line of single results; its mean reward is over completed results only (an aborted or failed
+    one was never scored)."""
 
     def __init__(self, total: int):
-        self.total, self.done, self.aborted, self.failed, self.rewards = total, 0, 0, 0, []
+        self.total, self.done, self.aborted, self.failed = total, 0, 0, 0
+        self.rewards: list[float] = []
         self.started = time.monotonic()
 
     def update(self, result: Any) -> None:
@@ -65,24 +97,57 @@ class Progress:
         if result.status == "completed":
             self.rewards.append(result.reward)
         mean = f"{statistics.fmean(self.rewards):.3f}" if self.rewards else "-"
-        line = (
-            f"[{time.monotonic() - self.started:6.0f}s] done {self.done}/{self.total}  running {self.total - self.done}"
-            f"  aborted {self.aborted}  failed {self.failed}  mean reward (completed) {mean}"
+        self.show(
+            f"done {self.done}/{self.total}  running {self.total - self.done}  aborted {self.aborted}  failed {self.failed}  mean reward (completed) {mean}"
         )
+
+    def show(self, text: str) -> None:
+        line = f"[{time.monotonic() - self.started:6.0f}s] {text}"
         print(("\r" + line) if sys.stdout.isatty() else line, end="" if sys.stdout.isatty() else "\n", flush=True)
 
 
-class ResultSink:
-    """Appends one JSON line per result (flushed at once) and moves the progress bar (``pending`` sets its total)."""
+class GroupProgressLine(Progress):
+    """The progress line of groups: groups finished of those this run started, valid samples of the finished
+    groups' samples, refills, the mean reward over valid samples (an invalid one was never the policy's reward),
+    and the finished groups that did not complete, by status."""
 
-    def __init__(self, path: Path, record: Callable[[Any], dict]):
-        self.path, self.record = path, record
-        self.done: set[str] = set()
-        self.progress = Progress(0)
+    def __init__(self, total: int):
+        super().__init__(total)
+        self.samples, self.valid, self.refilled = 0, 0, 0
+        self.not_completed: dict[str, int] = {}
+
+    def update(self, result: GroupResult) -> None:
+        self.done += 1
+        self.samples += len(result.samples)
+        self.valid += result.n_valid
+        self.refilled += result.refilled
+        self.rewards += [reward for reward, valid in zip(result.rewards, result.valid_mask, strict=True) if valid]
+        if result.status != "completed":
+            self.not_completed[result.status] = self.not_completed.get(result.status, 0) + 1
+        mean = f"{statistics.fmean(self.rewards):.3f}" if self.rewards else "-"
+        others = "".join(f"  {status} {n}" for status, n in sorted(self.not_completed.items()))
+        self.show(
+            f"groups {self.done}/{self.total}  samples valid {self.valid}/{self.samples}  refilled {self.refilled}  mean reward (valid) {mean}{others}"
+        )
+
+
+class ResultSink:
+    """Appends one JSON line per result (flushed at once) and moves the progress bar (``pending`` sets its total;
+    ``progress`` makes it, ``Progress`` or ``GroupProgressLine``)."""
+
+    def __init__(self, path: Path, record: Callable[[Any], dict], progress: Callable[[int], Progress] = Progress):
+        self.path, self.record, self.make_progress = path, record, progress
+        self.final_status: dict[str, str] = {}
+        self.progress = progress(0)
+
+    @property
+    def done(self) -> KeysView[str]:
+        """The keys whose last line is final (``final_status`` has that line's status)."""
+        return self.final_status.keys()
 
     def __enter__(self) -> ResultSink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.done = self._read_existing()
+        self.final_status = self._read_existing()
         self._file = self.path.open("a", encoding="utf-8")
         return self
 
@@ -94,7 +159,7 @@ class ResultSink:
         todo = [item for item in items if key(item) not in self.done]
         if len(todo) < len(items):
             print(f"{self.path}: {len(items) - len(todo)} of {len(items)} {what} already there; running the other {len(todo)}", flush=True)
-        self.progress = Progress(len(todo))
+        self.progress = self.make_progress(len(todo))
         return todo
 
     def write(self, result: Any) -> None:
@@ -105,11 +170,11 @@ class ResultSink:
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         if is_final(record):
-            self.done.add(record_key(record))
+            self.final_status[record_key(record)] = str(record.get("status"))
 
-    def _read_existing(self) -> set[str]:
+    def _read_existing(self) -> dict[str, str]:
         if not self.path.exists():
-            return set()
+            return {}
         data = self.path.read_bytes()
         if data and not data.endswith(b"\n"):
             with self.path.open("r+b") as handle:
@@ -123,4 +188,4 @@ class ResultSink:
                 continue
             if isinstance(record, dict):
                 last[record_key(record)] = record
-        return {key for key, record in last.items() if is_final(record)}
+        return {key: str(record.get("status")) for key, record in last.items() if is_final(record)}

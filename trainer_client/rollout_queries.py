@@ -2,8 +2,10 @@
 
 "Which rollouts are stuck, where, and why?": counts by stage, the oldest
 running ones, the ones whose agent has not had a model turn for a while, and
-one rollout's live progress with the tail of its agent's stream-json log.
-Everything here reads; ``request_abort`` is the one write (a graceful stop).
+one rollout's live progress with the tail of its agent's stream-json log;
+"how far are the groups?": ``RolloutGroup`` counts by status and the summed
+``progress`` of the running ones. Everything here reads; ``request_abort`` is
+the one write (a graceful stop).
 """
 
 from __future__ import annotations
@@ -14,12 +16,17 @@ from datetime import UTC, datetime
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from contracts.rollout import RolloutProgress, RolloutResult, SandboxHandle
+from contracts.rollout_group import GroupProgress
 from docker_sandbox.git_workspace import AGENT_LOG
 from docker_sandbox.sandboxes import DockerSandboxes
 from workflows.coding_agent_rollout import CodingAgentRollout
-from workflows.search_attributes import STAGE
+from workflows.rollout_group import RolloutGroup
+from workflows.search_attributes import GROUP_STATUS, STAGE
 
 STAGES = ("queued", "booting", "agent", "diff", "grading", "merging")
+# A closed group's RolloutGroupStatus; one still "running" closed without a result (terminated, timed out).
+CLOSED_GROUP_STATUSES = ("completed", "insufficient", "cut")
+RUNNING_GROUPS = "WorkflowType='RolloutGroup' AND ExecutionStatus='Running'"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,46 @@ async def running_rollouts(client: Client, limit: int = 200) -> list[RunningRoll
             progress = None
         rollouts.append(RunningRollout(workflow_id, started, stage, progress))
     return rollouts
+
+
+@dataclass(frozen=True)
+class GroupCounts:
+    """Groups running and closed (by ``RolloutGroupStatus``; ``no_result``: closed without one), and the sums of
+    the running groups' ``progress`` answers (``answered`` of them answered; at most the listing limit asked)."""
+
+    running: int
+    closed: dict[str, int]
+    no_result: int
+    answered: int
+    done: int
+    valid: int
+    refilled: int
+
+
+async def group_counts(client: Client, limit: int = 200) -> GroupCounts:
+    running = (await client.count_workflows(RUNNING_GROUPS)).count
+    closed = {}
+    for status in CLOSED_GROUP_STATUSES:
+        closed[status] = (await client.count_workflows(f"WorkflowType='RolloutGroup' AND {GROUP_STATUS.name}='{status}'")).count
+    no_result = await client.count_workflows(f"WorkflowType='RolloutGroup' AND ExecutionStatus!='Running' AND {GROUP_STATUS.name}='running'")
+    answers = [p for p in [await _group_progress(client, e.id) async for e in client.list_workflows(RUNNING_GROUPS, limit=limit)] if p]
+    return GroupCounts(
+        running=running,
+        closed=closed,
+        no_result=no_result.count,
+        answered=len(answers),
+        done=sum(p.done for p in answers),
+        valid=sum(p.valid for p in answers),
+        refilled=sum(p.refilled for p in answers),
+    )
+
+
+async def _group_progress(client: Client, workflow_id: str) -> GroupProgress | None:
+    """The group's ``progress`` answer; None when it gave none (closed meanwhile, no worker took the query)."""
+    try:
+        return await client.get_workflow_handle(workflow_id).query(RolloutGroup.progress)
+    except Exception:
+        return None
 
 
 def stale(rollouts: list[RunningRollout], minutes: float, now: datetime | None = None) -> list[RunningRollout]:
