@@ -29,6 +29,9 @@ one sample per token segment:
 
 slime is optional: ``samples_from_result`` works on any object with slime's
 ``Sample`` attributes, and ``sample_dicts`` gives the same data as plain dicts.
+``slime_rollout`` (whole groups as slime's rollout function) builds its
+rollouts with ``task_of`` / ``rollout_of`` and shares ``temporal_client``,
+``tokenizer_of`` and the fan-out.
 Settings: ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` / ``ROLLOUT_TASK_QUEUE``,
 ``ROLLOUT_RUN_ID`` (default: one id per trainer process), the ``SWE_*`` budget
 knobs, ``args.rollout_max_context_len`` (context budget) and
@@ -52,7 +55,7 @@ from typing import Any
 from temporalio.client import Client
 
 from config.settings import budgets_from_env, staleness_from_env
-from contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
+from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec, TokenSegment
 from policy.trajectory_store import TrajectoryStore
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
 from task_sources.dataset_rows import RowError, task_from_row
@@ -63,18 +66,33 @@ _clients: dict[str, Client] = {}
 
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> list[Any]:
-    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-    if address not in _clients:
-        _clients[address] = await connect(address)
-    row = {"prompt": sample.prompt, "label": getattr(sample, "label", None), "metadata": sample.metadata or {}}
     try:
-        task = task_from_row(row)
+        task = task_of(sample)
     except RowError as error:
         missing = error.field in ("metadata.image", "metadata.workdir")
         return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}")]
-    rollout = rollout_input(task, _index(sample, "index"), _index(sample, "group_index"), policy_for(args, sampling_params), budgets_from_env())
-    result = await collect_rollout(_clients[address], rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
-    return samples_from_result(sample, result, _tokenizer(args))
+    rollout = rollout_of(args, sample, task, sampling_params)
+    result = await collect_rollout(await temporal_client(), rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
+    return samples_from_result(sample, result, tokenizer_of(args))
+
+
+async def temporal_client() -> Client:
+    """One client per ``TEMPORAL_ADDRESS``, connected on first use (callers stay on one event loop)."""
+    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
+    if address not in _clients:
+        _clients[address] = await connect(address)
+    return _clients[address]
+
+
+def task_of(sample: Any) -> TaskSpec:
+    """The sample's dataset row (``prompt``, ``label``, ``metadata``) as a task; ``RowError`` names what makes it unusable."""
+    return task_from_row({"prompt": sample.prompt, "label": getattr(sample, "label", None), "metadata": sample.metadata or {}})
+
+
+def rollout_of(args: Any, sample: Any, task: TaskSpec, sampling_params: dict[str, Any]) -> RolloutInput:
+    """The sample's rollout: ``sample.index`` / ``sample.group_index`` (None: 0) fix its workflow id within the run."""
+    policy = policy_for(args, sampling_params)
+    return rollout_input(task, _index(sample, "index"), _index(sample, "group_index"), policy, budgets_from_env())
 
 
 def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
@@ -173,7 +191,8 @@ def _tokenizer_for(path: str) -> Any:
     return AutoTokenizer.from_pretrained(path)
 
 
-def _tokenizer(args: Any) -> Any:
+def tokenizer_of(args: Any) -> Any:
+    """``args.hf_checkpoint``'s tokenizer (decodes ``Sample.response``), or None without a checkpoint."""
     path = getattr(args, "hf_checkpoint", None)
     return _tokenizer_for(str(path)) if path else None
 

@@ -23,7 +23,7 @@ LAYERS = [
     {"scripted_policy"},
 ]
 MACHINERY = set().union(*LAYERS)
-UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate"}
+UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate", "slime_rollout"}
 PACKAGES = sorted(path.name for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name != "tests")
 
 
