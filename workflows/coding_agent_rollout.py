@@ -26,7 +26,8 @@ Invariants:
   re-attaches (session restored from the worker's spool); past that window,
   or if the session did not survive, the next attempt starts elsewhere;
 * the wall-clock guard is a workflow timer: when it fires the in-flight
-  activity is cancelled, the sandbox destroyed and the result is
+  activity is cancelled (the agent and the grade are waited for, so their
+  sandboxes are gone by then), the sandbox destroyed and the result is
   ``aborted: wall_clock_timeout`` (no hard execution timeout that would leak
   the container);
 * progress is public: the ``progress`` query, the search attributes in
@@ -86,6 +87,8 @@ with workflow.unsafe.imports_passed_through():
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 # ``workflow.patched`` id of ``capture_diff``; histories without its marker took the bare patch from ``git_diff``.
 CAPTURE_DIFF_PATCH = "capture-diff-report"
+# ``workflow.patched`` id of waiting for a cancelled grade to end (its sandbox destroyed); older histories did not wait.
+WAIT_FOR_GRADING_CANCEL_PATCH = "wait-for-grading-cancel"
 BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
@@ -199,6 +202,7 @@ class CodingAgentRollout:
                     start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
                     heartbeat_timeout=timedelta(seconds=60),
                     retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS]),
+                    cancellation_type=_grading_cancellation(),
                     summary="grade the diff in a fresh sandbox",
                 )
         except ActivityError as error:
@@ -368,6 +372,13 @@ class CodingAgentRollout:
             stopped_in=stopped_in,
             turns=turns,
         )
+
+
+def _grading_cancellation() -> ActivityCancellationType:
+    """A stopped rollout waits for its cancelled grade to end, so the grading sandbox is gone when the result is."""
+    if workflow.patched(WAIT_FOR_GRADING_CANCEL_PATCH):
+        return ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+    return ActivityCancellationType.TRY_CANCEL
 
 
 def _not_graded(grader: GraderKind, report: DiffReport) -> EvalResult:
