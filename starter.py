@@ -16,7 +16,8 @@ CLI::
 with the scripted policy, then runs the bundled example tasks. ``episodes``
 runs ``DriftRepairEpisode`` workflows over the drift corpus the same way
 (embedded, with the scripted ``self_play`` policy, unless ``TEMPORAL_ADDRESS``
-is set); K episodes per task share a group id.
+is set); the K episodes of a task are one ``RolloutGroup``, appended as one
+line when it finishes, like ``run``'s groups.
 
 Python API for flat rollouts: ``await start_rollout(client, rollout)`` returns a workflow handle
 (re-attaching when that rollout already ran: the workflow id is derived from
@@ -59,16 +60,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from config.paths import PROJECT_ROOT
 from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env, staleness_from_env
-from contracts.drift_repair import EpisodeResult
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound, TaskSpec
 from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
-from contracts.workflow_ids import episode_workflow_id, rollout_workflow_id
+from contracts.workflow_ids import rollout_workflow_id
 from drift_repair.corpus import load_corpus, tasks_of
 from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from trainer_client import rollout_queries
-from trainer_client.drift_episodes import episode_inputs, run_episodes
+from trainer_client.drift_episodes import episode_groups, episode_inputs
 from trainer_client.local_services import temporal_dev_server, worker_process
-from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, record_with_segments
+from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments
 from trainer_client.rollout_groups import group_id, stream_groups
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env, start_or_attach
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -162,9 +162,21 @@ def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: R
     )
 
 
-def groups_in_flight(args: argparse.Namespace) -> int:
+def groups_in_flight(concurrency: int, group_size: int) -> int:
     """``--concurrency`` counts samples: as many whole groups as fit, at least one."""
-    return max(1, args.concurrency // args.n_samples_per_prompt)
+    return max(1, concurrency // group_size)
+
+
+async def stream_into(client: Client, sink: ResultSink, groups: list[GroupInput], args: argparse.Namespace, what: str) -> list[GroupResult]:
+    """Run the groups without a final line in ``sink`` (``--concurrency`` samples in flight) and append each one as
+    it finishes; the results, in finish order."""
+    todo = sink.pending(groups, group_id, what)
+    in_flight = groups_in_flight(args.concurrency, max((group.size for group in groups), default=1))
+    results = []
+    async for result in stream_groups(client, todo, args.task_queue, in_flight, server_wait_s=args.server_wait):
+        write_group(sink, result)
+        results.append(result)
+    return results
 
 
 def invalid_row_record(error: RowError) -> dict:
@@ -267,11 +279,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         for error in errors:
             if f"line:{error.line}" not in sink.done:
                 sink.write_record(invalid_row_record(error))
-        todo = sink.pending(groups, group_id, f"groups of run {args.run_id}")
-        results = []
-        async for result in stream_groups(client, todo, args.task_queue, groups_in_flight(args), server_wait_s=args.server_wait):
-            write_group(sink, result)
-            results.append(result)
+        results = await stream_into(client, sink, groups, args, f"groups of run {args.run_id}")
     print_summary(results)
     print(f"results: {args.out}")
     complete = all(sink.final_status.get(group_id(group)) == "completed" for group in groups)
@@ -307,21 +315,28 @@ async def demo(args: argparse.Namespace) -> int:
     return code
 
 
-def print_episode_summary(results: list[EpisodeResult]) -> None:
+def print_episode_summary(groups: list[GroupResult]) -> None:
+    """Per group (by group index) its group line, then one line per episode; last, the completed episodes' rates."""
     print()
     print(
         f"{'task':22} {'grp':>3} {'smp':>3} {'status':9} {'primitive':22} {'spec':8} {'breaks':>6} {'reward':>6} {'success':>7} {'drift_r':>7}  reason"
     )
-    for r in results:
-        primitive = r.spec.primitive_type if r.spec else "-"
-        print(
-            f"{r.task_id[:22]:22} {r.group_index:>3} {r.sample_index:>3} {r.status:9} {primitive:22} {r.spec_source or '-':8} "
-            f"{str(r.breakage_valid):>6} {r.reward:6.2f} {str(r.success):>7} {r.role_rewards.drift:7.2f}  {r.abort_reason or ''}"
-        )
-    scored = [r for r in results if r.status == "completed"]
+    for group in sorted(groups, key=lambda g: g.group_index):
+        print(_group_line(group))
+        for sample in group.samples:
+            r = sample.episode
+            if r is None:
+                print(f"{group.prompt_key[:22]:22} {group.group_index:>3} {sample.sample_index:>3} {'-':9}  {sample.invalid_reason or ''}")
+                continue
+            primitive = r.spec.primitive_type if r.spec else "-"
+            print(
+                f"{r.task_id[:22]:22} {r.group_index:>3} {r.sample_index:>3} {r.status:9} {primitive:22} {r.spec_source or '-':8} "
+                f"{str(r.breakage_valid):>6} {r.reward:6.2f} {str(r.success):>7} {r.role_rewards.drift:7.2f}  {sample.invalid_reason or r.abort_reason or ''}"
+            )
+    scored = [s.episode for g in groups for s in g.samples if s.episode is not None and s.episode.status == "completed"]
     if scored:
         print(
-            f"{len(scored)} completed episodes (of {len(results)}): success {statistics.fmean(r.success for r in scored):.0%}, "
+            f"{len(scored)} completed episodes (of {sum(len(g.samples) for g in groups)}): success {statistics.fmean(r.success for r in scored):.0%}, "
             f"breakage valid {statistics.fmean(r.breakage_valid for r in scored):.0%}, "
             f"mean repair reward {statistics.fmean(r.reward for r in scored):.3f}, "
             f"mean drift reward {statistics.fmean(r.role_rewards.drift for r in scored):.3f}"
@@ -347,15 +362,12 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
         drift_reward=args.drift_reward,
         run_timeout_s=args.run_timeout,
     )
-    with ResultSink(Path(args.out), record_with_segments) as sink:
-        todo = sink.pending(episodes, lambda e: episode_workflow_id(args.run_id, e), f"episodes of run {args.run_id}")
-        results = await run_episodes(
-            client, todo, args.run_id, concurrency=args.concurrency, task_queue=args.task_queue, on_result=sink.write, server_wait_s=args.server_wait
-        )
+    groups = episode_groups(episodes, args.run_id, args.group_filter, args.min_valid, args.refill_budget)
+    with ResultSink(Path(args.out), group_record_with_segments, GroupProgressLine) as sink:
+        results = await stream_into(client, sink, groups, args, f"groups of episodes of run {args.run_id}")
     print_episode_summary(results)
     print(f"results: {args.out}")
-    written = all(r.workflow_id in sink.done for r in results)
-    return 0 if written and all(r.status != "failed" for r in results) else 1
+    return 0 if all(sink.final_status.get(group_id(group)) == "completed" for group in groups) else 1
 
 
 async def episodes(args: argparse.Namespace) -> int:
@@ -456,6 +468,19 @@ def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
     )
 
 
+def add_group_options(sub: argparse.ArgumentParser) -> None:
+    """The rules every group of the run gets (K is ``--n-samples-per-prompt``, or ``--k`` for episodes)."""
+    sub.add_argument(
+        "--group-filter",
+        type=GroupFilter,
+        choices=list(GroupFilter),
+        default=GroupFilter.KEEP_ALL,
+        help="which finished groups are kept (the line says kept / dropped_by): keep_all (default), min_valid, nonzero_variance",
+    )
+    sub.add_argument("--min-valid", type=count_arg(0), help="valid samples a group needs, else it ends insufficient (default: K)")
+    sub.add_argument("--refill-budget", type=count_arg(0), help="fresh samples a group may start to replace infrastructure failures (default: K)")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -481,15 +506,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)",
         )
         sub.add_argument("--n-samples-per-prompt", type=count_arg(1), default=1, help="K, the samples of one group (default 1)")
-        sub.add_argument(
-            "--group-filter",
-            type=GroupFilter,
-            choices=list(GroupFilter),
-            default=GroupFilter.KEEP_ALL,
-            help="which finished groups are kept (the line says kept / dropped_by): keep_all (default), min_valid, nonzero_variance",
-        )
-        sub.add_argument("--min-valid", type=count_arg(0), help="valid samples a group needs, else it ends insufficient (default: K)")
-        sub.add_argument("--refill-budget", type=count_arg(0), help="fresh samples a group may start to replace infrastructure failures (default: K)")
+        add_group_options(sub)
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)
         sub.add_argument("--max-new-tokens", type=int, default=8192)
@@ -506,7 +523,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     episodes_cmd = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
     episodes_cmd.add_argument("--n", type=int, default=32, help="number of episodes")
-    episodes_cmd.add_argument("--k", type=int, default=1, help="episodes per task (one GRPO group)")
+    episodes_cmd.add_argument("--k", type=count_arg(1), default=1, help="episodes per task (one GRPO group)")
     episodes_cmd.add_argument("--difficulty", choices=["easy", "medium", "hard"], help="default: any")
     episodes_cmd.add_argument("--seed", type=int, default=0, help="task order and drift seeds")
     episodes_cmd.add_argument("--drift-policy", choices=["model", "baseline", "noop"], default="model")
@@ -514,13 +531,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     episodes_cmd.add_argument("--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial")
     episodes_cmd.add_argument("--run-timeout", type=float, default=5.0, help="seconds per script run")
     add_run_options(episodes_cmd, "episodes")
+    add_group_options(episodes_cmd)
     episodes_cmd.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
     episodes_cmd.add_argument("--temperature", type=float, default=1.0)
     episodes_cmd.add_argument("--max-new-tokens", type=int, default=4096)
     episodes_cmd.add_argument("--context-budget", type=int, default=16384)
     args = parser.parse_args(argv)
-    if args.command in ("run", "demo") and args.min_valid is not None and args.min_valid > args.n_samples_per_prompt:
-        parser.error(f"--min-valid {args.min_valid}: more than the group's --n-samples-per-prompt {args.n_samples_per_prompt}")
+    group_size = {"run": "n_samples_per_prompt", "demo": "n_samples_per_prompt", "episodes": "k"}.get(args.command)
+    if group_size and args.min_valid is not None and args.min_valid > getattr(args, group_size):
+        flag = "--" + group_size.replace("_", "-")
+        parser.error(f"--min-valid {args.min_valid}: more than the group's {flag} {getattr(args, group_size)}")
     if getattr(args, "out", "") is None:
         args.out = str(PROJECT_ROOT / "results" / f"{args.command}-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}.jsonl")
     return args

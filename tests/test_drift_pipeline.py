@@ -6,6 +6,7 @@ it sampled, so each role segment is checked token for token against it.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -19,6 +20,7 @@ from contracts.workflow_ids import episode_workflow_id
 from drift_repair.corpus import load_corpus
 from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
+from starter import parse_args, run_episode_batch
 from tests.local_cluster import containers_of_runs, local_cluster
 from trainer_client.drift_episodes import episode_inputs, run_episodes
 from trainer_client.results_file import record_with_segments
@@ -101,6 +103,18 @@ async def test_episodes_run_as_a_group_under_their_flat_ids_and_a_task_error_is_
     assert [s.episode.workflow_id for s in solved_result.samples] == [episode_workflow_id(run_id, e) for e in solved.episodes]
     assert (unknown_result.status, unknown_result.refilled, unknown_result.valid_mask) == ("insufficient", 0, [False, False])
     assert {(s.outcome, s.invalid_reason) for s in unknown_result.samples} == {("task", "unknown_task")}
+
+
+async def test_the_starters_episodes_command_writes_one_line_per_group(cluster, tmp_path):
+    cluster.run_ids.append(f"e{uuid.uuid4().hex[:6]}")
+    out = tmp_path / "episodes.jsonl"
+    argv = ["episodes", "--n", "4", "--k", "2", "--drift-policy", "baseline", "--repair-policy", "oracle", "--run-id", cluster.run_ids[-1]]
+    args = parse_args([*argv, "--out", str(out), "--task-queue", cluster.settings.task_queue, "--min-valid", "2"])
+    assert await run_episode_batch(cluster.env.client, args) == 0
+    lines = [json.loads(text) for text in out.read_text().splitlines()]
+    assert sorted(line["group_index"] for line in lines) == [0, 1] and {line["kind"] for line in lines} == {"episode"}
+    assert all(line["status"] == "completed" and line["valid_mask"] == [True, True] and line["rewards"] == [1.0, 1.0] for line in lines)
+    assert all(sample["episode"]["success"] and sample["episode"]["segments"] == [] for line in lines for sample in line["samples"])
 
 
 async def test_no_labelled_container_is_left_behind(cluster):

@@ -86,8 +86,8 @@ def test_a_row_becomes_a_group_of_k_samples_under_the_run_flags():
     defaults = group_input(row.task, 0, PolicySpec(), RolloutBudgets(), parse_args(["run", "d", "--n-samples-per-prompt", "2"]))
     assert (defaults.size, defaults.valid_needed, defaults.refills_allowed, defaults.filter) == (2, 2, 2, GroupFilter.KEEP_ALL)
     assert group_input(row.task, 0, PolicySpec(), RolloutBudgets(), parse_args(["run", "d"])).size == 1, "K defaults to 1"
-    assert groups_in_flight(parse_args(["run", "d", "--concurrency", "8", "--n-samples-per-prompt", "3"])) == 2
-    assert groups_in_flight(parse_args(["run", "d", "--concurrency", "2", "--n-samples-per-prompt", "3"])) == 1, "at least one group"
+    assert groups_in_flight(8, 3) == 2
+    assert groups_in_flight(2, 3) == 1, "at least one group"
 
 
 @pytest.mark.parametrize(
@@ -104,6 +104,13 @@ def test_a_bad_group_flag_is_refused_by_name(flags, named, capsys):
     with pytest.raises(SystemExit):
         parse_args(["run", "d", *flags])
     assert named in capsys.readouterr().err
+
+
+def test_episode_groups_take_the_same_group_flags_against_k(capsys):
+    assert parse_args(["episodes", "--k", "4", "--min-valid", "3"]).min_valid == 3
+    with pytest.raises(SystemExit):
+        parse_args(["episodes", "--k", "2", "--min-valid", "3"])
+    assert "--min-valid 3: more than the group's --k 2" in capsys.readouterr().err
 
 
 def test_run_and_episodes_use_the_workers_task_queue_and_refuse_unusable_run_ids(monkeypatch, capsys):

@@ -4,10 +4,12 @@ GRPO-style groups: ``episode_inputs`` gives each group one task (the
 difficulty's tasks in a ``seed``-shuffled order, cycled) and ``k`` episodes
 of it, which share ``group_index`` and differ in ``sample_index`` and drift
 seed. Workflow ids are deterministic per (run, task, role policies, sample,
-group), so a restarted trainer re-attaches instead of re-running. Running a
-batch has the rollouts' guarantees (``workflow_runs``): an episode that cannot
-be started or collected is a ``failed`` result and the others go on, and a
-Temporal restart is waited out.
+group), so a restarted trainer re-attaches instead of re-running.
+``episode_groups`` makes each group one ``RolloutGroup`` input (the starter's
+``episodes`` command runs them so: infrastructure failures refilled, one line
+per group); ``run_episodes`` runs episodes flat, with the rollouts' guarantees
+(``workflow_runs``): an episode that cannot be started or collected is a
+``failed`` result and the others go on, and a Temporal restart is waited out.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 from config.settings import SHARED_TASK_QUEUE
 from contracts.drift_repair import Difficulty, DriftPolicy, DriftTask, EpisodeInput, EpisodeResult, RepairPolicy
 from contracts.rollout import PolicySpec
+from contracts.rollout_group import GroupFilter, GroupInput
 from contracts.workflow_ids import episode_workflow_id
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, start_or_attach
 
@@ -62,6 +65,31 @@ def episode_inputs(
             **options,
         )
         for index in range(n)
+    ]
+
+
+def episode_groups(
+    episodes: list[EpisodeInput],
+    run_id: str,
+    group_filter: GroupFilter = GroupFilter.KEEP_ALL,
+    min_valid: int | None = None,
+    refill_budget: int | None = None,
+) -> list[GroupInput]:
+    """The episodes as ``RolloutGroup`` inputs, one per ``group_index`` (in order), under the run's group rules;
+    ``min_valid`` is capped at a group's size (the last group may be smaller)."""
+    by_group: dict[int, list[EpisodeInput]] = {}
+    for episode in episodes:
+        by_group.setdefault(episode.group_index, []).append(episode)
+    return [
+        GroupInput(
+            run_id=run_id,
+            group_index=index,
+            episodes=members,
+            filter=group_filter,
+            min_valid=None if min_valid is None else min(min_valid, len(members)),
+            refill_budget=refill_budget,
+        )
+        for index, members in by_group.items()
     ]
 
 

@@ -3,7 +3,7 @@
 from contracts.workflow_ids import episode_workflow_id
 from drift_repair.corpus import load_corpus, tasks_of
 from starter import parse_args
-from trainer_client.drift_episodes import episode_inputs
+from trainer_client.drift_episodes import episode_groups, episode_inputs
 
 
 def test_k_episodes_per_task_share_a_group_and_differ_in_seed():
@@ -25,3 +25,10 @@ def test_groups_cycle_through_the_tasks():
 def test_the_episodes_command_defaults():
     args = parse_args(["episodes", "--n", "32", "--difficulty", "easy", "--k", "4"])
     assert (args.n, args.k, args.difficulty, args.drift_policy, args.repair_policy) == (32, 4, "easy", "model", "model")
+
+
+def test_episode_groups_are_one_group_per_group_index_with_min_valid_capped_at_a_short_last_group():
+    tasks = tasks_of(load_corpus(), "easy")
+    groups = episode_groups(episode_inputs(tasks, n=5, k=2), "r1", min_valid=2)
+    assert [(g.group_index, g.size, g.valid_needed, g.kind) for g in groups] == [(0, 2, 2, "episode"), (1, 2, 2, "episode"), (2, 1, 1, "episode")]
+    assert all(len({e.task_id for e in g.episodes}) == 1 for g in groups)
