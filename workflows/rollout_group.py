@@ -2,7 +2,9 @@
 
 Its children are the K sample workflows (``CodingAgentRollout`` or
 ``DriftRepairEpisode``) under the ids a flat run gives the same samples
-(``contracts.workflow_ids``), so a sample still runs at most once per id.
+(``contracts.workflow_ids``), started with ``REJECT_DUPLICATE``, so a sample
+still runs at most once per id: an id some other run already used is
+``child_id_taken`` (an infrastructure failure, refilled under a fresh id).
 
 Invariants:
 
@@ -30,6 +32,7 @@ import asyncio
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ChildWorkflowError, TerminatedError, TimeoutError, WorkflowAlreadyStartedError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
@@ -137,6 +140,7 @@ class RolloutGroup:
             "id": child_id,
             "task_queue": group.children_task_queue or workflow.info().task_queue,
             "parent_close_policy": ParentClosePolicy.REQUEST_CANCEL,
+            "id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE,
             "static_summary": summary,
         }
         result: RolloutResult | EpisodeResult | None = None

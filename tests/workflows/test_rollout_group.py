@@ -176,3 +176,18 @@ async def test_a_temporal_cancel_of_the_group_stops_its_children_like_a_cut(env)
     assert (result.status, result.note, result.valid_mask) == ("cut", "stopped: cancelled", [False, False])
     assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("cancelled", "cancelled")}
     assert sorted(cluster.destroyed) == sorted(child_id(group, i) for i in range(2))
+
+
+async def test_a_child_id_another_run_already_used_is_not_run_twice_but_refilled_under_a_fresh_id(env):
+    cluster = GroupCluster()
+    group = group_of(1)
+    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
+    async with shared, host:
+        await env.client.execute_workflow(CodingAgentRollout.run, group.rollouts[0], id=child_id(group, 0), task_queue=SHARED)
+        result = await env.client.execute_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+    (sample,) = result.samples
+    assert [(r.workflow_id, r.abort_reason, r.outcome) for r in sample.runs] == [
+        (child_id(group, 0), "child_id_taken", "infrastructure"),
+        (f"{child_id(group, 0)}-refill1", None, "model"),
+    ]
+    assert (result.status, result.valid_mask, result.refilled) == ("completed", [True], 1)
