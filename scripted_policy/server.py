@@ -69,9 +69,23 @@ episodes (``scripted_policy.drift_roles``): ``drift`` (the seeded baseline's
 spec as JSON), ``repair`` (the oracle diff for the prompt's corpus task) and
 ``self_play`` (whichever role the prompt asks for).
 
+Pacing: ``slow`` spreads its answer over ``delay_s``. Every other policy's
+answer is spread over ``turn_delay(prompt, routing_key)`` seconds when a
+turn delay is set (``scripted_policy.turn_delays``: e.g. one log-normal pace
+per session, for heavy-tailed rollouts), else paced ``token_delay_s`` per
+token. Either way each token waits ``seconds / tokens to sample`` (a begun
+answer's rest takes the whole delay again, as with ``slow``), through the
+control's pacing, so a pause or an abort lands mid-output. ``prompt`` is the
+decoded prompt the policy scripts from (up to the last assistant header for
+a begun answer); ``turn_delay`` is called once per answer, when it starts
+(not for ``slow`` or ``error``), while ``delay_s`` and ``token_delay_s`` are
+read at every step.
+
 CLI: ``python -m scripted_policy.server --port 30000 --policy oracle
---oracle-tasks TASKS.json --tokenizer DIR --weight-version default`` serves
-until SIGINT/SIGTERM.
+--oracle-tasks TASKS.json --tokenizer DIR --weight-version default
+[--lognormal-turn-delay MEDIAN,SIGMA[,SEED]]`` serves until SIGINT/SIGTERM;
+``--lognormal-turn-delay`` sets a ``LogNormalSessionDelay`` (seed 0 unless
+given).
 """
 
 from __future__ import annotations
@@ -112,6 +126,7 @@ from scripted_policy.control import (
     weight_version_spans,
 )
 from scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
+from scripted_policy.turn_delays import TurnDelay, parse_lognormal
 
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -209,6 +224,15 @@ class Completion:
         return {"text": self.text, "output_ids": self.output_ids, "meta_info": meta_info}
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What one answer will be: the decoded prompt the policy scripted it from, the ids to sample, how it ends."""
+
+    prompt: str
+    ids: list[int]
+    finish_reason: dict[str, Any]
+
+
 ERRORED = Completion([], [], [], {"type": "error", "message": "scripted policy error"})
 
 
@@ -243,8 +267,10 @@ async def control_body(request: web.Request, fields: dict[str, tuple[type, Any]]
 
 
 class ScriptedPolicyServer:
-    """See the module docstring for the HTTP contract. ``delay_s`` spreads a ``slow`` answer over that time;
-    ``token_delay_s`` paces every other policy's tokens, one per that many seconds (0: as fast as it can)."""
+    """See the module docstring for the HTTP contract and the pacing. ``delay_s`` spreads a ``slow`` answer over
+    that time; ``turn_delay`` (when set) spreads every other policy's answer over the seconds it gives, else
+    ``token_delay_s`` paces their tokens, one per that many seconds (0: as fast as it can). All three may be
+    replaced between requests."""
 
     def __init__(
         self,
@@ -254,11 +280,13 @@ class ScriptedPolicyServer:
         delay_s: float = 2.0,
         weight_version: str = "default",
         token_delay_s: float = 0.0,
+        turn_delay: TurnDelay | None = None,
     ):
         self.renderer = renderer
         self.default_policy = self._known(default_policy)
         self.delay_s = delay_s
         self.token_delay_s = token_delay_s
+        self.turn_delay = turn_delay
         self.control = GenerationControl(weight_version)
         self._assistant_header = renderer.encode(f"{ASSISTANT_TURN}\n")
         self.model_path = f"scripted-{self.default_policy}"
@@ -347,7 +375,7 @@ class ScriptedPolicyServer:
         try:
             await self.control.admit(generation)
             try:
-                completion = await self._answer(policy, generate, generation)
+                completion = await self._answer(policy, generate, generation, routing_key)
             finally:
                 self.control.release(generation)
         except BadRequest as error:
@@ -359,26 +387,35 @@ class ScriptedPolicyServer:
             return web.json_response({"error": "scripted policy error (policy 'error')"}, status=500)
         return web.json_response(completion.response(generate, time.monotonic() - started))
 
-    async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation) -> Completion:
-        """Sample the scripted answer one engine step per token; ``slow`` spreads its tokens over ``delay_s``."""
+    async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation, routing_key: str | None) -> Completion:
+        """Sample the scripted answer one engine step per token, each followed by its pause (``_step_s``)."""
         if policy == "error":
             return ERRORED
-        planned, finish_reason = await asyncio.to_thread(self._plan, policy, generate)
-        for position, token in enumerate(planned):
+        plan = await asyncio.to_thread(self._plan, policy, generate)
+        turn_s = self.turn_delay(plan.prompt, routing_key) if policy != "slow" and self.turn_delay is not None else None
+        finish_reason = plan.finish_reason
+        for position, token in enumerate(plan.ids):
             if not await self.control.next_step(generation):
                 finish_reason = abort_finish_reason()
                 break
             generation.sample(token, token_logprob(generate.rid, position), self.control.version)
-            if policy == "slow":
-                await self.control.pace(self.delay_s / len(planned))
-            elif self.token_delay_s:
-                await self.control.pace(self.token_delay_s)
+            if step_s := self._step_s(policy, turn_s, len(plan.ids)):
+                await self.control.pace(step_s)
         in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
         text = await asyncio.to_thread(self.renderer.decode, in_vocabulary)
         spans = weight_version_spans(generation.versions, self.control.version)
         return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
 
-    def _plan(self, policy: str, generate: GenerateRequest) -> tuple[list[int], dict[str, Any]]:
+    def _step_s(self, policy: str, turn_s: float | None, tokens: int) -> float:
+        """The pause after each of ``tokens`` sampled tokens: ``slow`` over ``delay_s``, else over the answer's turn
+        delay ``turn_s``, else ``token_delay_s``; read at every step, so a test may change ``delay_s`` mid-answer."""
+        if policy == "slow":
+            return self.delay_s / tokens
+        if turn_s is not None:
+            return turn_s / tokens
+        return self.token_delay_s
+
+    def _plan(self, policy: str, generate: GenerateRequest) -> Plan:
         """Run in a worker thread: decode the prompt, script the answer, encode it, cut it to the budget.
 
         Like a language model, it continues an answer already begun: a prompt whose last assistant turn
@@ -389,12 +426,11 @@ class ScriptedPolicyServer:
         """
         end_id = self.renderer.end_of_turn_id
         prompt_ids, begun = self._split_begun_answer(generate.input_ids)
-        if begun:
-            planned = self._scripted_ids(policy, prompt_ids, generate.max_new_tokens + len(begun)) + [end_id]
-            if planned[: len(begun)] != begun:
-                raise BadRequest("input_ids", f"the {len(begun)} tokens after the last assistant header do not begin the scripted answer")
-            return finish(planned[len(begun) :], generate.max_new_tokens, end_id)
-        return finish(self._scripted_ids(policy, generate.input_ids, generate.max_new_tokens) + [end_id], generate.max_new_tokens, end_id)
+        prompt, scripted = self._scripted_ids(policy, prompt_ids, generate.max_new_tokens + len(begun))
+        planned = scripted + [end_id]
+        if planned[: len(begun)] != begun:
+            raise BadRequest("input_ids", f"the {len(begun)} tokens after the last assistant header do not begin the scripted answer")
+        return Plan(prompt, *finish(planned[len(begun) :], generate.max_new_tokens, end_id))
 
     def _split_begun_answer(self, input_ids: list[int]) -> tuple[list[int], list[int]]:
         """``(prompt up to the last assistant header, the tokens after it)``."""
@@ -405,11 +441,12 @@ class ScriptedPolicyServer:
                 return input_ids[:cut], input_ids[cut:]
         return input_ids, []
 
-    def _scripted_ids(self, policy: str, input_ids: list[int], max_new_tokens: int) -> list[int]:
-        if policy == "garbage":
-            return [-1, self.renderer.vocab_size + 7]
+    def _scripted_ids(self, policy: str, input_ids: list[int], max_new_tokens: int) -> tuple[str, list[int]]:
+        """``(the decoded prompt, the answer's ids)``; the prompt is decoded once, here."""
         prompt = self.renderer.decode(input_ids)
-        return self.renderer.encode(self._completions[policy](prompt, max_new_tokens))
+        if policy == "garbage":
+            return prompt, [-1, self.renderer.vocab_size + 7]
+        return prompt, self.renderer.encode(self._completions[policy](prompt, max_new_tokens))
 
     def _record(self, generate: GenerateRequest, routing_key: str | None, policy: str, completion: Completion) -> None:
         self.records.append(
@@ -542,6 +579,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokenizer", type=Path, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the 'slow' policy spreads its tokens over")
     parser.add_argument("--weight-version", default="default", help="the weight version served at start (sglang's default)")
+    parser.add_argument(
+        "--lognormal-turn-delay",
+        type=parse_lognormal,
+        metavar="MEDIAN,SIGMA[,SEED]",
+        help="spread every non-slow answer over one log-normal draw per session (routing key): median seconds, sigma, seed (0)",
+    )
     return parser.parse_args(argv)
 
 
@@ -549,7 +592,7 @@ async def serve(args: argparse.Namespace) -> None:
     tokenizer_dir = args.tokenizer or await asyncio.to_thread(ensure_qwen_tokenizer)
     renderer = await asyncio.to_thread(PromptRenderer, tokenizer_dir)
     tasks = load_oracle_tasks(args.oracle_tasks) if args.oracle_tasks else []
-    server = ScriptedPolicyServer(renderer, args.policy, tasks, args.delay, args.weight_version)
+    server = ScriptedPolicyServer(renderer, args.policy, tasks, args.delay, args.weight_version, turn_delay=args.lognormal_turn_delay)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

