@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from config.settings import RolloutBudgets
@@ -25,12 +25,13 @@ from contracts.rollout import PolicySpec, RolloutInput, SamplingParams, TaskSpec
 from contracts.rollout_group import GroupFilter, GroupInput
 from contracts.workflow_ids import rollout_workflow_id
 from scripted_policy.server import ScriptedPolicyServer
+from scripted_policy.turn_delays import MarkedPromptDelay
 from starter import EXAMPLE_DATASET, rollout_input
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster, start_dev_server
 from tests.waiting import HANG_GUARD_S
 from trainer_client.local_services import worker_process
-from trainer_client.rollout_groups import fill_batch, start_group
+from trainer_client.rollout_groups import fill_batch, group_id, start_group
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -161,6 +162,47 @@ async def test_zero_variance_groups_and_groups_below_min_valid_are_dropped_and_r
         "attached: nothing ran twice"
     )
     assert await containers_of_runs([run_id]) == []
+
+
+STRAGGLER = "STRAGGLER-MARKER: this task is slow to solve."
+
+
+def straggling(task: TaskSpec, n: int) -> TaskSpec:
+    """The task under another instance id whose problem statement carries the marker the scripted delay slows down."""
+    return task.model_copy(update={"instance_id": f"{task.instance_id}-slow{n}", "problem_statement": f"{task.problem_statement}\n{STRAGGLER}\n"})
+
+
+@pytest.mark.parametrize("straggler_policy", ["cut", "handover"])
+async def test_over_sampling_six_groups_for_four_returns_after_four_and_cuts_or_hands_over_the_stragglers(
+    oracle_cluster, task_images, straggler_policy
+):
+    env, settings, policy = oracle_cluster
+    policy.turn_delay = MarkedPromptDelay(STRAGGLER, slow_s=60.0)
+    run_id = f"os{uuid.uuid4().hex[:6]}"
+    tasks = example_tasks()
+    fast = [group_of(task, 1, run_id, g) for g, task in enumerate(tasks[:4])]
+    slow = [group_of(straggling(tasks[0], n), 1, run_id, 4 + n) for n in range(2)]
+    try:
+        batch = await fill_batch(
+            env.client, _source([*slow, *fast]), n_groups=4, over_sample=6, straggler_policy=straggler_policy, task_queue=settings.task_queue
+        )
+        assert sorted(g.group_index for g in batch.groups) == [0, 1, 2, 3] and all(g.rewards == [1.0] for g in batch.groups)
+        assert batch.started == 6 and batch.dropped == []
+        if straggler_policy == "cut":
+            assert sorted(g.group_index for g in batch.cut) == [4, 5] and batch.handed_over == []
+            assert {(g.status, g.samples[0].invalid_reason) for g in batch.cut} == {("cut", "straggler_cut")}
+            assert await containers_of_runs([run_id]) == [], "a cut straggler's sandboxes are gone with it"
+        else:
+            assert sorted(g.group_index for g in batch.handed_over) == [4, 5] and batch.cut == []
+            running = [await env.client.get_workflow_handle(group_id(g)).describe() for g in batch.handed_over]
+            assert {d.status for d in running} == {WorkflowExecutionStatus.RUNNING}, "handed over still running"
+            policy.turn_delay = None
+            finished = await fill_batch(env.client, _source([]), n_groups=2, carried=batch.handed_over, task_queue=settings.task_queue)
+            assert sorted(g.group_index for g in finished.groups) == [4, 5] and all(g.rewards == [1.0] for g in finished.groups)
+            assert [await env.client.get_workflow_handle(group_id(g)).describe() for g in batch.handed_over][0].run_id == running[0].run_id
+    finally:
+        policy.turn_delay = None
+    assert batch.metrics()["groups_cut" if straggler_policy == "cut" else "groups_handed_over"] == 2
 
 
 def _source(groups: list[GroupInput]):
