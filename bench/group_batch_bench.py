@@ -21,10 +21,11 @@ with ``ROLLOUT_AGENT_SLOTS`` = N'·K, real Docker sandboxes of the example
 tasks (``starter.EXAMPLE_DATASET``, rows round-robin; build the images with
 ``bash scripts/build_task_images.sh``), the real Claude Code CLI, and the
 scripted ``oracle`` policy served by ``ScriptedPolicyServer`` in THIS process
-with a ``LogNormalSessionDelay(--median, --sigma, seed)``: every session
-(rollout attempt) draws one pace, and each of its turns takes that long.
-Trial ``i`` uses seed ``--seed + i`` in both arms (the session ids are
-random, so the draws differ between arms and runs anyway).
+with a ``LogNormalSessionDelay(--median, --sigma, seed, by_arrival=True)``:
+every session (rollout attempt) draws one pace, and each of its turns takes
+that long. Trial ``i`` uses seed ``--seed + i`` in both arms and the n-th
+session of a trial gets the n-th draw, so the two arms of a trial are paired:
+the over-sampled arm faces the baseline's N·K paces plus (N'-N)·K more.
 
 Per trial it prints ``time_to_batch_s`` (``Batch.time_to_batch_s``: start
 until the N-th group passed its filter), the time until ``fill_batch``
@@ -43,7 +44,7 @@ container of this run is left, and at the end checks that none is; one left
 is reported, then removed. No thresholds: the script prints numbers. Run
 from the repository root::
 
-    .venv/bin/python bench/group_batch_bench.py [--groups 4 --over-sample 6 --k 2 --median 2 --sigma 1 --trials 3] [--json out.json]
+    .venv/bin/python bench/group_batch_bench.py [--groups 4 --over-sample 6 --k 2 --median 2 --sigma 1 --trials 5] [--json out.json]
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class Bench:
 
     async def trial(self, arm: str, index: int) -> dict[str, Any]:
         args = self.args
-        delay = LogNormalSessionDelay(args.median, args.sigma, args.seed + index)
+        delay = LogNormalSessionDelay(args.median, args.sigma, args.seed + index, by_arrival=True)
         self.policy.turn_delay = delay
         first_record = len(self.policy.records)
         over_sample = args.groups if arm == "baseline" else args.over_sample
@@ -289,7 +290,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--median", type=float, default=2.0, help="median seconds per turn of the log-normal session pace (default 2)")
     parser.add_argument("--sigma", type=float, default=1.0, help="sigma of the log-normal session pace (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="trial i draws with seed SEED + i (default 0)")
-    parser.add_argument("--trials", type=int, default=3, help="trials per arm (default 3)")
+    parser.add_argument("--trials", type=int, default=5, help="trials per arm (default 5)")
     parser.add_argument("--agent-budget", type=int, default=600, help="agent time budget of every rollout, s (default 600)")
     parser.add_argument("--eval-timeout", type=int, default=300, help="grading timeout of every rollout, s (default 300)")
     parser.add_argument("--drain-timeout", type=float, default=120.0, help="seconds to wait for a trial's sandboxes to go (default 120)")

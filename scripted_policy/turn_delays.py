@@ -9,11 +9,12 @@ answer's tokens (``ScriptedPolicyServer``).
 Invariants:
 
 * both delays here are pure functions of their arguments and constructor
-  parameters: the same (prompt, key) always gets the same delay, in any
-  process, in any order of calls;
+  parameters (``by_arrival`` aside): the same (prompt, key) always gets the
+  same delay, in any process, in any order of calls;
 * :class:`LogNormalSessionDelay` draws once per routing key: every turn of a
   session takes the same time, and that time is a log-normal draw
-  determined by ``(seed, key)``;
+  determined by ``(seed, key)`` (with ``by_arrival``, by ``(seed, the order
+  in which its session first asked)``);
 * :class:`MarkedPromptDelay` looks only at the prompt: ``slow_s`` when it
   contains the marker, else ``fast_s``.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TurnDelay = Callable[[str, str | None], float]
 
@@ -33,18 +34,24 @@ class LogNormalSessionDelay:
     """Each session's pace: ``lognormvariate(log(median_s), sigma)`` seeded by ``(seed, routing key)``, for every turn.
 
     A request without a routing key is one more session (the key ``None``).
+    ``by_arrival``: seeded by ``(seed, n)`` for the n-th session this delay
+    sees instead, so two runs with one seed face the same sequence of paces
+    whatever their (random) session ids: a benchmark pairs its arms so.
     """
 
     median_s: float
     sigma: float
     seed: int = 0
+    by_arrival: bool = False
+    _arrivals: dict[str | None, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.median_s <= 0 or self.sigma < 0:
             raise ValueError(f"median_s must be > 0 and sigma >= 0, got median_s={self.median_s}, sigma={self.sigma}")
 
     def __call__(self, prompt: str, routing_key: str | None) -> float:
-        return random.Random(f"{self.seed}:{routing_key}").lognormvariate(math.log(self.median_s), self.sigma)
+        key = self._arrivals.setdefault(routing_key, len(self._arrivals)) if self.by_arrival else routing_key
+        return random.Random(f"{self.seed}:{key}").lognormvariate(math.log(self.median_s), self.sigma)
 
 
 @dataclass(frozen=True)

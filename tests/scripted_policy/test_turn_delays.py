@@ -168,3 +168,11 @@ def test_cli_flag_sets_a_lognormal_turn_delay():
     for bad in ("2", "2,1,3,4", "0,1", "two,1"):
         with pytest.raises(SystemExit):
             parse_args(["--lognormal-turn-delay", bad])
+
+
+def test_by_arrival_the_nth_session_gets_the_nth_pace_whatever_its_id():
+    first, second = LogNormalSessionDelay(2.0, 1.0, seed=4, by_arrival=True), LogNormalSessionDelay(2.0, 1.0, seed=4, by_arrival=True)
+    paces = [first("p", key) for key in ("s-a", "s-b", "s-c")]
+    assert [second("p", key) for key in ("x", "y", "z")] == paces, "paired runs face the same sequence of paces"
+    assert first("later turn", "s-b") == paces[1], "a session keeps its pace"
+    assert len(set(paces)) == 3
