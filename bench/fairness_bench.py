@@ -44,7 +44,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -59,6 +58,8 @@ if str(ROOT) not in sys.path:
 import aiohttp  # noqa: E402
 from adapter_bench import BenchError, _until_told_to_stop, percentile, read_ready, stop_process  # noqa: E402
 from aiohttp import web  # noqa: E402
+
+from trainer_client.local_services import free_port  # noqa: E402
 
 VARIANTS = ("fair", "fair-1", "unfair")
 READY_TIMEOUT_S = 120.0
@@ -262,12 +263,6 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 # orchestration
 # --------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def wait_for_policy(url: str, proc: subprocess.Popen) -> None:

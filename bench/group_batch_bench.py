@@ -14,8 +14,8 @@ Same N, K, tasks and delay distribution in both; ``--trials`` trials per
 arm, alternating which arm runs first, so drift on a shared machine hits both
 alike; one warm-up group without delay runs first and is not counted.
 
-Set-up, all on this host: a Temporal dev server (``tests.local_cluster.
-start_dev_server``), one ``worker.py`` subprocess
+Set-up, all on this host: a Temporal dev server
+(``trainer_client.local_services.DevServer``), one ``worker.py`` subprocess
 (``trainer_client.local_services.worker_process``) on its own task queue
 with ``ROLLOUT_AGENT_SLOTS`` = N'·K, real Docker sandboxes of the example
 tasks (``starter.EXAMPLE_DATASET``, rows round-robin; build the images with
@@ -79,10 +79,9 @@ from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
 from scripted_policy.turn_delays import LogNormalSessionDelay  # noqa: E402
-from starter import EXAMPLE_DATASET, rollout_input  # noqa: E402
+from starter import EXAMPLE_DATASET, connect, rollout_input  # noqa: E402
 from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from tests.local_cluster import start_dev_server  # noqa: E402
-from trainer_client.local_services import worker_process  # noqa: E402
+from trainer_client.local_services import DevServer, free_port, worker_process  # noqa: E402
 from trainer_client.rollout_groups import Batch, fill_batch  # noqa: E402
 from worker import oracle_tasks_from  # noqa: E402
 
@@ -249,9 +248,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     policy_url = await policy.start("127.0.0.1", 0)
     rows: list[dict[str, Any]] = []
     try:
-        env = await start_dev_server()
-        try:
-            with tempfile.TemporaryDirectory(prefix=f"{prefix}-") as results:
+        with tempfile.TemporaryDirectory(prefix=f"{prefix}-") as results:
+            server = DevServer(free_port(), free_port(), Path(results) / "temporal.db", ui=False)
+            await server.start()
+            try:
                 worker_env = {
                     "ROLLOUT_POLICY_URL": policy_url,
                     "ROLLOUT_TASK_QUEUE": task_queue,
@@ -259,15 +259,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "ROLLOUT_RESULTS_DIR": results,
                     OWNER_ENV: containers.owner,
                 }
-                address = env.client.service_client.config.target_host
-                async with worker_process(address, ["--adapter-port", "0", "--host-id", prefix], env=worker_env):
-                    bench = Bench(args, env.client, policy, task_queue, containers, prefix)
+                async with worker_process(server.address, ["--adapter-port", "0", "--host-id", prefix], env=worker_env):
+                    bench = Bench(args, await connect(server.address), policy, task_queue, containers, prefix)
                     await bench.warm_up()
                     for index in range(args.trials):
                         for arm in ARMS if index % 2 == 0 else ARMS[::-1]:
                             rows.append(await bench.trial(arm, index))
-        finally:
-            await env.shutdown()
+            finally:
+                await server.stop()
     finally:
         await policy.stop()
         leaked = await containers.sandboxes.reap(containers.owned)

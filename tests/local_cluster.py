@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -35,13 +34,6 @@ async def start_dev_server() -> WorkflowEnvironment:
         ui=False,
         dev_server_startup_timeout=SERVER_STARTUP_TIMEOUT,
     )
-
-
-def free_port() -> int:
-    """A TCP port nothing on this host listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @asynccontextmanager

@@ -26,8 +26,8 @@ from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
 from task_sources.dataset_rows import DatasetRow, read_dataset
-from tests.local_cluster import free_port, start_dev_server
-from trainer_client.local_services import DevServer, worker_process
+from tests.local_cluster import start_dev_server
+from trainer_client.local_services import DevServer, free_port, worker_process
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

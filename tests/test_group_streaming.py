@@ -24,10 +24,10 @@ import pytest
 from config.paths import PROJECT_ROOT
 from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from starter import EXAMPLE_DATASET, connect, read_rows
-from tests.local_cluster import containers_of_runs, free_port
+from tests.local_cluster import containers_of_runs
 from tests.waiting import until
 from trainer_client import rollout_queries
-from trainer_client.local_services import DevServer, worker_process
+from trainer_client.local_services import DevServer, free_port, worker_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 K = 2

@@ -18,8 +18,7 @@ from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, workflow_id_for
 from task_sources.dataset_rows import DatasetRow, read_dataset
-from tests.local_cluster import free_port
-from trainer_client.local_services import DevServer, worker_process
+from trainer_client.local_services import DevServer, free_port, worker_process
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

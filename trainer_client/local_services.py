@@ -23,6 +23,13 @@ from config.paths import CACHE_DIR, PROJECT_ROOT
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 
 
+def free_port() -> int:
+    """A TCP port nothing on this host listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def port_open(host: str, port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(0.5)
