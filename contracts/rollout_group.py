@@ -1,7 +1,7 @@
 """GRPO groups: K samples of one prompt run as one durable unit (``workflows.rollout_group``).
 
-A sample's end is one of five outcomes (``classify``; the README's group
-table lists every reason):
+A sample's end is one of five outcomes (``outcome_of``, by ``classify``'s
+table; the README's group table lists every reason):
 
 * ``model``: the policy's own doing, a valid sample with its reward:
   ``completed``, or the wall-clock guard firing while the agent was working
@@ -14,7 +14,7 @@ table lists every reason):
   refill budget lasts;
 * ``task``: the row itself cannot be run or graded (no image, no grader,
   unknown task, ...): invalid, and re-running would fail the same way;
-* ``cut``: stopped as a straggler (``STRAGGLER_CUT``) once its batch was full;
+* ``cut``: stopped as a straggler (``straggler_cut``) once its batch was full;
 * ``cancelled``: stopped by an operator (``abort`` / cancel, any other reason).
 
 Only ``model`` samples are valid; ``valid_mask`` says which, and each invalid
@@ -34,7 +34,6 @@ from contracts.drift_repair import EpisodeInput, EpisodeResult
 from contracts.rollout import EXCEPTION_PREFIX, INVALID_ROW_PREFIX, AbortReason, RolloutInput, RolloutResult
 
 Outcome = Literal["model", "infrastructure", "task", "cut", "cancelled"]
-STRAGGLER_CUT = AbortReason.STRAGGLER_CUT
 # Reasons of a child workflow that closed without a result (failed, terminated, timed out).
 CHILD_CLOSED_PREFIX = "child_"
 
@@ -74,9 +73,25 @@ def classify(status: str, abort_reason: str | None, agent_worked: bool) -> Outco
         return "infrastructure"
     if reason in TASK_REASONS or reason.startswith(INVALID_ROW_PREFIX):
         return "task"
-    if reason == STRAGGLER_CUT:
+    if reason == AbortReason.STRAGGLER_CUT:
         return "cut"
     return "cancelled"
+
+
+def outcome_of(result: RolloutResult | EpisodeResult) -> Outcome:
+    """``classify`` for a child's result: a rollout's agent worked when the stop found it in the agent (or diff)
+    stage after at least one model call; an episode's when a role had been played."""
+    if isinstance(result, RolloutResult):
+        worked = result.turns > 0 and result.stopped_in in ("agent", "diff")
+    else:
+        worked = result.drift_role is not None or result.repair_role is not None
+    return classify(result.status, result.abort_reason, worked)
+
+
+def child_closed_reason(how: str) -> str:
+    """The reason of a child that closed without a result (``failed``, ``terminated``, ``timed_out``) or could not
+    start because its id was used (``id_taken``)."""
+    return f"{CHILD_CLOSED_PREFIX}{how}"
 
 
 class GroupFilter(StrEnum):
@@ -116,17 +131,21 @@ class GroupInput(BaseModel):
     def _one_kind_of_one_prompt(self) -> GroupInput:
         if bool(self.rollouts) == bool(self.episodes):
             raise ValueError("rollouts / episodes: a group holds samples of exactly one kind, at least one")
-        if len({self.prompt_key_of(i) for i in range(self.size)}) != 1:
+        if len({prompt_key_of(sample) for sample in self.samples}) != 1:
             raise ValueError("rollouts / episodes: every sample of a group has the same prompt (instance id or task id)")
-        if len({self.sample_index_of(i) for i in range(self.size)}) != self.size:
+        if len({sample.sample_index for sample in self.samples}) != self.size:
             raise ValueError("rollouts / episodes: sample_index must differ between a group's samples")
         if self.min_valid is not None and self.min_valid > self.size:
             raise ValueError(f"min_valid: {self.min_valid} is more than the group's {self.size} samples")
         return self
 
     @property
+    def samples(self) -> list[RolloutInput] | list[EpisodeInput]:
+        return self.rollouts or self.episodes
+
+    @property
     def size(self) -> int:
-        return len(self.rollouts) or len(self.episodes)
+        return len(self.samples)
 
     @property
     def kind(self) -> Literal["rollout", "episode"]:
@@ -134,7 +153,7 @@ class GroupInput(BaseModel):
 
     @property
     def prompt_key(self) -> str:
-        return self.prompt_key_of(0)
+        return prompt_key_of(self.samples[0])
 
     @property
     def refills_allowed(self) -> int:
@@ -144,11 +163,10 @@ class GroupInput(BaseModel):
     def valid_needed(self) -> int:
         return self.size if self.min_valid is None else self.min_valid
 
-    def prompt_key_of(self, index: int) -> str:
-        return self.rollouts[index].task.instance_id if self.rollouts else self.episodes[index].task_id or ""
 
-    def sample_index_of(self, index: int) -> int:
-        return self.rollouts[index].sample_index if self.rollouts else self.episodes[index].sample_index
+def prompt_key_of(sample: RolloutInput | EpisodeInput) -> str:
+    """What names a sample's prompt: a rollout's instance id, an episode's task id."""
+    return sample.task.instance_id if isinstance(sample, RolloutInput) else sample.task_id or ""
 
 
 class ChildRun(BaseModel):
@@ -217,6 +235,21 @@ class GroupResult(BaseModel):
     kept: bool = False
     dropped_by: DropRule | None = None
     elapsed_s: float = 0.0
+
+    @classmethod
+    def for_group(cls, group: GroupInput, workflow_id: str, **fields) -> GroupResult:
+        """The result of ``group`` under ``workflow_id``: the group's identity and rules, and ``fields``."""
+        return cls(
+            workflow_id=workflow_id,
+            run_id=group.run_id,
+            prompt_key=group.prompt_key,
+            group_index=group.group_index,
+            kind=group.kind,
+            refill_budget=group.refills_allowed,
+            min_valid=group.valid_needed,
+            filter=group.filter,
+            **fields,
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -60,19 +60,8 @@ async def collect_group(
 
 
 def failed_group(group: GroupInput, failure: RunFailure) -> GroupResult:
-    return GroupResult(
-        workflow_id=group_id(group),
-        run_id=group.run_id,
-        prompt_key=group.prompt_key,
-        group_index=group.group_index,
-        kind=group.kind,
-        status="failed",
-        abort_reason=failure.reason,
-        error=failure.message,
-        refill_budget=group.refills_allowed,
-        min_valid=group.valid_needed,
-        filter=group.filter,
-        dropped_by="not_completed",
+    return GroupResult.for_group(
+        group, group_id(group), status="failed", abort_reason=failure.reason, error=failure.message, dropped_by="not_completed"
     )
 
 

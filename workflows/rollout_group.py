@@ -29,6 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -44,17 +45,26 @@ with workflow.unsafe.imports_passed_through():
     from contracts.drift_repair import EpisodeResult
     from contracts.rollout import AbortReason, RolloutResult
     from contracts.rollout_group import (
-        CHILD_CLOSED_PREFIX,
         ChildRun,
         GroupInput,
         GroupProgress,
         GroupResult,
         GroupSample,
         GroupStatus,
+        Outcome,
+        child_closed_reason,
         classify,
         filter_verdict,
+        outcome_of,
     )
     from contracts.workflow_ids import episode_workflow_id, refill_workflow_id, rollout_workflow_id
+
+
+# Per kind of sample: the child workflow's run method and its graceful-stop signal.
+CHILDREN: dict[str, tuple[Any, Any]] = {
+    "rollout": (CodingAgentRollout.run, CodingAgentRollout.abort),
+    "episode": (DriftRepairEpisode.run, DriftRepairEpisode.abort),
+}
 
 
 @workflow.defn
@@ -64,16 +74,15 @@ class RolloutGroup:
         self._cut_reason: str | None = None
         self._running: dict[str, ChildWorkflowHandle[Any, Any]] = {}
         self._finished: list[ChildRun] = []
+        self._ended_slots: list[GroupSample] = []
         self._refilled = 0
-        self._slots_done = 0
-        self._valid = 0
 
     @workflow.query
     def progress(self) -> GroupProgress:
         return GroupProgress(
             size=self._group.size if self._group else 0,
-            done=self._slots_done,
-            valid=self._valid,
+            done=len(self._ended_slots),
+            valid=sum(sample.valid for sample in self._ended_slots),
             running=len(self._running),
             refilled=self._refilled,
             infrastructure_failures=sum(run.outcome == "infrastructure" for run in self._finished),
@@ -111,49 +120,42 @@ class RolloutGroup:
         runs: list[ChildRun] = []
         result: RolloutResult | EpisodeResult | None = None
         while self._cut_reason is None:
-            child_id = refill_workflow_id(first_id, len(runs) + 1)
-            result, run = await self._child(group, index, child_id, len(runs))
+            result, run = await self._child(group, index, refill_workflow_id(first_id, len(runs) + 1), len(runs))
             runs.append(run)
             if run.outcome != "infrastructure" or self._cut_reason is not None or self._refilled >= group.refills_allowed:
                 break
             self._refilled += 1
         final = runs[-1] if runs else ChildRun(workflow_id=first_id, status="aborted", abort_reason=self._cut_reason, outcome="cut")
-        valid = final.outcome == "model"
-        self._slots_done += 1
-        self._valid += valid
-        workflow.upsert_search_attributes([attrs.GROUP_VALID.value_set(self._valid)])
-        self._show()
-        return GroupSample(
-            sample_index=group.sample_index_of(index),
-            valid=valid,
+        sample = GroupSample(
+            sample_index=group.samples[index].sample_index,
+            valid=final.outcome == "model",
             outcome=final.outcome,
-            invalid_reason=None if valid else final.abort_reason or final.status,
+            invalid_reason=None if final.outcome == "model" else final.abort_reason or final.status,
             rollout=result if isinstance(result, RolloutResult) else None,
             episode=result if isinstance(result, EpisodeResult) else None,
             runs=runs,
         )
+        self._ended_slots.append(sample)
+        workflow.upsert_search_attributes([attrs.GROUP_VALID.value_set(self.progress().valid)])
+        self._show()
+        return sample
 
     async def _child(self, group: GroupInput, index: int, child_id: str, refill: int) -> tuple[RolloutResult | EpisodeResult | None, ChildRun]:
         """Start one child, wait for its end, classify it; a child that closed without a result is ``child_<how>``."""
-        summary = f"{group.prompt_key} sample {group.sample_index_of(index)} group {group.group_index}" + (f" refill {refill}" if refill else "")
-        options: dict[str, Any] = {
-            "id": child_id,
-            "task_queue": group.children_task_queue or workflow.info().task_queue,
-            "parent_close_policy": ParentClosePolicy.REQUEST_CANCEL,
-            "id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            "static_summary": summary,
-        }
-        result: RolloutResult | EpisodeResult | None = None
+        run_child, _ = CHILDREN[group.kind]
+        summary = f"{group.prompt_key} sample {group.samples[index].sample_index} group {group.group_index}" + (f" refill {refill}" if refill else "")
         try:
-            handle: ChildWorkflowHandle[Any, Any]
-            if group.rollouts:
-                handle = await workflow.start_child_workflow(CodingAgentRollout.run, group.rollouts[index], **options)
-            else:
-                handle = await workflow.start_child_workflow(DriftRepairEpisode.run, group.episodes[index], **options)
-        except WorkflowAlreadyStartedError:
-            return None, self._ended(
-                ChildRun(workflow_id=child_id, status="failed", abort_reason=f"{CHILD_CLOSED_PREFIX}id_taken", outcome="infrastructure")
+            handle: ChildWorkflowHandle[Any, Any] = await workflow.start_child_workflow(
+                run_child,
+                group.samples[index],
+                id=child_id,
+                task_queue=group.children_task_queue or workflow.info().task_queue,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                static_summary=summary,
             )
+        except WorkflowAlreadyStartedError:
+            return None, self._ended(child_id, "failed", child_closed_reason("id_taken"))
         self._running[child_id] = handle
         self._show()
         if self._cut_reason is not None:
@@ -161,24 +163,23 @@ class RolloutGroup:
         try:
             result = await handle
         except ChildWorkflowError as error:
+            return None, self._ended(child_id, "failed", child_closed_reason(_closed_how(error)))
+        finally:
             self._running.pop(child_id, None)
-            reason = f"{CHILD_CLOSED_PREFIX}{_closed_how(error)}"
-            return None, self._ended(ChildRun(workflow_id=child_id, status="failed", abort_reason=reason, outcome="infrastructure"))
-        self._running.pop(child_id, None)
-        agent_worked = result.turns > 0 and result.stopped_in in ("agent", "diff") if isinstance(result, RolloutResult) else _episode_worked(result)
-        outcome = classify(result.status, result.abort_reason, agent_worked)
-        return result, self._ended(ChildRun(workflow_id=child_id, status=result.status, abort_reason=result.abort_reason, outcome=outcome))
+        return result, self._ended(child_id, result.status, result.abort_reason, outcome_of(result))
 
-    def _ended(self, run: ChildRun) -> ChildRun:
+    def _ended(self, child_id: str, status: str, reason: str | None, outcome: Outcome | None = None) -> ChildRun:
+        """Record a child's end; ``outcome`` defaults to the table's for a child without a result."""
+        run = ChildRun(workflow_id=child_id, status=status, abort_reason=reason, outcome=outcome or classify(status, reason, agent_worked=False))
         self._finished.append(run)
         self._show()
         return run
 
     async def _abort(self, handle: ChildWorkflowHandle[Any, Any]) -> None:
         """Ask one child to stop gracefully; a child that already closed ignores it."""
+        _, abort = CHILDREN[self._group.kind if self._group else "rollout"]
         try:
-            signal = CodingAgentRollout.abort if self._group and self._group.rollouts else DriftRepairEpisode.abort
-            await handle.signal(signal, self._cut_reason or AbortReason.STRAGGLER_CUT)
+            await handle.signal(abort, self._cut_reason or AbortReason.STRAGGLER_CUT)
         except Exception:  # the child closed between the check and the signal: its own result stands
             workflow.logger.info("child %s had closed before its abort signal", handle.id)
 
@@ -189,7 +190,7 @@ class RolloutGroup:
             return rollout_workflow_id(group.run_id, rollout.task.instance_id, rollout.sample_index, rollout.group_index)
         return episode_workflow_id(group.run_id, group.episodes[index])
 
-    def _result(self, group: GroupInput, samples: list[GroupSample], started) -> GroupResult:
+    def _result(self, group: GroupInput, samples: list[GroupSample], started: datetime) -> GroupResult:
         valid = sum(sample.valid for sample in samples)
         status: GroupStatus
         note = ""
@@ -204,19 +205,13 @@ class RolloutGroup:
         dropped_by = filter_verdict(group.filter, status, samples, group.valid_needed)
         workflow.upsert_search_attributes([attrs.GROUP_STATUS.value_set(status), attrs.GROUP_VALID.value_set(valid)])
         self._show(status)
-        return GroupResult(
-            workflow_id=workflow.info().workflow_id,
-            run_id=group.run_id,
-            prompt_key=group.prompt_key,
-            group_index=group.group_index,
-            kind=group.kind,
+        return GroupResult.for_group(
+            group,
+            workflow.info().workflow_id,
             status=status,
             note=note,
             samples=samples,
             refilled=self._refilled,
-            refill_budget=group.refills_allowed,
-            min_valid=group.valid_needed,
-            filter=group.filter,
             kept=dropped_by is None,
             dropped_by=dropped_by,
             elapsed_s=(workflow.now() - started).total_seconds(),
@@ -239,7 +234,3 @@ def _closed_how(error: ChildWorkflowError) -> str:
     if isinstance(error.cause, TimeoutError):
         return "timed_out"
     return "failed"
-
-
-def _episode_worked(result: EpisodeResult) -> bool:
-    return result.drift_role is not None or result.repair_role is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from contracts.drift_repair import EpisodeInput
+from contracts.drift_repair import EpisodeInput, EpisodeResult, RoleTurn
 from contracts.rollout import AbortReason, RolloutInput, RolloutResult, TaskSpec, is_documented_abort_reason
 from contracts.rollout_group import (
     INFRASTRUCTURE_REASONS,
@@ -15,6 +15,7 @@ from contracts.rollout_group import (
     GroupSample,
     classify,
     filter_verdict,
+    outcome_of,
 )
 from contracts.workflow_ids import group_workflow_id, refill_workflow_id, rollout_workflow_id
 
@@ -52,6 +53,25 @@ def test_every_fixed_abort_reason_has_exactly_one_outcome():
 )
 def test_classify(status, reason, worked, outcome):
     assert classify(status, reason, worked) == outcome
+
+
+def rollout_result(**fields) -> RolloutResult:
+    return RolloutResult(workflow_id="w", instance_id="calc", sample_index=0, group_index=0, **fields)
+
+
+def test_a_guarded_rollout_is_the_models_outcome_only_if_the_stop_found_its_agent_working():
+    guarded = {"status": "aborted", "abort_reason": "wall_clock_timeout"}
+    assert outcome_of(rollout_result(**guarded, stopped_in="agent", turns=3)) == "model"
+    assert outcome_of(rollout_result(**guarded, stopped_in="agent", turns=0)) == "infrastructure", "no model call yet"
+    assert outcome_of(rollout_result(**guarded, stopped_in="grading", turns=3)) == "infrastructure", "stuck after the agent"
+    assert outcome_of(rollout_result(status="completed")) == "model"
+
+
+def test_a_guarded_episode_is_the_models_outcome_once_a_role_was_played():
+    episode = EpisodeResult(workflow_id="e", status="aborted", abort_reason="wall_clock_timeout", drift_policy="model", repair_policy="model")
+    assert outcome_of(episode) == "infrastructure"
+    played = episode.model_copy(update={"drift_role": RoleTurn(role="drift", session_id="s", system_prompt="", user_prompt="p", completion="c")})
+    assert outcome_of(played) == "model"
 
 
 def test_straggler_cut_is_a_documented_abort_reason():
