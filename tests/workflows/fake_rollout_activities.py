@@ -47,6 +47,7 @@ class FakeCluster:
         self.host_queues = [LIVE]
         self.boot_failures: list[Exception] = []
         self.agent_hangs = False
+        self.grading_hangs = False
         self.empty_session = False
         self.diff_report = DiffReport(patch_bytes=19)
         self.staleness: StalenessReport | None = None
@@ -88,6 +89,14 @@ class FakeCluster:
     @activity.defn(name=name_of(refs.evaluate))
     async def evaluate(self, request: EvalRequest) -> EvalResult:
         self.calls.append("evaluate")
+        try:
+            while self.grading_hangs:
+                activity.heartbeat()
+                await asyncio.sleep(0.1)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.5)  # the grading sandbox's removal takes a moment
+            self.calls.append("grading_cancelled")
+            raise
         return EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd")
 
     @activity.defn(name=name_of(refs.merge_segments))

@@ -6,7 +6,6 @@ gets and that the sandbox was destroyed on that path.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -21,6 +20,7 @@ from contracts.rollout import (
     StalenessBound,
     StalenessReport,
 )
+from tests.waiting import until
 from tests.workflows.fake_rollout_activities import DEAD, LIVE, SHARED, FakeCluster, rollout, workers
 from workflows import search_attributes as attrs
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -38,7 +38,7 @@ async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
     cluster = FakeCluster()
     result = await run(env, cluster, rollout())
     assert result.status == "completed" and result.reward == 1.0 and result.solved
-    assert result.trajectory is not None and result.attempts == 1
+    assert result.trajectory is not None and result.attempts == 1 and result.stopped_in is None
     assert cluster.calls == ["pick_host", "boot_sandbox", "run_claude_code", "capture_diff", "destroy_sandbox", "evaluate", "merge_segments"]
     assert result.diff == cluster.diff_report
 
@@ -58,8 +58,17 @@ async def test_wall_clock_guard_aborts_gracefully_after_stopping_the_agent(env):
     cluster.agent_hangs = True
     result = await run(env, cluster, rollout(guard_s=3))
     assert result.status == "aborted" and result.abort_reason == "wall_clock_timeout" and result.reward == 0.0
+    assert (result.stopped_in, result.turns) == ("agent", 0), "where the guard found it, for a group to classify"
     assert cluster.calls.index("agent_cancelled") < cluster.calls.index("destroy_sandbox")
     assert "evaluate" not in cluster.calls
+
+
+async def test_a_guard_firing_during_grading_waits_for_the_cancelled_grade_to_end(env):
+    cluster = FakeCluster()
+    cluster.grading_hangs = True
+    result = await run(env, cluster, rollout(guard_s=3))
+    assert (result.status, result.abort_reason, result.stopped_in) == ("aborted", "wall_clock_timeout", "grading")
+    assert cluster.calls[-2:] == ["grading_cancelled", "discard_session"], "the grade ended (its sandbox gone) before the clean-up and result"
 
 
 async def test_transient_boot_failures_are_retried(env):
@@ -125,8 +134,7 @@ async def test_an_operator_stop_is_graceful(env, how):
     cluster.agent_hangs = True
     shared, host, handle = await start(env, cluster, rollout(guard_s=600))
     async with shared, host:
-        while "run_claude_code" not in cluster.calls:
-            await asyncio.sleep(0.05)
+        await until(lambda: "run_claude_code" in cluster.calls)
         progress = await handle.query(CodingAgentRollout.progress)
         assert progress.stage == "agent" and progress.sandbox == "box-1"
         if how == "abort_signal":
@@ -157,8 +165,7 @@ async def test_the_agents_weight_version_range_shows_in_progress_details_and_a_s
     cluster.agent_hangs = True
     shared, host, handle = await start(env, cluster, rollout(guard_s=600))
     async with shared, host:
-        while "run_claude_code" not in cluster.calls:
-            await asyncio.sleep(0.05)
+        await until(lambda: "run_claude_code" in cluster.calls)
         update = AgentProgress(attempt=1, session_id="s1", turns=2, tokens=90, oldest_weight_version="3", newest_weight_version="5")
         await handle.signal(CodingAgentRollout.agent_progress, update)
         progress = await handle.query(CodingAgentRollout.progress)

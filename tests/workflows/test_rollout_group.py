@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.error_types import ErrorType
@@ -32,10 +35,17 @@ def child_id(group: GroupInput, sample: int) -> str:
     return rollout_workflow_id(group.run_id, group.prompt_key, sample, group.group_index)
 
 
-async def run_group(env, cluster: GroupCluster, group: GroupInput):
+@asynccontextmanager
+async def started_group(env, cluster: GroupCluster, group: GroupInput) -> AsyncIterator[WorkflowHandle]:
+    """The group's workflow started, with the workers on the fakes running until the block ends."""
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
-        return await env.client.execute_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+        yield await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+
+
+async def run_group(env, cluster: GroupCluster, group: GroupInput):
+    async with started_group(env, cluster, group) as handle:
+        return await handle.result()
 
 
 async def test_an_infrastructure_failure_is_refilled_by_a_fresh_child_and_the_group_ends_all_valid(env):
@@ -102,9 +112,7 @@ async def test_a_cut_stops_every_running_child_gracefully_and_refills_nothing(en
     cluster = GroupCluster()
     group = group_of(3)
     cluster.hanging = {child_id(group, 1), child_id(group, 2)}
-    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
-    async with shared, host:
-        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+    async with started_group(env, cluster, group) as handle:
         await until(lambda: cluster.calls.count("run_claude_code") == 3)
         await progress_reaches(handle, done=1)
         await handle.signal(RolloutGroup.cut, "straggler_cut")
@@ -119,9 +127,7 @@ async def test_progress_and_ui_details_follow_the_children(env):
     cluster = GroupCluster()
     group = group_of(2)
     cluster.hanging = {child_id(group, 1)}
-    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
-    async with shared, host:
-        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+    async with started_group(env, cluster, group) as handle:
         await progress_reaches(handle, done=1)
         progress = await handle.query(RolloutGroup.progress)
         details = (await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)).current_details
@@ -141,9 +147,7 @@ async def test_the_guard_stopping_a_working_agent_is_the_models_outcome_and_is_n
     cluster = GroupCluster()
     group = group_of(1, template=rollout(guard_s=60))
     cluster.hanging = {child_id(group, 0)}
-    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
-    async with shared, host:
-        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+    async with started_group(env, cluster, group) as handle:
         await until(lambda: "run_claude_code" in cluster.calls)
         child = env.client.get_workflow_handle(child_id(group, 0))
         await child.signal(CodingAgentRollout.agent_progress, AgentProgress(attempt=1, session_id="s1", turns=4, tokens=500))
@@ -167,9 +171,7 @@ async def test_a_temporal_cancel_of_the_group_stops_its_children_like_a_cut(env)
     cluster = GroupCluster()
     group = group_of(2)
     cluster.hanging = {child_id(group, 0), child_id(group, 1)}
-    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
-    async with shared, host:
-        handle = await env.client.start_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+    async with started_group(env, cluster, group) as handle:
         await until(lambda: cluster.calls.count("run_claude_code") == 2)
         await handle.cancel()
         result = await handle.result()
