@@ -10,6 +10,7 @@ the one write (a graceful stop).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -81,16 +82,18 @@ class GroupCounts:
 
 
 async def group_counts(client: Client, limit: int = 200) -> GroupCounts:
-    running = (await client.count_workflows(RUNNING_GROUPS)).count
-    closed = {}
-    for status in CLOSED_GROUP_STATUSES:
-        closed[status] = (await client.count_workflows(f"WorkflowType='RolloutGroup' AND {GROUP_STATUS.name}='{status}'")).count
-    no_result = await client.count_workflows(f"WorkflowType='RolloutGroup' AND ExecutionStatus!='Running' AND {GROUP_STATUS.name}='running'")
-    answers = [p for p in [await _group_progress(client, e.id) async for e in client.list_workflows(RUNNING_GROUPS, limit=limit)] if p]
+    queries = [
+        RUNNING_GROUPS,
+        f"WorkflowType='RolloutGroup' AND ExecutionStatus!='Running' AND {GROUP_STATUS.name}='running'",
+        *(f"WorkflowType='RolloutGroup' AND {GROUP_STATUS.name}='{status}'" for status in CLOSED_GROUP_STATUSES),
+    ]
+    running, no_result, *closed = [count.count for count in await asyncio.gather(*(client.count_workflows(query) for query in queries))]
+    ids = [execution.id async for execution in client.list_workflows(RUNNING_GROUPS, limit=limit)]
+    answers = [p for p in await asyncio.gather(*(_group_progress(client, workflow_id) for workflow_id in ids)) if p]
     return GroupCounts(
         running=running,
-        closed=closed,
-        no_result=no_result.count,
+        closed=dict(zip(CLOSED_GROUP_STATUSES, closed, strict=True)),
+        no_result=no_result,
         answered=len(answers),
         done=sum(p.done for p in answers),
         valid=sum(p.valid for p in answers),
