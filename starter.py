@@ -54,13 +54,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from config.paths import PROJECT_ROOT
 from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env, staleness_from_env
-from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound, TaskSpec
+from contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound, TaskSpec
 from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
 from contracts.workflow_ids import rollout_workflow_id
 from drift_repair.corpus import load_corpus, tasks_of
@@ -266,7 +267,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     rows, errors = read_rows(Path(args.dataset), args.dataset_root)
     policy = PolicySpec(
         policy_url=args.policy_url,
-        sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
+        sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens, pinned=args.pin_sampling),
         context_budget=args.context_budget,
         staleness=staleness_bound(args),
     )
@@ -509,6 +510,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         add_group_options(sub)
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)
+        sub.add_argument(
+            "--pin-sampling",
+            action="append",
+            default=[],
+            choices=list(get_args(PinnableSamplingKey)),
+            metavar="KEY",
+            help="a sampling key Claude Code may not change (temperature, top_p, top_k, stop_sequences); repeat for more",
+        )
         sub.add_argument("--max-new-tokens", type=int, default=8192)
         sub.add_argument("--context-budget", type=int, default=65536)
         sub.add_argument(

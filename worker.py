@@ -13,7 +13,10 @@ One process runs
 * optionally (``--scripted-policy``) the scripted policy server, for the demo
   and tests; otherwise ``ROLLOUT_POLICY_URL`` names the SGLang server. Either
   pins the policy for every rollout; with neither, each rollout's own
-  ``policy_url`` (the trainer's SGLang router) is used.
+  ``policy_url`` (the trainer's SGLang router) is used. The completions'
+  parsers are the rollout's ``PolicySpec`` ones, else this worker's
+  ``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER`` (an unknown name
+  there stops the worker at start-up).
 
 Blocking Docker SDK calls run in the loop's default executor, sized to the
 agent slots (asyncio's default of cpu_count + 4 threads serialised boots).
@@ -74,6 +77,7 @@ from policy.prompt_renderer import PromptRenderer
 from policy.session_spool import SessionSpool
 from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import OracleTask, ScriptedPolicyServer
+from slime_samples.registry import contract_in_force
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from trainer_client.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -100,7 +104,7 @@ async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, inte
     """Sessions no agent activity claimed within ``after_s`` belong to rollouts that moved on: finish them."""
     while True:
         await asyncio.sleep(interval_s)
-        forgotten = adapter.registry.forget_unclaimed(older_than_s=after_s)
+        forgotten = await adapter.registry.forget_unclaimed(older_than_s=after_s)
         if forgotten:
             log.info("released %d session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
 
@@ -173,7 +177,7 @@ async def run_worker(
     host_queue = settings.host_queue
     docker_client = await asyncio.to_thread(docker.from_env)
     network = await asyncio.to_thread(ensure_network, docker_client)
-    adapter = AdapterServer(renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue))
+    adapter = AdapterServer(renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue), finish_grace_s=settings.finish_grace_s)
     await adapter.start(settings.adapter_bind_host or network.gateway, settings.adapter_port)
     restored = adapter.registry.restore_spooled()
     if restored:
@@ -202,10 +206,11 @@ async def run_worker(
         claude=ClaudeCodeSettings(extra_args=settings.claude_extra_args, extra_env=settings.claude_extra_env),
         client=client,
         pin_policy_url=policy_url is not None,
+        parsers=settings.parser_defaults,
     )
     store = host.store
     drift = DriftEpisodeActivities(
-        roles=AdapterRolePlayer(adapter.registry, store, policy_url, pin_policy_url=policy_url is not None),
+        roles=AdapterRolePlayer(adapter.registry, store, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
         runner=SandboxScriptRunner(sandboxes),
         store=store,
     )
@@ -261,8 +266,10 @@ def main() -> None:
     args = parse_args()
     try:
         settings = settings_from_env()
+        contract = contract_in_force()
     except SettingsError as error:
         sys.exit(f"worker: {error}")
+    log.info("%s (what trainers on this host get from slime_generate / slime_rollout)", contract.log_line)
     overrides = {
         "temporal_address": args.temporal_address,
         "host_id": args.host_id,

@@ -17,6 +17,15 @@ Invariants:
   carries SSE keep-alive comments, and an upstream failure after the headers
   went out becomes an SSE ``error`` event (Claude Code then retries);
 * a client that disconnects cancels its turn, which aborts the upstream request;
+* a finished session (``SessionRegistry.finish_session``) answers 409 from the
+  moment finishing begins, to new requests and to a turn still in flight that
+  finishing cut at its bound (its upstream request aborted; an SSE error event
+  if the stream had begun);
+* a request's ``temperature``, ``top_p``, ``top_k`` and ``stop_sequences`` are
+  sampled with as ``policy.sampling`` rules (trainer defaults, client overrides,
+  trainer pins); a value out of range is a 400 ``invalid_request_error`` naming
+  the field, before anything is sampled; a turn a stop sequence ended replies
+  ``stop_reason: "stop_sequence"`` with the matched ``stop_sequence``;
 * one bad request or a dead policy server yields an Anthropic-shaped error for
   that request only; the adapter keeps serving every other session;
 * one session cannot starve the others: past its ``max_concurrent_requests``
@@ -51,15 +60,18 @@ from policy.anthropic_reply import (
     message_body,
     new_message_id,
     reply_blocks,
+    reply_stop,
     sse_blocks_and_stop,
     sse_error,
     sse_message_start,
 )
 from policy.anthropic_translation import ChatRequest, RequestError, translate_request
-from policy.completion_parser import ParsedCompletion, stop_reason
 from policy.fair_executor import FairExecutor
+from policy.parsers import ParsedCompletion
 from policy.prompt_renderer import PromptRenderer
-from policy.session import PolicySession, SessionLimitExceeded, TurnObserver
+from policy.sampling import client_sampling
+from policy.session import PolicySession, SessionFinished, SessionLimitExceeded, TurnObserver
+from policy.session_config import FINISH_GRACE_S
 from policy.session_registry import ClosedSession, SessionRegistry, UnknownSession
 from policy.session_spool import SessionSpool
 from policy.sglang_client import PolicyServerError, SGLangClient
@@ -239,6 +251,10 @@ async def _answer_turn(
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise _HTTPFailure(400, "invalid_request_error", "max_tokens: must be a positive integer")
+    try:
+        requested = client_sampling(body)
+    except RequestError as exc:
+        raise _HTTPFailure(400, "invalid_request_error", str(exc)) from exc
     _, kind = classify_turn(request.headers, body, chat)
     message_id = new_message_id()
     model = str(body.get("model") or session.config.model_name)
@@ -248,7 +264,7 @@ async def _answer_turn(
         echoed = translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]
         return blocks, echoed
 
-    turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply, planned))
+    turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply, planned, requested))
     stream: web.StreamResponse | None = None
     try:
         if body.get("stream"):
@@ -265,17 +281,19 @@ async def _answer_turn(
         raise
     except SessionLimitExceeded as exc:
         return await _fail(request, stream, 429, "rate_limit_error", str(exc))
+    except SessionFinished as exc:
+        return await _fail(request, stream, 409, "invalid_request_error", str(exc))
     except PolicyServerError as exc:
         log.warning("adapter: session %s: %s", session.session_id, exc)
         return await _fail(request, stream, 529, "overloaded_error", f"policy server error: {exc}")
     blocks = outcome.reply
-    reason = stop_reason(outcome.parsed, outcome.finish_reason)
+    reason, stop_sequence = reply_stop(outcome.parsed, outcome.finish_reason, outcome.stop_sequence)
     if not body.get("stream"):
-        return web.json_response(message_body(message_id, model, blocks, reason, outcome.prompt_tokens, outcome.output_tokens))
+        return web.json_response(message_body(message_id, model, blocks, reason, outcome.prompt_tokens, outcome.output_tokens, stop_sequence))
     if stream is None:
         stream = await _open_stream(request)
     await stream.write(sse_message_start(message_id, model, outcome.prompt_tokens))
-    await stream.write(sse_blocks_and_stop(blocks, reason, outcome.output_tokens))
+    await stream.write(sse_blocks_and_stop(blocks, reason, outcome.output_tokens, stop_sequence))
     await stream.write_eof()
     return stream
 
@@ -348,8 +366,10 @@ class AdapterServer:
         keepalive_s: float = KEEPALIVE_INTERVAL_S,
         spool: SessionSpool | None = None,
         count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
+        finish_grace_s: float = FINISH_GRACE_S,
     ):
         self._renderer = renderer
+        self._finish_grace_s = finish_grace_s
         self._spool = spool
         self._keepalive_s = keepalive_s
         self._cpu_threads = cpu_threads
@@ -366,7 +386,7 @@ class AdapterServer:
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         self._executor = FairExecutor(self._cpu_threads, thread_name_prefix="adapter-cpu")
         client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
-        self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn, self._spool)
+        self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn, self._spool, self._finish_grace_s)
         app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()

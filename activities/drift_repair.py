@@ -10,7 +10,8 @@ call that booted it).
 Scoring rules are in ``drift_repair.scoring``; the parsers, primitives
 and baselines in their own modules. Non-retryable failures (``ApplicationError``
 types): ``UnknownTask``, ``NoDrift`` (no primitive mutates the script),
-``NoPolicyServer``, ``SandboxImageMissing``, ``SandboxError``.
+``NoPolicyServer``, ``UnknownParser`` (the episode's model spec names a
+parser ``policy.parsers`` does not know), ``SandboxImageMissing``, ``SandboxError``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from drift_repair.roles import RolePlayer
 from drift_repair.scoring import grade_not_applied, grade_runs, judge_breakage
 from drift_repair.script_runner import ScriptRunner
 from drift_repair.unified_diff import DiffError, apply_diff
+from policy.parsers import UnknownParser
 from policy.session_config import NoPolicyServer
 from policy.trajectory_store import TrajectoryStore
 
@@ -60,6 +62,7 @@ SANDBOX_FAILURES = Translation(
     Failure(SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
     Failure(SandboxError, ErrorType.SANDBOX_ERROR),
 )
+POLICY_FAILURES = Translation(Failure(NoPolicyServer, ErrorType.NO_POLICY_SERVER), Failure(UnknownParser, ErrorType.UNKNOWN_PARSER))
 
 
 async def _heartbeating(work: Awaitable[T], phase: str) -> T:
@@ -77,11 +80,12 @@ async def _runs(work: Awaitable[T], phase: str) -> T:
 
 
 async def _playing(work: Awaitable[T], phase: str) -> T:
-    """Play a policy role, heartbeating; a worker and rollout with no policy server is ``NoPolicyServer``."""
+    """Play a policy role, heartbeating; a worker and rollout with no policy server is ``NoPolicyServer``, a
+    spec naming an unknown parser ``UnknownParser``."""
     try:
         return await _heartbeating(work, phase)
-    except NoPolicyServer as error:
-        raise application_error(error, ErrorType.NO_POLICY_SERVER) from None
+    except POLICY_FAILURES.handled as error:
+        raise POLICY_FAILURES(error) from None
 
 
 def _baseline(task: DriftTask, seed: int) -> tuple[DriftSpec, str, int]:

@@ -7,7 +7,11 @@ the rest of its attempt to).
 
 The policy server is the rollout's own (the trainer's router) unless the
 worker pins one (``ROLLOUT_POLICY_URL`` or the scripted policy), which then
-wins; with neither the agent activity fails as ``NoPolicyServer``.
+wins; with neither the agent activity fails as ``NoPolicyServer``. The
+session's parsers are the rollout's ``PolicySpec`` ones, else the worker's
+(``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER``); a spec naming a
+parser ``policy.parsers`` does not know fails it as ``UnknownParser``. Neither
+failure is retried: another attempt would fail the same way.
 
 ``run_claude_code`` starts the CLI detached inside the sandbox (exit-code
 marker in the container), heartbeats every few seconds with the session's
@@ -15,7 +19,10 @@ progress, and enforces the wall-clock budget itself, since the CLI never
 aborts a stalled stream, and the sandbox's disk budget (``disk_watch``); an
 agent stopped at either returns normally, so its work is graded. The adapter
 session it opens lives until ``merge_segments`` (or ``discard_session``)
-collects it.
+collects it. ``merge_segments`` finishes it with the worker's finish bound
+(``ROLLOUT_FINISH_GRACE_S``: turns still in flight get that long to be
+recorded, then are aborted upstream; no wait when none is in flight); every
+other finish (discard, a stopped agent, a failed launch) aborts them at once.
 
 Invariants of the agent activity when it does not return:
 * cancelled because its workflow asked (guard, operator abort, reset): the
@@ -50,7 +57,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import sandbox
-from activities.activity_failures import application_error
+from activities.activity_failures import Failure, Translation, application_error
 from activities.adapter import AdapterServer
 from activities.error_types import ErrorType
 from claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
@@ -72,7 +79,8 @@ from docker_sandbox.disk_watch import DiskWatch
 from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from docker_sandbox.sandboxes import DockerSandboxes
 from policy import staleness
-from policy.session_config import NoPolicyServer, session_config_for
+from policy.parsers import UnknownParser
+from policy.session_config import DEFAULT_PARSERS, NoPolicyServer, ParserDefaults, session_config_for
 from policy.sglang_client import PolicyServerError
 from policy.trajectory_store import TrajectoryStore
 
@@ -83,6 +91,8 @@ WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 VERDICTS_KEPT = 256
+# A session that cannot be opened for the rollout's spec, reported under its own type, never retried.
+LAUNCH_FAILURES = Translation(Failure(NoPolicyServer, ErrorType.NO_POLICY_SERVER), Failure(UnknownParser, ErrorType.UNKNOWN_PARSER))
 
 
 class HostFull(Exception):
@@ -110,6 +120,7 @@ class RolloutHost:
         claude: ClaudeCodeSettings = DEFAULT_CLAUDE_SETTINGS,
         client: Client | None = None,
         pin_policy_url: bool = False,
+        parsers: ParserDefaults = DEFAULT_PARSERS,
     ):
         self.sandboxes = sandboxes
         self.adapter = adapter
@@ -120,6 +131,7 @@ class RolloutHost:
         self.agent_slots = agent_slots
         self.client = client
         self.pin_policy_url = pin_policy_url
+        self.parsers = parsers
         self._reservations: dict[str, float] = {}
         self.claude = claude
         # The staleness verdict per merged session: a retried merge stores and reports the same one.
@@ -180,8 +192,8 @@ class RolloutHost:
         else:
             try:
                 session_id, started_at = await self._launch(request), time.time()
-            except NoPolicyServer as error:
-                raise application_error(error, ErrorType.NO_POLICY_SERVER) from None
+            except LAUNCH_FAILURES.handled as error:
+                raise LAUNCH_FAILURES(error) from None
         attempt = activity.info().attempt
         session = registry.claim(session_id, attempt)
         beat = asyncio.create_task(self._heartbeat(session_id, started_at, request))
@@ -197,7 +209,7 @@ class RolloutHost:
                 ) from None
             if registry.held_by(session_id, attempt):
                 if _stopped_by_workflow(error):
-                    registry.finish_session(session_id)
+                    await registry.finish_session(session_id, grace_s=0)  # the rollout is stopped: abort its turns at once
                     with contextlib.suppress(Exception):
                         await asyncio.shield(self.sandboxes.kill_detached(request.handle, AGENT_JOB))
                 else:
@@ -231,14 +243,16 @@ class RolloutHost:
         """Open a fresh adapter session and start Claude Code detached in the sandbox; returns the session id."""
         registry = self.adapter.registry
         policy = request.policy
-        config = session_config_for(policy, self.default_policy_url, self.pin_policy_url, f"{request.workflow_id}#{request.attempt}")
+        config = session_config_for(
+            policy, self.default_policy_url, self.pin_policy_url, f"{request.workflow_id}#{request.attempt}", parsers=self.parsers
+        )
         ticket = registry.open_session(config)
         try:
             argv = claude_code_argv(CLAUDE_MOUNT_PATH, self.claude)
             env = claude_code_env(self.adapter_public_url, ticket.secret, AGENT_HOME, policy.context_budget, self.claude)
             await self.sandboxes.start_detached(request.handle, AGENT_JOB, shlex.join(argv), user="agent", env=env)
         except BaseException:
-            registry.finish_session(ticket.session_id)
+            await registry.finish_session(ticket.session_id, grace_s=0)
             raise
         return ticket.session_id
 
@@ -253,7 +267,7 @@ class RolloutHost:
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
         status = await self.sandboxes.detached_status(request.handle, AGENT_JOB)
         if not status.started:
-            registry.finish_session(session_id)
+            await registry.finish_session(session_id, grace_s=0)
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST)
         log.info("re-attaching to %s (session %s, agent %s)", request.handle.name, session_id, "running" if status.running else "finished")
         return session_id, float(details.get("started_at") or time.time())
@@ -264,16 +278,16 @@ class RolloutHost:
         same verdict), store the segments and return their refs and summaries."""
         registry = self.adapter.registry
         assert registry is not None
-        result = registry.finish_session(request.session_id)
+        result = await registry.finish_session(request.session_id)
         if not result.segments:
-            return MergeResult(trajectory=None, segments=[], turns=len(result.turns))
+            return MergeResult(trajectory=None, segments=[], turns=len(result.turns), finish=result.finish)
         segments, report = self._verdicts.get(request.session_id) or await self._judged(result)
         self._verdicts[request.session_id] = (segments, report)
         while len(self._verdicts) > VERDICTS_KEPT:
             self._verdicts.popitem(last=False)
         ref = await asyncio.to_thread(self.store.put, request.workflow_id, segments)
         summaries = await asyncio.to_thread(lambda: [SegmentSummary.of(s) for s in segments])
-        return MergeResult(trajectory=ref, segments=summaries, turns=len(result.turns), staleness=report)
+        return MergeResult(trajectory=ref, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish)
 
     async def _judged(self, result: SessionResult) -> tuple[list[TokenSegment], StalenessReport | None]:
         """The segments under the session's staleness bound, judged against the policy server's version now;
@@ -293,7 +307,7 @@ class RolloutHost:
         registry = self.adapter.registry
         if registry is not None:
             try:
-                registry.finish_session(session_id)
+                await registry.finish_session(session_id, grace_s=0)  # its segments are not wanted
             except KeyError:
                 pass
 

@@ -334,7 +334,7 @@ async def adapter_main(args: argparse.Namespace) -> None:
         body = await request.json()
         segments, turns, modes, tokenised = [], 0, {}, 0
         for session_id in body["ids"]:
-            result = registry.finish_session(session_id)
+            result = await registry.finish_session(session_id)
             registry._finished.pop(session_id, None)  # bench-only: keep the process from growing
             registry._finished_secrets.pop(session_id, None)
             segments.append(len(result.segments))

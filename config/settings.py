@@ -7,7 +7,12 @@ eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
 ``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code,
 ``SWE_HOST_CC_TARBALL`` / ``SWE_HOST_NODE_TARBALL`` for a Claude Code taken
 from host tarballs instead of the npm install), plus the Temporal ones and the
-per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``) and the
+per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``), how long
+finishing an adapter session waits for its turns in flight before aborting them
+(``ROLLOUT_FINISH_GRACE_S``, seconds, default 5; 0 aborts at once), the
+parsers of the policy's completions for rollouts whose ``PolicySpec`` names
+none (``ROLLOUT_TOOL_CALL_PARSER``, default ``auto``; ``ROLLOUT_REASONING_PARSER``,
+default ``qwen3``; SGLang's names, ``policy.parsers.registry``) and the
 trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``).
 A bad value is a ``SettingsError`` naming the variable.
 """
@@ -19,7 +24,7 @@ import os
 import re
 import shlex
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import get_args
 
@@ -28,6 +33,8 @@ from pydantic import BaseModel, Field
 from config.paths import PROJECT_ROOT
 from contracts.rollout import StalenessBound, StalenessPolicy
 from docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
+from policy.parsers import DEFAULT_REASONING_PARSER, DEFAULT_TOOL_CALL_PARSER, UnknownParser, reasoning_parser_named, tool_call_parser_named
+from policy.session_config import FINISH_GRACE_S, ParserDefaults
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
 
 SHARED_TASK_QUEUE = "rl-rollouts"
@@ -53,11 +60,14 @@ class WorkerSettings(BaseModel):
     adapter_port: int = 18001
     public_host: str | None = None
     policy_url: str | None = None
+    tool_call_parser: str = DEFAULT_TOOL_CALL_PARSER
+    reasoning_parser: str = DEFAULT_REASONING_PARSER
     tokenizer_dir: Path = DEFAULT_TOKENIZER_DIR
     host_id: str = Field(default_factory=socket.gethostname)
     results_dir: Path = PROJECT_ROOT / "results"
     agent_slots: int = Field(8, ge=1)
     reap_interval_s: float = Field(60.0, gt=0)
+    finish_grace_s: float = Field(FINISH_GRACE_S, ge=0)
     cc_tarball: Path | None = None
     node_tarball: Path | None = None
     claude_extra_args: list[str] = []
@@ -80,6 +90,10 @@ class WorkerSettings(BaseModel):
     def sandbox_limits(self) -> SandboxLimits:
         return SandboxLimits(cpus=self.sandbox_cpu_limit, memory_bytes=self.sandbox_memory_bytes, disk_bytes=self.sandbox_disk_bytes)
 
+    @property
+    def parser_defaults(self) -> ParserDefaults:
+        return ParserDefaults(tool_parser=self.tool_call_parser, reasoning_parser=self.reasoning_parser)
+
 
 def host_cpus() -> int:
     return os.cpu_count() or 1
@@ -98,6 +112,32 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A duration in seconds, 0 or more."""
+    raw = env.get(name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not 0 <= value < float("inf"):
+        raise SettingsError(f"{name}: must be 0 or more seconds, got {raw}")
+    return value
+
+
+def _parser_name(env: Mapping[str, str], name: str, lookup: Callable[[str], object], default: str) -> str:
+    """A parser name ``lookup`` knows; an unknown one is an error listing the supported names."""
+    raw = env.get(name, "").strip()
+    if raw == "":
+        return default
+    try:
+        lookup(raw)
+    except UnknownParser as error:
+        raise SettingsError(f"{name}: {error}") from None
+    return raw
 
 
 def _byte_count(env: Mapping[str, str], name: str, default: int) -> int:
@@ -169,8 +209,11 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "adapter_port": _int(env, "SHIM_PORT", 18001),
         "public_host": env.get("SLIME_HEAD_HOST") or None,
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
+        "tool_call_parser": _parser_name(env, "ROLLOUT_TOOL_CALL_PARSER", tool_call_parser_named, DEFAULT_TOOL_CALL_PARSER),
+        "reasoning_parser": _parser_name(env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER),
         "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", 8),
         "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60),
+        "finish_grace_s": _seconds(env, "ROLLOUT_FINISH_GRACE_S", FINISH_GRACE_S),
         "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
         "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},
         "budgets": budgets_from_env(env),

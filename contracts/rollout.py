@@ -18,15 +18,26 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validat
 SegmentKind = Literal["main", "subagent", "compaction", "continuation", "role"]
 
 
+PinnableSamplingKey = Literal["temperature", "top_p", "top_k", "stop_sequences"]
+
+
 class SamplingParams(BaseModel):
-    """Sampling parameters the trainer wants; the session's values win over the client's."""
+    """Sampling parameters the trainer wants: every turn's defaults (``policy.sampling`` states the whole rule).
+
+    A client's ``temperature``, ``top_p`` and ``top_k`` override these and its
+    ``stop_sequences`` are added, except for the keys in ``pinned``: there the
+    client's value is ignored (pin ``temperature`` to keep on-policy sampling
+    at exactly this temperature, whatever Claude Code sends).
+    ``max_new_tokens`` is a cap the client's ``max_tokens`` can only lower.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = -1
+    top_k: int = Field(-1, ge=-1)
     max_new_tokens: int = Field(8192, ge=1)
+    pinned: list[PinnableSamplingKey] = []
 
 
 StalenessPolicy = Literal["mask", "drop"]
@@ -80,7 +91,10 @@ class SessionConfig(BaseModel):
     for at most ``abort_resume_budget_s`` after the first abort
     (``policy.continuation``); off, an abort fails the turn with a retryable
     error to the client. ``staleness`` bounds how stale its tokens may be when
-    they are merged (``policy.staleness``).
+    they are merged (``policy.staleness``). ``tool_parser`` / ``reasoning_parser``
+    are SGLang parser names (``policy.parsers.registry``, which checks them and
+    whose defaults these are; a session spooled before ``reasoning_parser``
+    existed split reasoning as ``qwen3`` does).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -91,6 +105,7 @@ class SessionConfig(BaseModel):
     max_turns: int = Field(200, ge=1)
     max_concurrent_requests: int = Field(8, ge=1)
     tool_parser: str = "auto"
+    reasoning_parser: str = "qwen3"
     model_name: str = "slime-actor"
     label: str = ""
     continue_after_abort: bool = True
@@ -190,6 +205,10 @@ class TokenSegment(BaseModel):
     are the fewest that say it. A sampled token outside every span has no
     version (the server reported none); context tokens never have one.
     ``token_weight_versions()`` gives the per-token view.
+
+    ``tool_call_turns`` / ``ill_formed_turns``: how many of its ``turns`` replied
+    with a parsed tool call / had a completion the tool-call parser reported
+    errors for (slime's ``use_tool`` and ``ill_formed``).
     """
 
     kind: SegmentKind
@@ -201,6 +220,8 @@ class TokenSegment(BaseModel):
     turns: int
     finish_reason: str
     weight_version_spans: list[WeightVersionSpan] = []
+    tool_call_turns: int = Field(0, ge=0)
+    ill_formed_turns: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _aligned(self) -> TokenSegment:
@@ -250,6 +271,20 @@ class TokenSegment(BaseModel):
         return collapse_runs(span.version for span in self.weight_version_spans)
 
 
+class TurnSampling(BaseModel):
+    """What one turn was sampled with (``policy.sampling.turn_sampling``): the values sent to the policy server
+    (``stop``: the client's stop sequences, sent as SGLang's ``stop``), the keys whose value came from the client
+    (``from_client``) and the keys the client set but the trainer pinned (``ignored``)."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    max_new_tokens: int
+    stop: list[str] = []
+    from_client: list[str] = []
+    ignored: list[str] = []
+
+
 class TurnSummary(BaseModel):
     """What the adapter remembers about each model call, for progress and logs."""
 
@@ -266,6 +301,25 @@ class TurnSummary(BaseModel):
     aborts_continued: int = 0
     # The weight versions that sampled the turn's tokens, in token order, each run once.
     weight_versions: list[str] = []
+    # The client's stop sequence that ended the turn (finish_reason "stop"), None otherwise.
+    stop_sequence: str | None = None
+    # What the turn was sampled with (None: nothing was sampled, or a summary from before this field).
+    sampling: TurnSampling | None = None
+
+
+class FinishReport(BaseModel):
+    """What finishing an adapter session found in flight (``SessionRegistry.finish_session``).
+
+    ``waited``: turns in flight when the session was finished that ended within the finish bound
+    (``ROLLOUT_FINISH_GRACE_S``); those that succeeded are in the segments. ``aborted``: turns still
+    in flight at the bound, cancelled with their upstream requests aborted (``/abort_request``, never
+    continued); none of their tokens is in the segments, and their clients got an error.
+    ``aborted_rids``: the policy-server request ids that were in flight for those turns.
+    """
+
+    waited: int = Field(0, ge=0)
+    aborted: int = Field(0, ge=0)
+    aborted_rids: list[str] = []
 
 
 class SessionResult(BaseModel):
@@ -275,6 +329,7 @@ class SessionResult(BaseModel):
     segments: list[TokenSegment]
     turns: list[TurnSummary]
     config: SessionConfig | None = None
+    finish: FinishReport = FinishReport()
 
 
 GraderKind = Literal["swepro", "eval_cmd", "swebench"]
@@ -520,7 +575,9 @@ class PolicySpec(BaseModel):
     sampling: SamplingParams = SamplingParams()
     context_budget: int = Field(65536, ge=256)
     max_turns: int = Field(200, ge=1)
-    tool_parser: str = "auto"
+    # SGLang parser names (policy.parsers.registry); None: the worker's (ROLLOUT_TOOL_CALL_PARSER / ROLLOUT_REASONING_PARSER).
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
     policy_tag: str = ""
     # None: no bound; the trainer still gets every token's version.
     staleness: StalenessBound | None = None
@@ -634,6 +691,7 @@ class MergeResult(BaseModel):
     segments: list[SegmentSummary]
     turns: int
     staleness: StalenessReport | None = None
+    finish: FinishReport = FinishReport()
 
 
 class AgentProgress(BaseModel):
@@ -676,6 +734,8 @@ class RolloutResult(BaseModel):
     out, whether it was over the cap); None when no diff was taken.
     ``stopped_in`` / ``turns``: the stage a guard, abort or cancel stopped
     the run in, and the model calls its last attempt had made by then.
+    ``finish``: what finishing the adapter session found in flight (turns
+    waited for, turns aborted; ``FinishReport``), None when no merge ran.
 
     Weight versions, over the sampled tokens of all ``segments`` (in segment
     order, each in position order; tokens without a version skipped):
@@ -705,6 +765,7 @@ class RolloutResult(BaseModel):
     staleness: StalenessReport | None = None
     stopped_in: RolloutStage | None = None
     turns: int = 0
+    finish: FinishReport | None = None
 
     def _weight_version_runs(self) -> list[str]:
         return collapse_runs(v for segment in self.segments for v in segment.weight_version_runs)

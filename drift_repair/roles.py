@@ -13,7 +13,8 @@ The session is finished whatever happens, so a failed call never leaks it,
 and it is not spooled: a retried role call simply opens a new one, so a
 restarted worker has nothing of it to take back.
 The policy server is the worker's when it pins one, else the episode's
-``policy_url``; with neither the call fails as ``NoPolicyServer``.
+``policy_url``; with neither the call fails as ``NoPolicyServer``. The
+parsers are the episode's spec's, else the worker's ``ParserDefaults``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from contracts.drift_repair import Role, RoleTurn
 from contracts.rollout import PolicySpec, SegmentSummary
 from drift_repair.prompts import role_messages
 from policy.session import assistant_reply
-from policy.session_config import session_config_for
+from policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
 from policy.session_registry import SessionRegistry
 from policy.trajectory_store import TrajectoryStore
 
@@ -37,22 +38,30 @@ class RolePlayer(Protocol):
 class AdapterRolePlayer:
     """Plays a role with the policy behind this worker's adapter (see the module docstring)."""
 
-    def __init__(self, registry: SessionRegistry, store: TrajectoryStore, policy_url: str | None, pin_policy_url: bool):
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        store: TrajectoryStore,
+        policy_url: str | None,
+        pin_policy_url: bool,
+        parsers: ParserDefaults = DEFAULT_PARSERS,
+    ):
         self.registry = registry
         self.store = store
         self.policy_url = policy_url
         self.pin_policy_url = pin_policy_url
+        self.parsers = parsers
 
     async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn:
         registry = self.registry
-        config = session_config_for(policy, self.policy_url, self.pin_policy_url, f"{workflow_id}:{role}", max_turns=1)
+        config = session_config_for(policy, self.policy_url, self.pin_policy_url, f"{workflow_id}:{role}", max_turns=1, parsers=self.parsers)
         ticket = registry.open_session(config, durable=False)
         session = registry.get(ticket.session_id)
         messages = role_messages(role, user_prompt)
         try:
             outcome = await session.run_turn(role, "role", messages, [], None, assistant_reply)
         finally:
-            result = registry.finish_session(ticket.session_id)
+            result = await registry.finish_session(ticket.session_id)
         segment = result.segments[0] if result.segments else None
         trajectory = await asyncio.to_thread(self.store.put, f"{workflow_id}.{role}", [segment]) if segment else None
         return RoleTurn(

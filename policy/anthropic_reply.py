@@ -11,7 +11,7 @@ import json
 import secrets
 from typing import Any
 
-from policy.completion_parser import ParsedCompletion
+from policy.parsers import ParsedCompletion, stop_reason
 
 
 def new_message_id() -> str:
@@ -29,8 +29,22 @@ def reply_blocks(parsed: ParsedCompletion) -> list[dict[str, Any]]:
     return blocks
 
 
+def reply_stop(parsed: ParsedCompletion, finish_reason: str, stop_sequence: str | None) -> tuple[str, str | None]:
+    """Anthropic's ``stop_reason`` and ``stop_sequence``: a parsed tool call wins (the agent must run it), then a
+    matched stop sequence (``stop_sequence``, non-null only then), then a length cut-off, else ``end_turn``."""
+    if stop_sequence is not None and not parsed.tool_calls:
+        return "stop_sequence", stop_sequence
+    return stop_reason(parsed, finish_reason), None
+
+
 def message_body(
-    message_id: str, model: str, blocks: list[dict[str, Any]], stop_reason: str | None, input_tokens: int, output_tokens: int
+    message_id: str,
+    model: str,
+    blocks: list[dict[str, Any]],
+    stop_reason: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    stop_sequence: str | None = None,
 ) -> dict[str, Any]:
     return {
         "id": message_id,
@@ -39,7 +53,7 @@ def message_body(
         "model": model,
         "content": blocks,
         "stop_reason": stop_reason,
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence,
         "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
     }
 
@@ -60,14 +74,18 @@ def sse_message_start(message_id: str, model: str, input_tokens: int) -> bytes:
     return sse_event("message_start", {"type": "message_start", "message": start})
 
 
-def sse_blocks_and_stop(blocks: list[dict[str, Any]], stop_reason: str, output_tokens: int) -> bytes:
+def sse_blocks_and_stop(blocks: list[dict[str, Any]], stop_reason: str, output_tokens: int, stop_sequence: str | None = None) -> bytes:
     chunks = []
     for index, block in enumerate(blocks):
         chunks.extend(_sse_block(index, block))
     chunks.append(
         sse_event(
             "message_delta",
-            {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}, "usage": {"output_tokens": output_tokens}},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                "usage": {"output_tokens": output_tokens},
+            },
         )
     )
     chunks.append(sse_event("message_stop", {"type": "message_stop"}))

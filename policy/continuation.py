@@ -15,6 +15,9 @@ Invariants:
   prompt is the original prompt plus every earlier piece's tokens);
 * the stitched output never exceeds the first request's ``max_new_tokens``: pieces that use it up end
   the generation with ``length``; a piece that ends with a stop token ends it with ``stop``;
+* the last piece's matched stop string (``Generation.stop_sequence``) is the stitched one's; SGLang
+  matches stop strings in a request's own output only, so one that straddles two pieces is not seen
+  here (``PolicySession`` finds it in the stitched output and cuts the generation after it);
 * every request sent has its own rid (``<rid>``, then ``<rid>-c1``, ``<rid>-c2``, …), so a retry never
   collides with an attempt the server may still be running;
 * once a generation has been aborted, it fails when ``resume_budget_s`` passes without progress (no
@@ -47,9 +50,9 @@ class Continued:
     aborts: int
 
 
-def stitch(pieces: Sequence[Generation], finish_reason: str) -> Generation:
+def stitch(pieces: Sequence[Generation], finish_reason: str, stop_sequence: str | None = None) -> Generation:
     """One generation from consecutive pieces: ids and log-probs concatenated, version spans shifted to their
-    offsets (adjacent spans of one version merged)."""
+    offsets (adjacent spans of one version merged); ``stop_sequence``: the last piece's matched stop string."""
     ids: list[int] = []
     log_probs: list[float] = []
     spans: list[VersionSpan] = []
@@ -63,7 +66,7 @@ def stitch(pieces: Sequence[Generation], finish_reason: str) -> Generation:
                 spans.append((start, end, version))
         ids.extend(piece.output_ids)
         log_probs.extend(piece.log_probs)
-    return Generation(output_ids=ids, log_probs=log_probs, finish_reason=finish_reason, weight_versions=spans)
+    return Generation(output_ids=ids, log_probs=log_probs, finish_reason=finish_reason, weight_versions=spans, stop_sequence=stop_sequence)
 
 
 def _retryable(error: PolicyServerError) -> bool:
@@ -132,4 +135,5 @@ async def generate_through_aborts(
             continue
         pieces.append(generation)
         aborts = len(pieces) - 1
-        return Continued(stitch(pieces, generation.finish_reason) if aborts else generation, aborts=aborts)
+        stitched = stitch(pieces, generation.finish_reason, generation.stop_sequence) if aborts else generation
+        return Continued(stitched, aborts=aborts)

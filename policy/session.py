@@ -5,17 +5,31 @@ what the drift -> repair roles use directly. Each turn:
 
 1. plans the prompt ids with the ``TokenLedger`` (chat template + tokenizer,
    run in an executor so the event loop keeps serving other sessions);
-2. clamps ``max_new_tokens`` to the request's ``max_tokens``, the session's
-   sampling default and what the context budget has left; a prompt that
-   leaves no room ends the turn with stop reason ``max_tokens`` and samples
-   nothing;
+2. works out what the turn is sampled with (``policy.sampling``: the
+   trainer's defaults, the client's overrides, the trainer's pins, and
+   ``max_new_tokens`` clamped to the request's ``max_tokens``, the session's
+   default and what the context budget has left); a prompt that leaves no
+   room ends the turn with stop reason ``max_tokens`` and samples nothing;
 3. calls the policy server with the exact ids; a generation the server
    aborts (a weight update) is continued from what it sampled
    (``policy.continuation``), so the client sees one ordinary turn;
-4. decodes and parses the sampled ids (reasoning, text, tool calls);
+4. decodes and parses the sampled ids (reasoning, text, tool calls); a turn
+   one of the client's stop sequences ended (SGLang's ``matched`` string, or
+   one the session finds across the pieces of a continued generation) is
+   parsed without the string, as Anthropic replies, while every sampled id,
+   the string's included, is recorded;
 5. records the turn, with the weight version of every sampled token as the
    server reported it (and journals it, for crash recovery), before the reply
    leaves the process.
+
+Finishing (``close``, from ``SessionRegistry.finish_session``): the session
+takes no new turn at once (``SessionFinished``); the turns in flight get up to
+a bound to end (those that do are recorded as usual), then the rest are cut:
+cancelled, which aborts each one's upstream request (``/abort_request`` for
+its rid, sent by ``SGLangClient.generate`` on cancellation) and unwinds a
+continuation before it resubmits; their callers get ``SessionFinished``, and
+``close`` returns only once every turn has ended, so the ledger then holds
+whole turns only.
 
 Turns of one lane are serialised; different lanes (sub-agents) run
 concurrently. All of a session's CPU work (parsing, planning, decoding,
@@ -29,6 +43,7 @@ body to a planned prompt) before it reads a body.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator
@@ -37,13 +52,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from contracts.rollout import SegmentKind, SessionConfig, TurnSummary, collapse_runs, order_weight_versions
+from contracts.rollout import FinishReport, SegmentKind, SessionConfig, TurnSampling, TurnSummary, collapse_runs, order_weight_versions
+from policy.anthropic_reply import reply_stop
 from policy.anthropic_translation import tool_schemas
-from policy.completion_parser import ParsedCompletion, parse_completion, stop_reason
 from policy.continuation import Continued, generate_through_aborts
 from policy.fair_executor import FairExecutor
+from policy.parsers import ParsedCompletion, parse_completion
 from policy.prompt_renderer import PromptRenderer
-from policy.sglang_client import SGLangClient
+from policy.sampling import ClientSampling, sglang_params, turn_sampling
+from policy.sglang_client import Generation, SGLangClient
 from policy.token_capture import LedgerDelta, PromptPlan, TokenLedger
 
 Reply = TypeVar("Reply")
@@ -66,6 +83,51 @@ class SessionLimitExceeded(RuntimeError):
     """The session's turn cap or concurrent-request cap was hit (the adapter answers 429)."""
 
 
+class SessionFinished(RuntimeError):
+    """The session was finished: it takes no new turn, and a turn still in flight at the finish bound was cut
+    (the adapter answers 409, as for a finished session's token)."""
+
+
+class _UpstreamCalls:
+    """The session's policy client: ``rids`` holds the request ids of its ``/generate`` calls in flight."""
+
+    def __init__(self, client: SGLangClient):
+        self._client = client
+        self.rids: set[str] = set()
+
+    async def generate(self, base_url: str, input_ids: Any, sampling_params: dict[str, Any], rid: str, *args: Any, **kwargs: Any) -> Any:
+        self.rids.add(rid)
+        try:
+            return await self._client.generate(base_url, input_ids, sampling_params, rid, *args, **kwargs)
+        finally:
+            self.rids.discard(rid)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _tracked(turn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Run each turn as a task the session tracks (``close`` waits for it, then may cut it). A turn cut by
+    ``close`` raises ``SessionFinished`` in its caller; a caller's own cancellation stays a cancellation."""
+
+    @functools.wraps(turn)
+    async def tracked(self: PolicySession, *args: Any, **kwargs: Any) -> T:
+        task = asyncio.ensure_future(turn(self, *args, **kwargs))
+        self._running_turns.add(task)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            caller = asyncio.current_task()
+            if task in self._cut and (caller is None or not caller.cancelling()):
+                raise SessionFinished("the session was finished while this turn was in flight; the turn was aborted") from None
+            raise
+        finally:
+            self._running_turns.discard(task)
+            self._cut.discard(task)
+
+    return tracked
+
+
 @dataclass(frozen=True)
 class TurnOutcome(Generic[Reply]):
     reply: Reply
@@ -74,6 +136,7 @@ class TurnOutcome(Generic[Reply]):
     output_tokens: int
     finish_reason: str
     over_budget: bool
+    stop_sequence: str | None = None  # the client's stop sequence that ended the turn
 
 
 class PolicySession:
@@ -93,7 +156,7 @@ class PolicySession:
         self.turns: list[TurnSummary] = []
         self.last_turn_at: datetime | None = None
         self._renderer = renderer
-        self._client = client
+        self._client = _UpstreamCalls(client)
         self._cpu = cpu
         self._on_turn = on_turn
         self._journal = journal
@@ -101,6 +164,9 @@ class PolicySession:
         self.intake = asyncio.Lock()
         self._calls = 0
         self._inflight = 0
+        self.closed = False  # set by ``close``: no new turn
+        self._running_turns: set[asyncio.Future] = set()  # the turns running now (``_tracked``)
+        self._cut: set[asyncio.Future] = set()  # those ``close`` cancelled
 
     async def run_turn(
         self,
@@ -110,9 +176,10 @@ class PolicySession:
         tools: list[dict[str, Any]],
         max_tokens: int | None,
         build_reply: ReplyBuilder[Reply],
+        client: ClientSampling | None = None,
     ) -> TurnOutcome[Reply]:
         async with self.lane_lock(lane):
-            return await self.turn(lane, kind, messages, tools, max_tokens, build_reply)
+            return await self.turn(lane, kind, messages, tools, max_tokens, build_reply, client=client)
 
     def lane_lock(self, lane: str) -> asyncio.Lock:
         """Held around every turn of ``lane`` (``run_turn`` takes it; the adapter takes it before reading a body)."""
@@ -133,10 +200,20 @@ class PolicySession:
         """Run ``fn(*args)`` on the shared CPU pool as this session (at most one thread per session)."""
         return await self._cpu.run(self.session_id, fn, *args)
 
+    @_tracked
     async def turn(
-        self, lane, kind, messages, tools, max_tokens, build_reply: ReplyBuilder[Reply], on_planned: Callable[[], None] | None = None
+        self,
+        lane,
+        kind,
+        messages,
+        tools,
+        max_tokens,
+        build_reply: ReplyBuilder[Reply],
+        on_planned: Callable[[], None] | None = None,
+        client: ClientSampling | None = None,
     ) -> TurnOutcome[Reply]:
-        """One turn; the caller holds ``lane_lock(lane)``.
+        """One turn; the caller holds ``lane_lock(lane)``. ``client``: the request's own sampling keys
+        (``policy.sampling``; None: it set none).
 
         ``on_planned`` is called once the prompt is planned (or planning
         failed), before the policy is asked: the adapter releases the
@@ -144,6 +221,8 @@ class PolicySession:
         reading its body and holding a planned prompt.
         """
         try:
+            if self.closed:
+                raise SessionFinished("this session has finished; it accepts no more turns")
             if len(self.turns) >= self.config.max_turns:
                 raise SessionLimitExceeded(f"session reached its cap of {self.config.max_turns} turns")
             plan = await self.cpu(self.ledger.plan, lane, kind, messages, tools)
@@ -155,12 +234,23 @@ class PolicySession:
             parsed = ParsedCompletion(reasoning="", text="")
             reply, _ = build_reply(parsed, "length")
             return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True)
-        continued = await self._generate(plan, min(room, self.config.sampling.max_new_tokens, max_tokens or room))
+        sampling = turn_sampling(self.config.sampling, client or ClientSampling(), max_tokens, room)
+        continued = await self._generate(plan, sampling)
         generation = continued.generation
-        parsed = await self.cpu(self._parse, generation.output_ids, tools)
+        if sampling.stop and continued.aborts:
+            generation = await self.cpu(self._cut_at_stop_sequence, generation, sampling.stop)
+        stop_sequence = generation.stop_sequence if generation.finish_reason == "stop" and generation.stop_sequence in sampling.stop else None
+        parsed = await self.cpu(self._parse, generation.output_ids, tools, stop_sequence)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
         delta = self.ledger.record(
-            plan, reply_message, generation.output_ids, generation.log_probs, generation.finish_reason, generation.weight_versions
+            plan,
+            reply_message,
+            generation.output_ids,
+            generation.log_probs,
+            generation.finish_reason,
+            generation.weight_versions,
+            stop_sequence,
+            ill_formed=bool(parsed.errors),
         )
         summary = TurnSummary(
             index=len(self.turns),
@@ -169,11 +259,13 @@ class PolicySession:
             prompt_tokens=plan.prompt_length,
             completion_tokens=len(generation.output_ids),
             finish_reason=generation.finish_reason,
-            stop_reason=stop_reason(parsed, generation.finish_reason),
+            stop_reason=reply_stop(parsed, generation.finish_reason, stop_sequence)[0],
             tool_names=[c.name for c in parsed.tool_calls],
             parse_errors=parsed.errors,
             aborts_continued=continued.aborts,
             weight_versions=collapse_runs(version for _, _, version in generation.weight_versions),
+            stop_sequence=stop_sequence,
+            sampling=sampling,
         )
         self.turns.append(summary)
         self.last_turn_at = datetime.now(UTC)
@@ -181,7 +273,25 @@ class PolicySession:
             self._journal(delta, summary)
         if self._on_turn is not None:
             await self._on_turn(self, summary)
-        return TurnOutcome(reply, parsed, plan.prompt_length, len(generation.output_ids), generation.finish_reason, over_budget=False)
+        output_tokens = len(generation.output_ids)
+        return TurnOutcome(reply, parsed, plan.prompt_length, output_tokens, generation.finish_reason, over_budget=False, stop_sequence=stop_sequence)
+
+    async def close(self, grace_s: float) -> FinishReport:
+        """Finish this session's turns (module docstring): none new from now; those in flight get ``grace_s``
+        to end, then the rest are cut. Returns once every turn has ended; with none in flight, at once."""
+        self.closed = True
+        in_flight = set(self._running_turns)
+        done = {task for task in in_flight if task.done()}
+        pending = in_flight - done
+        if pending and grace_s > 0:
+            done, pending = await asyncio.wait(in_flight, timeout=grace_s)
+        rids = sorted(self._client.rids)
+        for task in pending:
+            self._cut.add(task)
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        return FinishReport(waited=len(done), aborted=len(pending), aborted_rids=rids if pending else [])
 
     def weight_version_range(self) -> tuple[str | None, str | None]:
         """The oldest and newest weight version that sampled this session's tokens so far (``order_weight_versions``)."""
@@ -197,27 +307,43 @@ class PolicySession:
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         return await self.cpu(self._count, messages, tools)
 
-    def _parse(self, output_ids: Any, tools: list[dict[str, Any]]) -> ParsedCompletion:
-        """Decode and parse a completion in one pool call (both are CPU work off the event loop)."""
+    def _parse(self, output_ids: Any, tools: list[dict[str, Any]], stop_sequence: str | None = None) -> ParsedCompletion:
+        """Decode and parse a completion in one pool call (both are CPU work off the event loop); the text loses
+        the end-of-turn marker, or, when ``stop_sequence`` ended the turn, that string and whatever follows it."""
         text = self._renderer.decode(output_ids)
-        return parse_completion(text.removesuffix(self._renderer.end_of_turn), self.config.tool_parser, tool_schemas(tools))
+        text = text[: text.find(stop_sequence)] if stop_sequence and stop_sequence in text else text.removesuffix(self._renderer.end_of_turn)
+        return parse_completion(text, self.config.tool_parser, self.config.reasoning_parser, tool_schemas(tools))
 
     def _count(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         """Render and encode in one pool call, so a count waits for one round-robin turn, not two."""
         return len(self._renderer.encode(self._renderer.render(messages, tools, True)))
 
-    async def _generate(self, plan: PromptPlan, max_new_tokens: int) -> Continued:
+    def _cut_at_stop_sequence(self, generation: Generation, stops: list[str]) -> Generation:
+        """``generation`` (continued through aborts) through the first token whose text completes one of ``stops``,
+        ended there with that string, as SGLang ends a request: SGLang matches stop strings in a request's own
+        output only, so it cannot see one that straddles two pieces. What is dropped is a suffix, so every kept
+        token keeps exactly the context it was sampled in."""
+        ids = generation.output_ids
+
+        def matched(count: int) -> str | None:
+            text = self._renderer.decode(ids[:count])
+            return next((stop for stop in stops if stop in text), None)
+
+        if matched(len(ids)) is None:
+            return generation
+        low, high = 1, len(ids)
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if matched(middle) is not None else (middle + 1, high)
+        stop = matched(low)
+        if low == len(ids) and generation.finish_reason == "stop" and generation.stop_sequence == stop:
+            return generation
+        versions = [(a, min(b, low), v) for a, b, v in generation.weight_versions if a < low]
+        return Generation(ids[:low], generation.log_probs[:low], "stop", versions, stop)
+
+    async def _generate(self, plan: PromptPlan, sampling: TurnSampling) -> Continued:
         self._calls += 1
-        sampling = self.config.sampling
-        params = {
-            "max_new_tokens": max_new_tokens,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "top_k": sampling.top_k,
-            "stop_token_ids": [self._renderer.end_of_turn_id],
-            "skip_special_tokens": False,
-            "no_stop_trim": True,
-        }
+        params = sglang_params(sampling, self._renderer.end_of_turn_id)
         rid = f"{self.session_id}-{self._calls}-{secrets.token_hex(3)}"
         if not self.config.continue_after_abort:
             return Continued(await self._client.generate(self.config.policy_url, plan.prompt_ids, params, rid, self.session_id), aborts=0)

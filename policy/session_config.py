@@ -1,15 +1,49 @@
-"""Which policy server an adapter session talks to, and the session a policy spec asks for."""
+"""Which policy server an adapter session talks to, the session a policy spec asks for, and how long finishing
+a session waits for its turns in flight (``FINISH_GRACE_S``, the worker's ``ROLLOUT_FINISH_GRACE_S``).
+
+The session's parsers are the spec's ``tool_parser`` / ``reasoning_parser`` when it names them, else the
+worker's ``ParserDefaults`` (``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER``); a name the spec
+gives that ``policy.parsers`` does not know is an ``UnknownParser`` naming the field, so no session opens
+with a parser it cannot run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from contracts.rollout import PolicySpec, SessionConfig
+from policy.parsers import DEFAULT_REASONING_PARSER, DEFAULT_TOOL_CALL_PARSER, UnknownParser, reasoning_parser_named, tool_call_parser_named
+
+FINISH_GRACE_S = 5.0  # seconds finishing a session waits for its turns in flight before aborting them
 
 
 class NoPolicyServer(Exception):
     """Neither the worker nor the rollout names a policy server."""
 
 
-def session_config_for(policy: PolicySpec, worker_url: str | None, pinned: bool, label: str, max_turns: int | None = None) -> SessionConfig:
+@dataclass(frozen=True)
+class ParserDefaults:
+    """The worker's parsers for a rollout whose ``PolicySpec`` names none; both names are known ones."""
+
+    tool_parser: str = DEFAULT_TOOL_CALL_PARSER
+    reasoning_parser: str = DEFAULT_REASONING_PARSER
+
+    def __post_init__(self) -> None:
+        tool_call_parser_named(self.tool_parser)
+        reasoning_parser_named(self.reasoning_parser)
+
+
+DEFAULT_PARSERS = ParserDefaults()
+
+
+def session_config_for(
+    policy: PolicySpec,
+    worker_url: str | None,
+    pinned: bool,
+    label: str,
+    max_turns: int | None = None,
+    parsers: ParserDefaults = DEFAULT_PARSERS,
+) -> SessionConfig:
     """The adapter session for a policy spec: the worker's policy URL if pinned, else the spec's, else the worker's."""
     policy_url = worker_url if pinned else policy.policy_url or worker_url
     if not policy_url:
@@ -19,9 +53,21 @@ def session_config_for(policy: PolicySpec, worker_url: str | None, pinned: bool,
         sampling=policy.sampling,
         context_budget=policy.context_budget,
         max_turns=max_turns or policy.max_turns,
-        tool_parser=policy.tool_parser,
+        tool_parser=_named(policy.tool_parser, "policy.tool_parser", tool_call_parser_named, parsers.tool_parser),
+        reasoning_parser=_named(policy.reasoning_parser, "policy.reasoning_parser", reasoning_parser_named, parsers.reasoning_parser),
         label=label,
         staleness=policy.staleness,
         continue_after_abort=policy.continue_after_abort,
         abort_resume_budget_s=policy.abort_resume_budget_s,
     )
+
+
+def _named(name: str | None, field: str, lookup: Callable[[str], object], default: str) -> str:
+    """The spec's parser name, checked, or the worker's default when the spec names none."""
+    if name is None:
+        return default
+    try:
+        lookup(name)
+    except UnknownParser as error:
+        raise UnknownParser(f"{field}: {error}") from None
+    return name

@@ -5,13 +5,21 @@ Invariants:
   session keeps only its secret's SHA-256 (for the last ``FINISHED_KEPT`` sessions);
 * a wrong secret reads as ``UnknownSession`` whether or not the session exists; only a finished
   session's own secret reads as ``ClosedSession``;
-* finishing a session twice returns the same result.
+* finishing a session twice returns the same result;
+* finishing closes the session to new requests at once (its own secret then reads as
+  ``ClosedSession``); its turns in flight get up to ``finish_grace_s`` (``FINISH_GRACE_S``,
+  the worker's ``ROLLOUT_FINISH_GRACE_S``) to end and are recorded if they do; the rest are
+  cut and their upstream requests aborted (``PolicySession.close``); the segments are taken
+  only after every turn has ended, and the result says how many turns were waited for and
+  how many were aborted (``SessionResult.finish``). With nothing in flight it does not wait.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -21,9 +29,11 @@ from contracts.rollout import SessionConfig, SessionResult, SessionTicket
 from policy.fair_executor import FairExecutor
 from policy.prompt_renderer import PromptRenderer
 from policy.session import PolicySession, TurnObserver
+from policy.session_config import FINISH_GRACE_S
 from policy.session_spool import SessionSpool
 from policy.sglang_client import SGLangClient
 
+log = logging.getLogger(__name__)
 FINISHED_KEPT = 64
 
 
@@ -70,8 +80,10 @@ class SessionRegistry:
         executor: FairExecutor,
         on_turn: TurnObserver | None = None,
         spool: SessionSpool | None = None,
+        finish_grace_s: float = FINISH_GRACE_S,
     ):
         self.renderer = renderer
+        self.finish_grace_s = finish_grace_s
         self._client = client
         self.executor = executor
         self._on_turn = on_turn
@@ -82,6 +94,7 @@ class SessionRegistry:
         self._unclaimed: dict[str, float] = {}  # session id -> time.monotonic() when it became unclaimed
         self._slotless: set[str] = set()  # restored sessions not claimed yet: they hold no agent slot
         self._holders: dict[str, int] = {}  # session id -> the activity attempt that claimed it last
+        self._finishing: dict[str, asyncio.Future[SessionResult]] = {}  # sessions closed, their turns still ending
 
     def open_session(self, config: SessionConfig, durable: bool = True) -> SessionTicket:
         """Mint a session; ``durable`` sessions are spooled so a restarted worker can resume them."""
@@ -128,15 +141,16 @@ class SessionRegistry:
             self._holders.pop(session_id, None)
             self._unclaimed.setdefault(session_id, time.monotonic())
 
-    def forget_unclaimed(self, older_than_s: float = 0.0) -> list[str]:
-        """Finish sessions left unclaimed for at least ``older_than_s`` (their rollouts moved on or are gone); returns their ids."""
+    async def forget_unclaimed(self, older_than_s: float = 0.0) -> list[str]:
+        """Finish sessions left unclaimed for at least ``older_than_s`` (their rollouts moved on or are gone), aborting
+        their turns in flight at once; returns their ids."""
         cutoff = time.monotonic() - older_than_s
         forgotten = sorted(s for s, since in self._unclaimed.items() if since <= cutoff)
         for session_id in forgotten:
             self._unclaimed.pop(session_id, None)
             self._slotless.discard(session_id)
             if session_id in self._live:
-                self.finish_session(session_id)
+                await self.finish_session(session_id, grace_s=0)
         return forgotten
 
     def _new_session(self, session_id: str, config: SessionConfig, spool: SessionSpool | None) -> PolicySession:
@@ -148,6 +162,8 @@ class SessionRegistry:
         session_id, _, secret = token.partition(".")
         entry = self._live.get(session_id)
         if entry is not None and hmac.compare_digest(entry.secret.encode(), secret.encode()):
+            if entry.session.closed:
+                raise ClosedSession(session_id)
             return entry.session
         finished = self._finished_secrets.get(session_id)
         if entry is None and finished is not None and hmac.compare_digest(finished, _secret_digest(secret)):
@@ -158,16 +174,36 @@ class SessionRegistry:
         entry = self._live.get(session_id)
         return entry.session if entry else None
 
-    def finish_session(self, session_id: str) -> SessionResult:
+    async def finish_session(self, session_id: str, grace_s: float | None = None) -> SessionResult:
+        """Close the session, let its turns in flight end (up to ``grace_s``, default ``finish_grace_s``; 0 aborts
+        them at once), then take its segments (module docstring). The first call's bound holds: a call while it
+        finishes, or after, gets the same result. The finish runs on even if the caller is cancelled."""
         self._unclaimed.pop(session_id, None)
         self._slotless.discard(session_id)
         self._holders.pop(session_id, None)
         if session_id in self._finished:
             return self._finished[session_id]
-        entry = self._live.pop(session_id, None)
-        if entry is None:
-            raise KeyError(f"unknown session {session_id}")
-        result = SessionResult(session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns, config=entry.session.config)
+        finishing = self._finishing.get(session_id)
+        if finishing is None:
+            entry = self._live.get(session_id)
+            if entry is None:
+                raise KeyError(f"unknown session {session_id}")
+            entry.session.closed = True  # no new request from here, even before the task below starts
+            bound = self.finish_grace_s if grace_s is None else grace_s
+            finishing = self._finishing[session_id] = asyncio.ensure_future(self._finish(session_id, entry, bound))
+        return await asyncio.shield(finishing)
+
+    async def _finish(self, session_id: str, entry: _Entry, grace_s: float) -> SessionResult:
+        try:
+            report = await entry.session.close(grace_s)
+        finally:
+            self._live.pop(session_id, None)
+            self._finishing.pop(session_id, None)
+        result = SessionResult(
+            session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns, config=entry.session.config, finish=report
+        )
+        if report.aborted:
+            log.info("session %s finished: waited for %d turn(s), aborted %d: %s", session_id, report.waited, report.aborted, report.aborted_rids)
         if self._spool is not None:
             self._spool.drop(session_id)
         self._finished[session_id] = result

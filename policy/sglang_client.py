@@ -63,12 +63,15 @@ VersionSpan = tuple[int, int, str]
 @dataclass(frozen=True)
 class Generation:
     """``weight_versions``: ``(start, end, version)`` over ``output_ids``, half-open, ordered, non-empty,
-    adjacent spans of one version merged; output tokens outside every span have no version."""
+    adjacent spans of one version merged; output tokens outside every span have no version.
+    ``stop_sequence``: the string of a ``{"type": "stop", "matched": <str>}`` finish (SGLang's stop strings; also
+    its ``"NaN happened"`` sentinel, so a caller honours it only if it asked for that string), else None."""
 
     output_ids: list[int]
     log_probs: list[float]
     finish_reason: str
     weight_versions: list[VersionSpan] = field(default_factory=list)
+    stop_sequence: str | None = None
 
 
 class SGLangClient:
@@ -155,6 +158,7 @@ def parse_generation(body: Any, vocab_size: int) -> Generation:
         log_probs=log_probs,
         finish_reason={"length": "length", "abort": "abort"}.get(kind or "", "stop"),
         weight_versions=_weight_versions(meta, len(ids)),
+        stop_sequence=_matched_string(finish) if kind == "stop" else None,
     )
     if kind == "abort":
         message = finish.get("message", "") if isinstance(finish, dict) else ""
@@ -191,6 +195,11 @@ def _weight_versions(meta: dict[str, Any], n_tokens: int) -> list[VersionSpan]:
         else:
             out.append((start, end, version))
     return out
+
+
+def _matched_string(finish: Any) -> str | None:
+    matched = finish.get("matched") if isinstance(finish, dict) else None
+    return matched if isinstance(matched, str) else None
 
 
 def _is_int(value: Any) -> bool:

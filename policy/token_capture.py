@@ -12,7 +12,15 @@ Prompts are planned so that this holds as often as it can:
   same messages, our reply echoed back) and the template renders that history
   unchanged; the prompt is then the segment's tokens (the *sampled* ids, never
   a re-tokenisation of their text) plus the tokenised rendering of only the new
-  messages. Only the new tail is tokenised.
+  messages. Only the new tail is tokenised. When the segment's last output
+  does not end with the end-of-turn id (a ``length`` cut, or a client stop
+  sequence: SGLang ends after the token that completes the string, so the
+  output ends with the string's tokens and no end-of-turn was sampled), the
+  client's echo renders that reply closed by the end-of-turn marker (and
+  without the stop string): the sampled ids stay as they are, string
+  included, and the marker joins the new tail as context, loss_mask 0
+  (``ended_with_end_of_turn``). The prompt still starts with the segment's
+  tokens exactly, so the proof is the same as for any extend.
 * **retry**: the request equals the one that produced the segment's last turn
   (the client never saw that reply: a dropped connection, a fallback); the last
   turn is rolled back and the identical prompt is sent again.
@@ -74,13 +82,18 @@ class TokenProofError(AssertionError):
 @dataclass
 class _Turn:
     """Positions ``[start, prompt_end)`` are the turn's new context, ``[prompt_end, end)`` its sampled tokens;
-    ``versions``: ``(start, end, version)`` spans over those, in segment positions."""
+    ``versions``: ``(start, end, version)`` spans over those, in segment positions; ``stop_sequence``: the client's
+    stop string that ended it (``finish_reason`` "stop", its tokens the last sampled ones); ``called_tool``: its
+    reply carries tool calls; ``ill_formed``: the tool-call parser reported errors for its completion."""
 
     start: int
     prompt_end: int
     end: int
     finish_reason: str
     versions: list[VersionSpan] = field(default_factory=list)
+    stop_sequence: str | None = None
+    called_tool: bool = False
+    ill_formed: bool = False
 
 
 @dataclass
@@ -111,6 +124,8 @@ class Segment:
             turns=len(self.turns),
             finish_reason=self.turns[-1].finish_reason if self.turns else "none",
             weight_version_spans=spans_from_runs(self._version_runs()),
+            tool_call_turns=sum(turn.called_tool for turn in self.turns),
+            ill_formed_turns=sum(turn.ill_formed for turn in self.turns),
         )
 
     def _version_runs(self) -> Iterator[tuple[int, int, str | None]]:
@@ -151,7 +166,9 @@ class LedgerDelta:
     (loss_mask 0), ``output_ids`` (loss_mask 1, with ``log_probs``, and the
     weight versions ``weight_versions``: ``(start, end, version)`` over
     ``output_ids``, ordered, non-overlapping; ids outside them have none) and
-    ``new_messages`` (the new request messages and the reply).
+    ``new_messages`` (the new request messages and the reply). ``stop_sequence``: the
+    client's stop string that ended the turn (None: none did). ``ill_formed``: the
+    tool-call parser reported errors for the turn's completion.
     """
 
     segment: int
@@ -167,6 +184,8 @@ class LedgerDelta:
     keep_messages: int
     new_messages: list[dict[str, Any]]
     weight_versions: list[VersionSpan] = field(default_factory=list)
+    stop_sequence: str | None = None
+    ill_formed: bool = False
 
     def __post_init__(self) -> None:
         """Spans read back from JSON arrive as lists; keep them the tuples they were."""
@@ -215,6 +234,8 @@ class TokenLedger:
         output_log_probs: list[float],
         finish_reason: str,
         weight_versions: Sequence[VersionSpan] = (),
+        stop_sequence: str | None = None,
+        ill_formed: bool = False,
     ) -> LedgerDelta:
         """Apply the turn and return the delta that reproduces it (for the crash spool)."""
         if len(output_ids) != len(output_log_probs):
@@ -240,6 +261,8 @@ class TokenLedger:
             keep_messages=keep_messages,
             new_messages=[*plan.messages[keep_messages:], reply_message],
             weight_versions=list(weight_versions),
+            stop_sequence=stop_sequence,
+            ill_formed=ill_formed,
         )
         if base is not None and plan.prompt_ids[:keep_tokens] != base.tokens[:keep_tokens]:
             raise TokenProofError(f"prompt does not extend segment {index} exactly")
@@ -270,8 +293,10 @@ class TokenLedger:
         segment.loss_mask.frombytes(b"\x01" * len(delta.output_ids))
         segment.log_probs.extend(delta.log_probs)
         versions = [(prompt_end + a, prompt_end + b, version) for a, b, version in delta.weight_versions]
-        segment.turns.append(_Turn(start, prompt_end, len(segment.tokens), delta.finish_reason, versions))
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
+        called_tool = bool(segment.messages[-1].get("tool_calls"))
+        turn = _Turn(start, prompt_end, len(segment.tokens), delta.finish_reason, versions, delta.stop_sequence, called_tool, delta.ill_formed)
+        segment.turns.append(turn)
         segment.ended_with_end_of_turn = bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
         segment.anchor_text = None
         reply = segment.messages[-1]

@@ -17,7 +17,9 @@ Endpoints:
   control endpoint) is HTTP 400 ``{"error": "<field>: <why>", "field": "<field>"}``.
 * ``POST /abort_request {"rid": ...}`` or ``{"abort_all": true}``: empty 200.
   A rid that is not in flight is a no-op; otherwise every running request
-  whose rid starts with it is aborted (sglang matches by prefix).
+  whose rid starts with it is aborted (sglang matches by prefix). Every
+  well-formed one is recorded as an :class:`AbortRecord`, in arrival order
+  (``aborts``, ``GET /scripted/aborts``).
 * sglang's control API (``scripted_policy.control`` states what each does):
   ``POST /pause_generation {"mode": "abort" | "retract" | "in_place"}``
   (default ``abort``) and ``POST /continue_generation {}``, both answering
@@ -31,7 +33,8 @@ Endpoints:
   sglang's fields, ``weight_version`` among them.
 * ``GET /health``, ``GET /health_generate``.
 * ``POST /scripted/policy {"routing_key": ..., "policy": ...}`` (a null
-  routing key sets the server default) and ``GET /scripted/records[?routing_key=...]``.
+  routing key sets the server default), ``GET /scripted/records[?routing_key=...]``
+  and ``GET /scripted/aborts``.
 
 Invariants:
 
@@ -41,9 +44,24 @@ Invariants:
   is the last of ``output_ids``. If the completion plus end token is longer
   than ``max_new_tokens``, it is cut to exactly ``max_new_tokens`` ids and
   ends with ``{"type": "length", "length": max_new_tokens}``.
+* ``sampling_params.stop`` (a string or a list of strings) is honoured as
+  sglang 0.5.23 does: after each sampled token the decoded tail of the output
+  (the last ``max tokens of a stop string + 1`` ids) is searched for each stop
+  string in order; the first found ends the answer after that token with
+  ``{"type": "stop", "matched": <the string>}``, and that token is the last of
+  ``output_ids`` (the string's tokens are returned: they were sampled). The
+  checks run in sglang's order, stop strings, then the end-of-turn id, then
+  ``max_new_tokens``, so a string completed by the last allowed token is a
+  stop. Only the request's own output is searched (a resubmitted begun answer
+  is prompt, as in sglang).
 * ``text == decode(output_ids)`` with special tokens kept (in-vocabulary ids
-  only, which matters for ``garbage``). The end-of-turn id is never trimmed,
-  whatever ``no_stop_trim`` says; other sampling parameters are ignored.
+  only, which matters for ``garbage``), except after a stop-string finish,
+  whose text is cut as sglang's detokenizer cuts it: through the end of the
+  first occurrence of the string with ``no_stop_trim``, before it without.
+  The end-of-turn id is never trimmed, whatever ``no_stop_trim`` says.
+  ``temperature``, ``top_p`` and ``top_k`` are checked as sglang's
+  ``SamplingParams.verify`` checks them (temperature finite and >= 0, top_p in
+  (0, 1], top_k -1 or >= 1; null: the default) and recorded, not applied.
 * Tokens are sampled one engine step at a time, each stamped with the weight
   version served then (``scripted_policy.control``); ``weight_versions`` is
   always present, the runs of equal versions over the output (one empty span
@@ -54,8 +72,8 @@ Invariants:
   "message": "Aborted", "status_code": null, "err_type": null}``.
 * Log-probs are deterministic in ``(rid, position)``, in ``(-4, 0]``.
 * Every answered ``/generate`` is recorded as a :class:`SampledRecord`, in
-  answer order, with exactly the ids, log-probs and per-token versions
-  returned: aborted requests and ``error``-mode requests (no output,
+  answer order, with the ``sampling_params`` it carried and exactly the ids,
+  log-probs and per-token versions returned: aborted requests and ``error``-mode requests (no output,
   ``{"type": "error"}``, HTTP 500) included. Rejected (400) requests are not.
 
 Policies (``POLICIES``; their text is ``scripted_policy.completions``'s):
@@ -93,12 +111,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import signal
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +163,15 @@ class SampledRecord(BaseModel):
     output_versions: list[str]
     finish_reason: dict[str, Any]
     policy: str
+    sampling_params: dict[str, Any] = {}
+
+
+class AbortRecord(BaseModel):
+    """One ``/abort_request`` as received; ``in_flight``: whether its rid named a request in flight then."""
+
+    rid: str | None
+    abort_all: bool
+    in_flight: bool
 
 
 def token_logprob(rid: str, position: int) -> float:
@@ -156,6 +184,33 @@ def finish(ids: list[int], max_new_tokens: int, end_of_turn_id: int) -> tuple[li
     return ids, {"type": "stop", "matched": end_of_turn_id}
 
 
+def finish_at_stops(
+    ids: list[int], max_new_tokens: int, end_of_turn_id: int, stops: Sequence[str], decode: Callable[[list[int]], str], tail_tokens: int
+) -> tuple[list[int], dict[str, Any]]:
+    """``ids`` sampled one by one with sglang 0.5.23's checks after each (``Req.update_finish_state``): a stop
+    string in the decoded tail (the last ``tail_tokens`` ids), in ``stops`` order; then the end-of-turn id; then
+    ``max_new_tokens``. The answer ends after the token that ends it."""
+    for count in range(1, len(ids) + 1):
+        tail = decode(ids[max(0, count - tail_tokens) : count])
+        matched = next((stop for stop in stops if stop in tail), None)
+        if matched is not None:
+            return ids[:count], {"type": "stop", "matched": matched}
+        if ids[count - 1] == end_of_turn_id:
+            return ids[:count], {"type": "stop", "matched": end_of_turn_id}
+        if count >= max_new_tokens:
+            return ids[:count], {"type": "length", "length": max_new_tokens}
+    return finish(ids, max_new_tokens, end_of_turn_id)
+
+
+def trim_matched_stop(text: str, finish_reason: dict[str, Any], no_stop_trim: bool) -> str:
+    """sglang 0.5.23's ``DetokenizerManager.trim_matched_stop`` for a stop string: the text through the end of its
+    first occurrence with ``no_stop_trim``, before it without; any other finish: the text unchanged."""
+    matched = finish_reason.get("matched")
+    if not isinstance(matched, str) or (position := text.find(matched)) < 0:
+        return text
+    return text[: position + len(matched)] if no_stop_trim else text[:position]
+
+
 class BadRequest(Exception):
     def __init__(self, field: str, reason: str):
         super().__init__(f"{field}: {reason}")
@@ -164,10 +219,15 @@ class BadRequest(Exception):
 
 @dataclass(frozen=True)
 class GenerateRequest:
+    """``sampling_params``: the request's, as sent; ``stop``: its stop strings."""
+
     input_ids: list[int]
     max_new_tokens: int
     rid: str
     return_logprob: bool
+    stop: tuple[str, ...] = ()
+    no_stop_trim: bool = False
+    sampling_params: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_generate_request(body: Any, vocab_size: int) -> GenerateRequest:
@@ -192,7 +252,28 @@ def parse_generate_request(body: Any, vocab_size: int) -> GenerateRequest:
     rid = body.get("rid") or uuid.uuid4().hex
     if not isinstance(rid, str):
         raise BadRequest("rid", "must be a string")
-    return GenerateRequest(input_ids, max_new_tokens, rid, bool(body.get("return_logprob", False)))
+    _check_sampling(sampling)
+    stop = sampling.get("stop")
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    no_stop_trim = bool(sampling.get("no_stop_trim") or False)
+    return GenerateRequest(input_ids, max_new_tokens, rid, bool(body.get("return_logprob", False)), stops, no_stop_trim, dict(sampling))
+
+
+def _check_sampling(sampling: dict[str, Any]) -> None:
+    """sglang's ``SamplingParams.verify`` for the keys the adapter sends (null: the default)."""
+    for key, valid, expected in (
+        ("temperature", lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0"),
+        ("top_p", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    ):
+        value = sampling.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not valid(value)):
+            raise BadRequest(f"sampling_params.{key}", f"must be {expected}, got {value!r}")
+    top_k = sampling.get("top_k")
+    if top_k is not None and (type(top_k) is not int or not (top_k == -1 or top_k >= 1)):
+        raise BadRequest("sampling_params.top_k", f"must be -1 (disable) or at least 1, got {top_k!r}")
+    stop = sampling.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise BadRequest("sampling_params.stop", "must be a string or a list of strings")
 
 
 @dataclass(frozen=True)
@@ -292,6 +373,7 @@ class ScriptedPolicyServer:
         self.model_path = f"scripted-{self.default_policy}"
         self.load_format = "auto"
         self.records: list[SampledRecord] = []
+        self.aborts: list[AbortRecord] = []
         self._overrides: dict[str, str] = {}
         self._inflight: set[str] = set()
         self._runner: web.AppRunner | None = None
@@ -345,6 +427,7 @@ class ScriptedPolicyServer:
         app.router.add_post("/update_weight_version", self._update_weight_version)
         app.router.add_post("/scripted/policy", self._set_policy)
         app.router.add_get("/scripted/records", self._records)
+        app.router.add_get("/scripted/aborts", self._aborts)
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
@@ -402,7 +485,7 @@ class ScriptedPolicyServer:
             if step_s := self._step_s(policy, turn_s, len(plan.ids)):
                 await self.control.pace(step_s)
         in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
-        text = await asyncio.to_thread(self.renderer.decode, in_vocabulary)
+        text = trim_matched_stop(await asyncio.to_thread(self.renderer.decode, in_vocabulary), finish_reason, generate.no_stop_trim)
         spans = weight_version_spans(generation.versions, self.control.version)
         return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
 
@@ -430,7 +513,11 @@ class ScriptedPolicyServer:
         planned = scripted + [end_id]
         if planned[: len(begun)] != begun:
             raise BadRequest("input_ids", f"the {len(begun)} tokens after the last assistant header do not begin the scripted answer")
-        return Plan(prompt, *finish(planned[len(begun) :], generate.max_new_tokens, end_id))
+        if not generate.stop or policy == "garbage":
+            return Plan(prompt, *finish(planned[len(begun) :], generate.max_new_tokens, end_id))
+        tail_tokens = max(len(self.renderer.encode(stop)) for stop in generate.stop) + 1
+        ids, finish_reason = finish_at_stops(planned[len(begun) :], generate.max_new_tokens, end_id, generate.stop, self.renderer.decode, tail_tokens)
+        return Plan(prompt, ids, finish_reason)
 
     def _split_begun_answer(self, input_ids: list[int]) -> tuple[list[int], list[int]]:
         """``(prompt up to the last assistant header, the tokens after it)``."""
@@ -459,6 +546,7 @@ class ScriptedPolicyServer:
                 output_versions=completion.versions,
                 finish_reason=completion.finish_reason,
                 policy=policy,
+                sampling_params=generate.sampling_params,
             )
         )
 
@@ -467,6 +555,7 @@ class ScriptedPolicyServer:
             body = await control_body(request, {"rid": (str, None), "abort_all": (bool, False)})
         except BadRequest as error:
             return bad_request(error)
+        self.aborts.append(AbortRecord(rid=body["rid"], abort_all=body["abort_all"], in_flight=body["rid"] in self._inflight))
         if body["abort_all"]:
             self.control.abort(abort_all=True)
         elif body["rid"] in self._inflight:
@@ -563,6 +652,9 @@ class ScriptedPolicyServer:
             return bad_request(error)
         self.set_policy(routing_key, policy)
         return web.json_response({"routing_key": routing_key, "policy": policy})
+
+    async def _aborts(self, request: web.Request) -> web.Response:
+        return web.json_response([record.model_dump() for record in self.aborts])
 
     async def _records(self, request: web.Request) -> web.Response:
         routing_key = request.query.get("routing_key")

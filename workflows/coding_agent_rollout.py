@@ -371,6 +371,7 @@ class CodingAgentRollout:
             staleness=self._staleness,
             stopped_in=stopped_in,
             turns=turns,
+            finish=merged.finish if merged else None,
         )
 
 

@@ -64,12 +64,12 @@ async def test_sdk_create_returns_tool_use_and_segments_match_the_server(adapter
     assert tool_use.name == "Read" and tool_use.input == {"file_path": "/tmp/task-repo/PROBLEM_STATEMENT.md"}
     assert [b.type for b in message.content][0] == "thinking"
     assert message.usage.input_tokens > 0 and message.usage.output_tokens > 0
-    result = adapter.registry.finish_session(ticket.session_id)
+    result = await adapter.registry.finish_session(ticket.session_id)
     assert_segments_equal_records(result, policy_server.records_for(ticket.session_id))
     (segment,) = result.segments
     (record,) = policy_server.records_for(ticket.session_id)
     assert segment.tokens[: segment.prompt_length] == record.input_ids
-    assert adapter.registry.finish_session(ticket.session_id) == result
+    assert await adapter.registry.finish_session(ticket.session_id) == result
 
 
 async def test_sdk_stream_parses_blocks_and_a_second_turn_extends_the_segment(adapter, policy_server):
@@ -86,7 +86,7 @@ async def test_sdk_stream_parses_blocks_and_a_second_turn_extends_the_segment(ad
     async with client.messages.stream(model="slime-actor", max_tokens=1024, tools=[READ_TOOL], messages=messages) as stream:
         second = await stream.get_final_message()
     assert first.id != second.id
-    result = adapter.registry.finish_session(ticket.session_id)
+    result = await adapter.registry.finish_session(ticket.session_id)
     assert len(result.segments) == 1 and result.segments[0].turns == 2
     assert_segments_equal_records(result, policy_server.records_for(ticket.session_id))
 
@@ -132,7 +132,7 @@ async def test_client_disconnect_aborts_the_upstream_request(adapter, policy_ser
         await asyncio.sleep(0.05)
     (record,) = policy_server.records_for(ticket.session_id)
     assert record.finish_reason["type"] == "abort"
-    assert adapter.registry.finish_session(ticket.session_id).segments == []
+    assert (await adapter.registry.finish_session(ticket.session_id)).segments == []
 
 
 async def test_count_tokens_is_the_rendered_prompt_length(adapter, policy_server, renderer):
@@ -213,7 +213,7 @@ async def test_unknown_wrong_secret_and_finished_sessions(adapter, policy_server
     assert (await post_raw(adapter, payload, "sdeadbeef.nope"))[0] == 401
     assert (await post_raw(adapter, payload, ticket.session_id + ".wrong-secret"))[0] == 401
     unknown = await post_raw(adapter, payload, "sdeadbeef.nope")
-    adapter.registry.finish_session(ticket.session_id)
+    await adapter.registry.finish_session(ticket.session_id)
     assert await post_raw(adapter, payload, ticket.session_id + ".wrong-secret") == unknown
     code, body = await post_raw(adapter, payload, ticket.secret)
     assert code == 409 and "finished" in body["error"]["message"]

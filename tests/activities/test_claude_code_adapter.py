@@ -115,7 +115,7 @@ async def test_claude_code_runs_against_the_adapter(adapter, oracle_server, tmp_
 
     exit_code, lines = await run_claude(adapter, ticket.secret, repo, home)
     verdict = judge_run(lines, exit_code)
-    result = adapter.registry.finish_session(ticket.session_id)
+    result = await adapter.registry.finish_session(ticket.session_id)
 
     assert exit_code == 0 and verdict.reason == "completed", "\n".join(lines[-5:])
     fixed = (repo / "calc.py").read_text()

@@ -11,12 +11,14 @@ import pytest
 
 from activities import drift_repair as drift_activities
 from activities import evaluate as evaluate_face
+from activities import rollout_host as host_faces
 from activities import sandbox as sandbox_faces
 from activities.error_types import ErrorType
 from config.paths import PROJECT_ROOT
 from contracts.rollout import AbortReason, PolicySpec, is_documented_abort_reason
 from docker_sandbox import errors
 from grading import graders, swebench
+from policy.parsers import UnknownParser
 from policy.session_config import NoPolicyServer, session_config_for
 from workflows import activity_errors, coding_agent_rollout, drift_repair_episode
 
@@ -48,6 +50,10 @@ def test_only_the_translation_module_builds_application_errors():
         (drift_activities.SANDBOX_FAILURES, errors.SandboxImageMissing("no image"), "SandboxImageMissing", False),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxError("runner failed"), "SandboxError", False),
+        (drift_activities.POLICY_FAILURES, NoPolicyServer("none"), "NoPolicyServer", False),
+        (drift_activities.POLICY_FAILURES, UnknownParser("policy.tool_parser: unknown"), "UnknownParser", False),
+        (host_faces.LAUNCH_FAILURES, NoPolicyServer("none"), "NoPolicyServer", False),
+        (host_faces.LAUNCH_FAILURES, UnknownParser("policy.reasoning_parser: unknown"), "UnknownParser", False),
     ],
 )
 def test_faces_report_library_errors_under_their_recorded_type_names(translation, error, kind, retryable):
@@ -58,6 +64,8 @@ def test_faces_report_library_errors_under_their_recorded_type_names(translation
 def test_the_policy_lookup_raises_its_own_exception():
     with pytest.raises(NoPolicyServer):
         session_config_for(PolicySpec(), None, False, "wf#1")
+    with pytest.raises(UnknownParser):
+        session_config_for(PolicySpec(tool_parser="nope"), "http://policy", False, "wf#1")
 
 
 def test_the_workflows_classify_only_known_types_through_the_one_table():

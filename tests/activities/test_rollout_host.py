@@ -89,8 +89,8 @@ async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(rendere
         registry.unclaim(kept.session_id)
         assert not registry.held_by(kept.session_id, 2)
         assert registry.live_count == 1, "a session let go by its activity keeps its slot: its agent runs on and its retry is coming"
-        assert registry.forget_unclaimed(older_than_s=3600) == [], "not yet past the grace period"
-        assert registry.forget_unclaimed() == sorted([kept.session_id, gone.session_id])
+        assert await registry.forget_unclaimed(older_than_s=3600) == [], "not yet past the grace period"
+        assert await registry.forget_unclaimed() == sorted([kept.session_id, gone.session_id])
         assert registry.get(kept.session_id) is None and list((tmp_path / "spool").glob("*.jsonl")) == []
     finally:
         await after.stop()

@@ -105,7 +105,7 @@ async def test_restored_sessions_nobody_resumes_are_released(renderer, tmp_path)
         assert sorted(after.registry.restore_spooled()) == sorted([resumed.session_id, abandoned.session_id])
         assert after.registry.authenticate(resumed.secret).session_id == resumed.session_id
         assert after.registry.claim(resumed.session_id) is not None
-        assert after.registry.forget_unclaimed() == [abandoned.session_id]
+        assert await after.registry.forget_unclaimed() == [abandoned.session_id]
         assert after.registry.get(abandoned.session_id) is None and after.registry.get(transient.session_id) is None
         assert {p.stem for p in tmp_path.glob("*.jsonl")} == {resumed.session_id}
     finally:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan, collapse_runs, order_weight_versions
 from policy.anthropic_reply import reply_blocks
 from policy.anthropic_translation import translate_request
-from policy.completion_parser import parse_completion
+from policy.parsers import parse_completion
 from policy.sglang_client import parse_generation
 from policy.token_capture import LedgerDelta, TokenLedger
 from policy.trajectory_store import decode_segments, encode_segments
@@ -109,7 +109,7 @@ class WeightClock:
 
 
 def reply_message_for(text: str) -> dict:
-    parsed = parse_completion(text, "auto", {"Bash": TOOLS[0]["function"]["parameters"]})
+    parsed = parse_completion(text, "auto", schemas={"Bash": TOOLS[0]["function"]["parameters"]})
     blocks = reply_blocks(parsed)
     return translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0], blocks
 
@@ -249,6 +249,20 @@ def test_new_user_query_drops_reasoning_and_opens_a_new_segment(renderer):
     first, second = ledger.finish()
     assert second.tokens[: second.prompt_length] == plan.prompt_ids.tolist()
     assert second.loss_mask[second.prompt_length :] == [1] * len(ids)
+
+
+def test_a_segment_counts_its_tool_calling_and_ill_formed_turns_and_a_retry_replaces_the_count(renderer):
+    ledger, _, messages = _tool_turn_conversation(renderer, turns=3)
+    plan = ledger.plan("main", "main", messages, TOOLS)
+    ids = renderer.encode("Broken.") + [renderer.end_of_turn_id]
+    ledger.record(plan, {"role": "assistant", "content": "Broken."}, ids, [-0.1] * len(ids), "stop", ill_formed=True)
+    counted = ledger.segments[0].to_contract()
+    assert (counted.turns, counted.tool_call_turns, counted.ill_formed_turns) == (4, 3, 1)
+    retry = ledger.plan("main", "main", messages, TOOLS)
+    delta = ledger.record(retry, {"role": "assistant", "content": "Fine."}, ids, [-0.1] * len(ids), "stop")
+    assert delta.rollback and not delta.ill_formed
+    (segment,) = ledger.finish()
+    assert (segment.turns, segment.tool_call_turns, segment.ill_formed_turns) == (4, 3, 0)
 
 
 def test_retry_of_an_unseen_reply_replaces_it(renderer):

@@ -22,6 +22,7 @@ from contracts.rollout import (
     DiffReport,
     EvalRequest,
     EvalResult,
+    FinishReport,
     MergeRequest,
     MergeResult,
     RolloutInput,
@@ -50,6 +51,7 @@ class FakeCluster:
         self.grading_hangs = False
         self.empty_session = False
         self.diff_report = DiffReport(patch_bytes=19)
+        self.finish = FinishReport(waited=1, aborted=1, aborted_rids=["s1-2-abc"])
         self.staleness: StalenessReport | None = None
 
     @activity.defn(name=name_of(refs.pick_host))
@@ -106,7 +108,7 @@ class FakeCluster:
             return MergeResult(trajectory=None, segments=[], turns=0)
         ref = TrajectoryRef(uri="file:///tmp/x.npz", sha256="0" * 64, n_segments=1, n_tokens=10, nbytes=100)
         summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=4, n_sampled=6, turns=3)
-        return MergeResult(trajectory=ref, segments=[summary], turns=3, staleness=self.staleness)
+        return MergeResult(trajectory=ref, segments=[summary], turns=3, staleness=self.staleness, finish=self.finish)
 
     @activity.defn(name=name_of(refs.discard_session))
     async def discard_session(self, session_id: str) -> None:

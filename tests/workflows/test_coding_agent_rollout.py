@@ -41,6 +41,7 @@ async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
     assert result.trajectory is not None and result.attempts == 1 and result.stopped_in is None
     assert cluster.calls == ["pick_host", "boot_sandbox", "run_claude_code", "capture_diff", "destroy_sandbox", "evaluate", "merge_segments"]
     assert result.diff == cluster.diff_report
+    assert result.finish == cluster.finish, "what finishing the session found in flight reaches the rollout result"
 
 
 async def test_a_patch_over_the_cap_completes_graded_zero_without_a_grading_sandbox(env):
