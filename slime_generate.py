@@ -4,28 +4,27 @@
 runs the rollout as a ``CodingAgentRollout`` workflow on the workers: it starts
 the workflow (or re-attaches to it: the id is derived from the run, the
 instance id, ``sample.index`` and ``sample.group_index``, so a restarted
-trainer never runs a sample twice), waits for it, and fans the result out into
-one sample per token segment:
+trainer never runs a sample twice), waits for it, and turns the result into
+slime Samples under the sample contract in force (``slime_samples.registry``:
+``ROLLOUT_SLIME_SAMPLE_CONTRACT``, else read off the installed slime, logged
+once per process):
 
-* every segment's sample shares ``rollout_id`` (= ``sample.index``) and gets
-  ``tokens`` (prompt + response), ``response_length``, ``loss_mask`` and
-  ``rollout_log_probs`` over the response, ``response`` (decoded, for reading
-  only), ``reward`` = trajectory reward / number of segments (so the trajectory
-  counts once), ``status`` completed, ``weight_versions`` as slime fills it
-  (one entry per generate call that sampled tokens of the segment and
-  reported a version: the version of its last token, i.e. that reply's
-  ``meta_info.weight_version``), and metadata (``instance_id``,
-  ``is_solved``, ``applied_cleanly``, ``elapsed_sec``, ``segment_kind``,
-  ``segment_idx``, ``num_segments``, ``workflow_id``, and
-  ``weight_version_spans``: the segment's spans as ``{"version", "start",
-  "end"}`` over the response, aligned with ``loss_mask``, the exact version
-  of every sampled token);
-* an aborted rollout becomes the reference's aborted sample: tokens ``[0, 0]``,
-  ``response_length`` 1, ``loss_mask [0]``, reward 0, no weight versions, status aborted,
-  ``metadata.abort_reason``; so does a rollout the trainer could not start or
-  collect (``workflow_runs``: a refused start, a Temporal outage longer than
-  ``ROLLOUT_SERVER_WAIT_S``, default 300 s, is waited out until then), with
-  that failure's reason.
+* ``current`` (today's slime): compaction calls appended to the conversation
+  they summarise, one fresh Sample per training sequence, each with the full
+  reward, ``remove_sample`` on aborted ones (``slime_samples.current``);
+* ``seed`` (slime before June 2026): one Sample per token segment, the reward
+  divided among them (``slime_samples.seed``).
+
+Either way every Sample shares ``rollout_id`` (= ``sample.index``) and has
+``tokens``, ``response_length``, ``loss_mask`` and ``rollout_log_probs`` over
+the response, ``response`` (decoded, for reading only), ``weight_versions`` as
+slime fills it and ``metadata.weight_version_spans`` (the exact version of
+every sampled token). An aborted rollout becomes the reference's aborted
+sample (tokens ``[0, 0]``, ``loss_mask [0]``, reward 0, status aborted,
+``metadata.abort_reason``); so does a rollout the trainer could not start or
+collect (``workflow_runs``: a refused start, a Temporal outage longer than
+``ROLLOUT_SERVER_WAIT_S``, default 300 s, is waited out until then), with that
+failure's reason.
 
 slime is optional: ``samples_from_result`` works on any object with slime's
 ``Sample`` attributes, and ``sample_dicts`` gives the same data as plain dicts.
@@ -46,34 +45,40 @@ token's version in ``weight_versions`` / ``metadata.weight_version_spans``.
 
 from __future__ import annotations
 
-import copy
+import logging
 import os
 import time
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from temporalio.client import Client
 
-from config.settings import budgets_from_env, staleness_from_env
-from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec, TokenSegment
+from config.settings import SettingsError, budgets_from_env, staleness_from_env
+from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
+from policy.parsers import UnknownParser, reasoning_parser_named, tool_call_parser_named
 from policy.trajectory_store import TrajectoryStore
+from slime_samples.registry import ContractChoice, contract_in_force
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
 from task_sources.dataset_rows import RowError, task_from_row
 from trainer_client.workflow_runs import server_wait_from_env
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")
 _clients: dict[str, Client] = {}
+_announced: set[ContractChoice] = set()
+logger = logging.getLogger(__name__)
 
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> list[Any]:
+    contract = sample_contract()
     try:
         task = task_of(sample)
     except RowError as error:
         missing = error.field in ("metadata.image", "metadata.workdir")
-        return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}")]
+        return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}", contract)]
     rollout = rollout_of(args, sample, task, sampling_params)
     result = await collect_rollout(await temporal_client(), rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
-    return samples_from_result(sample, result, tokenizer_of(args))
+    return samples_from_result(sample, result, tokenizer_of(args), contract)
 
 
 async def temporal_client() -> Client:
@@ -96,7 +101,8 @@ def rollout_of(args: Any, sample: Any, task: TaskSpec, sampling_params: dict[str
 
 
 def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
-    """Trainer-side session settings: slime's sampling params, context length and router address."""
+    """Trainer-side session settings: slime's sampling params, context length, router address and parser names
+    (``--sglang-tool-call-parser`` / ``--sglang-reasoning-parser``; unset, the worker's)."""
     known = {k: sampling_params[k] for k in ("temperature", "top_p", "top_k", "max_new_tokens") if sampling_params.get(k) is not None}
     router_ip, router_port = getattr(args, "sglang_router_ip", None), getattr(args, "sglang_router_port", None)
     context = getattr(args, "rollout_max_context_len", None)
@@ -106,77 +112,47 @@ def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
         context_budget=context or PolicySpec().context_budget,
         policy_tag=str(getattr(args, "hf_checkpoint", "") or ""),
         staleness=staleness_from_env(),
+        tool_parser=_parser_arg(args, "sglang_tool_call_parser", tool_call_parser_named),
+        reasoning_parser=_parser_arg(args, "sglang_reasoning_parser", reasoning_parser_named),
     )
 
 
-def samples_from_result(sample: Any, result: RolloutResult, tokenizer: Any = None) -> list[Any]:
+def _parser_arg(args: Any, name: str, lookup: Callable[[str], object]) -> str | None:
+    """``args.<name>`` when set, checked here so a wrong name stops the trainer instead of every rollout."""
+    value = getattr(args, name, None) or None
+    if value is not None:
+        try:
+            lookup(value)
+        except UnknownParser as error:
+            raise SettingsError(f"--{name.replace('_', '-')}: {error}") from None
+    return value
+
+
+def samples_from_result(sample: Any, result: RolloutResult, tokenizer: Any = None, contract: ContractChoice | None = None) -> list[Any]:
+    """``result`` as slime Samples under ``contract`` (default: the one in force, ``sample_contract()``)."""
+    chosen = contract or sample_contract()
     if result.status != "completed" or result.trajectory is None:
-        return [abort_sample(sample, result.abort_reason or "adapter_session_empty")]
-    segments = TrajectoryStore.load(result.trajectory)
-    fanned = []
-    for index, segment in enumerate(segments):
-        target = sample if index == 0 else copy.copy(sample)
-        _write_segment(target, segment, result, index, len(segments), tokenizer)
-        fanned.append(target)
-    return fanned
+        return [chosen.aborted(sample, result.abort_reason or "adapter_session_empty")]
+    return chosen.samples(sample, result, TrajectoryStore.load(result.trajectory), tokenizer)
 
 
-def sample_dicts(result: RolloutResult) -> list[dict[str, Any]]:
-    """The same fan-out without slime: one plain dict per segment (or one aborted dict)."""
-    return [vars(s) for s in samples_from_result(_PlainSample(), result)]
+def sample_dicts(result: RolloutResult, contract: ContractChoice | None = None) -> list[dict[str, Any]]:
+    """The same samples without slime: one plain dict per sample (or one aborted dict)."""
+    return [vars(s) for s in samples_from_result(_PlainSample(), result, contract=contract)]
 
 
-def abort_sample(sample: Any, reason: str) -> Any:
-    sample.tokens = [0, 0]
-    sample.response = ""
-    sample.response_length = 1
-    sample.loss_mask = [0]
-    sample.rollout_log_probs = [0.0]
-    sample.reward = 0.0
-    sample.weight_versions = []
-    sample.status = _status(sample, "ABORTED")
-    sample.metadata = {**(getattr(sample, "metadata", None) or {}), "abort_reason": reason}
-    return sample
+def abort_sample(sample: Any, reason: str, contract: ContractChoice | None = None) -> Any:
+    """The aborted sample of the contract in force (``current`` also sets ``remove_sample``)."""
+    return (contract or sample_contract()).aborted(sample, reason)
 
 
-def _write_segment(sample: Any, segment: TokenSegment, result: RolloutResult, index: int, count: int, tokenizer: Any) -> None:
-    response = segment.tokens[segment.prompt_length :]
-    sample.tokens = list(segment.tokens)
-    sample.response_length = len(response)
-    sample.loss_mask = list(segment.loss_mask[segment.prompt_length :])
-    sample.rollout_log_probs = list(segment.rollout_log_probs[segment.prompt_length :])
-    sample.response = tokenizer.decode(response, skip_special_tokens=False) if tokenizer is not None else ""
-    sample.reward = result.reward / count
-    sample.weight_versions = call_weight_versions(segment)
-    sample.status = _status(sample, "COMPLETED")
-    sample.rollout_id = getattr(sample, "index", None)
-    sample.metadata = {
-        **(getattr(sample, "metadata", None) or {}),
-        "instance_id": result.instance_id,
-        "is_solved": result.solved,
-        "applied_cleanly": result.applied_cleanly,
-        "elapsed_sec": result.elapsed_s,
-        "workflow_id": result.workflow_id,
-        "segment_kind": segment.kind,
-        "segment_idx": index,
-        "num_segments": count,
-        "weight_version_spans": [
-            {"version": span.version, "start": span.start - segment.prompt_length, "end": span.end - segment.prompt_length}
-            for span in segment.weight_version_spans
-        ],
-    }
-
-
-def call_weight_versions(segment: TokenSegment) -> list[str]:
-    """slime's ``Sample.weight_versions``: per generate call of the segment (each a run of sampled tokens), the
-    version of its last token when it has one."""
-    versions = segment.token_weight_versions()
-    return [version for _, end in segment.sampled_runs() if (version := versions[end - 1]) is not None]
-
-
-def _status(sample: Any, name: str) -> Any:
-    status_enum = getattr(type(sample), "Status", None)
-    return getattr(status_enum, name) if status_enum is not None else name.lower()
+def sample_contract() -> ContractChoice:
+    """The sample contract in force (``slime_samples.registry``), logged once per process."""
+    choice = contract_in_force()
+    if choice not in _announced:
+        logger.info(choice.log_line)
+        _announced.add(choice)
+    return choice
 
 
 def _index(sample: Any, name: str) -> int:

@@ -80,6 +80,7 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
 
 async def generate_rollout_async(args: Any, rollout_id: int, data_source: Any) -> Any:
     """One training batch of groups (see the module docstring); the Temporal client is ``slime_generate``'s."""
+    slime_generate.sample_contract()
     client = await slime_generate.temporal_client()
     source = GroupSource(args, data_source, group_rules_from_env())
     policy: StragglerPolicy = "handover" if getattr(args, "partial_rollout", False) else "cut"

@@ -19,7 +19,7 @@ from config.paths import PROJECT_ROOT
 LAYERS = [
     {"contracts"},
     {"config", "policy", "docker_sandbox", "task_sources"},
-    {"grading", "claude_code", "drift_repair"},
+    {"grading", "claude_code", "drift_repair", "slime_samples"},
     {"scripted_policy"},
 ]
 MACHINERY = set().union(*LAYERS)

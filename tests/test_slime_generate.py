@@ -1,10 +1,15 @@
-"""slime's generate() contract: fan-out of segments into samples, and the aborted shape."""
+"""slime's generate() drop-in: the sample contract in force turns results into Samples; the aborted shape."""
 
+import logging
 from types import SimpleNamespace
 
+import pytest
+
+from config.settings import SettingsError
 from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
 from policy.trajectory_store import TrajectoryStore
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
+from slime_samples.registry import ContractChoice
 from tests.slime_sample import Sample
 from trainer_client.results_file import record_with_segments
 
@@ -37,10 +42,14 @@ def completed(tmp_path, segments) -> RolloutResult:
     )
 
 
-def test_one_sample_per_segment_sharing_the_rollout_id_with_the_reward_split(tmp_path):
+SEED = ContractChoice("seed", "test")
+CURRENT = ContractChoice("current", "test")
+
+
+def test_seed_one_sample_per_segment_sharing_the_rollout_id_with_the_reward_split(tmp_path):
     result = completed(tmp_path, [segment("main", [1, 2, 3], [4, 5, 6], [1, 0, 1]), segment("compaction", [7, 8], [9], [1])])
     sample = Sample(index=3, group_index=1, metadata={"instance_id": "calc"})
-    fanned = samples_from_result(sample, result)
+    fanned = samples_from_result(sample, result, contract=SEED)
     assert fanned[0] is sample and len(fanned) == 2
     first, second = fanned
     assert first.tokens == [1, 2, 3, 4, 5, 6] and first.response_length == 3
@@ -65,14 +74,15 @@ def versioned(tmp_path) -> RolloutResult:
     return result.model_copy(update={"segments": [SegmentSummary.of(main), SegmentSummary.of(compaction)]})
 
 
-def test_weight_versions_are_one_per_generate_call_as_slime_fills_them(tmp_path):
-    first, second = samples_from_result(Sample(index=3, group_index=1), versioned(tmp_path))
+@pytest.mark.parametrize("contract", [SEED, CURRENT])
+def test_weight_versions_are_one_per_generate_call_as_slime_fills_them(tmp_path, contract):
+    first, second = samples_from_result(Sample(index=3, group_index=1), versioned(tmp_path), contract=contract)
     assert first.weight_versions == ["3", "4"], "the reply's weight_version: its last token's; the unversioned call adds none"
     assert second.weight_versions == ["4"]
     assert first.metadata["weight_version_spans"] == [{"version": "3", "start": 0, "end": 5}, {"version": "4", "start": 5, "end": 7}]
     assert len(first.loss_mask) == first.response_length, "spans index the response, like loss_mask and rollout_log_probs"
     assert first.weight_versions is not second.weight_versions
-    (plain, _) = sample_dicts(versioned(tmp_path))
+    (plain, _) = sample_dicts(versioned(tmp_path), contract=contract)
     assert plain["weight_versions"] == ["3", "4"]
 
 
@@ -86,18 +96,32 @@ def test_the_results_line_carries_the_spans_and_the_rollouts_version_summary(tmp
     assert [TokenSegment.model_validate(s) for s in record["segments"]] == TrajectoryStore.load(versioned(tmp_path).trajectory)
 
 
-def test_aborted_rollouts_take_the_reference_shape():
+@pytest.mark.parametrize("contract, removed", [(SEED, False), (CURRENT, True)])
+def test_aborted_rollouts_take_the_reference_shape_and_today_are_removed(contract, removed):
     result = RolloutResult(workflow_id="w", instance_id="calc", sample_index=0, group_index=0, status="aborted", abort_reason="wall_clock_timeout")
-    (sample,) = samples_from_result(Sample(index=0, weight_versions=["stale"]), result)
+    (sample,) = samples_from_result(Sample(index=0, weight_versions=["stale"]), result, contract=contract)
     assert sample.status is Sample.Status.ABORTED and sample.metadata["abort_reason"] == "wall_clock_timeout"
     assert (sample.tokens, sample.response_length, sample.loss_mask, sample.reward) == ([0, 0], 1, [0], 0.0)
-    assert sample.weight_versions == []
+    assert sample.weight_versions == [] and sample.remove_sample is removed
 
 
-def test_without_slime_the_same_data_comes_as_dicts(tmp_path):
-    (plain,) = sample_dicts(completed(tmp_path, [segment("main", [1], [2], [1])]))
+@pytest.mark.parametrize("contract", [SEED, CURRENT])
+def test_without_slime_the_same_data_comes_as_dicts(tmp_path, contract):
+    (plain,) = sample_dicts(completed(tmp_path, [segment("main", [1], [2], [1])]), contract=contract)
     assert plain["tokens"] == [1, 2] and plain["loss_mask"] == [1] and plain["status"] == "completed"
-    assert abort_sample(Sample(), "x").status is Sample.Status.ABORTED
+    assert plain["reward"] == 1.0 and plain["rollout_id"] is None
+    assert abort_sample(Sample(), "x", contract).status is Sample.Status.ABORTED
+
+
+def test_the_contract_in_force_is_logged_once_per_choice(monkeypatch, caplog):
+    monkeypatch.setenv("ROLLOUT_SLIME_SAMPLE_CONTRACT", "seed")
+    with caplog.at_level(logging.INFO, logger="slime_generate"):
+        for _ in range(3):
+            abort_sample(Sample(), "x")
+        monkeypatch.setenv("ROLLOUT_SLIME_SAMPLE_CONTRACT", "current")
+        assert abort_sample(Sample(), "x").remove_sample
+    lines = [r.getMessage() for r in caplog.records if "sample contract" in r.getMessage()]
+    assert [line.split(" (")[0] for line in lines] == ["slime sample contract: seed", "slime sample contract: current"]
 
 
 def test_trainer_args_become_the_session_policy():
@@ -105,3 +129,12 @@ def test_trainer_args_become_the_session_policy():
     policy = policy_for(args, {"temperature": 0.7, "top_p": 0.95, "max_new_tokens": 4096, "stop": ["x"]})
     assert policy.policy_url == "http://10.0.0.5:30000" and policy.context_budget == 32768
     assert (policy.sampling.temperature, policy.sampling.top_p, policy.sampling.max_new_tokens) == (0.7, 0.95, 4096)
+
+
+def test_slimes_parser_flags_reach_the_policy_and_a_wrong_name_stops_the_trainer():
+    args = SimpleNamespace(sglang_router_ip=None, sglang_router_port=None, sglang_tool_call_parser="glm45", sglang_reasoning_parser="glm45")
+    policy = policy_for(args, {})
+    assert (policy.tool_parser, policy.reasoning_parser) == ("glm45", "glm45")
+    assert (policy_for(SimpleNamespace(), {}).tool_parser, policy_for(SimpleNamespace(), {}).reasoning_parser) == (None, None)
+    with pytest.raises(SettingsError, match="--sglang-tool-call-parser: unknown tool-call parser 'qwen3-coder'; supported: auto, "):
+        policy_for(SimpleNamespace(sglang_tool_call_parser="qwen3-coder"), {})

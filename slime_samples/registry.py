@@ -1,0 +1,70 @@
+"""Which sample contract is in force: named by ``ROLLOUT_SLIME_SAMPLE_CONTRACT``, else read off the installed slime.
+
+``ROLLOUT_SLIME_SAMPLE_CONTRACT`` is ``seed``, ``current`` or ``auto`` (unset
+or empty: ``auto``). ``auto`` imports ``slime.agent.trajectory_manager``: the
+seed's API (``fan_out_sample_segments``) present means ``seed``; absent, or
+slime not installed at all, means ``current`` (what a trainer installing
+slime today gets). Any other value is a ``SettingsError`` naming the
+variable. ``ContractChoice.log_line`` is the one line the worker and the
+trainer log at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from types import ModuleType
+from typing import Any
+
+from config.settings import SettingsError
+from contracts.rollout import RolloutResult, TokenSegment
+from slime_samples import current, seed
+
+ENV_VAR = "ROLLOUT_SLIME_SAMPLE_CONTRACT"
+CONTRACTS: dict[str, ModuleType] = {seed.NAME: seed, current.NAME: current}
+SEED_API = "fan_out_sample_segments"
+
+
+@dataclass(frozen=True)
+class ContractChoice:
+    name: str
+    reason: str
+
+    @property
+    def samples(self) -> Callable[[Any, RolloutResult, list[TokenSegment], Any], list[Any]]:
+        return CONTRACTS[self.name].samples
+
+    @property
+    def aborted(self) -> Callable[[Any, str], Any]:
+        return CONTRACTS[self.name].aborted
+
+    @property
+    def log_line(self) -> str:
+        return f"slime sample contract: {self.name} ({self.reason}); set {ENV_VAR}=seed|current|auto to choose"
+
+
+def contract_in_force(environ: Mapping[str, str] = os.environ) -> ContractChoice:
+    value = (environ.get(ENV_VAR) or "auto").strip().lower()
+    if value == "auto":
+        return detected_contract()
+    if value in CONTRACTS:
+        return ContractChoice(value, f"{ENV_VAR}={value}")
+    raise SettingsError(f"{ENV_VAR}={environ.get(ENV_VAR)!r}: expected one of auto, {', '.join(sorted(CONTRACTS))}")
+
+
+@lru_cache(maxsize=1)
+def detected_contract() -> ContractChoice:
+    """The contract the installed slime speaks (imported once per process)."""
+    try:
+        module = importlib.import_module("slime.agent.trajectory_manager")
+    except ModuleNotFoundError as missing:
+        if missing.name in ("slime", "slime.agent", "slime.agent.trajectory_manager"):
+            found = "slime is not installed" if missing.name == "slime" else f"the installed slime has no {missing.name}"
+            return ContractChoice(current.NAME, f"auto: {found}")
+        raise
+    if hasattr(module, SEED_API):
+        return ContractChoice(seed.NAME, f"auto: the installed slime has {SEED_API} (before June 2026)")
+    return ContractChoice(current.NAME, f"auto: the installed slime has no {SEED_API} (June 2026 on)")

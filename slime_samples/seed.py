@@ -1,0 +1,51 @@
+"""The seed's sample contract: what slime's ``fan_out_sample_segments`` made of a trajectory (slime before June 2026).
+
+* one sample per token segment, in the ledger's order (main, compaction,
+  continuation and sub-agent segments alike); the first is the input sample
+  itself, the others shallow copies of it;
+* every sample's ``reward`` is the trajectory's reward divided by the number
+  of segments, so the trajectory counts once in a sum;
+* ``status`` completed, ``rollout_id`` = the input's ``index``; metadata adds
+  ``instance_id``, ``is_solved``, ``applied_cleanly``, ``elapsed_sec``,
+  ``workflow_id``, ``segment_kind``, ``segment_idx``, ``num_segments`` and
+  ``weight_version_spans`` to the input's;
+* an aborted rollout is the reference's aborted sample (``sample_fields.write_aborted``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from contracts.rollout import RolloutResult, TokenSegment
+from slime_samples.sample_fields import status, version_spans_metadata, write_aborted, write_tokens
+
+NAME = "seed"
+
+
+def samples(sample: Any, result: RolloutResult, segments: list[TokenSegment], tokenizer: Any) -> list[Any]:
+    fanned = []
+    for index, segment in enumerate(segments):
+        target = sample if index == 0 else copy.copy(sample)
+        write_tokens(target, segment, tokenizer)
+        target.reward = result.reward / len(segments)
+        target.status = status(target, "COMPLETED")
+        target.rollout_id = getattr(target, "index", None)
+        target.metadata = {
+            **(getattr(target, "metadata", None) or {}),
+            "instance_id": result.instance_id,
+            "is_solved": result.solved,
+            "applied_cleanly": result.applied_cleanly,
+            "elapsed_sec": result.elapsed_s,
+            "workflow_id": result.workflow_id,
+            "segment_kind": segment.kind,
+            "segment_idx": index,
+            "num_segments": len(segments),
+            "weight_version_spans": version_spans_metadata(segment),
+        }
+        fanned.append(target)
+    return fanned
+
+
+def aborted(sample: Any, reason: str) -> Any:
+    return write_aborted(sample, reason)
