@@ -145,8 +145,9 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
         cluster.policy.delay_s = 60
 
 
-async def test_slime_generate_runs_the_example_tasks_and_fans_out_samples(cluster, monkeypatch):
+async def test_slime_generate_runs_the_example_tasks_into_todays_slime_samples(cluster, monkeypatch):
     cluster.policy.set_policy(None, "oracle")
+    monkeypatch.setenv("ROLLOUT_SLIME_SAMPLE_CONTRACT", "current")
     monkeypatch.setenv("TEMPORAL_ADDRESS", cluster.settings.temporal_address)
     monkeypatch.setenv("ROLLOUT_TASK_QUEUE", cluster.settings.task_queue)
     monkeypatch.setattr(slime_generate, "RUN_ID", cluster.new_run_id())
@@ -156,14 +157,17 @@ async def test_slime_generate_runs_the_example_tasks_and_fans_out_samples(cluste
     no_image = Sample(index=99, group_index=99, prompt="p", metadata={"workdir": "/w", "eval_cmd": "true"})
     outputs = await asyncio.gather(*(slime_generate.generate(args, s, {"temperature": 1.0, "max_new_tokens": 2048}) for s in [*samples, no_image]))
     for sample, fanned in zip(samples, outputs, strict=False):  # outputs has one more: no_image
-        assert fanned[0] is sample and {s.rollout_id for s in fanned} == {sample.index}
-        assert all(s.status is Sample.Status.COMPLETED for s in fanned)
-        assert sum(s.reward for s in fanned) == 1.0 and fanned[0].metadata["is_solved"]
+        assert all(s is not sample for s in fanned) and {(s.rollout_id, s.group_index, s.prompt) for s in fanned} == {
+            (sample.index, sample.index, sample.prompt)
+        }
+        assert all(s.status is Sample.Status.COMPLETED and s.reward == 1.0 for s in fanned)
+        assert all(s.metadata["grading_solved"] and s.metadata["use_tool"] and s.metadata["agent_exit_code"] == 0 for s in fanned)
         for s in fanned:
             assert len(s.loss_mask) == len(s.rollout_log_probs) == s.response_length < len(s.tokens)
             assert sum(s.loss_mask) > 0 and "<tool_call>" in s.response
     (aborted,) = outputs[-1]
     assert aborted.status is Sample.Status.ABORTED and aborted.metadata["abort_reason"] == "missing_image_or_workdir"
+    assert aborted.remove_sample, "today's slime leaves an aborted sample out of the loss"
 
 
 async def test_no_labelled_container_is_left_behind(cluster):
