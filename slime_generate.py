@@ -56,7 +56,7 @@ from temporalio.client import Client
 
 from config.settings import SettingsError, budgets_from_env, staleness_from_env
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
-from policy.parsers import UnknownParser, reasoning_parser_named, tool_call_parser_named
+from policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
 from policy.trajectory_store import TrajectoryStore
 from slime_samples.registry import ContractChoice, contract_in_force
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
@@ -120,12 +120,10 @@ def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
 def _parser_arg(args: Any, name: str, lookup: Callable[[str], object]) -> str | None:
     """``args.<name>`` when set, checked here so a wrong name stops the trainer instead of every rollout."""
     value = getattr(args, name, None) or None
-    if value is not None:
-        try:
-            lookup(value)
-        except UnknownParser as error:
-            raise SettingsError(f"--{name.replace('_', '-')}: {error}") from None
-    return value
+    try:
+        return None if value is None else known_parser_name(lookup, value, f"--{name.replace('_', '-')}")
+    except UnknownParser as error:
+        raise SettingsError(str(error)) from None
 
 
 def samples_from_result(sample: Any, result: RolloutResult, tokenizer: Any = None, contract: ContractChoice | None = None) -> list[Any]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from temporalio.exceptions import ApplicationError
 
 from activities.error_types import ErrorType
+from policy.parsers import UnknownParser
+from policy.session_config import NoPolicyServer
 
 
 def application_error(error: BaseException, kind: ErrorType, *, retryable: bool = False) -> ApplicationError:
@@ -39,3 +41,7 @@ class Translation:
             if isinstance(error, rule.exception):
                 return application_error(error, rule.kind, retryable=rule.retryable)
         raise TypeError(f"no rule translates {type(error).__name__}") from error
+
+
+SESSION_SETUP_FAILURES = Translation(Failure(NoPolicyServer, ErrorType.NO_POLICY_SERVER), Failure(UnknownParser, ErrorType.UNKNOWN_PARSER))
+"""Opening an adapter session for a policy spec (rollout agents and drift -> repair roles alike)."""

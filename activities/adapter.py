@@ -70,9 +70,8 @@ from policy.fair_executor import FairExecutor
 from policy.parsers import ParsedCompletion
 from policy.prompt_renderer import PromptRenderer
 from policy.sampling import client_sampling
-from policy.session import PolicySession, SessionFinished, SessionLimitExceeded, TurnObserver
-from policy.session_config import FINISH_GRACE_S
-from policy.session_registry import ClosedSession, SessionRegistry, UnknownSession
+from policy.session import PolicySession, SessionFinished, SessionLimitExceeded
+from policy.session_registry import FINISH_GRACE_S, ClosedSession, SessionRegistry, UnknownSession
 from policy.session_spool import SessionSpool
 from policy.sglang_client import PolicyServerError, SGLangClient
 
@@ -361,7 +360,6 @@ class AdapterServer:
         self,
         renderer: PromptRenderer,
         cpu_threads: int = max(2, (os.cpu_count() or 2) - 1),
-        on_turn: TurnObserver | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         keepalive_s: float = KEEPALIVE_INTERVAL_S,
         spool: SessionSpool | None = None,
@@ -373,7 +371,6 @@ class AdapterServer:
         self._spool = spool
         self._keepalive_s = keepalive_s
         self._cpu_threads = cpu_threads
-        self._on_turn = on_turn
         self._max_body_bytes = max_body_bytes
         self._count_tokens_max_body_bytes = count_tokens_max_body_bytes
         self._runner: web.AppRunner | None = None
@@ -386,7 +383,7 @@ class AdapterServer:
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         self._executor = FairExecutor(self._cpu_threads, thread_name_prefix="adapter-cpu")
         client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
-        self.registry = SessionRegistry(self._renderer, client, self._executor, self._on_turn, self._spool, self._finish_grace_s)
+        self.registry = SessionRegistry(self._renderer, client, self._executor, self._spool, self._finish_grace_s)
         app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()

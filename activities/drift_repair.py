@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities.activity_failures import Failure, Translation, application_error
+from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error
 from activities.error_types import ErrorType
 from activities.sandbox import heartbeating
 from contracts.drift_repair import (
@@ -52,8 +52,6 @@ from drift_repair.roles import RolePlayer
 from drift_repair.scoring import grade_not_applied, grade_runs, judge_breakage
 from drift_repair.script_runner import ScriptRunner
 from drift_repair.unified_diff import DiffError, apply_diff
-from policy.parsers import UnknownParser
-from policy.session_config import NoPolicyServer
 from policy.trajectory_store import TrajectoryStore
 
 T = TypeVar("T")
@@ -62,7 +60,6 @@ SANDBOX_FAILURES = Translation(
     Failure(SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
     Failure(SandboxError, ErrorType.SANDBOX_ERROR),
 )
-POLICY_FAILURES = Translation(Failure(NoPolicyServer, ErrorType.NO_POLICY_SERVER), Failure(UnknownParser, ErrorType.UNKNOWN_PARSER))
 
 
 async def _heartbeating(work: Awaitable[T], phase: str) -> T:
@@ -84,8 +81,8 @@ async def _playing(work: Awaitable[T], phase: str) -> T:
     spec naming an unknown parser ``UnknownParser``."""
     try:
         return await _heartbeating(work, phase)
-    except POLICY_FAILURES.handled as error:
-        raise POLICY_FAILURES(error) from None
+    except SESSION_SETUP_FAILURES.handled as error:
+        raise SESSION_SETUP_FAILURES(error) from None
 
 
 def _baseline(task: DriftTask, seed: int) -> tuple[DriftSpec, str, int]:

@@ -57,7 +57,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import sandbox
-from activities.activity_failures import Failure, Translation, application_error
+from activities.activity_failures import SESSION_SETUP_FAILURES, application_error
 from activities.adapter import AdapterServer
 from activities.error_types import ErrorType
 from claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
@@ -79,8 +79,7 @@ from docker_sandbox.disk_watch import DiskWatch
 from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from docker_sandbox.sandboxes import DockerSandboxes
 from policy import staleness
-from policy.parsers import UnknownParser
-from policy.session_config import DEFAULT_PARSERS, NoPolicyServer, ParserDefaults, session_config_for
+from policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
 from policy.sglang_client import PolicyServerError
 from policy.trajectory_store import TrajectoryStore
 
@@ -92,7 +91,6 @@ RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 VERDICTS_KEPT = 256
 # A session that cannot be opened for the rollout's spec, reported under its own type, never retried.
-LAUNCH_FAILURES = Translation(Failure(NoPolicyServer, ErrorType.NO_POLICY_SERVER), Failure(UnknownParser, ErrorType.UNKNOWN_PARSER))
 
 
 class HostFull(Exception):
@@ -192,8 +190,8 @@ class RolloutHost:
         else:
             try:
                 session_id, started_at = await self._launch(request), time.time()
-            except LAUNCH_FAILURES.handled as error:
-                raise LAUNCH_FAILURES(error) from None
+            except SESSION_SETUP_FAILURES.handled as error:
+                raise SESSION_SETUP_FAILURES(error) from None
         attempt = activity.info().attempt
         session = registry.claim(session_id, attempt)
         beat = asyncio.create_task(self._heartbeat(session_id, started_at, request))
@@ -263,7 +261,7 @@ class RolloutHost:
         details = info.heartbeat_details[0] if info.heartbeat_details else {}
         session_id = details.get("session_id") if isinstance(details, dict) else None
         registry = self.adapter.registry
-        if not session_id or registry.get(session_id) is None:
+        if not session_id or not registry.resumable(session_id):
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
         status = await self.sandboxes.detached_status(request.handle, AGENT_JOB)
         if not status.started:

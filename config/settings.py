@@ -33,8 +33,16 @@ from pydantic import BaseModel, Field
 from config.paths import PROJECT_ROOT
 from contracts.rollout import StalenessBound, StalenessPolicy
 from docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
-from policy.parsers import DEFAULT_REASONING_PARSER, DEFAULT_TOOL_CALL_PARSER, UnknownParser, reasoning_parser_named, tool_call_parser_named
-from policy.session_config import FINISH_GRACE_S, ParserDefaults
+from policy.parsers import (
+    DEFAULT_REASONING_PARSER,
+    DEFAULT_TOOL_CALL_PARSER,
+    UnknownParser,
+    known_parser_name,
+    reasoning_parser_named,
+    tool_call_parser_named,
+)
+from policy.session_config import ParserDefaults
+from policy.session_registry import FINISH_GRACE_S, MAX_FINISH_GRACE_S
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
 
 SHARED_TASK_QUEUE = "rl-rollouts"
@@ -67,7 +75,7 @@ class WorkerSettings(BaseModel):
     results_dir: Path = PROJECT_ROOT / "results"
     agent_slots: int = Field(8, ge=1)
     reap_interval_s: float = Field(60.0, gt=0)
-    finish_grace_s: float = Field(FINISH_GRACE_S, ge=0)
+    finish_grace_s: float = Field(FINISH_GRACE_S, ge=0, le=MAX_FINISH_GRACE_S)
     cc_tarball: Path | None = None
     node_tarball: Path | None = None
     claude_extra_args: list[str] = []
@@ -114,8 +122,8 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    """A duration in seconds, 0 or more."""
+def _seconds(env: Mapping[str, str], name: str, default: float, most: float = float("inf")) -> float:
+    """A duration in seconds, 0 or more (at most ``most``)."""
     raw = env.get(name, "").strip()
     if raw == "":
         return default
@@ -125,6 +133,8 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
         raise SettingsError(f"{name}: expected a number of seconds, got {raw!r}") from None
     if not 0 <= value < float("inf"):
         raise SettingsError(f"{name}: must be 0 or more seconds, got {raw}")
+    if value > most:
+        raise SettingsError(f"{name}: at most {most:g} seconds, got {raw}")
     return value
 
 
@@ -134,10 +144,9 @@ def _parser_name(env: Mapping[str, str], name: str, lookup: Callable[[str], obje
     if raw == "":
         return default
     try:
-        lookup(raw)
+        return known_parser_name(lookup, raw, name)
     except UnknownParser as error:
-        raise SettingsError(f"{name}: {error}") from None
-    return raw
+        raise SettingsError(str(error)) from None
 
 
 def _byte_count(env: Mapping[str, str], name: str, default: int) -> int:
@@ -213,7 +222,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "reasoning_parser": _parser_name(env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER),
         "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", 8),
         "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60),
-        "finish_grace_s": _seconds(env, "ROLLOUT_FINISH_GRACE_S", FINISH_GRACE_S),
+        "finish_grace_s": _seconds(env, "ROLLOUT_FINISH_GRACE_S", FINISH_GRACE_S, MAX_FINISH_GRACE_S),
         "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
         "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},
         "budgets": budgets_from_env(env),

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policy.sglang_client import Generation, GenerationAborted, PolicyOutputError, PolicyServerError, SGLangClient, VersionSpan
+from policy.sglang_client import Generates, Generation, GenerationAborted, PolicyOutputError, PolicyServerError, VersionSpan
 
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 5.0
@@ -75,7 +75,7 @@ def _retryable(error: PolicyServerError) -> bool:
 
 
 async def generate_through_aborts(
-    client: SGLangClient,
+    client: Generates,
     base_url: str,
     prompt_ids: Sequence[int],
     sampling_params: dict[str, Any],

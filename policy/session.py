@@ -46,7 +46,7 @@ import asyncio
 import functools
 import secrets
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -66,7 +66,6 @@ from policy.token_capture import LedgerDelta, PromptPlan, TokenLedger
 Reply = TypeVar("Reply")
 T = TypeVar("T")
 ReplyBuilder = Callable[[ParsedCompletion, str], tuple[Reply, dict[str, Any]]]
-TurnObserver = Callable[["PolicySession", TurnSummary], Awaitable[None]]
 TurnJournal = Callable[[LedgerDelta, TurnSummary], None]
 
 
@@ -95,15 +94,12 @@ class _UpstreamCalls:
         self._client = client
         self.rids: set[str] = set()
 
-    async def generate(self, base_url: str, input_ids: Any, sampling_params: dict[str, Any], rid: str, *args: Any, **kwargs: Any) -> Any:
+    async def generate(self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str) -> Generation:
         self.rids.add(rid)
         try:
-            return await self._client.generate(base_url, input_ids, sampling_params, rid, *args, **kwargs)
+            return await self._client.generate(base_url, input_ids, sampling_params, rid, routing_key)
         finally:
             self.rids.discard(rid)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 def _tracked(turn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -147,7 +143,6 @@ class PolicySession:
         renderer: PromptRenderer,
         client: SGLangClient,
         cpu: FairExecutor,
-        on_turn: TurnObserver | None = None,
         journal: TurnJournal | None = None,
     ):
         self.session_id = session_id
@@ -158,7 +153,6 @@ class PolicySession:
         self._renderer = renderer
         self._client = _UpstreamCalls(client)
         self._cpu = cpu
-        self._on_turn = on_turn
         self._journal = journal
         self._lane_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.intake = asyncio.Lock()
@@ -249,7 +243,6 @@ class PolicySession:
             generation.log_probs,
             generation.finish_reason,
             generation.weight_versions,
-            stop_sequence,
             ill_formed=bool(parsed.errors),
         )
         summary = TurnSummary(
@@ -271,8 +264,6 @@ class PolicySession:
         self.last_turn_at = datetime.now(UTC)
         if self._journal is not None:
             self._journal(delta, summary)
-        if self._on_turn is not None:
-            await self._on_turn(self, summary)
         output_tokens = len(generation.output_ids)
         return TurnOutcome(reply, parsed, plan.prompt_length, output_tokens, generation.finish_reason, over_budget=False, stop_sequence=stop_sequence)
 

@@ -1,5 +1,4 @@
-"""Which policy server an adapter session talks to, the session a policy spec asks for, and how long finishing
-a session waits for its turns in flight (``FINISH_GRACE_S``, the worker's ``ROLLOUT_FINISH_GRACE_S``).
+"""Which policy server an adapter session talks to, and the session a policy spec asks for.
 
 The session's parsers are the spec's ``tool_parser`` / ``reasoning_parser`` when it names them, else the
 worker's ``ParserDefaults`` (``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER``); a name the spec
@@ -12,9 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts.rollout import PolicySpec, SessionConfig
-from policy.parsers import DEFAULT_REASONING_PARSER, DEFAULT_TOOL_CALL_PARSER, UnknownParser, reasoning_parser_named, tool_call_parser_named
-
-FINISH_GRACE_S = 5.0  # seconds finishing a session waits for its turns in flight before aborting them
+from policy.parsers import DEFAULT_REASONING_PARSER, DEFAULT_TOOL_CALL_PARSER, known_parser_name, reasoning_parser_named, tool_call_parser_named
 
 
 class NoPolicyServer(Exception):
@@ -64,10 +61,4 @@ def session_config_for(
 
 def _named(name: str | None, field: str, lookup: Callable[[str], object], default: str) -> str:
     """The spec's parser name, checked, or the worker's default when the spec names none."""
-    if name is None:
-        return default
-    try:
-        lookup(name)
-    except UnknownParser as error:
-        raise UnknownParser(f"{field}: {error}") from None
-    return name
+    return default if name is None else known_parser_name(lookup, name, field)

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from contracts.rollout import SessionConfig, SessionResult, SessionTicket
 from policy.fair_executor import FairExecutor
 from policy.prompt_renderer import PromptRenderer
-from policy.session import PolicySession, TurnObserver
-from policy.session_config import FINISH_GRACE_S
+from policy.session import PolicySession
 from policy.session_spool import SessionSpool
 from policy.sglang_client import SGLangClient
 
 log = logging.getLogger(__name__)
 FINISHED_KEPT = 64
+FINISH_GRACE_S = 5.0  # seconds finishing a session waits for its turns in flight before aborting them
+MAX_FINISH_GRACE_S = 60.0  # merge_segments, which finishes with the bound, has two minutes in all
 
 
 class UnknownSession(LookupError):
@@ -78,7 +79,6 @@ class SessionRegistry:
         renderer: PromptRenderer,
         client: SGLangClient,
         executor: FairExecutor,
-        on_turn: TurnObserver | None = None,
         spool: SessionSpool | None = None,
         finish_grace_s: float = FINISH_GRACE_S,
     ):
@@ -86,7 +86,6 @@ class SessionRegistry:
         self.finish_grace_s = finish_grace_s
         self._client = client
         self.executor = executor
-        self._on_turn = on_turn
         self._spool = spool
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
@@ -124,8 +123,9 @@ class SessionRegistry:
         """An activity (``holder``: its attempt number) takes a live session; an unclaimed one then holds a slot again.
 
         The last claim wins: a retry that re-attached holds the session even if the attempt it superseded
-        learns of its own cancellation later (``held_by`` tells that attempt it no longer holds it)."""
-        if session_id not in self._live:
+        learns of its own cancellation later (``held_by`` tells that attempt it no longer holds it). A session being
+        finished is gone for claims: its turns are ending and its segments are taken, so a retry must start afresh."""
+        if not self.resumable(session_id):
             return None
         self._unclaimed.pop(session_id, None)
         self._slotless.discard(session_id)
@@ -133,7 +133,12 @@ class SessionRegistry:
         return self.get(session_id)
 
     def held_by(self, session_id: str, holder: int) -> bool:
-        return session_id in self._live and self._holders.get(session_id) == holder
+        return self.resumable(session_id) and self._holders.get(session_id) == holder
+
+    def resumable(self, session_id: str) -> bool:
+        """The session is live and not being finished (a retry may re-attach to it)."""
+        entry = self._live.get(session_id)
+        return entry is not None and not entry.session.closed
 
     def unclaim(self, session_id: str) -> None:
         """The activity holding a live session lets go of it without finishing it (a retry may claim it)."""
@@ -146,16 +151,17 @@ class SessionRegistry:
         their turns in flight at once; returns their ids."""
         cutoff = time.monotonic() - older_than_s
         forgotten = sorted(s for s, since in self._unclaimed.items() if since <= cutoff)
-        for session_id in forgotten:
-            self._unclaimed.pop(session_id, None)
-            self._slotless.discard(session_id)
-            if session_id in self._live:
-                await self.finish_session(session_id, grace_s=0)
+        live = [s for s in forgotten if s in self._live]
+        for session_id in live:
+            self._live[session_id].session.closed = True  # all closed before the first await: none can be claimed now
+        self._unclaimed = {s: since for s, since in self._unclaimed.items() if s not in forgotten}
+        self._slotless.difference_update(forgotten)
+        await asyncio.gather(*(self.finish_session(s, grace_s=0) for s in live))
         return forgotten
 
     def _new_session(self, session_id: str, config: SessionConfig, spool: SessionSpool | None) -> PolicySession:
         journal = (lambda delta, summary: spool.append(session_id, delta, summary)) if spool else None
-        return PolicySession(session_id, config, self.renderer, self._client, self.executor, self._on_turn, journal)
+        return PolicySession(session_id, config, self.renderer, self._client, self.executor, journal)
 
     def authenticate(self, token: str) -> PolicySession:
         """The live session the token opens; ``ClosedSession`` only for a finished one's *right* secret, else ``UnknownSession``."""

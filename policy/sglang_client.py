@@ -23,7 +23,7 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -72,6 +72,12 @@ class Generation:
     finish_reason: str
     weight_versions: list[VersionSpan] = field(default_factory=list)
     stop_sequence: str | None = None
+
+
+class Generates(Protocol):
+    """What a caller of ``/generate`` needs: ``SGLangClient`` or a wrapper around it."""
+
+    async def generate(self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str) -> Generation: ...
 
 
 class SGLangClient:

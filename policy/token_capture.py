@@ -82,16 +82,14 @@ class TokenProofError(AssertionError):
 @dataclass
 class _Turn:
     """Positions ``[start, prompt_end)`` are the turn's new context, ``[prompt_end, end)`` its sampled tokens;
-    ``versions``: ``(start, end, version)`` spans over those, in segment positions; ``stop_sequence``: the client's
-    stop string that ended it (``finish_reason`` "stop", its tokens the last sampled ones); ``called_tool``: its
-    reply carries tool calls; ``ill_formed``: the tool-call parser reported errors for its completion."""
+    ``versions``: ``(start, end, version)`` spans over those, in segment positions; ``called_tool``: its reply
+    carries tool calls; ``ill_formed``: the tool-call parser reported errors for its completion."""
 
     start: int
     prompt_end: int
     end: int
     finish_reason: str
     versions: list[VersionSpan] = field(default_factory=list)
-    stop_sequence: str | None = None
     called_tool: bool = False
     ill_formed: bool = False
 
@@ -166,8 +164,7 @@ class LedgerDelta:
     (loss_mask 0), ``output_ids`` (loss_mask 1, with ``log_probs``, and the
     weight versions ``weight_versions``: ``(start, end, version)`` over
     ``output_ids``, ordered, non-overlapping; ids outside them have none) and
-    ``new_messages`` (the new request messages and the reply). ``stop_sequence``: the
-    client's stop string that ended the turn (None: none did). ``ill_formed``: the
+    ``new_messages`` (the new request messages and the reply). ``ill_formed``: the
     tool-call parser reported errors for the turn's completion.
     """
 
@@ -184,7 +181,6 @@ class LedgerDelta:
     keep_messages: int
     new_messages: list[dict[str, Any]]
     weight_versions: list[VersionSpan] = field(default_factory=list)
-    stop_sequence: str | None = None
     ill_formed: bool = False
 
     def __post_init__(self) -> None:
@@ -234,7 +230,6 @@ class TokenLedger:
         output_log_probs: list[float],
         finish_reason: str,
         weight_versions: Sequence[VersionSpan] = (),
-        stop_sequence: str | None = None,
         ill_formed: bool = False,
     ) -> LedgerDelta:
         """Apply the turn and return the delta that reproduces it (for the crash spool)."""
@@ -261,7 +256,6 @@ class TokenLedger:
             keep_messages=keep_messages,
             new_messages=[*plan.messages[keep_messages:], reply_message],
             weight_versions=list(weight_versions),
-            stop_sequence=stop_sequence,
             ill_formed=ill_formed,
         )
         if base is not None and plan.prompt_ids[:keep_tokens] != base.tokens[:keep_tokens]:
@@ -295,7 +289,7 @@ class TokenLedger:
         versions = [(prompt_end + a, prompt_end + b, version) for a, b, version in delta.weight_versions]
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
         called_tool = bool(segment.messages[-1].get("tool_calls"))
-        turn = _Turn(start, prompt_end, len(segment.tokens), delta.finish_reason, versions, delta.stop_sequence, called_tool, delta.ill_formed)
+        turn = _Turn(start, prompt_end, len(segment.tokens), delta.finish_reason, versions, called_tool, delta.ill_formed)
         segment.turns.append(turn)
         segment.ended_with_end_of_turn = bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
         segment.anchor_text = None

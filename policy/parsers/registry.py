@@ -13,6 +13,8 @@ listing the supported ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from policy.parsers import deepseek, glm, gpt_oss, kimi, qwen
 from policy.parsers.parsed import ReasoningParser, ToolCallParser
 
@@ -72,3 +74,12 @@ def reasoning_parser_named(name: str) -> ReasoningParser:
     if name not in REASONING_PARSERS:
         raise UnknownParser(f"unknown reasoning parser {name!r}; supported: {', '.join(reasoning_parser_names())}")
     return REASONING_PARSERS[name]
+
+
+def known_parser_name(lookup: Callable[[str], object], name: str, where: str) -> str:
+    """``name`` when ``lookup`` knows it, else an ``UnknownParser`` starting with ``where`` (what named it)."""
+    try:
+        lookup(name)
+    except UnknownParser as error:
+        raise UnknownParser(f"{where}: {error}") from None
+    return name

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
+from activities import activity_failures
 from activities import drift_repair as drift_activities
 from activities import evaluate as evaluate_face
-from activities import rollout_host as host_faces
 from activities import sandbox as sandbox_faces
 from activities.error_types import ErrorType
 from config.paths import PROJECT_ROOT
@@ -50,10 +50,8 @@ def test_only_the_translation_module_builds_application_errors():
         (drift_activities.SANDBOX_FAILURES, errors.SandboxImageMissing("no image"), "SandboxImageMissing", False),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxError("runner failed"), "SandboxError", False),
-        (drift_activities.POLICY_FAILURES, NoPolicyServer("none"), "NoPolicyServer", False),
-        (drift_activities.POLICY_FAILURES, UnknownParser("policy.tool_parser: unknown"), "UnknownParser", False),
-        (host_faces.LAUNCH_FAILURES, NoPolicyServer("none"), "NoPolicyServer", False),
-        (host_faces.LAUNCH_FAILURES, UnknownParser("policy.reasoning_parser: unknown"), "UnknownParser", False),
+        (activity_failures.SESSION_SETUP_FAILURES, NoPolicyServer("none"), "NoPolicyServer", False),
+        (activity_failures.SESSION_SETUP_FAILURES, UnknownParser("policy.reasoning_parser: unknown"), "UnknownParser", False),
     ],
 )
 def test_faces_report_library_errors_under_their_recorded_type_names(translation, error, kind, retryable):

@@ -71,18 +71,7 @@ def aborts(held, ticket) -> list[AbortRecord]:
 
 def sampled(result) -> list[list[int]]:
     """The sampled runs (loss mask 1) of every segment, in order."""
-    runs = []
-    for segment in result.segments:
-        run: list[int] = []
-        for token, mask in zip(segment.tokens, segment.loss_mask, strict=True):
-            if mask:
-                run.append(token)
-            elif run:
-                runs.append(run)
-                run = []
-        if run:
-            runs.append(run)
-    return runs
+    return [segment.tokens[a:b] for segment in result.segments for a, b in segment.sampled_runs()]
 
 
 async def test_a_turn_that_ends_within_the_bound_is_waited_for_and_in_the_segments(adapter, held):

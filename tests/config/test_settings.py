@@ -6,7 +6,7 @@ import pytest
 
 from config.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env, staleness_from_env
 from contracts.rollout import StalenessBound
-from policy.session_config import FINISH_GRACE_S
+from policy.session_registry import FINISH_GRACE_S
 
 
 def test_defaults_match_the_reference():
@@ -123,6 +123,6 @@ def test_the_finish_bound_defaults_to_a_few_seconds_and_is_read_in_seconds():
     assert settings_from_env({}).finish_grace_s == FINISH_GRACE_S == 5.0
     assert settings_from_env({"ROLLOUT_FINISH_GRACE_S": "2.5"}).finish_grace_s == 2.5
     assert settings_from_env({"ROLLOUT_FINISH_GRACE_S": "0"}).finish_grace_s == 0.0
-    for raw in ("-1", "soon", "inf", "nan"):
+    for raw in ("-1", "soon", "inf", "nan", "61"):
         with pytest.raises(SettingsError, match="^ROLLOUT_FINISH_GRACE_S:"):
             settings_from_env({"ROLLOUT_FINISH_GRACE_S": raw})
