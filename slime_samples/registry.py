@@ -2,9 +2,10 @@
 
 ``ROLLOUT_SLIME_SAMPLE_CONTRACT`` is ``seed``, ``current`` or ``auto`` (unset
 or empty: ``auto``). ``auto`` imports ``slime.agent.trajectory_manager``: the
-seed's API (``fan_out_sample_segments``) present means ``seed``; absent, or
-slime not installed at all, means ``current`` (what a trainer installing
-slime today gets). Any other value is a ``SettingsError`` naming the
+seed's API (``fan_out_sample_segments``) present means ``seed``; absent,
+slime not installed, or a slime that does not import here (a worker host
+without its dependencies) means ``current`` (what a trainer installing slime
+today gets). Any other value is a ``SettingsError`` naming the
 variable. ``ContractChoice.log_line`` is the one line the worker and the
 trainer log at start-up.
 """
@@ -60,11 +61,14 @@ def detected_contract() -> ContractChoice:
     """The contract the installed slime speaks (imported once per process)."""
     try:
         module = importlib.import_module("slime.agent.trajectory_manager")
-    except ModuleNotFoundError as missing:
-        if missing.name in ("slime", "slime.agent", "slime.agent.trajectory_manager"):
-            found = "slime is not installed" if missing.name == "slime" else f"the installed slime has no {missing.name}"
-            return ContractChoice(current.NAME, f"auto: {found}")
-        raise
+    except ImportError as missing:
+        if missing.name == "slime":
+            found = "slime is not installed"
+        elif missing.name in ("slime.agent", "slime.agent.trajectory_manager"):
+            found = f"the installed slime has no {missing.name}"
+        else:
+            found = f"slime.agent.trajectory_manager does not import here ({type(missing).__name__}: {missing})"
+        return ContractChoice(current.NAME, f"auto: {found}")
     if hasattr(module, SEED_API):
         return ContractChoice(seed.NAME, f"auto: the installed slime has {SEED_API} (before June 2026)")
     return ContractChoice(current.NAME, f"auto: the installed slime has no {SEED_API} (June 2026 on)")

@@ -20,8 +20,9 @@ joins them back the way slime's ``get_trajectory`` does:
 * A drop that would lose at least ``fork_min_loss_tokens`` trainable tokens
   forks instead (slime's drift fork, default 1024): the chain as it was
   before the drop is kept as an extra sequence whose mask is 1 only on the
-  dropped trainable tokens, so no trained token is lost or trained twice.
-  Smaller drops are counted (``tito_dropped_tokens`` / ``tito_dropped_turns``).
+  dropped trainable tokens, so none of them is lost and none is trained twice.
+  A smaller drop loses its trained tokens, as in slime, and is counted
+  (``tito_dropped_tokens`` / ``tito_dropped_turns``).
 * Chains come out in creation order, each drift fork just before the chain
   it came from.
 """
@@ -37,7 +38,7 @@ DRIFT_FORK_MIN_LOSS_TOKENS = 1024
 _BLOCK = 4096
 
 
-@dataclass
+@dataclass(eq=False)
 class Chain:
     """One training sequence under construction; ``versions`` has one entry per position (None: no version)."""
 

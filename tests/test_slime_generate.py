@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import slime_generate
 from config.settings import SettingsError
 from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
 from policy.trajectory_store import TrajectoryStore
@@ -114,6 +115,7 @@ def test_without_slime_the_same_data_comes_as_dicts(tmp_path, contract):
 
 
 def test_the_contract_in_force_is_logged_once_per_choice(monkeypatch, caplog):
+    monkeypatch.setattr(slime_generate, "_announced", set())
     monkeypatch.setenv("ROLLOUT_SLIME_SAMPLE_CONTRACT", "seed")
     with caplog.at_level(logging.INFO, logger="slime_generate"):
         for _ in range(3):

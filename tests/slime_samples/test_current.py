@@ -1,7 +1,6 @@
 """Today's slime sample contract on ledger segments: fresh samples, full reward, today's metadata keys."""
 
 from contracts.rollout import AgentRun, RolloutResult
-from policy.trajectory_store import TrajectoryStore
 from slime_samples import current, seed
 from tests.slime_sample import Sample
 from tests.slime_samples.segments import COMPACTION, CONTINUATION, MAIN, SUBAGENT, segment
@@ -64,9 +63,8 @@ def test_todays_metadata_keys():
     assert (main.metadata["sample_idx"], main.metadata["num_samples"], main.metadata["workflow_id"]) == (0, 2, "rollout-r-calc-3-1")
 
 
-def test_seed_and_current_differ_where_slime_changed(tmp_path):
+def test_seed_and_current_differ_where_slime_changed():
     segments = [MAIN, COMPACTION, CONTINUATION, SUBAGENT]
-    TrajectoryStore(tmp_path).put("wf", segments)
     old, new = seed.samples(drawn(), result_of(), segments, None), current.samples(drawn(), result_of(), segments, None)
     assert (len(old), len(new)) == (4, 3)
     assert [s.reward for s in old] == [0.25] * 4 and [s.reward for s in new] == [1.0] * 3

@@ -35,7 +35,7 @@ def installed_slime(tmp_path, monkeypatch):
 
     yield install
     for name in [m for m in sys.modules if m == "slime" or m.startswith("slime.")]:
-        del sys.modules[name]
+        del sys.modules[name]  # not monkeypatch: its undo would put this test's fake slime back
     registry.detected_contract.cache_clear()
 
 
@@ -72,3 +72,10 @@ def test_a_worker_with_a_bad_contract_name_stops_at_start_up_with_one_line():
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "worker.py")], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == "worker: ROLLOUT_SLIME_SAMPLE_CONTRACT='newest': expected one of auto, current, seed"
+
+
+def test_a_slime_that_does_not_import_here_reads_as_current(installed_slime, tmp_path):
+    installed_slime(None)
+    (tmp_path / "slime" / "agent" / "trajectory_manager.py").write_text("import torch_that_is_not_installed\n")
+    choice = registry.contract_in_force({})
+    assert choice.name == "current" and "does not import here (ModuleNotFoundError" in choice.reason
