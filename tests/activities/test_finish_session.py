@@ -96,11 +96,11 @@ async def test_a_turn_still_in_flight_at_the_bound_is_aborted_upstream_not_conti
     (rid,) = in_flight(held, ticket)
     started = time.monotonic()
     result = await adapter.registry.finish_session(ticket.session_id, grace_s=1.0)
-    assert 1.0 <= time.monotonic() - started < 10, "finishing waits the bound, then aborts (not the minute the turn takes)"
+    assert time.monotonic() - started >= 1.0, "finishing waits the bound before it aborts (the record below shows it did not wait the minute)"
     assert result.finish == FinishReport(waited=0, aborted=1, aborted_rids=[rid])
     assert result.segments == [] and result.turns == []
     assert aborts(held, ticket) == [AbortRecord(rid=rid, abort_all=False, in_flight=True)], "one /abort_request, for exactly that rid"
-    status, text = await asyncio.wait_for(turn, 10)
+    status, text = await turn
     if stream:
         assert status == 200 and text.startswith(": keep-alive") and "event: error" in text and "message_stop" not in text
     else:
@@ -117,15 +117,12 @@ async def test_finishing_with_nothing_in_flight_returns_at_once_and_aborts_nothi
     ticket = open_session(adapter, held)
     status, _ = await post(adapter, ticket, "quick")
     assert status == 200
-    started = time.monotonic()
-    result = await adapter.registry.finish_session(ticket.session_id)
-    assert time.monotonic() - started < 0.5 < GRACE_S
+    # An hour's bound: finishing returns only because nothing is in flight to wait for.
+    result = await adapter.registry.finish_session(ticket.session_id, grace_s=3600)
     assert result.finish == FinishReport() and len(result.turns) == 1 and len(sampled(result)) == 1
     assert aborts(held, ticket) == []
     idle = open_session(adapter, held)
-    started = time.monotonic()
-    assert (await adapter.registry.finish_session(idle.session_id)).finish == FinishReport()
-    assert time.monotonic() - started < 0.5
+    assert (await adapter.registry.finish_session(idle.session_id, grace_s=3600)).finish == FinishReport()
 
 
 async def test_a_request_arriving_while_or_after_the_session_finishes_is_refused(adapter, held):
@@ -147,3 +144,27 @@ async def test_a_request_arriving_while_or_after_the_session_finishes_is_refused
     assert status == 409 and "finished" in json.loads(text)["error"]["message"]
     await until(lambda: held.records_for(ticket.session_id))  # the server records an aborted generation at its next step
     assert [r.rid for r in held.records_for(ticket.session_id)] == [r.rid for r in aborts(held, ticket)], "only the held turn reached the policy"
+
+
+async def test_a_session_being_finished_cannot_be_claimed_by_a_retry_and_the_sweep_closes_all_at_once(adapter, held):
+    ticket = open_session(adapter, held)
+    assert adapter.registry.claim(ticket.session_id, 1) is not None
+    turn = asyncio.ensure_future(post(adapter, ticket, f"{HOLD} please"))
+    await until(lambda: in_flight(held, ticket))
+    finishing = asyncio.ensure_future(adapter.registry.finish_session(ticket.session_id, grace_s=1.0))
+    await asyncio.sleep(0.1)
+    assert not finishing.done() and adapter.registry.get(ticket.session_id) is not None, "still readable while it finishes"
+    assert not adapter.registry.resumable(ticket.session_id)
+    assert adapter.registry.claim(ticket.session_id, 2) is None and not adapter.registry.held_by(ticket.session_id, 2)
+    assert (await finishing).finish.aborted == 1 and (await turn)[0] == 409
+
+    left = [open_session(adapter, held) for _ in range(2)]
+    for stale in left:
+        adapter.registry.claim(stale.session_id, 1)
+        adapter.registry.unclaim(stale.session_id)
+    sweep = asyncio.ensure_future(adapter.registry.forget_unclaimed())
+    await asyncio.sleep(0)  # the sweep runs to its first await
+    assert not sweep.done() and not any(adapter.registry.resumable(stale.session_id) for stale in left), (
+        "every swept session is closed before the sweep awaits"
+    )
+    assert sorted(await sweep) == sorted(stale.session_id for stale in left)
