@@ -53,7 +53,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from contracts.rollout import SegmentKind
+from contracts.rollout import FINISH_GRACE_S, SegmentKind
 from policy.anthropic_reply import (
     SSE_KEEPALIVE,
     error_body,
@@ -71,7 +71,7 @@ from policy.parsers import ParsedCompletion
 from policy.prompt_renderer import PromptRenderer
 from policy.sampling import client_sampling
 from policy.session import PolicySession, SessionFinished, SessionLimitExceeded
-from policy.session_registry import FINISH_GRACE_S, ClosedSession, SessionRegistry, UnknownSession
+from policy.session_registry import ClosedSession, SessionRegistry, UnknownSession
 from policy.session_spool import SessionSpool
 from policy.sglang_client import PolicyServerError, SGLangClient
 

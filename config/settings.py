@@ -31,7 +31,7 @@ from typing import get_args
 from pydantic import BaseModel, Field
 
 from config.paths import PROJECT_ROOT
-from contracts.rollout import StalenessBound, StalenessPolicy
+from contracts.rollout import FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy
 from docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
 from policy.parsers import (
     DEFAULT_REASONING_PARSER,
@@ -42,7 +42,6 @@ from policy.parsers import (
     tool_call_parser_named,
 )
 from policy.session_config import ParserDefaults
-from policy.session_registry import FINISH_GRACE_S, MAX_FINISH_GRACE_S
 from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
 
 SHARED_TASK_QUEUE = "rl-rollouts"

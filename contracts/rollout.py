@@ -307,6 +307,10 @@ class TurnSummary(BaseModel):
     sampling: TurnSampling | None = None
 
 
+FINISH_GRACE_S = 5.0  # seconds finishing a session waits for its turns in flight before aborting them
+MAX_FINISH_GRACE_S = 60.0  # merge_segments, which finishes with the bound, has two minutes in all
+
+
 class FinishReport(BaseModel):
     """What finishing an adapter session found in flight (``SessionRegistry.finish_session``).
 

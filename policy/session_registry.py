@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from contracts.rollout import SessionConfig, SessionResult, SessionTicket
+from contracts.rollout import FINISH_GRACE_S, SessionConfig, SessionResult, SessionTicket
 from policy.fair_executor import FairExecutor
 from policy.prompt_renderer import PromptRenderer
 from policy.session import PolicySession
@@ -34,8 +34,6 @@ from policy.sglang_client import SGLangClient
 
 log = logging.getLogger(__name__)
 FINISHED_KEPT = 64
-FINISH_GRACE_S = 5.0  # seconds finishing a session waits for its turns in flight before aborting them
-MAX_FINISH_GRACE_S = 60.0  # merge_segments, which finishes with the bound, has two minutes in all
 
 
 class UnknownSession(LookupError):

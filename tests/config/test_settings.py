@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env, staleness_from_env
-from contracts.rollout import StalenessBound
-from policy.session_registry import FINISH_GRACE_S
+from contracts.rollout import FINISH_GRACE_S, StalenessBound
 
 
 def test_defaults_match_the_reference():
