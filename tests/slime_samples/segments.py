@@ -1,6 +1,7 @@
-"""Small hand-made segments of one Claude Code session: main, its compaction, the continuation, a sub-agent."""
+"""Small hand-made segments of one Claude Code session (main, its compaction, the continuation, a sub-agent) and the
+completed rollout result samples are built from."""
 
-from contracts.rollout import TokenSegment, WeightVersionSpan
+from contracts.rollout import AgentRun, RolloutResult, TokenSegment, WeightVersionSpan
 
 
 def segment(kind, tokens, prompt_length, sampled, lane="main", version=None, **extra) -> TokenSegment:
@@ -34,3 +35,18 @@ MAIN = segment("main", [1, 2, 3, 10, 11, 4, 5, 12, 13], 3, {3, 4, 7, 8}, version
 COMPACTION = segment("compaction", [1, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 20, 21], 11, {11, 12}, version="4")
 CONTINUATION = segment("continuation", [1, 2, 30, 31, 40], 4, {4}, version="4")
 SUBAGENT = segment("subagent", [1, 2, 50, 60, 61], 3, {3, 4}, lane="agent:a1", version="3", ill_formed_turns=1)
+
+
+def result_of(reward: float = 1.0, solved: bool = True) -> RolloutResult:
+    return RolloutResult(
+        workflow_id="rollout-r-calc-3-1",
+        instance_id="calc",
+        sample_index=3,
+        group_index=1,
+        status="completed",
+        reward=reward,
+        solved=solved,
+        applied_cleanly=True,
+        elapsed_s=4.0,
+        agent=AgentRun(session_id="s", exit_code=0, reason="completed", is_error=False),
+    )

@@ -21,10 +21,11 @@ import copy
 import aiohttp
 import pytest
 
-from contracts.rollout import AgentRun, RolloutResult, SamplingParams, SessionConfig
+from contracts.rollout import SamplingParams, SessionConfig
 from slime_samples import current, seed
 from slime_samples.trajectory_chains import common_prefix_length
 from tests.slime_sample import Sample
+from tests.slime_samples.segments import result_of
 from tests.wire_fixtures import captured
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -58,19 +59,6 @@ async def session_from_captures(adapter, policy_server):
     return await adapter.registry.finish_session(ticket.session_id)
 
 
-def rollout(reward: float) -> RolloutResult:
-    return RolloutResult(
-        workflow_id="rollout-r-capture-0-0",
-        instance_id="capture",
-        sample_index=0,
-        group_index=0,
-        status="completed",
-        reward=reward,
-        solved=reward == 1.0,
-        agent=AgentRun(session_id="s", exit_code=0, reason="completed", is_error=False),
-    )
-
-
 async def test_both_contracts_over_real_claude_code_requests(adapter, policy_server):
     result = await session_from_captures(adapter, policy_server)
     kinds = [(s.lane, s.kind) for s in result.segments]
@@ -79,9 +67,9 @@ async def test_both_contracts_over_real_claude_code_requests(adapter, policy_ser
     shared = common_prefix_length(main.tokens, compaction.tokens)
     assert shared == main.prompt_length, "the re-rendered history differs exactly where the main reply begins"
 
-    old = seed.samples(Sample(index=0, group_index=0), rollout(1.0), result.segments, None)
-    new = current.samples(Sample(index=0, group_index=0), rollout(1.0), result.segments, None)
-    forked = current.samples(Sample(index=0, group_index=0), rollout(1.0), result.segments, None, fork_min_loss_tokens=sum(main.loss_mask))
+    old = seed.samples(Sample(index=0, group_index=0), result_of(), result.segments, None)
+    new = current.samples(Sample(index=0, group_index=0), result_of(), result.segments, None)
+    forked = current.samples(Sample(index=0, group_index=0), result_of(), result.segments, None, fork_min_loss_tokens=sum(main.loss_mask))
     totals = {
         name: (sum(len(s.tokens) for s in out), sum(sum(s.loss_mask) for s in out))
         for name, out in (("seed", old), ("current", new), ("forked", forked))

@@ -1,24 +1,8 @@
 """Today's slime sample contract on ledger segments: fresh samples, full reward, today's metadata keys."""
 
-from contracts.rollout import AgentRun, RolloutResult
 from slime_samples import current, seed
 from tests.slime_sample import Sample
-from tests.slime_samples.segments import COMPACTION, CONTINUATION, MAIN, SUBAGENT, segment
-
-
-def result_of(reward: float = 1.0, solved: bool = True) -> RolloutResult:
-    return RolloutResult(
-        workflow_id="rollout-r-calc-3-1",
-        instance_id="calc",
-        sample_index=3,
-        group_index=1,
-        status="completed",
-        reward=reward,
-        solved=solved,
-        applied_cleanly=True,
-        elapsed_s=4.0,
-        agent=AgentRun(session_id="s", exit_code=0, reason="completed", is_error=False),
-    )
+from tests.slime_samples.segments import COMPACTION, CONTINUATION, MAIN, SUBAGENT, result_of, segment
 
 
 def drawn() -> Sample:
