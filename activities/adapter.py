@@ -60,7 +60,6 @@ from policy.anthropic_reply import (
     message_body,
     new_message_id,
     reply_blocks,
-    reply_stop,
     sse_blocks_and_stop,
     sse_error,
     sse_message_start,
@@ -286,7 +285,7 @@ async def _answer_turn(
         log.warning("adapter: session %s: %s", session.session_id, exc)
         return await _fail(request, stream, 529, "overloaded_error", f"policy server error: {exc}")
     blocks = outcome.reply
-    reason, stop_sequence = reply_stop(outcome.parsed, outcome.finish_reason, outcome.stop_sequence)
+    reason, stop_sequence = outcome.stop_reason, outcome.stop_sequence
     if not body.get("stream"):
         return web.json_response(message_body(message_id, model, blocks, reason, outcome.prompt_tokens, outcome.output_tokens, stop_sequence))
     if stream is None:

@@ -11,7 +11,7 @@ import json
 import secrets
 from typing import Any
 
-from policy.parsers import ParsedCompletion, stop_reason
+from policy.parsers import ParsedCompletion
 
 
 def new_message_id() -> str:
@@ -32,9 +32,11 @@ def reply_blocks(parsed: ParsedCompletion) -> list[dict[str, Any]]:
 def reply_stop(parsed: ParsedCompletion, finish_reason: str, stop_sequence: str | None) -> tuple[str, str | None]:
     """Anthropic's ``stop_reason`` and ``stop_sequence``: a parsed tool call wins (the agent must run it), then a
     matched stop sequence (``stop_sequence``, non-null only then), then a length cut-off, else ``end_turn``."""
-    if stop_sequence is not None and not parsed.tool_calls:
+    if parsed.tool_calls:
+        return "tool_use", None
+    if stop_sequence is not None:
         return "stop_sequence", stop_sequence
-    return stop_reason(parsed, finish_reason), None
+    return ("max_tokens" if finish_reason == "length" else "end_turn"), None
 
 
 def message_body(

@@ -132,7 +132,8 @@ class TurnOutcome(Generic[Reply]):
     output_tokens: int
     finish_reason: str
     over_budget: bool
-    stop_sequence: str | None = None  # the client's stop sequence that ended the turn
+    stop_reason: str  # Anthropic's, with ``stop_sequence`` (``anthropic_reply.reply_stop``)
+    stop_sequence: str | None = None
 
 
 class PolicySession:
@@ -227,7 +228,7 @@ class PolicySession:
         if room <= 0:
             parsed = ParsedCompletion(reasoning="", text="")
             reply, _ = build_reply(parsed, "length")
-            return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True)
+            return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True, stop_reason="max_tokens")
         sampling = turn_sampling(self.config.sampling, client or ClientSampling(), max_tokens, room)
         continued = await self._generate(plan, sampling)
         generation = continued.generation
@@ -236,6 +237,7 @@ class PolicySession:
         stop_sequence = generation.stop_sequence if generation.finish_reason == "stop" and generation.stop_sequence in sampling.stop else None
         parsed = await self.cpu(self._parse, generation.output_ids, tools, stop_sequence)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
+        reason, reply_sequence = reply_stop(parsed, generation.finish_reason, stop_sequence)
         delta = self.ledger.record(
             plan,
             reply_message,
@@ -252,7 +254,7 @@ class PolicySession:
             prompt_tokens=plan.prompt_length,
             completion_tokens=len(generation.output_ids),
             finish_reason=generation.finish_reason,
-            stop_reason=reply_stop(parsed, generation.finish_reason, stop_sequence)[0],
+            stop_reason=reason,
             tool_names=[c.name for c in parsed.tool_calls],
             parse_errors=parsed.errors,
             aborts_continued=continued.aborts,
@@ -265,7 +267,7 @@ class PolicySession:
         if self._journal is not None:
             self._journal(delta, summary)
         output_tokens = len(generation.output_ids)
-        return TurnOutcome(reply, parsed, plan.prompt_length, output_tokens, generation.finish_reason, over_budget=False, stop_sequence=stop_sequence)
+        return TurnOutcome(reply, parsed, plan.prompt_length, output_tokens, generation.finish_reason, False, reason, reply_sequence)
 
     async def close(self, grace_s: float) -> FinishReport:
         """Finish this session's turns (module docstring): none new from now; those in flight get ``grace_s``

@@ -9,7 +9,7 @@ formats: ``qwen``, ``glm``, ``kimi``, ``deepseek``, ``gpt_oss``. No parser
 drops what the policy wrote (see ``parsed``).
 """
 
-from policy.parsers.completion import parse_completion, stop_reason
+from policy.parsers.completion import parse_completion
 from policy.parsers.parsed import ParsedCompletion, ParsedToolCall
 from policy.parsers.registry import (
     DEFAULT_REASONING_PARSER,
@@ -32,7 +32,6 @@ __all__ = [
     "parse_completion",
     "reasoning_parser_named",
     "reasoning_parser_names",
-    "stop_reason",
     "tool_call_parser_named",
     "tool_call_parser_names",
 ]

@@ -21,12 +21,3 @@ def parse_completion(
     reasoning, rest = split_reasoning(text)
     found = find_calls(rest, schemas or {})
     return ParsedCompletion(reasoning=reasoning, text=found.text.strip(), tool_calls=found.calls, errors=found.errors)
-
-
-def stop_reason(parsed: ParsedCompletion, finish_reason: str) -> str:
-    """The Anthropic stop reason: a parsed tool call wins, then a length cut-off."""
-    if parsed.tool_calls:
-        return "tool_use"
-    if finish_reason == "length":
-        return "max_tokens"
-    return "end_turn"

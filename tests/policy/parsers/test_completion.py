@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.parsers import parse_completion, reasoning_parser_names, stop_reason, tool_call_parser_names
+from policy.anthropic_reply import reply_stop
+from policy.parsers import parse_completion, reasoning_parser_names, tool_call_parser_names
 from policy.parsers.parsed import ParsedCompletion
 
 WORDS = ["alpha", "beta", "gamma"]
@@ -36,7 +37,7 @@ def everything_kept(parsed: ParsedCompletion) -> str:
 @given(text=completions)
 def test_no_parser_raises_or_drops_a_word(tool_parser, reasoning_parser, text):
     parsed = parse_completion(text, tool_parser, reasoning_parser, {"Read": {"properties": {"file_path": {"type": "string"}}}})
-    assert stop_reason(parsed, "length") in ("tool_use", "max_tokens")
+    assert reply_stop(parsed, "length", None)[0] in ("tool_use", "max_tokens")
     if "gpt-oss" in (tool_parser, reasoning_parser):
         return  # harmony headers (role, channel words) are structure, not text
     kept = everything_kept(parsed)
@@ -51,6 +52,6 @@ def test_reasoning_is_split_before_tool_calls_are_looked_for():
 
 def test_stop_reason_a_call_wins_then_a_length_cut_off():
     call = parse_completion("<tool_call>\n<function=Read>\n</function>\n</tool_call>")
-    assert stop_reason(call, "length") == "tool_use"
-    assert stop_reason(parse_completion("cut"), "length") == "max_tokens"
-    assert stop_reason(parse_completion("done"), "stop") == "end_turn"
+    assert reply_stop(call, "length", None)[0] == "tool_use"
+    assert reply_stop(parse_completion("cut"), "length", None)[0] == "max_tokens"
+    assert reply_stop(parse_completion("done"), "stop", None)[0] == "end_turn"

@@ -1,7 +1,8 @@
 """DeepSeek-V3.1: a tool-calls section of ``NAME<｜tool▁sep｜>{json}`` calls (fullwidth-bar markers); DeepSeek-R1's
 always-on reasoning and V3.1's template-opened one."""
 
-from policy.parsers import parse_completion, stop_reason
+from policy.anthropic_reply import reply_stop
+from policy.parsers import parse_completion
 
 BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 
@@ -28,7 +29,7 @@ def test_thinking_mode_reasoning_text_and_two_calls():
         ("Read", {"file_path": "/repo/a.py"}),
         ("Bash", {"command": 'grep -n "def " a.py\nwc -l a.py', "options": {"cwd": "/repo", "env": []}}),
     ]
-    assert parsed.errors == [] and stop_reason(parsed, "stop") == "tool_use"
+    assert parsed.errors == [] and reply_stop(parsed, "stop", None)[0] == "tool_use"
 
 
 def test_arguments_serialised_twice_by_the_template_are_read():

@@ -1,7 +1,8 @@
 """GLM-4.5: ``<tool_call>NAME`` with ``<arg_key>``/``<arg_value>`` pairs typed by schema, and ``<think>`` reasoning
 that a tool call can end."""
 
-from policy.parsers import parse_completion, stop_reason
+from policy.anthropic_reply import reply_stop
+from policy.parsers import parse_completion
 
 SCHEMAS = {
     "Read": {"type": "object", "properties": {"file_path": {"type": "string"}, "limit": {"type": "integer"}}},
@@ -23,7 +24,7 @@ def test_reasoning_text_and_two_calls_as_the_template_renders_them():
         ("Read", {"file_path": "/repo/a.py", "limit": 20}),
         ("Bash", {"command": "cd /repo &&\npytest -q"}),
     ]
-    assert parsed.errors == [] and stop_reason(parsed, "stop") == "tool_use"
+    assert parsed.errors == [] and reply_stop(parsed, "stop", None)[0] == "tool_use"
 
 
 def test_nested_json_values_and_strings_that_look_like_json():

@@ -3,7 +3,8 @@ answer, and commentary messages addressed ``to=functions.NAME`` reach the tool-c
 
 import pytest
 
-from policy.parsers import parse_completion, stop_reason
+from policy.anthropic_reply import reply_stop
+from policy.parsers import parse_completion
 
 ANALYSIS = "<|channel|>analysis<|message|>Need to read the file, then run the tests.<|end|>"
 
@@ -16,7 +17,7 @@ def test_reasoning_then_a_tool_call():
     parsed = parse_completion(ANALYSIS + tool_message("Read", '{"file_path": "/repo/a.py"}'), "gpt-oss", "gpt-oss")
     assert parsed.reasoning == "Need to read the file, then run the tests."
     assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("Read", {"file_path": "/repo/a.py"})]
-    assert parsed.text == "" and parsed.errors == [] and stop_reason(parsed, "stop") == "tool_use"
+    assert parsed.text == "" and parsed.errors == [] and reply_stop(parsed, "stop", None)[0] == "tool_use"
 
 
 def test_reasoning_then_the_final_answer():

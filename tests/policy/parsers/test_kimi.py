@@ -1,7 +1,8 @@
 """Kimi-K2: a tool-calls section of ``functions.NAME:INDEX`` calls with JSON arguments, judged call by call; Kimi's
 ``◁think▷`` reasoning and Kimi-K2's ``<think>`` reasoning."""
 
-from policy.parsers import parse_completion, stop_reason
+from policy.anthropic_reply import reply_stop
+from policy.parsers import parse_completion
 
 BEGIN, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 
@@ -24,7 +25,7 @@ def test_reasoning_text_and_two_calls_in_one_section():
         ("Read", {"file_path": "/repo/a.py"}),
         ("Bash", {"command": "cd /repo &&\npytest -q", "env": {"CI": "1", "paths": ["a", "b"]}}),
     ]
-    assert parsed.errors == [] and stop_reason(parsed, "stop") == "tool_use"
+    assert parsed.errors == [] and reply_stop(parsed, "stop", None)[0] == "tool_use"
 
 
 def test_the_functions_prefix_is_optional_and_whitespace_between_calls_is_kept_out():

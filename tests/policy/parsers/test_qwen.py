@@ -3,7 +3,8 @@ Qwen3 reasoning; ill-formed calls flagged and kept, never raised."""
 
 import pytest
 
-from policy.parsers import parse_completion, stop_reason
+from policy.anthropic_reply import reply_stop
+from policy.parsers import parse_completion
 
 SCHEMAS = {
     "Read": {"type": "object", "properties": {"file_path": {"type": "string"}, "limit": {"type": "integer"}}},
@@ -21,7 +22,7 @@ def test_qwen3_coder_call_with_reasoning_and_typed_parameters():
     assert parsed.reasoning == "look first"
     assert parsed.text == "Let me read it."
     assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("Read", {"file_path": "/repo/a.py", "limit": 20})]
-    assert parsed.errors == [] and stop_reason(parsed, "stop") == "tool_use"
+    assert parsed.errors == [] and reply_stop(parsed, "stop", None)[0] == "tool_use"
 
 
 def test_string_parameters_keep_inner_newlines_and_numbers_verbatim():
@@ -89,7 +90,7 @@ def test_ill_formed_calls_are_flagged_and_kept_as_text(parser, text, error):
     assert parsed.tool_calls == []
     assert any(error in e for e in parsed.errors), parsed.errors
     assert "<tool_call>" in parsed.text
-    assert stop_reason(parsed, "stop") == "end_turn"
+    assert reply_stop(parsed, "stop", None)[0] == "end_turn"
 
 
 def test_a_well_formed_call_survives_an_ill_formed_sibling():
@@ -103,7 +104,7 @@ def test_a_well_formed_call_survives_an_ill_formed_sibling():
 def test_unterminated_reasoning_after_a_length_cut():
     parsed = parse_completion("<think>\nstill thinking about", "auto")
     assert parsed.reasoning == "still thinking about" and parsed.text == ""
-    assert stop_reason(parsed, "length") == "max_tokens"
+    assert reply_stop(parsed, "length", None)[0] == "max_tokens"
 
 
 def test_qwen3_reasoning_without_the_opening_tag_and_without_any_tag():
