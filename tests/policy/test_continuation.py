@@ -19,13 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contracts.rollout import SessionConfig
-from policy.anthropic_reply import reply_blocks
-from policy.anthropic_translation import translate_request
 from policy.continuation import generate_through_aborts
 from policy.fair_executor import FairExecutor
 from policy.session import PolicySession
 from policy.sglang_client import Generation, GenerationAborted, PolicyServerError, SGLangClient
 from scripted_policy.server import ScriptedPolicyServer
+from tests.policy.replies import anthropic_reply
 from tests.waiting import HANG_GUARD_S, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -50,10 +49,6 @@ def session(renderer, server: ScriptedPolicyServer, http: aiohttp.ClientSession,
     return PolicySession("s1", SessionConfig(policy_url=server.url, **config), renderer, client, FairExecutor(2, thread_name_prefix="test-cpu"))
 
 
-def build_reply(parsed, finish_reason):
-    return None, translate_request({"messages": [{"role": "assistant", "content": reply_blocks(parsed)}]}).messages[0]
-
-
 def sampled_tokens(server: ScriptedPolicyServer) -> tuple[list[int], list[float], list[str]]:
     """Everything the server sampled, in request order."""
     return (
@@ -73,7 +68,7 @@ async def weight_update(http, server, mode: str, version: str) -> None:
 @pytest.mark.parametrize("mode", ["abort", "retract", "in_place"])
 async def test_a_weight_update_mid_turn_is_one_ordinary_turn_with_every_token_as_sampled(renderer, server, http, mode):
     policy = session(renderer, server, http)
-    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, build_reply))
+    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, anthropic_reply))
     await until(lambda: any(g.output_ids for g in server.control.live))
     await weight_update(http, server, mode, "1")
     server.delay_s = 0.0
@@ -101,12 +96,12 @@ async def test_a_weight_update_mid_turn_is_one_ordinary_turn_with_every_token_as
 async def test_the_continued_answer_is_the_answer_an_uninterrupted_turn_gets(renderer, server, http):
     server.delay_s = 0.0
     plain = session(renderer, server, http)
-    await plain.run_turn("main", "main", MESSAGES, [], None, build_reply)
+    await plain.run_turn("main", "main", MESSAGES, [], None, anthropic_reply)
     uninterrupted = server.records[-1].output_ids
 
     server.delay_s = 3600.0
     policy = session(renderer, server, http)
-    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, build_reply))
+    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, anthropic_reply))
     await until(lambda: any(g.output_ids for g in server.control.live))
     await weight_update(http, server, "abort", "1")
     server.delay_s = 0.0
@@ -118,7 +113,7 @@ async def test_the_continued_answer_is_the_answer_an_uninterrupted_turn_gets(ren
 
 async def test_without_continuation_an_abort_fails_the_turn(renderer, server, http):
     policy = session(renderer, server, http, continue_after_abort=False)
-    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, build_reply))
+    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, anthropic_reply))
     await until(lambda: any(g.output_ids for g in server.control.live))
     await control(http, server, "/pause_generation", {"mode": "abort"})
     with pytest.raises(GenerationAborted):
@@ -129,7 +124,7 @@ async def test_without_continuation_an_abort_fails_the_turn(renderer, server, ht
 
 async def test_a_generation_that_makes_no_progress_after_an_abort_ends_the_turn_at_the_resume_budget(renderer, server, http):
     policy = session(renderer, server, http, abort_resume_budget_s=0.5)
-    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, build_reply))
+    turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, anthropic_reply))
     await until(lambda: any(g.output_ids for g in server.control.live))
     await control(http, server, "/pause_generation", {"mode": "abort"})
     with pytest.raises(PolicyServerError, match="no progress for 0.5 s"):

@@ -17,13 +17,13 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.rollout import SamplingParams, SessionConfig
-from policy.anthropic_reply import reply_blocks
-from policy.anthropic_translation import RequestError, translate_request
+from policy.anthropic_translation import RequestError
 from policy.fair_executor import FairExecutor
 from policy.sampling import MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES, ClientSampling, client_sampling, sglang_params, turn_sampling
 from policy.session import PolicySession
 from policy.sglang_client import Generation, GenerationAborted, SGLangClient
 from scripted_policy.server import ScriptedPolicyServer
+from tests.policy.replies import anthropic_reply
 
 ASYNC = pytest.mark.asyncio(loop_scope="session")
 DEFAULTS = SamplingParams(temperature=1.0, top_p=0.95, top_k=40, max_new_tokens=1000)
@@ -133,11 +133,6 @@ def test_null_means_not_sent_and_anthropic_edges_are_accepted():
 # --- stop sequences through a session, its ledger and the next turn -----------------------------------------
 
 
-def build_reply(parsed, finish_reason):
-    blocks = reply_blocks(parsed)
-    return blocks, translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]
-
-
 @ASYNC
 async def test_a_stop_sequence_turn_keeps_its_samples_and_the_next_turn_extends_past_it(renderer):
     server = ScriptedPolicyServer(renderer, default_policy="noop", delay_s=0.0)
@@ -149,11 +144,11 @@ async def test_a_stop_sequence_turn_keeps_its_samples_and_the_next_turn_extends_
             session = PolicySession("s-stop", SessionConfig(policy_url=url, sampling=DEFAULTS), renderer, client, cpu)
             messages = [SYSTEM, {"role": "user", "content": "Fix the bug."}]
             requested = client_sampling({"temperature": 0.3, "stop_sequences": ["not chan"]})
-            first = await session.run_turn("main", "main", messages, [], None, build_reply, requested)
+            first = await session.run_turn("main", "main", messages, [], None, anthropic_reply, requested)
             (after_first,) = session.ledger.finish()
             echoed = session.ledger.segments[0].messages[-1]
             follow = [*messages, echoed, {"role": "tool", "tool_call_id": "t1", "content": "ok"}]
-            second = await session.run_turn("main", "main", follow, [], None, build_reply)
+            second = await session.run_turn("main", "main", follow, [], None, anthropic_reply)
     finally:
         cpu.shutdown()
         await server.stop()
@@ -215,7 +210,7 @@ async def test_a_stop_sequence_straddling_an_abort_is_found_and_the_generation_c
     try:
         session = PolicySession("s-cut", SessionConfig(policy_url="http://policy.invalid"), renderer, fake, cpu)
         messages = [SYSTEM, {"role": "user", "content": "Go."}]
-        outcome = await session.run_turn("main", "main", messages, [], None, build_reply, client_sampling({"stop_sequences": ["alpha beta"]}))
+        outcome = await session.run_turn("main", "main", messages, [], None, anthropic_reply, client_sampling({"stop_sequences": ["alpha beta"]}))
     finally:
         cpu.shutdown()
     assert [params["stop"] for _, params in fake.requests] == [["alpha beta"], ["alpha beta"]]

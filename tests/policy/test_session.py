@@ -6,13 +6,12 @@ import aiohttp
 import pytest
 
 from contracts.rollout import RolloutResult, SegmentSummary, SessionConfig, WeightVersionSpan
-from policy.anthropic_reply import reply_blocks
-from policy.anthropic_translation import translate_request
 from policy.fair_executor import FairExecutor
 from policy.session import PolicySession
 from policy.session_spool import SessionSpool
 from policy.sglang_client import SGLangClient, parse_generation
 from scripted_policy.server import ScriptedPolicyServer
+from tests.policy.replies import anthropic_reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -40,11 +39,6 @@ class ScriptedClient:
         return parse_generation({"output_ids": ids, "meta_info": meta}, self.renderer.vocab_size)
 
 
-def build_reply(parsed, finish_reason):
-    message = translate_request({"messages": [{"role": "assistant", "content": reply_blocks(parsed)}]}).messages[0]
-    return None, message
-
-
 async def test_versions_follow_each_sampled_token_and_survive_the_spool(renderer, tmp_path):
     spool = SessionSpool(tmp_path)
     spool.open("s1", "secret", CONFIG)
@@ -70,7 +64,7 @@ async def _three_turns_and_a_restart(renderer, tmp_path, spool, client, cpu):
     session = PolicySession("s1", CONFIG, renderer, client, cpu, journal=lambda delta, summary: spool.append("s1", delta, summary))
     messages = [SYSTEM, {"role": "user", "content": "Fix the bug."}]
     for _ in range(3):
-        outcome = await session.run_turn("main", "main", messages, [], None, build_reply)
+        outcome = await session.run_turn("main", "main", messages, [], None, anthropic_reply)
         reply = session.ledger.segments[0].messages[-1]
         assert outcome.output_tokens > 0
         messages = [*messages, reply, {"role": "user", "content": "Go on."}]
@@ -105,7 +99,7 @@ async def test_against_the_scripted_server_every_token_has_the_version_it_was_sa
             session = PolicySession("s-e2e", SessionConfig(policy_url=url), renderer, client, cpu)
             messages = [SYSTEM, {"role": "user", "content": "Fix the bug."}]
             for new_version in ("8", "step-9", None):
-                await session.run_turn("main", "main", messages, [], None, build_reply)
+                await session.run_turn("main", "main", messages, [], None, anthropic_reply)
                 messages = [*messages, session.ledger.segments[0].messages[-1], {"role": "user", "content": "Go on."}]
                 if new_version is not None:
                     async with http.post(f"{url}/update_weight_version", json={"new_version": new_version, "abort_all_requests": False}) as answer:
