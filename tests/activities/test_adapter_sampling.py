@@ -13,6 +13,7 @@ import anthropic
 import pytest
 
 from contracts.rollout import SamplingParams, SessionConfig
+from tests.activities.sampled_records import assert_every_sample_is_a_record_in_its_context
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -29,16 +30,6 @@ async def post(adapter, ticket, body: dict) -> tuple[int, dict]:
     async with aiohttp.ClientSession() as http:
         async with http.post(f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}) as r:
             return r.status, await r.json()
-
-
-def assert_every_sample_is_a_record_in_its_context(result, records):
-    """Each loss_mask=1 run is one recorded output, preceded by exactly that request's input ids, with its log-probs."""
-    sampled = {(tuple(r.input_ids), tuple(r.output_ids)): r.output_logprobs for r in records}
-    runs = [(s, a, b) for s in result.segments for a, b in s.sampled_runs()]
-    assert len(runs) == len(records)
-    for segment, start, end in runs:
-        key = (tuple(segment.tokens[:start]), tuple(segment.tokens[start:end]))
-        assert sampled[key] == segment.rollout_log_probs[start:end]
 
 
 async def test_client_sampling_keys_reach_sglang_and_a_stop_sequence_turn_replies_and_records_as_sampled(adapter, policy_server, renderer):

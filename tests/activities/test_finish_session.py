@@ -20,6 +20,7 @@ from activities.adapter import AdapterServer
 from contracts.rollout import FinishReport, SamplingParams, SessionConfig
 from policy.session_registry import ClosedSession
 from scripted_policy.server import AbortRecord, ScriptedPolicyServer
+from tests.activities.sampled_records import assert_every_sample_is_a_record_in_its_context
 from tests.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -69,11 +70,6 @@ def aborts(held, ticket) -> list[AbortRecord]:
     return [a for a in held.aborts if (a.rid or "").startswith(f"{ticket.session_id}-")]
 
 
-def sampled(result) -> list[list[int]]:
-    """The sampled runs (loss mask 1) of every segment, in order."""
-    return [segment.tokens[a:b] for segment in result.segments for a, b in segment.sampled_runs()]
-
-
 async def test_a_turn_that_ends_within_the_bound_is_waited_for_and_in_the_segments(adapter, held):
     ticket = open_session(adapter, held)
     turn = asyncio.ensure_future(post(adapter, ticket, f"{WAIT} please"))
@@ -83,7 +79,8 @@ async def test_a_turn_that_ends_within_the_bound_is_waited_for_and_in_the_segmen
     assert status == 200 and json.loads(text)["stop_reason"] == "end_turn"
     assert result.finish == FinishReport(waited=1, aborted=0)
     (record,) = held.records_for(ticket.session_id)
-    assert record.finish_reason["type"] == "stop" and sampled(result) == [record.output_ids]
+    assert record.finish_reason["type"] == "stop"
+    assert_every_sample_is_a_record_in_its_context(result, [record])
     assert aborts(held, ticket) == []
     assert await adapter.registry.finish_session(ticket.session_id) == result, "finishing twice returns the same result"
 
@@ -119,7 +116,8 @@ async def test_finishing_with_nothing_in_flight_returns_at_once_and_aborts_nothi
     assert status == 200
     # An hour's bound: finishing returns only because nothing is in flight to wait for.
     result = await adapter.registry.finish_session(ticket.session_id, grace_s=3600)
-    assert result.finish == FinishReport() and len(result.turns) == 1 and len(sampled(result)) == 1
+    assert result.finish == FinishReport() and len(result.turns) == 1
+    assert_every_sample_is_a_record_in_its_context(result, held.records_for(ticket.session_id))
     assert aborts(held, ticket) == []
     idle = open_session(adapter, held)
     assert (await adapter.registry.finish_session(idle.session_id, grace_s=3600)).finish == FinishReport()
