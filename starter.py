@@ -2,13 +2,14 @@
 
 CLI::
 
-    python starter.py run DATASET.jsonl [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
+    python starter.py run DATASET.jsonl|HARBOR_TASKS_DIR [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
                       [--group-filter keep_all|min_valid|nonzero_variance] [--min-valid M] [--refill-budget R]
     python starter.py demo [--policy oracle|noop] [--keep-ui]
     python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck
-    python starter.py show WORKFLOW_ID                              # live progress + agent log tail
+    python starter.py show WORKFLOW_ID                              # live progress + agent log tail; grading summary + log paths
     python starter.py cancel WORKFLOW_ID [--reason R]               # graceful: sandbox destroyed, result aborted
     python starter.py episodes --n 32 --difficulty easy [--k K]     # drift -> repair self-play episodes
+    python starter.py regrade --run-id R [--out F] [--dataset ROWS] # grade run R's kept patches again
 
 ``run`` needs a worker (``python worker.py``) and a Temporal server
 (``TEMPORAL_ADDRESS``). ``demo`` is the embedded default: with no
@@ -29,7 +30,9 @@ Temporal restart is waited out (``server_wait_s`` per outage). GRPO groups
 (``RolloutGroup`` workflows) are streamed and batched by
 ``trainer_client.rollout_groups`` (``stream_groups``, ``fill_batch``).
 
-``run`` and ``demo`` read the dataset, report every bad row by line and field
+``run`` and ``demo`` read the dataset (a JSONL file, or a directory of Harbor
+tasks: ``task_sources.harbor_tasks``, a bad task directory reported by its path
+and field), report every bad row by line and field
 (on stderr and as a ``failed`` line ``invalid_row:<field>`` in the results),
 run each usable row as one group of K samples (``--n-samples-per-prompt``,
 with ``--group-filter``, ``--min-valid`` and ``--refill-budget``; at most
@@ -66,7 +69,8 @@ from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupS
 from contracts.workflow_ids import rollout_workflow_id
 from drift_repair.corpus import load_corpus, tasks_of
 from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
-from trainer_client import rollout_queries
+from task_sources.harbor_tasks import read_harbor_tasks
+from trainer_client import grading_summary, regrade_runs, rollout_queries
 from trainer_client.drift_episodes import episode_groups, episode_inputs
 from trainer_client.local_services import temporal_dev_server, worker_process
 from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments
@@ -85,6 +89,8 @@ def workflow_id_for(run_id: str, task: TaskSpec, sample_index: int, group_index:
 
 
 def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: PolicySpec, budgets: RolloutBudgets) -> RolloutInput:
+    """The rollout of ``task`` under the run's ``budgets`` as the task narrows them (``RolloutBudgets.for_task``)."""
+    budgets = budgets.for_task(task)
     return RolloutInput(
         task=task,
         sample_index=sample_index,
@@ -181,10 +187,10 @@ async def stream_into(client: Client, sink: ResultSink, groups: list[GroupInput]
 
 
 def invalid_row_record(error: RowError) -> dict:
-    """The results line of a dataset row that never became a rollout (sample and group -1)."""
-    result = RolloutResult(
-        workflow_id="", instance_id="", sample_index=-1, group_index=-1, status="failed", abort_reason=f"invalid_row:{error.field}", error=str(error)
-    )
+    """The results line of a dataset row (or Harbor task directory) that never became a rollout (sample and group -1);
+    its reason is ``invalid_row:<field>``, a ``/`` in the field (``tests/test.sh``) written as ``.``."""
+    reason = "invalid_row:" + re.sub(r"[^\w.:]", ".", error.field)
+    result = RolloutResult(workflow_id="", instance_id="", sample_index=-1, group_index=-1, status="failed", abort_reason=reason, error=str(error))
     return {**result.model_dump(mode="json"), "segments": [], "line": error.line}
 
 
@@ -221,18 +227,23 @@ def _sample_line(prompt_key: str, sample: GroupSample) -> str:
         return f"{prompt_key[:28]:28} {sample.sample_index:>6} {'-':9} {0.0:6.2f} {str(sample.valid):>5} {'-':>7} {'-':>5} {'-':>7} {'-':>6}  {sample.invalid_reason or ''}"
     tokens = sum(s.n_tokens for s in r.segments)
     turns = r.agent.turns if r.agent else 0
+    empty = "patch: empty" if r.evaluation and grading_summary.patch_state(r.evaluation) == "empty" else ""
+    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty) if part)
     return (
         f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {sample.reward:6.2f} {str(sample.valid):>5} {str(r.applied_cleanly):>7}"
-        f" {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {sample.invalid_reason or r.abort_reason or ''}"
+        f" {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {reason}"
     )
 
 
 def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], list[RowError]]:
     """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field.
 
-    Script paths in rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
+    A directory is read as Harbor tasks (``task_sources.harbor_tasks``: one task, or one per subdirectory; their
+    images found or built on this Docker engine), a row's ``line`` then being its task directory. Script paths in
+    JSONL rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
     rows, errors = [], []
-    for item in read_dataset(path, root):
+    items = read_harbor_tasks(path) if path.is_dir() else read_dataset(path, root)
+    for item in items:
         if isinstance(item, RowError):
             print(f"{path}: skipping bad row: {item}", file=sys.stderr)
             errors.append(item)
@@ -419,7 +430,31 @@ async def show(client: Client, args: argparse.Namespace) -> int:
     print(json.dumps(detail.model_dump(mode="json"), indent=2))
     print(f"--- last {len(log_lines)} lines of the agent's stream-json log ---")
     print("\n".join(log_lines))
+    if isinstance(detail, RolloutResult):
+        print("\n".join(grading_summary.summary_lines(detail)))
     return 0
+
+
+async def regrade(client: Client, args: argparse.Namespace) -> int:
+    """Re-grade run ``--run-id``'s kept patches (``trainer_client.regrade_runs``); exit 1 for an unknown run or a
+    re-grade that did not grade."""
+    current = None
+    try:
+        if args.dataset:
+            rows, _ = read_rows(Path(args.dataset), args.dataset_root)
+            current = {row.task.instance_id: row.task for row in rows}
+        summary = await regrade_runs.regrade_run(
+            client, args.run_id, args.regrade_id, Path(args.out), args.task_queue, current, args.concurrency, args.server_wait
+        )
+    except (regrade_runs.UnknownRun, ValueError, OSError) as error:
+        print(f"starter: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"re-graded {len(summary.rows)} (regrade id {args.regrade_id}), {summary.changed} verdicts changed, {summary.not_graded} not graded;"
+        f" {len(summary.skipped)} skipped; {summary.already_there} already in the file"
+    )
+    print(f"results: {args.out}")
+    return 0 if summary.not_graded == 0 else 1
 
 
 async def cancel(client: Client, args: argparse.Namespace) -> int:
@@ -496,9 +531,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("run", "demo"):
         sub = commands.add_parser(name)
         if name == "run":
-            sub.add_argument("dataset")
+            sub.add_argument("dataset", help="a JSONL dataset, or a directory of Harbor tasks (one task, or one per subdirectory)")
         else:
-            sub.add_argument("--dataset", help="default: the bundled example tasks")
+            sub.add_argument("--dataset", help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)")
             sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
         add_run_options(sub, name)
@@ -530,6 +565,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             choices=["mask", "drop"],
             help="what a stale sample gets: mask its stale turns (loss_mask 0) or drop it (aborted: stale_policy); default ROLLOUT_STALENESS_POLICY or mask",
         )
+    regrade_cmd = commands.add_parser("regrade", help="grade a finished run's kept patches again, in fresh sandboxes, with the current graders")
+    regrade_cmd.add_argument("--run-id", type=run_id_arg, required=True, help="the run whose rollouts are re-graded")
+    regrade_cmd.add_argument(
+        "--regrade-id",
+        type=run_id_arg,
+        default=time.strftime("%Y%m%d-%H%M%S"),
+        help="names the re-grade workflows; reuse it to attach to a re-grade and complete --out (default: a new one, so it grades again)",
+    )
+    regrade_cmd.add_argument("--out", help="results JSONL, appended to; default results/regrade-<run id>-<regrade id>.jsonl")
+    regrade_cmd.add_argument("--dataset", help="take each task's current grader spec from this dataset's row of the same instance id")
+    regrade_cmd.add_argument("--dataset-root", help="folder the --dataset rows' script paths resolve in (default: ROLLOUT_DATASET_ROOT)")
+    regrade_cmd.add_argument("--concurrency", type=count_arg(1), default=8, help="re-grades in flight (default 8)")
+    regrade_cmd.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE)")
+    regrade_cmd.add_argument("--server-wait", type=float, default=server_wait_from_env(), help="seconds to wait out one Temporal outage")
     episodes_cmd = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
     episodes_cmd.add_argument("--n", type=int, default=32, help="number of episodes")
     episodes_cmd.add_argument("--k", type=count_arg(1), default=1, help="episodes per task (one GRPO group)")
@@ -550,6 +599,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if group_size and args.min_valid is not None and args.min_valid > getattr(args, group_size):
         flag = "--" + group_size.replace("_", "-")
         parser.error(f"--min-valid {args.min_valid}: more than the group's {flag} {getattr(args, group_size)}")
+    if args.command == "regrade" and args.out is None:
+        args.out = str(PROJECT_ROOT / "results" / f"regrade-{re.sub(r'[^A-Za-z0-9._-]', '_', f'{args.run_id}-{args.regrade_id}')}.jsonl")
     if getattr(args, "out", "") is None:
         args.out = str(PROJECT_ROOT / "results" / f"{args.command}-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}.jsonl")
     return args
@@ -561,7 +612,7 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.command == "episodes":
         return await episodes(args)
     client = await connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
-    operator_commands = {"status": status, "show": show, "cancel": cancel}
+    operator_commands = {"status": status, "show": show, "cancel": cancel, "regrade": regrade}
     if args.command in operator_commands:
         return await operator_commands[args.command](client, args)
     return await run_dataset(client, args)

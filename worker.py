@@ -6,7 +6,7 @@ One process runs
   reachable from sandboxes at ``SLIME_HEAD_HOST`` (default: that address); a
   host firewall lets sandboxes reach that port and nothing else on the host;
 * a Temporal worker on the shared queue: the workflows, ``pick_host``,
-  ``evaluate`` and the drift → repair episode's activities;
+  ``evaluate``, ``read_patch`` (re-grades) and the drift → repair episode's activities;
 * a Temporal worker on this host's own queue (``rl-rollouts-host-<host id>``,
   stable across restarts of the same host): boot, run-claude-code, git-diff,
   destroy, merge-segments, discard-session;
@@ -49,6 +49,7 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import docker
@@ -79,9 +80,11 @@ from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import OracleTask, ScriptedPolicyServer
 from slime_samples.registry import contract_in_force
 from task_sources.dataset_rows import DatasetRow, read_dataset
+from task_sources.harbor_tasks import reference_patches
 from trainer_client.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
+from workflows.regrade_rollout import RegradeRollout
 from workflows.rollout_group import RolloutGroup
 
 log = logging.getLogger("worker")
@@ -126,6 +129,7 @@ def activity_lists(
         shared=[
             host.pick_host,
             grading.evaluate,
+            grading.read_patch,
             drift.sample_drift_task,
             drift.propose_drift,
             drift.run_breakage,
@@ -146,13 +150,21 @@ def activity_lists(
 
 
 def oracle_tasks_from(path: str | None) -> list[OracleTask]:
+    """The reference patches of a JSONL dataset's rows, or of a directory of Harbor tasks (``solution/reference.patch``)."""
     if not path:
         return []
+    if Path(path).is_dir():
+        pairs = reference_patches(path)
+    else:
+        pairs = [
+            (row.task.problem_statement, row.task.reference_patch)
+            for row in read_dataset(path)
+            if isinstance(row, DatasetRow) and row.task.reference_patch
+        ]
     tasks = []
-    for row in read_dataset(path):
-        if isinstance(row, DatasetRow) and row.task.reference_patch:
-            first_line = next(line for line in row.task.problem_statement.splitlines() if line.strip())
-            tasks.append(OracleTask(match=first_line.strip(), patch=row.task.reference_patch))
+    for statement, patch in pairs:
+        first_line = next(line for line in statement.splitlines() if line.strip())
+        tasks.append(OracleTask(match=first_line.strip(), patch=patch))
     return tasks
 
 
@@ -189,6 +201,8 @@ async def run_worker(
         SandboxSettings(
             claude_code=claude_code,
             network=network.name,
+            grading_offline=settings.grading_offline,
+            offline_tools=settings.offline_tools,
             host_queue=host_queue,
             limits=settings.sandbox_limits,
             lifetime_s=settings.budgets.guard_s + 600,
@@ -217,11 +231,11 @@ async def run_worker(
     registered = await ensure_search_attributes(client, settings.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
-    activities = activity_lists(host, drift, SandboxActivities(sandboxes), GradingActivities(sandboxes))
+    activities = activity_lists(host, drift, SandboxActivities(sandboxes, store), GradingActivities(sandboxes, store))
     shared = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup],
+        workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup, RegradeRollout],
         activities=activities.shared,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,

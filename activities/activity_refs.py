@@ -37,6 +37,7 @@ from contracts.rollout import (
     EvalResult,
     MergeRequest,
     MergeResult,
+    PatchRef,
     SandboxHandle,
     SandboxRequest,
 )
@@ -83,6 +84,11 @@ async def destroy_sandbox(handle: SandboxHandle) -> None:
 @activity.defn
 async def evaluate(request: EvalRequest) -> EvalResult:
     raise _stub("evaluate")
+
+
+@activity.defn
+async def read_patch(ref: PatchRef) -> str:
+    raise _stub("read_patch")
 
 
 @activity.defn
@@ -133,6 +139,7 @@ WORKFLOW_ACTIVITIES = (
     git_diff,
     destroy_sandbox,
     evaluate,
+    read_patch,
     merge_segments,
     discard_session,
     sample_drift_task,

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import shlex
 import time
@@ -89,6 +90,8 @@ HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
+# Of a log over the limit, the end kept after its head (the ``result`` line the verdict reads is last).
+LOG_END_BYTES = 1024 * 1024
 VERDICTS_KEPT = 256
 # A session that cannot be opened for the rollout's spec, reported under its own type, never retried.
 
@@ -103,6 +106,17 @@ class WorkerShutdown(Exception):
 
 class SessionLost(Exception):
     """A retried agent activity found no session or no launched agent to re-attach to."""
+
+
+def cut_log(head: bytes, end: bytes, limit: int) -> bytes:
+    """A stream-json log longer than ``limit``, from its first ``limit + 1`` bytes and its last ``len(end)``:
+    whole lines of the head, a ``rollout_log_cut`` line saying what is kept, whole lines of the end; at most
+    ``limit`` bytes plus that line."""
+    kept = head[: max(limit - len(end), 0)]
+    kept = kept[: kept.rfind(b"\n") + 1]
+    end = end[end.find(b"\n") + 1 :]
+    marker = json.dumps({"type": "rollout_log_cut", "kept_head_bytes": len(kept), "kept_end_bytes": len(end)})
+    return kept + marker.encode() + b"\n" + end
 
 
 class RolloutHost:
@@ -199,7 +213,7 @@ class RolloutHost:
             exit_code, stopped = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
             if exit_code is None:
                 await self.sandboxes.kill_detached(request.handle, AGENT_JOB)
-            agent_log = await self.sandboxes.read_file(request.handle, AGENT_LOG, LOG_LIMIT_BYTES)
+            agent_log = await self._agent_log(request.handle)
         except BaseException as error:
             if activity.is_worker_shutdown():
                 raise application_error(
@@ -236,6 +250,15 @@ class RolloutHost:
             log_path=str(log_path),
             log_tail="\n".join(lines[-5:])[-2000:],
         )
+
+    async def _agent_log(self, handle: SandboxHandle) -> bytes:
+        """The agent's stream-json log, whole up to ``LOG_LIMIT_BYTES``; a longer one keeps its head and its
+        last ``LOG_END_BYTES`` with a ``rollout_log_cut`` line between them, never cut silently."""
+        head = await self.sandboxes.read_file(handle, AGENT_LOG, LOG_LIMIT_BYTES + 1)
+        if len(head) <= LOG_LIMIT_BYTES:
+            return head
+        end = await self.sandboxes.read_file(handle, AGENT_LOG, LOG_END_BYTES, tail=True)
+        return cut_log(head, end, LOG_LIMIT_BYTES)
 
     async def _launch(self, request: AgentRunRequest) -> str:
         """Open a fresh adapter session and start Claude Code detached in the sandbox; returns the session id."""
@@ -314,7 +337,7 @@ class RolloutHost:
         should have been: "", ``agent_budget_exceeded`` (the deadline passed) or ``sandbox_disk_exceeded`` (its
         sandbox wrote past the disk budget; checked once more after an exit, so the mark does not depend on
         when the watch sampled)."""
-        async with DiskWatch(self.sandboxes, request.handle, self.sandboxes.settings.limits.disk_bytes) as disk:
+        async with DiskWatch(self.sandboxes, request.handle, self.sandboxes.limits_for(request.task).disk_bytes) as disk:
             while (left := deadline - time.time()) > 0:
                 exit_code = await disk.first(self.sandboxes.wait_detached(request.handle, AGENT_JOB, timeout_s=min(WAIT_SLICE_S, left)))
                 if exit_code is not None:

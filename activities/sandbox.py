@@ -20,6 +20,7 @@ from contracts.rollout import CapturedDiff, SandboxHandle, SandboxRequest
 from docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
 from docker_sandbox.sandboxes import DockerSandboxes
 from grading import swebench
+from policy.trajectory_store import TrajectoryStore
 
 
 @contextlib.asynccontextmanager
@@ -61,19 +62,29 @@ async def boot_sandbox(sandboxes: DockerSandboxes, request: SandboxRequest) -> S
 
 
 class SandboxActivities:
-    """The activities on a sandbox some earlier activity booted; registered on the host's own queue."""
+    """The activities on a sandbox some earlier activity booted; registered on the host's own queue. ``store``
+    keeps each captured patch (the trajectory store, shared with the other workers and the starter)."""
 
-    def __init__(self, sandboxes: DockerSandboxes):
+    def __init__(self, sandboxes: DockerSandboxes, store: TrajectoryStore):
         self.sandboxes = sandboxes
+        self.store = store
 
     @activity.defn(name="capture_diff")
     async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
-        """``capture_diff``, heartbeating; non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``."""
+        """``capture_diff``, heartbeating; non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``.
+
+        A patch within the cap is kept in the store as ``<workflow id>.attempt<N>.patch`` (a retry
+        rewrites the same file) and its ``PatchRef`` is ``report.patch``; over the cap nothing was captured.
+        """
         try:
             async with heartbeating(lambda: {"phase": "diff"}):
-                return await self.sandboxes.capture_diff(handle)
+                captured = await self.sandboxes.capture_diff(handle)
         except DIFF_FAILURES.handled as error:
             raise DIFF_FAILURES(error) from error
+        if captured.report.over_cap:
+            return captured
+        ref = await asyncio.to_thread(self.store.put_patch, f"{activity.info().workflow_id}.attempt{handle.attempt}", captured.diff)
+        return captured.model_copy(update={"report": captured.report.model_copy(update={"patch": ref})})
 
     @activity.defn(name="git_diff")
     async def git_diff(self, handle: SandboxHandle) -> str:

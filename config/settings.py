@@ -7,7 +7,9 @@ eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
 ``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code,
 ``SWE_HOST_CC_TARBALL`` / ``SWE_HOST_NODE_TARBALL`` for a Claude Code taken
 from host tarballs instead of the npm install), plus the Temporal ones and the
-per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``), how long
+per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``), whether
+grading sandboxes have no network (``ROLLOUT_GRADING_OFFLINE``, default 1) and sandboxes' package tools
+run offline (``ROLLOUT_OFFLINE_TOOLS``, default 1; both ``docker_sandbox.limits.SandboxSettings``), how long
 finishing an adapter session waits for its turns in flight before aborting them
 (``ROLLOUT_FINISH_GRACE_S``, seconds, default 5; 0 aborts at once), the
 parsers of the policy's completions for rollouts whose ``PolicySpec`` names
@@ -20,6 +22,7 @@ A bad value is a ``SettingsError`` naming the variable.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -31,7 +34,7 @@ from typing import get_args
 from pydantic import BaseModel, Field
 
 from config.paths import PROJECT_ROOT
-from contracts.rollout import FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy
+from contracts.rollout import FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy, TaskSpec
 from docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
 from policy.parsers import (
     DEFAULT_REASONING_PARSER,
@@ -46,6 +49,7 @@ from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
 
 SHARED_TASK_QUEUE = "rl-rollouts"
 _BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 _BYTE_COUNT = re.compile(r"(\d+) *([kmgt]?)(?:i?b)?", re.IGNORECASE)
 
 
@@ -57,6 +61,19 @@ class RolloutBudgets(BaseModel):
     agent_budget_s: int = Field(1800, ge=1)
     eval_timeout_s: int = Field(600, ge=1)
     guard_s: int = Field(2580, ge=1)
+
+    def for_task(self, task: TaskSpec) -> RolloutBudgets:
+        """The budgets ``task``'s rollouts get: a Harbor task's agent and verifier timeouts (``HarborSpec``),
+        rounded up to whole seconds, lower the agent budget and the eval timeout; the run's budgets (its
+        ``SWE_*`` settings) are the caps a task never raises (they also size the guard and the sandboxes'
+        lifetime), so a task that needs more runs under raised run budgets."""
+        if task.harbor is None:
+            return self
+        agent = self.agent_budget_s
+        if task.harbor.agent_timeout_s is not None:
+            agent = min(agent, math.ceil(task.harbor.agent_timeout_s))
+        evaluation = min(self.eval_timeout_s, math.ceil(task.harbor.verifier_timeout_s))
+        return self.model_copy(update={"agent_budget_s": agent, "eval_timeout_s": evaluation})
 
 
 class WorkerSettings(BaseModel):
@@ -83,6 +100,8 @@ class WorkerSettings(BaseModel):
     sandbox_cpus: float | None = Field(None, gt=0)
     sandbox_memory_bytes: int = Field(SANDBOX_MEMORY_BYTES, ge=64 << 20)
     sandbox_disk_bytes: int = Field(SANDBOX_DISK_BYTES, ge=0)
+    grading_offline: bool = True
+    offline_tools: bool = True
 
     @property
     def host_queue(self) -> str:
@@ -146,6 +165,16 @@ def _parser_name(env: Mapping[str, str], name: str, lookup: Callable[[str], obje
         return known_parser_name(lookup, raw, name)
     except UnknownParser as error:
         raise SettingsError(str(error)) from None
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """``1``/``true``/``yes`` or ``0``/``false``/``no`` (any case); unset or empty: ``default``."""
+    raw = env.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in _FLAGS:
+        raise SettingsError(f"{name}: expected 1 or 0 (true/false, yes/no), got {env[name]!r}")
+    return _FLAGS[raw]
 
 
 def _byte_count(env: Mapping[str, str], name: str, default: int) -> int:
@@ -225,6 +254,8 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
         "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},
         "budgets": budgets_from_env(env),
+        "grading_offline": _flag(env, "ROLLOUT_GRADING_OFFLINE", True),
+        "offline_tools": _flag(env, "ROLLOUT_OFFLINE_TOOLS", True),
         **_sandbox_limits(env),
     }
     for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):

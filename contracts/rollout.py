@@ -336,7 +336,7 @@ class SessionResult(BaseModel):
     finish: FinishReport = FinishReport()
 
 
-GraderKind = Literal["swepro", "eval_cmd", "swebench"]
+GraderKind = Literal["swepro", "eval_cmd", "swebench", "harbor"]
 
 
 def check_workdir_relative(values: list[str]) -> list[str]:
@@ -413,12 +413,53 @@ class SweBenchSpec(BaseModel):
     eval_type: str | None = None
 
 
+class HarborTestFile(BaseModel):
+    """One file of a Harbor task's ``tests/`` directory, inlined: ``path`` relative to it, the bytes base64-encoded."""
+
+    path: str = Field(min_length=1)
+    data_b64: str
+    mode: int = Field(0o644, ge=0, le=0o7777)
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        return check_workdir_relative([value])[0]
+
+
+class HarborSpec(BaseModel):
+    """A Harbor task's verifier (``task_sources.harbor_tasks`` reads it from the task directory).
+
+    ``tests`` is the whole ``tests/`` directory, ``test.sh`` among it, which the grader writes to ``/tests``
+    and runs there (``grading.harbor_verifier``); ``verifier_timeout_s`` / ``agent_timeout_s`` are
+    task.toml's ``[verifier]`` / ``[agent]`` ``timeout_sec`` (None: the task sets no agent timeout), which
+    ``config.settings.RolloutBudgets.for_task`` folds into the rollout's budgets; ``verifier_env`` is
+    ``[verifier] env``. ``source`` names the task directory the spec was read from.
+    """
+
+    source: str = ""
+    tests: list[HarborTestFile] = Field(min_length=1)
+    verifier_timeout_s: float = Field(600.0, gt=0)
+    agent_timeout_s: float | None = Field(None, gt=0)
+    verifier_env: dict[str, str] = {}
+
+
+class TaskResources(BaseModel):
+    """What a task asks of its sandbox (a Harbor task's ``[environment] cpus / memory_mb / storage_mb``);
+    None: no request. ``docker_sandbox.limits.task_limits`` states how it meets the worker's caps."""
+
+    cpus: float | None = Field(None, gt=0)
+    memory_bytes: int | None = Field(None, gt=0)
+    disk_bytes: int | None = Field(None, gt=0)
+
+
 class TaskSpec(BaseModel):
     """A dataset row normalised the way the reference's ``_metadata()`` does it.
 
     ``test_files``: glob patterns (workdir-relative, git ``:(glob)`` syntax) of
     the files the grader restores to the image's baseline after applying the
     agent's diff; ``None`` means ``grading.task_tests.DEFAULT_TEST_FILES``.
+    ``harbor``: a Harbor task's verifier (its grader is then ``harbor``);
+    ``resources``: what the task asks of its sandbox (None: the worker's caps).
     """
 
     instance_id: str
@@ -431,6 +472,8 @@ class TaskSpec(BaseModel):
     pre_commands: list[str] = []
     reference_patch: str | None = None
     test_files: list[str] | None = Field(None, min_length=1)
+    harbor: HarborSpec | None = None
+    resources: TaskResources | None = None
 
     @field_validator("test_files")
     @classmethod
@@ -439,6 +482,8 @@ class TaskSpec(BaseModel):
 
     @property
     def grader(self) -> GraderKind | None:
+        if self.harbor is not None:
+            return "harbor"
         if self.swepro is not None and (self.swepro.run_script or self.swepro.run_script_path):
             return "swepro"
         if self.eval_cmd:
@@ -459,18 +504,28 @@ class SandboxRequest(BaseModel):
 
 class SandboxHandle(BaseModel):
     """``disk_baseline_bytes``: the container's writable layer when its boot finished (the disk budget counts
-    only what is written after it)."""
+    only what is written after it). ``attempt``: the rollout attempt it was booted for (0 in handles from
+    before the field)."""
 
     container_id: str
     name: str
     workdir: str
     host_queue: str = ""
     disk_baseline_bytes: int = 0
+    attempt: int = 0
 
 
 class OmittedFile(BaseModel):
     path: str
     size_bytes: int
+
+
+class PatchRef(BaseModel):
+    """A claim check for a patch kept in the trajectory store (``<key>.patch``, UTF-8): its path, SHA-256 and size."""
+
+    path: str
+    sha256: str
+    nbytes: int
 
 
 class DiffReport(BaseModel):
@@ -481,6 +536,9 @@ class DiffReport(BaseModel):
     ``omitted_count`` counts them all). ``over_cap``: even without them the
     patch would exceed the cap (``note`` says by how much), so it is not
     graded: reward 0, ``applied_cleanly`` false, the rollout still completes.
+    ``patch``: the graded patch as kept in the trajectory store, for a later
+    re-grade (``starter.py regrade``); None when over the cap (nothing was
+    captured) or in a report from before patches were kept.
     """
 
     patch_bytes: int = 0
@@ -488,6 +546,7 @@ class DiffReport(BaseModel):
     omitted_count: int = 0
     over_cap: bool = False
     note: str = ""
+    patch: PatchRef | None = None
 
 
 class CapturedDiff(BaseModel):
@@ -506,7 +565,15 @@ class EvalRequest(BaseModel):
 
 class EvalResult(BaseModel):
     """``reset_paths``: the task's test files the agent's diff had changed, added or deleted, which the grader
-    put back to the image's baseline before the tests ran (workdir-relative, sorted)."""
+    put back to the image's baseline before the tests ran (workdir-relative, sorted).
+
+    ``apply_method`` "empty" (an empty diff, graded as is) has ``applied_cleanly`` false: no patch applied.
+    ``log_tail`` is the end of the grader's output (4 KiB); ``log_path`` the whole grading log in the
+    trajectory store (``log_bytes`` long), "" when it was not stored.
+
+    ``reward`` is 1.0 iff ``solved`` for every grader but ``harbor``, whose reward is the verifier's own
+    number (fractional ones too) and which is solved iff that reward is at least 1; ``rewards`` holds the
+    verifier's named metrics (Harbor's ``reward.json``), empty for the other graders."""
 
     reward: float
     solved: bool
@@ -517,6 +584,9 @@ class EvalResult(BaseModel):
     tests_failed: int = 0
     log_tail: str = ""
     reset_paths: list[str] = []
+    log_path: str = ""
+    log_bytes: int = 0
+    rewards: dict[str, float] = {}
 
 
 class AbortReason(StrEnum):

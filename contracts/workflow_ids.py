@@ -25,3 +25,8 @@ def group_workflow_id(run_id: str, prompt_key: str, group_index: int) -> str:
 def refill_workflow_id(first_id: str, attempt: int) -> str:
     """The id of a sample's ``attempt``-th run (2, 3, ...) after infrastructure failures; the first keeps ``first_id``."""
     return first_id if attempt == 1 else f"{first_id}-refill{attempt - 1}"
+
+
+def regrade_workflow_id(regrade_id: str, original_id: str) -> str:
+    """One re-grade of one rollout per ``regrade_id``: the same id attaches to that re-grade, a new one grades again."""
+    return f"regrade-{regrade_id}-{original_id}"

@@ -6,6 +6,7 @@ import asyncio
 import io
 import tarfile
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -70,11 +71,14 @@ def _first_member(chunks: Iterable[bytes], max_bytes: int, tail: bool) -> bytes:
             raise IsADirectoryError("not a regular file")
         if not tail:
             return stream.read(max_bytes)
-        kept = bytearray()
+        kept: deque[bytes] = deque()
+        size = 0
         while chunk := stream.read(1 << 16):
-            kept += chunk
-            del kept[:-max_bytes]
-        return bytes(kept)
+            kept.append(chunk)
+            size += len(chunk)
+            while len(kept) > 1 and size - len(kept[0]) >= max_bytes:
+                size -= len(kept.popleft())
+        return b"".join(kept)[-max_bytes:] if max_bytes > 0 else b""
 
 
 def _regular_members(chunks: Iterable[bytes], max_bytes: int) -> dict[str, bytes]:

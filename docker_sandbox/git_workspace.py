@@ -6,7 +6,8 @@ Invariants:
 
 * Harness state lives under ``HARNESS_DIR`` (mode 1777, made at boot); every path in it comes from here.
 * The baseline (``BASELINE_FILE``) is the tree of the working state after the boot's pre-commands, recorded
-  through a private index: the repository's own index is never touched by recording or diffing.
+  through a private index: the repository's own index is never touched by recording or diffing. A workdir
+  in no repository becomes one before its first baseline (``git init`` and one commit of its files).
 * ``DIFF_EXCLUDES`` are never part of a patch, a baseline or a restore.
 * The scripts (``git_workspace_*.sh``) take these paths as positional parameters; ``*_args`` build them.
 """

@@ -9,6 +9,9 @@ Invariants:
   being created removes that container once the creation returns.
 * Root inside the sandbox only prepares the workspace (user, ownership, pre-commands); the agent runs as
   ``agent``, and no-new-privileges keeps it from regaining the few capabilities preparation needs.
+* Grading containers have no network (Docker's ``none``) unless ``SandboxSettings.grading_offline`` is
+  off; agent containers join ``SandboxSettings.network``. With ``offline_tools`` every container's
+  environment is ``offline_tools.OFFLINE_ENV``.
 * Claude Code is bind-mounted read-only into agent sandboxes only, never copied: an executable at
   ``/opt/claude/bin/claude``, or an install directory (``claude_code.tarballs``) at ``/opt/claude``
   whose ``bin/claude`` runs it.
@@ -32,7 +35,7 @@ import docker.errors
 from docker.types import Mount
 from pydantic import BaseModel
 
-from contracts.rollout import SandboxHandle, SandboxRequest
+from contracts.rollout import SandboxHandle, SandboxRequest, TaskSpec
 from docker_sandbox.container_layout import (
     AGENT_HOME,
     AGENT_UID,
@@ -48,7 +51,8 @@ from docker_sandbox.detached import DetachedCommands
 from docker_sandbox.errors import SandboxError, SandboxImageMissing
 from docker_sandbox.files import SandboxFile
 from docker_sandbox.git_workspace import HARNESS_DIR, PROBLEM_STATEMENT_FILE
-from docker_sandbox.limits import SandboxLimits, SandboxSettings
+from docker_sandbox.limits import SandboxLimits, SandboxSettings, task_limits
+from docker_sandbox.offline_tools import offline_environment
 from docker_sandbox.shell_scripts import ShellScript
 from docker_sandbox.workspace_diff import WorkspaceDiff
 
@@ -107,6 +111,7 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         if claude_code is not None:
             target = CLAUDE_MOUNT_ROOT if claude_code.is_dir() else CLAUDE_MOUNT_PATH
             mounts.append(Mount(target, str(claude_code), type="bind", read_only=True))
+        offline = request.purpose == "grading" and self.settings.grading_offline
         try:
             container = self.client.containers.create(
                 request.task.image,
@@ -122,7 +127,9 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
                 memswap_limit=limits.memory_bytes,
                 pids_limit=limits.pids,
                 mounts=mounts,
-                network=self.settings.network,
+                network=None if offline else self.settings.network,
+                network_mode="none" if offline else None,
+                environment=offline_environment() if self.settings.offline_tools else None,
                 cap_drop=["ALL"],
                 cap_add=PREPARE_CAPABILITIES,
                 security_opt=["no-new-privileges"],
@@ -180,9 +187,14 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
                 ],
             )
 
+    def limits_for(self, task: TaskSpec) -> SandboxLimits:
+        """The limits ``task``'s sandboxes boot with and their disk budget: its resource request capped at the
+        settings' limits (``limits.task_limits``)."""
+        return task_limits(self.settings.limits, task.resources)
+
     async def boot(self, request: SandboxRequest, *, lifetime_s: int | None = None, limits: SandboxLimits | None = None) -> SandboxHandle:
-        """Start a container from the task image and prepare its workspace; ``lifetime_s`` and ``limits``
-        default to the settings'.
+        """Start a container from the task image and prepare its workspace; ``lifetime_s`` defaults to the
+        settings', ``limits`` to ``limits_for(request.task)``.
 
         Preparation: the ``agent`` user (uid 1000), ``safe.directory '*'``, the workdir owned by
         ``agent``, then (as ``agent``, ``set -e``, in the workdir) ``before_repo_set_cmd`` and each
@@ -192,10 +204,12 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         container exists removes it before raising. At most ``boot_slots`` boots run at once.
         """
         lifetime_s = lifetime_s or self.settings.lifetime_s
-        limits = limits or self.settings.limits
+        limits = limits or self.limits_for(request.task)
         async with self.boot_slots:
             container_id, name = await self._create(request, lifetime_s, limits)
-            handle = SandboxHandle(container_id=container_id, name=name, workdir=request.task.workdir, host_queue=self.settings.host_queue)
+            handle = SandboxHandle(
+                container_id=container_id, name=name, workdir=request.task.workdir, host_queue=self.settings.host_queue, attempt=request.attempt
+            )
             try:
                 await self._prepare_workspace(handle, request)
                 if limits.disk_bytes > 0:

@@ -64,7 +64,8 @@ class WorkspaceDiff(ContainerCommands, ContainerFiles):
         return CapturedDiff(diff=files.get("patch", b"").decode("utf-8", errors="replace"), report=report)
 
     async def record_baseline(self, handle: SandboxHandle) -> None:
-        """Record the workspace's current tree as the baseline ``capture_diff`` compares against."""
+        """Record the workspace's current tree as the baseline ``capture_diff`` compares against; a workdir in
+        no git repository is made one first (``git init``, everything committed once as the baseline)."""
         result = await self.run_script(handle, git_workspace.SNAPSHOT_SCRIPT, *git_workspace.snapshot_args(), timeout_s=300, user=AGENT_USER)
         if result.exit_code != 0:
             raise SandboxError(f"could not snapshot the workspace of {handle.name}: {result.output.strip()[-2000:]}")

@@ -14,18 +14,29 @@ Invariants:
   also resets its test files to ``base_commit`` and applies ``test_patch``).
 * Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
   ``patch -p1 --fuzz=3``. A conflicted three-way merge is rolled back to the
-  workspace baseline before the next rung. An empty diff is graded as is; a
-  diff no rung applies is a result (reward 0, ``applied_cleanly=False``),
-  not an error.
+  workspace baseline before the next rung. An empty diff is graded as is and
+  reported as such (``apply_method="empty"``, ``applied_cleanly=False``: no
+  patch applied); a diff no rung applies is a result (reward 0,
+  ``applied_cleanly=False``, ``apply_method=""``), not an error.
 * Graders, in priority order: ``swepro`` (run script + parser → result.json;
   solved iff the non-empty ``fail_to_pass ∪ pass_to_pass`` all passed), then
   ``eval_cmd`` (a shell script, run from a file; exit 0 = solved), then
   ``swebench`` (the ``swebench`` package's eval script, its log parser and
-  report: solved iff RESOLVED_FULL). Graders run as root, detached, bounded by
+  report: solved iff RESOLVED_FULL); a task with a Harbor verifier has that
+  grader alone (``harbor``: its ``tests/test.sh`` and reward file,
+  ``grading.harbor_verifier``). Graders run as root, detached, bounded by
   ``timeout_s`` and by the sandbox's disk budget (the tests run the agent's
   code; usage is watched as in the agent sandbox, ``disk_watch``); past either
   they are killed and the result is reward 0 with a note in ``log_tail``.
-* ``reward`` is 1.0 iff ``solved``. A task without a grader is a
+* ``evaluate`` returns the result with the whole grading log (``Graded``):
+  the apply ladder's output, the test files reset, the grader's entire
+  output (``eval_cmd`` output and exit code; ``swepro`` stdout, stderr,
+  parser errors and result.json; the SWE-bench eval log) and the note, at
+  most ``FULL_LOG_BYTES`` (a cut says so in the log). ``log_tail`` is the end
+  of the grader's output plus the note, as before; storing the whole log is
+  the caller's business.
+* ``reward`` is 1.0 iff ``solved`` (``harbor`` excepted: the verifier's own
+  reward, solved iff at least 1). A task without a grader is a
   ``NoGrader`` (the activity reports it non-retryable); a SWE-bench row this
   worker cannot grade (no ``swebench`` package, no test spec for the row) is
   a non-retryable ``NotEvaluable``, raised before any container boots; so is
@@ -37,6 +48,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -56,16 +68,15 @@ from docker_sandbox.disk_watch import DiskWatch
 from docker_sandbox.files import SandboxFile
 from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
-from grading import swebench, task_tests
+from grading import harbor_verifier, swebench, task_tests
+from grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, read_log
 
-LOG_TAIL_BYTES = 4096
 APPLY_TIMEOUT_S = 120.0
 GRADING_LIFETIME_SLACK_S = 1800
 GRADE_JOB = "grade"
 PATCH_FILE = git_workspace.harness_file("agent.patch")
 SWEPRO_DIR = "/tmp/swepro_eval"
 SWEBENCH_SCRIPT = git_workspace.harness_file("swebench_eval.sh")
-SWEBENCH_LOG_BYTES = 32 << 20
 
 _THREE_WAY = "git apply --3way"
 _APPLY = ShellScript("grading", "evaluate_apply.sh")
@@ -80,28 +91,54 @@ RESTORE_BASELINE = git_workspace.RESTORE_SCRIPT.invocation(*git_workspace.restor
 # Run detached as root with SWEPRO_TEST_FILES in its environment.
 SWEPRO_COMMAND = ShellScript("grading", "evaluate_swepro.sh").invocation(SWEPRO_DIR)
 
-_PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b")
+PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b")
 
 
 def _ignore_phase(phase: str) -> None:
     """Default progress callback."""
 
 
-def _last(text: str, limit: int) -> str:
-    return text[-limit:] if limit > 0 else ""
-
-
-def _result(grader: GraderKind, solved: bool, applied: bool, method: str, log: str, note: str = "", **counts: int) -> EvalResult:
-    """The result; ``log_tail`` is the end of ``log`` followed by the whole of ``note``, within ``LOG_TAIL_BYTES``."""
+def _result(grader: GraderKind, solved: bool, method: str, log: str, note: str = "", **counts: int) -> EvalResult:
+    """The result; ``log_tail`` is the end of ``log`` followed by the whole of ``note``, within ``LOG_TAIL_BYTES``.
+    Applied cleanly iff a rung of the ladder applied a patch (``method`` neither "" nor "empty")."""
     return EvalResult(
         reward=1.0 if solved else 0.0,
         solved=solved,
-        applied_cleanly=applied,
+        applied_cleanly=applied_cleanly(method),
         grader=grader,
         apply_method=method,
-        log_tail=_last(log, LOG_TAIL_BYTES - len(note)) + note,
+        log_tail=last_bytes(log, LOG_TAIL_BYTES - len(note)) + note,
         **counts,
     )
+
+
+@dataclass(frozen=True)
+class Graded:
+    """A grading's result and its whole log (at most ``FULL_LOG_BYTES`` of UTF-8)."""
+
+    result: EvalResult
+    log: str
+
+
+@dataclass(frozen=True)
+class _GraderRun:
+    """What a grader found: the result (``log_tail`` from its output) and its whole output, note included."""
+
+    result: EvalResult
+    output: str
+
+
+def _full_log(apply_log: str, reset: list[str] | None, grader_output: str) -> str:
+    """The grading log: the apply ladder, the test files reset, the grader's output; cut to ``FULL_LOG_BYTES``."""
+    parts = [f"[apply]\n{apply_log}"]
+    if reset is not None:
+        parts.append("[reset] task tests put back to the baseline: " + (", ".join(reset) if reset else "none changed"))
+    parts.append(grader_output)
+    log = "\n".join(parts)
+    if len(log.encode()) <= FULL_LOG_BYTES:
+        return log
+    cut = f"[grading log cut: only its last {FULL_LOG_BYTES:,} bytes are kept]\n"
+    return cut + last_bytes(log, FULL_LOG_BYTES - len(cut))
 
 
 class NoGrader(Exception):
@@ -132,16 +169,16 @@ def _swepro_scripts(task: TaskSpec) -> tuple[str, str]:
 
 
 async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
-    """Walk the apply ladder; returns (the rung that applied or None, the failed rungs' output)."""
+    """Walk the apply ladder; returns (the rung that applied, "empty" or None; the rungs' output)."""
     if not diff.strip():
-        return "empty", ""
+        return "empty", "empty diff: nothing to apply"
     await sandboxes.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
     failures = []
     for rung, (method, command) in enumerate(APPLY_LADDER):
         script = PREPARE_APPLY + command if rung == 0 else command
         result = await sandboxes.exec(handle, script, user="root", timeout_s=APPLY_TIMEOUT_S)
         if result.exit_code == 0:
-            return method, ""
+            return method, "\n".join([*failures, f"$ {method}\n{result.output.strip()}".strip(), "applied"])
         failures.append(f"$ {method}\n{result.output.strip()}")
         if method == _THREE_WAY:
             restore = await sandboxes.exec(handle, RESTORE_BASELINE, user="root", timeout_s=APPLY_TIMEOUT_S)
@@ -175,16 +212,9 @@ async def _run_grader(
     return None, f"\n[grader timed out after {bounds.timeout_s:g} s and was killed]"
 
 
-async def _text(sandboxes: DockerSandboxes, handle: SandboxHandle, path: str, limit: int = LOG_TAIL_BYTES) -> str:
-    try:
-        return (await sandboxes.read_file(handle, path, limit, tail=True)).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 def _pytest_counts(output: str) -> dict[str, int]:
     """Best-effort test counts from the last pytest summary line ("2 failed, 6 passed in 0.6s")."""
-    summaries = [m.group(1) for line in output.splitlines() if (m := _PYTEST_SUMMARY.match(line.strip()))]
+    summaries = [m.group(1) for line in output.splitlines() if (m := PYTEST_SUMMARY.match(line.strip()))]
     if not summaries:
         return {}
     counts = {word: int(number) for number, word in re.findall(r"(\d+) (\w+)", summaries[-1])}
@@ -192,12 +222,13 @@ def _pytest_counts(output: str) -> dict[str, int]:
     return {"tests_passed": counts.get("passed", 0), "tests_failed": failed}
 
 
-async def _grade_eval_cmd(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, method: str) -> EvalResult:
+async def _grade_eval_cmd(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, method: str) -> _GraderRun:
     code, killed = await _run_grader(sandboxes, handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds)
-    output = await _text(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
+    output = await read_log(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
+    whole = f"[grader eval_cmd]\n{output}"
     if code is None:
-        return _result("eval_cmd", False, True, method, output, killed)
-    return _result("eval_cmd", code == 0, True, method, output, **_pytest_counts(output))
+        return _GraderRun(_result("eval_cmd", False, method, output, killed), whole + killed)
+    return _GraderRun(_result("eval_cmd", code == 0, method, output, **_pytest_counts(output)), f"{whole}\n[eval_cmd exit {code}]")
 
 
 def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, int, int, str]:
@@ -217,7 +248,7 @@ def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, int, int, str]:
 
 async def _grade_swepro(
     sandboxes: DockerSandboxes, handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, method: str
-) -> EvalResult:
+) -> _GraderRun:
     run_script, parser_script = scripts
     await sandboxes.write_files(
         handle,
@@ -228,11 +259,13 @@ async def _grade_swepro(
     )
     env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
     code, killed = await _run_grader(sandboxes, handle, SWEPRO_COMMAND, env, bounds)
-    stdout = await _text(sandboxes, handle, f"{SWEPRO_DIR}/stdout.log")
-    stderr = await _text(sandboxes, handle, f"{SWEPRO_DIR}/stderr.log", LOG_TAIL_BYTES // 4)
-    log = stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")
+    stdout = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stdout.log")
+    stderr = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stderr.log")
+    parser_err = await read_log(sandboxes, handle, git_workspace.detached_errors(GRADE_JOB))
+    log = stdout + (f"\n[stderr]\n{last_bytes(stderr, LOG_TAIL_BYTES // 4)}" if stderr.strip() else "")
+    whole = f"[grader swepro: stdout]\n{stdout}\n[swepro stderr]\n{stderr}\n[swepro parser errors]\n{parser_err}"
     if code is None:
-        return _result("swepro", False, True, method, log, killed)
+        return _GraderRun(_result("swepro", False, method, log, killed), whole + killed)
     try:
         raw = (await sandboxes.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
     except FileNotFoundError:
@@ -240,27 +273,29 @@ async def _grade_swepro(
     solved, passed, failed, problem = _swepro_outcome(raw, spec)
     note = ""
     if problem:
-        parser_err = await _text(sandboxes, handle, git_workspace.detached_errors(GRADE_JOB), LOG_TAIL_BYTES // 4)
-        note = f"\n[{problem}]" + (f"\n[parser]\n{parser_err}" if parser_err.strip() else "")
-    return _result("swepro", solved, True, method, log, note, tests_passed=passed, tests_failed=failed)
+        note = f"\n[{problem}]" + (f"\n[parser]\n{last_bytes(parser_err, LOG_TAIL_BYTES // 4)}" if parser_err.strip() else "")
+    result = _result("swepro", solved, method, log, note, tests_passed=passed, tests_failed=failed)
+    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{raw}{note}")
 
 
 async def _grade_swebench(
     sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, method: str
-) -> EvalResult:
+) -> _GraderRun:
     await sandboxes.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
     code, killed = await _run_grader(sandboxes, handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds)
-    log = await _text(sandboxes, handle, git_workspace.detached_output(GRADE_JOB), SWEBENCH_LOG_BYTES)
+    log = await read_log(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
+    whole = f"[grader swebench: eval log]\n{log}"
     if code is None:
-        return _result("swebench", False, True, method, log, killed)
+        return _GraderRun(_result("swebench", False, method, log, killed), whole + killed)
     verdict = await asyncio.to_thread(swebench.verdict, task, log)
     note = f"\n[{verdict.note}]" if verdict.note else ""
-    return _result("swebench", verdict.solved, True, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
+    result = _result("swebench", verdict.solved, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
+    return _GraderRun(result, whole + note)
 
 
-async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: Callable[[str], None] = _ignore_phase) -> EvalResult:
-    """Grade ``request.diff`` in a fresh grading sandbox booted with ``sandboxes``' settings; ``report``
-    hears each phase (boot, apply, reset, test)."""
+async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: Callable[[str], None] = _ignore_phase) -> Graded:
+    """Grade ``request.diff`` in a fresh grading sandbox booted with ``sandboxes``' settings: the result and
+    the whole grading log; ``report`` hears each phase (boot, apply, reset, test)."""
     task = request.task
     grader = task.grader
     if grader is None:
@@ -279,17 +314,20 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
             await task_tests.record(sandboxes, handle, protected)
         method, apply_log = await _apply(sandboxes, handle, request.diff)
         if method is None:
-            return _result(grader, False, False, "", apply_log)
+            return Graded(_result(grader, False, "", apply_log), _full_log(apply_log, None, "[no rung applied the diff: not graded]"))
         report("reset")
         reset = await task_tests.reset(sandboxes, handle, protected) if method != "empty" else []
         report("test")
-        bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.settings.limits.disk_bytes)
-        if scripts is not None:
-            result = await _grade_swepro(sandboxes, handle, task.swepro, scripts, bounds, method)
+        bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
+        if task.harbor is not None:
+            verifier = functools.partial(_run_grader, sandboxes, handle, bounds=bounds)
+            run = _GraderRun(*await harbor_verifier.grade(sandboxes, handle, task.harbor, method, verifier))
+        elif scripts is not None:
+            run = await _grade_swepro(sandboxes, handle, task.swepro, scripts, bounds, method)
         elif swebench_script is not None:
-            result = await _grade_swebench(sandboxes, handle, task, swebench_script, bounds, method)
+            run = await _grade_swebench(sandboxes, handle, task, swebench_script, bounds, method)
         else:
-            result = await _grade_eval_cmd(sandboxes, handle, task, bounds, method)
-        return result.model_copy(update={"reset_paths": reset})
+            run = await _grade_eval_cmd(sandboxes, handle, task, bounds, method)
+        return Graded(run.result.model_copy(update={"reset_paths": reset}), _full_log(apply_log, reset, run.output))
     finally:
         await sandboxes.destroy(handle)

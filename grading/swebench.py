@@ -203,7 +203,9 @@ def _registered(spec: SweBenchSpec, version: str) -> Iterator[None]:
 
 
 def _python_log_parser(name: str, version: str) -> Callable[..., dict[str, str]]:
+    """The package's parser ``parse_log_<name>``; ``name`` may carry the prefix (SWE-rebench writes ``parse_log_pytest``)."""
     parsers = importlib.import_module("swebench.harness.log_parsers.python")
+    name = name.removeprefix("parse_log_")
     parser = getattr(parsers, f"parse_log_{name}", None)
     if parser is None:
         raise NotEvaluable(f"remote_env_info.install_config.log_parser: swebench {version} has no parser parse_log_{name}")

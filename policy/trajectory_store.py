@@ -5,8 +5,13 @@ limit. Here it is packed (int32 ids, uint8 mask, float64 log-probs, bit-exact
 as the server sent them; the rest of each segment, its weight version spans
 included, as JSON beside them: a file written before spans existed reads
 with none), compressed, and kept out of workflow history: only a
-``TrajectoryRef`` (uri, sha256, sizes) travels through Temporal. Files are written atomically (temp file + rename) and verified by
-hash on load. The directory must be shared by the workers and the starter
+``TrajectoryRef`` (uri, sha256, sizes) travels through Temporal. Beside a
+rollout's segments lie its agent's stream-json log (``put_log``) and, per
+attempt, the patch it was graded on (``put_patch``, a ``PatchRef`` claim
+check), which ``starter.py regrade`` grades again, and each grading's whole
+log (``put_grading_log``, one file per grading activity attempt). Segments and patches are
+written atomically (temp file + rename) and verified by hash on load. The
+directory must be shared by the workers and the starter
 (local disk for one host, a shared filesystem for a cluster).
 
 Any key names a file directly in the store's root: a key made only of ASCII
@@ -31,7 +36,7 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from contracts.rollout import TokenSegment, TrajectoryRef
+from contracts.rollout import PatchRef, TokenSegment, TrajectoryRef
 
 PLAIN_KEY = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,119}")
 
@@ -42,12 +47,7 @@ class TrajectoryStore:
 
     def put(self, key: str, segments: list[TokenSegment]) -> TrajectoryRef:
         payload = encode_segments(segments)
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"{_safe(key)}.npz"
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(tmp, path)
+        path = self._write_atomically(f"{_safe(key)}.npz", payload)
         return TrajectoryRef(
             uri=path.as_uri(),
             sha256=hashlib.sha256(payload).hexdigest(),
@@ -56,11 +56,47 @@ class TrajectoryStore:
             nbytes=len(payload),
         )
 
+    def put_patch(self, key: str, patch: str) -> PatchRef:
+        """Keep an agent's patch beside its trajectory (``<key>.patch``, UTF-8), written atomically like ``put``."""
+        payload = patch.encode("utf-8", errors="surrogatepass")
+        path = self._write_atomically(f"{_safe(key)}.patch", payload)
+        return PatchRef(path=str(path), sha256=hashlib.sha256(payload).hexdigest(), nbytes=len(payload))
+
+    def load_patch(self, ref: PatchRef) -> str:
+        """The patch ``ref`` names, verified by its hash; ``ValueError`` when it lies outside this store or was
+        altered, ``OSError`` when unreadable."""
+        path = Path(ref.path).resolve()
+        if path.parent != self.root or not path.name.endswith(".patch"):
+            raise ValueError(f"patch {ref.path}: not a patch in the trajectory store {self.root}")
+        payload = path.read_bytes()
+        if hashlib.sha256(payload).hexdigest() != ref.sha256:
+            raise ValueError(f"patch {ref.path}: sha256 mismatch")
+        return payload.decode("utf-8", errors="surrogatepass")
+
     def put_log(self, key: str, data: bytes) -> Path:
         """Keep an agent's stream-json log beside its trajectory (``<key>.log.jsonl``)."""
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / f"{_safe(key)}.log.jsonl"
         path.write_bytes(data)
+        return path
+
+    def _write_atomically(self, name: str, payload: bytes) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / name
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, path)
+        return path
+
+    def put_grading_log(self, key: str, log: str) -> Path:
+        """Keep a grading's whole log (``<key>.grading.log``), written atomically; a key names one grading."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / f"{_safe(key)}.grading.log"
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
+            handle.write(log)
+        os.replace(tmp, path)
         return path
 
     @staticmethod

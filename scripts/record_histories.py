@@ -28,12 +28,17 @@ and ``RolloutGroup`` (K=2 children on the same worker):
 * ``group_cut``: a slow policy, the group cut while its agents run: ``cut``,
   both children ``aborted: straggler_cut``.
 
+and ``RegradeRollout``:
+
+* ``regrade``: the ``solved`` rollout's kept patch graded again in a fresh
+  sandbox (``read_patch`` -> ``evaluate``): completed, reward 1.0.
+
 Each history is saved as ``tests/histories/<scenario>.json``; a drift episode
 whose result is not the scenario's expected outcome is not saved (the run
 fails). Re-record after an intentional, patched change to a workflow (all
 scenarios, the ones named, or ``drift`` for every drift scenario):
 
-    .venv/bin/python scripts/record_histories.py [scenario ... | drift | rollout | group]
+    .venv/bin/python scripts/record_histories.py [scenario ... | drift | rollout | group | regrade]
 """
 
 from __future__ import annotations
@@ -54,9 +59,10 @@ from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from config.paths import PROJECT_ROOT  # noqa: E402
 from config.settings import RolloutBudgets  # noqa: E402
 from contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
+from contracts.regrade import RegradeInput, RegradeResult  # noqa: E402
 from contracts.rollout import PolicySpec, RolloutResult  # noqa: E402
 from contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
-from contracts.workflow_ids import rollout_workflow_id  # noqa: E402
+from contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id  # noqa: E402
 from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
@@ -68,6 +74,7 @@ from trainer_client.local_services import worker_process  # noqa: E402
 from trainer_client.rollout_groups import start_group  # noqa: E402
 from worker import oracle_tasks_from  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
+from workflows.regrade_rollout import RegradeRollout  # noqa: E402
 from workflows.rollout_group import RolloutGroup  # noqa: E402
 
 HISTORIES = PROJECT_ROOT / "tests" / "histories"
@@ -158,8 +165,14 @@ DRIFT_SCENARIOS = (
 )
 ROLLOUT_SCENARIOS = [name for name, _, _ in ONE_WORKER_SCENARIOS] + ["lost_host"]
 GROUP_SCENARIOS = ["group_completed", "group_refilled", "group_cut"]
-SCENARIOS = ROLLOUT_SCENARIOS + [name for name, _, _, _ in DRIFT_SCENARIOS] + GROUP_SCENARIOS
-GROUPS = {"rollout": ROLLOUT_SCENARIOS, "drift": [name for name, _, _, _ in DRIFT_SCENARIOS], "group": GROUP_SCENARIOS}
+REGRADE_SCENARIOS = ["regrade"]
+SCENARIOS = ROLLOUT_SCENARIOS + [name for name, _, _, _ in DRIFT_SCENARIOS] + GROUP_SCENARIOS + REGRADE_SCENARIOS
+GROUPS = {
+    "rollout": ROLLOUT_SCENARIOS,
+    "drift": [name for name, _, _, _ in DRIFT_SCENARIOS],
+    "group": GROUP_SCENARIOS,
+    "regrade": REGRADE_SCENARIOS,
+}
 
 
 async def record_on_one_worker(recorder: Recorder, wanted: list[str]) -> None:
@@ -203,6 +216,26 @@ async def record_groups(recorder: Recorder, wanted: list[str]) -> None:
     await DockerSandboxes().reap(lambda c: c.labels.get("io.rollouts.workflow_id", "").startswith("rollout-rec-group_"))
 
 
+async def record_regrade(recorder: Recorder) -> None:
+    """An oracle rollout (not saved), then its kept patch re-graded; saved only if the re-grade scored 1.0."""
+    recorder.policy.set_policy(None, "oracle")
+    async with recorder.worker("rec-regrade"):
+        rollout: RolloutResult = await (await recorder.start("regrade_source")).result()
+        if rollout.reward != 1.0 or rollout.diff is None or rollout.diff.patch is None:
+            raise SystemExit(f"regrade: the source rollout scored {rollout.reward} with diff {rollout.diff}; history not saved")
+        regrade = RegradeInput(
+            original_workflow_id=rollout.workflow_id, task=recorder.task, patch=rollout.diff.patch, eval_timeout_s=BUDGETS.eval_timeout_s
+        )
+        handle = await recorder.env.client.start_workflow(
+            RegradeRollout.run, regrade, id=regrade_workflow_id("rec", rollout.workflow_id), task_queue=recorder.queue
+        )
+        result: RegradeResult = await handle.result()
+    print(f"regrade          {result.status:9} reward {result.evaluation and result.evaluation.reward} reason {result.abort_reason}", flush=True)
+    if result.status != "completed" or result.evaluation is None or result.evaluation.reward != 1.0:
+        raise SystemExit(f"regrade: expected a completed re-grade with reward 1.0, got {result}; history not saved")
+    (HISTORIES / "regrade.json").write_text((await handle.fetch_history()).to_json())
+
+
 async def _until_agent_runs(child) -> None:
     while True:
         try:
@@ -243,6 +276,8 @@ async def main(named: list[str]) -> None:
             if "lost_host" in wanted:
                 await record_lost_host(recorder)
             await record_groups(recorder, wanted)
+            if "regrade" in wanted:
+                await record_regrade(recorder)
     finally:
         await policy.stop()
         await env.shutdown()

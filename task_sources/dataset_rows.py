@@ -18,6 +18,10 @@ patterns of the files the grader restores to the baseline before testing
 (default: ``grading.task_tests.DEFAULT_TEST_FILES``). A ``swepro`` row's
 ``run_script_path`` / ``parser_script_path`` are read here, inside the
 dataset root (``task_sources.dataset_scripts``), and inlined into the task.
+A row in another project's flat shape (SWE-rebench, SWE-Gym, SWE-smith, flat
+SWE-bench: ``task_sources.row_shapes.registry``), at the top level or directly
+in ``metadata``, is read by that shape, its problem statement falling back to
+the prompt; a row in no known shape is refused naming what the closest lacks.
 
 Every problem is reported as ``RowError`` naming the field (and the line of the
 file when read from JSONL); reading a file never stops at a bad row. Rows that
@@ -39,6 +43,8 @@ from pydantic import ValidationError
 from contracts.rollout import SweBenchSpec, TaskSpec, check_workdir_relative
 from task_sources.dataset_scripts import ScriptRefused, dataset_root, inline_swepro_scripts
 from task_sources.row_limits import task_problem, unicode_problem
+from task_sources.row_shapes.fields import ShapeProblem
+from task_sources.row_shapes.registry import locate, task_fields
 
 SWEBENCH_WORKDIR = "/testbed"
 # Row key in remote_env_info -> SweBenchSpec field.
@@ -58,15 +64,19 @@ SWEBENCH_FIELDS = {
 
 
 class RowError(ValueError):
-    def __init__(self, field: str, reason: str, line: int | None = None):
-        where = f"line {line}: " if line is not None else ""
+    """``line``: the JSONL line, or the directory of a Harbor task (``task_sources.harbor_tasks``); None: not read from a file."""
+
+    def __init__(self, field: str, reason: str, line: int | str | None = None):
+        where = f"line {line}: " if isinstance(line, int) else f"{line}: " if line else ""
         super().__init__(f"{where}{field}: {reason}")
         self.field, self.reason, self.line = field, reason, line
 
 
 @dataclass(frozen=True)
 class DatasetRow:
-    line: int
+    """``line``: the row's JSONL line, or a Harbor task's directory (which keys it in the results file)."""
+
+    line: int | str
     task: TaskSpec
     raw: dict[str, Any]
 
@@ -82,6 +92,8 @@ def task_from_row(row: Any, line: int | None = None, root: str | Path | None = N
         raise RowError("row", "must be a JSON object", line)
     if (problem := unicode_problem(row)) is not None:
         raise RowError(*problem, line)
+    if (located := locate(row)) is not None:
+        return _shaped_task(row, *located, line)
     metadata = row.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise RowError("metadata", "must be an object", line)
@@ -124,6 +136,32 @@ def task_from_row(row: Any, line: int | None = None, root: str | Path | None = N
         )
     if (problem := task_problem(task, row)) is not None:
         raise RowError(*problem, line)
+    return task
+
+
+# TaskSpec field -> the shape row's key that supplies it (or the largest part of it), for errors.
+SHAPED_SOURCES = {"swebench": "test_patch", "eval_cmd": "PASS_TO_PASS", "pre_commands": "patch", "reference_patch": "patch"}
+
+
+def _shaped_task(row: dict[str, Any], prefix: str, fields: Any, line: int | None) -> TaskSpec:
+    """The task of a row in a flat dataset shape (``prefix`` leads its field names: "" or "metadata.")."""
+    try:
+        _, spec = task_fields(fields)
+    except ShapeProblem as problem:
+        raise RowError(problem.field if problem.field == "row" else prefix + problem.field, problem.reason, line) from None
+    if not spec["problem_statement"]:
+        if not isinstance(row.get("prompt"), (str, list)):
+            raise RowError(prefix + "problem_statement", "missing, and the row has no prompt to fall back to", line)
+        spec["problem_statement"] = _prompt_text(row.get("prompt"), line)
+    try:
+        task = TaskSpec.model_validate(spec)
+    except ValidationError as exc:
+        loc = [str(part) for part in exc.errors()[0]["loc"]]
+        key = next((k for k, f in SWEBENCH_FIELDS.items() if loc[0] == "swebench" and loc[1:2] == [f]), SHAPED_SOURCES.get(loc[0], loc[0]))
+        raise RowError(prefix + key, exc.errors()[0]["msg"], line) from None
+    if (limit := task_problem(task, {})) is not None:
+        name = limit[0].removeprefix("metadata.")
+        raise RowError(prefix + SHAPED_SOURCES.get(name, name), limit[1], line)
     return task
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -95,6 +96,34 @@ async def test_noop_fails_and_unusable_rows_abort_with_a_clear_reason(cluster):
     assert (noop_swebench.evaluation.grader, noop_swebench.evaluation.tests_passed, noop_swebench.evaluation.tests_failed) == ("swebench", 3, 3)
     assert (bad.status, bad.abort_reason) == ("aborted", "sandbox_boot_failed")
     assert (ungradable.status, ungradable.abort_reason, ungradable.agent) == ("aborted", "not_evaluable", None)
+
+
+async def test_show_prints_the_grading_summary_and_where_the_logs_are(cluster):
+    """The worker keeps the whole grading log in the trajectory store; ``starter.py show`` names it and the agent's log."""
+    cluster.policy.set_policy(None, "oracle")
+    calc = next(row.task for row in cluster.rows if row.task.instance_id == "calc-eval-cmd")
+    (result,) = await cluster.run([cluster.rollout(calc)])
+    assert result.status == "completed" and result.evaluation is not None
+    grading_log = Path(result.evaluation.log_path)
+    assert grading_log.parent == (cluster.settings.results_dir / "trajectories").resolve()
+    assert grading_log.stat().st_size == result.evaluation.log_bytes
+    assert "[apply]\n$ git apply --3way" in grading_log.read_text() and "[eval_cmd exit 0]" in grading_log.read_text()
+    show = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "starter.py",
+        "show",
+        result.workflow_id,
+        env={**os.environ, "TEMPORAL_ADDRESS": cluster.settings.temporal_address},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output = (await show.communicate())[0].decode()
+    assert show.returncode == 0, output
+    summary = output.split("--- grading ---\n", 1)[1].splitlines()
+    assert summary[0] == "grader eval_cmd  patch: applied (git apply --3way)  tests passed 8 failed 0  reward 1.00", output
+    assert summary[1].startswith("8 passed in ")
+    assert summary[2] == f"grading log: {grading_log} ({result.evaluation.log_bytes:,} bytes)"
+    assert summary[3] == f"agent log: {result.agent.log_path}"
 
 
 async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_returns(cluster):

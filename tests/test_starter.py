@@ -217,6 +217,16 @@ def test_the_summary_has_a_line_per_group_then_one_per_sample(capsys):
     assert out[-1] == "groups 2: 1 completed, 1 insufficient, 1 dropped; samples valid 3/4, mean reward 0.667"
 
 
+def test_a_sample_whose_patch_was_empty_says_so(capsys):
+    sample = sample_of("e", 0, 0.0)
+    assert sample.rollout is not None
+    sample.rollout.evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader="eval_cmd", apply_method="empty")
+    group = GroupResult(workflow_id="g0", prompt_key="calc-1", group_index=0, status="completed", samples=[sample], refill_budget=0, kept=True)
+    print_summary([group])
+    line = capsys.readouterr().out.splitlines()[3]
+    assert line.split()[:6] == ["calc-1", "0", "completed", "0.00", "True", "False"] and line.endswith("patch: empty")
+
+
 class ScoredCluster(FakeCluster):
     """The fakes with real trajectories (in ``store``), a reward per first workflow id (default 1.0), and samples
     whose every run fails to boot (``never_boots``: an infrastructure failure each time)."""

@@ -94,6 +94,10 @@ BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
 CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.NO_GRADER)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# The grade's rules, which a re-grade (``workflows.regrade_rollout``) shares: no grader, or a task no sandbox boots for, is not retried.
+GRADING_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS])
+GRADING_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
+GRADING_OVERHEAD = timedelta(seconds=300)  # boot and apply, beyond the grade's own timeout
 AGENT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_POLICY_SERVER, ErrorType.SESSION_LOST]
 )
@@ -199,9 +203,9 @@ class CodingAgentRollout:
                 self._evaluation = await workflow.execute_activity(
                     refs.evaluate,
                     EvalRequest(task=rollout.task, diff=captured.diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
-                    start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + 300),
-                    heartbeat_timeout=timedelta(seconds=60),
-                    retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS]),
+                    start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s) + GRADING_OVERHEAD,
+                    heartbeat_timeout=GRADING_HEARTBEAT_TIMEOUT,
+                    retry_policy=GRADING_RETRY,
                     cancellation_type=_grading_cancellation(),
                     summary="grade the diff in a fresh sandbox",
                 )

@@ -1,4 +1,8 @@
-"""Write ``dataset.jsonl``: one slime-shaped row per example task.
+"""Write ``dataset.jsonl``: one slime-shaped row per example task (the demo runs them all), and
+``reinstall_dataset.jsonl``: the row whose grading reinstalls its package (``tempconv-reinstall``), kept
+apart so the demo stays as quick as it was (the offline-grading tests and bench read it), and
+``swe_rows.jsonl``: one row in each other project's flat shape (SWE-rebench, SWE-Gym, SWE-smith), as
+the Hugging Face datasets publish them (``tests/grading/test_swe_rows.py`` grades them).
 
 Run ``python examples/tasks/make_dataset.py`` after editing a task; the rows
 embed each task's problem statement, reference patch and grader files, so the
@@ -147,14 +151,120 @@ def slugify_row() -> dict:
     }
 
 
+def tempconv_row() -> dict:
+    """As a SWE-bench eval script does, the grader reinstalls the package (editable, isolated build: pip fetches
+    setuptools and wheel, here from the image's /opt/wheels) and then runs the tests, whatever the reinstall did."""
+    name = "tempconv-reinstall"
+    statement = text(name, "problem_statement.md")
+    return {
+        "prompt": statement,
+        "label": name,
+        "metadata": {
+            "instance_id": name,
+            "image": image(name),
+            "workdir": WORKDIR,
+            "problem_statement": statement,
+            "eval_cmd": "/opt/venv/bin/python -m pip install -e .\n/opt/venv/bin/python -m pytest -q -p no:cacheprovider tests/test_convert.py",
+            "reference_patch": text(name, "reference.patch"),
+        },
+    }
+
+
+def swe_rebench_row() -> dict:
+    name = "wordfreq-swerebench"
+    test_file = "tests/test_wordfreq.py"
+    return {
+        "instance_id": "rollouts-examples__wordfreq-12",
+        "repo": "rollouts-examples/wordfreq",
+        "base_commit": baseline_commit(name),
+        "patch": text(name, "reference.patch"),
+        "test_patch": text(name, "test.patch"),
+        "problem_statement": text(name, "problem_statement.md"),
+        "hints_text": "",
+        "created_at": "2026-01-01T00:00:00Z",
+        "version": "0.3",
+        "FAIL_TO_PASS": [f"{test_file}::{t}" for t in ("test_counts_words_whatever_their_case", "test_breaks_ties_alphabetically")],
+        "PASS_TO_PASS": [f"{test_file}::{t}" for t in ("test_splits_on_punctuation_and_spaces", "test_counts_repeated_words", "test_limits_to_n")],
+        "environment_setup_commit": baseline_commit(name),
+        "install_config": {
+            "python": "3.11",
+            "install": None,
+            "pre_install": None,
+            "packages": None,
+            "pip_packages": None,
+            "reqs_path": None,
+            "test_cmd": "pytest --no-header -rA --tb=no -p no:cacheprovider",
+            "log_parser": "parse_log_pytest",
+        },
+        "meta": {"has_test_patch": True, "is_lite": False},
+        "license_name": "MIT",
+        "docker_image": image(name),
+    }
+
+
+def swe_gym_row() -> dict:
+    """No image field: the image is found by SWE-Gym's naming rule, under which the build tags it (``tags``)."""
+    name = "roman-swegym"
+    test_file = "tests/test_roman.py"
+    cases = ("4-IV", "9-IX", "40-XL", "90-XC", "400-CD", "1994-MCMXCIV")
+    return {
+        "instance_id": "rollouts-examples__roman-7",
+        "repo": "rollouts-examples/roman",
+        "base_commit": baseline_commit(name),
+        "patch": text(name, "reference.patch"),
+        "test_patch": text(name, "test.patch"),
+        "problem_statement": text(name, "problem_statement.md"),
+        "hints_text": "",
+        "created_at": "2026-01-01T00:00:00Z",
+        "version": "0.1",
+        "FAIL_TO_PASS": [f"{test_file}::test_uses_subtractive_pairs[{case}]" for case in cases],
+        "PASS_TO_PASS": [f"{test_file}::test_adds_numerals"]
+        + [f"{test_file}::test_rejects_numbers_without_a_numeral[{n}]" for n in ("0", "-1", "4000", "2.5")],
+    }
+
+
+def swe_smith_row() -> dict:
+    """The image holds the clean tree; ``patch`` is the bug (its reverse is the fix)."""
+    name = "intervals-swesmith"
+    test_file = "tests/test_intervals.py"
+    mirror = f"rollouts-examples__intervals.{baseline_commit(name)[:8]}"
+    return {
+        "instance_id": f"{mirror}.func_pm_op_change__q1w2e3r4",
+        "repo": f"swesmith/{mirror}",
+        "patch": text(name, "bug.patch"),
+        "FAIL_TO_PASS": [f"{test_file}::test_joins_intervals_that_touch"],
+        "PASS_TO_PASS": [
+            f"{test_file}::{t}"
+            for t in (
+                "test_nothing_to_merge",
+                "test_keeps_disjoint_intervals_sorted",
+                "test_joins_overlapping_intervals",
+                "test_rejects_reversed_intervals",
+            )
+        ],
+        "created_at": "2026-01-01T00:00:00Z",
+        "image_name": image(name),
+        "problem_statement": text(name, "problem_statement.md"),
+    }
+
+
 def rows() -> list[dict]:
     return [calc_row(), textutil_row(), inventory_row(), slugify_row()]
 
 
+def reinstall_rows() -> list[dict]:
+    return [tempconv_row()]
+
+
+def swe_rows() -> list[dict]:
+    return [swe_rebench_row(), swe_gym_row(), swe_smith_row()]
+
+
 def main() -> None:
-    with open(TASKS / "dataset.jsonl", "w") as out:
-        for row in rows():
-            out.write(json.dumps(row) + "\n")
+    for file, written in (("dataset.jsonl", rows()), ("reinstall_dataset.jsonl", reinstall_rows()), ("swe_rows.jsonl", swe_rows())):
+        with open(TASKS / file, "w") as out:
+            for row in written:
+                out.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ from activities.evaluate import GradingActivities
 from activities.rollout_host import RolloutHost
 from activities.sandbox import SandboxActivities
 from config.paths import PROJECT_ROOT
-from workflows import coding_agent_rollout, drift_repair_episode
+from workflows import coding_agent_rollout, drift_repair_episode, regrade_rollout
 
 ROOT = PROJECT_ROOT
-WORKFLOW_MODULES = (coding_agent_rollout, drift_repair_episode)
+WORKFLOW_MODULES = (coding_agent_rollout, drift_repair_episode, regrade_rollout)
 
 
 def signature(fn) -> tuple[str | None, tuple[type, ...] | None, type | None]:
@@ -67,7 +67,7 @@ def test_workflows_schedule_no_activity_by_a_string_literal():
 
 def test_workflow_modules_import_no_docker_aiohttp_or_transformers():
     probe = (
-        "import sys, workflows.coding_agent_rollout, workflows.drift_repair_episode;"
+        "import sys, workflows.coding_agent_rollout, workflows.drift_repair_episode, workflows.regrade_rollout;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('docker', 'aiohttp', 'transformers')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout

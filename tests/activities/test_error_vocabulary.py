@@ -20,7 +20,7 @@ from docker_sandbox import errors
 from grading import graders, swebench
 from policy.parsers import UnknownParser
 from policy.session_config import NoPolicyServer, session_config_for
-from workflows import activity_errors, coding_agent_rollout, drift_repair_episode
+from workflows import activity_errors, coding_agent_rollout, drift_repair_episode, regrade_rollout
 
 ACTIVITIES = PROJECT_ROOT / "activities"
 SOURCE_DIRS = [path for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name != "tests"]
@@ -47,6 +47,8 @@ def test_only_the_translation_module_builds_application_errors():
         (evaluate_face.GRADING_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
         (evaluate_face.GRADING_FAILURES, errors.SandboxError("tests crashed"), "GradingFailed", False),
         (evaluate_face.BOOT_FAILURES, errors.SandboxError("pre-command failed"), "SandboxBootError", False),
+        (evaluate_face.PATCH_FAILURES, FileNotFoundError("no such patch"), "PatchUnreadable", False),
+        (evaluate_face.PATCH_FAILURES, ValueError("sha256 mismatch"), "PatchUnreadable", False),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxImageMissing("no image"), "SandboxImageMissing", False),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxError("runner failed"), "SandboxError", False),
@@ -78,7 +80,7 @@ def test_every_fixed_abort_reason_is_in_the_readme():
 
 
 def test_the_workflows_abort_only_with_fixed_reasons_or_the_prefixed_forms():
-    for module in (coding_agent_rollout, drift_repair_episode):
+    for module in (coding_agent_rollout, drift_repair_episode, regrade_rollout):
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Aborted":
                 assert not isinstance(node.args[0], ast.Constant), ast.unparse(node)

@@ -8,6 +8,7 @@ activity keeps its slot for the retry.
 
 import asyncio
 import dataclasses
+import json
 import logging
 import uuid
 
@@ -20,7 +21,7 @@ from temporalio.worker import Worker
 
 from activities import activity_failure_log
 from activities.adapter import AdapterServer
-from activities.rollout_host import RolloutHost
+from activities.rollout_host import RolloutHost, cut_log
 from claude_code.binary import find_claude_code
 from contracts.rollout import AgentRunRequest, MergeRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, StalenessBound, TaskSpec
 from docker_sandbox import container_layout
@@ -288,3 +289,16 @@ async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as
     assert report is not None and report.current_version is None and not report.dropped and "get_model_info" in report.note
     [stored] = TrajectoryStore.load(merged.trajectory)
     assert report.unjudged_tokens == sum(stored.loss_mask) == len(server.records[0].output_ids)
+
+
+async def test_an_agent_log_over_the_limit_keeps_whole_lines_of_its_head_and_end_with_a_line_saying_so():
+    lines = [json.dumps({"type": "assistant", "n": n}).encode() + b"\n" for n in range(400)]
+    lines[-1] = json.dumps({"type": "result", "num_turns": 399}).encode() + b"\n"
+    log = b"".join(lines)
+    limit = 4000
+    kept = cut_log(log[: limit + 1], log[-1000:], limit)
+    events = [json.loads(line) for line in kept.splitlines()]
+    cut = next(event for event in events if event["type"] == "rollout_log_cut")
+    assert events[0] == {"type": "assistant", "n": 0} and events[-1] == {"type": "result", "num_turns": 399}
+    assert kept.startswith(log[: cut["kept_head_bytes"]]) and kept.endswith(log[-cut["kept_end_bytes"] :])
+    assert cut["kept_head_bytes"] + cut["kept_end_bytes"] <= limit

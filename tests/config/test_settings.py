@@ -125,3 +125,12 @@ def test_the_finish_bound_defaults_to_a_few_seconds_and_is_read_in_seconds():
     for raw in ("-1", "soon", "inf", "nan", "61"):
         with pytest.raises(SettingsError, match="^ROLLOUT_FINISH_GRACE_S:"):
             settings_from_env({"ROLLOUT_FINISH_GRACE_S": raw})
+
+
+def test_grading_is_offline_unless_turned_off_and_a_bad_flag_is_named():
+    assert (settings_from_env({}).grading_offline, settings_from_env({}).offline_tools) == (True, True)
+    settings = settings_from_env({"ROLLOUT_GRADING_OFFLINE": "0", "ROLLOUT_OFFLINE_TOOLS": "False"})
+    assert (settings.grading_offline, settings.offline_tools) == (False, False)
+    assert settings_from_env({"ROLLOUT_GRADING_OFFLINE": "yes"}).grading_offline
+    with pytest.raises(SettingsError, match="ROLLOUT_OFFLINE_TOOLS: expected 1 or 0"):
+        settings_from_env({"ROLLOUT_OFFLINE_TOOLS": "maybe"})

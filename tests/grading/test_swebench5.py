@@ -33,8 +33,8 @@ task = next(r.task for r in read_dataset("examples/tasks/dataset.jsonl") if r.ta
 modern = task.model_copy(update={"swebench": task.swebench.model_copy(update={**columns, "install_config": None})})
 
 async def grade(diff, name):
-    result = await graders.evaluate(DockerSandboxes(), EvalRequest(task=modern, diff=diff, workflow_id=f"{prefix}-{name}", timeout_s=120))
-    return result.model_dump()
+    graded = await graders.evaluate(DockerSandboxes(), EvalRequest(task=modern, diff=diff, workflow_id=f"{prefix}-{name}", timeout_s=120))
+    return graded.result.model_dump()
 
 async def main():
     solved, unsolved = await asyncio.gather(grade(task.reference_patch, "solved"), grade("", "unsolved"))

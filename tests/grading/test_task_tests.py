@@ -107,7 +107,7 @@ async def prefix(task_images, reap_prefix):
 
 
 async def grade(prefix: str, task: TaskSpec, diff: str):
-    return await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))
+    return (await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))).result
 
 
 async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkeypatch):
@@ -118,7 +118,9 @@ async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkey
 
     with monkeypatch.context() as patched:
         patched.setattr(task_tests, "reset", nothing_reset)
-        return await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
+        return (
+            await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
+        ).result
 
 
 @pytest.mark.integration

@@ -123,3 +123,33 @@ def test_a_file_stored_before_versions_existed_still_reads(tmp_path):
     )
     (loaded,) = decode_segments(buffer.getvalue())
     assert loaded == segment and loaded.weight_version_spans == []
+
+
+def test_a_kept_patch_reads_back_verified_and_only_from_the_store(tmp_path):
+    store = TrajectoryStore(tmp_path / "store")
+    patch = "diff --git a/x b/x\n+caf\u00e9\n"
+    ref = store.put_patch("rollout-r-x-0-0.attempt2", patch)
+    assert (ref.path, ref.nbytes) == (str(tmp_path / "store" / "rollout-r-x-0-0.attempt2.patch"), len(patch.encode()))
+    assert store.load_patch(ref) == patch
+    assert [p.name for p in (tmp_path / "store").iterdir()] == ["rollout-r-x-0-0.attempt2.patch"], "no temp file left behind"
+    (tmp_path / "store" / "rollout-r-x-0-0.attempt2.patch").write_text(patch + "+more\n")
+    with pytest.raises(ValueError, match="sha256 mismatch"):
+        store.load_patch(ref)
+    outside = tmp_path / "elsewhere.patch"
+    outside.write_text(patch)
+    with pytest.raises(ValueError, match="not a patch in the trajectory store"):
+        store.load_patch(ref.model_copy(update={"path": str(outside)}))
+    with pytest.raises(ValueError, match="not a patch in the trajectory store"):
+        store.load_patch(ref.model_copy(update={"path": str(tmp_path / "store" / "rollout-r-x-0-0.attempt2.patch" / ".." / "x.npz")}))
+    with pytest.raises(OSError):
+        store.load_patch(ref.model_copy(update={"path": str(tmp_path / "store" / "gone.patch")}))
+
+
+def test_a_grading_log_is_kept_whole_beside_the_trajectories(tmp_path):
+    store = TrajectoryStore(tmp_path)
+    log = "[apply]\n$ git apply --3way\napplied\n" + "é" * 100_000
+    path = store.put_grading_log("rollout-r1-calc-s0.01234567.4.1", log)
+    other = store.put_grading_log("rollout-r1-calc-s0.01234567.4.2", "retry")
+    assert path.parent == tmp_path.resolve() and path.name == "rollout-r1-calc-s0.01234567.4.1.grading.log"
+    assert path.read_text(encoding="utf-8") == log and other.read_text() == "retry"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == [], "written atomically, no temp file left"

@@ -138,8 +138,9 @@ def test_a_bad_line_does_not_stop_the_others(tmp_path):
 def test_the_example_dataset_is_what_make_dataset_writes():
     from examples.tasks import make_dataset
 
-    expected = [json.dumps(row) for row in make_dataset.rows()]
-    assert (make_dataset.TASKS / "dataset.jsonl").read_text().splitlines() == expected, "run examples/tasks/make_dataset.py"
+    for file, rows in (("dataset.jsonl", make_dataset.rows()), ("reinstall_dataset.jsonl", make_dataset.reinstall_rows())):
+        expected = [json.dumps(row) for row in rows]
+        assert (make_dataset.TASKS / file).read_text().splitlines() == expected, f"{file}: run examples/tasks/make_dataset.py"
 
 
 def _swepro_row(**swepro) -> dict:

@@ -3,7 +3,7 @@
 A change to a workflow's command sequence that is not guarded by
 ``workflow.patched`` breaks in-flight runs on the next deploy; this test
 catches it in CI. Each history is replayed against the workflow it records
-(``CodingAgentRollout``, ``DriftRepairEpisode`` or ``RolloutGroup``, from its started event).
+(``CodingAgentRollout``, ``DriftRepairEpisode``, ``RolloutGroup`` or ``RegradeRollout``, from its started event).
 The second test proves it would catch one: a workflow that schedules one extra
 activity first must fail to replay every recorded history. The third checks
 the recorded result itself, so a history recorded from a broken run (a
@@ -24,15 +24,22 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from contracts.drift_repair import EpisodeInput, EpisodeResult
+from contracts.regrade import RegradeInput, RegradeResult
 from contracts.rollout import RolloutInput, RolloutResult
 from contracts.rollout_group import GroupInput, GroupResult
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
+from workflows.regrade_rollout import RegradeRollout
 from workflows.rollout_group import RolloutGroup
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 HISTORIES = sorted((Path(__file__).parent.parent / "histories").glob("*.json"))
-RESULT_TYPES: dict[str, type] = {"CodingAgentRollout": RolloutResult, "DriftRepairEpisode": EpisodeResult, "RolloutGroup": GroupResult}
+RESULT_TYPES: dict[str, type] = {
+    "CodingAgentRollout": RolloutResult,
+    "DriftRepairEpisode": EpisodeResult,
+    "RolloutGroup": GroupResult,
+    "RegradeRollout": RegradeResult,
+}
 
 # What each recorded run must have returned: field values of its result (``segments``: the segments' lanes).
 EXPECTED: dict[str, dict[str, Any]] = {
@@ -55,6 +62,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "group_completed": {"status": "completed", "valid_mask": [True, True], "rewards": [1.0, 1.0], "refilled": 0},
     "group_refilled": {"status": "completed", "valid_mask": [True, True], "rewards": [1.0, 1.0], "refilled": 1},
     "group_cut": {"status": "cut", "valid_mask": [False, False], "refilled": 0},
+    "regrade": {"status": "completed", "abort_reason": None, "original_workflow_id": "rollout-rec-regrade_source-calc-eval-cmd-0-0"},
 }
 
 
@@ -82,6 +90,14 @@ class GroupWithAnUnpatchedExtraStep(RolloutGroup):
         return await super().run(group)
 
 
+@workflow.defn(name="RegradeRollout")
+class RegradeWithAnUnpatchedExtraStep(RegradeRollout):
+    @workflow.run
+    async def run(self, regrade: RegradeInput) -> RegradeResult:
+        await workflow.execute_activity("pick_host", result_type=str, start_to_close_timeout=timedelta(seconds=10))
+        return await super().run(regrade)
+
+
 def history(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(path.stem, path.read_text())
 
@@ -106,7 +122,7 @@ async def test_the_recorded_scenarios_are_all_there():
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_recorded_history_replays_on_current_code(path):
-    replayer = Replayer(workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup, RegradeRollout], data_converter=pydantic_data_converter)
     recorded = history(path)
     assert workflow_type(recorded) in RESULT_TYPES
     await replayer.replay_workflow(recorded)
@@ -115,7 +131,7 @@ async def test_recorded_history_replays_on_current_code(path):
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_an_unpatched_change_to_the_command_sequence_is_caught(path):
     replayer = Replayer(
-        workflows=[RolloutWithAnUnpatchedExtraStep, EpisodeWithAnUnpatchedExtraStep, GroupWithAnUnpatchedExtraStep],
+        workflows=[RolloutWithAnUnpatchedExtraStep, EpisodeWithAnUnpatchedExtraStep, GroupWithAnUnpatchedExtraStep, RegradeWithAnUnpatchedExtraStep],
         data_converter=pydantic_data_converter,
     )
     with pytest.raises(workflow.NondeterminismError):

@@ -1,0 +1,162 @@
+"""The image a Harbor task runs in: its prebuilt ``[environment] docker_image``, or its ``environment/Dockerfile``
+built on this Docker engine.
+
+Invariants:
+
+* A built image's tag is ``harbor-<task name>:<hash>``: the hash covers every file of the environment
+  directory (relative path, executable bit, bytes; a symlink by its target), so the image is rebuilt
+  exactly when that directory changes, and an image already carrying the tag is used as it is.
+* A build uses the engine's legacy builder (the Docker SDK's ``/build``, no BuildKit) with ``pull=False``:
+  nothing is pulled, so the Dockerfile builds ``FROM`` a local image (``rollout-base:bookworm``, say).
+  Intermediate containers are removed even when the build fails. ``build_timeout_sec`` bounds how long the
+  engine may stay silent while building (the SDK's read timeout), not the build's total time.
+* A prebuilt ``docker_image`` must be present on the engine (nothing is pulled); it is never rebuilt.
+* The task's workdir is the image's ``WORKDIR``; an image without one (or with ``/``) is refused, since the
+  agent's diff is taken over the workdir.
+* Images are found or built on the engine of the process reading the tasks (the starter's): on one machine
+  that is the workers' engine too. A fleet's workers boot only images present on their own engines, so
+  there each task names a ``docker_image`` pushed where the workers load it from (or the same directory
+  is built on every host first).
+* Every failure is an ``ImageProblem`` naming the task's field (``environment.docker_image``,
+  ``environment/Dockerfile``) and, for a build, the end of its log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+
+HASH_LABEL = "io.rollouts.harbor-environment-hash"
+BUILD_LOG_TAIL_BYTES = 2000
+_NOT_IN_TAG = re.compile(r"[^a-z0-9._-]+")
+
+
+class ImageProblem(ValueError):
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field, self.reason = field, reason
+
+
+@dataclass(frozen=True)
+class TaskImage:
+    """The image a task's sandboxes boot from, its workdir, and whether this call built it."""
+
+    image: str
+    workdir: str
+    built: bool = False
+
+
+def environment_hash(directory: Path) -> str:
+    """16 hex digits over the directory's files (path, executable bit, content; symlinks by target), in path order."""
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(root, d))]):
+            path = Path(root) / name
+            relative = path.relative_to(directory).as_posix()
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                digest.update(f"L\0{relative}\0{os.readlink(path)}\n".encode())
+            elif stat.S_ISREG(info.st_mode):
+                executable = "x" if info.st_mode & 0o111 else "-"
+                digest.update(f"F\0{relative}\0{executable}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def image_tag(task_name: str, directory: Path) -> str:
+    """``harbor-<name>:<environment hash>``; the name lower-cased, anything a tag cannot hold replaced by ``-``."""
+    slug = _NOT_IN_TAG.sub("-", task_name.lower()).strip("-._")[:100] or "task"
+    return f"harbor-{slug}:{environment_hash(directory)}"
+
+
+class HarborImages:
+    """Finds or builds Harbor task images on one Docker engine (the client is made on first use unless given)."""
+
+    def __init__(self, client: docker.DockerClient | None = None):
+        self._client = client
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            self._client = docker.from_env()
+        return self._client
+
+    def resolve(self, task_name: str, environment: Path, docker_image: str | None, build_timeout_s: float) -> TaskImage:
+        """The task's image and workdir: ``docker_image`` if named, else its ``environment/Dockerfile`` built once.
+        An engine that cannot be reached fails the task too (``environment``), so the other tasks are still tried."""
+        try:
+            return self._resolve(task_name, environment, docker_image, build_timeout_s)
+        except docker.errors.DockerException as error:
+            raise ImageProblem("environment", f"the Docker engine failed: {error}") from None
+
+    def _resolve(self, task_name: str, environment: Path, docker_image: str | None, build_timeout_s: float) -> TaskImage:
+        if docker_image:
+            image = self._present(docker_image)
+            if image is None:
+                raise ImageProblem("environment.docker_image", f"{docker_image} is not present on this Docker engine (nothing is pulled)")
+            return TaskImage(docker_image, self._workdir(image, "environment.docker_image"))
+        if not (environment / "Dockerfile").is_file():
+            raise ImageProblem("environment/Dockerfile", "missing (and task.toml names no environment.docker_image)")
+        try:
+            tag = image_tag(task_name, environment)
+        except OSError as error:
+            raise ImageProblem("environment", f"unreadable ({error})") from None
+        image = self._present(tag)
+        built = image is None
+        if image is None:
+            self._build(environment, tag, build_timeout_s)
+            image = self._present(tag)
+            if image is None:
+                raise ImageProblem("environment/Dockerfile", f"the build reported success but {tag} is not on the engine")
+        return TaskImage(tag, self._workdir(image, "environment/Dockerfile"), built)
+
+    def _present(self, name: str) -> docker.models.images.Image | None:
+        try:
+            return self.client.images.get(name)
+        except docker.errors.ImageNotFound:
+            return None
+
+    @staticmethod
+    def _workdir(image: docker.models.images.Image, field: str) -> str:
+        workdir = ((image.attrs.get("Config") or {}).get("WorkingDir") or "").rstrip("/")
+        if not workdir:
+            raise ImageProblem(field, "the image sets no WORKDIR (or WORKDIR /): the agent works, and its diff is taken, in the WORKDIR")
+        return workdir
+
+    def _build(self, environment: Path, tag: str, timeout_s: float) -> None:
+        log: list[str] = []
+        try:
+            for chunk in self.client.api.build(
+                path=str(environment),
+                dockerfile="Dockerfile",
+                tag=tag,
+                pull=False,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={HASH_LABEL: tag.rpartition(":")[2]},
+                timeout=max(1, int(timeout_s)),
+            ):
+                if "stream" in chunk:
+                    log.append(str(chunk["stream"]))
+                if "error" in chunk:
+                    raise ImageProblem("environment/Dockerfile", f"the build failed: {str(chunk['error']).strip()}\n{_tail(log)}")
+        except (docker.errors.APIError, docker.errors.BuildError) as error:
+            raise ImageProblem("environment/Dockerfile", f"the build failed: {error}\n{_tail(log)}") from None
+        except requests.exceptions.ReadTimeout:
+            raise ImageProblem(
+                "environment/Dockerfile", f"the build was silent for more than build_timeout_sec ({timeout_s:g} s)\n{_tail(log)}"
+            ) from None
+
+
+def _tail(log: list[str]) -> str:
+    text = "".join(log).strip()
+    return text.encode()[-BUILD_LOG_TAIL_BYTES:].decode("utf-8", errors="replace")
