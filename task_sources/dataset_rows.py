@@ -20,8 +20,9 @@ patterns of the files the grader restores to the baseline before testing
 dataset root (``task_sources.dataset_scripts``), and inlined into the task.
 A row in another project's flat shape (SWE-rebench, SWE-Gym, SWE-smith, flat
 SWE-bench: ``task_sources.row_shapes.registry``), at the top level or directly
-in ``metadata``, is read by that shape, its problem statement falling back to
-the prompt; a row in no known shape is refused naming what the closest lacks.
+in ``metadata`` (``registry.locate`` states when), is read by that shape, its
+problem statement falling back to the prompt; a row in no known shape is
+refused naming what the closest lacks.
 
 Every problem is reported as ``RowError`` naming the field (and the line of the
 file when read from JSONL); reading a file never stops at a bad row. Rows that
@@ -45,8 +46,8 @@ from task_sources.dataset_scripts import ScriptRefused, dataset_root, inline_swe
 from task_sources.row_limits import task_problem, unicode_problem
 from task_sources.row_shapes.fields import ShapeProblem
 from task_sources.row_shapes.registry import locate, task_fields
+from task_sources.row_shapes.swebench_family import SWEBENCH_WORKDIR
 
-SWEBENCH_WORKDIR = "/testbed"
 # Row key in remote_env_info -> SweBenchSpec field.
 SWEBENCH_FIELDS = {
     "repo": "repo",

@@ -35,7 +35,6 @@ import os
 import re
 import stat
 import tomllib
-import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from pydantic import ValidationError
 from contracts.rollout import HarborSpec, HarborTestFile, TaskResources, TaskSpec
 from task_sources.dataset_rows import DatasetRow, RowError
 from task_sources.harbor_images import HarborImages, ImageProblem
-from task_sources.row_limits import MAX_INSTANCE_ID_BYTES, MAX_TASK_BYTES
+from task_sources.row_limits import task_problem
 
 MAX_TESTS_BYTES = 256 << 10
 MAX_REFERENCE_PATCH_BYTES = 1 << 20
@@ -58,6 +57,13 @@ REFERENCE_PATCH = "solution/reference.patch"
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMG])B?", re.IGNORECASE)
 _SIZE_MB = {"K": 1 / 1024, "M": 1, "G": 1024}
 _CANARY = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
+# TaskSpec field -> (the task's field that supplies it, the file naming it in errors), for the limits' errors.
+TASK_SOURCES = {
+    "instance_id": ("task.name", "task.toml"),
+    "problem_statement": ("instruction.md", None),
+    "harbor": ("tests", None),
+    "reference_patch": (REFERENCE_PATCH, None),
+}
 
 
 class HarborTaskError(RowError):
@@ -98,7 +104,8 @@ def read_harbor_tasks(path: str | Path, images: HarborImages | None = None) -> I
 
 
 def read_task(directory: Path, images: HarborImages) -> tuple[TaskSpec, dict[str, Any]]:
-    """One task directory's ``TaskSpec`` and its parsed task.toml; raises ``HarborTaskError``."""
+    """One task directory's ``TaskSpec`` and its parsed task.toml; raises ``HarborTaskError``.
+    The image is found or built last, once the rest of the task (its limits included) is valid."""
     config = _config(directory)
     name = _table(directory, config, "task").get("name", directory.name)
     if not isinstance(name, str) or not name.strip():
@@ -126,15 +133,11 @@ def read_task(directory: Path, images: HarborImages) -> tuple[TaskSpec, dict[str
         raise HarborTaskError(directory, "environment.docker_image", "must be a non-empty string", "task.toml")
     build_timeout = _number(directory, environment, "environment.build_timeout_sec", DEFAULT_BUILD_TIMEOUT_S)
     try:
-        image = images.resolve(name, directory / "environment", docker_image, build_timeout)
-    except ImageProblem as problem:
-        file = "task.toml" if problem.field == "environment.docker_image" else None
-        raise HarborTaskError(directory, problem.field, problem.reason, file) from None
-    try:
-        task = TaskSpec(
+        # The limits are checked without the image first, so nothing is built for a task that breaks them.
+        unresolved = TaskSpec(
             instance_id=name.strip(),
-            image=image.image,
-            workdir=image.workdir,
+            image=docker_image or "",
+            workdir="",
             problem_statement=statement,
             reference_patch=reference,
             harbor=spec,
@@ -143,6 +146,13 @@ def read_task(directory: Path, images: HarborImages) -> tuple[TaskSpec, dict[str
     except ValidationError as error:
         first = error.errors()[0]
         raise HarborTaskError(directory, ".".join(str(p) for p in first["loc"]), first["msg"]) from None
+    _check_limits(directory, unresolved)
+    try:
+        image = images.resolve(name, directory / "environment", docker_image, build_timeout)
+    except ImageProblem as problem:
+        file = "task.toml" if problem.field == "environment.docker_image" else None
+        raise HarborTaskError(directory, problem.field, problem.reason, file) from None
+    task = unresolved.model_copy(update={"image": image.image, "workdir": image.workdir})
     _check_limits(directory, task)
     return task, config
 
@@ -292,14 +302,8 @@ def _reference_patch(directory: Path) -> str | None:
 
 
 def _check_limits(directory: Path, task: TaskSpec) -> None:
-    """The limits every task meets to travel through Temporal (``row_limits``), named by the task's field."""
-    id_bytes = len(task.instance_id.encode())
-    if id_bytes > MAX_INSTANCE_ID_BYTES:
-        raise HarborTaskError(directory, "task.name", f"{id_bytes:,} bytes of UTF-8, over the {MAX_INSTANCE_ID_BYTES}-byte limit", "task.toml")
-    if any(unicodedata.category(c) == "Cc" for c in task.instance_id):
-        raise HarborTaskError(directory, "task.name", "contains control characters", "task.toml")
-    total = len(task.model_dump_json().encode())
-    if total > MAX_TASK_BYTES:
-        raise HarborTaskError(
-            directory, "task", f"encodes to {total:,} bytes, over the {MAX_TASK_BYTES:,}-byte limit for a rollout input (instruction.md, tests/)"
-        )
+    """The limits every task meets to travel through Temporal (``row_limits``), named by the task's field or file."""
+    if (problem := task_problem(task, {})) is not None:
+        name = problem[0].removeprefix("metadata.")
+        field, file = TASK_SOURCES.get(name, (name, None))
+        raise HarborTaskError(directory, field, problem[1], file)

@@ -5,11 +5,16 @@ predicate by which it claims a row and the function that maps the row;
 ``SHAPES`` are tried in order and the first that claims a row reads it.
 A claimed row that lacks a needed field is refused naming that field; a row
 no shape claims is refused as ``row: not a known shape``, naming the fields
-the closest shape (the one whose needs it meets most, the first on a tie) lacks. ``locate``
-finds the shape's fields: the row itself when it is not slime-shaped (no
-``metadata``; a ``prompt`` only beside shape fields), else ``metadata`` when
-that holds shape fields directly (SWE-bench rows under
-``metadata.remote_env_info`` stay with the slime reader).
+the closest shape (the one whose needs it meets most, the first on a tie) lacks.
+
+``locate`` finds the shape's fields by keys only the dataset shapes carry
+(``SHAPE_KEYS``; ``repo``, ``base_commit``, ``patch``, ``image`` and the like
+are generic and never decide). A row with ``metadata`` is a shape row iff its
+``metadata`` holds a ``SHAPE_KEYS`` key and none of slime's own metadata keys
+(``SLIME_KEYS``), and then the fields are ``metadata``'s; so a SWE-bench row
+under ``metadata.remote_env_info`` stays with the slime reader. A row without
+``metadata`` is a shape row, read at the top level, iff it has no ``prompt``
+or holds a ``SHAPE_KEYS`` key.
 """
 
 from __future__ import annotations
@@ -46,15 +51,17 @@ SHAPES = (
     RowShape(swe_gym.NAME, swe_gym.NEEDS, swe_gym.claims, swe_gym.task, _absent(swe_gym.NEEDS)),
     RowShape(swe_bench.NAME, swe_bench.NEEDS, swe_bench.claims, swe_bench.task, _absent(swe_bench.NEEDS)),
 )
-# Keys that mark a mapping as a flat dataset row rather than slime's metadata.
-SHAPE_KEYS = frozenset(key for shape in SHAPES for key in shape.needs) - {"instance_id", "version"} | {"docker_image", "install_config"}
+# Keys only the dataset shapes carry: they mark a mapping as a flat dataset row.
+SHAPE_KEYS = frozenset({"test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "image_name", "install_config", "docker_image"})
+# Keys of slime's own metadata: a metadata holding one is read by the slime reader.
+SLIME_KEYS = frozenset({"remote_env_info", "workdir", "eval_cmd", "swepro", "pre_commands", "reference_patch", "test_files"})
 
 
 def locate(row: Mapping[str, Any]) -> tuple[str, Fields] | None:
     """(the prefix of its field names, the shape fields) of a row in a dataset shape, or None for slime's shapes."""
     if "metadata" in row:
         metadata = row["metadata"]
-        if isinstance(metadata, Mapping) and SHAPE_KEYS & metadata.keys():
+        if isinstance(metadata, Mapping) and SHAPE_KEYS & metadata.keys() and not SLIME_KEYS & metadata.keys():
             return "metadata.", metadata
         return None
     if "prompt" not in row or SHAPE_KEYS & row.keys():

@@ -35,10 +35,10 @@ from typing import Any
 from task_sources.row_shapes.fields import ShapeProblem, present, test_list, text
 from task_sources.row_shapes.reverse_patch import reverse_patch
 from task_sources.row_shapes.swe_smith_verdict import END, START
+from task_sources.row_shapes.swebench_family import SWEBENCH_WORKDIR
 
 NAME = "SWE-smith"
 NEEDS = ("instance_id", "image_name", "patch", "FAIL_TO_PASS", "PASS_TO_PASS")
-WORKDIR = "/testbed"
 IMAGE_NAMESPACE = "swebench"
 MIRROR = re.compile(r"^swesmith/([^/_][^/]*?)__([^/]+)\.([0-9a-f]{8})$")
 DEFAULT_TEST_COMMAND = "pytest --disable-warnings --color=no --tb=no --verbose"
@@ -116,7 +116,7 @@ def eval_command(test_command: str, files: list[str], fail_to_pass: list[str], p
         [
             "source /opt/miniconda3/bin/activate",
             "conda activate testbed",
-            f"cd {WORKDIR}",
+            f"cd {SWEBENCH_WORKDIR}",
             "{",
             f"  echo \"+ : '{START}'\"",
             f"  {test_command} {' '.join(shlex.quote(f) for f in files)}",
@@ -138,7 +138,7 @@ def task(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "instance_id": text(fields, "instance_id"),
         "image": image(fields),
-        "workdir": WORKDIR,
+        "workdir": SWEBENCH_WORKDIR,
         "problem_statement": statement if isinstance(statement, str) and statement else None,
         "eval_cmd": eval_command(TEST_COMMANDS.get(mirror_name(fields), DEFAULT_TEST_COMMAND), files, fail_to_pass, pass_to_pass),
         "pre_commands": [bug_command(patch)],

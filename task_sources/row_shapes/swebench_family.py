@@ -8,6 +8,7 @@ from typing import Any
 
 from task_sources.row_shapes.fields import optional_text, test_list, text
 
+# Where the repo sits in SWE-bench's images, and in SWE-smith's.
 SWEBENCH_WORKDIR = "/testbed"
 ARCH = "x86_64"
 # The fields every SWE-bench-family shape needs, in the order errors name them.

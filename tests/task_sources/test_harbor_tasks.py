@@ -4,6 +4,7 @@ reported by its path and field while the others are still read (images built on 
 from __future__ import annotations
 
 import base64
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from config.settings import RolloutBudgets
 from contracts.rollout import HarborSpec, HarborTestFile, TaskSpec
 from starter import invalid_row_record, read_rows
 from task_sources.dataset_rows import DatasetRow
-from task_sources.harbor_images import HarborImages
+from task_sources.harbor_images import HarborImages, image_tag
 from task_sources.harbor_tasks import MAX_TESTS_BYTES, HarborTaskError, read_harbor_tasks, reference_patches
 
 GOOD_TOML = """\
@@ -162,6 +163,27 @@ def test_a_bad_task_directory_is_named_by_path_and_field(tmp_path, how, file, fi
     assert isinstance(error, HarborTaskError)
     assert str(error) == f"{task_dir}{file}: {field}: {reason}"
     assert (error.field, error.line) == (field, str(task_dir))
+
+
+@pytest.mark.parametrize(
+    ("how", "field", "reason"),
+    [
+        ("long name", "task.name", "600 bytes of UTF-8, over the 512-byte limit"),
+        ("control character", "task.name", "contains control characters"),
+        ("huge instruction", "instruction.md", "over the 524,288-byte (512 KiB) limit"),
+    ],
+)
+def test_a_task_over_the_limits_is_refused_before_its_image_is_built(tmp_path, engine, built_images, how, field, reason):
+    """The limits are checked first: no image exists afterwards under the tag the task would have been built as."""
+    stamp = uuid.uuid4().hex[:6]
+    names = {"long name": f"pytest-long-{stamp}-".ljust(600, "x"), "control character": f"pytest-ctl-{stamp}\\tname"}  # task.toml reads \t as a tab
+    task_dir = write_task(tmp_path / "task", name=names.get(how, f"pytest-big-{stamp}"))
+    if how == "huge instruction":
+        (task_dir / "instruction.md").write_text("# Do it\n" + "x" * (600 << 10))
+    (error,) = read_harbor_tasks(task_dir)
+    assert isinstance(error, HarborTaskError) and error.field == field and reason in error.reason, error
+    tag = image_tag(tomllib.loads((task_dir / "task.toml").read_text())["task"]["name"], task_dir / "environment")
+    assert engine.images.list(name=tag.partition(":")[0]) == [], f"{tag} was built for a task refused by its limits"
 
 
 def test_bad_directories_are_reported_and_the_others_still_run(tmp_path, engine, built_images, capsys):

@@ -30,12 +30,19 @@ SMITH = {
 
 @pytest.mark.parametrize(
     ("row", "grader"),
-    [(GYM, "swebench"), ({**GYM, "install_config": {"test_cmd": "pytest -rA"}}, "swebench"), (SMITH, "eval_cmd")],
+    [
+        (GYM, "swebench"),
+        ({**GYM, "install_config": {"test_cmd": "pytest -rA"}}, "swebench"),
+        (SMITH, "eval_cmd"),
+        ({**GYM, "repo": "astropy/astropy", "image": "swebench/sweb.eval.x86_64.astropy"}, "swebench"),
+    ],
 )
 def test_a_flat_row_reads_at_the_top_level_and_under_metadata(row, grader):
+    """A flat SWE-bench row's own ``image`` does not make its metadata slime's."""
     flat = task_from_row(row)
     nested = task_from_row({"prompt": "ignored", "metadata": row})
     assert flat == nested and flat.grader == grader and flat.workdir == "/testbed"
+    assert flat.image == row.get("image", flat.image)
 
 
 def test_the_prompt_stands_in_for_a_missing_problem_statement():
@@ -51,6 +58,28 @@ def test_slime_rows_keep_their_reader():
     with pytest.raises(RowError) as caught:
         task_from_row({"prompt": "p"})
     assert caught.value.field == "metadata.image"
+
+
+def test_generic_keys_in_slime_metadata_do_not_make_it_a_shape_row():
+    """``repo``, ``base_commit``, ``patch`` are common metadata: only keys unique to the dataset shapes decide."""
+    plain = task_from_row({"prompt": "do", "metadata": {"instance_id": "a", "image": "img", "workdir": "/w", "eval_cmd": "true", "repo": "o/r"}})
+    assert (plain.instance_id, plain.image, plain.workdir, plain.grader) == ("a", "img", "/w", "eval_cmd")
+    remote = {
+        "instance_id": "astropy__astropy-12907",
+        "image": "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest",
+        "repo": "astropy/astropy",
+        "version": "4.3",
+        "base_commit": "d16bfe0",
+        "patch": "gold",
+        "test_patch": "diff --git a/t.py b/t.py\n",
+        "FAIL_TO_PASS": ["t.py::test_a"],
+        "PASS_TO_PASS": [],
+    }
+    beside = {"repo": remote["repo"], "base_commit": remote["base_commit"], "patch": "gold"}
+    for metadata in (beside, {**beside, "test_patch": remote["test_patch"], "FAIL_TO_PASS": remote["FAIL_TO_PASS"]}):
+        task = task_from_row({"prompt": "the issue", "metadata": {**metadata, "remote_env_info": remote}})
+        assert (task.grader, task.instance_id, task.image, task.workdir) == ("swebench", remote["instance_id"], remote["image"], "/testbed")
+        assert task.problem_statement == "the issue" and task.reference_patch == "gold"
 
 
 @pytest.mark.parametrize(
