@@ -31,7 +31,8 @@ Invariants:
 * ``evaluate`` returns the result with the whole grading log (``Graded``):
   the apply ladder's output, the test files reset, the grader's entire
   output (``eval_cmd`` output and exit code; ``swepro`` stdout, stderr,
-  parser errors and result.json; the SWE-bench eval log) and the note, at
+  parser errors and result.json, the last three at most ``SIDE_LOG_BYTES``
+  each; the SWE-bench eval log; a Harbor task's test.sh output) and the note, at
   most ``FULL_LOG_BYTES`` (a cut says so in the log). ``log_tail`` is the end
   of the grader's output plus the note, as before; storing the whole log is
   the caller's business.
@@ -69,7 +70,7 @@ from docker_sandbox.files import SandboxFile
 from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
 from grading import harbor_verifier, swebench, task_tests
-from grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, read_log
+from grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, log_tail, read_log
 
 APPLY_TIMEOUT_S = 120.0
 GRADING_LIFETIME_SLACK_S = 1800
@@ -77,6 +78,8 @@ GRADE_JOB = "grade"
 PATCH_FILE = git_workspace.harness_file("agent.patch")
 SWEPRO_DIR = "/tmp/swepro_eval"
 SWEBENCH_SCRIPT = git_workspace.harness_file("swebench_eval.sh")
+# What a swepro grading's log keeps of its stderr, its parser's errors and its result.json, each (its stdout may fill the log).
+SIDE_LOG_BYTES = FULL_LOG_BYTES // 8
 
 _THREE_WAY = "git apply --3way"
 _APPLY = ShellScript("grading", "evaluate_apply.sh")
@@ -107,7 +110,7 @@ def _result(grader: GraderKind, solved: bool, method: str, log: str, note: str =
         applied_cleanly=applied_cleanly(method),
         grader=grader,
         apply_method=method,
-        log_tail=last_bytes(log, LOG_TAIL_BYTES - len(note)) + note,
+        log_tail=log_tail(log, note),
         **counts,
     )
 
@@ -260,8 +263,8 @@ async def _grade_swepro(
     env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
     code, killed = await _run_grader(sandboxes, handle, SWEPRO_COMMAND, env, bounds)
     stdout = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stdout.log")
-    stderr = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stderr.log")
-    parser_err = await read_log(sandboxes, handle, git_workspace.detached_errors(GRADE_JOB))
+    stderr = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stderr.log", SIDE_LOG_BYTES)
+    parser_err = await read_log(sandboxes, handle, git_workspace.detached_errors(GRADE_JOB), SIDE_LOG_BYTES)
     log = stdout + (f"\n[stderr]\n{last_bytes(stderr, LOG_TAIL_BYTES // 4)}" if stderr.strip() else "")
     whole = f"[grader swepro: stdout]\n{stdout}\n[swepro stderr]\n{stderr}\n[swepro parser errors]\n{parser_err}"
     if code is None:
@@ -275,7 +278,8 @@ async def _grade_swepro(
     if problem:
         note = f"\n[{problem}]" + (f"\n[parser]\n{last_bytes(parser_err, LOG_TAIL_BYTES // 4)}" if parser_err.strip() else "")
     result = _result("swepro", solved, method, log, note, tests_passed=passed, tests_failed=failed)
-    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{raw}{note}")
+    shown = raw if len(raw) <= SIDE_LOG_BYTES else f"({len(raw):,} characters: too long to copy into the log)"
+    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{shown}{note}")
 
 
 async def _grade_swebench(

@@ -24,15 +24,20 @@ def last_bytes(text: str, limit: int) -> str:
     return text.encode()[-limit:].decode("utf-8", errors="replace") if limit > 0 else ""
 
 
+def log_tail(output: str, note: str = "") -> str:
+    """A result's ``log_tail``: the end of ``output`` and then the whole of ``note``, within ``LOG_TAIL_BYTES``."""
+    return last_bytes(output, LOG_TAIL_BYTES - len(note.encode())) + note
+
+
 def applied_cleanly(method: str) -> bool:
     return method not in NOT_APPLIED
 
 
-async def read_log(sandboxes: DockerSandboxes, handle: SandboxHandle, path: str) -> str:
-    """The file's text ("" if missing); past ``FULL_LOG_BYTES`` its end, after a line saying it was cut."""
+async def read_log(sandboxes: DockerSandboxes, handle: SandboxHandle, path: str, limit: int = FULL_LOG_BYTES) -> str:
+    """The file's text ("" if missing); past ``limit`` bytes its end, after a line saying it was cut."""
     try:
-        data = await sandboxes.read_file(handle, path, FULL_LOG_BYTES + 1, tail=True)
+        data = await sandboxes.read_file(handle, path, limit + 1, tail=True)
     except (FileNotFoundError, IsADirectoryError):
         return ""
-    cut = f"[{path} cut: only its last {FULL_LOG_BYTES:,} bytes are kept]\n" if len(data) > FULL_LOG_BYTES else ""
-    return cut + data[-FULL_LOG_BYTES:].decode("utf-8", errors="replace")
+    cut = f"[{path} cut: only its last {limit:,} bytes are kept]\n" if len(data) > limit else ""
+    return cut + data[-limit:].decode("utf-8", errors="replace")

@@ -12,7 +12,7 @@ Invariants:
   values are the metrics, ``reward`` the reward, falling back to ``reward.txt`` when the object has no
   ``reward``), else ``/logs/verifier/reward.txt`` (one number). A missing, empty or garbled file, a
   non-finite number, or a verifier killed at its bound is reward 0 with a note naming the file or the
-  bound. ``rewards`` carries the metrics.
+  bound. ``rewards`` carries the metrics, at most ``MAX_METRICS`` (``bounded_metrics``: the note counts the rest).
 * ``solved`` iff the reward is at least 1 (``SOLVED_AT``); a fractional reward is kept as the verifier
   wrote it, so for this grader alone ``reward`` is not 1.0-iff-solved.
 * One difference from Harbor: Harbor runs the verifier in the agent's own container after the agent;
@@ -32,7 +32,7 @@ from contracts.rollout import EvalResult, HarborSpec, SandboxHandle
 from docker_sandbox.errors import SandboxError
 from docker_sandbox.files import SandboxFile
 from docker_sandbox.sandboxes import DockerSandboxes
-from grading.grading_log import LOG_TAIL_BYTES, applied_cleanly, last_bytes, read_log
+from grading.grading_log import applied_cleanly, log_tail, read_log
 
 TESTS_DIR = "/tests"
 VERIFIER_DIR = "/logs/verifier"
@@ -41,6 +41,8 @@ REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
 SOLVED_AT = 1.0
 REWARD_FILE_BYTES = 1 << 20
+MAX_METRICS = 32
+MAX_METRIC_KEY = 64
 SETUP_TIMEOUT_S = 60.0
 COMMAND = f"exec >{TEST_STDOUT} 2>&1\nbash {TESTS_DIR}/test.sh"
 _SETUP = f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && mkdir -p {TESTS_DIR} {VERIFIER_DIR} /logs/agent"
@@ -99,6 +101,16 @@ async def _read(sandboxes: DockerSandboxes, handle: SandboxHandle, path: str, li
         return None
 
 
+def bounded_metrics(metrics: dict[str, float]) -> tuple[dict[str, float], int]:
+    """The metrics a result carries (they travel in every group result): ``reward`` and the first others, at most
+    ``MAX_METRICS`` in all, each key at most ``MAX_METRIC_KEY`` characters; and how many were left out."""
+    kept = {"reward": metrics["reward"]} if "reward" in metrics else {}
+    for key, value in metrics.items():
+        if len(kept) < MAX_METRICS and len(key) <= MAX_METRIC_KEY:
+            kept.setdefault(key, value)
+    return kept, len(metrics) - len(kept)
+
+
 async def grade(sandboxes: DockerSandboxes, handle: SandboxHandle, spec: HarborSpec, method: str, run: RunGrader) -> tuple[EvalResult, str]:
     """Run the task's verifier with ``run`` (``method``: how the diff applied); the result and the whole output, note included."""
     setup = await sandboxes.exec(handle, _SETUP, user="root", timeout_s=SETUP_TIMEOUT_S)
@@ -114,14 +126,17 @@ async def grade(sandboxes: DockerSandboxes, handle: SandboxHandle, spec: HarborS
         json_text = await _read(sandboxes, handle, REWARD_JSON, REWARD_FILE_BYTES)
         txt_text = await _read(sandboxes, handle, REWARD_TXT, REWARD_FILE_BYTES)
         reward, metrics, problem = read_reward(json_text, txt_text)
+        metrics, dropped = bounded_metrics(metrics)
         note = f"\n[{problem}: reward 0]" if problem else f"\n[harbor reward {reward:g}; test.sh exit {code}]"
+        if dropped:
+            note += f"\n[{dropped} metrics of {REWARD_JSON} not kept: at most {MAX_METRICS}, keys at most {MAX_METRIC_KEY} characters]"
     result = EvalResult(
         reward=reward,
         solved=reward >= SOLVED_AT,
         applied_cleanly=applied_cleanly(method),
         grader="harbor",
         apply_method=method,
-        log_tail=last_bytes(output, LOG_TAIL_BYTES - len(note.encode())) + note,
+        log_tail=log_tail(output, note),
         rewards=metrics,
     )
     return result, f"[grader harbor: bash {TESTS_DIR}/test.sh]\n{output}{note}"

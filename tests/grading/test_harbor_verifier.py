@@ -16,7 +16,7 @@ from contracts.rollout import EvalRequest, HarborTestFile, TaskSpec
 from docker_sandbox.limits import SandboxSettings
 from docker_sandbox.sandboxes import DockerSandboxes
 from grading import graders
-from grading.harbor_verifier import read_reward
+from grading.harbor_verifier import MAX_METRIC_KEY, MAX_METRICS, bounded_metrics, read_reward
 from starter import read_rows
 
 HARBOR_TASKS = PROJECT_ROOT / "examples" / "harbor_tasks"
@@ -88,6 +88,14 @@ def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> Eva
 def with_test_sh(task: TaskSpec, script: str) -> TaskSpec:
     tests = [HarborTestFile(path="test.sh", data_b64=base64.b64encode(script.encode()).decode(), mode=0o755)]
     return task.model_copy(update={"harbor": task.harbor.model_copy(update={"tests": tests})})
+
+
+def test_a_result_carries_reward_and_a_bounded_set_of_metrics():
+    metrics = {f"metric_{n}": float(n) for n in range(100)} | {"k" * (MAX_METRIC_KEY + 1): 1.0, "reward": 0.5}
+    kept, dropped = bounded_metrics(metrics)
+    assert kept["reward"] == 0.5 and len(kept) == MAX_METRICS and dropped == len(metrics) - MAX_METRICS
+    assert all(len(key) <= MAX_METRIC_KEY for key in kept) and all(metrics[key] == value for key, value in kept.items())
+    assert bounded_metrics({"reward": 1.0, "passed": 3.0}) == ({"reward": 1.0, "passed": 3.0}, 0)
 
 
 @pytest.mark.integration
