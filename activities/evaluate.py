@@ -3,7 +3,8 @@ its phase; ``read_patch`` reads a kept patch back from the trajectory store for 
 
 The whole grading log goes to the trajectory store under a key naming the workflow run, the activity and
 its attempt (``grading_log_key``), so neither a retry nor a later grading overwrites another's log; the
-result carries its path and size.
+result carries its path and size. A store that cannot take the log costs the log, never the grade
+(``log_path`` stays "").
 
 Library errors become the activity's error types here and nowhere else: a failure while the grading
 sandbox boots is reported as a boot error, any later one as a grading error.
@@ -12,6 +13,7 @@ sandbox boots is reported as a boot error, any later one as a grading error.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from temporalio import activity
 
@@ -40,6 +42,7 @@ def _failures(failed: ErrorType) -> Translation:
 
 BOOT_FAILURES = _failures(ErrorType.SANDBOX_BOOT_ERROR)
 GRADING_FAILURES = _failures(ErrorType.GRADING_FAILED)
+log = logging.getLogger(__name__)
 PATCH_FAILURES = Translation(Failure(OSError, ErrorType.PATCH_UNREADABLE), Failure(ValueError, ErrorType.PATCH_UNREADABLE))
 
 
@@ -70,7 +73,11 @@ class GradingActivities:
                 graded = await evaluate(self.sandboxes, request, report=lambda name: phase.update(phase=name))
         except GRADING_FAILURES.handled as error:
             raise (BOOT_FAILURES if phase["phase"] == "boot" else GRADING_FAILURES)(error) from error
-        path = await asyncio.to_thread(self.store.put_grading_log, grading_log_key(activity.info()), graded.log)
+        try:
+            path = await asyncio.to_thread(self.store.put_grading_log, grading_log_key(activity.info()), graded.log)
+        except OSError as error:
+            log.warning("grading log of %s not kept (the grade stands): %s", request.workflow_id, error)
+            return graded.result
         return graded.result.model_copy(update={"log_path": str(path), "log_bytes": len(graded.log.encode())})
 
     @activity.defn(name="read_patch")

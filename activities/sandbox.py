@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ async def heartbeating(details: Callable[[], Any], interval_s: float = 5.0) -> A
         task.cancel()
 
 
+log = logging.getLogger(__name__)
 BOOT_FAILURES = Translation(
     Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
     Failure(swebench.NotEvaluable, ErrorType.NOT_EVALUABLE),
@@ -73,9 +75,10 @@ class SandboxActivities:
     async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
         """``capture_diff``, heartbeating; non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``.
 
-        A patch within the cap is kept in the store as ``<workflow id>.attempt<N>.patch`` (a retry
-        rewrites the same file) and its ``PatchRef`` is ``report.patch``; over the cap nothing was captured.
-        """
+        A patch within the cap is kept in the store as ``<workflow id>.<run>.attempt<N>.patch`` (a retry
+        rewrites the same file, another run of the workflow id writes its own) and its ``PatchRef`` is
+        ``report.patch``; over the cap nothing was captured. A store that cannot take it leaves
+        ``report.patch`` None: the rollout goes on, only its re-grade is lost."""
         try:
             async with heartbeating(lambda: {"phase": "diff"}):
                 captured = await self.sandboxes.capture_diff(handle)
@@ -83,7 +86,14 @@ class SandboxActivities:
             raise DIFF_FAILURES(error) from error
         if captured.report.over_cap:
             return captured
-        ref = await asyncio.to_thread(self.store.put_patch, f"{activity.info().workflow_id}.attempt{handle.attempt}", captured.diff)
+        info = activity.info()
+        try:
+            ref = await asyncio.to_thread(
+                self.store.put_patch, f"{info.workflow_id}.{info.workflow_run_id[:8]}.attempt{handle.attempt}", captured.diff
+            )
+        except OSError as error:
+            log.warning("patch of %s not kept (it is graded; it cannot be re-graded): %s", handle.name, error)
+            return captured
         return captured.model_copy(update={"report": captured.report.model_copy(update={"patch": ref})})
 
     @activity.defn(name="git_diff")

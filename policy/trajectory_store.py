@@ -91,13 +91,7 @@ class TrajectoryStore:
 
     def put_grading_log(self, key: str, log: str) -> Path:
         """Keep a grading's whole log (``<key>.grading.log``), written atomically; a key names one grading."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"{_safe(key)}.grading.log"
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
-            handle.write(log)
-        os.replace(tmp, path)
-        return path
+        return self._write_atomically(f"{_safe(key)}.grading.log", log.encode("utf-8", errors="replace"))
 
     @staticmethod
     def load(ref: TrajectoryRef) -> list[TokenSegment]:

@@ -59,3 +59,16 @@ def test_the_key_names_workflow_run_activity_and_attempt():
         ActivityEnvironment().info, workflow_id="rollout-r1-calc-s0", workflow_run_id="0123456789abcdef", activity_id="4", attempt=3
     )
     assert grading_log_key(info) == "rollout-r1-calc-s0.01234567.4.3"
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_store_that_cannot_take_the_log_costs_the_log_not_the_grade(prefix, tasks, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the store's folder should be")
+    task = tasks["calc-eval-cmd"]
+    faces = GradingActivities(SANDBOXES, TrajectoryStore(blocker))
+    request = EvalRequest(task=task, diff=task.reference_patch, workflow_id=f"{prefix}-no-store", timeout_s=120)
+    result = await environment(request.workflow_id, 1).run(faces.evaluate, request)
+    assert result.solved and result.reward == 1.0
+    assert (result.log_path, result.log_bytes) == ("", 0) and "8 passed" in result.log_tail

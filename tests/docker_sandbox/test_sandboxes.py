@@ -205,7 +205,9 @@ async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task, tm
         store, environment = TrajectoryStore(tmp_path), ActivityEnvironment()
         kept = await environment.run(sandbox_faces.SandboxActivities(SANDBOXES, store).capture_diff, handle)
         assert kept.diff == diff and kept.report.patch is not None, "the activity keeps the patch it returns"
-        assert kept.report.patch.path == str(tmp_path / f"{environment.info.workflow_id}.attempt{handle.attempt}.patch")
+        assert kept.report.patch.path == str(
+            tmp_path / f"{environment.info.workflow_id}.{environment.info.workflow_run_id[:8]}.attempt{handle.attempt}.patch"
+        )
         assert store.load_patch(kept.report.patch) == diff and kept.report.patch.nbytes == len(diff.encode())
         status = await SANDBOXES.exec(handle, "git status --porcelain --untracked-files=no")
         assert status.output.strip() == "M calc/__init__.py", "the agent's own index must stay untouched"
