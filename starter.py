@@ -61,6 +61,7 @@ from typing import get_args
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 
 from config.paths import PROJECT_ROOT
 from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env, staleness_from_env
@@ -446,7 +447,7 @@ async def regrade(client: Client, args: argparse.Namespace) -> int:
         summary = await regrade_runs.regrade_run(
             client, args.run_id, args.regrade_id, Path(args.out), args.task_queue, current, args.concurrency, args.server_wait
         )
-    except (regrade_runs.UnknownRun, ValueError, OSError) as error:
+    except (regrade_runs.UnknownRun, ValueError, OSError, RPCError) as error:
         print(f"starter: {error}", file=sys.stderr)
         return 1
     print(

@@ -198,14 +198,13 @@ async def regrade_run(
     """Re-grade every kept patch of the run; each skipped rollout is printed with its reason and each row is
     appended to ``out`` as its re-grade ends. ``UnknownRun`` when the run has no rollouts."""
     found = await rollouts_of_run(client, run_id)
-    skipped = [*found.unreadable, *((r.workflow_id, reason) for r in found.stored if (reason := skip_reason(r, current_tasks)) is not None)]
+    reasons = {r.workflow_id: skip_reason(r, current_tasks) for r in found.stored}
+    skipped = [*found.unreadable, *((workflow_id, reason) for workflow_id, reason in reasons.items() if reason is not None)]
     for workflow_id, reason in skipped:
         print(f"skipped {workflow_id}: {reason}", flush=True)
-    gradable = [r for r in found.stored if skip_reason(r, current_tasks) is None]
+    gradable = [r for r in found.stored if reasons[r.workflow_id] is None]
     with ResultSink(out, lambda row: row.model_dump(mode="json")) as sink:
-        todo = [r for r in gradable if regrade_workflow_id(regrade_id, r.workflow_id) not in sink.done]
-        if len(todo) < len(gradable):
-            print(f"{out}: {len(gradable) - len(todo)} of {len(gradable)} re-grades already there; running the other {len(todo)}", flush=True)
+        todo = sink.pending(gradable, lambda r: regrade_workflow_id(regrade_id, r.workflow_id), "re-grades")
 
         async def one(rollout: StoredRollout) -> RegradeRow:
             workflow_id = regrade_workflow_id(regrade_id, rollout.workflow_id)
