@@ -99,7 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host-id", help="this host's queue identity (default: ROLLOUT_HOST_ID or the hostname)")
     parser.add_argument("--adapter-port", type=int, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
     parser.add_argument("--scripted-policy", help="serve the scripted policy in-process with this default policy")
-    parser.add_argument("--oracle-tasks", help="dataset JSONL whose reference patches the scripted oracle knows")
+    parser.add_argument("--oracle-tasks", help="dataset JSONL (or directory of Harbor tasks) whose reference patches the scripted oracle knows")
     return parser.parse_args(argv)
 
 

@@ -10,6 +10,7 @@ from contracts.rollout import TaskResources
 
 SANDBOX_MEMORY_BYTES = 4 << 30
 SANDBOX_DISK_BYTES = 10 << 30
+MIN_MEMORY_BYTES = 64 << 20
 
 
 class SandboxLimits(BaseModel):
@@ -19,14 +20,13 @@ class SandboxLimits(BaseModel):
     booted outside a worker."""
 
     cpus: float = Field(1.0, gt=0)
-    memory_bytes: int = Field(SANDBOX_MEMORY_BYTES, ge=64 << 20)
+    memory_bytes: int = Field(SANDBOX_MEMORY_BYTES, ge=MIN_MEMORY_BYTES)
     pids: int = Field(512, ge=16)
     disk_bytes: int = Field(SANDBOX_DISK_BYTES, ge=0)
 
 
 # The default caps, shared and never mutated.
 DEFAULT_LIMITS = SandboxLimits()
-MIN_MEMORY_BYTES = 64 << 20
 
 
 def task_limits(caps: SandboxLimits, resources: TaskResources | None) -> SandboxLimits:
