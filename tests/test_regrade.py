@@ -74,7 +74,8 @@ async def test_a_finished_run_is_regraded_from_its_kept_patches(oracle_cluster, 
     originals = {s.rollout.workflow_id: s.rollout for s in group_result.samples if s.rollout}
     for rollout in originals.values():
         assert rollout.diff and rollout.diff.patch, "the graded patch is kept with the trajectory"
-        assert Path(rollout.diff.patch.path).name == f"{rollout.workflow_id}.attempt1.patch"
+        name = Path(rollout.diff.patch.path).name
+        assert name.startswith(f"{rollout.workflow_id}.") and name.endswith(".attempt1.patch"), "keyed by workflow, run and attempt"
         assert store.load_patch(rollout.diff.patch).startswith("diff --git ")
 
     changed = tmp_path / "changed.jsonl"
