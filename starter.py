@@ -5,7 +5,7 @@ CLI::
     python starter.py run DATASET.jsonl|HARBOR_TASKS_DIR [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
                       [--group-filter keep_all|min_valid|nonzero_variance] [--min-valid M] [--refill-budget R]
     python starter.py demo [--policy oracle|noop] [--keep-ui]
-    python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck
+    python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck, hosts and slots
     python starter.py show WORKFLOW_ID                              # live progress + agent log tail; grading summary + log paths
     python starter.py cancel WORKFLOW_ID [--reason R]               # graceful: sandbox destroyed, result aborted
     python starter.py episodes --n 32 --difficulty easy [--k K]     # drift -> repair self-play episodes
@@ -60,11 +60,11 @@ from pathlib import Path
 from typing import get_args
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from config.paths import PROJECT_ROOT
-from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, budgets_from_env, staleness_from_env
+from config.payload_store import payload_store_from_env
+from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, SettingsError, budgets_from_env, staleness_from_env
 from contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound, TaskSpec
 from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
 from contracts.workflow_ids import rollout_workflow_id
@@ -74,6 +74,7 @@ from task_sources.harbor_tasks import read_harbor_tasks
 from trainer_client import grading_summary, regrade_runs, rollout_queries
 from trainer_client.drift_episodes import episode_groups, episode_inputs
 from trainer_client.local_services import temporal_dev_server, worker_process
+from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
 from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments
 from trainer_client.rollout_groups import group_id, stream_groups
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env, start_or_attach
@@ -104,7 +105,12 @@ def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: P
 
 
 async def connect(address: str) -> Client:
-    return await Client.connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), data_converter=pydantic_data_converter)
+    """A client with the project's data converter; the payload store the environment names is checked first
+    (``SettingsError`` or ``PayloadStoreUnusable`` names the setting)."""
+    store = payload_store_from_env()
+    if store is not None:
+        await check_payload_store(store)
+    return await Client.connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), data_converter=data_converter(store))
 
 
 async def start_rollout(client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
@@ -396,6 +402,7 @@ async def status(client: Client, args: argparse.Namespace) -> int:
     counts = await rollout_queries.stage_counts(client)
     print("running by stage: " + "  ".join(f"{stage} {n}" for stage, n in counts.items()))
     print(_groups_line(await rollout_queries.group_counts(client)))
+    print(_hosts_line(*await rollout_queries.host_slots(client, args.task_queue)))
     rollouts = await rollout_queries.running_rollouts(client)
     now = datetime.now(UTC)
     print(f"\noldest {min(args.oldest, len(rollouts))} of {len(rollouts)} running:")
@@ -414,6 +421,15 @@ def _groups_line(g: rollout_queries.GroupCounts) -> str:
         f"groups: running {g.running} (samples done {g.done}, valid {g.valid}, refilled {g.refilled}; {g.answered} answered)"
         f"  closed: {closed}  without a result {g.no_result}"
     )
+
+
+def _hosts_line(hosts: list[rollout_queries.HostSlots], booting: int) -> str:
+    """``hosts: <queue> <in use>/<slots> slots, ...; <n> booting``; a queue no worker polls shows ``?`` slots and says so."""
+    shown = [
+        f"{h.host_queue} {h.in_use}/{h.agent_slots if h.agent_slots is not None else '?'} slots" + ("" if h.pollers else " (not polling)")
+        for h in hosts
+    ]
+    return f"hosts: {', '.join(shown) or 'none'}; {booting} booting (host not yet recorded)"
 
 
 def _running_line(r: rollout_queries.RunningRollout, now: datetime) -> str:
@@ -524,6 +540,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     status_cmd = commands.add_parser("status", help="counts by stage, oldest running, stale agents")
     status_cmd.add_argument("--stale-minutes", type=float, default=10.0)
     status_cmd.add_argument("--oldest", type=int, default=10)
+    status_cmd.add_argument(
+        "--task-queue", default=task_queue_from_env(), help="the shared queue whose workers are listed (default: ROLLOUT_TASK_QUEUE)"
+    )
     show_cmd = commands.add_parser("show", help="one rollout's progress and agent log tail")
     show_cmd.add_argument("workflow_id")
     cancel_cmd = commands.add_parser("cancel", help="stop one rollout gracefully")
@@ -625,7 +644,11 @@ def main() -> None:
     except ValueError as error:
         print(f"starter: {error}", file=sys.stderr)
         sys.exit(2)
-    code = asyncio.run(main_async(args))
+    try:
+        code = asyncio.run(main_async(args))
+    except (SettingsError, PayloadStoreUnusable) as error:
+        print(f"starter: {error}", file=sys.stderr)
+        sys.exit(1)
     # Every resource is closed by now. Skip interpreter finalization: the Temporal
     # client's Rust threads can abort it (temporalio/sdk-python#300), which would
     # turn a finished command into exit -6.

@@ -32,6 +32,10 @@ claimed, or ones a cancelled agent activity let go) are finished once they
 have been unclaimed for ``UNCLAIMED_SESSION_GRACE_S``. Expected, classified
 activity failures are logged as one line (``activity_failure_log``).
 
+Metrics: with ``ROLLOUT_METRICS_ADDRESS`` set, the Temporal runtime serves Prometheus there (the
+SDK's metrics and the rollout metrics, ``activities.metrics``); the client polls under an identity
+naming this host's queue and agent slots (``contracts.host_identity``), which ``starter.py status`` reads.
+
 SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
 close the adapter (spooled sessions stay for the next start).
 
@@ -45,6 +49,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,20 +59,22 @@ from typing import Any, NamedTuple
 
 import docker
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
 from activities.adapter import AdapterServer
 from activities.drift_repair import DriftEpisodeActivities
 from activities.evaluate import GradingActivities
+from activities.metrics import HostMetrics, MetricsAddressError, metrics_runtime
 from activities.reaper import reap_forever, sweep_logged
 from activities.rollout_host import RolloutHost
 from activities.sandbox import SandboxActivities
 from claude_code.binary import find_claude_code
 from claude_code.harness import ClaudeCodeSettings
 from claude_code.tarballs import ClaudeTarballError
+from config.payload_store import PayloadStoreSettings, payload_store_from_env
 from config.settings import SettingsError, WorkerSettings, settings_from_env
+from contracts.host_identity import worker_identity
 from docker_sandbox import firewall as sandbox_firewall
 from docker_sandbox.limits import SandboxSettings
 from docker_sandbox.network import ensure_network
@@ -81,6 +88,7 @@ from scripted_policy.server import OracleTask, ScriptedPolicyServer
 from slime_samples.registry import contract_in_force
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from task_sources.harbor_tasks import reference_patches
+from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
 from trainer_client.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
@@ -91,6 +99,7 @@ log = logging.getLogger("worker")
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 UNCLAIMED_SESSION_GRACE_S = 300.0
 UNCLAIMED_SWEEP_INTERVAL_S = 15.0
+OCCUPANCY_INTERVAL_S = 5.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,6 +119,14 @@ async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, inte
         forgotten = await adapter.registry.forget_unclaimed(older_than_s=after_s)
         if forgotten:
             log.info("released %d session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
+
+
+async def report_occupancy(host: RolloutHost, metrics: HostMetrics, interval_s: float = OCCUPANCY_INTERVAL_S) -> None:
+    """Set the sessions and slots gauges now and every ``interval_s``."""
+    while True:
+        registry = host.adapter.registry
+        metrics.occupancy(registry.live_count if registry is not None else 0, host.agent_slots, host.slots_in_use)
+        await asyncio.sleep(interval_s)
 
 
 class ActivityLists(NamedTuple):
@@ -174,9 +191,15 @@ async def run_worker(
     oracle_tasks_path: str | None = None,
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
+    payload_store: PayloadStoreSettings | None = None,
 ) -> None:
-    """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll."""
+    """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll. Large payloads go to
+    ``payload_store``'s bucket, checked first (``PayloadStoreUnusable``); none keeps them inline."""
+    if payload_store is not None:
+        await check_payload_store(payload_store)
     stop = stop or asyncio.Event()
+    runtime = metrics_runtime(settings.metrics_address)
+    host_metrics = HostMetrics(runtime.metric_meter)
     activity_failure_log.install()
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io"))
     claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
@@ -189,14 +212,22 @@ async def run_worker(
     host_queue = settings.host_queue
     docker_client = await asyncio.to_thread(docker.from_env)
     network = await asyncio.to_thread(ensure_network, docker_client)
-    adapter = AdapterServer(renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue), finish_grace_s=settings.finish_grace_s)
+    adapter = AdapterServer(
+        renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue), finish_grace_s=settings.finish_grace_s, metrics=host_metrics
+    )
     await adapter.start(settings.adapter_bind_host or network.gateway, settings.adapter_port)
     restored = adapter.registry.restore_spooled()
     if restored:
         log.info("took back %d spooled session(s): %s", len(restored), ", ".join(restored))
     public_url = f"http://{settings.public_host or network.gateway}:{adapter.port}"
     firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
-    client = await Client.connect(settings.temporal_address or "localhost:7233", namespace=settings.namespace, data_converter=pydantic_data_converter)
+    client = await Client.connect(
+        settings.temporal_address or "localhost:7233",
+        namespace=settings.namespace,
+        data_converter=data_converter(payload_store),
+        runtime=runtime,
+        identity=worker_identity(os.getpid(), socket.gethostname(), host_queue, settings.agent_slots),
+    )
     sandboxes = DockerSandboxes(
         SandboxSettings(
             claude_code=claude_code,
@@ -248,18 +279,20 @@ async def run_worker(
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
     log.info(
-        "worker up: shared=%s host=%s adapter=%s (sandboxes dial %s, firewall %s) policy=%s",
+        "worker up: shared=%s host=%s adapter=%s (sandboxes dial %s, firewall %s) policy=%s metrics=%s",
         settings.task_queue,
         host_queue,
         adapter.url,
         public_url,
         "on" if firewalled else "off",
         policy_url,
+        f"http://{settings.metrics_address}/metrics" if settings.metrics_address else "off",
     )
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
     await sweep_logged(sandboxes, client, host_queue, at_start=True)
     reaper = asyncio.create_task(reap_forever(sandboxes, client, host_queue, settings.reap_interval_s))
     forget = asyncio.create_task(forget_unclaimed_sessions(adapter, UNCLAIMED_SESSION_GRACE_S))
+    occupancy = asyncio.create_task(report_occupancy(host, host_metrics))
     try:
         async with shared, pinned:
             if ready is not None:
@@ -268,6 +301,7 @@ async def run_worker(
     finally:
         reaper.cancel()
         forget.cancel()
+        occupancy.cancel()
         if firewalled:
             await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await adapter.stop()
@@ -280,6 +314,7 @@ def main() -> None:
     args = parse_args()
     try:
         settings = settings_from_env()
+        payload_store = payload_store_from_env()
         contract = contract_in_force()
     except SettingsError as error:
         sys.exit(f"worker: {error}")
@@ -296,11 +331,11 @@ def main() -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await run_worker(settings, args.scripted_policy, args.oracle_tasks, stop)
+        await run_worker(settings, args.scripted_policy, args.oracle_tasks, stop, payload_store=payload_store)
 
     try:
         asyncio.run(serve())
-    except (ClaudeTarballError, FileNotFoundError) as error:
+    except (ClaudeTarballError, FileNotFoundError, MetricsAddressError, PayloadStoreUnusable) as error:
         sys.exit(f"worker: {error}")
     # Stopped cleanly. Skip interpreter finalization, which the Temporal client's
     # Rust threads can abort (temporalio/sdk-python#300).

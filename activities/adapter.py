@@ -26,6 +26,8 @@ Invariants:
   trainer pins); a value out of range is a 400 ``invalid_request_error`` naming
   the field, before anything is sampled; a turn a stop sequence ended replies
   ``stop_reason: "stop_sequence"`` with the matched ``stop_sequence``;
+* every answered turn (its latency, from parsed body to reply, and its sampled tokens) and every
+  policy-server failure are counted in the server's ``HostMetrics``;
 * one bad request or a dead policy server yields an Anthropic-shaped error for
   that request only; the adapter keeps serving every other session;
 * one session cannot starve the others: past its ``max_concurrent_requests``
@@ -46,6 +48,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -53,6 +56,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from activities.metrics import HostMetrics
 from contracts.rollout import FINISH_GRACE_S, SegmentKind
 from policy.anthropic_reply import (
     SSE_KEEPALIVE,
@@ -91,6 +95,7 @@ GIL_SWITCH_INTERVAL_S = 0.001
 REGISTRY = web.AppKey("registry", SessionRegistry)
 BODY_CAPS = web.AppKey("body_caps", dict)
 KEEPALIVE = web.AppKey("keepalive_s", float)
+METRICS = web.AppKey("metrics", HostMetrics)
 
 
 def lane_of(headers: Any) -> str:
@@ -262,6 +267,7 @@ async def _answer_turn(
         echoed = translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]
         return blocks, echoed
 
+    started = time.monotonic()
     turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply, planned, requested))
     stream: web.StreamResponse | None = None
     try:
@@ -283,7 +289,9 @@ async def _answer_turn(
         return await _fail(request, stream, 409, "invalid_request_error", str(exc))
     except PolicyServerError as exc:
         log.warning("adapter: session %s: %s", session.session_id, exc)
+        request.app[METRICS].policy_error(exc)
         return await _fail(request, stream, 529, "overloaded_error", f"policy server error: {exc}")
+    request.app[METRICS].turn(time.monotonic() - started, outcome.output_tokens)
     blocks = outcome.reply
     reason, stop_sequence = outcome.stop_reason, outcome.stop_sequence
     if not body.get("stream"):
@@ -331,11 +339,13 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     keepalive_s: float = KEEPALIVE_INTERVAL_S,
     count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
+    metrics: HostMetrics | None = None,
 ) -> web.Application:
     app = web.Application(client_max_size=max(max_body_bytes, count_tokens_max_body_bytes), middlewares=[_anthropic_errors])
     app[REGISTRY] = registry
     app[BODY_CAPS] = {MESSAGES_PATH: max_body_bytes, COUNT_TOKENS_PATH: count_tokens_max_body_bytes}
     app[KEEPALIVE] = keepalive_s
+    app[METRICS] = metrics or HostMetrics()
     app.router.add_post(MESSAGES_PATH, handle_messages)
     app.router.add_post(COUNT_TOKENS_PATH, handle_count_tokens)
     app.router.add_get("/healthz", handle_health)
@@ -364,8 +374,10 @@ class AdapterServer:
         spool: SessionSpool | None = None,
         count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
         finish_grace_s: float = FINISH_GRACE_S,
+        metrics: HostMetrics | None = None,
     ):
         self._renderer = renderer
+        self.metrics = metrics or HostMetrics()
         self._finish_grace_s = finish_grace_s
         self._spool = spool
         self._keepalive_s = keepalive_s
@@ -383,7 +395,7 @@ class AdapterServer:
         self._executor = FairExecutor(self._cpu_threads, thread_name_prefix="adapter-cpu")
         client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
         self.registry = SessionRegistry(self._renderer, client, self._executor, self._spool, self._finish_grace_s)
-        app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes)
+        app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes, self.metrics)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)

@@ -57,7 +57,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from activities import sandbox
+from activities import metrics, sandbox
 from activities.activity_failures import SESSION_SETUP_FAILURES, application_error
 from activities.adapter import AdapterServer
 from activities.error_types import ErrorType
@@ -74,6 +74,7 @@ from contracts.rollout import (
     SessionResult,
     StalenessReport,
     TokenSegment,
+    is_integer_version,
 )
 from docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
 from docker_sandbox.disk_watch import DiskWatch
@@ -93,6 +94,8 @@ LOG_LIMIT_BYTES = 64 * 1024 * 1024
 # Of a log over the limit, the end kept after its head (the ``result`` line the verdict reads is last).
 LOG_END_BYTES = 1024 * 1024
 VERDICTS_KEPT = 256
+# How long a merge waits for the server's version for the lag metric alone (no staleness bound asked for it).
+VERSION_LAG_READ_S = 5.0
 # A session that cannot be opened for the rollout's spec, reported under its own type, never retried.
 
 
@@ -154,6 +157,12 @@ class RolloutHost:
         """Slots reserved by ``pick_host`` for workflows whose agent has not started yet."""
         now = time.monotonic()
         return sum(1 for t in self._reservations.values() if t > now)
+
+    @property
+    def slots_in_use(self) -> int:
+        """Slots held: live adapter sessions plus ``pick_host`` reservations (what ``pick_host`` compares with ``agent_slots``)."""
+        registry = self.adapter.registry
+        return (registry.live_count if registry is not None else 0) + self.reserved_slots
 
     @activity.defn(name="pick_host")
     async def pick_host(self) -> str:
@@ -296,13 +305,18 @@ class RolloutHost:
     @activity.defn(name="merge_segments")
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
         """Finish the session, judge its staleness bound (once per session: a retry stores and reports the
-        same verdict), store the segments and return their refs and summaries."""
+        same verdict), store the segments and return their refs and summaries; the first merge of a session
+        records its policy-version lag (``activities.metrics``)."""
         registry = self.adapter.registry
         assert registry is not None
         result = await registry.finish_session(request.session_id)
         if not result.segments:
             return MergeResult(trajectory=None, segments=[], turns=len(result.turns), finish=result.finish)
-        segments, report = self._verdicts.get(request.session_id) or await self._judged(result)
+        verdict = self._verdicts.get(request.session_id)
+        if verdict is None:
+            verdict = await self._judged(result)
+            await self._report_version_lag(result, verdict[1])
+        segments, report = verdict
         self._verdicts[request.session_id] = (segments, report)
         while len(self._verdicts) > VERDICTS_KEPT:
             self._verdicts.popitem(last=False)
@@ -322,6 +336,25 @@ class RolloutHost:
             log.warning("staleness of session %s not judged: %s", result.session_id, error)
             return result.segments, staleness.unjudged(result.segments, bound, str(error))
         return await asyncio.to_thread(staleness.judge, result.segments, bound, current)
+
+    async def _report_version_lag(self, result: SessionResult, report: StalenessReport | None) -> None:
+        """Record how many weight versions the session's oldest sampled token lies behind the server's version
+        now (integer versions only; the staleness verdict's reading of the server if it made one). Nothing is
+        recorded when either is not an integer or the server cannot say within ``VERSION_LAG_READ_S``."""
+        versions = [v for segment in result.segments for v in segment.token_weight_versions() if v is not None and is_integer_version(v)]
+        if not versions or result.config is None:
+            return
+        current = report.current_version if report is not None else None
+        if current is None:
+            try:
+                current = await asyncio.wait_for(
+                    self.adapter.registry.policy_client.current_weight_version(result.config.policy_url), VERSION_LAG_READ_S
+                )
+            except (PolicyServerError, TimeoutError) as error:
+                log.debug("policy-version lag of session %s not recorded: %s", result.session_id, error)
+                return
+        if is_integer_version(current) and int(current) >= min(map(int, versions)):
+            metrics.record_version_lag(int(current) - min(map(int, versions)))
 
     @activity.defn(name="discard_session")
     async def discard_session(self, session_id: str) -> None:

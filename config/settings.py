@@ -15,7 +15,8 @@ finishing an adapter session waits for its turns in flight before aborting them
 parsers of the policy's completions for rollouts whose ``PolicySpec`` names
 none (``ROLLOUT_TOOL_CALL_PARSER``, default ``auto``; ``ROLLOUT_REASONING_PARSER``,
 default ``qwen3``; SGLang's names, ``policy.parsers.registry``) and the
-trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``).
+trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``) and where the
+worker serves Prometheus metrics (``ROLLOUT_METRICS_ADDRESS``, ``host:port``; unset or empty: no endpoint).
 A bad value is a ``SettingsError`` naming the variable.
 """
 
@@ -102,6 +103,7 @@ class WorkerSettings(BaseModel):
     sandbox_disk_bytes: int = Field(SANDBOX_DISK_BYTES, ge=0)
     grading_offline: bool = True
     offline_tools: bool = True
+    metrics_address: str | None = None
 
     @property
     def host_queue(self) -> str:
@@ -207,6 +209,17 @@ def _sandbox_limits(env: Mapping[str, str]) -> dict:
     return values
 
 
+def _metrics_address(env: Mapping[str, str]) -> str | None:
+    """``host:port`` (an IPv6 host in brackets) with a port from 1 to 65535; unset or empty: None."""
+    raw = env.get("ROLLOUT_METRICS_ADDRESS", "").strip()
+    if raw == "":
+        return None
+    host, _, port = raw.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535 or (":" in host and not (host.startswith("[") and host.endswith("]"))):
+        raise SettingsError(f"ROLLOUT_METRICS_ADDRESS: expected host:port such as 127.0.0.1:9464 or 0.0.0.0:9464, got {raw!r}")
+    return raw
+
+
 def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
     agent = _int(env, "SWE_TIME_BUDGET_SEC", 1800)
     evaluation = _int(env, "SWE_EVAL_TIMEOUT_SEC", 600)
@@ -256,6 +269,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "budgets": budgets_from_env(env),
         "grading_offline": _flag(env, "ROLLOUT_GRADING_OFFLINE", True),
         "offline_tools": _flag(env, "ROLLOUT_OFFLINE_TOOLS", True),
+        "metrics_address": _metrics_address(env),
         **_sandbox_limits(env),
     }
     for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):

@@ -5,6 +5,7 @@
 #   .cache/tokenizer/    the offline Qwen3.6 tokenizer
 #   .cache/swebench5/    a venv with swebench 5 (tests of the swebench >= 5 grading path)
 #   the Debian package shellcheck (make lint runs it)
+#   the Debian package prometheus (tests/test_metrics.py scrapes a worker with it; its service is not started)
 #   .cache/tarballs/     Claude Code 2.0.54 (JavaScript CLI) and Node 22 as npm tarballs,
 #                        the SWE_HOST_CC_TARBALL / SWE_HOST_NODE_TARBALL shape the tests use
 #   a running Docker engine and the local image rollout-base:bookworm
@@ -58,6 +59,14 @@ fi
 # 1c. shellcheck (Debian package): make lint runs it over every .sh file.
 apt_install shellcheck shellcheck
 echo "shellcheck: $(shellcheck --version | sed -n 's/^version: //p')"
+
+# 1d. prometheus (Debian package, no recommends): the metrics test runs its own server; RUNLEVEL=1 keeps
+# invoke-rc.d from starting the package's service.
+if ! command -v prometheus >/dev/null; then
+  echo "apt: installing prometheus"
+  apt-get update -qq && RUNLEVEL=1 apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+echo "prometheus: $(prometheus --version 2>&1 | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p')"
 
 # 2. Claude Code: npm package whose optional dependency carries the native binary.
 case $(uname -m) in aarch64|arm64) ARCH=arm64 ;; *) ARCH=x64 ;; esac

@@ -36,6 +36,7 @@ from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from policy.trajectory_store import TrajectoryStore
 from starter import (
     EXAMPLE_DATASET,
+    _hosts_line,
     group_input,
     groups_in_flight,
     parse_args,
@@ -47,6 +48,7 @@ from starter import (
     workflow_id_for,
 )
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
+from trainer_client.rollout_queries import HostSlots
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 
@@ -306,3 +308,11 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
         assert await run_dataset(env.client, filtered) == 0, "every group completed: a group the filter drops is its verdict, not a loss"
     verdicts = {g["group_index"]: (g["status"], g["kept"], g["dropped_by"]) for g in lines_of(tmp_path / "filtered.jsonl")}
     assert verdicts == {0: ("completed", False, "zero_variance"), 1: ("completed", True, None), 2: ("completed", False, "zero_variance")}
+
+
+def test_the_hosts_line_shows_slots_in_use_and_hosts_no_worker_polls_for():
+    hosts = [HostSlots("rl-rollouts-host-a", 8, 3, 1), HostSlots("rl-rollouts-host-b", None, 2, 0)]
+    assert (
+        _hosts_line(hosts, 1) == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet recorded)"
+    )
+    assert _hosts_line([], 0) == "hosts: none; 0 booting (host not yet recorded)"

@@ -4,7 +4,7 @@
 running ones, the ones whose agent has not had a model turn for a while, and
 one rollout's live progress with the tail of its agent's stream-json log;
 "how far are the groups?": ``RolloutGroup`` counts by status and the summed
-``progress`` of the running ones. Everything here reads; ``request_abort`` is
+``progress`` of the running ones; "which hosts are there, how full?": ``host_slots``. Everything here reads; ``request_abort`` is
 the one write (a graceful stop).
 """
 
@@ -14,17 +14,23 @@ import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from contracts.host_identity import parse_worker_identity
 from contracts.rollout import RolloutProgress, RolloutResult, SandboxHandle
 from contracts.rollout_group import GroupProgress
 from docker_sandbox.git_workspace import AGENT_LOG
 from docker_sandbox.sandboxes import DockerSandboxes
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
-from workflows.search_attributes import GROUP_STATUS, STAGE
+from workflows.search_attributes import GROUP_STATUS, HOST, STAGE
 
 STAGES = ("queued", "booting", "agent", "diff", "grading", "merging")
+# The stages in which a rollout's agent slot is held on the host its ``RolloutHost`` attribute names.
+PLACED_STAGES = ("agent", "diff", "grading", "merging")
 # A closed group's RolloutGroupStatus; one still "running" closed without a result (terminated, timed out).
 CLOSED_GROUP_STATUSES = ("completed", "insufficient", "cut")
 RUNNING_GROUPS = "WorkflowType='RolloutGroup' AND ExecutionStatus='Running'"
@@ -150,3 +156,46 @@ async def _live_log_tail(sandboxes: DockerSandboxes, progress: RolloutProgress, 
     except Exception as error:
         return [f"(agent log not readable from this machine: {type(error).__name__}: {error})"]
     return data.decode(errors="replace").splitlines()[-log_lines:]
+
+
+@dataclass(frozen=True)
+class HostSlots:
+    """One host queue: its agent slots as its worker's identity states them (None: no worker of it polls the
+    shared queue), the slots its running rollouts hold there, and how many of its workers poll."""
+
+    host_queue: str
+    agent_slots: int | None
+    in_use: int
+    pollers: int
+
+
+async def host_slots(client: Client, task_queue: str) -> tuple[list[HostSlots], int]:
+    """The hosts seen (rollout workers polling ``task_queue``, and host queues running rollouts are pinned to),
+    by queue name, and the number of rollouts booting, which hold a slot on a host not recorded yet.
+
+    Slots in use are counted from visibility: running rollouts whose ``RolloutHost`` is the queue and whose
+    stage holds a slot (``PLACED_STAGES``); a worker's own count also holds ``pick_host`` reservations of
+    rollouts still booting (its ``rollout_agent_slots_in_use`` gauge has the exact figure).
+    """
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+        )
+    )
+    slots: dict[str, int] = {}
+    pollers: dict[str, int] = {}
+    for poller in described.pollers:
+        identity = parse_worker_identity(poller.identity)
+        if identity is not None:
+            slots[identity.host_queue] = identity.agent_slots
+            pollers[identity.host_queue] = pollers.get(identity.host_queue, 0) + 1
+    running = "WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running'"
+    placed = f"{running} AND {STAGE.name} IN ({', '.join(repr(stage) for stage in PLACED_STAGES)})"
+    in_use: dict[str, int] = {}
+    async for execution in client.list_workflows(placed):
+        host = execution.typed_search_attributes.get(HOST)
+        if host:
+            in_use[host] = in_use.get(host, 0) + 1
+    booting = (await client.count_workflows(f"{running} AND {STAGE.name}='booting'")).count
+    hosts = [HostSlots(queue, slots.get(queue), in_use.get(queue, 0), pollers.get(queue, 0)) for queue in sorted(slots.keys() | in_use.keys())]
+    return hosts, booting

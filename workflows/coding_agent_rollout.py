@@ -56,6 +56,7 @@ from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
+from workflows import rollout_metrics
 from workflows import search_attributes as attrs
 from workflows.activity_errors import Aborted, abort_reason, error_type, host_lost
 from workflows.rollout_guard import stop_reason_after
@@ -93,6 +94,7 @@ BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR, Er
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
 CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.NO_GRADER)
+KNOWN_ABORT_REASONS = frozenset(AbortReason)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # The grade's rules, which a re-grade (``workflows.regrade_rollout``) shares: no grader, or a task no sandbox boots for, is not retried.
 GRADING_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS])
@@ -164,7 +166,10 @@ class CodingAgentRollout:
         return self._result(rollout, started, merged=merged)
 
     def _enter(self, stage: RolloutStage, **fields) -> None:
-        """Move to ``stage``: query state, search attributes and UI details change together."""
+        """Move to ``stage``: query state, search attributes and UI details change together; the time spent in
+        the stage left is reported (``workflows.rollout_metrics``)."""
+        if self._progress.stage_since is not None:
+            rollout_metrics.stage_left(self._progress.stage, workflow.now() - self._progress.stage_since)
         self._progress = self._progress.model_copy(update={"stage": stage, "stage_since": workflow.now(), **fields})
         workflow.upsert_search_attributes(
             [
@@ -352,6 +357,13 @@ class CodingAgentRollout:
         reward = evaluation.reward if evaluation and not abort_reason else 0.0
         solved = bool(evaluation and evaluation.solved and not abort_reason)
         self._enter("done")
+        rollout_metrics.finished(
+            "aborted" if abort_reason else "completed",
+            abort_reason,
+            KNOWN_ABORT_REASONS,
+            turns,
+            sum(segment.n_sampled for segment in merged.segments) if merged else 0,
+        )
         workflow.upsert_search_attributes(
             [attrs.REWARD.value_set(reward), attrs.SOLVED.value_set(solved), attrs.ABORT_REASON.value_set(abort_reason or "")]
         )

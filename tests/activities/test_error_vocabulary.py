@@ -29,7 +29,8 @@ SOURCE_DIRS = [path for path in PROJECT_ROOT.iterdir() if (path / "__init__.py")
 def test_only_the_translation_module_builds_application_errors():
     sources = [p for folder in SOURCE_DIRS for p in folder.glob("*.py")] + list(PROJECT_ROOT.glob("*.py"))
     builders = [str(p.relative_to(PROJECT_ROOT)) for p in sources if re.search(r"\bApplicationError\(", p.read_text())]
-    assert builders == ["activities/activity_failures.py"]
+    # The payload converter refuses an oversized payload while encoding it, beneath every activity face.
+    assert builders == ["activities/activity_failures.py", "trainer_client/payload_storage.py"]
 
 
 @pytest.mark.parametrize(

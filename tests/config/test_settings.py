@@ -58,6 +58,10 @@ def test_an_explicit_guard_wins():
         ({"SLIME_AGENT_CC_EXTRA_ENVS": "[1]"}, "SLIME_AGENT_CC_EXTRA_ENVS"),
         ({"SWE_HOST_CC_TARBALL": "/no/such/claude-code.tgz"}, "SWE_HOST_CC_TARBALL"),
         ({"SWE_HOST_NODE_TARBALL": "/no/such/node.tar.xz"}, "SWE_HOST_NODE_TARBALL"),
+        ({"ROLLOUT_METRICS_ADDRESS": "9464"}, "ROLLOUT_METRICS_ADDRESS"),
+        ({"ROLLOUT_METRICS_ADDRESS": "localhost:http"}, "ROLLOUT_METRICS_ADDRESS"),
+        ({"ROLLOUT_METRICS_ADDRESS": "0.0.0.0:0"}, "ROLLOUT_METRICS_ADDRESS"),
+        ({"ROLLOUT_METRICS_ADDRESS": "::1:9464"}, "ROLLOUT_METRICS_ADDRESS"),
     ],
 )
 def test_bad_values_name_the_variable(env, variable):
@@ -134,3 +138,10 @@ def test_grading_is_offline_unless_turned_off_and_a_bad_flag_is_named():
     assert settings_from_env({"ROLLOUT_GRADING_OFFLINE": "yes"}).grading_offline
     with pytest.raises(SettingsError, match="ROLLOUT_OFFLINE_TOOLS: expected 1 or 0"):
         settings_from_env({"ROLLOUT_OFFLINE_TOOLS": "maybe"})
+
+
+def test_metrics_are_off_unless_an_address_is_set():
+    assert settings_from_env({}).metrics_address is None
+    assert settings_from_env({"ROLLOUT_METRICS_ADDRESS": " "}).metrics_address is None
+    assert settings_from_env({"ROLLOUT_METRICS_ADDRESS": "0.0.0.0:9464"}).metrics_address == "0.0.0.0:9464"
+    assert settings_from_env({"ROLLOUT_METRICS_ADDRESS": "[::1]:9464"}).metrics_address == "[::1]:9464"

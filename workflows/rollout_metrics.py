@@ -1,0 +1,41 @@
+"""What a rollout workflow reports to the worker's metrics endpoint, through ``workflow.metric_meter()``.
+
+Invariants:
+* replay-safe: the workflow meter records nothing while a history is replayed, and every value is
+  computed from workflow state and ``workflow.now()``;
+* bounded labels: a stage name, a status, or an abort reason from the fixed set (``exception:<Type>``
+  names an error type the code raises); a reason an operator typed is reported as ``operator``;
+  never a workflow id. The meter itself adds ``namespace``, ``task_queue`` and ``workflow_type``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+FINISHED = "rollout_finished_total"
+STAGE_DURATION = "rollout_stage_duration_seconds"
+TURNS = "rollout_turns_total"
+SAMPLED_TOKENS = "rollout_sampled_tokens_total"
+# The workflow's stages whose time is reported, by the name the metric's ``stage`` label gives them.
+TIMED_STAGES = {"booting": "boot", "agent": "agent", "diff": "diff", "grading": "grading", "merging": "merge"}
+OPERATOR_REASON = "operator"
+
+
+def stage_left(stage: str, spent: timedelta) -> None:
+    """The workflow leaves ``stage`` after ``spent`` (stages not in ``TIMED_STAGES`` are not reported)."""
+    if stage in TIMED_STAGES:
+        histogram = workflow.metric_meter().create_histogram_float(STAGE_DURATION, "time a rollout spent in a stage", "s")
+        histogram.record(spent.total_seconds(), {"stage": TIMED_STAGES[stage]})
+
+
+def finished(status: str, abort_reason: str | None, known_reasons: frozenset[str], turns: int, sampled_tokens: int) -> None:
+    """A rollout ended with ``status``; ``sampled_tokens`` are those of its merged segments (0 when aborted)."""
+    meter = workflow.metric_meter()
+    reason = abort_reason or ""
+    if reason and reason not in known_reasons and not reason.startswith("exception:"):
+        reason = OPERATOR_REASON
+    meter.create_counter(FINISHED, "rollouts finished, by status and abort reason").add(1, {"status": status, "abort_reason": reason})
+    meter.create_counter(TURNS, "model turns of finished rollouts").add(turns, {"status": status})
+    meter.create_counter(SAMPLED_TOKENS, "sampled (loss-masked) tokens of merged rollouts").add(sampled_tokens, {"status": status})
