@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -57,7 +58,17 @@ class SeaweedS3:
 
     def start(self) -> None:
         flags = [f"-{name}={port}" for name, port in self.ports.items()]
-        command = [str(WEED), "server", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.folder / 'data'}", *flags]
+        # -logdir keeps weed's own glog files in the folder (they go to the system temp dir otherwise).
+        command = [
+            str(WEED),
+            f"-logdir={self.folder}",
+            "server",
+            "-s3",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-dir={self.folder / 'data'}",
+            *flags,
+        ]
         command += [
             f"-s3.config={self.folder / 's3.json'}",
             "-s3.port.iceberg=0",
@@ -86,6 +97,7 @@ class SeaweedS3:
         client.put_object(Bucket=_PROBE_BUCKET, Key="probe", Body=b"ready")
 
     def stop(self) -> None:
+        """Stop the server and remove the unix sockets it opens in the system temp dir (``seaweedfs-*-<port>.sock``)."""
         if self._process is None:
             return
         self._process.terminate()
@@ -95,6 +107,9 @@ class SeaweedS3:
             self._process.kill()
             self._process.wait()
         self._process = None
+        for port in self.ports.values():
+            for leftover in Path(tempfile.gettempdir()).glob(f"seaweedfs-*-{port}.sock"):
+                leftover.unlink(missing_ok=True)
 
     def client(self, secret_key: str | None = None):
         return boto3.client(
