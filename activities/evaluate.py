@@ -78,7 +78,7 @@ class GradingActivities:
         except OSError as error:
             log.warning("grading log of %s not kept (the grade stands): %s", request.workflow_id, error)
             return graded.result
-        return graded.result.model_copy(update={"log_path": str(path), "log_bytes": len(graded.log.encode())})
+        return graded.result.model_copy(update={"log_path": str(path), "log_bytes": path.stat().st_size})
 
     @activity.defn(name="read_patch")
     async def read_patch(self, ref: PatchRef) -> str:

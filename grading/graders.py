@@ -332,6 +332,7 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
             run = await _grade_swebench(sandboxes, handle, task, swebench_script, bounds, method)
         else:
             run = await _grade_eval_cmd(sandboxes, handle, task, bounds, method)
-        return Graded(run.result.model_copy(update={"reset_paths": reset}), _full_log(apply_log, reset, run.output))
+        log = await asyncio.to_thread(_full_log, apply_log, reset, run.output)  # up to 64 MiB: encoded and cut off the event loop
+        return Graded(run.result.model_copy(update={"reset_paths": reset}), log)
     finally:
         await sandboxes.destroy(handle)
