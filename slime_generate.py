@@ -57,7 +57,7 @@ from temporalio.client import Client
 from config.settings import SettingsError, budgets_from_env, staleness_from_env
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
 from policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from slime_samples.registry import ContractChoice, contract_in_force
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
 from task_sources.dataset_rows import RowError, task_from_row
@@ -130,8 +130,9 @@ def samples_from_result(sample: Any, result: RolloutResult, tokenizer: Any = Non
     """``result`` as slime Samples under ``contract`` (default: the one in force, ``sample_contract()``)."""
     chosen = contract or sample_contract()
     if result.status != "completed" or result.trajectory is None:
-        return [chosen.aborted(sample, result.abort_reason or "adapter_session_empty")]
-    return chosen.samples(sample, result, TrajectoryStore.load(result.trajectory), tokenizer)
+        unread = result.status == "completed" and bool(result.segments)  # its group left it to a child not read
+        return [chosen.aborted(sample, result.abort_reason or ("trajectory_unreadable" if unread else "adapter_session_empty"))]
+    return chosen.samples(sample, result, unpack_trajectory(result.trajectory), tokenizer)
 
 
 def sample_dicts(result: RolloutResult, contract: ContractChoice | None = None) -> list[dict[str, Any]]:

@@ -75,8 +75,9 @@ from trainer_client import grading_summary, regrade_runs, rollout_queries
 from trainer_client.drift_episodes import episode_groups, episode_inputs
 from trainer_client.local_services import temporal_dev_server, worker_process
 from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
-from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments
+from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, move_out_logs
 from trainer_client.rollout_groups import group_id, stream_groups
+from trainer_client.sample_payloads import with_child_payloads
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env, start_or_attach
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -101,6 +102,7 @@ def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: P
         agent_budget_s=budgets.agent_budget_s,
         eval_timeout_s=budgets.eval_timeout_s,
         guard_s=budgets.guard_s,
+        resume_window_s=budgets.resume_window_s,
     )
 
 
@@ -108,8 +110,7 @@ async def connect(address: str) -> Client:
     """A client with the project's data converter; the payload store the environment names is checked first
     (``SettingsError`` or ``PayloadStoreUnusable`` names the setting)."""
     store = payload_store_from_env()
-    if store is not None:
-        await check_payload_store(store)
+    await check_payload_store(store)
     return await Client.connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), data_converter=data_converter(store))
 
 
@@ -188,7 +189,7 @@ async def stream_into(client: Client, sink: ResultSink, groups: list[GroupInput]
     in_flight = groups_in_flight(args.concurrency, max((group.size for group in groups), default=1))
     results = []
     async for result in stream_groups(client, todo, args.task_queue, in_flight, server_wait_s=args.server_wait):
-        write_group(sink, result)
+        write_group(sink, await with_child_payloads(client, result, logs=True))
         results.append(result)
     return results
 
@@ -444,11 +445,14 @@ def _running_line(r: rollout_queries.RunningRollout, now: datetime) -> str:
 async def show(client: Client, args: argparse.Namespace) -> int:
     state, detail, log_lines = await rollout_queries.rollout_details(client, args.workflow_id)
     print(f"{args.workflow_id}: {state}")
-    print(json.dumps(detail.model_dump(mode="json"), indent=2))
+    record = detail.model_dump(mode="json")
+    if isinstance(detail, RolloutResult):
+        move_out_logs(record, Path(args.save_logs) if args.save_logs else None)
+    print(json.dumps(record, indent=2))
     print(f"--- last {len(log_lines)} lines of the agent's stream-json log ---")
     print("\n".join(log_lines))
     if isinstance(detail, RolloutResult):
-        print("\n".join(grading_summary.summary_lines(detail)))
+        print("\n".join(grading_summary.summary_lines(RolloutResult.model_validate(record) if args.save_logs else detail)))
     return 0
 
 
@@ -545,6 +549,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     show_cmd = commands.add_parser("show", help="one rollout's progress and agent log tail")
     show_cmd.add_argument("workflow_id")
+    show_cmd.add_argument("--save-logs", metavar="DIR", help="write a finished rollout's whole agent and grading logs into DIR")
     cancel_cmd = commands.add_parser("cancel", help="stop one rollout gracefully")
     cancel_cmd.add_argument("workflow_id")
     cancel_cmd.add_argument("--reason", default="cancelled")

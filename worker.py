@@ -6,7 +6,7 @@ One process runs
   reachable from sandboxes at ``SLIME_HEAD_HOST`` (default: that address); a
   host firewall lets sandboxes reach that port and nothing else on the host;
 * a Temporal worker on the shared queue: the workflows, ``pick_host``,
-  ``evaluate``, ``read_patch`` (re-grades) and the drift → repair episode's activities;
+  ``evaluate`` and the drift → repair episode's activities;
 * a Temporal worker on this host's own queue (``rl-rollouts-host-<host id>``,
   stable across restarts of the same host): boot, run-claude-code, git-diff,
   destroy, merge-segments, discard-session;
@@ -17,6 +17,10 @@ One process runs
   parsers are the rollout's ``PolicySpec`` ones, else this worker's
   ``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER`` (an unknown name
   there stops the worker at start-up).
+
+Results travel through Temporal as payloads (packed trajectories, whole logs, the graded patch); large ones go
+to the payload store (``ROLLOUT_PAYLOAD_BUCKET``, else the local payload folder), checked at start-up: an
+unusable one stops the worker with one line naming the setting.
 
 Blocking Docker SDK calls run in the loop's default executor, sized to the
 agent slots (asyncio's default of cpu_count + 4 threads serialised boots).
@@ -72,7 +76,7 @@ from activities.sandbox import SandboxActivities
 from claude_code.binary import find_claude_code
 from claude_code.harness import ClaudeCodeSettings
 from claude_code.tarballs import ClaudeTarballError
-from config.payload_store import PayloadStoreSettings, payload_store_from_env
+from config.payload_store import PayloadStorageSettings, payload_store_from_env
 from config.settings import SettingsError, WorkerSettings, settings_from_env
 from contracts.host_identity import worker_identity
 from docker_sandbox import firewall as sandbox_firewall
@@ -83,7 +87,6 @@ from drift_repair.roles import AdapterRolePlayer
 from drift_repair.script_runner import SandboxScriptRunner
 from policy.prompt_renderer import PromptRenderer
 from policy.session_spool import SessionSpool
-from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import OracleTask, ScriptedPolicyServer
 from slime_samples.registry import contract_in_force
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -100,6 +103,7 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 UNCLAIMED_SESSION_GRACE_S = 300.0
 UNCLAIMED_SWEEP_INTERVAL_S = 15.0
 OCCUPANCY_INTERVAL_S = 5.0
+LOOP_LAG_INTERVAL_S = 0.25
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -129,6 +133,16 @@ async def report_occupancy(host: RolloutHost, metrics: HostMetrics, interval_s: 
         await asyncio.sleep(interval_s)
 
 
+async def report_loop_lag(metrics: HostMetrics, interval_s: float = LOOP_LAG_INTERVAL_S) -> None:
+    """Record, every ``interval_s``, how much later than asked the event loop woke this task: the wait every
+    adapter turn and heartbeat on this worker shares."""
+    loop = asyncio.get_running_loop()
+    while True:
+        asked = loop.time()
+        await asyncio.sleep(interval_s)
+        metrics.loop_lag(max(loop.time() - asked - interval_s, 0.0))
+
+
 class ActivityLists(NamedTuple):
     shared: list[Callable[..., Any]]
     pinned: list[Callable[..., Any]]
@@ -146,7 +160,6 @@ def activity_lists(
         shared=[
             host.pick_host,
             grading.evaluate,
-            grading.read_patch,
             drift.sample_drift_task,
             drift.propose_drift,
             drift.run_breakage,
@@ -191,12 +204,12 @@ async def run_worker(
     oracle_tasks_path: str | None = None,
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
-    payload_store: PayloadStoreSettings | None = None,
+    payload_store: PayloadStorageSettings | None = None,
 ) -> None:
     """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll. Large payloads go to
-    ``payload_store``'s bucket, checked first (``PayloadStoreUnusable``); none keeps them inline."""
-    if payload_store is not None:
-        await check_payload_store(payload_store)
+    ``payload_store`` (default: the environment's, ``config.payload_store``), checked first (``PayloadStoreUnusable``)."""
+    payload_store = payload_store or payload_store_from_env()
+    await check_payload_store(payload_store)
     stop = stop or asyncio.Event()
     runtime = metrics_runtime(settings.metrics_address)
     host_metrics = HostMetrics(runtime.metric_meter)
@@ -246,23 +259,20 @@ async def run_worker(
         host_queue=host_queue,
         adapter_public_url=public_url,
         default_policy_url=policy_url,
-        store=TrajectoryStore(settings.results_dir / "trajectories"),
         agent_slots=settings.agent_slots,
         claude=ClaudeCodeSettings(extra_args=settings.claude_extra_args, extra_env=settings.claude_extra_env),
         client=client,
         pin_policy_url=policy_url is not None,
         parsers=settings.parser_defaults,
     )
-    store = host.store
     drift = DriftEpisodeActivities(
-        roles=AdapterRolePlayer(adapter.registry, store, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
+        roles=AdapterRolePlayer(adapter.registry, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
         runner=SandboxScriptRunner(sandboxes),
-        store=store,
     )
     registered = await ensure_search_attributes(client, settings.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
-    activities = activity_lists(host, drift, SandboxActivities(sandboxes, store), GradingActivities(sandboxes, store))
+    activities = activity_lists(host, drift, SandboxActivities(sandboxes), GradingActivities(sandboxes))
     shared = Worker(
         client,
         task_queue=settings.task_queue,
@@ -293,6 +303,7 @@ async def run_worker(
     reaper = asyncio.create_task(reap_forever(sandboxes, client, host_queue, settings.reap_interval_s))
     forget = asyncio.create_task(forget_unclaimed_sessions(adapter, UNCLAIMED_SESSION_GRACE_S))
     occupancy = asyncio.create_task(report_occupancy(host, host_metrics))
+    loop_lag = asyncio.create_task(report_loop_lag(host_metrics))
     try:
         async with shared, pinned:
             if ready is not None:
@@ -302,6 +313,7 @@ async def run_worker(
         reaper.cancel()
         forget.cancel()
         occupancy.cancel()
+        loop_lag.cancel()
         if firewalled:
             await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await adapter.stop()

@@ -37,7 +37,6 @@ from contracts.rollout import (
     EvalResult,
     MergeRequest,
     MergeResult,
-    PatchRef,
     SandboxHandle,
     SandboxRequest,
 )
@@ -84,11 +83,6 @@ async def destroy_sandbox(handle: SandboxHandle) -> None:
 @activity.defn
 async def evaluate(request: EvalRequest) -> EvalResult:
     raise _stub("evaluate")
-
-
-@activity.defn
-async def read_patch(ref: PatchRef) -> str:
-    raise _stub("read_patch")
 
 
 @activity.defn
@@ -139,7 +133,6 @@ WORKFLOW_ACTIVITIES = (
     git_diff,
     destroy_sandbox,
     evaluate,
-    read_patch,
     merge_segments,
     discard_session,
     sample_drift_task,

@@ -52,7 +52,7 @@ from drift_repair.roles import RolePlayer
 from drift_repair.scoring import grade_not_applied, grade_runs, judge_breakage
 from drift_repair.script_runner import ScriptRunner
 from drift_repair.unified_diff import DiffError, apply_diff
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import pack_trajectory, unpack_trajectory
 
 T = TypeVar("T")
 SANDBOX_FAILURES = Translation(
@@ -96,10 +96,9 @@ def _baseline(task: DriftTask, seed: int) -> tuple[DriftSpec, str, int]:
 
 
 class DriftEpisodeActivities:
-    def __init__(self, roles: RolePlayer, runner: ScriptRunner, store: TrajectoryStore, corpus_dir: Path = CORPUS_DIR):
+    def __init__(self, roles: RolePlayer, runner: ScriptRunner, corpus_dir: Path = CORPUS_DIR):
         self.roles = roles
         self.runner = runner
-        self.store = store
         self.corpus_dir = corpus_dir
 
     @activity.defn(name="sample_drift_task")
@@ -183,6 +182,6 @@ class DriftEpisodeActivities:
     @activity.defn(name="collect_role_segments")
     async def collect_role_segments(self, request: CollectRequest) -> MergeResult:
         """One trajectory for the episode: the role segments in the order given (drift, then repair)."""
-        segments = [s for ref in request.trajectories for s in await asyncio.to_thread(TrajectoryStore.load, ref)]
-        ref = await asyncio.to_thread(self.store.put, request.workflow_id, segments)
-        return MergeResult(trajectory=ref, segments=[SegmentSummary.of(s) for s in segments], turns=len(segments))
+        segments = [s for packed in request.trajectories for s in await asyncio.to_thread(unpack_trajectory, packed)]
+        trajectory = await asyncio.to_thread(pack_trajectory, segments)
+        return MergeResult(trajectory=trajectory, segments=[SegmentSummary.of(s) for s in segments], turns=len(segments))

@@ -25,8 +25,6 @@ class ErrorType(StrEnum):
     NOT_EVALUABLE = "NotEvaluable"
     GRADER_SCRIPT_MISSING = "GraderScriptMissing"
     GRADING_FAILED = "GradingFailed"
-    # a kept patch (``DiffReport.patch``) that is missing, outside the trajectory store or altered
-    PATCH_UNREADABLE = "PatchUnreadable"
     # the rollout host: agent slots, adapter sessions, the policy
     HOST_FULL = "HostFull"
     WORKER_SHUTDOWN = "WorkerShutdown"

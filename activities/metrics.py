@@ -26,12 +26,15 @@ SESSIONS_IN_FLIGHT = "rollout_sessions_in_flight"
 AGENT_SLOTS = "rollout_agent_slots"
 AGENT_SLOTS_IN_USE = "rollout_agent_slots_in_use"
 POLICY_VERSION_LAG = "rollout_policy_version_lag"
+EVENT_LOOP_LAG = "rollout_event_loop_lag_seconds"
 SECONDS_BUCKETS: list[float] = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600]
 VERSION_LAG_BUCKETS: list[float] = [0, 1, 2, 3, 4, 5, 8, 16, 32]
+LOOP_LAG_BUCKETS: list[float] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 BUCKETS: dict[str, list[float]] = {
     rollout_metrics.STAGE_DURATION: SECONDS_BUCKETS,
     ADAPTER_TURN_SECONDS: SECONDS_BUCKETS,
     POLICY_VERSION_LAG: VERSION_LAG_BUCKETS,
+    EVENT_LOOP_LAG: LOOP_LAG_BUCKETS,
 }
 
 
@@ -61,6 +64,7 @@ class HostMetrics:
         self._sessions = meter.create_gauge(SESSIONS_IN_FLIGHT, "adapter sessions open on this worker")
         self._slots = meter.create_gauge(AGENT_SLOTS, "agent slots of this worker (ROLLOUT_AGENT_SLOTS)")
         self._slots_in_use = meter.create_gauge(AGENT_SLOTS_IN_USE, "agent slots held by sessions or pick_host reservations")
+        self._loop_lag = meter.create_histogram_float(EVENT_LOOP_LAG, "how late the worker's event loop woke a timed sleep", "s")
 
     def turn(self, seconds: float, sampled_tokens: int) -> None:
         self._turn_seconds.record(seconds)
@@ -69,6 +73,9 @@ class HostMetrics:
 
     def policy_error(self, error: BaseException) -> None:
         self._policy_errors.add(1, {"error": type(error).__name__})
+
+    def loop_lag(self, seconds: float) -> None:
+        self._loop_lag.record(seconds)
 
     def occupancy(self, sessions: int, slots: int, slots_in_use: int) -> None:
         self._sessions.set(sessions)

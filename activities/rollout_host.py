@@ -83,14 +83,16 @@ from docker_sandbox.sandboxes import DockerSandboxes
 from policy import staleness
 from policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
 from policy.sglang_client import PolicyServerError
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import pack_trajectory
 
 log = logging.getLogger(__name__)
 DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared, never mutated
 HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
-LOG_LIMIT_BYTES = 64 * 1024 * 1024
+# The agent's log travels in its result: at most this much, so a rollout's result stays well under the
+# payload cap (``ROLLOUT_PAYLOAD_MAX_BYTES``) with the grading log and the trajectory beside it.
+LOG_LIMIT_BYTES = 8 * 1024 * 1024
 # Of a log over the limit, the end kept after its head (the ``result`` line the verdict reads is last).
 LOG_END_BYTES = 1024 * 1024
 VERDICTS_KEPT = 256
@@ -130,7 +132,6 @@ class RolloutHost:
         host_queue: str,
         adapter_public_url: str,
         default_policy_url: str | None,
-        store: TrajectoryStore,
         agent_slots: int,
         claude: ClaudeCodeSettings = DEFAULT_CLAUDE_SETTINGS,
         client: Client | None = None,
@@ -142,7 +143,6 @@ class RolloutHost:
         self.host_queue = host_queue
         self.adapter_public_url = adapter_public_url
         self.default_policy_url = default_policy_url
-        self.store = store
         self.agent_slots = agent_slots
         self.client = client
         self.pin_policy_url = pin_policy_url
@@ -244,8 +244,8 @@ class RolloutHost:
             raise
         finally:
             beat.cancel()
-        log_path = await asyncio.to_thread(self.store.put_log, f"{request.workflow_id}.attempt{request.attempt}", agent_log)
-        lines = agent_log.decode(errors="replace").splitlines()
+        text = agent_log.decode(errors="replace")
+        lines = text.splitlines()
         verdict = judge_run(lines, exit_code if exit_code is not None else -1)
         return AgentRun(
             session_id=session_id,
@@ -256,7 +256,7 @@ class RolloutHost:
             turns=len(session.turns) if session else 0,
             aborts_continued=sum(turn.aborts_continued for turn in session.turns) if session else 0,
             duration_s=round(time.time() - started_at, 3),
-            log_path=str(log_path),
+            log=text,
             log_tail="\n".join(lines[-5:])[-2000:],
         )
 
@@ -305,7 +305,7 @@ class RolloutHost:
     @activity.defn(name="merge_segments")
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
         """Finish the session, judge its staleness bound (once per session: a retry stores and reports the
-        same verdict), store the segments and return their refs and summaries; the first merge of a session
+        same verdict) and return its segments packed, with their summaries; the first merge of a session
         records its policy-version lag (``activities.metrics``)."""
         registry = self.adapter.registry
         assert registry is not None
@@ -320,9 +320,9 @@ class RolloutHost:
         self._verdicts[request.session_id] = (segments, report)
         while len(self._verdicts) > VERDICTS_KEPT:
             self._verdicts.popitem(last=False)
-        ref = await asyncio.to_thread(self.store.put, request.workflow_id, segments)
+        trajectory = await asyncio.to_thread(pack_trajectory, segments)
         summaries = await asyncio.to_thread(lambda: [SegmentSummary.of(s) for s in segments])
-        return MergeResult(trajectory=ref, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish)
+        return MergeResult(trajectory=trajectory, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish)
 
     async def _judged(self, result: SessionResult) -> tuple[list[TokenSegment], StalenessReport | None]:
         """The segments under the session's staleness bound, judged against the policy server's version now;

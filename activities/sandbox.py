@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -21,7 +20,6 @@ from contracts.rollout import CapturedDiff, SandboxHandle, SandboxRequest
 from docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
 from docker_sandbox.sandboxes import DockerSandboxes
 from grading import swebench
-from policy.trajectory_store import TrajectoryStore
 
 
 @contextlib.asynccontextmanager
@@ -40,7 +38,6 @@ async def heartbeating(details: Callable[[], Any], interval_s: float = 5.0) -> A
         task.cancel()
 
 
-log = logging.getLogger(__name__)
 BOOT_FAILURES = Translation(
     Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
     Failure(swebench.NotEvaluable, ErrorType.NOT_EVALUABLE),
@@ -64,37 +61,21 @@ async def boot_sandbox(sandboxes: DockerSandboxes, request: SandboxRequest) -> S
 
 
 class SandboxActivities:
-    """The activities on a sandbox some earlier activity booted; registered on the host's own queue. ``store``
-    keeps each captured patch (the trajectory store, shared with the other workers and the starter)."""
+    """The activities on a sandbox some earlier activity booted; registered on the host's own queue."""
 
-    def __init__(self, sandboxes: DockerSandboxes, store: TrajectoryStore):
+    def __init__(self, sandboxes: DockerSandboxes):
         self.sandboxes = sandboxes
-        self.store = store
 
     @activity.defn(name="capture_diff")
     async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
         """``capture_diff``, heartbeating; non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``.
-
-        A patch within the cap is kept in the store as ``<workflow id>.<run>.attempt<N>.patch`` (a retry
-        rewrites the same file, another run of the workflow id writes its own) and its ``PatchRef`` is
-        ``report.patch``; over the cap nothing was captured. A store that cannot take it leaves
-        ``report.patch`` None: the rollout goes on, only its re-grade is lost."""
+        The patch travels in the result (over the cap nothing was captured); the rollout keeps it in its own
+        result (``DiffReport.kept_patch``) for a re-grade."""
         try:
             async with heartbeating(lambda: {"phase": "diff"}):
-                captured = await self.sandboxes.capture_diff(handle)
+                return await self.sandboxes.capture_diff(handle)
         except DIFF_FAILURES.handled as error:
             raise DIFF_FAILURES(error) from error
-        if captured.report.over_cap:
-            return captured
-        info = activity.info()
-        try:
-            ref = await asyncio.to_thread(
-                self.store.put_patch, f"{info.workflow_id}.{info.workflow_run_id[:8]}.attempt{handle.attempt}", captured.diff
-            )
-        except OSError as error:
-            log.warning("patch of %s not kept (it is graded; it cannot be re-graded): %s", handle.name, error)
-            return captured
-        return captured.model_copy(update={"report": captured.report.model_copy(update={"patch": ref})})
 
     @activity.defn(name="git_diff")
     async def git_diff(self, handle: SandboxHandle) -> str:

@@ -62,6 +62,8 @@ class RolloutBudgets(BaseModel):
     agent_budget_s: int = Field(1800, ge=1)
     eval_timeout_s: int = Field(600, ge=1)
     guard_s: int = Field(2580, ge=1)
+    # How long a rollout whose host went silent waits for it to come back before it moves to another host.
+    resume_window_s: int = Field(120, ge=1)
 
     def for_task(self, task: TaskSpec) -> RolloutBudgets:
         """The budgets ``task``'s rollouts get: a Harbor task's agent and verifier timeouts (``HarborSpec``),
@@ -90,7 +92,7 @@ class WorkerSettings(BaseModel):
     tokenizer_dir: Path = DEFAULT_TOKENIZER_DIR
     host_id: str = Field(default_factory=socket.gethostname)
     results_dir: Path = PROJECT_ROOT / "results"
-    agent_slots: int = Field(8, ge=1)
+    agent_slots: int = Field(default_factory=lambda: default_agent_slots(), ge=1)
     reap_interval_s: float = Field(60.0, gt=0)
     finish_grace_s: float = Field(FINISH_GRACE_S, ge=0, le=MAX_FINISH_GRACE_S)
     cc_tarball: Path | None = None
@@ -125,6 +127,17 @@ class WorkerSettings(BaseModel):
 
 def host_cpus() -> int:
     return os.cpu_count() or 1
+
+
+# Concurrent agents per host core: agents mostly wait on the model, and one core keeps about four busy while
+# the model takes 3-4 s a turn (``bench/host_capacity_bench.py``: the knee of turns per second is at 8 on
+# 2 cores; memory, about 150 MB an agent, allows far more).
+AGENT_SLOTS_PER_CPU = 4
+
+
+def default_agent_slots(cpus: int | None = None) -> int:
+    """``ROLLOUT_AGENT_SLOTS`` when unset: ``AGENT_SLOTS_PER_CPU`` per host CPU."""
+    return AGENT_SLOTS_PER_CPU * (cpus or host_cpus())
 
 
 def default_sandbox_cpus(agent_slots: int, cpus: int | None = None) -> float:
@@ -224,10 +237,17 @@ def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
     agent = _int(env, "SWE_TIME_BUDGET_SEC", 1800)
     evaluation = _int(env, "SWE_EVAL_TIMEOUT_SEC", 600)
     guard = _int(env, "SWE_GENERATE_GUARD_SEC", 0) or agent + evaluation + 180
-    for name, value in (("SWE_TIME_BUDGET_SEC", agent), ("SWE_EVAL_TIMEOUT_SEC", evaluation), ("SWE_GENERATE_GUARD_SEC", guard)):
+    resume = _int(env, "ROLLOUT_RESUME_WINDOW_S", 120)
+    named = (
+        ("SWE_TIME_BUDGET_SEC", agent),
+        ("SWE_EVAL_TIMEOUT_SEC", evaluation),
+        ("SWE_GENERATE_GUARD_SEC", guard),
+        ("ROLLOUT_RESUME_WINDOW_S", resume),
+    )
+    for name, value in named:
         if value <= 0:
             raise SettingsError(f"{name}: must be positive, got {value}")
-    return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, guard_s=guard)
+    return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, guard_s=guard, resume_window_s=resume)
 
 
 def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | None:
@@ -261,7 +281,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
         "tool_call_parser": _parser_name(env, "ROLLOUT_TOOL_CALL_PARSER", tool_call_parser_named, DEFAULT_TOOL_CALL_PARSER),
         "reasoning_parser": _parser_name(env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER),
-        "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", 8),
+        "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", default_agent_slots()),
         "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60),
         "finish_grace_s": _seconds(env, "ROLLOUT_FINISH_GRACE_S", FINISH_GRACE_S, MAX_FINISH_GRACE_S),
         "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),

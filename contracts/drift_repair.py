@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.rollout import PolicySpec, SegmentSummary, TrajectoryRef
+from contracts.rollout import PackedTrajectory, PolicySpec, SegmentSummary
 
 Difficulty = Literal["easy", "medium", "hard"]
 DriftCategory = Literal["api_rename", "kwarg_change", "import_move", "argument_order", "attribute_change"]
@@ -84,7 +84,7 @@ class RoleTurn(BaseModel):
     finish_reason: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    trajectory: TrajectoryRef | None = None
+    trajectory: PackedTrajectory | None = None
     segment: SegmentSummary | None = None
 
 
@@ -261,7 +261,7 @@ class EpisodeResult(BaseModel):
     role_rewards: RoleRewards = RoleRewards()
     drift_role: RoleTurn | None = None
     repair_role: RoleTurn | None = None
-    trajectory: TrajectoryRef | None = None
+    trajectory: PackedTrajectory | None = None
     segments: list[SegmentSummary] = []
     info: dict[str, Any] = {}
     elapsed_s: float = 0.0
@@ -271,4 +271,4 @@ class CollectRequest(BaseModel):
     """Role trajectories (one segment each) to merge, in order, under ``workflow_id``."""
 
     workflow_id: str
-    trajectories: list[TrajectoryRef]
+    trajectories: list[PackedTrajectory]

@@ -11,23 +11,22 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from contracts.rollout import EvalResult, PatchRef, TaskSpec
+from contracts.rollout import EvalResult, TaskSpec
 
 
 class RegradeInput(BaseModel):
     """``task``: the original rollout's task, or that task with a dataset's current grader spec;
-    ``patch``: the rollout's kept patch (``DiffReport.patch``)."""
+    ``patch``: the rollout's kept patch (``DiffReport.kept_patch``), a payload like any other."""
 
     original_workflow_id: str
     task: TaskSpec
-    patch: PatchRef
+    patch: str
     eval_timeout_s: int = Field(600, ge=1)
 
 
 class RegradeResult(BaseModel):
     """Always returned (never a workflow failure): ``completed`` with the new evaluation, or ``aborted`` with why
-    the grading failed (``abort_reason``, the rollout's reasons; ``exception:PatchUnreadable`` for a patch that is
-    gone from the store or altered)."""
+    the grading failed (``abort_reason``, the rollout's reasons)."""
 
     workflow_id: str
     original_workflow_id: str
@@ -79,5 +78,5 @@ class RegradeRow(BaseModel):
     original: Verdict | None = None
     evaluation: EvalResult | None = None
     changed: bool | None = None
-    patch_path: str
+    patch_bytes: int
     grader_from: Literal["rollout", "dataset"]

@@ -520,14 +520,6 @@ class OmittedFile(BaseModel):
     size_bytes: int
 
 
-class PatchRef(BaseModel):
-    """A claim check for a patch kept in the trajectory store (``<key>.patch``, UTF-8): its path, SHA-256 and size."""
-
-    path: str
-    sha256: str
-    nbytes: int
-
-
 class DiffReport(BaseModel):
     """What the agent's patch carries to the grader and what it leaves out.
 
@@ -536,9 +528,10 @@ class DiffReport(BaseModel):
     ``omitted_count`` counts them all). ``over_cap``: even without them the
     patch would exceed the cap (``note`` says by how much), so it is not
     graded: reward 0, ``applied_cleanly`` false, the rollout still completes.
-    ``patch``: the graded patch as kept in the trajectory store, for a later
-    re-grade (``starter.py regrade``); None when over the cap (nothing was
-    captured) or in a report from before patches were kept.
+    ``kept_patch``: the graded patch itself, set in the rollout's result for
+    a later re-grade (``starter.py regrade``); None in ``capture_diff``'s own
+    report (its ``CapturedDiff.diff`` carries it) and when over the cap
+    (nothing was captured).
     """
 
     patch_bytes: int = 0
@@ -546,7 +539,7 @@ class DiffReport(BaseModel):
     omitted_count: int = 0
     over_cap: bool = False
     note: str = ""
-    patch: PatchRef | None = None
+    kept_patch: str | None = None
 
 
 class CapturedDiff(BaseModel):
@@ -568,8 +561,9 @@ class EvalResult(BaseModel):
     put back to the image's baseline before the tests ran (workdir-relative, sorted).
 
     ``apply_method`` "empty" (an empty diff, graded as is) has ``applied_cleanly`` false: no patch applied.
-    ``log_tail`` is the end of the grader's output (4 KiB); ``log_path`` the whole grading log in the
-    trajectory store (``log_bytes`` long), "" when it was not stored.
+    ``log_tail`` is the end of the grader's output (4 KiB); ``log`` the whole grading log (``log_bytes`` of
+    UTF-8, at most ``grading.grading_log.FULL_LOG_BYTES``), travelling as a payload; a results file writes
+    it to the file ``log_path`` names and leaves ``log`` empty.
 
     ``reward`` is 1.0 iff ``solved`` for every grader but ``harbor``, whose reward is the verifier's own
     number (fractional ones too) and which is solved iff that reward is at least 1; ``rewards`` holds the
@@ -584,6 +578,7 @@ class EvalResult(BaseModel):
     tests_failed: int = 0
     log_tail: str = ""
     reset_paths: list[str] = []
+    log: str = ""
     log_path: str = ""
     log_bytes: int = 0
     rewards: dict[str, float] = {}
@@ -683,7 +678,11 @@ class AgentRunRequest(BaseModel):
 
 
 class AgentRun(BaseModel):
-    """How the Claude Code process ended; ``session_id`` names the adapter session holding its turns."""
+    """How the Claude Code process ended; ``session_id`` names the adapter session holding its turns.
+
+    ``log``: the agent's whole stream-json log (its head and end when over the agent activity's
+    ``LOG_LIMIT_BYTES``, with a ``rollout_log_cut`` line between), travelling as a payload; a results
+    file writes it to the file ``log_path`` names and leaves ``log`` empty."""
 
     session_id: str
     exit_code: int | None
@@ -694,14 +693,22 @@ class AgentRun(BaseModel):
     # Server aborts (weight updates) its turns lived through, each continued from what was sampled.
     aborts_continued: int = 0
     duration_s: float = 0.0
+    log: str = ""
     log_path: str = ""
     log_tail: str = ""
 
 
-class TrajectoryRef(BaseModel):
-    """A claim check: segments live in the trajectory store, only this reference travels through Temporal."""
+class PackedTrajectory(BaseModel):
+    """A rollout's token segments, packed (``policy.trajectory_packing``) into ``packed``: an ordinary payload,
+    base64 in JSON, which Temporal's external storage keeps out of history when it is large.
 
-    uri: str
+    ``sha256`` is the digest of ``packed`` (``nbytes`` long), checked when unpacked. ``packed`` is empty
+    only in a result recorded by a worker that kept segments in a folder (its ``uri``, not read);
+    unpacking one is an error."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    packed: bytes = b""
     sha256: str
     n_segments: int
     n_tokens: int
@@ -761,7 +768,7 @@ class MergeRequest(BaseModel):
 
 
 class MergeResult(BaseModel):
-    trajectory: TrajectoryRef | None
+    trajectory: PackedTrajectory | None
     segments: list[SegmentSummary]
     turns: int
     staleness: StalenessReport | None = None
@@ -832,7 +839,7 @@ class RolloutResult(BaseModel):
     attempts: int = 0
     agent: AgentRun | None = None
     evaluation: EvalResult | None = None
-    trajectory: TrajectoryRef | None = None
+    trajectory: PackedTrajectory | None = None
     segments: list[SegmentSummary] = []
     elapsed_s: float = 0.0
     diff: DiffReport | None = None
@@ -843,6 +850,17 @@ class RolloutResult(BaseModel):
 
     def _weight_version_runs(self) -> list[str]:
         return collapse_runs(v for segment in self.segments for v in segment.weight_version_runs)
+
+    def without_logs(self) -> RolloutResult:
+        """This result with its agent and grading logs left empty (their sizes and tails stay): what a group's
+        result holds of each sample, so K samples' logs never add up in one payload; each child's own result
+        keeps them."""
+        return self.model_copy(
+            update={
+                "agent": self.agent.model_copy(update={"log": ""}) if self.agent else None,
+                "evaluation": self.evaluation.model_copy(update={"log": ""}) if self.evaluation else None,
+            }
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -215,7 +215,10 @@ class GroupResult(BaseModel):
     (``abort_reason`` / ``error``, as for a ``RolloutResult``). ``kept``: the
     run's filter let it into the batch; ``dropped_by`` names the filter rule
     that did not (``trainer_filter``: the trainer's own, e.g. slime's dynamic
-    sampling filter, set on the trainer's side).
+    sampling filter, set on the trainer's side). ``trajectories_in_children``:
+    the samples' packed trajectories were left out to keep this result within
+    ``contracts.payload_budget.GROUP_RESULT_BUDGET_BYTES``; each child's own
+    result has its trajectory (``trainer_client.sample_payloads`` puts them back).
     """
 
     workflow_id: str
@@ -235,6 +238,15 @@ class GroupResult(BaseModel):
     kept: bool = False
     dropped_by: DropRule | None = None
     elapsed_s: float = 0.0
+    trajectories_in_children: bool = False
+
+    def without_trajectories(self) -> GroupResult:
+        """This result with its samples' rollouts holding no packed trajectory (``trajectories_in_children``)."""
+        samples = [
+            sample.model_copy(update={"rollout": sample.rollout.model_copy(update={"trajectory": None})}) if sample.rollout else sample
+            for sample in self.samples
+        ]
+        return self.model_copy(update={"samples": samples, "trajectories_in_children": True})
 
     @classmethod
     def for_group(cls, group: GroupInput, workflow_id: str, **fields) -> GroupResult:

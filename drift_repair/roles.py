@@ -5,9 +5,8 @@ worker's ``SessionRegistry`` (the same machinery Claude Code's turns go
 through), ``PolicySession.run_turn`` with lane = the role and segment kind
 ``role``, then ``finish_session``. So each role yields exactly one
 ``TokenSegment`` whose ``loss_mask == 1`` tokens are the ids the policy
-server sampled, with their log-probs. The segment goes to the trajectory
-store under ``<workflow id>.<role>`` (a retried call overwrites it); only its
-``TrajectoryRef`` and summary travel through Temporal.
+server sampled, with their log-probs. The segment travels packed
+(``PackedTrajectory``) in the role's turn, with its summary.
 
 The session is finished whatever happens, so a failed call never leaks it,
 and it is not spooled: a retried role call simply opens a new one, so a
@@ -28,7 +27,7 @@ from drift_repair.prompts import role_messages
 from policy.session import assistant_reply
 from policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
 from policy.session_registry import SessionRegistry
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import pack_trajectory
 
 
 class RolePlayer(Protocol):
@@ -41,13 +40,11 @@ class AdapterRolePlayer:
     def __init__(
         self,
         registry: SessionRegistry,
-        store: TrajectoryStore,
         policy_url: str | None,
         pin_policy_url: bool,
         parsers: ParserDefaults = DEFAULT_PARSERS,
     ):
         self.registry = registry
-        self.store = store
         self.policy_url = policy_url
         self.pin_policy_url = pin_policy_url
         self.parsers = parsers
@@ -63,7 +60,7 @@ class AdapterRolePlayer:
         finally:
             result = await registry.finish_session(ticket.session_id)
         segment = result.segments[0] if result.segments else None
-        trajectory = await asyncio.to_thread(self.store.put, f"{workflow_id}.{role}", [segment]) if segment else None
+        trajectory = await asyncio.to_thread(pack_trajectory, [segment]) if segment else None
         return RoleTurn(
             role=role,
             session_id=ticket.session_id,

@@ -31,7 +31,7 @@ and ``RolloutGroup`` (K=2 children on the same worker):
 and ``RegradeRollout``:
 
 * ``regrade``: the ``solved`` rollout's kept patch graded again in a fresh
-  sandbox (``read_patch`` -> ``evaluate``): completed, reward 1.0.
+  sandbox (``evaluate`` of the patch its input carries): completed, reward 1.0.
 
 Each history is saved as ``tests/histories/<scenario>.json``; a drift episode
 whose result is not the scenario's expected outcome is not saved (the run
@@ -93,6 +93,9 @@ class Recorder:
             "ROLLOUT_POLICY_URL": self.policy.url,
             "ROLLOUT_TASK_QUEUE": self.queue,
             "ROLLOUT_RESULTS_DIR": str(self.results),
+            # Every payload stays in history, so a recorded history replays on its own.
+            "ROLLOUT_PAYLOAD_DIR": str(self.results / "payloads"),
+            "ROLLOUT_PAYLOAD_THRESHOLD_BYTES": "50M",
         }
 
     def worker(self, host_id: str):
@@ -221,10 +224,10 @@ async def record_regrade(recorder: Recorder) -> None:
     recorder.policy.set_policy(None, "oracle")
     async with recorder.worker("rec-regrade"):
         rollout: RolloutResult = await (await recorder.start("regrade_source")).result()
-        if rollout.reward != 1.0 or rollout.diff is None or rollout.diff.patch is None:
+        if rollout.reward != 1.0 or rollout.diff is None or rollout.diff.kept_patch is None:
             raise SystemExit(f"regrade: the source rollout scored {rollout.reward} with diff {rollout.diff}; history not saved")
         regrade = RegradeInput(
-            original_workflow_id=rollout.workflow_id, task=recorder.task, patch=rollout.diff.patch, eval_timeout_s=BUDGETS.eval_timeout_s
+            original_workflow_id=rollout.workflow_id, task=recorder.task, patch=rollout.diff.kept_patch, eval_timeout_s=BUDGETS.eval_timeout_s
         )
         handle = await recorder.env.client.start_workflow(
             RegradeRollout.run, regrade, id=regrade_workflow_id("rec", rollout.workflow_id), task_queue=recorder.queue

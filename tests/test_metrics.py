@@ -20,6 +20,7 @@ import pytest
 from config.paths import PROJECT_ROOT
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec
+from contracts.rollout_group import GroupInput
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, _hosts_line, rollout_input, start_rollout
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -27,6 +28,7 @@ from tests.local_cluster import start_dev_server
 from tests.waiting import HANG_GUARD_S
 from trainer_client import rollout_queries
 from trainer_client.local_services import free_port, worker_process
+from trainer_client.rollout_groups import collect_group
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -161,6 +163,9 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
             assert sampled is not None and sampled >= merged_tokens
             assert await prometheus.until("sum(rollout_policy_version_lag_count)", 2) == 2
             assert await prometheus.value("sum(rollout_policy_version_lag_sum)") == 2, "oldest token at version 3, server at 4"
+            lag_samples = await prometheus.value("sum(rollout_event_loop_lag_seconds_count)")
+            assert lag_samples is not None and lag_samples > 0, "the worker's event-loop lag is sampled"
+            assert await prometheus.value("sum(rollout_event_loop_lag_seconds_sum)") >= 0
             assert await prometheus.value("rollout_agent_slots") == 8
             assert await prometheus.value("max_over_time(rollout_agent_slots_in_use[1h])") == 2
             assert await prometheus.until("rollout_sessions_in_flight", 0) == 0
@@ -171,6 +176,14 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
 
             hosts, booting = await rollout_queries.host_slots(env.client, queue)
             assert (hosts, booting) == ([rollout_queries.HostSlots(f"rl-rollouts-host-{host_id}", 8, 0, 1)], 0)
+
+            group = GroupInput(run_id=run_id, group_index=9, rollouts=[rollout_input(tasks[0], k, 9, PolicySpec(), BUDGETS) for k in range(2)])
+            grouped = await collect_group(env.client, group, queue)
+            assert (grouped.status, grouped.valid_mask, grouped.refilled) == ("completed", [True, True], 0), grouped
+            assert await prometheus.until('sum(rollout_groups_finished_total{status="completed",dropped_by=""})', 1) == 1
+            assert await prometheus.value('sum(rollout_group_samples_total{valid="true"})') == 2
+            assert await prometheus.value('sum(rollout_group_samples_total{valid="false"})') == 0
+            assert await prometheus.value("sum(rollout_group_refills_total)") == 0
     finally:
         await env.shutdown()
         await policy.stop()

@@ -21,11 +21,11 @@ from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from contracts.rollout_group import GroupInput
 from contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
-from policy.trajectory_store import TrajectoryStore
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, main_async, parse_args, rollout_input, start_rollout
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
+from trainer_client.results_file import file_stem
 from trainer_client.rollout_groups import start_group
 from worker import oracle_tasks_from
 
@@ -70,13 +70,10 @@ async def test_a_finished_run_is_regraded_from_its_kept_patches(oracle_cluster, 
     aborted: RolloutResult = await (await start_rollout(env.client, no_workdir, run_id, settings.task_queue)).result()
 
     assert group_result.rewards == [1.0, 1.0] and aborted.abort_reason == "missing_image_or_workdir"
-    store = TrajectoryStore(settings.results_dir / "trajectories")
     originals = {s.rollout.workflow_id: s.rollout for s in group_result.samples if s.rollout}
     for rollout in originals.values():
-        assert rollout.diff and rollout.diff.patch, "the graded patch is kept with the trajectory"
-        name = Path(rollout.diff.patch.path).name
-        assert name.startswith(f"{rollout.workflow_id}.") and name.endswith(".attempt1.patch"), "keyed by workflow, run and attempt"
-        assert store.load_patch(rollout.diff.patch).startswith("diff --git ")
+        assert rollout.diff and rollout.diff.kept_patch, "the graded patch is kept in the result"
+        assert rollout.diff.kept_patch.startswith("diff --git ") and len(rollout.diff.kept_patch.encode()) == rollout.diff.patch_bytes, "all of it"
 
     changed = tmp_path / "changed.jsonl"
     row = example_row()
@@ -109,7 +106,11 @@ async def test_a_finished_run_is_regraded_from_its_kept_patches(oracle_cluster, 
             "apply_method": originals[r["original_workflow_id"]].evaluation.apply_method,
         }
         assert (r["evaluation"]["reward"], r["evaluation"]["solved"], r["evaluation"]["applied_cleanly"], r["changed"]) == (0.0, False, True, True)
-        assert r["patch_path"] == originals[r["original_workflow_id"]].diff.patch.path
+        assert r["patch_bytes"] == originals[r["original_workflow_id"]].diff.patch_bytes
+        grading_log = Path(r["evaluation"]["log_path"])
+        assert r["evaluation"]["log"] == "", "the results file holds the log's path, not the log"
+        assert grading_log == strict_out.with_name("strict.jsonl.logs") / f"{file_stem(r['workflow_id'])}.grading.log"
+        assert grading_log.stat().st_size == r["evaluation"]["log_bytes"] and "[eval_cmd exit 1]" in grading_log.read_text(), "the whole new log"
     assert sorted(r["sample_index"] for r in strict) == [0, 1]
     assert f"skipped {aborted.workflow_id}: no diff was taken (aborted: missing_image_or_workdir)" in printed
     assert "re-graded 2 (regrade id strict), 2 verdicts changed, 0 not graded; 1 skipped; 0 already in the file" in printed

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -22,12 +21,13 @@ import slime_generate
 from config.settings import RolloutBudgets, WorkerSettings
 from contracts.rollout import PolicySpec, RolloutInput, SamplingParams
 from policy.tokenizer_cache import ensure_qwen_tokenizer
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts, start_rollout
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
+from trainer_client.results_file import file_stem
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -75,9 +75,10 @@ def sampled_runs(segment):
 async def test_oracle_solves_every_example_task_with_exact_token_capture(cluster):
     cluster.policy.set_policy(None, "oracle")
     results = await cluster.run([cluster.rollout(row.task) for row in cluster.rows])
-    assert [(r.status, r.reward, r.solved, r.applied_cleanly) for r in results] == [("completed", 1.0, True, True)] * len(results)
+    why = [(r.instance_id, r.abort_reason, r.agent and r.agent.reason, r.evaluation and r.evaluation.log_tail[-500:]) for r in results]
+    assert [(r.status, r.reward, r.solved, r.applied_cleanly) for r in results] == [("completed", 1.0, True, True)] * len(results), why
     for result in results:
-        segments = TrajectoryStore.load(result.trajectory)
+        segments = unpack_trajectory(result.trajectory)
         records = cluster.policy.records_for(result.agent.session_id)
         captured = [run for segment in segments for run in sampled_runs(segment)]
         assert captured == [(r.output_ids, r.output_logprobs) for r in records]
@@ -98,32 +99,48 @@ async def test_noop_fails_and_unusable_rows_abort_with_a_clear_reason(cluster):
     assert (ungradable.status, ungradable.abort_reason, ungradable.agent) == ("aborted", "not_evaluable", None)
 
 
-async def test_show_prints_the_grading_summary_and_where_the_logs_are(cluster):
-    """The worker keeps the whole grading log in the trajectory store; ``starter.py show`` names it and the agent's log."""
-    cluster.policy.set_policy(None, "oracle")
-    calc = next(row.task for row in cluster.rows if row.task.instance_id == "calc-eval-cmd")
-    (result,) = await cluster.run([cluster.rollout(calc)])
-    assert result.status == "completed" and result.evaluation is not None
-    grading_log = Path(result.evaluation.log_path)
-    assert grading_log.parent == (cluster.settings.results_dir / "trajectories").resolve()
-    assert grading_log.stat().st_size == result.evaluation.log_bytes
-    assert "[apply]\n$ git apply --3way" in grading_log.read_text() and "[eval_cmd exit 0]" in grading_log.read_text()
-    show = await asyncio.create_subprocess_exec(
+async def show(cluster: Cluster, workflow_id: str, *flags: str) -> list[str]:
+    """``starter.py show`` of ``workflow_id`` in a subprocess: the lines from its grading summary on."""
+    process = await asyncio.create_subprocess_exec(
         sys.executable,
         "starter.py",
         "show",
-        result.workflow_id,
+        workflow_id,
+        *flags,
         env={**os.environ, "TEMPORAL_ADDRESS": cluster.settings.temporal_address},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    output = (await show.communicate())[0].decode()
-    assert show.returncode == 0, output
-    summary = output.split("--- grading ---\n", 1)[1].splitlines()
-    assert summary[0] == "grader eval_cmd  patch: applied (git apply --3way)  tests passed 8 failed 0  reward 1.00", output
+    output = (await process.communicate())[0].decode()
+    assert process.returncode == 0, output
+    return output.split("--- grading ---\n", 1)[1].splitlines()
+
+
+async def test_show_prints_the_grading_summary_and_where_the_logs_are(cluster, tmp_path):
+    """The whole grading and agent logs travel in the result; ``starter.py show`` gives their sizes, and with
+    ``--save-logs DIR`` writes them there and names the files."""
+    cluster.policy.set_policy(None, "oracle")
+    calc = next(row.task for row in cluster.rows if row.task.instance_id == "calc-eval-cmd")
+    (result,) = await cluster.run([cluster.rollout(calc)])
+    assert result.status == "completed" and result.evaluation is not None and result.agent is not None
+    grading_log, agent_log = result.evaluation.log, result.agent.log
+    assert (result.evaluation.log_path, result.agent.log_path) == ("", ""), "only a results file sets a log path"
+    assert len(grading_log.encode()) == result.evaluation.log_bytes
+    assert "[apply]\n$ git apply --3way" in grading_log and "[eval_cmd exit 0]" in grading_log
+    assert [json.loads(line)["type"] for line in agent_log.splitlines() if line.startswith("{")][-1] == "result", "the whole stream-json log"
+
+    summary = await show(cluster, result.workflow_id)
+    assert summary[0] == "grader eval_cmd  patch: applied (git apply --3way)  tests passed 8 failed 0  reward 1.00", summary
     assert summary[1].startswith("8 passed in ")
-    assert summary[2] == f"grading log: {grading_log} ({result.evaluation.log_bytes:,} bytes)"
-    assert summary[3] == f"agent log: {result.agent.log_path}"
+    assert summary[2] == f"grading log: {result.evaluation.log_bytes:,} bytes in the result (--save-logs DIR writes it)"
+    assert summary[3] == f"agent log: {len(agent_log):,} characters in the result (--save-logs DIR writes it)"
+
+    saved = tmp_path / "logs"
+    summary = await show(cluster, result.workflow_id, "--save-logs", str(saved))
+    grading_file, agent_file = (saved / f"{file_stem(result.workflow_id)}.{suffix}" for suffix in ("grading.log", "agent.jsonl"))
+    assert summary[2] == f"grading log: {grading_file} ({result.evaluation.log_bytes:,} bytes)"
+    assert summary[3] == f"agent log: {agent_file}"
+    assert grading_file.read_bytes() == grading_log.encode() and agent_file.read_bytes() == agent_log.encode()
 
 
 async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_returns(cluster):

@@ -8,7 +8,7 @@ import pytest
 import slime_generate
 from config.settings import SettingsError
 from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import pack_trajectory, unpack_trajectory
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
 from slime_samples.registry import ContractChoice
 from tests.slime_sample import Sample
@@ -27,8 +27,7 @@ def segment(kind: str, prompt: list[int], response: list[int], mask: list[int]) 
     )
 
 
-def completed(tmp_path, segments) -> RolloutResult:
-    ref = TrajectoryStore(tmp_path).put("wf", segments)
+def completed(segments) -> RolloutResult:
     return RolloutResult(
         workflow_id="rollout-r-calc-3-1",
         instance_id="calc",
@@ -38,7 +37,7 @@ def completed(tmp_path, segments) -> RolloutResult:
         reward=1.0,
         solved=True,
         applied_cleanly=True,
-        trajectory=ref,
+        trajectory=pack_trajectory(segments),
         elapsed_s=12.5,
     )
 
@@ -47,8 +46,8 @@ SEED = ContractChoice("seed", "test")
 CURRENT = ContractChoice("current", "test")
 
 
-def test_seed_one_sample_per_segment_sharing_the_rollout_id_with_the_reward_split(tmp_path):
-    result = completed(tmp_path, [segment("main", [1, 2, 3], [4, 5, 6], [1, 0, 1]), segment("compaction", [7, 8], [9], [1])])
+def test_seed_one_sample_per_segment_sharing_the_rollout_id_with_the_reward_split():
+    result = completed([segment("main", [1, 2, 3], [4, 5, 6], [1, 0, 1]), segment("compaction", [7, 8], [9], [1])])
     sample = Sample(index=3, group_index=1, metadata={"instance_id": "calc"})
     fanned = samples_from_result(sample, result, contract=SEED)
     assert fanned[0] is sample and len(fanned) == 2
@@ -62,7 +61,7 @@ def test_seed_one_sample_per_segment_sharing_the_rollout_id_with_the_reward_spli
     assert first.metadata["is_solved"] and first.metadata["applied_cleanly"] and first.metadata["elapsed_sec"] == 12.5
 
 
-def versioned(tmp_path) -> RolloutResult:
+def versioned() -> RolloutResult:
     """Three generate calls: one under weights 3, one that saw the update to 4 mid-reply, one from a server
     that reported no version; then a compaction call under 4."""
     main = segment("main", [1, 2], [10, 11, 12, 0, 13, 14, 15, 0, 16, 17], [1, 1, 1, 0, 1, 1, 1, 0, 1, 1])
@@ -71,30 +70,30 @@ def versioned(tmp_path) -> RolloutResult:
     )
     compaction = segment("compaction", [7, 8], [9, 9], [1, 1])
     compaction = compaction.model_copy(update={"weight_version_spans": [WeightVersionSpan(start=2, end=4, version="4")]})
-    result = completed(tmp_path, [main, compaction])
+    result = completed([main, compaction])
     return result.model_copy(update={"segments": [SegmentSummary.of(main), SegmentSummary.of(compaction)]})
 
 
 @pytest.mark.parametrize("contract", [SEED, CURRENT])
-def test_weight_versions_are_one_per_generate_call_as_slime_fills_them(tmp_path, contract):
-    first, second = samples_from_result(Sample(index=3, group_index=1), versioned(tmp_path), contract=contract)
+def test_weight_versions_are_one_per_generate_call_as_slime_fills_them(contract):
+    first, second = samples_from_result(Sample(index=3, group_index=1), versioned(), contract=contract)
     assert first.weight_versions == ["3", "4"], "the reply's weight_version: its last token's; the unversioned call adds none"
     assert second.weight_versions == ["4"]
     assert first.metadata["weight_version_spans"] == [{"version": "3", "start": 0, "end": 5}, {"version": "4", "start": 5, "end": 7}]
     assert len(first.loss_mask) == first.response_length, "spans index the response, like loss_mask and rollout_log_probs"
     assert first.weight_versions is not second.weight_versions
-    (plain, _) = sample_dicts(versioned(tmp_path), contract=contract)
+    (plain, _) = sample_dicts(versioned(), contract=contract)
     assert plain["weight_versions"] == ["3", "4"]
 
 
-def test_the_results_line_carries_the_spans_and_the_rollouts_version_summary(tmp_path):
-    record = record_with_segments(versioned(tmp_path))
+def test_the_results_line_carries_the_spans_and_the_rollouts_version_summary():
+    record = record_with_segments(versioned())
     assert (record["oldest_weight_version"], record["newest_weight_version"], record["weight_version_changes"]) == ("3", "4", 1)
     assert [s["weight_version_spans"] for s in record["segments"]] == [
         [{"start": 2, "end": 7, "version": "3"}, {"start": 7, "end": 9, "version": "4"}],
         [{"start": 2, "end": 4, "version": "4"}],
     ]
-    assert [TokenSegment.model_validate(s) for s in record["segments"]] == TrajectoryStore.load(versioned(tmp_path).trajectory)
+    assert [TokenSegment.model_validate(s) for s in record["segments"]] == unpack_trajectory(versioned().trajectory)
 
 
 @pytest.mark.parametrize("contract, removed", [(SEED, False), (CURRENT, True)])
@@ -107,8 +106,8 @@ def test_aborted_rollouts_take_the_reference_shape_and_today_are_removed(contrac
 
 
 @pytest.mark.parametrize("contract", [SEED, CURRENT])
-def test_without_slime_the_same_data_comes_as_dicts(tmp_path, contract):
-    (plain,) = sample_dicts(completed(tmp_path, [segment("main", [1], [2], [1])]), contract=contract)
+def test_without_slime_the_same_data_comes_as_dicts(contract):
+    (plain,) = sample_dicts(completed([segment("main", [1], [2], [1])]), contract=contract)
     assert plain["tokens"] == [1, 2] and plain["loss_mask"] == [1] and plain["status"] == "completed"
     assert plain["reward"] == 1.0 and plain["rollout_id"] is None
     assert abort_sample(Sample(), "x", contract).status is Sample.Status.ABORTED

@@ -21,7 +21,7 @@ from contracts.rollout import RolloutResult, TokenSegment
 from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
 from contracts.workflow_ids import group_workflow_id
 from policy.tokenizer_cache import ensure_qwen_tokenizer
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import pack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, fill_filtered_batch, group_input, group_rules_from_env
 from starter import EXAMPLE_DATASET
@@ -121,7 +121,7 @@ def test_a_row_that_cannot_run_is_set_aside_and_replaced_by_the_next_one():
     assert [s.index for s in source.samples_of[group_id(group)]] == [2, 3]
 
 
-def completed(tmp_path, sample_index: int, reward: float) -> RolloutResult:
+def completed(sample_index: int, reward: float) -> RolloutResult:
     segment = TokenSegment(
         kind="main",
         tokens=[1, 2, 3, 4],
@@ -139,11 +139,11 @@ def completed(tmp_path, sample_index: int, reward: float) -> RolloutResult:
         group_index=0,
         status="completed",
         reward=reward,
-        trajectory=TrajectoryStore(tmp_path).put(workflow_id, [segment]),
+        trajectory=pack_trajectory([segment]),
     )
 
 
-def test_an_invalid_sample_is_excluded_from_the_loss_and_leaves_the_group_mean_as_it_is(tmp_path):
+def test_an_invalid_sample_is_excluded_from_the_loss_and_leaves_the_group_mean_as_it_is():
     boot_failures = [
         ChildRun(workflow_id=f"w2{suffix}", status="aborted", abort_reason="sandbox_boot_failed", outcome="infrastructure")
         for suffix in ("", "-refill1")
@@ -152,8 +152,8 @@ def test_an_invalid_sample_is_excluded_from_the_loss_and_leaves_the_group_mean_a
         workflow_id="group-r-calc-0",
         status="insufficient",
         samples=[
-            GroupSample(sample_index=0, valid=True, outcome="model", rollout=completed(tmp_path, 0, 1.0)),
-            GroupSample(sample_index=1, valid=True, outcome="model", rollout=completed(tmp_path, 1, 0.0)),
+            GroupSample(sample_index=0, valid=True, outcome="model", rollout=completed(0, 1.0)),
+            GroupSample(sample_index=1, valid=True, outcome="model", rollout=completed(1, 0.0)),
             GroupSample(sample_index=2, valid=False, outcome="infrastructure", invalid_reason="sandbox_boot_failed", runs=boot_failures),
         ],
         kept=True,

@@ -2,7 +2,7 @@
 
 The ``run`` tests here use the real ``RolloutGroup`` and ``CodingAgentRollout``
 workflows on the time-skipping server, over fake activities
-(``tests.workflows.fake_rollout_activities``) that store real trajectories.
+(``tests.workflows.fake_rollout_activities``) that return real packed trajectories.
 """
 
 import json
@@ -33,7 +33,7 @@ from contracts.rollout import (
 )
 from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
 from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import pack_trajectory
 from starter import (
     EXAMPLE_DATASET,
     _hosts_line,
@@ -230,12 +230,11 @@ def test_a_sample_whose_patch_was_empty_says_so(capsys):
 
 
 class ScoredCluster(FakeCluster):
-    """The fakes with real trajectories (in ``store``), a reward per first workflow id (default 1.0), and samples
+    """The fakes with real trajectories (of ``SEGMENT``), a reward per first workflow id (default 1.0), and samples
     whose every run fails to boot (``never_boots``: an infrastructure failure each time)."""
 
-    def __init__(self, store: TrajectoryStore):
+    def __init__(self):
         super().__init__()
-        self.store = store
         self.rewards: dict[str, float] = {}
         self.never_boots: set[str] = set()
 
@@ -252,8 +251,7 @@ class ScoredCluster(FakeCluster):
 
     @activity.defn(name=name_of(refs.merge_segments))
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
-        ref = self.store.put(request.workflow_id, [SEGMENT])
-        return MergeResult(trajectory=ref, segments=[SegmentSummary.of(SEGMENT)], turns=1)
+        return MergeResult(trajectory=pack_trajectory([SEGMENT]), segments=[SegmentSummary.of(SEGMENT)], turns=1)
 
 
 def lines_of(path) -> list[dict]:
@@ -267,7 +265,7 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
     dataset.write_text("\n".join([examples[0], "{nope", examples[1], examples[2]]) + "\n")
     tasks = [row.task for row in read_rows(dataset)[0]]
     run_id, out = f"grp{uuid.uuid4().hex[:6]}", tmp_path / "results.jsonl"
-    cluster = ScoredCluster(TrajectoryStore(tmp_path / "trajectories"))
+    cluster = ScoredCluster()
     cluster.rewards[rollout_workflow_id(run_id, tasks[1].instance_id, 1, 1)] = 0.0
     doomed = rollout_workflow_id(run_id, tasks[2].instance_id, 1, 2)
     cluster.never_boots.add(doomed)
@@ -288,7 +286,9 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
             ("completed", [True, True], [1.0, 0.0], 0),
             ("insufficient", [True, False], [1.0, 0.0], 2),
         ]
-        assert all(s["rollout"]["segments"][0]["tokens"] == [5, 6, 7] for g in groups for s in g["samples"] if s["valid"]), "segments loaded"
+        valid = [s["rollout"] for g in groups for s in g["samples"] if s["valid"]]
+        assert all(r["segments"][0]["tokens"] == [5, 6, 7] for r in valid), "segments unpacked"
+        assert all(r["trajectory"]["n_tokens"] == 3 and "packed" not in r["trajectory"] for r in valid), "the packed bytes are not written twice"
         assert [r["workflow_id"] for r in by_index[2]["samples"][1]["runs"]] == [doomed, f"{doomed}-refill1", f"{doomed}-refill2"]
         assert by_index[2]["samples"][1]["invalid_reason"] == "sandbox_boot_failed"
         printed = capsys.readouterr().out

@@ -4,8 +4,8 @@ Acceptance for issue 17 item 2: 100 malformed rows mixed with good ones in one
 dataset file; every bad one is reported with its line and field (stderr and a
 ``failed`` results line), every good one completes as a group line (one
 sample: the default K), the starter returns, and a re-run with the same run
-id completes a damaged results file without writing anything twice. A rollout the server refuses to start is a ``failed``
-result while the others complete.
+id completes a damaged results file without writing anything twice. A rollout the server (or the client's payload cap)
+refuses to start is a ``failed`` result while the others complete.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import uuid
 import pytest
 import pytest_asyncio
 
+from config.payload_store import MAX_ENV, payload_store_from_env
 from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
-from policy.trajectory_store import TrajectoryStore
+from contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, parse_args, rollout_input, run_dataset, run_rollouts
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
-from trainer_client.results_file import ResultSink, record_with_segments
+from trainer_client.results_file import ResultSink, file_stem, record_with_segments
 from worker import oracle_tasks_from
 
 pytestmark = pytest.mark.integration
@@ -159,6 +160,7 @@ async def test_100_malformed_rows_are_reported_and_every_good_row_completes(clus
     assert {line: r["prompt_key"] for line, r in completed.items()} == good
     assert all(r["workflow_id"].startswith(f"group-{run_ids[-1]}-") for r in completed.values())
     assert all(r["rewards"] == [1.0] and r["valid_mask"] == [True] and r["samples"][0]["rollout"]["segments"] for r in completed.values())
+    assert not any("packed" in r["samples"][0]["rollout"]["trajectory"] for r in completed.values()), "segments, not their packed bytes too"
     assert len(records) == 103
 
     kept = [text for text in out.read_text().splitlines() if json.loads(text).get("line") != 51]
@@ -182,11 +184,12 @@ async def test_a_rollout_the_server_refuses_is_a_failed_result_line_and_the_othe
     tasks = [row.task for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)][:2]
     refused = [
         tasks[0].model_copy(update={"instance_id": "x" * 2017}),
-        tasks[0].model_copy(update={"instance_id": "big", "problem_statement": "p" * 3_000_000}),
+        tasks[0].model_copy(update={"instance_id": "huge", "problem_statement": "p" * (payload_store_from_env().max_bytes + 1)}),
         tasks[0].model_copy(update={"instance_id": "lone\ud800surrogate"}),
     ]
+    big = tasks[0].model_copy(update={"instance_id": "big", "problem_statement": "p" * 3_000_000})
     policy_spec = PolicySpec(sampling=SamplingParams(max_new_tokens=2048))
-    batch = [rollout_input(t, 0, g, policy_spec, BUDGETS) for g, t in enumerate([tasks[0], *refused, tasks[1]])]
+    batch = [rollout_input(t, 0, g, policy_spec, BUDGETS) for g, t in enumerate([tasks[0], *refused, big, tasks[1]])]
     run_ids.append(f"ref{uuid.uuid4().hex[:6]}")
     seen: list[RolloutResult] = []
     with ResultSink(tmp_path / "results.jsonl", record_with_segments) as sink:
@@ -199,13 +202,24 @@ async def test_a_rollout_the_server_refuses_is_a_failed_result_line_and_the_othe
     assert [(r.status, r.abort_reason) for r in results] == [
         ("completed", None),
         ("failed", "start_rejected:INVALID_ARGUMENT"),
-        ("failed", "start_rejected:INVALID_ARGUMENT"),
+        ("failed", "payload_too_large"),
         ("failed", "exception:UnicodeEncodeError"),
         ("completed", None),
-    ]
-    assert "exceeds maximum allowed length" in results[1].error and "Blob data size exceeds limit" in results[2].error
-    assert [r.group_index for r in results] == [0, 1, 2, 3, 4] and results[1].workflow_id.startswith(f"rollout-{run_ids[-1]}-xxx")
-    assert len(seen) == 5
+        ("completed", None),
+    ], "an input over the payload cap is refused by the client's converter; a 3 MB one goes to the payload store and runs"
+    assert "exceeds maximum allowed length" in results[1].error and f"over {MAX_ENV}=" in results[2].error
+    assert [r.group_index for r in results] == [0, 1, 2, 3, 4, 5] and results[1].workflow_id.startswith(f"rollout-{run_ids[-1]}-xxx")
+    assert len(seen) == 6
     lines = [json.loads(text) for text in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert sorted((r["group_index"], r["status"]) for r in lines) == [(0, "completed"), (1, "failed"), (2, "failed"), (3, "failed"), (4, "completed")]
-    assert all(TrajectoryStore.load(r.trajectory) for r in results if r.status == "completed")
+    statuses = [(0, "completed"), (1, "failed"), (2, "failed"), (3, "failed"), (4, "completed"), (5, "completed")]
+    assert sorted((r["group_index"], r["status"]) for r in lines) == statuses
+    logs = tmp_path / "results.jsonl.logs"
+    for result in (r for r in results if r.status == "completed"):
+        (line,) = [record for record in lines if record["workflow_id"] == result.workflow_id]
+        assert line["segments"] and [TokenSegment.model_validate(s) for s in line["segments"]] == unpack_trajectory(result.trajectory)
+        assert "packed" not in line["trajectory"], "the line holds the segments, not their packed bytes too"
+        agent_log, grading_log = (logs / f"{file_stem(result.workflow_id)}.{suffix}" for suffix in ("agent.jsonl", "grading.log"))
+        assert (line["agent"]["log"], line["agent"]["log_path"]) == ("", str(agent_log)) and result.agent.log
+        assert agent_log.read_bytes() == result.agent.log.encode()
+        assert (line["evaluation"]["log"], line["evaluation"]["log_path"]) == ("", str(grading_log)) and result.evaluation.log
+        assert grading_log.read_bytes() == result.evaluation.log.encode()

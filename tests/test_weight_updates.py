@@ -27,7 +27,7 @@ import pytest_asyncio
 
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, rollout_input, run_rollouts
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -146,8 +146,10 @@ async def drive(cluster: Cluster, mode: str, updates: int, rollouts: asyncio.Fut
 
 
 def agent_events(result: RolloutResult) -> list[dict]:
-    lines = Path(result.agent.log_path).read_text().splitlines()
-    return [json.loads(line) for line in lines if line.startswith("{")]
+    """The events of the agent's whole stream-json log, which travels in its result; it always ends with a ``result``."""
+    events = [json.loads(line) for line in result.agent.log.splitlines() if line.startswith("{")]
+    assert any(e.get("type") == "result" for e in events), f"no result event in the agent's log: {result.agent.log[-2000:]!r}"
+    return events
 
 
 def api_trouble(events: list[dict]) -> list[dict]:
@@ -162,8 +164,8 @@ def api_trouble(events: list[dict]) -> list[dict]:
 
 
 def check_versions_token_by_token(cluster: Cluster, result: RolloutResult) -> list[str]:
-    """The stored trajectory's sampled tokens, log-probs and versions are the server's, token by token; returns the versions."""
-    segments = TrajectoryStore.load(result.trajectory)
+    """The trajectory's sampled tokens, log-probs and versions are the server's, token by token; returns the versions."""
+    segments = unpack_trajectory(result.trajectory)
     stored = [
         (token, log_prob, version)
         for segment in segments

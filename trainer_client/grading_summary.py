@@ -30,7 +30,8 @@ def verdict_line(log_tail: str) -> str:
 
 
 def summary_lines(result: RolloutResult) -> list[str]:
-    """The grading summary of ``result``, then where its whole grading log and its agent's log are."""
+    """The grading summary of ``result``, then where its whole grading log and its agent's log are: the file a
+    results file (or ``starter.py show --save-logs``) wrote, else their size in the result."""
     evaluation = result.evaluation
     lines = ["--- grading ---"]
     if evaluation is None:
@@ -45,8 +46,15 @@ def summary_lines(result: RolloutResult) -> list[str]:
             lines.append(verdict)
         if evaluation.log_path:
             lines.append(f"grading log: {evaluation.log_path} ({evaluation.log_bytes:,} bytes)")
+        elif evaluation.log_bytes:
+            lines.append(f"grading log: {evaluation.log_bytes:,} bytes in the result (--save-logs DIR writes it)")
         else:
-            lines.append("grading log: not stored (graded before grading logs were kept, or not graded in a sandbox)")
-    agent_log = result.agent.log_path if result.agent and result.agent.log_path else "none"
-    lines.append(f"agent log: {agent_log}")
+            lines.append("grading log: not kept (graded before grading logs were kept, or not graded in a sandbox)")
+    agent = result.agent
+    if agent and agent.log_path:
+        lines.append(f"agent log: {agent.log_path}")
+    elif agent and agent.log:
+        lines.append(f"agent log: {len(agent.log):,} characters in the result (--save-logs DIR writes it)")
+    else:
+        lines.append("agent log: none")
     return lines

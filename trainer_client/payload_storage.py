@@ -1,23 +1,25 @@
-"""The one data converter of workers, the starter and the slime drop-ins: pydantic payloads, plus Temporal's
-external storage on an S3-compatible bucket when ``ROLLOUT_PAYLOAD_BUCKET`` is set (``config.payload_store``).
+"""The one data converter of workers, the starter and the slime drop-ins: pydantic payloads plus Temporal's
+external storage, on an S3-compatible bucket when ``ROLLOUT_PAYLOAD_BUCKET`` is set, else on this machine's
+payload folder (``config.payload_store``).
 
-With a bucket, every payload of ``threshold_bytes`` or more (a workflow's or activity's input or result) is
-put in the bucket by ``temporalio.contrib.aws.s3driver`` and history keeps a reference (bucket, key,
-sha256); every process that reads the payload needs the same bucket, so all of them build their converter
-here. A payload over ``max_bytes`` is refused with a non-retryable ``PayloadTooLarge`` error naming its size.
-
-With no bucket there is no external storage, and that is the embedded single-machine default on purpose:
-the payloads that cross Temporal today are small by construction (trajectories and logs go to the
-trajectory store's folder under ``results/``, which one machine's worker and starter share anyway), so a
-local-folder driver would add a second store holding nothing; and a fleet that forgot its bucket would
-then write references that no other host can read, where without one an oversized payload fails loudly
-at Temporal's own 2 MiB limit.
+Every payload of ``threshold_bytes`` or more (a workflow's or activity's input or result: a rollout's result
+carries its packed trajectory and whole logs) is put in the store and history keeps a reference; every
+process that reads the payload needs the same store, so all of them build their converter here. On a bucket
+the SDK's ``temporalio.contrib.aws.s3driver`` keeps it, so hosts share nothing but the Temporal cluster and
+the bucket; in the folder ``FolderDriver`` keeps it, one file per distinct payload named by its SHA-256, which
+only processes on the same machine see. A payload over ``max_bytes`` is refused with a non-retryable
+``PayloadTooLarge`` error naming its size, in either store.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import hashlib
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import aioboto3
 from botocore.config import Config
@@ -26,10 +28,17 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
 from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, ExternalStorage, StorageDriverClaim, StorageDriverStoreContext
+from temporalio.converter import (
+    DataConverter,
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 from temporalio.exceptions import ApplicationError
 
-from config.payload_store import BUCKET_ENV, KEY_ENVS, MAX_ENV, PayloadStoreSettings
+from config.payload_store import BUCKET_ENV, FOLDER_ENV, KEY_ENVS, MAX_ENV, PayloadFolderSettings, PayloadStorageSettings, PayloadStoreSettings
 
 # The failure type of a payload over the cap: raised by the data converter itself, under every activity face.
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
@@ -79,36 +88,97 @@ class _ClientPerCall(S3StorageDriverClient):
             return await new_aioboto3_client(s3).get_object(bucket=bucket, key=key)
 
 
+def refuse_oversized(payloads: Sequence[Payload], store: PayloadStorageSettings) -> None:
+    """A non-retryable ``PayloadTooLarge`` naming the size of the first payload over ``store.max_bytes``
+    (the S3 driver's own refusal is a plain ``ValueError``, which an activity's retry policy would retry)."""
+    for payload in payloads:
+        size = payload.ByteSize()
+        if size > store.max_bytes:
+            too_large = f"payload of {size} bytes ({size / (1 << 20):.1f} MiB) is over {MAX_ENV}={store.max_bytes} of {store.where}"
+            raise ApplicationError(too_large, type=PAYLOAD_TOO_LARGE, non_retryable=True)
+
+
 class CappedS3Driver(S3StorageDriver):
-    """The SDK's S3 driver, refusing a payload over ``max_bytes`` with a non-retryable error that names its size
-    (the SDK's own refusal is a plain ``ValueError``, which an activity's retry policy would retry)."""
+    """The SDK's S3 driver, refusing a payload over ``max_bytes`` (``refuse_oversized``)."""
 
     def __init__(self, store: PayloadStoreSettings) -> None:
         super().__init__(client=_ClientPerCall(store), bucket=store.bucket, max_payload_size=store.max_bytes)
         self._store = store
 
     async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        for payload in payloads:
-            size = payload.ByteSize()
-            if size > self._store.max_bytes:
-                too_large = f"payload of {size} bytes ({size / (1 << 20):.1f} MiB) is over {MAX_ENV}={self._store.max_bytes} of {self._store.where}"
-                raise ApplicationError(too_large, type=PAYLOAD_TOO_LARGE, non_retryable=True)
+        refuse_oversized(payloads, self._store)
         return await super().store(context, payloads)
 
 
-def data_converter(store: PayloadStoreSettings | None) -> DataConverter:
-    """The pydantic converter, with external storage on ``store``'s bucket when there is one."""
-    if store is None:
-        return pydantic_data_converter
+class PayloadMissing(FileNotFoundError):
+    """A claim whose payload is not in this machine's payload folder (another machine's, or removed)."""
+
+
+class FolderDriver(StorageDriver):
+    """Payloads as files in one folder: ``<root>/<sha256[:2]>/<sha256>``, the serialized payload, written once
+    (temp file + rename, so a reader never sees half of one); a claim holds the digest, checked on read."""
+
+    def __init__(self, folder: PayloadFolderSettings) -> None:
+        self._folder = folder
+
+    def name(self) -> str:
+        return "local-folder"
+
+    def _path(self, digest: str) -> Path:
+        return self._folder.root / digest[:2] / digest
+
+    def _put(self, payload: Payload) -> StorageDriverClaim:
+        data = payload.SerializeToString()
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._path(digest)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        return StorageDriverClaim(claim_data={"hash_algorithm": "sha256", "hash_value": digest})
+
+    def _get(self, claim: StorageDriverClaim) -> Payload:
+        digest = claim.claim_data.get("hash_value", "")
+        path = self._path(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise PayloadMissing(f"payload {digest} is not in {self._folder.where} (stored on another machine, or removed)") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"payload {path}: sha256 mismatch")
+        payload = Payload()
+        payload.ParseFromString(data)
+        return payload
+
+    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+        refuse_oversized(payloads, self._folder)
+        return await asyncio.to_thread(lambda: [self._put(p) for p in payloads])
+
+    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        return await asyncio.to_thread(lambda: [self._get(c) for c in claims])
+
+
+def data_converter(store: PayloadStorageSettings) -> DataConverter:
+    """The pydantic converter with external storage on ``store``: the bucket, or the payload folder."""
+    driver = CappedS3Driver(store) if isinstance(store, PayloadStoreSettings) else FolderDriver(store)
     return dataclasses.replace(
         pydantic_data_converter,
-        external_storage=ExternalStorage(drivers=[CappedS3Driver(store)], payload_size_threshold=store.threshold_bytes),
+        external_storage=ExternalStorage(drivers=[driver], payload_size_threshold=store.threshold_bytes),
     )
 
 
-async def check_payload_store(store: PayloadStoreSettings) -> None:
-    """One HeadBucket call; ``PayloadStoreUnusable`` names the setting behind an unreachable store,
-    refused credentials or a missing bucket."""
+async def check_payload_store(store: PayloadStorageSettings) -> None:
+    """The store is usable, or ``PayloadStoreUnusable`` names the setting: the folder can be created and
+    written; the bucket answers one HeadBucket call (not an unreachable store, refused credentials or a
+    missing bucket)."""
+    if isinstance(store, PayloadFolderSettings):
+        try:
+            await asyncio.to_thread(_check_folder, store.root)
+        except OSError as error:
+            raise PayloadStoreUnusable(f"{FOLDER_ENV}: cannot write {store.where} ({error.strerror or error})") from None
+        return
     async with aioboto3.Session().client("s3", **_client_kwargs(store, _CHECK_RETRIES)) as s3:
         try:
             await s3.head_bucket(Bucket=store.bucket)
@@ -126,3 +196,9 @@ async def check_payload_store(store: PayloadStoreSettings) -> None:
             ) from None
         except BotoCoreError as error:
             raise PayloadStoreUnusable(f"{store.endpoint_env}: cannot reach the payload store ({error})") from None
+
+
+def _check_folder(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=root):
+        pass

@@ -124,8 +124,8 @@ def skip_reason(stored: StoredRollout, current_tasks: Mapping[str, TaskSpec] | N
         return f"no diff was taken ({result.status}: {result.abort_reason})"
     if result.diff.over_cap:
         return f"patch over the cap, nothing kept ({result.diff.note})"
-    if result.diff.patch is None:
-        return "no patch kept (rolled out before patches were kept)"
+    if result.diff.kept_patch is None:
+        return "no patch kept (rolled out before patches travelled in the result)"
     if current_tasks is not None and result.instance_id not in current_tasks:
         return f"instance {result.instance_id!r} is not in --dataset"
     return None
@@ -140,18 +140,18 @@ def regrade_task(original: TaskSpec, current: TaskSpec | None) -> TaskSpec:
 
 
 def regrade_input(stored: StoredRollout, current: TaskSpec | None) -> RegradeInput:
-    assert stored.result is not None and stored.result.diff is not None and stored.result.diff.patch is not None
+    assert stored.result is not None and stored.result.diff is not None and stored.result.diff.kept_patch is not None
     return RegradeInput(
         original_workflow_id=stored.workflow_id,
         task=regrade_task(stored.rollout.task, current),
-        patch=stored.result.diff.patch,
+        patch=stored.result.diff.kept_patch,
         eval_timeout_s=stored.rollout.eval_timeout_s,
     )
 
 
 def regrade_row(stored: StoredRollout, workflow_id: str, outcome: RegradeResult | RunFailure, from_dataset: bool) -> RegradeRow:
     """The results line of one re-graded rollout: the original's grading, the new one, and whether they differ."""
-    assert stored.result is not None and stored.result.diff is not None and stored.result.diff.patch is not None
+    assert stored.result is not None and stored.result.diff is not None and stored.result.diff.kept_patch is not None
     original = Verdict.of(stored.result.evaluation) if stored.result.evaluation else None
     common = {
         "workflow_id": workflow_id,
@@ -160,7 +160,7 @@ def regrade_row(stored: StoredRollout, workflow_id: str, outcome: RegradeResult 
         "sample_index": stored.rollout.sample_index,
         "group_index": stored.rollout.group_index,
         "original": original,
-        "patch_path": stored.result.diff.patch.path,
+        "patch_bytes": len(stored.result.diff.kept_patch.encode("utf-8", errors="surrogatepass")),
         "grader_from": "dataset" if from_dataset else "rollout",
     }
     if isinstance(outcome, RunFailure):

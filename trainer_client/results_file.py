@@ -2,23 +2,29 @@
 
 Each line is one result record: a group line (``group_record_with_segments``:
 a ``GroupResult`` dump whose every sample's ``rollout`` / ``episode`` is that
-result's dump with its ``segments`` loaded from the trajectory store), or a
+result's dump with its ``segments`` unpacked from its trajectory), or a
 single result (``record_with_segments``: a ``RolloutResult`` dump, with its
 oldest and newest weight version and its version changes, or an
 ``EpisodeResult`` dump, plus its ``segments`` with their
-``weight_version_spans``), each with extras such as ``line``.
+``weight_version_spans``), each with extras such as ``line``. A line never
+holds a packed trajectory or a whole log: each result's agent log and grading
+log go to files in the folder beside the results file
+(``<results file>.logs/<workflow id>.agent.jsonl`` / ``.grading.log``), which
+the line's ``log_path`` names (its ``log`` left empty).
 A line's key is its ``workflow_id`` (a group line's is the group's id), or
 ``line:<n>`` for a dataset row that never became a workflow.
 ``ResultSink.done`` holds the keys whose last line is final: every line
 except a ``failed`` one with a reason in ``RETRYABLE_REASONS`` (the workflow
-may still run, or a trajectory was not readable), which a re-run collects
+may still run, or a trajectory or payload was not readable), which a re-run collects
 again and appends. A torn last line (the starter killed mid-write) is cut off
 before appending. One starter writes one file at a time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import statistics
 import sys
 import time
@@ -27,19 +33,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from contracts.rollout_group import GroupResult
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 
 T = TypeVar("T")
 
 TRAJECTORY_UNREADABLE = "trajectory_unreadable"
-RETRYABLE_REASONS = ("server_unavailable", "wait_failed:", TRAJECTORY_UNREADABLE)
+RETRYABLE_REASONS = ("server_unavailable", "wait_failed:", TRAJECTORY_UNREADABLE, "payload_unreadable")
+
+
+# The logs of a result dump moved to files: (its field, the file's suffix).
+LOG_FILES = (("agent", "agent.jsonl"), ("evaluation", "grading.log"))
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,119}")
 
 
 def segments_of(result: Any) -> tuple[list[dict[str, Any]], str]:
-    """The result's segments from the trajectory store, as JSON, and ``""``; or no segments and why they could not
-    be read (not the workers' results directory, a corrupt file)."""
+    """The result's segments unpacked from its trajectory, as JSON, and ``""``; or no segments and why they could
+    not be read (a trajectory recorded without its packed segments, an altered one, or one its group's result
+    left to a child whose result was not read: segment summaries but no trajectory)."""
+    if result.trajectory is None and getattr(result, "segments", None):
+        return [], "trajectory not in this result (its group left it to the child's result, which was not read)"
     try:
-        segments = TrajectoryStore.load(result.trajectory) if result.trajectory else []
+        segments = unpack_trajectory(result.trajectory) if result.trajectory else []
     except (OSError, ValueError) as error:
         return [], f"{type(error).__name__}: {error}"
     return [s.model_dump(mode="json") for s in segments], ""
@@ -79,6 +93,43 @@ def record_key(record: dict[str, Any]) -> str:
 
 def is_final(record: dict[str, Any]) -> bool:
     return not (record.get("status") == "failed" and str(record.get("abort_reason") or "").startswith(RETRYABLE_REASONS))
+
+
+def file_stem(workflow_id: str) -> str:
+    """A file name stem for ``workflow_id``: the id itself when plain, else an ASCII prefix plus 16 hex digits
+    of its SHA-256 (distinct ids never share a file; none reaches outside the folder)."""
+    if _PLAIN_NAME.fullmatch(workflow_id):
+        return workflow_id
+    digest = hashlib.sha256(workflow_id.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in workflow_id[:80]) + f"-{digest}"
+
+
+def _results_in(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The result dumps a record holds: itself, or its group's samples' ``rollout`` / ``episode``."""
+    if "samples" not in record:
+        return [record]
+    return [sample[kind] for sample in record["samples"] for kind in ("rollout", "episode") if isinstance(sample.get(kind), dict)]
+
+
+def move_out_logs(record: dict[str, Any], folder: Path | None) -> None:
+    """Write each result's whole logs into ``folder`` (``<workflow id>.agent.jsonl`` / ``.grading.log``) and set
+    their ``log_path`` (no folder: not written), empty their ``log``, and drop each packed trajectory (an
+    episode's role turns' too: their segments are in the line)."""
+    for result in _results_in(record):
+        for holder in (result, result.get("drift_role"), result.get("repair_role")):
+            if isinstance(holder, dict) and isinstance(holder.get("trajectory"), dict):
+                holder["trajectory"].pop("packed", None)
+        for field, suffix in LOG_FILES:
+            part = result.get(field)
+            if not isinstance(part, dict) or not part.get("log"):
+                continue
+            if folder is None:
+                part["log"] = ""
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{file_stem(str(result.get('workflow_id', 'unnamed')))}.{suffix}"
+            path.write_text(part["log"], encoding="utf-8", errors="replace")
+            part.update(log="", log_path=str(path))
 
 
 class Progress:
@@ -166,7 +217,12 @@ class ResultSink:
         self.write_record(self.record(result))
         self.progress.update(result)
 
+    @property
+    def logs_folder(self) -> Path:
+        return self.path.with_name(self.path.name + ".logs")
+
     def write_record(self, record: dict[str, Any]) -> None:
+        move_out_logs(record, self.logs_folder)
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         if is_final(record):

@@ -35,6 +35,7 @@ from config.settings import SHARED_TASK_QUEUE
 from contracts.rollout import AbortReason
 from contracts.rollout_group import GroupInput, GroupResult
 from contracts.workflow_ids import group_workflow_id
+from trainer_client.sample_payloads import with_child_payloads
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, start_or_attach
 from workflows.rollout_group import RolloutGroup
 
@@ -56,7 +57,7 @@ async def collect_group(
 ) -> GroupResult:
     """Start (or attach to) one group and wait for its result; a start or collection failure is its ``failed`` result."""
     outcome = await collect(client, group_id(group), lambda: start_group(client, group, task_queue), GroupResult, server_wait_s)
-    return failed_group(group, outcome) if isinstance(outcome, RunFailure) else outcome
+    return failed_group(group, outcome) if isinstance(outcome, RunFailure) else await with_child_payloads(client, outcome, logs=False)
 
 
 def failed_group(group: GroupInput, failure: RunFailure) -> GroupResult:

@@ -125,7 +125,7 @@ async def rollout_details(
     client: Client, workflow_id: str, log_lines: int = 20, sandboxes: DockerSandboxes | None = None
 ) -> tuple[str, RolloutProgress | RolloutResult, list[str]]:
     """(status, progress or final result, last lines of the agent log: read from the running sandbox through
-    ``sandboxes``, by default this machine's Docker engine)."""
+    ``sandboxes``, by default this machine's Docker engine, or from the result's own log)."""
     handle = client.get_workflow_handle(workflow_id)
     description = await handle.describe()
     if description.status == WorkflowExecutionStatus.RUNNING:
@@ -133,13 +133,7 @@ async def rollout_details(
         lines = await _live_log_tail(sandboxes or DockerSandboxes(), progress, log_lines)
         return "RUNNING", progress, lines
     result = await client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id).result()
-    lines = []
-    if result.agent and result.agent.log_path:
-        try:
-            with open(result.agent.log_path, errors="replace") as log:
-                lines = log.read().splitlines()[-log_lines:]
-        except OSError as error:
-            lines = [f"(agent log not readable here: {error})"]
+    lines = result.agent.log.splitlines()[-log_lines:] if result.agent else []
     return description.status.name if description.status else "UNKNOWN", result, lines
 
 

@@ -22,13 +22,16 @@ Invariants:
   workflow twice.
 
 Reasons: ``start_rejected:<gRPC status>`` (the server refused the start, e.g.
-a workflow id over 1,000 bytes or an input over the 2 MiB payload limit),
+a workflow id over 1,000 bytes), ``payload_too_large`` (an input over the
+payload store's cap, ``ROLLOUT_PAYLOAD_MAX_BYTES``), ``payload_unreadable``
+(the result's payload is not in the store this process reads: removed, or
+in another machine's payload folder; the message names the key),
 ``wait_failed:<gRPC status>``, ``server_unavailable``, ``workflow_terminated``
 / ``workflow_cancelled`` / ``workflow_timed_out`` / ``workflow_failed`` (the
 workflow closed without a result), ``exception:<Type>`` (anything else, e.g.
-an input the client cannot encode). After ``server_unavailable`` or
-``wait_failed:*`` the workflow may still run: starting again under the same
-id attaches to it.
+an input the client cannot encode). After ``server_unavailable``,
+``wait_failed:*`` or ``payload_unreadable`` the workflow may still run or its
+payload come back: starting again under the same id attaches to it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from temporalio import exceptions as temporal_errors
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
+
+from trainer_client.payload_storage import PAYLOAD_TOO_LARGE, PayloadMissing
 
 log = logging.getLogger(__name__)
 DEFAULT_SERVER_WAIT_S = 300.0
@@ -115,7 +120,7 @@ async def collect(
     except WorkflowFailureError as error:
         return RunFailure(_closed_reason(error.cause), str(error.cause))
     except Exception as error:
-        return RunFailure(f"exception:{type(error).__name__}", str(error))
+        return RunFailure(_payload_reason(error) or f"exception:{type(error).__name__}", _message(error))
 
 
 async def through_outages(client: Client, call: Callable[[], Awaitable[Result]], server_wait_s: float) -> Result:
@@ -178,3 +183,27 @@ def _closed_reason(cause: BaseException | None) -> str:
     if isinstance(cause, temporal_errors.TimeoutError):
         return "workflow_timed_out"
     return "workflow_failed"
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and its causes, outermost first."""
+    chain: list[BaseException] = []
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+def _payload_reason(error: Exception) -> str | None:
+    """``payload_too_large`` / ``payload_unreadable`` for an error of the payload store, else None."""
+    for link in _chain(error):
+        if isinstance(link, temporal_errors.ApplicationError) and link.type == PAYLOAD_TOO_LARGE:
+            return "payload_too_large"
+        if isinstance(link, PayloadMissing) or str(link).startswith("S3StorageDriver retrieve failed"):
+            return "payload_unreadable"
+    return None
+
+
+def _message(error: Exception) -> str:
+    """The error's message, with its causes' when they say more (the store's key is in a cause)."""
+    return ": ".join(dict.fromkeys(str(link) for link in _chain(error) if str(link)))

@@ -64,6 +64,7 @@ from workflows.rollout_guard import stop_reason_after
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.error_types import ErrorType
+    from contracts.payload_budget import ROLLOUT_RESULT_BUDGET_BYTES, json_size
     from contracts.rollout import (
         AbortReason,
         AgentProgress,
@@ -199,7 +200,7 @@ class CodingAgentRollout:
         else:
             raise Aborted(AbortReason.NO_HEALTHY_HOST)
         agent, captured, host_queue = outcome
-        self._diff = captured.report
+        self._diff = captured.report if captured.report.over_cap else captured.report.model_copy(update={"kept_patch": captured.diff})
         try:
             self._enter("grading")
             if captured.report.over_cap and rollout.task.grader is not None:
@@ -367,7 +368,7 @@ class CodingAgentRollout:
         workflow.upsert_search_attributes(
             [attrs.REWARD.value_set(reward), attrs.SOLVED.value_set(solved), attrs.ABORT_REASON.value_set(abort_reason or "")]
         )
-        return RolloutResult(
+        result = RolloutResult(
             workflow_id=workflow.info().workflow_id,
             instance_id=rollout.task.instance_id,
             sample_index=rollout.sample_index,
@@ -389,6 +390,7 @@ class CodingAgentRollout:
             turns=turns,
             finish=merged.finish if merged else None,
         )
+        return result if json_size(result) <= ROLLOUT_RESULT_BUDGET_BYTES else result.without_logs()
 
 
 def _grading_cancellation() -> ActivityCancellationType:

@@ -1,7 +1,6 @@
 """RegradeRollout: a finished rollout's kept patch graded again, in a fresh grading sandbox, by the current graders.
 
-``read_patch`` (any worker: the trajectory store is shared) -> ``evaluate``
-(its own clean sandbox booted from the task image, with the rollout's
+``evaluate`` of the patch the input carries (its own clean sandbox booted from the task image, with the rollout's
 timeouts and retry rules). No agent runs; the original rollout and its
 result are left as they are.
 
@@ -9,8 +8,7 @@ Invariants:
 * the result always comes back (never a workflow failure) and names the
   original rollout: ``completed`` with the new evaluation, or ``aborted``
   with the reason the rollout would give the failed activity
-  (``workflows.activity_errors``; ``exception:PatchUnreadable`` for a patch
-  gone from the store or altered since it was kept);
+  (``workflows.activity_errors``);
 * one re-grade per id (``contracts.workflow_ids.regrade_workflow_id``: a
   regrade id and the original id), so starting it again attaches to it and
   a new regrade id grades again;
@@ -26,7 +24,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
@@ -35,11 +32,8 @@ from workflows.coding_agent_rollout import CLASSIFIED_ERRORS, GRADING_HEARTBEAT_
 
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
-    from activities.error_types import ErrorType
     from contracts.regrade import RegradeInput, RegradeResult
     from contracts.rollout import EvalRequest, EvalResult
-
-READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=[ErrorType.PATCH_UNREADABLE])
 
 
 @workflow.defn
@@ -48,16 +42,9 @@ class RegradeRollout:
     async def run(self, regrade: RegradeInput) -> RegradeResult:
         workflow_id = workflow.info().workflow_id
         try:
-            patch = await workflow.execute_activity(
-                refs.read_patch,
-                regrade.patch,
-                start_to_close_timeout=timedelta(minutes=1),
-                retry_policy=READ_RETRY,
-                summary="read the kept patch",
-            )
             evaluation = await workflow.execute_activity(
                 refs.evaluate,
-                EvalRequest(task=regrade.task, diff=patch, workflow_id=workflow_id, timeout_s=regrade.eval_timeout_s),
+                EvalRequest(task=regrade.task, diff=regrade.patch, workflow_id=workflow_id, timeout_s=regrade.eval_timeout_s),
                 start_to_close_timeout=timedelta(seconds=regrade.eval_timeout_s) + GRADING_OVERHEAD,
                 heartbeat_timeout=GRADING_HEARTBEAT_TIMEOUT,
                 retry_policy=GRADING_RETRY,

@@ -37,12 +37,14 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ChildWorkflowError, TerminatedError, TimeoutError, WorkflowAlreadyStartedError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
+from workflows import rollout_metrics
 from workflows import search_attributes as attrs
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 
 with workflow.unsafe.imports_passed_through():
     from contracts.drift_repair import EpisodeResult
+    from contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, json_size
     from contracts.rollout import AbortReason, RolloutResult
     from contracts.rollout_group import (
         ChildRun,
@@ -131,7 +133,7 @@ class RolloutGroup:
             valid=final.outcome == "model",
             outcome=final.outcome,
             invalid_reason=None if final.outcome == "model" else final.abort_reason or final.status,
-            rollout=result if isinstance(result, RolloutResult) else None,
+            rollout=result.without_logs() if isinstance(result, RolloutResult) else None,
             episode=result if isinstance(result, EpisodeResult) else None,
             runs=runs,
         )
@@ -204,8 +206,9 @@ class RolloutGroup:
             note = f"{valid} of {group.size} valid, {group.valid_needed} needed; refills used {self._refilled}/{group.refills_allowed}; invalid: {', '.join(reasons)}"
         dropped_by = filter_verdict(group.filter, status, samples, group.valid_needed)
         workflow.upsert_search_attributes([attrs.GROUP_STATUS.value_set(status), attrs.GROUP_VALID.value_set(valid)])
+        rollout_metrics.group_finished(status, dropped_by, valid, len(samples), self._refilled)
         self._show(status)
-        return GroupResult.for_group(
+        result = GroupResult.for_group(
             group,
             workflow.info().workflow_id,
             status=status,
@@ -216,6 +219,7 @@ class RolloutGroup:
             dropped_by=dropped_by,
             elapsed_s=(workflow.now() - started).total_seconds(),
         )
+        return result if json_size(result) <= GROUP_RESULT_BUDGET_BYTES else result.without_trajectories()
 
     def _show(self, status: str = "running") -> None:
         p = self.progress()

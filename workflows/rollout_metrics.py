@@ -1,4 +1,4 @@
-"""What a rollout workflow reports to the worker's metrics endpoint, through ``workflow.metric_meter()``.
+"""What the rollout and group workflows report to the worker's metrics endpoint, through ``workflow.metric_meter()``.
 
 Invariants:
 * replay-safe: the workflow meter records nothing while a history is replayed, and every value is
@@ -21,6 +21,9 @@ SAMPLED_TOKENS = "rollout_sampled_tokens_total"
 # The workflow's stages whose time is reported, by the name the metric's ``stage`` label gives them.
 TIMED_STAGES = {"booting": "boot", "agent": "agent", "diff": "diff", "grading": "grading", "merging": "merge"}
 OPERATOR_REASON = "operator"
+GROUPS_FINISHED = "rollout_groups_finished_total"
+GROUP_SAMPLES = "rollout_group_samples_total"
+GROUP_REFILLS = "rollout_group_refills_total"
 
 
 def stage_left(stage: str, spent: timedelta) -> None:
@@ -39,3 +42,16 @@ def finished(status: str, abort_reason: str | None, known_reasons: frozenset[str
     meter.create_counter(FINISHED, "rollouts finished, by status and abort reason").add(1, {"status": status, "abort_reason": reason})
     meter.create_counter(TURNS, "model turns of finished rollouts").add(turns, {"status": status})
     meter.create_counter(SAMPLED_TOKENS, "sampled (loss-masked) tokens of merged rollouts").add(sampled_tokens, {"status": status})
+
+
+def group_finished(status: str, dropped_by: str | None, valid: int, size: int, refilled: int) -> None:
+    """A group ended with ``status`` (``dropped_by``: the run's filter rule that kept it out of the batch, if
+    one did), ``valid`` of its ``size`` samples valid, after ``refilled`` fresh children."""
+    meter = workflow.metric_meter()
+    meter.create_counter(GROUPS_FINISHED, "groups finished, by status and the filter rule that dropped them").add(
+        1, {"status": status, "dropped_by": dropped_by or ""}
+    )
+    samples = meter.create_counter(GROUP_SAMPLES, "samples of finished groups, valid or not")
+    samples.add(valid, {"valid": "true"})
+    samples.add(size - valid, {"valid": "false"})
+    meter.create_counter(GROUP_REFILLS, "fresh children started in place of infrastructure failures").add(refilled)

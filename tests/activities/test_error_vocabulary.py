@@ -48,8 +48,6 @@ def test_only_the_translation_module_builds_application_errors():
         (evaluate_face.GRADING_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
         (evaluate_face.GRADING_FAILURES, errors.SandboxError("tests crashed"), "GradingFailed", False),
         (evaluate_face.BOOT_FAILURES, errors.SandboxError("pre-command failed"), "SandboxBootError", False),
-        (evaluate_face.PATCH_FAILURES, FileNotFoundError("no such patch"), "PatchUnreadable", False),
-        (evaluate_face.PATCH_FAILURES, ValueError("sha256 mismatch"), "PatchUnreadable", False),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxImageMissing("no image"), "SandboxImageMissing", False),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxError("runner failed"), "SandboxError", False),

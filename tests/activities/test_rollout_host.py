@@ -30,7 +30,7 @@ from docker_sandbox.limits import SandboxSettings
 from docker_sandbox.network import ensure_network
 from docker_sandbox.sandboxes import DockerSandboxes
 from policy.session_spool import SessionSpool
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -43,14 +43,13 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 
 
-def host(adapter: AdapterServer, tmp_path, slots: int, host_queue: str = "rl-rollouts-host-test") -> RolloutHost:
+def host(adapter: AdapterServer, slots: int, host_queue: str = "rl-rollouts-host-test") -> RolloutHost:
     return RolloutHost(
         sandboxes=DockerSandboxes(SandboxSettings(host_queue=host_queue, lifetime_s=600)),
         adapter=adapter,
         host_queue=host_queue,
         adapter_public_url="http://127.0.0.1:1",
         default_policy_url="http://127.0.0.1:2",
-        store=TrajectoryStore(tmp_path),
         agent_slots=slots,
     )
 
@@ -61,8 +60,8 @@ def as_workflow(workflow_id: str) -> ActivityEnvironment:
     return env
 
 
-async def test_slots_are_reserved_at_pick_time(renderer, tmp_path):
-    rollout_host = host(AdapterServer(renderer), tmp_path, slots=2)
+async def test_slots_are_reserved_at_pick_time(renderer):
+    rollout_host = host(AdapterServer(renderer), slots=2)
     assert await as_workflow("wf-a").run(rollout_host.pick_host) == "rl-rollouts-host-test"
     assert await as_workflow("wf-b").run(rollout_host.pick_host) == "rl-rollouts-host-test"
     assert await as_workflow("wf-a").run(rollout_host.pick_host) == "rl-rollouts-host-test", "a retry keeps its slot"
@@ -82,7 +81,7 @@ async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(rendere
         registry = after.registry
         assert sorted(registry.restore_spooled()) == sorted([kept.session_id, gone.session_id])
         assert registry.live_count == 0
-        rollout_host = host(after, tmp_path, slots=1)
+        rollout_host = host(after, slots=1)
         assert await as_workflow("wf-new").run(rollout_host.pick_host) == "rl-rollouts-host-test", "restored sessions must not fill the host"
         assert registry.claim(kept.session_id) is not None and registry.live_count == 1
         assert registry.held_by(kept.session_id, 0) and registry.claim(kept.session_id, 2) is not None
@@ -102,7 +101,7 @@ def bad_row(image: str) -> RolloutInput:
     return RolloutInput(task=task, host_start_timeout_s=5, guard_s=120)
 
 
-async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(renderer, tmp_path, caplog):
+async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(renderer, caplog):
     """Real pick_host and boot_sandbox against real Docker and a real dev server (the time-skipping
     server does not tell activities their retry policy): a missing image (non-retryable) and an
     invalid image reference (an unexpected Docker error, retried to its last attempt) both end
@@ -115,7 +114,7 @@ async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(rende
     adapter = AdapterServer(renderer)
     await adapter.start()
     shared, host_queue = f"slots-{uuid.uuid4().hex[:6]}", f"slots-host-{uuid.uuid4().hex[:6]}"
-    rollout_host = host(adapter, tmp_path, slots=1, host_queue=host_queue)
+    rollout_host = host(adapter, slots=1, host_queue=host_queue)
     try:
         async with (
             Worker(env.client, task_queue=shared, workflows=[CodingAgentRollout], activities=[rollout_host.pick_host]),
@@ -138,10 +137,10 @@ async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(rende
 
 @pytest.mark.integration
 @pytest.mark.parametrize("cause", ["lost_heartbeat", "workflow_cancel"])
-async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retry(renderer, tmp_path, cause):
+async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retry(renderer, cause):
     """Real Docker: a boot cancelled mid-way because its heartbeat was lost (a server restart) is retried on this
     host, so its reservation stays; a cancel the workflow asked for is final and gives the slot back."""
-    rollout_host = host(AdapterServer(renderer), tmp_path, slots=1)
+    rollout_host = host(AdapterServer(renderer), slots=1)
     workflow_id = f"boot-cancel-{uuid.uuid4().hex[:8]}"
     env = as_workflow(workflow_id)
     assert await env.run(rollout_host.pick_host) == "rl-rollouts-host-test"
@@ -160,7 +159,7 @@ async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retr
 
 @pytest.mark.integration
 @pytest.mark.parametrize("cause", ["lost_heartbeat", "workflow_cancel"])
-async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tmp_path, cause):
+async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, cause):
     """Real sandbox, real Claude Code, real adapter. An agent activity cancelled because its heartbeat
     was lost (what a Temporal restart does) leaves the agent running and its session unclaimed, and the
     retry re-attaches to both; a cancel the workflow asked for finishes the session and stops the agent."""
@@ -181,7 +180,6 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
             host_queue="rl-rollouts-host-test",
             adapter_public_url=f"http://{sandbox_network.gateway}:{adapter.port}",
             default_policy_url=policy_url,
-            store=TrajectoryStore(tmp_path),
             agent_slots=2,
             pin_policy_url=True,
         )
@@ -207,6 +205,9 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
         retry.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=2, heartbeat_details=[beats[-1]])
         agent = await retry.run(rollout_host.run_claude_code, request)
         assert (agent.session_id, agent.exit_code, agent.turns) == (session_id, 0, 3), agent
+        lines = agent.log.splitlines()
+        assert json.loads(lines[-1])["type"] == "result" and agent.log_tail == "\n".join(lines[-5:])[-2000:], "the whole log is in the result"
+        assert agent.log_path == "", "only a results file names a log file"
         assert adapter.registry.live_count == 1, "the retry holds the session until it is merged"
     finally:
         if handle is not None:
@@ -217,7 +218,7 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, tm
 
 
 @pytest.mark.parametrize("policy", ["mask", "drop"])
-async def test_merge_judges_staleness_against_the_servers_version_now(renderer, tmp_path, policy):
+async def test_merge_judges_staleness_against_the_servers_version_now(renderer, policy):
     """Real adapter, scripted SGLang server: turns sampled at version 1 and 4, the server at 5 when the rollout merges;
     with a bound of 2, the first turn is stale. ``mask`` stores it as context, ``drop`` stores it as sampled and says to drop."""
     server = ScriptedPolicyServer(renderer, default_policy="noop", weight_version="1")
@@ -237,7 +238,7 @@ async def test_merge_judges_staleness_against_the_servers_version_now(renderer, 
         ]
         await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
         server.control.set_version("5")
-        rollout_host = host(adapter, tmp_path, slots=1)
+        rollout_host = host(adapter, slots=1)
         merge = MergeRequest(session_id=ticket.session_id, workflow_id="wf-stale")
         merged = await as_workflow("wf-stale").run(rollout_host.merge_segments, merge)
         server.control.set_version("1")
@@ -249,7 +250,7 @@ async def test_merge_judges_staleness_against_the_servers_version_now(renderer, 
     report = merged.staleness
     assert report is not None and (report.current_version, report.oldest_version, report.staleness, report.stale_turns) == ("5", "1", 4, 1)
     assert report.dropped == (policy == "drop")
-    [stored] = TrajectoryStore.load(merged.trajectory)
+    [stored] = unpack_trajectory(merged.trajectory)
     first, second = server.records
     sampled = [t for t, m in zip(stored.tokens, stored.loss_mask, strict=True) if m]
     if policy == "mask":
@@ -259,7 +260,7 @@ async def test_merge_judges_staleness_against_the_servers_version_now(renderer, 
         assert sampled == first.output_ids + second.output_ids and report.masked_tokens == 0
 
 
-async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as_sampled(renderer, tmp_path):
+async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as_sampled(renderer):
     """The staleness bound is set but /get_model_info cannot be read at merge time (the server is gone): the
     rollout keeps its segments as sampled and the report says nothing was judged, and why."""
     server = ScriptedPolicyServer(renderer, default_policy="noop", weight_version="1")
@@ -279,7 +280,7 @@ async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as
             lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}),
         )
         await server.stop()
-        rollout_host = host(adapter, tmp_path, slots=1)
+        rollout_host = host(adapter, slots=1)
         merged = await as_workflow("wf-unknown").run(
             rollout_host.merge_segments, MergeRequest(session_id=ticket.session_id, workflow_id="wf-unknown")
         )
@@ -287,7 +288,7 @@ async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as
         await adapter.stop()
     report = merged.staleness
     assert report is not None and report.current_version is None and not report.dropped and "get_model_info" in report.note
-    [stored] = TrajectoryStore.load(merged.trajectory)
+    [stored] = unpack_trajectory(merged.trajectory)
     assert report.unjudged_tokens == sum(stored.loss_mask) == len(server.records[0].output_ids)
 
 

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from config.payload_store import DEFAULT_MAX, DEFAULT_THRESHOLD, payload_store_from_env
+from config.payload_store import DEFAULT_FOLDER, DEFAULT_MAX, DEFAULT_THRESHOLD, PayloadFolderSettings, payload_store_from_env
 from config.settings import SettingsError
 
 
-def test_no_bucket_means_no_store():
-    assert payload_store_from_env({"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:8333"}) is None
+def test_no_bucket_means_this_machines_payload_folder(tmp_path):
+    default = payload_store_from_env({"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:8333"})
+    assert default == PayloadFolderSettings(root=DEFAULT_FOLDER, threshold_bytes=DEFAULT_THRESHOLD, max_bytes=DEFAULT_MAX)
+    chosen = payload_store_from_env({"ROLLOUT_PAYLOAD_DIR": str(tmp_path / "p"), "ROLLOUT_PAYLOAD_THRESHOLD_BYTES": "1K"})
+    assert chosen == PayloadFolderSettings(root=Path(tmp_path / "p"), threshold_bytes=1024, max_bytes=DEFAULT_MAX)
 
 
 def test_the_standard_aws_names_and_the_defaults():
@@ -58,6 +63,7 @@ def test_the_s3_endpoint_and_aws_region_take_precedence_and_sizes_take_units():
         ({"ROLLOUT_PAYLOAD_BUCKET": "ok-bucket", "AWS_SECRET_ACCESS_KEY": "sk"}, "AWS_ACCESS_KEY_ID"),
         ({"ROLLOUT_PAYLOAD_BUCKET": "ok-bucket", "ROLLOUT_PAYLOAD_THRESHOLD_BYTES": "lots"}, "ROLLOUT_PAYLOAD_THRESHOLD_BYTES"),
         ({"ROLLOUT_PAYLOAD_BUCKET": "ok-bucket", "ROLLOUT_PAYLOAD_MAX_BYTES": "1K"}, "ROLLOUT_PAYLOAD_MAX_BYTES"),
+        ({"ROLLOUT_PAYLOAD_MAX_BYTES": "16M"}, "ROLLOUT_PAYLOAD_MAX_BYTES"),
     ],
 )
 def test_a_bad_value_names_its_variable(env, setting):

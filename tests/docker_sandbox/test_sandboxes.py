@@ -23,7 +23,6 @@ from contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxReq
 from docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, workspace_diff
 from docker_sandbox.limits import SandboxLimits, SandboxSettings
 from docker_sandbox.sandboxes import DockerSandboxes
-from policy.trajectory_store import TrajectoryStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -187,7 +186,7 @@ async def assert_patch_applies_to_the_baseline(handle) -> None:
     assert check.exit_code == 0, check.output
 
 
-async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task, tmp_path):
+async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task):
     task = calc_task.model_copy(update={"pre_commands": ["echo generated > build.cfg"]})
     handle = await fresh(prefix, task, "diff")
     try:
@@ -202,13 +201,9 @@ async def test_git_diff_new_modified_binary_and_exclusions(prefix, calc_task, tm
         assert patched_paths(diff) == {"calc/__init__.py", "calc/extra.py", "logo.bin"}
         assert "GIT binary patch" in diff and '+__version__ = "0.3.2"' in diff
         assert captured.report == DiffReport(patch_bytes=len(diff.encode()))
-        store, environment = TrajectoryStore(tmp_path), ActivityEnvironment()
-        kept = await environment.run(sandbox_faces.SandboxActivities(SANDBOXES, store).capture_diff, handle)
-        assert kept.diff == diff and kept.report.patch is not None, "the activity keeps the patch it returns"
-        assert kept.report.patch.path == str(
-            tmp_path / f"{environment.info.workflow_id}.{environment.info.workflow_run_id[:8]}.attempt{handle.attempt}.patch"
-        )
-        assert store.load_patch(kept.report.patch) == diff and kept.report.patch.nbytes == len(diff.encode())
+        kept = await ActivityEnvironment().run(sandbox_faces.SandboxActivities(SANDBOXES).capture_diff, handle)
+        assert kept == captured, "the activity returns the patch itself (the rollout keeps it in its result)"
+        assert kept.report.kept_patch is None, "capture_diff's own report carries no copy of the patch"
         status = await SANDBOXES.exec(handle, "git status --porcelain --untracked-files=no")
         assert status.output.strip() == "M calc/__init__.py", "the agent's own index must stay untouched"
         await assert_patch_applies_to_the_baseline(handle)
@@ -247,7 +242,7 @@ async def test_files_over_the_per_file_limit_are_left_out_of_the_patch_and_named
         await SANDBOXES.destroy(handle)
 
 
-async def test_a_patch_over_the_cap_comes_back_empty_and_marked(prefix, calc_task, monkeypatch, tmp_path):
+async def test_a_patch_over_the_cap_comes_back_empty_and_marked(prefix, calc_task, monkeypatch):
     handle = await fresh(prefix, calc_task, "overcap")
     try:
         files = " && ".join(f"head -c 600000 /dev/urandom | base64 > notes{i}.txt" for i in range(3))
@@ -261,10 +256,12 @@ async def test_a_patch_over_the_cap_comes_back_empty_and_marked(prefix, calc_tas
         untaken = (await SANDBOXES.capture_diff(handle)).report
         assert (untaken.over_cap, untaken.patch_bytes) == (True, 0)
         assert untaken.note.startswith("the new files total ") and "more than 1,048,576" in untaken.note
+        faces = sandbox_faces.SandboxActivities(SANDBOXES)
         with pytest.raises(ApplicationError) as caught:
-            await ActivityEnvironment().run(sandbox_faces.SandboxActivities(SANDBOXES, TrajectoryStore(tmp_path)).git_diff, handle)
+            await ActivityEnvironment().run(faces.git_diff, handle)
         assert caught.value.type == "GitDiffFailed" and caught.value.non_retryable
-        assert list(tmp_path.iterdir()) == [], "nothing was captured over the cap, so nothing is kept"
+        over = await ActivityEnvironment().run(faces.capture_diff, handle)
+        assert (over.diff, over.report.over_cap, over.report.kept_patch) == ("", True, None), "nothing was captured over the cap, so nothing is kept"
     finally:
         await SANDBOXES.destroy(handle)
 

@@ -9,21 +9,20 @@ import pytest
 from activities.adapter import AdapterServer
 from contracts.rollout import PolicySpec
 from drift_repair.roles import AdapterRolePlayer
-from policy.trajectory_store import TrajectoryStore
+from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from tests.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-async def test_a_role_call_aborted_by_a_weight_update_is_continued_with_each_tokens_version(renderer, tmp_path):
+async def test_a_role_call_aborted_by_a_weight_update_is_continued_with_each_tokens_version(renderer):
     server = ScriptedPolicyServer(renderer, default_policy="slow", delay_s=3600.0, weight_version="7")
     url = await server.start()
     adapter = AdapterServer(renderer)
     await adapter.start()
     try:
-        store = TrajectoryStore(tmp_path)
-        player = AdapterRolePlayer(adapter.registry, store, url, pin_policy_url=True)
+        player = AdapterRolePlayer(adapter.registry, url, pin_policy_url=True)
         call = asyncio.create_task(player.play("repair", "Fix the script.", PolicySpec(), "episode-1"))
         await until(lambda: any(g.output_ids for g in server.control.live))
         await server.control.pause("abort")
@@ -36,7 +35,7 @@ async def test_a_role_call_aborted_by_a_weight_update_is_continued_with_each_tok
         await server.stop()
     first, second = server.records
     assert first.finish_reason["type"] == "abort" and second.input_ids == first.input_ids + first.output_ids
-    [segment] = TrajectoryStore.load(turn.trajectory)
+    [segment] = unpack_trajectory(turn.trajectory)
     sampled = [i for i, mask in enumerate(segment.loss_mask) if mask]
     assert [segment.tokens[i] for i in sampled] == first.output_ids + second.output_ids
     assert [segment.token_weight_versions()[i] for i in sampled] == first.output_versions + second.output_versions

@@ -18,7 +18,6 @@ from contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
 from docker_sandbox.limits import SandboxLimits, SandboxSettings
 from docker_sandbox.sandboxes import DockerSandboxes
 from grading import graders, swebench
-from policy.trajectory_store import TrajectoryStore
 from task_sources.dataset_rows import DatasetRow, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -200,15 +199,13 @@ async def test_no_grader_is_non_retryable(prefix, tasks):
     assert reported.type == "NoGrader" and reported.non_retryable
 
 
-async def test_activity_heartbeats_its_phase(prefix, tasks, tmp_path):
+async def test_activity_heartbeats_its_phase(prefix, tasks):
     beats: list = []
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details[0])
     task = tasks["textutil-f2p"]
-    result = await env.run(
-        evaluate_face.GradingActivities(SANDBOXES, TrajectoryStore(tmp_path)).evaluate, request(prefix, task, task.reference_patch)
-    )
-    assert result.solved
+    result = await env.run(evaluate_face.GradingActivities(SANDBOXES).evaluate, request(prefix, task, task.reference_patch))
+    assert result.solved and result.log_bytes == len(result.log.encode()) > 0 and "[apply]" in result.log, "the whole log is in the result"
     assert beats and all(set(beat) == {"phase"} for beat in beats)
 
 

@@ -27,7 +27,7 @@ from policy.anthropic_translation import translate_request
 from policy.parsers import parse_completion
 from policy.sglang_client import parse_generation
 from policy.token_capture import LedgerDelta, TokenLedger
-from policy.trajectory_store import decode_segments, encode_segments
+from policy.trajectory_packing import decode_segments, encode_segments
 
 TOOLS = [
     {

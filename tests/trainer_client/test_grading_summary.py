@@ -1,4 +1,5 @@
-"""The grading summary ``starter.py show`` prints: verdict, patch state, the pytest line or the grader's note, log paths."""
+"""The grading summary ``starter.py show`` prints: verdict, patch state, the pytest line or the grader's note, and where
+both logs are: the files a results file (or ``--save-logs``) wrote, else their size in the result."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from contracts.rollout import AgentRun, EvalResult, RolloutResult
 from trainer_client.grading_summary import patch_state, summary_lines, verdict_line
 
 
-def result_with(evaluation: EvalResult | None, **fields) -> RolloutResult:
-    agent = AgentRun(session_id="s", exit_code=0, reason="done", is_error=False, log_path="/store/r.log.jsonl")
+def result_with(evaluation: EvalResult | None, agent_log: dict[str, str] | None = None, **fields) -> RolloutResult:
+    log = {"log_path": "/results/out.jsonl.logs/w.agent.jsonl"} if agent_log is None else agent_log
+    agent = AgentRun(session_id="s", exit_code=0, reason="done", is_error=False, **log)
     return RolloutResult(
         workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="completed", agent=agent, evaluation=evaluation, **fields
     )
@@ -35,21 +37,32 @@ def test_a_graded_rollout_shows_the_verdict_and_where_both_logs_are():
         apply_method="git apply --3way",
         tests_passed=8,
         log_tail="........\n8 passed in 0.05s\n",
-        log_path="/store/w.grading.log",
+        log_path="/results/out.jsonl.logs/w.grading.log",
         log_bytes=12345,
     )
     assert summary_lines(result_with(evaluation)) == [
         "--- grading ---",
         "grader eval_cmd  patch: applied (git apply --3way)  tests passed 8 failed 0  reward 1.00",
         "8 passed in 0.05s",
-        "grading log: /store/w.grading.log (12,345 bytes)",
-        "agent log: /store/r.log.jsonl",
+        "grading log: /results/out.jsonl.logs/w.grading.log (12,345 bytes)",
+        "agent log: /results/out.jsonl.logs/w.agent.jsonl",
     ]
+
+
+def test_logs_still_in_the_result_show_their_size_and_how_to_write_them():
+    grading_log = "[apply]\napplied caf\u00e9\n"
+    evaluation = EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd", log=grading_log, log_bytes=len(grading_log.encode()))
+    lines = summary_lines(result_with(evaluation, agent_log={"log": '{"type":"result"}\n' * 1000}))
+    assert lines[-2:] == [
+        "grading log: 22 bytes in the result (--save-logs DIR writes it)",
+        "agent log: 18,000 characters in the result (--save-logs DIR writes it)",
+    ]
+    assert summary_lines(result_with(evaluation, agent_log={}))[-1] == "agent log: none"
 
 
 def test_an_empty_patch_and_an_ungraded_rollout_say_so():
     empty = EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader="eval_cmd", apply_method="empty", tests_failed=2)
     assert "patch: empty" in summary_lines(result_with(empty))[1]
-    assert summary_lines(result_with(empty))[2].startswith("grading log: not stored")
+    assert summary_lines(result_with(empty))[2].startswith("grading log: not kept")
     aborted = summary_lines(result_with(None, abort_reason="sandbox_boot_failed"))
-    assert aborted[1] == "not graded (sandbox_boot_failed)" and aborted[-1] == "agent log: /store/r.log.jsonl"
+    assert aborted[1] == "not graded (sandbox_boot_failed)" and aborted[-1] == "agent log: /results/out.jsonl.logs/w.agent.jsonl"

@@ -1,6 +1,8 @@
-"""The project's data converter on a real SeaweedFS bucket and a real Temporal dev server: a big result goes to the
-bucket with only a reference in history, a result over the store's cap fails once and for good, an outage of the
-store mid-run is retried until it is back, and a worker or starter whose store is unusable exits 1 with one line."""
+"""The project's data converter on a real SeaweedFS bucket and on the local payload folder, with a real Temporal dev
+server: a big result goes to the store with only a reference in history, a result over the store's cap fails once
+and for good, an outage of the store mid-run is retried until it is back, an object missing when a result is
+collected fails that result alone, naming its key, and a worker or starter whose store is unusable exits 1 with
+one line."""
 
 from __future__ import annotations
 
@@ -21,11 +23,12 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from config.payload_store import PayloadStoreSettings
+from config.payload_store import PayloadFolderSettings, PayloadStorageSettings
 from tests.local_cluster import start_dev_server
 from tests.object_store import SeaweedS3, seaweed_s3
-from tests.payload_workflows import Blob, BlobRoundTrip, make_blob
+from tests.payload_workflows import Blob, BlobOutcome, BlobRoundTrip, make_blob
 from trainer_client.payload_storage import PAYLOAD_TOO_LARGE, PayloadStoreUnusable, check_payload_store, data_converter
+from trainer_client.workflow_runs import RunFailure, collect
 
 PROJECT = Path(__file__).resolve().parents[2]
 THRESHOLD = 64 << 10
@@ -47,7 +50,7 @@ async def server() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-async def project_client(server: WorkflowEnvironment, settings: PayloadStoreSettings | None) -> Client:
+async def project_client(server: WorkflowEnvironment, settings: PayloadStorageSettings) -> Client:
     return await Client.connect(server.client.service_client.config.target_host, data_converter=data_converter(settings))
 
 
@@ -93,6 +96,57 @@ async def test_a_big_result_goes_to_the_bucket_and_history_keeps_a_reference(sto
         assert reference.claim_data["key"] in keys
         assert f"/wi/{handle.id}/" in reference.claim_data["key"]
     assert len(keys) == 2
+
+
+async def test_the_payload_folder_keeps_a_big_result_and_refuses_one_over_its_cap(server, tmp_path):
+    folder = PayloadFolderSettings(root=tmp_path / "payloads", threshold_bytes=THRESHOLD, max_bytes=4 * BIG)
+    client = await project_client(server, folder)
+    handle, outcome = await run_round_trip(client, BIG)
+
+    assert outcome.blob is not None and len(outcome.blob.data) == BIG
+    history = await handle.fetch_history()
+    (completed,) = [e for e in history.events if e.HasField("workflow_execution_completed_event_attributes")]
+    reference = reference_of(completed.workflow_execution_completed_event_attributes.result.payloads[0])
+    assert reference.driver_name == "local-folder"
+    digest = reference.claim_data["hash_value"]
+    stored = folder.root / digest[:2] / digest
+    assert stored.stat().st_size > BIG
+    files = [p for p in folder.root.rglob("*") if p.is_file()]
+    assert len(files) == 2 and stored in files  # the activity's result and the workflow's, no temp file left
+
+    _, refused = await run_round_trip(client, 8 * BIG)
+    assert refused.error_type == PAYLOAD_TOO_LARGE and refused.non_retryable
+    assert f"ROLLOUT_PAYLOAD_MAX_BYTES={4 * BIG} of the payload folder {folder.root}" in refused.error_message
+
+
+@pytest.mark.parametrize("where", ["bucket", "folder"])
+async def test_an_object_missing_at_collection_fails_that_result_naming_its_key(store, server, tmp_path, where):
+    bucket = store.new_bucket()
+    settings = (
+        store.settings(bucket, threshold_bytes=THRESHOLD) if where == "bucket" else PayloadFolderSettings(root=tmp_path, threshold_bytes=THRESHOLD)
+    )
+    client = await project_client(server, settings)
+    lost, _ = await run_round_trip(client, BIG)
+    kept, _ = await run_round_trip(client, BIG)
+    history = await lost.fetch_history()
+    (completed,) = [e for e in history.events if e.HasField("workflow_execution_completed_event_attributes")]
+    claim = reference_of(completed.workflow_execution_completed_event_attributes.result.payloads[0]).claim_data
+    if where == "bucket":
+        store.client().delete_object(Bucket=bucket, Key=claim["key"])
+        key = claim["key"]
+    else:
+        (tmp_path / claim["hash_value"][:2] / claim["hash_value"]).unlink()
+        key = claim["hash_value"]
+
+    async def started() -> None:
+        return None
+
+    outcomes = await asyncio.gather(*(collect(client, h.id, started, BlobOutcome) for h in (lost, kept)))
+
+    failure, collected = outcomes
+    assert isinstance(failure, RunFailure), failure
+    assert failure.reason == "payload_unreadable" and key in failure.message, failure
+    assert isinstance(collected, BlobOutcome) and collected.blob is not None and len(collected.blob.data) == BIG
 
 
 async def test_a_small_result_stays_in_history(store, server):

@@ -5,17 +5,21 @@ from __future__ import annotations
 import pytest
 
 from contracts.regrade import RegradeResult, Verdict
-from contracts.rollout import DiffReport, EvalResult, PatchRef, RolloutInput, RolloutResult, TaskSpec
+from contracts.rollout import DiffReport, EvalResult, RolloutInput, RolloutResult, TaskSpec
 from contracts.workflow_ids import refill_workflow_id, rollout_workflow_id
 from trainer_client.regrade_runs import StoredRollout, belongs_to_run, regrade_input, regrade_row, regrade_task, rollouts_query, skip_reason
 from trainer_client.workflow_runs import RunFailure
 
 TASK = TaskSpec(instance_id="calc", image="img:1", workdir="/w", problem_statement="p", eval_cmd="pytest -q", pre_commands=["make"])
-PATCH = PatchRef(path="/store/rollout-r-calc-1-0.attempt1.patch", sha256="ab" * 32, nbytes=20)
+PATCH = "diff --git a/x b/x\n+caf\u00e9\n"
 GRADED = EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd", apply_method="git apply")
 
 
-KEPT = DiffReport(patch_bytes=20, patch=PATCH)
+KEPT = DiffReport(patch_bytes=len(PATCH.encode()), kept_patch=PATCH)
+# A report recorded when patches were kept in a folder: its claim check is not a patch to grade.
+FOLDER_KEPT = DiffReport.model_validate(
+    {"patch_bytes": 20, "patch": {"path": "/store/rollout-r-calc-1-0.attempt1.patch", "sha256": "ab" * 32, "nbytes": 20}}
+)
 
 
 def stored(diff: DiffReport | None = KEPT, execution: str = "COMPLETED", **result) -> StoredRollout:
@@ -45,7 +49,8 @@ def test_a_run_is_its_own_ids_and_their_refills_not_another_run_sharing_the_pref
         (stored(execution="TERMINATED"), "closed without a result (terminated)"),
         (stored(None, status="aborted", abort_reason="sandbox_boot_failed", evaluation=None), "no diff was taken (aborted: sandbox_boot_failed)"),
         (stored(DiffReport(patch_bytes=3 << 20, over_cap=True, note="over the cap")), "patch over the cap, nothing kept (over the cap)"),
-        (stored(DiffReport(patch_bytes=20)), "no patch kept (rolled out before patches were kept)"),
+        (stored(DiffReport(patch_bytes=20)), "no patch kept (rolled out before patches travelled in the result)"),
+        (stored(FOLDER_KEPT), "no patch kept (rolled out before patches travelled in the result)"),
     ],
 )
 def test_rollouts_without_a_kept_patch_are_skipped_with_their_reason(rollout, reason):
@@ -78,12 +83,12 @@ def test_a_row_names_the_original_rollout_and_says_whether_the_verdict_changed()
         1,
         0,
     )
-    assert (row.status, row.original, row.evaluation, row.changed, row.patch_path, row.grader_from) == (
+    assert (row.status, row.original, row.evaluation, row.changed, row.patch_bytes, row.grader_from) == (
         "completed",
         Verdict(reward=1.0, solved=True, applied_cleanly=True, apply_method="git apply"),
         failing,
         True,
-        PATCH.path,
+        len(PATCH.encode()),
         "dataset",
     )
     other_method = new.model_copy(update={"evaluation": GRADED.model_copy(update={"apply_method": "patch --fuzz"})})

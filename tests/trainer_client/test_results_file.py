@@ -1,14 +1,22 @@
-"""The results file is appended to and completed by a re-run, never truncated; a group is one line."""
+"""The results file is appended to and completed by a re-run, never truncated; a group is one line. A line holds
+no packed trajectory and no log body: the logs go to files beside it (``<results file>.logs/``)."""
 
 import json
+from pathlib import Path
 
-from contracts.rollout import RolloutResult, TokenSegment, TrajectoryRef
+import pytest
+
+from contracts.drift_repair import EpisodeResult, RoleTurn
+from contracts.rollout import AgentRun, EvalResult, PackedTrajectory, RolloutResult, TokenSegment
 from contracts.rollout_group import ChildRun, GroupResult, GroupSample
-from policy.trajectory_store import TrajectoryStore
-from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, record_with_segments
+from policy.trajectory_packing import pack_trajectory
+from trainer_client.results_file import GroupProgressLine, ResultSink, file_stem, group_record_with_segments, record_with_segments
 
 SEGMENT = TokenSegment(kind="main", tokens=[1, 2], loss_mask=[0, 1], rollout_log_probs=[0.0, -0.5], prompt_length=1, turns=1, finish_reason="stop")
-NOWHERE = TrajectoryRef(uri="file:///nowhere/b.npz", sha256="0", n_segments=1, n_tokens=2, nbytes=1)
+# A trajectory recorded when segments lived in a folder: no packed segments to read.
+NOWHERE = PackedTrajectory.model_validate({"uri": "file:///nowhere/b.npz", "sha256": "0", "n_segments": 1, "n_tokens": 2, "nbytes": 1})
+AGENT_LOG = '{"type":"system"}\n{"type":"result","result":"caf\u00e9 \U0001f980"}\n'
+GRADING_LOG = "[apply]\n$ git apply --3way\napplied\n8 passed\n"
 
 
 def result(workflow_id: str, status: str = "completed", reason: str | None = None, **extra) -> RolloutResult:
@@ -57,17 +65,96 @@ def test_a_torn_last_line_is_cut_before_appending(tmp_path):
 
 
 def test_a_trajectory_the_starter_cannot_read_makes_a_failed_line_a_rerun_retries(tmp_path):
-    ref = TrajectoryStore(tmp_path / "traj").put("rollout-Crème-🦀-0-0", [SEGMENT])
-    good = record_with_segments(result("a", trajectory=ref))
+    good = record_with_segments(result("a", trajectory=pack_trajectory([SEGMENT])))
     assert good["status"] == "completed" and good["segments"][0]["tokens"] == [1, 2]
     missing = record_with_segments(result("b", trajectory=NOWHERE))
     assert (missing["status"], missing["abort_reason"], missing["segments"]) == ("failed", "trajectory_unreadable", [])
-    assert "FileNotFoundError" in missing["error"]
+    assert missing["error"].startswith("TrajectoryUnreadable: ") and "no packed segments" in missing["error"]
+    packed = pack_trajectory([SEGMENT])
+    altered = record_with_segments(
+        result("c", trajectory=packed.model_copy(update={"packed": packed.packed[:-1] + bytes([packed.packed[-1] ^ 0xFF])}))
+    )
+    assert (altered["status"], altered["abort_reason"]) == ("failed", "trajectory_unreadable") and "sha256" in altered["error"]
     path = tmp_path / "results.jsonl"
     with ResultSink(path, lambda record: record) as sink:
         sink.write_record(good)
         sink.write_record(missing)
+        sink.write_record(altered)
         assert sink.done == {"a"}
+
+
+def with_logs(workflow_id: str, **fields) -> RolloutResult:
+    agent = AgentRun(session_id="s", exit_code=0, reason="done", is_error=False, log=AGENT_LOG, log_tail="tail")
+    evaluation = EvalResult(
+        reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd", log=GRADING_LOG, log_bytes=len(GRADING_LOG), log_tail="8 passed"
+    )
+    return result(workflow_id, reward=1.0, agent=agent, evaluation=evaluation, trajectory=pack_trajectory([SEGMENT]), **fields)
+
+
+def assert_logs_moved_out(line: dict, folder: Path, workflow_id: str) -> None:
+    """The line names its logs' files in ``folder`` and holds neither log, nor the packed trajectory."""
+    agent_file, grading_file = folder / f"{file_stem(workflow_id)}.agent.jsonl", folder / f"{file_stem(workflow_id)}.grading.log"
+    assert (line["agent"]["log"], line["agent"]["log_path"]) == ("", str(agent_file))
+    assert (line["evaluation"]["log"], line["evaluation"]["log_path"]) == ("", str(grading_file))
+    assert agent_file.read_text(encoding="utf-8") == AGENT_LOG and grading_file.read_text(encoding="utf-8") == GRADING_LOG
+    assert (line["agent"]["log_tail"], line["evaluation"]["log_tail"], line["evaluation"]["log_bytes"]) == ("tail", "8 passed", len(GRADING_LOG))
+    assert "packed" not in line["trajectory"] and line["trajectory"]["n_tokens"] == 2, "the trajectory's digest and sizes stay"
+    assert line["segments"][0]["tokens"] == [1, 2], "its segments are in the line, unpacked"
+
+
+def test_a_results_line_holds_no_packed_trajectory_and_no_log_the_logs_go_to_files_beside_it(tmp_path):
+    path = tmp_path / "out" / "results.jsonl"
+    with ResultSink(path, record_with_segments) as sink:
+        sink.write(with_logs("rollout-r-calc-0-0"))
+        sink.write(result("bare", trajectory=None))
+    folder = tmp_path / "out" / "results.jsonl.logs"
+    logged, bare = lines(path)
+    assert_logs_moved_out(logged, folder, "rollout-r-calc-0-0")
+    assert AGENT_LOG.splitlines()[1] not in path.read_text(encoding="utf-8") and "git apply" not in path.read_text(encoding="utf-8")
+    assert sorted(p.name for p in folder.iterdir()) == ["rollout-r-calc-0-0.agent.jsonl", "rollout-r-calc-0-0.grading.log"], "no file for no log"
+    assert (bare["agent"], bare["evaluation"], bare["trajectory"]) == (None, None, None)
+
+
+def test_a_group_lines_samples_write_their_logs_each_to_its_own_files(tmp_path):
+    path = tmp_path / "results.jsonl"
+    ids = ["rollout-r-calc-0-0", "rollout-r-calc-1-0-refill1"]
+    with ResultSink(path, group_record_with_segments, GroupProgressLine) as sink:
+        sink.write(group("group-r-calc-0", *(sample(i, with_logs(workflow_id)) for i, workflow_id in enumerate(ids))))
+    (line,) = lines(path)
+    for dumped, workflow_id in zip(line["samples"], ids, strict=True):
+        assert_logs_moved_out(dumped["rollout"], tmp_path / "results.jsonl.logs", workflow_id)
+    assert len(list((tmp_path / "results.jsonl.logs").iterdir())) == 4
+
+
+HOSTILE_IDS = [
+    "rollout-run-Crème brûlée-0-0",
+    "rollout-run-🦀🔥-0-0",
+    "rollout-run-数据集/任务-1-2",
+    "../../etc/passwd",
+    "..",
+    ".hidden",
+    "a/b",
+    "a_b",
+    "x" * 2017,
+    "é" * 600,
+    "",
+]
+
+
+@pytest.mark.parametrize("folder_name", ["plain", "résultats avec espaces %41"])
+def test_any_workflow_id_gets_its_own_log_files_inside_the_logs_folder(tmp_path, folder_name):
+    path = tmp_path / folder_name / "results.jsonl"
+    with ResultSink(path, record_with_segments) as sink:
+        for workflow_id in HOSTILE_IDS:
+            sink.write(with_logs(workflow_id))
+    folder = tmp_path / folder_name / "results.jsonl.logs"
+    files = sorted(folder.iterdir())
+    assert len(files) == 2 * len(HOSTILE_IDS), "distinct ids, distinct files (a/b and a_b do not collide)"
+    assert all(len(p.name.encode()) <= 255 and p.name.isascii() and not p.name.startswith(".") for p in files)
+    assert sorted(p.name for p in (tmp_path / folder_name).iterdir()) == ["results.jsonl", "results.jsonl.logs"], "nothing written outside"
+    for workflow_id, line in zip(HOSTILE_IDS, lines(path), strict=True):
+        assert Path(line["agent"]["log_path"]).read_text(encoding="utf-8") == AGENT_LOG, workflow_id
+    assert file_stem("rollout-r-calc-0-0") == "rollout-r-calc-0-0", "a plain id is its own name"
 
 
 def group(workflow_id: str, *samples: GroupSample, status: str = "completed", refilled: int = 0) -> GroupResult:
@@ -81,9 +168,8 @@ def sample(index: int, rollout: RolloutResult | None, valid: bool = True, reason
     )
 
 
-def test_a_group_is_one_line_with_each_samples_segments_in_its_rollout(tmp_path):
-    store = TrajectoryStore(tmp_path / "traj")
-    first = result("r-0", reward=1.0, trajectory=store.put("r-0", [SEGMENT]))
+def test_a_group_is_one_line_with_each_samples_segments_in_its_rollout():
+    first = result("r-0", reward=1.0, trajectory=pack_trajectory([SEGMENT]))
     lost = result("r-1", "aborted", "sandbox_boot_failed")
     record = group_record_with_segments(group("group-r-i-0", sample(0, first), sample(1, lost, valid=False, reason="sandbox_boot_failed")))
     assert (record["workflow_id"], record["status"], record["valid_mask"], record["rewards"]) == (
@@ -98,7 +184,7 @@ def test_a_group_is_one_line_with_each_samples_segments_in_its_rollout(tmp_path)
 
 
 def test_a_group_with_an_unreadable_trajectory_is_a_failed_line_a_rerun_retries(tmp_path):
-    readable = result("r-0", trajectory=TrajectoryStore(tmp_path / "traj").put("r-0", [SEGMENT]))
+    readable = result("r-0", trajectory=pack_trajectory([SEGMENT]))
     record = group_record_with_segments(group("g", sample(0, readable), sample(3, result("r-3", trajectory=NOWHERE))))
     assert (record["status"], record["abort_reason"], record["kept"], record["dropped_by"]) == (
         "failed",
@@ -106,7 +192,7 @@ def test_a_group_with_an_unreadable_trajectory_is_a_failed_line_a_rerun_retries(
         False,
         "not_completed",
     )
-    assert record["error"].startswith("sample 3: FileNotFoundError")
+    assert record["error"].startswith("sample 3: TrajectoryUnreadable")
     assert [s["rollout"]["status"] for s in record["samples"]] == ["completed", "completed"], "the samples' own results stay"
     with ResultSink(tmp_path / "results.jsonl", group_record_with_segments, GroupProgressLine) as sink:
         sink.write_record(record)
@@ -122,3 +208,23 @@ def test_the_group_progress_line_counts_groups_valid_samples_refills_and_the_mea
     assert out[-2].endswith("groups 1/3  samples valid 2/2  refilled 0  mean reward (valid) 0.500")
     assert out[-1].endswith("groups 2/3  samples valid 3/4  refilled 2  mean reward (valid) 0.667  insufficient 1")
     assert sink.done == {"g0", "g1"}
+
+
+def test_an_episode_line_holds_no_packed_trajectory_of_its_role_turns_either(tmp_path):
+    role = RoleTurn(role="drift", session_id="s", system_prompt="", user_prompt="", completion="", trajectory=pack_trajectory([SEGMENT]))
+    episode = EpisodeResult(
+        workflow_id="episode-r-0",
+        status="completed",
+        drift_policy="model",
+        repair_policy="model",
+        drift_role=role,
+        repair_role=role.model_copy(update={"role": "repair"}),
+        trajectory=pack_trajectory([SEGMENT, SEGMENT]),
+    )
+    path = tmp_path / "episodes.jsonl"
+    with ResultSink(path, record_with_segments) as sink:
+        sink.write(episode)
+    (line,) = lines(path)
+    assert '"packed"' not in path.read_text()
+    assert line["drift_role"]["trajectory"]["n_tokens"] == line["repair_role"]["trajectory"]["n_tokens"] == 2
+    assert [s["tokens"] for s in line["segments"]] == [[1, 2], [1, 2]]

@@ -1,7 +1,9 @@
 """Fake rollout activities under the real activity names, for the workflow tests on the time-skipping server.
 
 ``FakeCluster`` records every call; its behaviour knobs are plain attributes a
-test sets, and a subclass may override any activity.
+test sets, and a subclass may override any activity. Its agent and grading
+return whole logs (``agent_log``, ``grading_log``) and its merge a real packed
+trajectory of ``SEGMENT``, as the real activities do.
 """
 
 from __future__ import annotations
@@ -31,13 +33,24 @@ from contracts.rollout import (
     SegmentSummary,
     StalenessReport,
     TaskSpec,
-    TrajectoryRef,
+    TokenSegment,
 )
+from policy.trajectory_packing import pack_trajectory
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 SHARED = "rollouts-test-shared"
 LIVE = "rollouts-test-live"
 DEAD = "rollouts-test-dead"
+PATCH = "diff --git a/x b/x\n"
+SEGMENT = TokenSegment(
+    kind="main",
+    tokens=list(range(10)),
+    loss_mask=[0] * 4 + [1] * 6,
+    rollout_log_probs=[0.0] * 4 + [-0.5] * 6,
+    prompt_length=4,
+    turns=3,
+    finish_reason="stop",
+)
 
 
 class FakeCluster:
@@ -53,6 +66,8 @@ class FakeCluster:
         self.diff_report = DiffReport(patch_bytes=19)
         self.finish = FinishReport(waited=1, aborted=1, aborted_rids=["s1-2-abc"])
         self.staleness: StalenessReport | None = None
+        self.agent_log = '{"type":"system"}\n{"type":"result","num_turns":3}\n'
+        self.grading_log = "[apply]\n$ git apply --3way\napplied\n1 passed\n"
 
     @activity.defn(name=name_of(refs.pick_host))
     async def pick_host(self) -> str:
@@ -77,12 +92,12 @@ class FakeCluster:
             except asyncio.CancelledError:
                 self.calls.append("agent_cancelled")
                 raise
-        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
+        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3, log=self.agent_log)
 
     @activity.defn(name=name_of(refs.capture_diff))
     async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
         self.calls.append("capture_diff")
-        return CapturedDiff(diff="diff --git a/x b/x\n" if not self.diff_report.over_cap else "", report=self.diff_report)
+        return CapturedDiff(diff=PATCH if not self.diff_report.over_cap else "", report=self.diff_report)
 
     @activity.defn(name=name_of(refs.destroy_sandbox))
     async def destroy_sandbox(self, handle: SandboxHandle) -> None:
@@ -99,16 +114,17 @@ class FakeCluster:
             await asyncio.sleep(0.5)  # the grading sandbox's removal takes a moment
             self.calls.append("grading_cancelled")
             raise
-        return EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd")
+        log = self.grading_log
+        return EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log.encode()))
 
     @activity.defn(name=name_of(refs.merge_segments))
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
         self.calls.append("merge_segments")
         if self.empty_session:
             return MergeResult(trajectory=None, segments=[], turns=0)
-        ref = TrajectoryRef(uri="file:///tmp/x.npz", sha256="0" * 64, n_segments=1, n_tokens=10, nbytes=100)
-        summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=4, n_sampled=6, turns=3)
-        return MergeResult(trajectory=ref, segments=[summary], turns=3, staleness=self.staleness, finish=self.finish)
+        return MergeResult(
+            trajectory=pack_trajectory([SEGMENT]), segments=[SegmentSummary.of(SEGMENT)], turns=3, staleness=self.staleness, finish=self.finish
+        )
 
     @activity.defn(name=name_of(refs.discard_session))
     async def discard_session(self, session_id: str) -> None:
@@ -163,7 +179,7 @@ class GroupCluster(FakeCluster):
         while request.workflow_id in self.hanging:
             activity.heartbeat()
             await asyncio.sleep(0.1)
-        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3)
+        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3, log=f"agent log of {request.workflow_id}\n")
 
     @activity.defn(name=name_of(refs.destroy_sandbox))
     async def destroy_sandbox(self, handle: SandboxHandle) -> None:
@@ -172,4 +188,5 @@ class GroupCluster(FakeCluster):
     @activity.defn(name=name_of(refs.evaluate))
     async def evaluate(self, request: EvalRequest) -> EvalResult:
         reward = self.rewards.get(request.workflow_id, 1.0)
-        return EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd")
+        log = f"grading log of {request.workflow_id}\n"
+        return EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log))

@@ -20,8 +20,9 @@ from contracts.rollout import (
     StalenessBound,
     StalenessReport,
 )
+from policy.trajectory_packing import unpack_trajectory
 from tests.waiting import until
-from tests.workflows.fake_rollout_activities import DEAD, LIVE, SHARED, FakeCluster, rollout, workers
+from tests.workflows.fake_rollout_activities import DEAD, LIVE, PATCH, SEGMENT, SHARED, FakeCluster, rollout, workers
 from workflows import search_attributes as attrs
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -40,8 +41,26 @@ async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
     assert result.status == "completed" and result.reward == 1.0 and result.solved
     assert result.trajectory is not None and result.attempts == 1 and result.stopped_in is None
     assert cluster.calls == ["pick_host", "boot_sandbox", "run_claude_code", "capture_diff", "destroy_sandbox", "evaluate", "merge_segments"]
-    assert result.diff == cluster.diff_report
+    assert result.diff == cluster.diff_report.model_copy(update={"kept_patch": PATCH}), "the graded patch is kept for a re-grade"
     assert result.finish == cluster.finish, "what finishing the session found in flight reaches the rollout result"
+    assert unpack_trajectory(result.trajectory) == [SEGMENT], "the packed trajectory reaches the result intact"
+    assert (result.agent.log, result.agent.log_path) == (cluster.agent_log, ""), "the whole agent log travels in the result"
+    assert (result.evaluation.log, result.evaluation.log_bytes, result.evaluation.log_path) == (
+        cluster.grading_log,
+        len(cluster.grading_log.encode()),
+        "",
+    )
+
+
+async def test_logs_past_the_payload_threshold_reach_the_result_whole(env):
+    """Past the payload folder's threshold (256 KiB) external storage carries them; the result holds them all the same."""
+    cluster = FakeCluster()
+    cluster.agent_log = "".join(f'{{"type":"assistant","n":{n},"text":"café 🦀"}}\n' for n in range(20_000))
+    cluster.grading_log = "".join(f"test_{n} PASSED é\n" for n in range(30_000))
+    assert min(len(cluster.agent_log.encode()), len(cluster.grading_log.encode())) > 256 * 1024
+    result = await run(env, cluster, rollout())
+    assert result.agent.log == cluster.agent_log and result.evaluation.log == cluster.grading_log
+    assert result.evaluation.log_bytes == len(cluster.grading_log.encode())
 
 
 async def test_a_patch_over_the_cap_completes_graded_zero_without_a_grading_sandbox(env):
@@ -49,7 +68,7 @@ async def test_a_patch_over_the_cap_completes_graded_zero_without_a_grading_sand
     cluster.diff_report = DiffReport(patch_bytes=3 << 20, over_cap=True, note="the patch is 3,145,728 bytes, over the 1,048,576-byte cap")
     result = await run(env, cluster, rollout())
     assert (result.status, result.reward, result.solved, result.applied_cleanly) == ("completed", 0.0, False, False)
-    assert result.trajectory is not None and result.diff == cluster.diff_report
+    assert result.trajectory is not None and result.diff == cluster.diff_report and result.diff.kept_patch is None, "nothing to re-grade"
     assert result.evaluation.grader == "eval_cmd" and result.evaluation.log_tail == f"[not graded: {cluster.diff_report.note}]"
     assert "evaluate" not in cluster.calls and cluster.calls[-1] == "merge_segments"
 

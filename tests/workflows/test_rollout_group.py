@@ -63,6 +63,20 @@ async def test_an_infrastructure_failure_is_refilled_by_a_fresh_child_and_the_gr
     assert result.kept and result.dropped_by is None
 
 
+async def test_a_groups_samples_hold_no_logs_while_each_childs_own_result_keeps_them(env):
+    cluster = GroupCluster()
+    group = group_of(2)
+    async with started_group(env, cluster, group) as handle:
+        result = await handle.result()
+        children = [await env.client.get_workflow_handle_for(CodingAgentRollout.run, child_id(group, i)).result() for i in range(2)]
+    for sample, child in zip(result.samples, children, strict=True):
+        assert sample.rollout.workflow_id == child.workflow_id
+        assert (child.agent.log, child.evaluation.log) == (f"agent log of {child.workflow_id}\n", f"grading log of {child.workflow_id}\n")
+        assert (sample.rollout.agent.log, sample.rollout.evaluation.log) == ("", ""), "K samples' logs never add up in the group's result"
+        assert sample.rollout.evaluation.log_bytes == child.evaluation.log_bytes > 0, "the log's size stays"
+        assert sample.rollout == child.without_logs() and sample.rollout.trajectory == child.trajectory
+
+
 async def test_a_sample_that_keeps_failing_uses_up_the_refill_budget_and_the_group_says_it_is_insufficient(env):
     cluster = GroupCluster()
     group = group_of(3, refill_budget=2)

@@ -1,0 +1,76 @@
+"""Token segments packed into a ``PackedTrajectory``: the payload a rollout's result carries them in.
+
+A 100k-token trajectory is ~2.7 MiB as JSON; packed it is int32 ids, uint8
+mask and float64 log-probs (bit-exact as the server sent them), the rest of
+each segment (its weight version spans included) as JSON beside them,
+compressed together. The trajectory travels through Temporal as an ordinary
+payload: Temporal's external storage (``trainer_client.payload_storage``)
+puts a large one in the object store or the local payload folder and keeps
+a reference in history, so no host reads another host's disk.
+``unpack_trajectory`` verifies the digest before it decodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+
+import numpy as np
+
+from contracts.rollout import PackedTrajectory, TokenSegment
+
+
+class TrajectoryUnreadable(ValueError):
+    """A packed trajectory that cannot be unpacked: empty (recorded before trajectories travelled inline) or altered."""
+
+
+def pack_trajectory(segments: list[TokenSegment]) -> PackedTrajectory:
+    packed = encode_segments(segments)
+    return PackedTrajectory(
+        packed=packed,
+        sha256=hashlib.sha256(packed).hexdigest(),
+        n_segments=len(segments),
+        n_tokens=sum(len(s.tokens) for s in segments),
+        nbytes=len(packed),
+    )
+
+
+def unpack_trajectory(trajectory: PackedTrajectory) -> list[TokenSegment]:
+    """The segments ``trajectory`` holds; ``TrajectoryUnreadable`` when it holds none or its digest differs."""
+    if not trajectory.packed:
+        raise TrajectoryUnreadable("trajectory carries no packed segments (a result from a worker that kept them in a folder)")
+    if hashlib.sha256(trajectory.packed).hexdigest() != trajectory.sha256:
+        raise TrajectoryUnreadable(f"trajectory sha256 mismatch (expected {trajectory.sha256[:16]}…)")
+    return decode_segments(trajectory.packed)
+
+
+def encode_segments(segments: list[TokenSegment]) -> bytes:
+    lengths = np.array([len(s.tokens) for s in segments], dtype=np.int64)
+    meta = [s.model_dump(exclude={"tokens", "loss_mask", "rollout_log_probs"}) for s in segments]
+    buffer = io.BytesIO()
+    np.savez_compressed(
+        buffer,
+        tokens=np.array([t for s in segments for t in s.tokens], dtype=np.int32),
+        loss_mask=np.array([m for s in segments for m in s.loss_mask], dtype=np.uint8),
+        log_probs=np.array([p for s in segments for p in s.rollout_log_probs], dtype=np.float64),
+        lengths=lengths,
+        meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+    )
+    return buffer.getvalue()
+
+
+def decode_segments(payload: bytes) -> list[TokenSegment]:
+    with np.load(io.BytesIO(payload)) as arrays:
+        meta = json.loads(arrays["meta"].tobytes())
+        bounds = np.concatenate([[0], np.cumsum(arrays["lengths"])])
+        tokens, mask, log_probs = arrays["tokens"], arrays["loss_mask"], arrays["log_probs"]
+        return [
+            TokenSegment(
+                **info,
+                tokens=tokens[a:b].tolist(),
+                loss_mask=mask[a:b].tolist(),
+                rollout_log_probs=[float(x) for x in log_probs[a:b]],
+            )
+            for info, a, b in zip(meta, bounds[:-1], bounds[1:], strict=False)
+        ]
