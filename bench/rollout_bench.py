@@ -1013,10 +1013,40 @@ def print_table(summaries: list[dict]) -> None:
 # --------------------------------------------------------------------------- main
 
 
-def managed_containers_of(run_id: str) -> list[Any]:
-    client = docker.from_env()
-    found = client.containers.list(all=True, filters={"label": f"{LABEL}.managed=1"})
-    return [c for c in found if c.labels.get(f"{LABEL}.workflow_id", "").startswith(f"rollout-{run_id}-")]
+def remove_leftovers(run_id: str) -> list[str]:
+    """Remove the managed containers of this run's workflows still there; their names. One listing call (labels
+    included), so containers of other tenants that go away meanwhile do not matter."""
+    api = docker.from_env().api
+    found = [
+        c
+        for c in api.containers(all=True, filters={"label": f"{LABEL}.managed=1"})
+        if (c.get("Labels") or {}).get(f"{LABEL}.workflow_id", "").startswith(f"rollout-{run_id}-")
+    ]
+    for c in found:
+        with contextlib.suppress(docker.errors.NotFound):
+            api.remove_container(c["Id"], force=True)
+    return [name.lstrip("/") for c in found for name in c.get("Names", [])[:1]]
+
+
+async def tear_down(run_id: str, logs: list[Path], tmp: Path, keep_temp: bool) -> None:
+    """A bench's last words: any container of the run left behind is removed and reported (a leak), the first
+    WARNING/ERROR lines of each log are shown, and the temp dir is removed unless kept."""
+    leftovers = await asyncio.to_thread(remove_leftovers, run_id)
+    if leftovers:
+        print(f"LEAK: {len(leftovers)} managed container(s) of this run were left behind; removed: {leftovers}", flush=True)
+    else:
+        print("cleanup: no managed container of this run remains", flush=True)
+    for log_file in logs:
+        with contextlib.suppress(OSError):
+            problems = [line for line in log_file.read_text(errors="replace").splitlines() if " WARNING " in line or " ERROR " in line]
+            if problems:
+                print(f"{log_file.name}: {len(problems)} WARNING/ERROR lines, first ones:", flush=True)
+                for line in problems[:5]:
+                    print("  " + line[:300])
+    if keep_temp:
+        print(f"kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -1080,23 +1110,7 @@ async def main_async(args: argparse.Namespace) -> int:
             await env.shutdown()
         await policy.stop()
         worker_log.close()
-        leftovers = await asyncio.to_thread(managed_containers_of, run_id)
-        if leftovers:
-            print(f"LEAK: {len(leftovers)} managed container(s) of this run were left behind; removing: {[c.name for c in leftovers]}", flush=True)
-            for c in leftovers:
-                with contextlib.suppress(Exception):
-                    c.remove(force=True)
-        else:
-            print("cleanup: no managed container of this run remains", flush=True)
-        warnings = [line for line in (tmp / "worker.log").read_text(errors="replace").splitlines() if " WARNING " in line or " ERROR " in line]
-        if warnings:
-            print(f"worker log: {len(warnings)} WARNING/ERROR lines, first ones:", flush=True)
-            for line in warnings[:5]:
-                print("  " + line[:300])
-        if args.keep_temp:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        await tear_down(run_id, [tmp / "worker.log"], tmp, args.keep_temp)
 
     print_table(summaries)
     print(

@@ -1,0 +1,229 @@
+#!/usr/bin/env python
+"""A hand-rolled asyncio rollout driver: the libraries the activities call, wired as ``worker.py`` wires them, no Temporal.
+
+It is the baseline of ``bench/temporal_cost_bench.py``: what a seed without durability would do for one
+rollout, every step a direct call into the same code the workflow's activities reach:
+
+* boot the agent sandbox (``DockerSandboxes.boot``; a SWE-bench row's eval script is checked first,
+  ``grading.swebench.require_eval_script``, as the boot activity does);
+* open an adapter session (``policy.session_config.session_config_for``, ``SessionRegistry.open_session``)
+  and start Claude Code detached in the sandbox (``claude_code.harness`` argv and env,
+  ``DockerSandboxes.start_detached``);
+* wait for it in slices under the disk budget (``DiskWatch``, ``wait_detached``), stop it at the agent
+  budget (``kill_detached``), read its stream-json log and judge the run (``judge_run``);
+* take the git diff (``DockerSandboxes.capture_diff``) and destroy the sandbox (always);
+* grade the diff in a fresh sandbox (``grading.graders.evaluate``; a patch over the cap is not graded);
+* finish the session and take its token segments (``SessionRegistry.finish_session``).
+
+What it leaves out is what durability costs: no Temporal server, no history, no heartbeats or progress
+signals, no host pinning or slot reservations, no retries; the adapter spools nothing (``spool=None``)
+and the agent log, patch, grading log and segments stay in memory instead of going to a store. A
+rollout that raises is ``failed`` with the exception; the guard (``RolloutInput.guard_s``) bounds it.
+
+Run as a long-lived process (like the worker): its settings come from the same environment
+(``config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``. It prints
+``plain driver ready`` on stdout, then reads one JSON line per batch from stdin
+(``{"rollouts": [{"workflow_id": ..., "input": <RolloutInput>}, ...]}``), runs the batch's rollouts all
+at once and writes one JSON line per finished rollout, then ``{"done": true}``. End of stdin stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shlex
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import docker  # noqa: E402
+
+from activities.adapter import AdapterServer  # noqa: E402
+from claude_code.binary import find_claude_code  # noqa: E402
+from claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run  # noqa: E402
+from config.settings import WorkerSettings, settings_from_env  # noqa: E402
+from contracts.rollout import EvalRequest, RolloutInput, SandboxHandle, SandboxRequest, SegmentSummary  # noqa: E402
+from docker_sandbox import firewall as sandbox_firewall  # noqa: E402
+from docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH  # noqa: E402
+from docker_sandbox.disk_watch import DiskWatch  # noqa: E402
+from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG  # noqa: E402
+from docker_sandbox.limits import SandboxSettings  # noqa: E402
+from docker_sandbox.network import ensure_network  # noqa: E402
+from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
+from grading import swebench  # noqa: E402
+from grading.graders import evaluate  # noqa: E402
+from policy.prompt_renderer import PromptRenderer  # noqa: E402
+from policy.session_config import session_config_for  # noqa: E402
+
+log = logging.getLogger("plain_rollouts")
+WAIT_SLICE_S = 30.0  # as the agent activity waits: one docker exec per slice
+LOG_LIMIT_BYTES = 64 * 1024 * 1024
+READY_LINE = "plain driver ready"
+
+
+class PlainHost:
+    """The worker's in-process wiring (adapter, sandboxes, Claude Code) without Temporal; ``async with`` starts and stops it."""
+
+    def __init__(self, settings: WorkerSettings, policy_url: str):
+        self.settings = settings
+        self.policy_url = policy_url
+        self.claude = ClaudeCodeSettings(extra_args=settings.claude_extra_args, extra_env=settings.claude_extra_env)
+        self.adapter: AdapterServer | None = None
+        self.sandboxes: DockerSandboxes | None = None
+        self.public_url = ""
+        self._firewalled = False
+
+    async def __aenter__(self) -> PlainHost:
+        settings = self.settings
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
+        )
+        claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
+        renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
+        docker_client = await asyncio.to_thread(docker.from_env)
+        network = await asyncio.to_thread(ensure_network, docker_client)
+        self.adapter = AdapterServer(renderer, spool=None, finish_grace_s=settings.finish_grace_s)
+        await self.adapter.start(settings.adapter_bind_host or network.gateway, settings.adapter_port)
+        self.public_url = f"http://{settings.public_host or network.gateway}:{self.adapter.port}"
+        self._firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, self.adapter.port)
+        self.sandboxes = DockerSandboxes(
+            SandboxSettings(
+                claude_code=claude_code,
+                network=network.name,
+                grading_offline=settings.grading_offline,
+                offline_tools=settings.offline_tools,
+                host_queue=settings.host_queue,
+                limits=settings.sandbox_limits,
+                lifetime_s=settings.budgets.guard_s + 600,
+            ),
+            client=docker_client,
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._firewalled and self.adapter is not None:
+            await asyncio.to_thread(sandbox_firewall.revoke_port, self.adapter.port)
+        if self.adapter is not None:
+            await self.adapter.stop()
+
+    async def rollout(self, workflow_id: str, rollout: RolloutInput) -> dict[str, Any]:
+        """One rollout as a plain coroutine; never raises (a failure is ``status: failed``)."""
+        started = time.time()
+        try:
+            async with asyncio.timeout(rollout.guard_s):
+                outcome = await self._rollout(workflow_id, rollout)
+        except Exception as error:  # noqa: BLE001 - a bench rollout reports what broke it
+            outcome = {"status": "failed", "error": f"{type(error).__name__}: {error}"[:500]}
+        return {"workflow_id": workflow_id, "elapsed_s": time.time() - started, **outcome}
+
+    async def _rollout(self, workflow_id: str, rollout: RolloutInput) -> dict[str, Any]:
+        assert self.adapter is not None and self.adapter.registry is not None and self.sandboxes is not None
+        registry, sandboxes, task = self.adapter.registry, self.sandboxes, rollout.task
+        if task.grader == "swebench":
+            await swebench.require_eval_script(task)
+        handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
+        session_id: str | None = None
+        try:
+            config = session_config_for(rollout.policy, self.policy_url, True, f"{workflow_id}#1", parsers=self.settings.parser_defaults)
+            ticket = registry.open_session(config, durable=False)
+            session_id = ticket.session_id
+            argv = claude_code_argv(CLAUDE_MOUNT_PATH, self.claude)
+            env = claude_code_env(self.public_url, ticket.secret, AGENT_HOME, rollout.policy.context_budget, self.claude)
+            agent_started = time.time()
+            await sandboxes.start_detached(handle, AGENT_JOB, shlex.join(argv), user="agent", env=env)
+            exit_code, stopped = await self._wait_for_agent(handle, rollout, deadline=agent_started + rollout.agent_budget_s)
+            if exit_code is None:
+                await sandboxes.kill_detached(handle, AGENT_JOB)
+            agent_log = await sandboxes.read_file(handle, AGENT_LOG, LOG_LIMIT_BYTES)
+            verdict = judge_run(agent_log.decode(errors="replace").splitlines(), exit_code if exit_code is not None else -1)
+            agent_s = time.time() - agent_started
+            captured = await sandboxes.capture_diff(handle)
+        except BaseException:
+            if session_id is not None:
+                with contextlib.suppress(Exception):
+                    await registry.finish_session(session_id, grace_s=0)
+            raise
+        finally:
+            await sandboxes.destroy(handle)
+        try:
+            if captured.report.over_cap:
+                reward, solved = 0.0, False
+            else:
+                graded = await evaluate(
+                    sandboxes, EvalRequest(task=task, diff=captured.diff, workflow_id=workflow_id, timeout_s=rollout.eval_timeout_s)
+                )
+                reward, solved = graded.result.reward, graded.result.solved
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await registry.finish_session(session_id, grace_s=0)
+            raise
+        merged = await registry.finish_session(session_id)
+        summaries = [SegmentSummary.of(segment) for segment in merged.segments]
+        if not summaries:
+            return {"status": "aborted", "abort_reason": "adapter_session_empty", "reward": 0.0, "solved": False}
+        return {
+            "status": "completed",
+            "reward": reward,
+            "solved": solved,
+            "agent_reason": stopped or verdict.reason,
+            "agent_s": agent_s,
+            "turns": len(merged.turns),
+            "segments": len(summaries),
+            "sampled_tokens": sum(s.n_sampled for s in summaries),
+        }
+
+    async def _wait_for_agent(self, handle: SandboxHandle, rollout: RolloutInput, deadline: float) -> tuple[int | None, str]:
+        """The agent's exit code, or None when it must be stopped (budget or disk), and why (as the agent activity waits)."""
+        assert self.sandboxes is not None
+        sandboxes = self.sandboxes
+        async with DiskWatch(sandboxes, handle, sandboxes.limits_for(rollout.task).disk_bytes) as disk:
+            while (left := deadline - time.time()) > 0:
+                exit_code = await disk.first(sandboxes.wait_detached(handle, AGENT_JOB, timeout_s=min(WAIT_SLICE_S, left)))
+                if exit_code is not None:
+                    return exit_code, "sandbox_disk_exceeded" if await disk.check() else ""
+                if disk.exceeded:
+                    return None, "sandbox_disk_exceeded"
+        return None, "agent_budget_exceeded"
+
+
+async def _serve(host: PlainHost) -> None:
+    """Batches from stdin, results to stdout (module docstring)."""
+    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    print(READY_LINE, flush=True)
+    while line := await reader.readline():
+        batch = json.loads(line)
+
+        async def one(item: dict[str, Any]) -> None:
+            result = await host.rollout(item["workflow_id"], RolloutInput.model_validate(item["input"]))
+            print(json.dumps(result), flush=True)
+
+        await asyncio.gather(*(one(item) for item in batch["rollouts"]))
+        print(json.dumps({"done": True}), flush=True)
+
+
+async def main_async() -> None:
+    settings = settings_from_env()
+    policy_url = settings.policy_url
+    if not policy_url:
+        sys.exit("plain driver: ROLLOUT_POLICY_URL is not set")
+    async with PlainHost(settings, policy_url) as host:
+        await _serve(host)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    asyncio.run(main_async())
+
+
+if __name__ == "__main__":
+    main()

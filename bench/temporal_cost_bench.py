@@ -1,0 +1,534 @@
+#!/usr/bin/env python
+"""What Temporal costs: the same rollouts driven by a plain asyncio driver and by the workflows, in one run.
+
+For each N (default 1, 8, 32) the bundled example tasks (``examples/tasks/dataset.jsonl``, rows repeated
+round-robin, each round starting further on) run as N concurrent rollouts, ``--rounds`` times per driver:
+
+* **plain**: ``bench/plain_rollouts.py``, a long-lived subprocess that calls the sandbox, agent, diff,
+  grading and merge libraries directly, wired in-process as ``worker.py`` wires them (adapter without a
+  spool, ``DockerSandboxes`` with the worker's settings): what a hand-rolled asyncio seed does;
+* **workflows**: ``CodingAgentRollout`` through a Temporal dev server (``WorkflowEnvironment.start_local``,
+  in-memory) and ONE ``worker.py`` subprocess, as ``bench/rollout_bench.py`` runs them.
+
+Both drivers get the same environment (``ROLLOUT_AGENT_SLOTS`` = max N, so the same sandbox CPU caps and
+executor sizes; the adapter bound to the sandbox network's gateway; the same budgets), real Docker
+sandboxes, the real Claude Code binary, and the scripted ``oracle`` policy from ONE ``ScriptedPolicyServer``
+in this process. Both long-lived processes start before the first N and serve every N. Batches run one
+at a time, never two together; within an N each round runs both drivers on the same rows, the order
+alternating (plain first in rounds 1, 3, ...), so neither always runs on the warmer machine.
+
+Per N and driver, over its rounds:
+
+* **wall per rollout**: this process hands the batch over (``start_workflow`` calls / one stdin line)
+  -> that rollout's result is in this process; mean, p50, max over every rollout of the rounds.
+  **Throughput**: rollouts / the batches' summed time (hand-over -> last result) per minute.
+* **CPU core-seconds per rollout** (snapshots around the batch, ``rollout_bench``'s /proc helpers):
+  the driver process with its reaped children (the docker CLI calls), the Temporal dev server (workflows
+  only), dockerd + containerd, and every sandbox of the batch by its cgroup (``cpuacct.usage``, cgroup
+  v1), of which the Claude Code processes (``rollout_bench.ProcWatcher``); containers are tied to the
+  batch by their workflow-id label (``docker events``). **stack** = driver + Temporal + daemons +
+  sandboxes, the number the ratio compares; **orchestration** = driver + Temporal (what drives the
+  rollouts, without the agent, the tests and Docker). This process (policy server, /proc watcher, the
+  workflow client's calls) and "other" (runc, shims, kernel, the idle driver of the other path, any
+  other tenant) are shown, not compared.
+* **failures**: rollouts not ``completed`` (aborted, failed, or an exception collecting them).
+* **driver RSS peak** during the batch (``VmRSS`` samples).
+
+The ratio workflows / plain of wall and CPU per rollout is the price of durability measured in the same
+run. No thresholds, no assertions. From the repository root::
+
+    .venv/bin/python bench/temporal_cost_bench.py --n 1 8 32 [--rounds 3] [--json out.json] [--keep-temp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.chdir(ROOT)
+
+import docker  # noqa: E402
+from temporalio.client import Client, WorkflowHandle  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from temporalio.testing import WorkflowEnvironment  # noqa: E402
+
+from bench.plain_rollouts import READY_LINE  # noqa: E402
+from bench.rollout_bench import (  # noqa: E402
+    CGROUP_DOCKER,
+    TEMPORAL_CLI,
+    DockerEvents,
+    ProcWatcher,
+    RssSampler,
+    _machine_busy_s,
+    _pids_matching,
+    _proc_cpu,
+    pct,
+    tear_down,
+)
+from config.settings import RolloutBudgets  # noqa: E402
+from contracts.rollout import PolicySpec, RolloutInput, SamplingParams  # noqa: E402
+from docker_sandbox.network import ensure_network  # noqa: E402
+from policy.prompt_renderer import PromptRenderer  # noqa: E402
+from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
+from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from starter import EXAMPLE_DATASET, rollout_input, start_rollout, workflow_id_for  # noqa: E402
+from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from trainer_client.local_services import _stop, worker_process  # noqa: E402
+from worker import oracle_tasks_from  # noqa: E402
+
+PLAIN, WORKFLOWS = "plain", "workflows"
+PLAIN_DRIVER = ROOT / "bench" / "plain_rollouts.py"
+STACK_PARTS = ("driver", "driver_children", "temporal", "docker_daemons", "sandboxes")
+
+
+# --------------------------------------------------------------------------- the plain driver's process
+
+
+class PlainDriver:
+    """``bench/plain_rollouts.py`` as a subprocess in its own process group: batches in on stdin, results out on stdout."""
+
+    def __init__(self, env: dict[str, str], log_path: Path):
+        self.env, self.log_path = env, log_path
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> PlainDriver:
+        with open(self.log_path, "ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(PLAIN_DRIVER),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+                env={**os.environ, **self.env},
+                limit=64 * 1024 * 1024,
+            )
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 180)
+        if line.decode().strip() != READY_LINE:
+            raise RuntimeError(f"plain driver did not start (exit {self.proc.returncode}); see {self.log_path}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.proc is None:
+            return
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 30)
+        await _stop(self.proc)
+
+    async def run(self, batch: list[tuple[str, RolloutInput]], on_result) -> None:
+        """Hand the batch over in one line; call ``on_result(workflow_id, result)`` as each line comes back."""
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        line = {"rollouts": [{"workflow_id": wid, "input": r.model_dump(mode="json")} for wid, r in batch]}
+        self.proc.stdin.write((json.dumps(line) + "\n").encode())
+        await self.proc.stdin.drain()
+        while raw := await self.proc.stdout.readline():
+            result = json.loads(raw)
+            if result.get("done"):
+                return
+            on_result(result["workflow_id"], result)
+        raise RuntimeError(f"plain driver exited with {await self.proc.wait()} mid-batch; see {self.log_path}")
+
+
+# --------------------------------------------------------------------------- CPU accounting
+
+
+def _host_processes(skip: set[int]) -> dict[int, tuple[str, float]]:
+    """Every host process outside a container and outside ``skip``, but init: pid -> (name, CPU seconds incl. reaped
+    children). Init is left out because it reaps the sandboxes' shims, so its children's time repeats the sandboxes'.
+    The name is the script for an interpreter, else the executable's."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in skip or entry == "1":
+            continue
+        try:
+            with open(f"/proc/{entry}/cgroup") as f:
+                if CGROUP_DOCKER.search(f.read()):
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if not argv:
+            continue
+        name = Path(argv[0]).name
+        if name.startswith("python") and len(argv) > 1:
+            name = Path(argv[1]).name
+        found[int(entry)] = (name, sum(_proc_cpu(int(entry))))
+    return found
+
+
+class StackCpu:
+    """Cumulative CPU seconds of the long-lived processes (drivers, dev server, Docker daemons), this process and the machine;
+    ``snapshot`` also reads every other host process, to say what "other" was."""
+
+    def __init__(self, drivers: dict[str, int], temporal_port: int):
+        self.drivers = drivers
+        self.daemons = _pids_matching(lambda a: Path(a[0]).name in ("dockerd", "containerd"))
+        self.temporal = _pids_matching(lambda a: "start-dev" in a and str(temporal_port) in a)
+        self.known = {os.getpid(), *drivers.values(), *self.daemons, *self.temporal}
+
+    def others(self) -> dict[int, tuple[str, float]]:
+        return _host_processes(self.known)
+
+    @staticmethod
+    def top_others(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], top: int = 3) -> list[tuple[str, float]]:
+        """The names that used the most CPU between two ``others()`` readings (a process born between them counts in full;
+        one that died between them is lost unless a process read here reaped it)."""
+        used: collections.Counter[str] = collections.Counter()
+        for pid, (name, cpu_s) in after.items():
+            used[name] += cpu_s - (before[pid][1] if pid in before and before[pid][0] == name else 0.0)
+        return [(name, cpu_s) for name, cpu_s in used.most_common(top) if cpu_s >= 0.05]
+
+    def snapshot(self) -> dict[str, float]:
+        bench = os.times()
+        out = {
+            "machine": _machine_busy_s(),
+            "temporal": sum(sum(_proc_cpu(p)) for p in self.temporal),
+            "docker_daemons": sum(sum(_proc_cpu(p)) for p in self.daemons),
+            "bench": bench.user + bench.system,
+        }
+        for name, pid in self.drivers.items():
+            own, children = _proc_cpu(pid)
+            out[f"{name}_own"], out[f"{name}_children"] = own, children
+        return out
+
+
+# --------------------------------------------------------------------------- one batch
+
+
+@dataclass
+class Outcome:
+    workflow_id: str
+    status: str
+    reason: str | None = None
+    reward: float = 0.0
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _batch(rows: list[DatasetRow], n: int, offset: int, sub_run: str, budgets: RolloutBudgets) -> list[tuple[str, RolloutInput]]:
+    """N rollouts of the rows taken round-robin from ``offset`` (both drivers get the same batch for one round)."""
+    policy = PolicySpec(sampling=SamplingParams(temperature=1.0, max_new_tokens=8192), context_budget=65536)
+    batch = []
+    for i in range(n):
+        group = (offset + i) % len(rows)
+        rollout = rollout_input(rows[group].task, i // len(rows), group, policy, budgets)
+        batch.append((workflow_id_for(sub_run, rollout.task, rollout.sample_index, rollout.group_index), rollout))
+    return batch
+
+
+async def _drive_workflows(client: Client, batch: list[tuple[str, RolloutInput]], sub_run: str, task_queue: str, t0: float) -> list[Outcome]:
+    async def one(rollout: RolloutInput) -> Outcome:
+        handle: WorkflowHandle | None = None
+        wid = workflow_id_for(sub_run, rollout.task, rollout.sample_index, rollout.group_index)
+        try:
+            handle = await start_rollout(client, rollout, sub_run, task_queue)
+            result = await handle.result()
+        except Exception as error:  # noqa: BLE001 - a rollout that cannot be collected is a failure, reported
+            return Outcome(wid, "failed", f"{type(error).__name__}: {error}"[:300], wall_s=time.time() - t0)
+        return Outcome(
+            wid,
+            result.status,
+            result.abort_reason,
+            result.reward,
+            time.time() - t0,
+            {"elapsed_s": result.elapsed_s, "turns": result.turns, "sampled_tokens": sum(s.n_sampled for s in result.segments)},
+        )
+
+    return list(await asyncio.gather(*(one(r) for _, r in batch)))
+
+
+async def _drive_plain(driver: PlainDriver, batch: list[tuple[str, RolloutInput]], t0: float) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+
+    def arrived(wid: str, result: dict[str, Any]) -> None:
+        reason = result.get("abort_reason") or result.get("error")
+        extra = {k: v for k, v in result.items() if k not in ("workflow_id", "status", "abort_reason", "error", "reward")}
+        outcomes.append(Outcome(wid, result["status"], reason, float(result.get("reward", 0.0)), time.time() - t0, extra))
+
+    await driver.run(batch, arrived)
+    return outcomes
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    return {"mean": statistics.fmean(values) if values else None, "p50": pct(values, 0.5), "max": max(values, default=None)}
+
+
+@dataclass
+class Batch:
+    """One driver's run of one round's batch: its outcomes and the CPU seconds it used, by part (totals)."""
+
+    n: int
+    driver: str
+    wall_s: float
+    outcomes: list[Outcome]
+    cpu_s: dict[str, float]
+    rss_peak_kb: int
+    notes: list[str]
+    top_others: list[tuple[str, float]]
+
+
+async def run_batch(
+    name: str,
+    n: int,
+    round_index: int,
+    run_id: str,
+    rows: list[DatasetRow],
+    budgets: RolloutBudgets,
+    drive,
+    cpu: StackCpu,
+    rss: RssSampler,
+    watcher: ProcWatcher,
+    events: DockerEvents,
+) -> Batch:
+    sub_run = f"{run_id}-{name}-n{n}r{round_index}"
+    batch = _batch(rows, n, round_index * n, sub_run, budgets)
+    print(f"\n=== N={n} round {round_index + 1} {name}: {n} rollouts (run id {sub_run}, load {os.getloadavg()[0]:.1f}) ===", flush=True)
+    others0 = cpu.others()
+    cpu0 = cpu.snapshot()
+    t0 = time.time()
+    outcomes = await drive(batch, sub_run, t0)
+    t1 = time.time()
+    cpu1 = cpu.snapshot()
+    top_others = cpu.top_others(others0, cpu.others())
+    await asyncio.sleep(0.5)  # the watcher's last cgroup reading of the batch's last sandboxes
+    used = {k: cpu1[k] - cpu0[k] for k in cpu0}
+    prefix = f"rollout-{sub_run}-"
+    containers = {e.container_id: e.purpose for e in events.events if e.action == "create" and e.workflow_id.startswith(prefix)}
+    claude = [watcher.first_span(c, "claude") for c, purpose in containers.items() if purpose == "agent"]
+    parts = {
+        "driver": used[f"{name}_own"],
+        "driver_children": used[f"{name}_children"],
+        "temporal": used["temporal"] if name == WORKFLOWS else 0.0,
+        "docker_daemons": used["docker_daemons"],
+        "sandboxes": sum(watcher.container_cpu_s.get(c, 0.0) for c in containers),
+    }
+    parts["claude_code"] = sum(s.cpu_s for s in claude if s is not None)
+    parts["stack"] = sum(parts[k] for k in STACK_PARTS)
+    parts["orchestration"] = parts["driver"] + parts["driver_children"] + parts["temporal"]
+    parts["bench"] = used["bench"]
+    parts["machine"] = used["machine"]
+    parts["other"] = used["machine"] - parts["stack"] - used["bench"]
+    notes = []
+    missing = sum(c not in watcher.container_cpu_s for c in containers)
+    if missing:
+        notes.append(f"{missing} of {len(containers)} sandboxes had no cgroup reading")
+    agents = sum(p == "agent" for p in containers.values())
+    if sum(s is not None for s in claude) < agents:
+        notes.append(f"Claude Code seen in {sum(s is not None for s in claude)} of {agents} agent sandboxes")
+    result = Batch(n, name, t1 - t0, outcomes, parts, rss.peak_between(t0, t1 + 0.5), notes, top_others)
+    failed = [o for o in outcomes if o.status != "completed"]
+    walls = [o.wall_s for o in outcomes]
+    print(
+        f"  batch {t1 - t0:.1f} s; wall/rollout mean {statistics.fmean(walls):.1f} s, max {max(walls):.1f} s; "
+        f"failures {len(failed)} {dict(collections.Counter(o.reason or o.status for o in failed)) or ''}"
+        + (f"; note: {'; '.join(notes)}" if notes else ""),
+        flush=True,
+    )
+    for o in failed:
+        print(f"    {o.workflow_id}: {o.status} {o.reason or ''}", flush=True)
+    print("  CPU core-s per rollout: " + ", ".join(f"{k} {v / n:.2f}" for k, v in parts.items()), flush=True)
+    print("  other, top host processes (core-s in the batch): " + (", ".join(f"{k} {v:.2f}" for k, v in top_others) or "none"), flush=True)
+    return result
+
+
+def summarize(batches: list[Batch]) -> dict[str, Any]:
+    """One (N, driver) over its rounds: wall stats over every rollout, CPU per rollout = total / rollouts,
+    throughput = rollouts / summed batch wall time."""
+    outcomes = [o for b in batches for o in b.outcomes]
+    rollouts = len(outcomes)
+    failed = [o for o in outcomes if o.status != "completed"]
+    return {
+        "n": batches[0].n,
+        "driver": batches[0].driver,
+        "rounds": len(batches),
+        "rollouts": rollouts,
+        "batch_wall_s": [b.wall_s for b in batches],
+        "rollouts_per_min": rollouts / sum(b.wall_s for b in batches) * 60,
+        "wall_per_rollout_s": _stats([o.wall_s for o in outcomes]),
+        "cpu_s_per_rollout": {k: sum(b.cpu_s[k] for b in batches) / rollouts for k in batches[0].cpu_s},
+        "completed": rollouts - len(failed),
+        "solved": sum(o.reward >= 1.0 for o in outcomes),
+        "failures": len(failed),
+        "failure_reasons": dict(collections.Counter(o.reason or o.status for o in failed)),
+        "driver_rss_peak_mb": max(b.rss_peak_kb for b in batches) / 1024,
+        "notes": [note for b in batches for note in b.notes],
+        "top_others": [b.top_others for b in batches],
+        "outcomes": [o.__dict__ for o in outcomes],
+    }
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or not b else f"{a / b:.2f}x"
+
+
+def print_tables(summaries: list[dict]) -> None:
+    print(
+        "\n| N | driver | rollouts ok / failed | wall/rollout mean / p50 / max s | rollouts/min | CPU s/rollout: stack (driver + children, "
+        "Temporal, daemons, sandboxes [Claude Code]) | orchestration | this process | other | driver RSS MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in summaries:
+        w, c = s["wall_per_rollout_s"], s["cpu_s_per_rollout"]
+        reasons = f" {s['failure_reasons']}" if s["failures"] else ""
+        print(
+            f"| {s['n']} | {s['driver']} | {s['completed']} / {s['failures']}{reasons} | {_f(w['mean'])} / {_f(w['p50'])} / {_f(w['max'])} "
+            f"| {s['rollouts_per_min']:.2f} | **{c['stack']:.2f}** ({c['driver']:.2f} + {c['driver_children']:.2f}, {c['temporal']:.2f}, "
+            f"{c['docker_daemons']:.2f}, {c['sandboxes']:.2f} [{c['claude_code']:.2f}]) | {c['orchestration']:.2f} | {c['bench']:.2f} "
+            f"| {c['other']:.2f} | {s['driver_rss_peak_mb']:.0f} |"
+        )
+    by = {(s["n"], s["driver"]): s for s in summaries}
+    print("\nworkflows / plain, same run:\n")
+    print("| N | wall/rollout mean | p50 | max | CPU/rollout (stack) | CPU/rollout (orchestration) | throughput |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sorted({s["n"] for s in summaries}):
+        wf, plain = by.get((n, WORKFLOWS)), by.get((n, PLAIN))
+        if wf is None or plain is None:
+            continue
+        ww, pw = wf["wall_per_rollout_s"], plain["wall_per_rollout_s"]
+        wc, pc = wf["cpu_s_per_rollout"], plain["cpu_s_per_rollout"]
+        print(
+            f"| {n} | {_ratio(ww['mean'], pw['mean'])} | {_ratio(ww['p50'], pw['p50'])} | {_ratio(ww['max'], pw['max'])} "
+            f"| {_ratio(wc['stack'], pc['stack'])} | {_ratio(wc['orchestration'], pc['orchestration'])} "
+            f"| {_ratio(wf['rollouts_per_min'], plain['rollouts_per_min'])} |"
+        )
+
+
+# --------------------------------------------------------------------------- main
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    run_id = f"tcost{time.strftime('%H%M%S')}{uuid.uuid4().hex[:4]}"
+    task_queue = f"bench-rollouts-{run_id}"
+    budgets = RolloutBudgets(agent_budget_s=args.agent_budget, eval_timeout_s=args.eval_timeout, guard_s=args.agent_budget + args.eval_timeout + 180)
+    rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
+    tmp = Path(tempfile.mkdtemp(prefix=f"temporal-cost-bench-{run_id}-"))
+    print(f"run id {run_id}; temp dir {tmp}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"tasks: {[r.task.instance_id for r in rows]} (repeated round-robin); N = {args.n}", flush=True)
+
+    gateway = (await asyncio.to_thread(ensure_network, docker.from_env())).gateway
+    renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
+    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    watcher = ProcWatcher()
+    events = DockerEvents()
+    summaries: list[dict] = []
+    env: WorkflowEnvironment | None = None
+    worker_log = open(tmp / "worker.log", "wb")
+    try:
+        policy_url = await policy.start("127.0.0.1", 0)
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False, ip="127.0.0.1"
+        )
+        address = env.client.service_client.config.target_host
+        print(f"temporal dev server {address}; policy server {policy_url}; adapters bind {gateway}", flush=True)
+        common = {
+            "ROLLOUT_POLICY_URL": policy_url,
+            "ROLLOUT_AGENT_SLOTS": str(max(args.n)),
+            "SHIM_BIND_HOST": gateway,
+            "SWE_TIME_BUDGET_SEC": str(budgets.agent_budget_s),
+            "SWE_EVAL_TIMEOUT_SEC": str(budgets.eval_timeout_s),
+            "SWE_GENERATE_GUARD_SEC": str(budgets.guard_s),
+        }
+        watcher.start()
+        await events.start()
+        async with contextlib.AsyncExitStack() as stack:
+            saved = os.dup(2)  # the worker inherits fd 2: point it at a log file while it starts
+            os.dup2(worker_log.fileno(), 2)
+            try:
+                worker = await stack.enter_async_context(
+                    worker_process(
+                        address,
+                        ["--adapter-port", "0", "--host-id", f"bench-{run_id}"],
+                        env={**common, "ROLLOUT_TASK_QUEUE": task_queue, "ROLLOUT_RESULTS_DIR": str(tmp / "results")},
+                    )
+                )
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            plain_env = {**common, "ROLLOUT_HOST_ID": f"plain-{run_id}", "ROLLOUT_RESULTS_DIR": str(tmp / "plain"), "SHIM_PORT": "0"}
+            plain = await stack.enter_async_context(PlainDriver(plain_env, tmp / "plain.log"))
+            assert plain.proc is not None
+            print(f"worker pid {worker.pid}; plain driver pid {plain.proc.pid}", flush=True)
+            cpu = StackCpu({WORKFLOWS: worker.pid, PLAIN: plain.proc.pid}, int(address.rsplit(":", 1)[1]))
+            samplers = {WORKFLOWS: RssSampler(worker.pid), PLAIN: RssSampler(plain.proc.pid)}
+            for sampler in samplers.values():
+                sampler.start()
+                stack.push_async_callback(sampler.stop)
+
+            async def drive_workflows(batch, sub_run, t0):
+                return await _drive_workflows(env.client, batch, sub_run, task_queue, t0)
+
+            async def drive_plain(batch, sub_run, t0):
+                return await _drive_plain(plain, batch, t0)
+
+            drivers = {WORKFLOWS: drive_workflows, PLAIN: drive_plain}
+            for n in args.n:
+                batches: dict[str, list[Batch]] = {PLAIN: [], WORKFLOWS: []}
+                for r in range(args.rounds):
+                    for name in (PLAIN, WORKFLOWS) if r % 2 == 0 else (WORKFLOWS, PLAIN):
+                        batches[name].append(await run_batch(name, n, r, run_id, rows, budgets, drivers[name], cpu, samplers[name], watcher, events))
+                        await asyncio.sleep(2)
+                summaries.extend(summarize(batches[name]) for name in (PLAIN, WORKFLOWS))
+    finally:
+        watcher.stop()
+        await events.stop()
+        if env is not None:
+            await env.shutdown()
+        await policy.stop()
+        worker_log.close()
+        await tear_down(run_id, [tmp / "worker.log", tmp / "plain.log"], tmp, args.keep_temp)
+
+    print_tables(summaries)
+    print(
+        "\nwall/rollout = batch handed over -> that rollout's result in this process; stack CPU = driver process (+ reaped docker CLI "
+        "children) + Temporal dev server + dockerd/containerd + the batch's sandbox cgroups; orchestration = driver + children + Temporal; "
+        "'this process' = policy server, /proc watcher, workflow client (not compared)."
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(summaries, indent=1, default=str))
+        print(f"json: {args.json}")
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 32], help="concurrent rollouts per step (each driver)")
+    parser.add_argument("--rounds", type=int, default=3, help="batches per N and driver; the drivers alternate, plain first in odd rounds")
+    parser.add_argument("--agent-budget", type=int, default=600, help="SWE_TIME_BUDGET_SEC for every rollout")
+    parser.add_argument("--eval-timeout", type=int, default=300, help="SWE_EVAL_TIMEOUT_SEC for every rollout")
+    parser.add_argument("--json", help="also write the summaries (with per-rollout outcomes) here")
+    parser.add_argument("--keep-temp", action="store_true", help="keep the temp dir (worker and plain driver logs)")
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    sys.exit(asyncio.run(main_async(parse_args())))
+
+
+if __name__ == "__main__":
+    main()
