@@ -77,7 +77,6 @@ from trainer_client.local_services import temporal_dev_server, worker_process
 from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
 from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, move_out_logs
 from trainer_client.rollout_groups import group_id, stream_groups
-from trainer_client.sample_payloads import with_child_payloads
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env, start_or_attach
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -188,8 +187,8 @@ async def stream_into(client: Client, sink: ResultSink, groups: list[GroupInput]
     todo = sink.pending(groups, group_id, what)
     in_flight = groups_in_flight(args.concurrency, max((group.size for group in groups), default=1))
     results = []
-    async for result in stream_groups(client, todo, args.task_queue, in_flight, server_wait_s=args.server_wait):
-        write_group(sink, await with_child_payloads(client, result, logs=True))
+    async for result in stream_groups(client, todo, args.task_queue, in_flight, server_wait_s=args.server_wait, child_logs=True):
+        write_group(sink, result)
         results.append(result)
     return results
 

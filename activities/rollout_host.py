@@ -124,6 +124,12 @@ def cut_log(head: bytes, end: bytes, limit: int) -> bytes:
     return kept + marker.encode() + b"\n" + end
 
 
+def _decoded(log: bytes) -> tuple[str, list[str]]:
+    """An agent log (up to ``LOG_LIMIT_BYTES``) as text and lines; run in a thread, off the adapter's event loop."""
+    text = log.decode(errors="replace")
+    return text, text.splitlines()
+
+
 class RolloutHost:
     def __init__(
         self,
@@ -244,8 +250,7 @@ class RolloutHost:
             raise
         finally:
             beat.cancel()
-        text = agent_log.decode(errors="replace")
-        lines = text.splitlines()
+        text, lines = await asyncio.to_thread(_decoded, agent_log)
         verdict = judge_run(lines, exit_code if exit_code is not None else -1)
         return AgentRun(
             session_id=session_id,

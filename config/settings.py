@@ -58,6 +58,17 @@ class SettingsError(ValueError):
     pass
 
 
+# Concurrent agents per host core: agents mostly wait on the model, and one core keeps about four busy while
+# the model takes 3-4 s a turn (``bench/host_capacity_bench.py``: the knee of turns per second is at 8 on
+# 2 cores; memory, about 150 MB an agent, allows far more).
+AGENT_SLOTS_PER_CPU = 4
+
+
+def default_agent_slots(cpus: int | None = None) -> int:
+    """``ROLLOUT_AGENT_SLOTS`` when unset: ``AGENT_SLOTS_PER_CPU`` per host CPU."""
+    return AGENT_SLOTS_PER_CPU * (cpus or host_cpus())
+
+
 class RolloutBudgets(BaseModel):
     agent_budget_s: int = Field(1800, ge=1)
     eval_timeout_s: int = Field(600, ge=1)
@@ -92,7 +103,7 @@ class WorkerSettings(BaseModel):
     tokenizer_dir: Path = DEFAULT_TOKENIZER_DIR
     host_id: str = Field(default_factory=socket.gethostname)
     results_dir: Path = PROJECT_ROOT / "results"
-    agent_slots: int = Field(default_factory=lambda: default_agent_slots(), ge=1)
+    agent_slots: int = Field(default_factory=default_agent_slots, ge=1)
     reap_interval_s: float = Field(60.0, gt=0)
     finish_grace_s: float = Field(FINISH_GRACE_S, ge=0, le=MAX_FINISH_GRACE_S)
     cc_tarball: Path | None = None
@@ -127,17 +138,6 @@ class WorkerSettings(BaseModel):
 
 def host_cpus() -> int:
     return os.cpu_count() or 1
-
-
-# Concurrent agents per host core: agents mostly wait on the model, and one core keeps about four busy while
-# the model takes 3-4 s a turn (``bench/host_capacity_bench.py``: the knee of turns per second is at 8 on
-# 2 cores; memory, about 150 MB an agent, allows far more).
-AGENT_SLOTS_PER_CPU = 4
-
-
-def default_agent_slots(cpus: int | None = None) -> int:
-    """``ROLLOUT_AGENT_SLOTS`` when unset: ``AGENT_SLOTS_PER_CPU`` per host CPU."""
-    return AGENT_SLOTS_PER_CPU * (cpus or host_cpus())
 
 
 def default_sandbox_cpus(agent_slots: int, cpus: int | None = None) -> float:

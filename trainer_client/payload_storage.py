@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ from temporalio.exceptions import ApplicationError
 
 from config.payload_store import BUCKET_ENV, FOLDER_ENV, KEY_ENVS, MAX_ENV, PayloadFolderSettings, PayloadStorageSettings, PayloadStoreSettings
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 # The failure type of a payload over the cap: raised by the data converter itself, under every activity face.
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 # The driver's calls retry a passing fault a few times; an outage longer than that fails the
@@ -109,9 +111,16 @@ class CappedS3Driver(S3StorageDriver):
         refuse_oversized(payloads, self._store)
         return await super().store(context, payloads)
 
+    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+        try:
+            return await super().retrieve(context, claims)
+        except (RuntimeError, ValueError) as error:  # the SDK's message names bucket and key
+            raise PayloadUnreadable(str(error)) from error
 
-class PayloadMissing(FileNotFoundError):
-    """A claim whose payload is not in this machine's payload folder (another machine's, or removed)."""
+
+class PayloadUnreadable(Exception):
+    """A claim whose payload cannot be read back: not in the bucket or this machine's folder (removed, or stored
+    on another machine), or altered; the message names the key."""
 
 
 class FolderDriver(StorageDriver):
@@ -141,13 +150,15 @@ class FolderDriver(StorageDriver):
 
     def _get(self, claim: StorageDriverClaim) -> Payload:
         digest = claim.claim_data.get("hash_value", "")
+        if not _DIGEST.fullmatch(digest):
+            raise PayloadUnreadable(f"payload claim {dict(claim.claim_data)}: not a sha256 digest")
         path = self._path(digest)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise PayloadMissing(f"payload {digest} is not in {self._folder.where} (stored on another machine, or removed)") from None
+            raise PayloadUnreadable(f"payload {digest} is not in {self._folder.where} (stored on another machine, or removed)") from None
         if hashlib.sha256(data).hexdigest() != digest:
-            raise ValueError(f"payload {path}: sha256 mismatch")
+            raise PayloadUnreadable(f"payload {path}: sha256 mismatch")
         payload = Payload()
         payload.ParseFromString(data)
         return payload

@@ -53,11 +53,16 @@ async def start_group(client: Client, group: GroupInput, task_queue: str = SHARE
 
 
 async def collect_group(
-    client: Client, group: GroupInput, task_queue: str = SHARED_TASK_QUEUE, server_wait_s: float = DEFAULT_SERVER_WAIT_S
+    client: Client,
+    group: GroupInput,
+    task_queue: str = SHARED_TASK_QUEUE,
+    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
+    child_logs: bool = False,
 ) -> GroupResult:
-    """Start (or attach to) one group and wait for its result; a start or collection failure is its ``failed`` result."""
+    """Start (or attach to) one group and wait for its result, with the trajectories it left to its children (and
+    with ``child_logs`` their logs too, ``sample_payloads``); a start or collection failure is its ``failed`` result."""
     outcome = await collect(client, group_id(group), lambda: start_group(client, group, task_queue), GroupResult, server_wait_s)
-    return failed_group(group, outcome) if isinstance(outcome, RunFailure) else await with_child_payloads(client, outcome, logs=False)
+    return failed_group(group, outcome) if isinstance(outcome, RunFailure) else await with_child_payloads(client, outcome, logs=child_logs)
 
 
 def failed_group(group: GroupInput, failure: RunFailure) -> GroupResult:
@@ -73,14 +78,15 @@ async def stream_groups(
     concurrency: int = 4,
     *,
     server_wait_s: float = DEFAULT_SERVER_WAIT_S,
+    child_logs: bool = False,
 ) -> AsyncIterator[GroupResult]:
-    """Each group's result as soon as it finishes, at most ``concurrency`` groups in flight."""
+    """Each group's result as soon as it finishes (``collect_group``), at most ``concurrency`` groups in flight."""
     pending = iter(groups)
     running: set[asyncio.Task[GroupResult]] = set()
     try:
         while True:
             while len(running) < concurrency and (group := next(pending, None)) is not None:
-                running.add(asyncio.create_task(collect_group(client, group, task_queue, server_wait_s)))
+                running.add(asyncio.create_task(collect_group(client, group, task_queue, server_wait_s, child_logs)))
             if not running:
                 return
             done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)

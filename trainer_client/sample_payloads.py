@@ -4,18 +4,20 @@ payload budget, without its packed trajectory (``GroupResult.trajectories_in_chi
 result keeps both. ``with_child_payloads`` reads them back from the children.
 
 A child whose result cannot be read (its payload gone from the store, the server away) leaves that sample as
-the group returned it and says so on stderr: a sample missing its trajectory then fails its results line as
+the group returned it and logs a warning: a sample missing its trajectory then fails its results line as
 ``trajectory_unreadable``, which a re-run retries."""
 
 from __future__ import annotations
 
 import asyncio
-import sys
+import logging
 
 from temporalio.client import Client
 
 from contracts.rollout import RolloutResult
 from contracts.rollout_group import GroupResult, GroupSample
+
+log = logging.getLogger(__name__)
 
 
 async def with_child_payloads(client: Client, group: GroupResult, logs: bool) -> GroupResult:
@@ -34,7 +36,7 @@ async def _from_child(client: Client, sample: GroupSample, logs: bool) -> GroupS
     try:
         child = await client.get_workflow_handle(rollout.workflow_id, result_type=RolloutResult).result()
     except Exception as error:
-        print(f"starter: the result of {rollout.workflow_id} was not read: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        log.warning("the result of %s was not read: %s: %s", rollout.workflow_id, type(error).__name__, error)
         return sample
     update: dict = {"trajectory": rollout.trajectory or child.trajectory}
     if logs:

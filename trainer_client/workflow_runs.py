@@ -49,7 +49,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from trainer_client.payload_storage import PAYLOAD_TOO_LARGE, PayloadMissing
+from trainer_client.payload_storage import PAYLOAD_TOO_LARGE, PayloadUnreadable
 
 log = logging.getLogger(__name__)
 DEFAULT_SERVER_WAIT_S = 300.0
@@ -199,7 +199,7 @@ def _payload_reason(error: Exception) -> str | None:
     for link in _chain(error):
         if isinstance(link, temporal_errors.ApplicationError) and link.type == PAYLOAD_TOO_LARGE:
             return "payload_too_large"
-        if isinstance(link, PayloadMissing) or str(link).startswith("S3StorageDriver retrieve failed"):
+        if isinstance(link, PayloadUnreadable):
             return "payload_unreadable"
     return None
 

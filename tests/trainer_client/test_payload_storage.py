@@ -20,6 +20,7 @@ from google.protobuf import json_format
 from temporalio import activity
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import Client, WorkflowHandle
+from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContext
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -27,7 +28,14 @@ from config.payload_store import PayloadFolderSettings, PayloadStorageSettings
 from tests.local_cluster import start_dev_server
 from tests.object_store import SeaweedS3, seaweed_s3
 from tests.payload_workflows import Blob, BlobOutcome, BlobRoundTrip, make_blob
-from trainer_client.payload_storage import PAYLOAD_TOO_LARGE, PayloadStoreUnusable, check_payload_store, data_converter
+from trainer_client.payload_storage import (
+    PAYLOAD_TOO_LARGE,
+    FolderDriver,
+    PayloadStoreUnusable,
+    PayloadUnreadable,
+    check_payload_store,
+    data_converter,
+)
 from trainer_client.workflow_runs import RunFailure, collect
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -260,3 +268,11 @@ def test_a_process_with_an_unusable_store_exits_1_with_one_line(store, tmp_path,
     assert "Traceback" not in process.stderr
     name = command[0].removesuffix(".py")
     assert process.stderr.strip().splitlines()[-1].startswith(f"{name}: {setting}:"), process.stderr
+
+
+async def test_a_folder_claim_that_is_not_a_digest_names_no_path(tmp_path):
+    driver = FolderDriver(PayloadFolderSettings(root=tmp_path / "payloads"))
+    (tmp_path / "secret").write_bytes(b"not a payload")
+    for digest in ("../../secret", "", "ab" * 31 + "/x"):
+        with pytest.raises(PayloadUnreadable, match="not a sha256 digest"):
+            await driver.retrieve(StorageDriverRetrieveContext(), [StorageDriverClaim(claim_data={"hash_value": digest})])
