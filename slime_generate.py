@@ -57,8 +57,10 @@ from temporalio.client import Client
 from config.settings import SettingsError, budgets_from_env, staleness_from_env
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
 from policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
-from policy.trajectory_packing import unpack_trajectory
+from policy.trajectory_packing import read_trajectory
+from slime_samples.options import SampleOptions, sample_options
 from slime_samples.registry import ContractChoice, contract_in_force
+from slime_samples.sample_fields import status, write_aborted
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
 from task_sources.dataset_rows import RowError, task_from_row
 from trainer_client.workflow_runs import server_wait_from_env
@@ -69,7 +71,13 @@ _announced: set[ContractChoice] = set()
 logger = logging.getLogger(__name__)
 
 
-async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> list[Any]:
+async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> list[Any]:
+    """One rollout as slime Samples: its training samples, or with ``evaluation`` one sample carrying its reward
+    (``eval_sample``). ``SettingsError`` under ``--partial-rollout``: slime's default rollout hands partial
+    samples back one ``Sample`` per rollout, and a rollout here is a list of them; ``slime_rollout`` keeps
+    stragglers running instead."""
+    if getattr(args, "partial_rollout", False) and not evaluation:
+        raise SettingsError(PARTIAL_ROLLOUT_REFUSED)
     contract = sample_contract()
     try:
         task = task_of(sample)
@@ -78,7 +86,37 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any]) -> l
         return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}", contract)]
     rollout = rollout_of(args, sample, task, sampling_params)
     result = await collect_rollout(await temporal_client(), rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
-    return samples_from_result(sample, result, tokenizer_of(args), contract)
+    if evaluation:
+        return [eval_sample(sample, result)]
+    return samples_from_result(sample, result, tokenizer_of(args), contract, sample_options(args))
+
+
+PARTIAL_ROLLOUT_REFUSED = (
+    "slime_generate.generate cannot run under --partial-rollout: slime's default rollout hands partial samples back "
+    "one Sample per rollout, and a coding-agent rollout is a list of them; use "
+    "--rollout-function-path slime_rollout.generate_rollout, which hands unfinished groups back and keeps them running"
+)
+
+
+def eval_sample(sample: Any, result: RolloutResult) -> Any:
+    """The reference example's eval sample: one per rollout, ``reward`` the grade (0 when aborted), no trainable
+    token (tokens ``[0, 0]``, ``loss_mask [0]``, ``remove_sample``), status completed (aborted when the rollout
+    was), metadata ``instance_id``, ``grading_solved``, ``applied_cleanly``, ``agent_exit_code``, ``workflow_id``."""
+    completed = result.status == "completed"
+    write_aborted(sample, result.abort_reason or "not_completed")
+    if completed:
+        del sample.metadata["abort_reason"]
+    sample.reward = float(result.reward) if completed else 0.0
+    sample.remove_sample = True
+    sample.status = status(sample, "COMPLETED" if completed else "ABORTED")
+    sample.metadata |= {
+        "instance_id": result.instance_id,
+        "grading_solved": result.solved,
+        "applied_cleanly": result.applied_cleanly,
+        "agent_exit_code": result.agent.exit_code if result.agent is not None else None,
+        "workflow_id": result.workflow_id,
+    }
+    return sample
 
 
 async def temporal_client() -> Client:
@@ -103,7 +141,10 @@ def rollout_of(args: Any, sample: Any, task: TaskSpec, sampling_params: dict[str
 def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
     """Trainer-side session settings: slime's sampling params, context length, router address and parser names
     (``--sglang-tool-call-parser`` / ``--sglang-reasoning-parser``; unset, the worker's)."""
-    known = {k: sampling_params[k] for k in ("temperature", "top_p", "top_k", "max_new_tokens") if sampling_params.get(k) is not None}
+    keys = ("temperature", "top_p", "top_k", "max_new_tokens", "stop", "stop_token_ids")
+    known = {k: sampling_params[k] for k in keys if sampling_params.get(k) is not None}
+    if isinstance(known.get("stop"), str):
+        known["stop"] = [known["stop"]]
     router_ip, router_port = getattr(args, "sglang_router_ip", None), getattr(args, "sglang_router_port", None)
     context = getattr(args, "rollout_max_context_len", None)
     return PolicySpec(
@@ -126,13 +167,17 @@ def _parser_arg(args: Any, name: str, lookup: Callable[[str], object]) -> str | 
         raise SettingsError(str(error)) from None
 
 
-def samples_from_result(sample: Any, result: RolloutResult, tokenizer: Any = None, contract: ContractChoice | None = None) -> list[Any]:
-    """``result`` as slime Samples under ``contract`` (default: the one in force, ``sample_contract()``)."""
+def samples_from_result(
+    sample: Any, result: RolloutResult, tokenizer: Any = None, contract: ContractChoice | None = None, options: SampleOptions | None = None
+) -> list[Any]:
+    """``result`` as slime Samples under ``contract`` (default: the one in force, ``sample_contract()``) and
+    ``options`` (default: no cut, slime's fork threshold)."""
     chosen = contract or sample_contract()
     if result.status != "completed" or result.trajectory is None:
         unread = result.status == "completed" and bool(result.segments)  # its group left it to a child not read
         return [chosen.aborted(sample, result.abort_reason or ("trajectory_unreadable" if unread else "adapter_session_empty"))]
-    return chosen.samples(sample, result, unpack_trajectory(result.trajectory), tokenizer)
+    samples = chosen.samples(sample, result, read_trajectory(result.trajectory), tokenizer, options or SampleOptions())
+    return samples or [chosen.aborted(sample, "adapter_session_empty")]
 
 
 def sample_dicts(result: RolloutResult, contract: ContractChoice | None = None) -> list[dict[str, Any]]:

@@ -17,21 +17,33 @@ Invariants:
   with the same ``ROLLOUT_RUN_ID``) attaches to a group instead of running it
   twice. A row that cannot run is set aside (``rollout/groups_unusable_row``)
   and replaced by another draw.
-* **Batches**: ``args.rollout_batch_size`` groups out of at most
-  ``args.over_sampling_batch_size`` started (one more for each dropped). A
-  finished group must pass the group filter (``ROLLOUT_GROUP_FILTER``, judged
-  by the workflow) and then ``args.dynamic_sampling_filter_path`` (slime's
-  ``fn(args, samples)``, on its Samples); a group either rejects is replaced
-  by another in the same batch, and a rejected group marked
-  ``keep_when_insufficient`` fills the batch only if the source ran dry.
+* **Batches** (slime's ``generate_rollout_async``): ``args.rollout_batch_size``
+  groups; ``args.over_sampling_batch_size`` more are drawn and started
+  whenever fewer than the batch size of started groups are left undropped.
+  A finished group must pass the group filter (``ROLLOUT_GROUP_FILTER``,
+  judged by the workflow) and then ``args.dynamic_sampling_filter_path``,
+  called as slime calls it, ``fn(args, samples)``, but with one ``Sample``
+  per rollout of the group carrying the rollout's reward (what slime's own
+  ``check_reward_nonzero_std`` reads); a group it rejects is dropped, unless
+  it is marked ``keep_when_insufficient`` and dropping it would leave fewer
+  than the batch size undropped (slime's ``should_drop_dynamic_filter_output``).
+* **Hooks** as slime's default rollout runs them: ``args.rollout_sample_hook_path``
+  on every Sample of a finished group before the filter (slime's
+  ``apply_rollout_sample_hooks`` when slime is installed),
+  ``args.rollout_sample_filter_path`` as ``fn(args, batch)`` on the batch,
+  ``args.rollout_all_samples_process_path`` as ``fn(args, all_samples,
+  data_source)`` on every finished group, sorted by index.
 * **Stragglers**: with ``args.partial_rollout`` the groups still running once
-  the batch is full are handed back, their Samples untouched, through
-  ``data_source.add_samples``; their workflows keep running and the next call,
-  drawing them again, attaches to them. Without it they are cut (agents
-  stopped, sandboxes destroyed) and, like finished groups beyond the batch,
-  not kept.
+  the batch is full are handed back through ``data_source.add_samples``, each
+  Sample's ``metadata.start_rollout_id`` set to this call's rollout id (kept
+  if it has one); their workflows keep running and the next call, drawing
+  them again, attaches to them. With ``args.mask_offpolicy_in_partial_rollout``
+  a handed-back group's samples train only on the tokens the newest weight
+  version in each sampled (slime masks a partial sample's earlier response).
+  Without partial rollout they are cut (agents stopped, sandboxes destroyed)
+  and, like finished groups beyond the batch, not kept.
 * **Samples out**: one list per group (sorted by group index) of one list per
-  sample: a valid sample's segments as ``slime_generate.samples_from_result``
+  sample: a valid sample's training samples as ``slime_generate.samples_from_result``
   makes them, an invalid one (an infrastructure or task failure the refills
   could not replace) as one excluded Sample (``exclude_sample``): never a
   reward of its own. Every Sample's ``rollout_id`` is its ``index``.
@@ -45,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import importlib
+import inspect
 import logging
 import os
 import statistics
@@ -58,9 +71,10 @@ from typing import Any, TypeVar
 import slime_generate
 from config.settings import SettingsError
 from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
+from slime_samples.options import SampleOptions, sample_options
 from starter import task_queue_from_env
 from task_sources.dataset_rows import RowError
-from trainer_client.rollout_groups import Batch, StragglerPolicy, fill_batch, group_id
+from trainer_client.rollout_groups import Accept, Batch, StragglerPolicy, fill_batch, group_id
 from trainer_client.workflow_runs import server_wait_from_env
 
 log = logging.getLogger(__name__)
@@ -85,24 +99,39 @@ async def generate_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     source = GroupSource(args, data_source, group_rules_from_env())
     policy: StragglerPolicy = "handover" if getattr(args, "partial_rollout", False) else "cut"
     n_groups = int(args.rollout_batch_size)
-    over_sample = getattr(args, "over_sampling_batch_size", None) or n_groups
+    chunk = int(getattr(args, "over_sampling_batch_size", None) or n_groups)
     queue, server_wait = task_queue_from_env(), server_wait_from_env()
 
-    def fill(wanted: int, accept: Callable[[GroupResult], bool]) -> Awaitable[Batch]:
-        return fill_batch(client, source, wanted, over_sample, policy, queue, accept=accept, server_wait_s=server_wait)
+    def fill(wanted: int, accept: Accept) -> Awaitable[Batch]:
+        return fill_batch(client, source, wanted, None, policy, queue, accept=accept, server_wait_s=server_wait, refetch_chunk=chunk)
 
     tokenizer = slime_generate.tokenizer_of(args)
-    filled = await fill_filtered_batch(fill, n_groups, lambda result: source.samples_for(result, tokenizer), dynamic_filter_of(args))
+
+    async def samples_for(result: GroupResult) -> GroupSamples:
+        samples = source.samples_for(result, tokenizer, rollout_id)
+        return await apply_sample_hooks(args, samples, rollout_id)
+
+    filled = await fill_filtered_batch(fill, n_groups, samples_for, dynamic_filter_of(args))
     if policy == "handover" and filled.batch.handed_over:
-        data_source.add_samples([source.samples_of[group_id(group)] for group in filled.batch.handed_over])
+        data_source.add_samples([stamped(source.samples_of[group_id(group)], rollout_id) for group in filled.batch.handed_over])
+    run_batch_functions(args, filled, data_source)
     metrics = rollout_metrics(filled, len(source.unusable))
     log.info("rollout %s: %s", rollout_id, metrics)
     return train_output(filled.samples, metrics)
 
 
+def stamped(samples: list[Any], rollout_id: int) -> list[Any]:
+    """A handed-back group's Samples with ``metadata.start_rollout_id`` (slime's ``abort``), kept when set."""
+    for sample in samples:
+        sample.metadata = sample.metadata if sample.metadata is not None else {}
+        sample.metadata.setdefault("start_rollout_id", rollout_id)
+    return samples
+
+
 def evaluate(args: Any, rollout_id: int, data_source: Any) -> Any:
     """slime's own evaluation (``slime.rollout.sglang_rollout``: its eval datasets, its ``RolloutFnEvalOutput``),
-    each eval sample run by ``--custom-generate-function-path``, ``slime_generate.generate`` unless set."""
+    each eval sample run by ``--custom-generate-function-path``, ``slime_generate.generate`` unless set (which,
+    called with ``evaluation=True``, returns one sample per rollout, as the reference example does)."""
     from slime.rollout.sglang_rollout import generate_rollout as slime_default_rollout
 
     eval_args = copy.copy(args)
@@ -138,8 +167,16 @@ def _count(env: Mapping[str, str], name: str) -> int | None:
 
 
 def sampling_params_of(args: Any) -> dict[str, Any]:
-    """slime's rollout sampling flags (``--rollout-temperature`` / ``-top-p`` / ``-top-k`` / ``-max-response-len``)."""
-    names = {"temperature": "rollout_temperature", "top_p": "rollout_top_p", "top_k": "rollout_top_k", "max_new_tokens": "rollout_max_response_len"}
+    """slime's rollout sampling flags (``--rollout-temperature`` / ``-top-p`` / ``-top-k`` / ``-max-response-len`` /
+    ``-stop`` / ``-stop-token-ids``), as slime's ``GenerateState`` names them."""
+    names = {
+        "temperature": "rollout_temperature",
+        "top_p": "rollout_top_p",
+        "top_k": "rollout_top_k",
+        "max_new_tokens": "rollout_max_response_len",
+        "stop": "rollout_stop",
+        "stop_token_ids": "rollout_stop_token_ids",
+    }
     return {key: getattr(args, name, None) for key, name in names.items()}
 
 
@@ -193,12 +230,38 @@ class GroupSource:
         self.samples_of[group_id(group)] = samples
         return group
 
-    def samples_for(self, result: GroupResult, tokenizer: Any = None) -> GroupSamples:
-        """The group's Samples for slime (``group_samples``); fills the drawn Samples in."""
-        return group_samples(result, self.samples_of[result.workflow_id], tokenizer)
+    def samples_for(self, result: GroupResult, tokenizer: Any = None, rollout_id: int | None = None) -> GroupSamples:
+        """The group's Samples for slime (``group_samples``); a group handed back by an earlier call, under
+        ``args.mask_offpolicy_in_partial_rollout``, trains only on each sample's newest weight version."""
+        drawn = self.samples_of[result.workflow_id]
+        samples = group_samples(result, drawn, tokenizer, sample_options(self.args))
+        started = (drawn[0].metadata or {}).get("start_rollout_id")
+        resumed = started is not None and rollout_id is not None and started < rollout_id
+        if resumed and getattr(self.args, "partial_rollout", False) and getattr(self.args, "mask_offpolicy_in_partial_rollout", False):
+            for fragments in samples:
+                for sample in fragments:
+                    mask_older_versions(sample)
+        return samples
 
 
-def group_samples(result: GroupResult, samples: list[Any], tokenizer: Any = None) -> GroupSamples:
+def mask_older_versions(sample: Any) -> None:
+    """Context (loss_mask 0, log-prob 0) for every trained token not sampled by the newest version among the
+    sample's trained tokens (one without a version included); its version spans and ``weight_versions`` follow."""
+    spans = (sample.metadata or {}).get("weight_version_spans") or []
+    if not spans or sample.loss_mask is None:
+        return
+    newest = spans[-1]["version"]
+    fresh = [(span["start"], span["end"]) for span in spans if span["version"] == newest]
+    keep = [0] * len(sample.loss_mask)
+    for start, end in fresh:
+        keep[start:end] = sample.loss_mask[start:end]
+    sample.loss_mask = keep
+    sample.rollout_log_probs = [p if m else 0.0 for p, m in zip(sample.rollout_log_probs, keep, strict=True)]
+    sample.metadata["weight_version_spans"] = [span for span in spans if span["version"] == newest]
+    sample.weight_versions = [version for version in sample.weight_versions if version == newest]
+
+
+def group_samples(result: GroupResult, samples: list[Any], tokenizer: Any = None, options: SampleOptions | None = None) -> GroupSamples:
     """One list per sample, in the group's order: a valid sample's segments, an invalid one excluded."""
     slots = {slot.sample_index: slot for slot in result.samples}
     neutral = mean_valid_reward(result.samples)
@@ -206,7 +269,7 @@ def group_samples(result: GroupResult, samples: list[Any], tokenizer: Any = None
     for sample in samples:
         slot = slots[sample.index]
         if slot.valid and slot.rollout is not None:
-            fanned = slime_generate.samples_from_result(sample, slot.rollout, tokenizer)
+            fanned = slime_generate.samples_from_result(sample, slot.rollout, tokenizer, options=options)
         else:
             fanned = [exclude_sample(sample, slot, neutral)]
         for piece in fanned:
@@ -223,13 +286,67 @@ def mean_valid_reward(slots: list[GroupSample]) -> float:
 def exclude_sample(sample: Any, slot: GroupSample, neutral_reward: float) -> Any:
     """An invalid sample as today's slime excludes it from the loss: ``remove_sample`` (slime then zeroes its
     ``loss_mask``), the aborted shape of ``slime_generate.abort_sample`` (no trainable token, status aborted),
-    and, as slime still averages its reward into the group's, ``neutral_reward`` (the group's mean valid reward),
-    which leaves that mean as it is. ``metadata``: ``abort_reason``, ``invalid_outcome``, ``workflow_ids``."""
+    and ``neutral_reward`` (the group's mean valid reward): slime's GRPO normalisation subtracts the group's
+    mean reward when the batch holds ``n_samples_per_prompt`` samples per group (``_post_process_rewards`` in
+    ``slime/ray/rollout.py``), and this one leaves that mean as it is. ``metadata``: ``abort_reason``,
+    ``invalid_outcome``, ``workflow_ids``."""
     slime_generate.abort_sample(sample, slot.invalid_reason or slot.outcome)
     sample.reward = neutral_reward
     sample.remove_sample = True
     sample.metadata |= {"invalid_outcome": slot.outcome, "workflow_ids": [run.workflow_id for run in slot.runs]}
     return sample
+
+
+def rollout_view(samples: GroupSamples) -> list[Any]:
+    """One Sample per rollout, its first, carrying the rollout's reward (the sum of its samples' under the seed
+    contract's split, the first's otherwise): what slime's built-in dynamic filters read."""
+    seed = slime_generate.sample_contract().name == "seed"
+    view = []
+    for fragments in samples:
+        first = copy.copy(fragments[0])
+        first.reward = sum(s.reward for s in fragments) if seed and not first.remove_sample else first.reward
+        view.append(first)
+    return view
+
+
+async def apply_sample_hooks(args: Any, samples: GroupSamples, rollout_id: int | None, evaluation: bool = False) -> GroupSamples:
+    """``args.rollout_sample_hook_path`` on every Sample, as slime's default rollout applies it after generation:
+    slime's own ``apply_rollout_sample_hooks`` when slime is installed, else the same rule (each hook
+    ``fn(args, sample, **kwargs)`` with the keywords it accepts of ``rollout_id`` / ``evaluation``, awaited
+    when it returns an awaitable; a returned sample replaces the one given)."""
+    paths = getattr(args, "rollout_sample_hook_path", None) or []
+    if not paths:
+        return samples
+    try:
+        from slime.rollout.sample_hooks import apply_rollout_sample_hooks
+    except ImportError:
+        return [[await _hooked(args, sample, paths, rollout_id, evaluation) for sample in fragments] for fragments in samples]
+    return await apply_rollout_sample_hooks(args, samples, evaluation=evaluation, rollout_id=rollout_id)
+
+
+async def _hooked(args: Any, sample: Any, paths: list[str], rollout_id: int | None, evaluation: bool) -> Any:
+    offered = {"rollout_id": rollout_id, "evaluation": evaluation}
+    for path in paths:
+        hook = load_function(path)
+        parameters = inspect.signature(hook).parameters.values()
+        takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+        kwargs = offered if takes_all else {k: v for k, v in offered.items() if k in {p.name for p in parameters}}
+        result = hook(args, sample, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is not None:
+            sample = result
+    return sample
+
+
+def run_batch_functions(args: Any, filled: FilledBatch, data_source: Any) -> None:
+    """slime's end-of-batch calls: ``rollout_sample_filter_path`` on the batch, then
+    ``rollout_all_samples_process_path`` on every finished group (kept or dropped), both sorted by index."""
+    if path := getattr(args, "rollout_sample_filter_path", None):
+        load_function(path)(args, filled.samples)
+    if path := getattr(args, "rollout_all_samples_process_path", None):
+        everything = sorted(filled.all_samples, key=lambda group: group[0][0].index)
+        load_function(path)(args, everything, data_source)
 
 
 @dataclass(frozen=True)
@@ -249,14 +366,14 @@ def load_function(path: str) -> Callable[..., Any]:
 
 def dynamic_filter_of(args: Any) -> Callable[[GroupSamples], Verdict]:
     """``args.dynamic_sampling_filter_path`` as a judge of one group's Samples, called as slime calls it,
-    ``fn(args, samples)`` (one list per sample); unset: every group is kept."""
+    ``fn(args, samples)``, with ``rollout_view(samples)`` (one Sample per rollout); unset: every group is kept."""
     path = getattr(args, "dynamic_sampling_filter_path", None)
     if not path:
         return lambda samples: Verdict(keep=True)
     function = load_function(path)
 
     def judge(samples: GroupSamples) -> Verdict:
-        output = function(args, samples)
+        output = function(args, rollout_view(samples))
         return Verdict(
             keep=bool(getattr(output, "keep", output)),
             reason=getattr(output, "reason", None),
@@ -269,46 +386,40 @@ def dynamic_filter_of(args: Any) -> Callable[[GroupSamples], Verdict]:
 @dataclass
 class FilledBatch:
     """``batch`` (``groups`` the kept ones, sorted by group index; ``dropped`` with the dynamic filter's rejects);
-    ``samples`` the kept groups' Samples, in the same order; ``drops`` the dynamic filter's reasons."""
+    ``samples`` the kept groups' Samples, in the same order; ``all_samples`` every judged group's, kept or not;
+    ``drops`` the dynamic filter's reasons."""
 
     batch: Batch = field(default_factory=Batch)
     samples: list[GroupSamples] = field(default_factory=list)
+    all_samples: list[GroupSamples] = field(default_factory=list)
     drops: Counter[str] = field(default_factory=Counter)
 
 
-Fill = Callable[[int, Callable[[GroupResult], bool]], Awaitable[Batch]]
+Fill = Callable[[int, Accept], Awaitable[Batch]]
 
 
 async def fill_filtered_batch(
-    fill: Fill, n_groups: int, samples_for: Callable[[GroupResult], GroupSamples], judge: Callable[[GroupSamples], Verdict]
+    fill: Fill, n_groups: int, samples_for: Callable[[GroupResult], Awaitable[GroupSamples]], judge: Callable[[GroupSamples], Verdict]
 ) -> FilledBatch:
-    """One ``fill(n_groups, accept)`` whose ``accept`` is slime's dynamic filter on the group's Samples, so a
-    group it rejects is replaced by another inside the same batch (no straggler is cut for it). A rejected group
-    marked ``keep_when_insufficient`` is held back and fills the batch only if it came back short (the source
-    ran dry); one not needed then counts as dropped, with its reason."""
+    """One ``fill(n_groups, accept)`` whose ``accept`` is slime's dynamic filter on the group's Samples: a group
+    it rejects is dropped and replaced inside the same batch, unless it is marked ``keep_when_insufficient``
+    and ``remaining`` (the started groups not dropped, this one included) is at most ``n_groups``, which
+    keeps it (slime's ``should_drop_dynamic_filter_output``)."""
     filled = FilledBatch()
     samples_of: dict[str, GroupSamples] = {}
-    held_back: list[tuple[GroupResult, GroupSamples, Verdict]] = []
 
-    def accept(result: GroupResult) -> bool:
-        samples = samples_for(result)
+    async def accept(result: GroupResult, remaining: int) -> bool:
+        samples = await samples_for(result)
+        filled.all_samples.append(samples)
         verdict = judge(samples)
-        if verdict.keep:
+        keep = verdict.keep or (verdict.keep_when_insufficient and remaining <= n_groups)
+        if keep:
             samples_of[result.workflow_id] = samples
-        elif verdict.keep_when_insufficient:
-            held_back.append((result, samples, verdict))
         elif verdict.reason:
             filled.drops[verdict.reason] += 1
-        return verdict.keep
+        return keep
 
     batch = await fill(n_groups, accept)
-    for result, samples, verdict in held_back:
-        if len(batch.groups) < n_groups:
-            batch.dropped = [group for group in batch.dropped if group.workflow_id != result.workflow_id]
-            batch.groups.append(result)
-            samples_of[result.workflow_id] = samples
-        elif verdict.reason:
-            filled.drops[verdict.reason] += 1
     batch.groups.sort(key=lambda group: group.group_index)
     filled.batch = batch
     filled.samples = [samples_of[group.workflow_id] for group in batch.groups]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
@@ -29,6 +29,9 @@ class SamplingParams(BaseModel):
     client's value is ignored (pin ``temperature`` to keep on-policy sampling
     at exactly this temperature, whatever Claude Code sends).
     ``max_new_tokens`` is a cap the client's ``max_tokens`` can only lower.
+    ``stop`` / ``stop_token_ids``: the trainer's own stop strings and ids (slime's ``--rollout-stop`` /
+    ``--rollout-stop-token-ids``), sent on every turn besides the client's stop sequences and the
+    template's end-of-turn id.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -37,6 +40,8 @@ class SamplingParams(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(-1, ge=-1)
     max_new_tokens: int = Field(8192, ge=1)
+    stop: list[str] = []
+    stop_token_ids: list[Annotated[int, Field(ge=0)]] = []
     pinned: list[PinnableSamplingKey] = []
 
 
@@ -271,9 +276,52 @@ class TokenSegment(BaseModel):
         return collapse_runs(span.version for span in self.weight_version_spans)
 
 
+class SampledTurn(BaseModel):
+    """One model call of a session, in the order the ledger recorded it (a retried call's rolled-back turn is
+    gone). Its prompt was exactly ``tokens[:prompt_end]`` of the trajectory's segment ``segment``, its
+    sampled output is ``tokens[prompt_end:end]`` there (with that segment's loss_mask, log-probs and
+    versions). ``prompt_messages`` / ``reply_message`` index ``TurnLog.message_keys``; ``called_tool``: the
+    reply carries tool calls; ``ill_formed``: the tool-call parser reported errors for its completion."""
+
+    segment: int = Field(ge=0)
+    prompt_end: int = Field(ge=0)
+    end: int = Field(ge=0)
+    finish_reason: str
+    called_tool: bool = False
+    ill_formed: bool = False
+    prompt_messages: list[int]
+    reply_message: int = Field(ge=0)
+
+
+class TurnLog(BaseModel):
+    """A session's turns in record order and the chat messages they were routed by: ``message_keys`` holds
+    one ``<role>:<digest>`` per distinct message (equal keys: equal messages), what slime's
+    ``TrajectoryManager`` needs to route turns by their messages without the messages themselves."""
+
+    turns: list[SampledTurn] = []
+    message_keys: list[str] = []
+
+    @model_validator(mode="after")
+    def _indexed(self) -> TurnLog:
+        n = len(self.message_keys)
+        for position, turn in enumerate(self.turns):
+            if turn.reply_message >= n or any(not 0 <= m < n for m in turn.prompt_messages):
+                raise ValueError(f"turns[{position}] names a message outside message_keys ({n})")
+            if not turn.prompt_end <= turn.end:
+                raise ValueError(f"turns[{position}]: prompt_end {turn.prompt_end} after end {turn.end}")
+        return self
+
+    def check_against(self, segments: list[TokenSegment]) -> None:
+        """``ValueError`` unless every turn lies inside the segment it names."""
+        for position, turn in enumerate(self.turns):
+            if turn.segment >= len(segments) or turn.end > len(segments[turn.segment].tokens):
+                raise ValueError(f"turns[{position}] lies outside segment {turn.segment} of {len(segments)}")
+
+
 class TurnSampling(BaseModel):
     """What one turn was sampled with (``policy.sampling.turn_sampling``): the values sent to the policy server
-    (``stop``: the client's stop sequences, sent as SGLang's ``stop``), the keys whose value came from the client
+    (``stop``: the trainer's stop strings, then the client's stop sequences, sent as SGLang's ``stop``;
+    ``stop_token_ids``: the trainer's, sent beside the end-of-turn id), the keys whose value came from the client
     (``from_client``) and the keys the client set but the trainer pinned (``ignored``)."""
 
     temperature: float
@@ -281,6 +329,7 @@ class TurnSampling(BaseModel):
     top_k: int
     max_new_tokens: int
     stop: list[str] = []
+    stop_token_ids: list[int] = []
     from_client: list[str] = []
     ignored: list[str] = []
 
@@ -332,6 +381,7 @@ class SessionResult(BaseModel):
     session_id: str
     segments: list[TokenSegment]
     turns: list[TurnSummary]
+    turn_log: TurnLog = TurnLog()
     config: SessionConfig | None = None
     finish: FinishReport = FinishReport()
 

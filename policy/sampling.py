@@ -7,11 +7,12 @@ The rule (``turn_sampling``), key by key, applied in this order:
 | ``temperature`` | ``temperature`` | ``temperature``, a number in [0, 1] | in ``pinned``: the client's value is ignored |
 | ``top_p`` | ``top_p`` | ``top_p``, a number in (0, 1] | same |
 | ``top_k`` | ``top_k`` | ``top_k``, an integer >= 0 (0: no cut, sent as SGLang's -1; -1 accepted) | same |
-| ``stop`` | none | ``stop_sequences``: <= 32 non-blank strings of <= 1000 characters | same (key ``stop_sequences``) |
+| ``stop`` | ``stop`` (slime's ``--rollout-stop``) | ``stop_sequences``: <= 32 non-blank strings of <= 1000 characters, added after the trainer's | same (key ``stop_sequences``) |
+| ``stop_token_ids`` | ``stop_token_ids`` (slime's ``--rollout-stop-token-ids``) | none | always sent, with the end-of-turn id first |
 | ``max_new_tokens`` | ``max_new_tokens`` | ``max_tokens``, which can only lower it | never past the context room (budget - prompt) |
 
 Always sent besides (``sglang_params``): ``stop_token_ids`` = the template's
-end-of-turn id, ``skip_special_tokens: false`` and ``no_stop_trim: true`` (the
+end-of-turn id and the trainer's, ``skip_special_tokens: false`` and ``no_stop_trim: true`` (the
 ledger needs every sampled id, the reply is trimmed by the session).
 
 A value outside its range is refused before anything is sampled
@@ -84,7 +85,7 @@ def turn_sampling(defaults: SamplingParams, client: ClientSampling, max_tokens: 
     budget left after the prompt (> 0), which no turn may exceed.
     """
     pinned = set(defaults.pinned)
-    values: dict[str, Any] = {"temperature": defaults.temperature, "top_p": defaults.top_p, "top_k": defaults.top_k, "stop": []}
+    values: dict[str, Any] = {"temperature": defaults.temperature, "top_p": defaults.top_p, "top_k": defaults.top_k, "stop": list(defaults.stop)}
     from_client: list[str] = []
     ignored: list[str] = []
     for key in client.sent():
@@ -93,7 +94,7 @@ def turn_sampling(defaults: SamplingParams, client: ClientSampling, max_tokens: 
             continue
         from_client.append(key)
         if key == "stop_sequences":
-            values["stop"] = list(client.stop_sequences)
+            values["stop"] = list(dict.fromkeys([*defaults.stop, *client.stop_sequences]))
         elif key == "top_k":
             values["top_k"] = -1 if client.top_k == 0 else client.top_k
         else:
@@ -101,7 +102,9 @@ def turn_sampling(defaults: SamplingParams, client: ClientSampling, max_tokens: 
     max_new_tokens = min(room, defaults.max_new_tokens, max_tokens or room)
     if max_tokens is not None and max_tokens < min(room, defaults.max_new_tokens):
         from_client.append("max_tokens")
-    return TurnSampling(**values, max_new_tokens=max_new_tokens, from_client=from_client, ignored=ignored)
+    return TurnSampling(
+        **values, max_new_tokens=max_new_tokens, stop_token_ids=list(defaults.stop_token_ids), from_client=from_client, ignored=ignored
+    )
 
 
 def sglang_params(sampling: TurnSampling, end_of_turn_id: int) -> dict[str, Any]:
@@ -111,7 +114,7 @@ def sglang_params(sampling: TurnSampling, end_of_turn_id: int) -> dict[str, Any]
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "top_k": sampling.top_k,
-        "stop_token_ids": [end_of_turn_id],
+        "stop_token_ids": list(dict.fromkeys([end_of_turn_id, *sampling.stop_token_ids])),
         "skip_special_tokens": False,
         "no_stop_trim": True,
     }

@@ -235,7 +235,7 @@ class PolicySession:
         if sampling.stop and continued.aborts:
             generation = await self.cpu(self._cut_at_stop_sequence, generation, sampling.stop)
         stop_sequence = generation.stop_sequence if generation.finish_reason == "stop" and generation.stop_sequence in sampling.stop else None
-        parsed = await self.cpu(self._parse, generation.output_ids, tools, stop_sequence)
+        parsed = await self.cpu(self._parse, generation.output_ids, tools, stop_sequence, sampling.stop_token_ids)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
         reason, reply_sequence = reply_stop(parsed, generation.finish_reason, stop_sequence)
         delta = self.ledger.record(
@@ -300,9 +300,14 @@ class PolicySession:
     async def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         return await self.cpu(self._count, messages, tools)
 
-    def _parse(self, output_ids: Any, tools: list[dict[str, Any]], stop_sequence: str | None = None) -> ParsedCompletion:
+    def _parse(
+        self, output_ids: Any, tools: list[dict[str, Any]], stop_sequence: str | None = None, stop_token_ids: Sequence[int] = ()
+    ) -> ParsedCompletion:
         """Decode and parse a completion in one pool call (both are CPU work off the event loop); the text loses
-        the end-of-turn marker, or, when ``stop_sequence`` ended the turn, that string and whatever follows it."""
+        the end-of-turn marker (or a last id among the trainer's ``stop_token_ids``), or, when ``stop_sequence``
+        ended the turn, that string and whatever follows it."""
+        if len(output_ids) and output_ids[-1] in stop_token_ids:
+            output_ids = output_ids[:-1]
         text = self._renderer.decode(output_ids)
         text = text[: text.find(stop_sequence)] if stop_sequence and stop_sequence in text else text.removesuffix(self._renderer.end_of_turn)
         return parse_completion(text, self.config.tool_parser, self.config.reasoning_parser, tool_schemas(tools))

@@ -204,7 +204,12 @@ class SessionRegistry:
             self._live.pop(session_id, None)
             self._finishing.pop(session_id, None)
         result = SessionResult(
-            session_id=session_id, segments=entry.session.ledger.finish(), turns=entry.session.turns, config=entry.session.config, finish=report
+            session_id=session_id,
+            segments=entry.session.ledger.finish(),
+            turns=entry.session.turns,
+            turn_log=entry.session.ledger.turn_log(),
+            config=entry.session.config,
+            finish=report,
         )
         if report.aborted:
             log.info("session %s finished: waited for %d turn(s), aborted %d: %s", session_id, report.waited, report.aborted, report.aborted_rids)

@@ -47,6 +47,12 @@ floats, the garbage collector has nothing to walk in them, and building and
 proving a prompt is a memory copy and compare. Lists appear only at the JSON
 boundaries (deltas for the spool, contracts for the trainer).
 
+Every recorded turn also joins the ledger's *turn log* (``turn_log``): the
+turns in record order, each with the keys of the chat messages it was
+prompted with and of its reply (``message_key``: role and a digest of the
+message), so a trainer can route turns by their messages the way slime's
+``TrajectoryManager`` does. A retried turn leaves the log with its rollback.
+
 ``plan`` is pure CPU work and thread-safe to run in an executor; ``record``
 mutates state and must run on the owning event loop, one call per lane at a
 time (the adapter holds a per-lane lock from plan to record). Message dicts
@@ -56,12 +62,14 @@ mutated afterwards (the translation builds fresh ones per request).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from contracts.rollout import SegmentKind, TokenSegment, spans_from_runs
+from contracts.rollout import SampledTurn, SegmentKind, TokenSegment, TurnLog, spans_from_runs
 
 VersionSpan = tuple[int, int, str]
 
@@ -79,6 +87,13 @@ class TokenProofError(AssertionError):
     """A turn would put tokens into a segment whose sampled origin is not proven."""
 
 
+def message_key(message: dict[str, Any]) -> str:
+    """``<role>:<digest>`` of a chat message: equal for equal messages (key order does not matter), and
+    for two different messages of a session equal only by a 128-bit digest collision."""
+    canonical = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return f"{message.get('role')}:{hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()}"
+
+
 @dataclass
 class _Turn:
     """Positions ``[start, prompt_end)`` are the turn's new context, ``[prompt_end, end)`` its sampled tokens;
@@ -92,6 +107,8 @@ class _Turn:
     versions: list[VersionSpan] = field(default_factory=list)
     called_tool: bool = False
     ill_formed: bool = False
+    prompt_keys: tuple[str, ...] = ()
+    reply_key: str = ""
 
 
 @dataclass
@@ -147,6 +164,7 @@ class PromptPlan:
     mode: Literal["extend", "retry", "fresh"]
     base: Segment | None
     rendered_tokens: int
+    message_keys: tuple[str, ...] = ()
 
     @property
     def prompt_length(self) -> int:
@@ -165,7 +183,8 @@ class LedgerDelta:
     weight versions ``weight_versions``: ``(start, end, version)`` over
     ``output_ids``, ordered, non-overlapping; ids outside them have none) and
     ``new_messages`` (the new request messages and the reply). ``ill_formed``: the
-    tool-call parser reported errors for the turn's completion.
+    tool-call parser reported errors for the turn's completion. ``prompt_keys`` /
+    ``reply_key``: the turn's ``message_key``s for the turn log.
     """
 
     segment: int
@@ -182,6 +201,8 @@ class LedgerDelta:
     new_messages: list[dict[str, Any]]
     weight_versions: list[VersionSpan] = field(default_factory=list)
     ill_formed: bool = False
+    prompt_keys: list[str] = field(default_factory=list)
+    reply_key: str = ""
 
     def __post_init__(self) -> None:
         """Spans read back from JSON arrive as lists; keep them the tuples they were."""
@@ -194,17 +215,19 @@ class TokenLedger:
     def __init__(self, renderer: Renderer):
         self._renderer = renderer
         self.segments: list[Segment] = []
+        self._log: list[tuple[Segment, _Turn]] = []
         self._replies_by_call_id: dict[str, dict[str, Any]] = {}
 
     def plan(self, lane: str, kind: SegmentKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PromptPlan:
         messages = [self._recorded_reply(m) for m in messages]
+        keys = tuple(message_key(m) for m in messages)
         candidates = [s for s in reversed(list(self.segments)) if s.lane == lane and s.kind == kind and s.tools == tools]
         full_text: str | None = None
         for segment in candidates:
             n = len(segment.messages)
             if messages == segment.messages[:-1]:
                 prompt = segment.tokens[: segment.turns[-1].prompt_end]
-                return PromptPlan(lane, kind, messages, tools, prompt, "retry", segment, 0)
+                return PromptPlan(lane, kind, messages, tools, prompt, "retry", segment, 0, keys)
             if len(messages) > n and messages[:n] == segment.messages:
                 anchor = self._anchor(segment)
                 full_text = full_text or self._renderer.render(messages, tools, True)
@@ -214,13 +237,13 @@ class TokenLedger:
                         tail = self._renderer.end_of_turn + tail
                     tail_ids = self._renderer.encode(tail)
                     prompt = segment.tokens + array("i", tail_ids)
-                    return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids))
+                    return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids), keys)
         full_text = full_text or self._renderer.render(messages, tools, True)
         prompt = array("i", self._renderer.encode(full_text))
         for segment in candidates:
             if len(prompt) > len(segment.tokens) and prompt[: len(segment.tokens)] == segment.tokens:
-                return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(prompt))
-        return PromptPlan(lane, kind, messages, tools, prompt, "fresh", None, len(prompt))
+                return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(prompt), keys)
+        return PromptPlan(lane, kind, messages, tools, prompt, "fresh", None, len(prompt), keys)
 
     def record(
         self,
@@ -257,6 +280,8 @@ class TokenLedger:
             new_messages=[*plan.messages[keep_messages:], reply_message],
             weight_versions=list(weight_versions),
             ill_formed=ill_formed,
+            prompt_keys=list(plan.message_keys),
+            reply_key=message_key(reply_message),
         )
         if base is not None and plan.prompt_ids[:keep_tokens] != base.tokens[:keep_tokens]:
             raise TokenProofError(f"prompt does not extend segment {index} exactly")
@@ -274,7 +299,8 @@ class TokenLedger:
             self.segments.append(Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail)))
         segment = self.segments[delta.segment]
         if delta.rollback:
-            segment.turns.pop()
+            undone = segment.turns.pop()
+            self._log = [entry for entry in self._log if entry[1] is not undone]
         if len(segment.tokens) < delta.keep_tokens:
             raise TokenProofError(f"delta keeps {delta.keep_tokens} tokens of a {len(segment.tokens)}-token segment")
         segment.truncate(delta.keep_tokens)
@@ -289,8 +315,19 @@ class TokenLedger:
         versions = [(prompt_end + a, prompt_end + b, version) for a, b, version in delta.weight_versions]
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
         called_tool = bool(segment.messages[-1].get("tool_calls"))
-        turn = _Turn(start, prompt_end, len(segment.tokens), delta.finish_reason, versions, called_tool, delta.ill_formed)
+        turn = _Turn(
+            start,
+            prompt_end,
+            len(segment.tokens),
+            delta.finish_reason,
+            versions,
+            called_tool,
+            delta.ill_formed,
+            tuple(delta.prompt_keys),
+            delta.reply_key,
+        )
         segment.turns.append(turn)
+        self._log.append((segment, turn))
         segment.ended_with_end_of_turn = bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
         segment.anchor_text = None
         reply = segment.messages[-1]
@@ -300,6 +337,27 @@ class TokenLedger:
 
     def finish(self) -> list[TokenSegment]:
         return [s.to_contract() for s in self.segments if s.turns]
+
+    def turn_log(self) -> TurnLog:
+        """The turns in record order, their segments numbered as in ``finish()``."""
+        numbers = {id(s): n for n, s in enumerate(s for s in self.segments if s.turns)}
+        keys: dict[str, int] = {}
+        turns = []
+        for segment, turn in self._log:
+            prompt = [keys.setdefault(key, len(keys)) for key in turn.prompt_keys]
+            turns.append(
+                SampledTurn(
+                    segment=numbers[id(segment)],
+                    prompt_end=turn.prompt_end,
+                    end=turn.end,
+                    finish_reason=turn.finish_reason,
+                    called_tool=turn.called_tool,
+                    ill_formed=turn.ill_formed,
+                    prompt_messages=prompt,
+                    reply_message=keys.setdefault(turn.reply_key, len(keys)),
+                )
+            )
+        return TurnLog(turns=turns, message_keys=list(keys))
 
     def _recorded_reply(self, message: dict[str, Any]) -> dict[str, Any]:
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None

@@ -3,7 +3,9 @@
 A 100k-token trajectory is ~2.7 MiB as JSON; packed it is int32 ids, uint8
 mask and float64 log-probs (bit-exact as the server sent them), the rest of
 each segment (its weight version spans included) as JSON beside them,
-compressed together. The trajectory travels through Temporal as an ordinary
+compressed together, and the session's turn log (``TurnLog``: the turns in
+record order and the keys of the messages that routed them) when it has one.
+The trajectory travels through Temporal as an ordinary
 payload: Temporal's external storage (``trainer_client.payload_storage``)
 puts a large one in the object store or the local payload folder and keeps
 a reference in history, so no host reads another host's disk.
@@ -15,18 +17,30 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from dataclasses import dataclass
 
 import numpy as np
 
-from contracts.rollout import PackedTrajectory, TokenSegment
+from contracts.rollout import PackedTrajectory, TokenSegment, TurnLog
 
 
 class TrajectoryUnreadable(ValueError):
     """A packed trajectory that cannot be unpacked: empty (recorded before trajectories travelled inline) or altered."""
 
 
-def pack_trajectory(segments: list[TokenSegment]) -> PackedTrajectory:
-    packed = encode_segments(segments)
+@dataclass(frozen=True)
+class Trajectory:
+    """What a packed trajectory holds: its segments, and its turn log (None: recorded without one)."""
+
+    segments: list[TokenSegment]
+    turn_log: TurnLog | None = None
+
+
+def pack_trajectory(segments: list[TokenSegment], turn_log: TurnLog | None = None) -> PackedTrajectory:
+    """``segments`` packed, with ``turn_log`` (checked against them) when given."""
+    if turn_log is not None:
+        turn_log.check_against(segments)
+    packed = encode_trajectory(segments, turn_log)
     return PackedTrajectory(
         packed=packed,
         sha256=hashlib.sha256(packed).hexdigest(),
@@ -38,14 +52,19 @@ def pack_trajectory(segments: list[TokenSegment]) -> PackedTrajectory:
 
 def unpack_trajectory(trajectory: PackedTrajectory) -> list[TokenSegment]:
     """The segments ``trajectory`` holds; ``TrajectoryUnreadable`` when it holds none or its digest differs."""
+    return read_trajectory(trajectory).segments
+
+
+def read_trajectory(trajectory: PackedTrajectory) -> Trajectory:
+    """Segments and turn log of ``trajectory``; ``TrajectoryUnreadable`` when it holds none or its digest differs."""
     if not trajectory.packed:
         raise TrajectoryUnreadable("trajectory carries no packed segments (a result from a worker that kept them in a folder)")
     if hashlib.sha256(trajectory.packed).hexdigest() != trajectory.sha256:
         raise TrajectoryUnreadable(f"trajectory sha256 mismatch (expected {trajectory.sha256[:16]}…)")
-    return decode_segments(trajectory.packed)
+    return decode_trajectory(trajectory.packed)
 
 
-def encode_segments(segments: list[TokenSegment]) -> bytes:
+def encode_trajectory(segments: list[TokenSegment], turn_log: TurnLog | None = None) -> bytes:
     lengths = np.array([len(s.tokens) for s in segments], dtype=np.int64)
     meta = [s.model_dump(exclude={"tokens", "loss_mask", "rollout_log_probs"}) for s in segments]
     buffer = io.BytesIO()
@@ -56,16 +75,18 @@ def encode_segments(segments: list[TokenSegment]) -> bytes:
         log_probs=np.array([p for s in segments for p in s.rollout_log_probs], dtype=np.float64),
         lengths=lengths,
         meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+        **({"turn_log": np.frombuffer(turn_log.model_dump_json().encode(), dtype=np.uint8)} if turn_log is not None else {}),
     )
     return buffer.getvalue()
 
 
-def decode_segments(payload: bytes) -> list[TokenSegment]:
+def decode_trajectory(payload: bytes) -> Trajectory:
     with np.load(io.BytesIO(payload)) as arrays:
         meta = json.loads(arrays["meta"].tobytes())
         bounds = np.concatenate([[0], np.cumsum(arrays["lengths"])])
         tokens, mask, log_probs = arrays["tokens"], arrays["loss_mask"], arrays["log_probs"]
-        return [
+        turn_log = TurnLog.model_validate_json(arrays["turn_log"].tobytes()) if "turn_log" in arrays.files else None
+        segments = [
             TokenSegment(
                 **info,
                 tokens=tokens[a:b].tolist(),
@@ -74,3 +95,4 @@ def decode_segments(payload: bytes) -> list[TokenSegment]:
             )
             for info, a, b in zip(meta, bounds[:-1], bounds[1:], strict=False)
         ]
+    return Trajectory(segments, turn_log)

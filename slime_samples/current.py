@@ -1,70 +1,94 @@
-"""Today's slime sample contract (its main branch since June 2026: ``TrajectoryManager.get_trajectory``).
+"""Today's slime sample contract: what ``TrajectoryManager.get_trajectory`` (``slime/agent/trajectory.py``)
+makes of a session, as the reference example (``examples/coding_agent_rl/generate.py``) hands it to slime.
 
-* one sample per training sequence of ``trajectory_chains.linearise``: a
-  compaction call is appended to the conversation it summarises, every other
-  segment (main, post-compaction continuation, sub-agent) is a sample of its
-  own, and a drift fork is one more;
-* every sample is a fresh ``Sample`` of the input's class copying only its
-  ``index``, ``group_index``, ``rollout_id`` (the input's, else its
-  ``index``: slime averages the loss within one ``rollout_id``), ``prompt``
-  and ``label``; its metadata is a new dict starting from the input's;
-* every sample carries the trajectory's full ``reward`` (slime's reducer
-  averages within the rollout, so splitting it would count the rollout
-  ``1/k`` times), ``status`` completed;
-* metadata adds ``instance_id``, ``workflow_id``, ``grading_solved``,
-  ``applied_cleanly``, ``elapsed_sec``, ``agent_exit_code``,
-  ``finish_reason`` (the sequence's last turn's), ``truncated`` (that turn
-  hit its token limit), ``use_tool`` / ``ill_formed`` (some turn called a
-  tool / had an ill-formed tool call), ``segment_kinds``, ``sample_idx``,
-  ``num_samples``, ``weight_version_spans`` and the drift keys
-  (``tito_dropped_*``, ``tito_drift_fork*``) where they apply;
-* an aborted rollout is the reference's aborted sample with
-  ``remove_sample=True``, so slime leaves it out of the loss.
+* the samples are ``message_tree.sequences_of`` the trajectory: slime's routing, realign / fork / drop rule
+  and cut to ``max_sample_tokens`` (slime cuts to the session's ``rollout_max_context_len``), with
+  ``fork_threshold`` (slime's default 1024; the example reads ``SLIME_FORK_MERGE_MAX_RESPONSE_TOKENS``);
+* every sample is a fresh ``Sample`` of the input's class copying only ``index``, ``group_index``,
+  ``rollout_id`` (the input's, else its ``index``), ``prompt`` and ``label``, as slime's ``to_sample``;
+  ``tokens`` the cut sequence, ``response_length = len(loss_mask) - first prompt``, ``loss_mask`` /
+  ``rollout_log_probs`` over the response, ``response`` the decoded last ``response_length`` tokens;
+* every sample carries the trajectory's full ``reward``, ``status`` completed;
+* metadata: the input's, then what the example adds (``grading_solved``, ``instance_id``,
+  ``agent_exit_code``), slime's ``truncated`` / ``use_tool`` / ``ill_formed``, and the project's
+  ``workflow_id``, ``applied_cleanly``, ``elapsed_sec``, ``finish_reason`` (the last turn's),
+  ``segment_kinds``, ``sample_idx``, ``num_samples`` and ``weight_version_spans``; ``weight_versions`` one
+  entry per run of trained tokens (slime appends one per generate call);
+* an aborted rollout is the example's aborted sample with ``remove_sample=True``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from contracts.rollout import RolloutResult, TokenSegment
-from slime_samples.sample_fields import status, version_spans_metadata, write_aborted, write_tokens
-from slime_samples.trajectory_chains import DRIFT_FORK_MIN_LOSS_TOKENS, linearise
+from contracts.rollout import RolloutResult, spans_from_runs
+from policy.trajectory_packing import Trajectory
+from slime_samples.message_tree import TrainingSequence, sequences_of
+from slime_samples.options import SampleOptions
+from slime_samples.sample_fields import status, write_aborted
 
 NAME = "current"
 COPIED_FIELDS = ("index", "group_index", "rollout_id", "prompt", "label")
 
 
-def samples(
-    sample: Any, result: RolloutResult, segments: list[TokenSegment], tokenizer: Any, fork_min_loss_tokens: int = DRIFT_FORK_MIN_LOSS_TOKENS
-) -> list[Any]:
-    chains = linearise(segments, fork_min_loss_tokens)
+def samples(sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions) -> list[Any]:
+    sequences = sequences_of(trajectory.segments, trajectory.turn_log, options.fork_threshold, options.max_sample_tokens)
+    kinds = [segment.kind for segment in trajectory.segments]
     out = []
-    for index, chain in enumerate(chains):
-        sequence = chain.segment()
+    for index, sequence in enumerate(sequences):
         target = fresh_sample(sample)
-        write_tokens(target, sequence, tokenizer)
+        write_sequence(target, sequence, tokenizer)
         target.reward = result.reward
         target.status = status(target, "COMPLETED")
         target.metadata = {
             **(getattr(sample, "metadata", None) or {}),
-            "instance_id": result.instance_id,
-            "workflow_id": result.workflow_id,
             "grading_solved": result.solved,
+            "instance_id": result.instance_id,
+            "agent_exit_code": result.agent.exit_code if result.agent is not None else None,
+            "truncated": sequence.truncated,
+            "use_tool": sequence.use_tool,
+            "ill_formed": sequence.ill_formed,
+            "workflow_id": result.workflow_id,
             "applied_cleanly": result.applied_cleanly,
             "elapsed_sec": result.elapsed_s,
-            "agent_exit_code": result.agent.exit_code if result.agent is not None else None,
-            "finish_reason": sequence.finish_reason,
-            "truncated": sequence.finish_reason == "length",
-            "use_tool": sequence.tool_call_turns > 0,
-            "ill_formed": sequence.ill_formed_turns > 0,
-            "segment_kinds": list(chain.kinds),
+            "finish_reason": sequence.last_turn.finish_reason,
+            "segment_kinds": [kinds[s] for s in sequence.segments],
             "sample_idx": index,
-            "num_samples": len(chains),
-            "weight_version_spans": version_spans_metadata(sequence),
-            **chain.notes,
+            "num_samples": len(sequences),
+            "weight_version_spans": version_spans(sequence),
         }
         out.append(target)
     return out
+
+
+def write_sequence(target: Any, sequence: TrainingSequence, tokenizer: Any) -> None:
+    """The token fields as slime's ``_SampleBuilder.to_sample`` and ``finish_session`` write them."""
+    start = sequence.response_start
+    target.tokens = sequence.tokens
+    target.response_length = len(sequence.loss_mask) - start
+    target.loss_mask = sequence.loss_mask[start:]
+    target.rollout_log_probs = sequence.log_probs[start:]
+    length = target.response_length
+    target.response = tokenizer.decode(sequence.tokens[-length:], skip_special_tokens=False) if tokenizer is not None and length > 0 else ""
+    target.weight_versions = call_versions(sequence)
+
+
+def call_versions(sequence: TrainingSequence) -> list[str]:
+    """Per run of trained response tokens (one generate call's), the version of its last token, when known."""
+    out = []
+    mask, versions = sequence.loss_mask, sequence.versions
+    for position in range(sequence.response_start, len(mask)):
+        ends_run = mask[position] and (position + 1 == len(mask) or not mask[position + 1])
+        if ends_run and versions[position] is not None:
+            out.append(versions[position])
+    return out
+
+
+def version_spans(sequence: TrainingSequence) -> list[dict[str, Any]]:
+    """The weight version of every trained token as ``{"version", "start", "end"}`` spans over the response."""
+    start = sequence.response_start
+    runs = [(p - start, p - start + 1, sequence.versions[p]) for p in range(start, len(sequence.loss_mask)) if sequence.loss_mask[p]]
+    return [span.model_dump() for span in spans_from_runs(runs)]
 
 
 def fresh_sample(sample: Any) -> Any:

@@ -1,11 +1,11 @@
 """Which sample contract is in force: named by ``ROLLOUT_SLIME_SAMPLE_CONTRACT``, else read off the installed slime.
 
 ``ROLLOUT_SLIME_SAMPLE_CONTRACT`` is ``seed``, ``current`` or ``auto`` (unset
-or empty: ``auto``). ``auto`` imports ``slime.agent.trajectory_manager``: the
-seed's API (``fan_out_sample_segments``) present means ``seed``; absent,
-slime not installed, or a slime that does not import here (a worker host
-without its dependencies) means ``current`` (what a trainer installing slime
-today gets). Any other value is a ``SettingsError`` naming the
+or empty: ``auto``). ``auto`` imports ``slime.agent.trajectory``, where both
+APIs live: the seed's ``fan_out_sample_segments`` (slime ad3b874 to 243773c)
+means ``seed``; anything else (``TrajectoryManager``, slime not installed, or
+a slime that does not import here, such as a worker host without its
+dependencies) means ``current`` (what a trainer installing slime today gets). Any other value is a ``SettingsError`` naming the
 variable. ``ContractChoice.log_line`` is the one line the worker and the
 trainer log at start-up.
 """
@@ -21,11 +21,14 @@ from types import ModuleType
 from typing import Any
 
 from config.settings import SettingsError
-from contracts.rollout import RolloutResult, TokenSegment
+from contracts.rollout import RolloutResult
+from policy.trajectory_packing import Trajectory
 from slime_samples import current, seed
+from slime_samples.options import SampleOptions
 
 ENV_VAR = "ROLLOUT_SLIME_SAMPLE_CONTRACT"
 CONTRACTS: dict[str, ModuleType] = {seed.NAME: seed, current.NAME: current}
+PROBED_MODULE = "slime.agent.trajectory"
 SEED_API = "fan_out_sample_segments"
 
 
@@ -35,7 +38,7 @@ class ContractChoice:
     reason: str
 
     @property
-    def samples(self) -> Callable[[Any, RolloutResult, list[TokenSegment], Any], list[Any]]:
+    def samples(self) -> Callable[[Any, RolloutResult, Trajectory, Any, SampleOptions], list[Any]]:
         return CONTRACTS[self.name].samples
 
     @property
@@ -60,15 +63,15 @@ def contract_in_force(environ: Mapping[str, str] = os.environ) -> ContractChoice
 def detected_contract() -> ContractChoice:
     """The contract the installed slime speaks (imported once per process)."""
     try:
-        module = importlib.import_module("slime.agent.trajectory_manager")
+        module = importlib.import_module(PROBED_MODULE)
     except ImportError as missing:
         if missing.name == "slime":
             found = "slime is not installed"
-        elif missing.name in ("slime.agent", "slime.agent.trajectory_manager"):
+        elif missing.name in ("slime.agent", PROBED_MODULE):
             found = f"the installed slime has no {missing.name}"
         else:
-            found = f"slime.agent.trajectory_manager does not import here ({type(missing).__name__}: {missing})"
+            found = f"{PROBED_MODULE} does not import here ({type(missing).__name__}: {missing})"
         return ContractChoice(current.NAME, f"auto: {found}")
     if hasattr(module, SEED_API):
-        return ContractChoice(seed.NAME, f"auto: the installed slime has {SEED_API} (before June 2026)")
-    return ContractChoice(current.NAME, f"auto: the installed slime has no {SEED_API} (June 2026 on)")
+        return ContractChoice(seed.NAME, f"auto: the installed slime has {PROBED_MODULE}.{SEED_API} (ad3b874 to 243773c)")
+    return ContractChoice(current.NAME, f"auto: the installed slime has no {PROBED_MODULE}.{SEED_API} (243773c on)")

@@ -1,4 +1,5 @@
-"""The seed's sample contract: what slime's ``fan_out_sample_segments`` made of a trajectory (slime before June 2026).
+"""The seed's sample contract: what slime's ``slime.agent.trajectory.fan_out_sample_segments`` made of a trajectory
+(slime from ad3b874 to 243773c, June 2026).
 
 * one sample per token segment, in the ledger's order (main, compaction,
   continuation and sub-agent segments alike); the first is the input sample
@@ -17,13 +18,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from contracts.rollout import RolloutResult, TokenSegment
+from contracts.rollout import RolloutResult
+from policy.trajectory_packing import Trajectory
+from slime_samples.options import SampleOptions
 from slime_samples.sample_fields import status, version_spans_metadata, write_aborted, write_tokens
 
 NAME = "seed"
 
 
-def samples(sample: Any, result: RolloutResult, segments: list[TokenSegment], tokenizer: Any) -> list[Any]:
+def samples(sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions) -> list[Any]:
+    """``options`` change nothing here: the seed cut no sample and knew no fork threshold."""
+    segments = trajectory.segments
     fanned = []
     for index, segment in enumerate(segments):
         target = sample if index == 0 else copy.copy(sample)

@@ -11,8 +11,10 @@ Invariants:
   runs once.
 * **Batches.** ``fill_batch`` starts ``over_sample`` groups (at least
   ``n_groups``) from a source of groups, one more for each that is dropped,
-  and returns once ``n_groups`` groups passed their filter (and the trainer's
-  ``accept``), in finish order; the groups still running then are
+  or, with ``refetch_chunk`` (slime's ``over_sampling_batch_size``), draws
+  and starts that many more whenever fewer than ``n_groups`` started groups
+  are left undropped, as slime's rollout does; it returns once ``n_groups``
+  groups passed their filter (and the trainer's ``accept``), in finish order; the groups still running then are
   either cut (``cut`` signal: agents stopped, sandboxes destroyed, reported
   in ``Batch.cut``) or handed over unfinished (``Batch.handed_over``: their
   inputs, which the next batch starts again and so re-attaches to the running
@@ -23,8 +25,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -40,6 +43,9 @@ from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, coll
 from workflows.rollout_group import RolloutGroup
 
 StragglerPolicy = Literal["cut", "handover"]
+# The trainer's own filter: a finished group its filter kept, and how many started groups are not dropped
+# (that one included: slime's ``remaining_batch_size``); True keeps it. May be a coroutine function.
+Accept = Callable[[GroupResult, int], bool | Awaitable[bool]]
 
 
 def group_id(group: GroupInput) -> str:
@@ -138,8 +144,9 @@ async def fill_batch(
     task_queue: str = SHARED_TASK_QUEUE,
     *,
     carried: Iterable[GroupInput] = (),
-    accept: Callable[[GroupResult], bool] | None = None,
+    accept: Accept | None = None,
     server_wait_s: float = DEFAULT_SERVER_WAIT_S,
+    refetch_chunk: int | None = None,
 ) -> Batch:
     """Fill a batch of ``n_groups`` kept groups from at most ``over_sample`` (at least ``n_groups``) started ones.
 
@@ -149,6 +156,8 @@ async def fill_batch(
     exceed ``over_sample``: a group that is dropped (by its filter, by
     ``accept``, the trainer's own filter on a group its filter kept, or
     because it failed) frees its place for a new one, a kept one does not.
+    With ``refetch_chunk`` there is no such cap: ``next_groups(refetch_chunk)`` is drawn, and every group
+    drawn started, whenever fewer than ``n_groups`` started groups are left undropped.
     """
     if n_groups < 1:
         raise ValueError(f"n_groups: {n_groups} must be at least 1")
@@ -158,8 +167,14 @@ async def fill_batch(
     queued, dry = list(carried), False
     running: dict[asyncio.Task[GroupResult], GroupInput] = {}
     while len(batch.groups) < n_groups:
+        if refetch_chunk:
+            while not dry and batch.started + len(queued) - len(batch.dropped) < n_groups:
+                more = next_groups(refetch_chunk)
+                dry = len(more) < refetch_chunk
+                queued.extend(more)
+            capacity = len(running) + len(batch.groups) + len(queued)
         room = capacity - len(running) - len(batch.groups)
-        if not dry and len(queued) < room:
+        if not refetch_chunk and not dry and len(queued) < room:
             more = next_groups(room - len(queued))
             dry = len(more) < room - len(queued)
             queued.extend(more)
@@ -171,7 +186,7 @@ async def fill_batch(
             break
         done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            _place(batch, running.pop(task), task.result(), n_groups, accept)
+            await _place(batch, running.pop(task), task.result(), n_groups, accept)
     batch.time_to_batch_s = time.monotonic() - began
     if straggler_policy == "cut":
         await asyncio.gather(*(_cut(client, group) for group in running.values()))
@@ -180,7 +195,7 @@ async def fill_batch(
             if result.status == "cut":
                 batch.cut.append(result)
             else:
-                _place(batch, group, result, n_groups, accept)
+                await _place(batch, group, result, n_groups, accept)
     else:
         for task, group in running.items():
             task.cancel()
@@ -189,13 +204,17 @@ async def fill_batch(
     return batch
 
 
-def _place(batch: Batch, group: GroupInput, result: GroupResult, n_groups: int, accept: Callable[[GroupResult], bool] | None) -> None:
+async def _place(batch: Batch, group: GroupInput, result: GroupResult, n_groups: int, accept: Accept | None) -> None:
     """A finished group goes into the batch, among the dropped, or (kept, the batch full) to the next batch."""
     if result.kept and len(batch.groups) >= n_groups:
         batch.handed_over.append(group)
         return
-    if result.kept and accept is not None and not accept(result):
-        result = result.model_copy(update={"kept": False, "dropped_by": "trainer_filter"})
+    if result.kept and accept is not None:
+        verdict = accept(result, batch.started - len(batch.dropped))
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if not verdict:
+            result = result.model_copy(update={"kept": False, "dropped_by": "trainer_filter"})
     (batch.groups if result.kept else batch.dropped).append(result)
 
 

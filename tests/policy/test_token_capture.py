@@ -27,7 +27,7 @@ from policy.anthropic_translation import translate_request
 from policy.parsers import parse_completion
 from policy.sglang_client import parse_generation
 from policy.token_capture import LedgerDelta, TokenLedger
-from policy.trajectory_packing import decode_segments, encode_segments
+from policy.trajectory_packing import decode_trajectory, encode_trajectory
 
 TOOLS = [
     {
@@ -172,7 +172,7 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
     for delta in deltas:
         replayed.apply(LedgerDelta(**delta))
     assert replayed.finish() == segments, "a worker restarted from the spool must hold the same segments"
-    assert decode_segments(encode_segments(segments)) == segments, "the trajectory store keeps versions bit-exact"
+    assert decode_trajectory(encode_trajectory(segments)).segments == segments, "the trajectory store keeps versions bit-exact"
     records = {(tuple(p), tuple(o)): lp for p, o, lp in sampler.records}
     for segment in segments:
         assert len(segment.tokens) == len(segment.loss_mask) == len(segment.rollout_log_probs)

@@ -11,7 +11,7 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from contracts.rollout import PackedTrajectory, TokenSegment, spans_from_runs
-from policy.trajectory_packing import TrajectoryUnreadable, decode_segments, pack_trajectory, unpack_trajectory
+from policy.trajectory_packing import TrajectoryUnreadable, decode_trajectory, pack_trajectory, unpack_trajectory
 
 TEMPORAL_PAYLOAD_LIMIT = 2 * 1024 * 1024
 
@@ -118,5 +118,5 @@ def test_segments_packed_before_versions_existed_still_decode():
         lengths=np.array([len(segment.tokens)], dtype=np.int64),
         meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
     )
-    (loaded,) = decode_segments(buffer.getvalue())
+    (loaded,) = decode_trajectory(buffer.getvalue()).segments
     assert loaded == segment and loaded.weight_version_spans == []

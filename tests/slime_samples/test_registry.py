@@ -20,7 +20,8 @@ def forget_slime(monkeypatch) -> None:
 
 @pytest.fixture
 def installed_slime(tmp_path, monkeypatch):
-    """Install a minimal ``slime`` package in ``tmp_path``; ``install(seed_api)`` writes its trajectory manager."""
+    """Install a minimal ``slime`` package in ``tmp_path``; ``install(seed_api)`` writes its ``slime.agent.trajectory``
+    (the seed API, ``TrajectoryManager``, or None: no such module)."""
 
     def install(seed_api: bool | None) -> None:
         package = tmp_path / "slime"
@@ -29,7 +30,7 @@ def installed_slime(tmp_path, monkeypatch):
         (package / "agent" / "__init__.py").write_text("")
         if seed_api is not None:
             body = "def fan_out_sample_segments(*a):\n    pass\n" if seed_api else "class TrajectoryManager:\n    pass\n"
-            (package / "agent" / "trajectory_manager.py").write_text(body)
+            (package / "agent" / "trajectory.py").write_text(body)
         monkeypatch.syspath_prepend(str(tmp_path))
         forget_slime(monkeypatch)
 
@@ -76,6 +77,6 @@ def test_a_worker_with_a_bad_contract_name_stops_at_start_up_with_one_line():
 
 def test_a_slime_that_does_not_import_here_reads_as_current(installed_slime, tmp_path):
     installed_slime(None)
-    (tmp_path / "slime" / "agent" / "trajectory_manager.py").write_text("import torch_that_is_not_installed\n")
+    (tmp_path / "slime" / "agent" / "trajectory.py").write_text("import torch_that_is_not_installed\n")
     choice = registry.contract_in_force({})
     assert choice.name == "current" and "does not import here (ModuleNotFoundError" in choice.reason

@@ -76,7 +76,9 @@ async def test_a_group_the_trainer_rejects_is_replaced_and_reported(env):
     cluster, run_id = GroupCluster(), f"tr{uuid.uuid4().hex[:6]}"
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
-        batch = await fill_batch(env.client, Source(groups(3, run_id)), n_groups=2, task_queue=SHARED, accept=lambda result: result.group_index != 0)
+        batch = await fill_batch(
+            env.client, Source(groups(3, run_id)), n_groups=2, task_queue=SHARED, accept=lambda result, remaining: result.group_index != 0
+        )
     assert sorted(g.group_index for g in batch.groups) == [1, 2]
     assert [(g.group_index, g.kept, g.dropped_by) for g in batch.dropped] == [(0, False, "trainer_filter")]
     assert batch.started == 3 and batch.metrics()["groups_filtered"] == 1
