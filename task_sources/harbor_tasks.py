@@ -37,13 +37,12 @@ import stat
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from contracts.rollout import HarborSpec, HarborTestFile, TaskResources, TaskSpec
 from task_sources.dataset_rows import DatasetRow, RowError
-from task_sources.harbor_images import HarborImages, ImageProblem
 from task_sources.row_limits import task_problem
 
 MAX_TESTS_BYTES = 256 << 10
@@ -82,6 +81,10 @@ def task_directories(path: Path) -> list[Path]:
     return sorted(child for child in path.iterdir() if child.is_dir() and not child.name.startswith("."))
 
 
+if TYPE_CHECKING:
+    from task_sources.harbor_images import HarborImages
+
+
 def read_harbor_tasks(path: str | Path, images: HarborImages | None = None) -> Iterator[DatasetRow | HarborTaskError]:
     """Yield each task directory's row (``line`` = the directory) or the error saying why it cannot be used;
     images are found or built with ``images`` (default: this host's Docker engine) once the rest of the task is valid."""
@@ -90,6 +93,8 @@ def read_harbor_tasks(path: str | Path, images: HarborImages | None = None) -> I
     if not directories:
         yield HarborTaskError(root, "task.toml", "no Harbor task here: no task.toml and no task subdirectories")
         return
+    from task_sources.harbor_images import HarborImages  # docker: a worker's package, imported only to build images
+
     images = images or HarborImages()
     seen: dict[str, Path] = {}
     for directory in directories:
@@ -147,6 +152,8 @@ def read_task(directory: Path, images: HarborImages) -> tuple[TaskSpec, dict[str
         first = error.errors()[0]
         raise HarborTaskError(directory, ".".join(str(p) for p in first["loc"]), first["msg"]) from None
     _check_limits(directory, unresolved)
+    from task_sources.harbor_images import ImageProblem
+
     try:
         image = images.resolve(name, directory / "environment", docker_image, build_timeout)
     except ImageProblem as problem:

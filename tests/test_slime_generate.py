@@ -1,5 +1,6 @@
 """slime's generate() drop-in: the sample contract in force turns results into Samples; the aborted shape."""
 
+import json
 import logging
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, Weigh
 from policy.trajectory_packing import pack_trajectory, unpack_trajectory
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
 from slime_samples.registry import ContractChoice
+from starter import EXAMPLE_DATASET
 from tests.slime_sample import Sample
 from trainer_client.results_file import record_with_segments
 
@@ -139,3 +141,36 @@ def test_slimes_parser_flags_reach_the_policy_and_a_wrong_name_stops_the_trainer
     assert (policy_for(SimpleNamespace(), {}).tool_parser, policy_for(SimpleNamespace(), {}).reasoning_parser) == (None, None)
     with pytest.raises(SettingsError, match="--sglang-tool-call-parser: unknown tool-call parser 'qwen3-coder'; supported: auto, "):
         policy_for(SimpleNamespace(sglang_tool_call_parser="qwen3-coder"), {})
+
+
+def test_slimes_stop_strings_and_stop_token_ids_reach_every_turn():
+    params = {"temperature": 1.0, "max_new_tokens": 64, "stop": "</done>", "stop_token_ids": [248046, 248044], "no_stop_trim": True}
+    spec = policy_for(SimpleNamespace(), params)
+    assert (spec.sampling.stop, spec.sampling.stop_token_ids) == (["</done>"], [248046, 248044])
+
+
+async def test_under_partial_rollout_generate_stops_with_a_line_instead_of_crashing_inside_slime():
+    with pytest.raises(SettingsError, match="--rollout-function-path slime_rollout.generate_rollout"):
+        await slime_generate.generate(SimpleNamespace(partial_rollout=True), Sample(index=0), {})
+
+
+async def test_evaluation_returns_one_sample_per_rollout_with_its_reward(monkeypatch):
+    result = completed([segment("main", [1, 2], [3, 4], [1, 1]), segment("subagent", [5], [6], [1])])
+
+    async def collect(*args, **kwargs):
+        return result
+
+    async def no_client():
+        return None
+
+    monkeypatch.setattr(slime_generate, "collect_rollout", collect)
+    monkeypatch.setattr(slime_generate, "temporal_client", no_client)
+    row = json.loads(EXAMPLE_DATASET.read_text().splitlines()[0])
+    sample = Sample(index=3, group_index=1, prompt=row["prompt"], label=row.get("label"), metadata=row["metadata"])
+    (out,) = await slime_generate.generate(SimpleNamespace(partial_rollout=True), sample, {}, evaluation=True)
+    assert out is sample and (out.reward, out.status, out.remove_sample) == (1.0, Sample.Status.COMPLETED, True)
+    assert (out.tokens, out.loss_mask, out.response_length) == ([0, 0], [0], 1) and "abort_reason" not in out.metadata
+    assert (out.metadata["grading_solved"], out.metadata["workflow_id"]) == (True, "rollout-r-calc-3-1")
+    aborted = result.model_copy(update={"status": "aborted", "abort_reason": "wall_clock_timeout", "reward": 0.0})
+    (lost,) = [slime_generate.eval_sample(Sample(index=4), aborted)]
+    assert (lost.reward, lost.status, lost.metadata["abort_reason"]) == (0.0, Sample.Status.ABORTED, "wall_clock_timeout")

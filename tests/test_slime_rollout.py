@@ -187,7 +187,7 @@ SEEN = []
 
 def nonzero_std(args, samples):
     SEEN.append((args, samples))
-    rewards = [fragments[0].reward for fragments in samples]
+    rewards = [sample.get_reward_value(args) for sample in samples]
     keep = max(rewards) > min(rewards)
     return DynamicFilterOutput(keep=keep, reason=None if keep else f"zero_std_{rewards[0]}")
 
@@ -196,17 +196,26 @@ def legacy(args, samples):
 """
 
 
-def test_the_dynamic_filter_is_loaded_from_its_path_and_called_as_slime_calls_it(tmp_path, monkeypatch):
+def test_the_dynamic_filter_is_called_as_slime_calls_it_with_one_sample_per_rollout(tmp_path, monkeypatch):
     module = f"dynamic_filters_{uuid.uuid4().hex[:6]}"
     (tmp_path / f"{module}.py").write_text(FILTERS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    args = slime_args(dynamic_sampling_filter_path=f"{module}.nonzero_std")
+    args = slime_args(dynamic_sampling_filter_path=f"{module}.nonzero_std", reward_key=None)
     judge = dynamic_filter_of(args)
-    mixed, alike = [[Sample(reward=1.0)], [Sample(reward=0.0)]], [[Sample(reward=1.0)], [Sample(reward=1.0)]]
+    mixed = [[Sample(index=0, reward=1.0), Sample(index=0, reward=1.0)], [Sample(index=1, reward=0.0)]]
+    alike = [[Sample(index=0, reward=1.0)], [Sample(index=1, reward=1.0)]]
     assert (judge(mixed), judge(alike)) == (Verdict(keep=True), Verdict(keep=False, reason="zero_std_1.0"))
-    assert sys.modules[module].SEEN[0] == (args, mixed), "fn(args, samples), one list of Samples per sample"
+    seen_args, seen = sys.modules[module].SEEN[0]
+    assert seen_args is args and [(s.index, s.reward) for s in seen] == [(0, 1.0), (1, 0.0)], "fn(args, samples): one Sample per rollout"
+    assert all(isinstance(s, Sample) for s in seen) and mixed[0][0] is not seen[0], "copies: the batch's Samples stay as they are"
     assert dynamic_filter_of(slime_args(dynamic_sampling_filter_path=f"{module}.legacy"))(mixed) == Verdict(keep=False), "a bare bool is keep"
     assert dynamic_filter_of(slime_args())(alike) == Verdict(keep=True), "no filter keeps every group"
+
+
+def test_under_the_seed_contract_the_filter_sees_the_rollouts_whole_reward(monkeypatch):
+    monkeypatch.setenv("ROLLOUT_SLIME_SAMPLE_CONTRACT", "seed")
+    split = [[Sample(index=0, reward=0.5), Sample(index=0, reward=0.5)], [Sample(index=1, reward=0.0)]]
+    assert [s.reward for s in slime_rollout.rollout_view(split)] == [1.0, 0.0]
 
 
 def finished(group_index: int, refilled: int = 0) -> GroupResult:
@@ -216,33 +225,42 @@ def finished(group_index: int, refilled: int = 0) -> GroupResult:
 
 class ScriptedFill:
     """Stands in for ``fill_batch``: places the scripted finished groups through ``accept`` the way ``_place`` does
-    (a rejected one among the dropped, marked ``trainer_filter``) and records the ``wanted`` it was called with."""
+    (a rejected one among the dropped, marked ``trainer_filter``; ``remaining`` the started groups not dropped,
+    counting ``started`` groups) and records the ``wanted`` it was called with."""
 
-    def __init__(self, finished_groups: list[GroupResult], **batch_fields):
+    def __init__(self, finished_groups: list[GroupResult], started: int | None = None, **batch_fields):
         self.finished, self.batch_fields, self.calls = finished_groups, batch_fields, []
+        self.started = len(finished_groups) if started is None else started
 
     async def __call__(self, wanted: int, accept) -> Batch:
         self.calls.append(wanted)
         batch = Batch(**self.batch_fields)
+        dropped = 0
         for result in self.finished:
-            if len(batch.groups) < wanted and accept(result):
+            if len(batch.groups) < wanted and await accept(result, self.started - dropped):
                 batch.groups.append(result)
             elif len(batch.groups) < wanted:
+                dropped += 1
                 batch.dropped.append(result.model_copy(update={"kept": False, "dropped_by": "trainer_filter"}))
         return batch
 
 
 def judged_by(verdicts: dict[int, Verdict]):
     """``samples_for`` and ``judge`` over fake Samples that only name their group."""
-    return (lambda result: [[result.group_index]]), (lambda samples: verdicts.get(samples[0][0], Verdict(keep=True)))
+
+    async def samples_for(result):
+        return [[result.group_index]]
+
+    return samples_for, (lambda samples: verdicts.get(samples[0][0], Verdict(keep=True)))
 
 
 async def test_a_group_the_dynamic_filter_drops_is_replaced_in_the_same_batch_and_the_metrics_count_it():
     failed = GroupResult(workflow_id="g9", group_index=9, status="failed", dropped_by="not_completed")
     straggler = GroupResult(workflow_id="g8", group_index=8, status="cut", dropped_by="not_completed")
     fill = ScriptedFill(
-        [finished(4, refilled=1), finished(2), finished(1)], dropped=[failed], cut=[straggler], handed_over=["next"], started=5, time_to_batch_s=3.0
+        [finished(4, refilled=1), finished(2), finished(1)], dropped=[failed], cut=[straggler], handed_over=["next"], time_to_batch_s=3.0
     )
+    fill.batch_fields["started"] = 5
     samples_for, judge = judged_by({4: Verdict(keep=False, reason="zero_std_1.0")})
     filled = await fill_filtered_batch(fill, 2, samples_for, judge)
     assert fill.calls == [2], "one batch: the rejected group was replaced inside it"
@@ -265,14 +283,14 @@ async def test_a_group_the_dynamic_filter_drops_is_replaced_in_the_same_batch_an
     }
 
 
-async def test_a_rejected_group_marked_keep_when_insufficient_fills_a_batch_that_came_back_short():
+async def test_a_rejected_group_marked_keep_when_insufficient_is_kept_only_when_dropping_it_would_leave_too_few():
     fallback = Verdict(keep=False, reason="zero_std_0.0", keep_when_insufficient=True)
     samples_for, judge = judged_by({0: fallback, 1: fallback, 2: Verdict(keep=True)})
-    filled = await fill_filtered_batch(ScriptedFill([finished(0), finished(1), finished(2)]), 3, samples_for, judge)
-    assert [g.group_index for g in filled.batch.groups] == [0, 1, 2] and filled.batch.dropped == [] and filled.drops == {}
-    short = await fill_filtered_batch(ScriptedFill([finished(0), finished(1), finished(2)]), 2, samples_for, judge)
-    assert [g.group_index for g in short.batch.groups] == [0, 2], "one held-back group fills the one missing place"
-    assert [g.group_index for g in short.batch.dropped] == [1] and short.drops == {"zero_std_0.0": 1}
+    exact = await fill_filtered_batch(ScriptedFill([finished(0), finished(1), finished(2)]), 3, samples_for, judge)
+    assert [g.group_index for g in exact.batch.groups] == [0, 1, 2] and exact.batch.dropped == [] and exact.drops == {}
+    spare = await fill_filtered_batch(ScriptedFill([finished(0), finished(1), finished(2)], started=4), 3, samples_for, judge)
+    assert [g.group_index for g in spare.batch.dropped] == [0], "4 started: dropping the first leaves 3, enough"
+    assert [g.group_index for g in spare.batch.groups] == [1, 2] and spare.drops == {"zero_std_0.0": 1}
 
 
 async def test_a_source_that_runs_dry_ends_the_batch_short():
@@ -362,3 +380,53 @@ async def test_the_drop_in_fills_a_batch_of_groups_hands_the_straggler_back_and_
     not_kept = again.metrics["rollout/groups_cut"] + again.metrics["rollout/groups_handed_over"]
     assert not_kept == again.metrics["rollout/groups_started"] - 2 and len(source.added) == handed_over, "cut, not handed back"
     assert await containers_of_runs([run_id]) == [], "a cut straggler's sandboxes (agent or grading) are gone with it"
+
+
+HOOKS = """
+CALLS = []
+
+def tag(args, sample, rollout_id):
+    CALLS.append(("tag", sample.index, rollout_id))
+    sample.metadata = {**(sample.metadata or {}), "tagged": rollout_id}
+
+async def replace(args, sample, **kwargs):
+    CALLS.append(("replace", sample.index, kwargs))
+    return sample
+
+def batch_filter(args, data):
+    CALLS.append(("filter", len(data)))
+
+def all_samples(args, samples, data_source):
+    CALLS.append(("all", [group[0][0].index for group in samples], data_source))
+"""
+
+
+async def test_sample_hooks_and_batch_functions_run_as_slimes_default_rollout_runs_them(tmp_path, monkeypatch):
+    module = f"hooks_{uuid.uuid4().hex[:6]}"
+    (tmp_path / f"{module}.py").write_text(HOOKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = slime_args(
+        rollout_sample_hook_path=[f"{module}.tag", f"{module}.replace"],
+        rollout_sample_filter_path=f"{module}.batch_filter",
+        rollout_all_samples_process_path=f"{module}.all_samples",
+    )
+    group = [[Sample(index=4)], [Sample(index=5), Sample(index=5)]]
+    hooked = await slime_rollout.apply_sample_hooks(args, group, rollout_id=7)
+    calls = sys.modules[module].CALLS
+    assert [c[:2] for c in calls] == [("tag", 4), ("replace", 4), ("tag", 5), ("replace", 5), ("tag", 5), ("replace", 5)]
+    assert calls[1][2] == {"rollout_id": 7, "evaluation": False} and all(s.metadata["tagged"] == 7 for f in hooked for s in f)
+    filled = slime_rollout.FilledBatch(samples=[hooked], all_samples=[[[Sample(index=9)]], hooked])
+    slime_rollout.run_batch_functions(args, filled, "source")
+    assert calls[-2:] == [("filter", 1), ("all", [4, 9], "source")], "the batch, then every judged group sorted by index"
+
+
+def test_groups_handed_back_carry_their_start_rollout_id_and_mask_older_weights_when_asked():
+    group = [Sample(index=0, metadata={}), Sample(index=1, metadata={"start_rollout_id": 2})]
+    assert [s.metadata["start_rollout_id"] for s in slime_rollout.stamped(group, 5)] == [5, 2]
+    spans = [{"version": "3", "start": 0, "end": 2}, {"version": "4", "start": 3, "end": 4}]
+    sample = Sample(
+        loss_mask=[1, 1, 0, 1], rollout_log_probs=[-1.0, -1.0, 0.0, -1.0], weight_versions=["3", "4"], metadata={"weight_version_spans": spans}
+    )
+    slime_rollout.mask_older_versions(sample)
+    assert (sample.loss_mask, sample.rollout_log_probs, sample.weight_versions) == ([0, 0, 0, 1], [0.0, 0.0, 0.0, -1.0], ["4"])
+    assert sample.metadata["weight_version_spans"] == [spans[1]]

@@ -3,15 +3,15 @@ sub-agent, answered by the scripted policy server through the adapter over HTTP.
 
 The requests are the captured bodies and headers (``tests/fixtures/claude_code_wire``), sent in the order Claude
 Code sends them; the compaction request's history carries the main turn's real reply in place of the captured
-one, as Claude Code echoes what it was answered. The Qwen3.6 template renders that history without the reply's
-reasoning (the summary request is a new user message), so the compaction call no longer extends what was
-sampled: exactly the situation today's slime resolves by dropping (or, past its threshold, forking) the stale
-tail. What the trainer gets from the same segments:
+one, as Claude Code echoes what it was answered. By its messages the compaction call continues the main call
+(system, task, the main reply, its tool result, then the summary request), but the Qwen3.6 template renders
+that history without the reply's reasoning, so its tokens part from the main call's where the main reply
+begins. What the trainer gets:
 
 * ``seed``: four samples (the compaction one repeats the main conversation as its context), each 1/4 of the reward;
-* ``current``: three (the compaction appended to the main conversation), each with the full reward; the main
-  reply's trained tokens fall in the re-rendered tail and are dropped and counted, as slime drops them below
-  its 1024-token fork threshold; at a threshold they reach, they come back as a drift-fork sample instead.
+* ``current`` (slime's ``TrajectoryManager``): the drift lies in the last reply span and the summary is short, so
+  slime realigns: the main reply becomes context of the compaction sample and is not trained; the
+  continuation and the sub-agent are samples of their own; each carries the full reward.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from __future__ import annotations
 import copy
 
 import aiohttp
+import numpy as np
 import pytest
 
 from contracts.rollout import SamplingParams, SessionConfig
+from policy.trajectory_packing import Trajectory
 from slime_samples import current, seed
-from slime_samples.trajectory_chains import common_prefix_length
+from slime_samples.message_tree import common_prefix
+from slime_samples.options import SampleOptions
 from tests.slime_sample import Sample
 from tests.slime_samples.segments import result_of
 from tests.wire_fixtures import captured
@@ -64,27 +67,22 @@ async def test_both_contracts_over_real_claude_code_requests(adapter, policy_ser
     kinds = [(s.lane, s.kind) for s in result.segments]
     assert kinds == [("main", "main"), ("main", "compaction"), ("main", "continuation"), ("agent:a74736570725ddfdc", "subagent")]
     main, compaction, continuation, subagent = result.segments
-    shared = common_prefix_length(main.tokens, compaction.tokens)
+    log = result.turn_log
+    assert [t.segment for t in log.turns] == [0, 1, 2, 3], "four calls, in the order Claude Code made them"
+    shared = common_prefix(np.asarray(main.tokens), np.asarray(compaction.tokens))
     assert shared == main.prompt_length, "the re-rendered history differs exactly where the main reply begins"
 
-    old = seed.samples(Sample(index=0, group_index=0), result_of(), result.segments, None)
-    new = current.samples(Sample(index=0, group_index=0), result_of(), result.segments, None)
-    forked = current.samples(Sample(index=0, group_index=0), result_of(), result.segments, None, fork_min_loss_tokens=sum(main.loss_mask))
-    totals = {
-        name: (sum(len(s.tokens) for s in out), sum(sum(s.loss_mask) for s in out))
-        for name, out in (("seed", old), ("current", new), ("forked", forked))
-    }
-    print(f"\ntokens to train, trained tokens: {totals}")
+    trajectory = Trajectory(result.segments, log)
+    old = seed.samples(Sample(index=0, group_index=0), result_of(), trajectory, None, SampleOptions())
+    new = current.samples(Sample(index=0, group_index=0), result_of(), trajectory, None, SampleOptions())
+    print(
+        f"\nsamples (tokens, trained): seed {[(len(s.tokens), sum(s.loss_mask)) for s in old]}, current {[(len(s.tokens), sum(s.loss_mask)) for s in new]}"
+    )
 
     trained = sum(sum(s.loss_mask) for s in result.segments)
-    assert (len(old), len(new), len(forked)) == (4, 3, 4)
-    assert totals["seed"] == (sum(len(s.tokens) for s in result.segments), trained)
-    assert totals["current"] == (len(compaction.tokens) + len(continuation.tokens) + len(subagent.tokens), trained - sum(main.loss_mask))
-    assert totals["forked"] == totals["seed"], "the fork keeps the main reply's tokens, trained once"
-    assert [s.metadata["segment_kinds"] for s in new] == [["main", "compaction"], ["continuation"], ["subagent"]]
-    assert new[0].metadata["tito_dropped_tokens"] == len(main.tokens) - shared and new[0].metadata["tito_dropped_turns"] == 1
-    assert new[0].tokens == compaction.tokens and new[0].loss_mask == compaction.loss_mask[main.prompt_length :]
-    assert forked[0].metadata["tito_drift_fork"] and forked[0].tokens == main.tokens and forked[1].metadata["tito_drift_forks_emitted"] == 1
-    assert [s.reward for s in old] == [0.25] * 4 and [s.reward for s in new] == [1.0] * 3
-    assert [s.metadata["use_tool"] for s in new] == [True, True, True] and not any(s.metadata["truncated"] for s in new)
-    assert all(s.rollout_id == 0 and len(s.loss_mask) == s.response_length for s in [*old, *new, *forked])
+    assert len(old) == 4 and [s.reward for s in old] == [0.25] * 4
+    assert (sum(len(s.tokens) for s in old), sum(sum(s.loss_mask) for s in old)) == (sum(len(s.tokens) for s in result.segments), trained)
+    assert [s.reward for s in new] == [1.0] * len(new) and all(s.rollout_id == 0 and len(s.loss_mask) == s.response_length for s in new)
+    assert [s.tokens for s in new] == [compaction.tokens, continuation.tokens, subagent.tokens]
+    assert sum(sum(s.loss_mask) for s in new) == trained - sum(main.loss_mask), "the main reply realigned away, as slime does"
+    assert new[0].metadata["segment_kinds"] == ["main", "compaction"] and all(s.metadata["use_tool"] for s in new)

@@ -84,6 +84,24 @@ async def test_a_group_the_trainer_rejects_is_replaced_and_reported(env):
     assert batch.started == 3 and batch.metrics()["groups_filtered"] == 1
 
 
+async def test_slimes_over_sampling_refetches_a_whole_chunk_once_too_few_started_groups_are_left(env):
+    """slime's ``over_sampling_batch_size`` is a refetch chunk: 3 started for a batch of 2; two dropped leave 1
+    undropped, under 2, so 3 more are drawn and started; ``remaining`` is what slime's filter rule reads."""
+    cluster, run_id = GroupCluster(), f"rf{uuid.uuid4().hex[:6]}"
+    source, seen = Source(groups(9, run_id)), []
+
+    def accept(result, remaining):
+        seen.append((result.group_index, remaining))
+        return result.group_index not in (0, 1)
+
+    shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
+    async with shared, host:
+        batch = await fill_batch(env.client, source, n_groups=2, straggler_policy="handover", task_queue=SHARED, accept=accept, refetch_chunk=3)
+    assert source.asked[:2] == [3, 3] and batch.started == 6, "a second chunk of 3 once two of the first were dropped"
+    assert len(batch.groups) == 2 and all(g.group_index >= 2 for g in batch.groups)
+    assert all(remaining <= batch.started for _, remaining in seen)
+
+
 async def test_stream_groups_yields_each_group_as_it_finishes(env):
     cluster, run_id = GroupCluster(), f"st{uuid.uuid4().hex[:6]}"
     cluster.hanging = {child(run_id, 0)}
