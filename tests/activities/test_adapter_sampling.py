@@ -72,6 +72,7 @@ async def test_client_sampling_keys_reach_sglang_and_a_stop_sequence_turn_replie
         "top_k": 20,
         "max_new_tokens": 300,
         "stop": ["not chan"],
+        "stop_token_ids": [],
         "from_client": ["temperature", "top_p", "top_k", "stop_sequences", "max_tokens"],
         "ignored": [],
     }

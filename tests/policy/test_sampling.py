@@ -223,3 +223,13 @@ async def test_a_stop_sequence_straddling_an_abort_is_found_and_the_generation_c
     assert segment.rollout_log_probs == [0.0] * prompt + [-0.25, -0.5, -0.75, -1.0]
     assert segment.token_weight_versions()[prompt:] == ["1", "1", "1", "2"]
     assert session.turns[0].aborts_continued == 1 and session.turns[0].stop_reason == "stop_sequence"
+
+
+def test_the_trainers_stop_strings_and_ids_go_out_on_every_turn_beside_the_clients():
+    defaults = SamplingParams(stop=["</done>"], stop_token_ids=[248044, 7])
+    mine = turn_sampling(defaults, ClientSampling(), None, 100)
+    theirs = turn_sampling(defaults, ClientSampling(stop_sequences=("END", "</done>")), None, 100)
+    pinned = turn_sampling(defaults.model_copy(update={"pinned": ["stop_sequences"]}), ClientSampling(stop_sequences=("END",)), None, 100)
+    assert (mine.stop, theirs.stop, pinned.stop) == (["</done>"], ["</done>", "END"], ["</done>"])
+    params = sglang_params(theirs, end_of_turn_id=7)
+    assert params["stop_token_ids"] == [7, 248044] and params["stop"] == ["</done>", "END"]
