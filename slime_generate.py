@@ -60,7 +60,7 @@ from policy.parsers import UnknownParser, known_parser_name, reasoning_parser_na
 from policy.trajectory_packing import read_trajectory
 from slime_samples.options import SampleOptions, sample_options
 from slime_samples.registry import ContractChoice, contract_in_force
-from slime_samples.sample_fields import status, write_aborted
+from slime_samples.sample_fields import status, write_aborted, write_untrained
 from starter import collect_rollout, connect, rollout_input, task_queue_from_env
 from task_sources.dataset_rows import RowError, task_from_row
 from trainer_client.workflow_runs import server_wait_from_env
@@ -102,14 +102,15 @@ def eval_sample(sample: Any, result: RolloutResult) -> Any:
     """The reference example's eval sample: one per rollout, ``reward`` the grade (0 when aborted), no trainable
     token (tokens ``[0, 0]``, ``loss_mask [0]``, ``remove_sample``), status completed (aborted when the rollout
     was), metadata ``instance_id``, ``grading_solved``, ``applied_cleanly``, ``agent_exit_code``, ``workflow_id``."""
-    completed = result.status == "completed"
-    write_aborted(sample, result.abort_reason or "not_completed")
-    if completed:
-        del sample.metadata["abort_reason"]
-    sample.reward = float(result.reward) if completed else 0.0
+    if result.status != "completed":
+        write_aborted(sample, result.abort_reason or "not_completed")
+    else:
+        write_untrained(sample)
+        sample.reward = float(result.reward)
+        sample.status = status(sample, "COMPLETED")
     sample.remove_sample = True
-    sample.status = status(sample, "COMPLETED" if completed else "ABORTED")
-    sample.metadata |= {
+    sample.metadata = {
+        **(sample.metadata or {}),
         "instance_id": result.instance_id,
         "grading_solved": result.solved,
         "applied_cleanly": result.applied_cleanly,

@@ -87,6 +87,14 @@ class TokenProofError(AssertionError):
     """A turn would put tokens into a segment whose sampled origin is not proven."""
 
 
+def _keys(messages: list[dict[str, Any]], known: Segment | None) -> tuple[str, ...]:
+    """``message_key`` of each message, reusing ``known``'s keys for the messages it starts with (when it has
+    them all: a segment restored from a spool written before keys existed has none)."""
+    if known is None or len(known.message_keys) != len(known.messages):
+        return tuple(message_key(m) for m in messages)
+    return (*known.message_keys, *(message_key(m) for m in messages[len(known.messages) :]))
+
+
 def message_key(message: dict[str, Any]) -> str:
     """``<role>:<digest>`` of a chat message: equal for equal messages (key order does not matter), and
     for two different messages of a session equal only by a 128-bit digest collision."""
@@ -122,6 +130,7 @@ class Segment:
     prompt_length: int = 0
     turns: list[_Turn] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    message_keys: list[str] = field(default_factory=list)
     ended_with_end_of_turn: bool = False
     anchor_text: str | None = None
 
@@ -220,15 +229,16 @@ class TokenLedger:
 
     def plan(self, lane: str, kind: SegmentKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PromptPlan:
         messages = [self._recorded_reply(m) for m in messages]
-        keys = tuple(message_key(m) for m in messages)
         candidates = [s for s in reversed(list(self.segments)) if s.lane == lane and s.kind == kind and s.tools == tools]
         full_text: str | None = None
+        known: Segment | None = None  # a segment whose messages start ``messages``: their keys are reused
         for segment in candidates:
             n = len(segment.messages)
             if messages == segment.messages[:-1]:
                 prompt = segment.tokens[: segment.turns[-1].prompt_end]
-                return PromptPlan(lane, kind, messages, tools, prompt, "retry", segment, 0, keys)
+                return PromptPlan(lane, kind, messages, tools, prompt, "retry", segment, 0, tuple(segment.message_keys[:-1]))
             if len(messages) > n and messages[:n] == segment.messages:
+                known = known or segment
                 anchor = self._anchor(segment)
                 full_text = full_text or self._renderer.render(messages, tools, True)
                 if full_text.startswith(anchor):
@@ -237,7 +247,8 @@ class TokenLedger:
                         tail = self._renderer.end_of_turn + tail
                     tail_ids = self._renderer.encode(tail)
                     prompt = segment.tokens + array("i", tail_ids)
-                    return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids), keys)
+                    return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids), _keys(messages, segment))
+        keys = _keys(messages, known)
         full_text = full_text or self._renderer.render(messages, tools, True)
         prompt = array("i", self._renderer.encode(full_text))
         for segment in candidates:
@@ -314,6 +325,7 @@ class TokenLedger:
         segment.log_probs.extend(delta.log_probs)
         versions = [(prompt_end + a, prompt_end + b, version) for a, b, version in delta.weight_versions]
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
+        segment.message_keys = [*segment.message_keys[: delta.keep_messages], *delta.prompt_keys[delta.keep_messages :], delta.reply_key]
         called_tool = bool(segment.messages[-1].get("tool_calls"))
         turn = _Turn(
             start,

@@ -42,16 +42,23 @@ def call_weight_versions(segment: TokenSegment) -> list[str]:
     return [version for _, end in segment.sampled_runs() if (version := versions[end - 1]) is not None]
 
 
-def write_aborted(sample: Any, reason: str) -> Any:
-    """The reference's aborted shape, in place: tokens ``[0, 0]``, one masked response token, reward 0, no
-    versions, status aborted, ``metadata.abort_reason``."""
+def write_untrained(sample: Any) -> Any:
+    """The reference example's sample with nothing to train, in place: tokens ``[0, 0]``, one masked response
+    token, no versions."""
     sample.tokens = [0, 0]
     sample.response = ""
     sample.response_length = 1
     sample.loss_mask = [0]
     sample.rollout_log_probs = [0.0]
-    sample.reward = 0.0
     sample.weight_versions = []
+    return sample
+
+
+def write_aborted(sample: Any, reason: str) -> Any:
+    """The reference's aborted shape, in place: ``write_untrained``, reward 0, status aborted,
+    ``metadata.abort_reason``."""
+    write_untrained(sample)
+    sample.reward = 0.0
     sample.status = status(sample, "ABORTED")
     sample.metadata = {**(getattr(sample, "metadata", None) or {}), "abort_reason": reason}
     return sample

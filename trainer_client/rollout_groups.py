@@ -166,19 +166,20 @@ async def fill_batch(
     batch = Batch()
     queued, dry = list(carried), False
     running: dict[asyncio.Task[GroupResult], GroupInput] = {}
+
+    def draw(k: int) -> None:
+        nonlocal dry
+        more = next_groups(k)
+        dry = len(more) < k
+        queued.extend(more)
+
     while len(batch.groups) < n_groups:
         if refetch_chunk:
             while not dry and batch.started + len(queued) - len(batch.dropped) < n_groups:
-                more = next_groups(refetch_chunk)
-                dry = len(more) < refetch_chunk
-                queued.extend(more)
-            capacity = len(running) + len(batch.groups) + len(queued)
-        room = capacity - len(running) - len(batch.groups)
-        if not refetch_chunk and not dry and len(queued) < room:
-            more = next_groups(room - len(queued))
-            dry = len(more) < room - len(queued)
-            queued.extend(more)
-        while queued and len(running) + len(batch.groups) < capacity:
+                draw(refetch_chunk)
+        elif not dry and len(queued) < (room := capacity - len(running) - len(batch.groups)):
+            draw(room - len(queued))
+        while queued and (refetch_chunk or len(running) + len(batch.groups) < capacity):
             group = queued.pop(0)
             running[asyncio.create_task(collect_group(client, group, task_queue, server_wait_s))] = group
             batch.started += 1

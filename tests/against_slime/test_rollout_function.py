@@ -27,7 +27,9 @@ import slime_generate  # noqa: E402
 import slime_rollout  # noqa: E402
 from contracts.rollout import AgentRun, RolloutResult, SampledTurn, TokenSegment, TurnLog  # noqa: E402
 from contracts.rollout_group import GroupResult, GroupSample  # noqa: E402
+from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from policy.trajectory_packing import pack_trajectory  # noqa: E402
+from tests.test_slime_rollout import slime_args  # noqa: E402
 from trainer_client.rollout_groups import Batch, group_id  # noqa: E402
 
 ROLLOUT_PY = slime.ray.__path__[0] + "/rollout.py"
@@ -159,22 +161,21 @@ def drop_in(monkeypatch):
 
 
 def args_for(**extra) -> SimpleNamespace:
-    values = {
-        "rollout_batch_size": 2,
-        "n_samples_per_prompt": 2,
-        "over_sampling_batch_size": 2,
-        "partial_rollout": False,
-        "hf_checkpoint": "",
-        "rollout_max_context_len": 0,
-        "reward_key": None,
-        "advantage_estimator": "grpo",
-        "rewards_normalization": True,
-        "grpo_std_normalization": True,
-        "rollout_top_p": 1.0,
-        "use_rollout_routing_replay": False,
-        "custom_rm_path": None,
-    }
-    return SimpleNamespace(**(values | extra))
+    """The stand-in tests' slime args plus what slime's own reward conversion and eval state read."""
+    return slime_args(
+        rollout_batch_size=2,
+        over_sampling_batch_size=2,
+        partial_rollout=False,
+        rollout_max_context_len=0,
+        reward_key=None,
+        advantage_estimator="grpo",
+        rewards_normalization=True,
+        grpo_std_normalization=True,
+        rollout_top_p=1.0,
+        use_rollout_routing_replay=False,
+        custom_rm_path=None,
+        **extra,
+    )
 
 
 def test_slimes_filter_hooks_and_conversion_take_the_rollout_functions_output(drop_in, monkeypatch):
@@ -206,20 +207,27 @@ def test_slimes_fallback_filter_keeps_a_group_only_when_too_few_are_left(drop_in
 
 
 def test_slimes_eval_path_runs_the_drop_in_as_its_custom_generate_function(drop_in, monkeypatch):
+    """slime's ``generate_and_rm`` with its real ``GenerateState`` (the project's tokenizer as the checkpoint)."""
     from slime.rollout import sglang_rollout
 
     async def collect(*args, **kwargs):
         return completed(0, 1.0)
 
     monkeypatch.setattr(slime_generate, "collect_rollout", collect)
-    monkeypatch.setattr(
-        sglang_rollout,
-        "GenerateState",
-        lambda args: SimpleNamespace(semaphore=asyncio.Semaphore(4), aborted=False, dp_rank_context=lambda: __import__("contextlib").nullcontext()),
-    )
     args = args_for(
-        custom_generate_function_path="slime_generate.generate", group_rm=False, partial_rollout=False, mask_offpolicy_in_partial_rollout=False
+        custom_generate_function_path="slime_generate.generate",
+        group_rm=False,
+        mask_offpolicy_in_partial_rollout=False,
+        hf_checkpoint=str(ensure_qwen_tokenizer()),
+        sglang_server_concurrency=4,
+        rollout_num_gpus=1,
+        rollout_top_k=-1,
+        rollout_stop=None,
+        rollout_stop_token_ids=None,
+        rollout_skip_special_tokens=False,
+        sglang_dp_size=1,
     )
     sample = Sample(index=0, group_index=0, prompt=drop_in["prompt"], metadata=dict(drop_in["metadata"]))
     out = asyncio.run(sglang_rollout.generate_and_rm(args, sample, {}, evaluation=True))
     assert isinstance(out, list) and len(out) == 1 and out[0].reward == 1.0, "one sample per rollout, its reward"
+    assert out[0].remove_sample and out[0].loss_mask == [0]

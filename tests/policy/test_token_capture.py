@@ -26,8 +26,8 @@ from policy.anthropic_reply import reply_blocks
 from policy.anthropic_translation import translate_request
 from policy.parsers import parse_completion
 from policy.sglang_client import parse_generation
-from policy.token_capture import LedgerDelta, TokenLedger
-from policy.trajectory_packing import decode_trajectory, encode_trajectory
+from policy.token_capture import LedgerDelta, TokenLedger, message_key
+from policy.trajectory_packing import Trajectory, decode_trajectory, encode_trajectory
 
 TOOLS = [
     {
@@ -148,6 +148,7 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
             kind = "compaction"
         plan = ledger.plan(lane, kind, messages, TOOLS)
         event(f"plan mode: {plan.mode}")
+        assert plan.message_keys == tuple(message_key(m) for m in plan.messages), "keys reused from a segment are the messages' own"
         text = completion(rng, with_tool=action != "compaction")
         ids, log_probs, finish = sampler.sample(plan.prompt_ids, text, cut=action == "cut", canonical=action != "non_canonical")
         body, truth = clock.reply(ids, log_probs, finish)
@@ -172,7 +173,13 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
     for delta in deltas:
         replayed.apply(LedgerDelta(**delta))
     assert replayed.finish() == segments, "a worker restarted from the spool must hold the same segments"
-    assert decode_trajectory(encode_trajectory(segments)).segments == segments, "the trajectory store keeps versions bit-exact"
+    log = ledger.turn_log()
+    assert replayed.turn_log() == log, "and the same turn log"
+    assert decode_trajectory(encode_trajectory(segments, log)) == Trajectory(segments, log), "the trajectory store keeps versions bit-exact"
+    sampled = {(tuple(p), tuple(o)) for p, o, _ in sampler.records}
+    for turn in log.turns:
+        tokens = segments[turn.segment].tokens
+        assert (tuple(tokens[: turn.prompt_end]), tuple(tokens[turn.prompt_end : turn.end])) in sampled, "each logged turn is a call as sent"
     records = {(tuple(p), tuple(o)): lp for p, o, lp in sampler.records}
     for segment in segments:
         assert len(segment.tokens) == len(segment.loss_mask) == len(segment.rollout_log_probs)
