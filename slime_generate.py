@@ -61,8 +61,8 @@ from policy.trajectory_packing import read_trajectory
 from slime_samples.options import SampleOptions, sample_options
 from slime_samples.registry import ContractChoice, contract_in_force
 from slime_samples.sample_fields import status, write_aborted, write_untrained
-from starter import collect_rollout, connect, rollout_input, task_queue_from_env
 from task_sources.dataset_rows import RowError, task_from_row
+from trainer_client.rollout_runs import collect_rollout, connect, rollout_input, task_queue_from_env
 from trainer_client.workflow_runs import server_wait_from_env
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")

@@ -72,9 +72,9 @@ import slime_generate
 from config.settings import SettingsError
 from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
 from slime_samples.options import SampleOptions, sample_options
-from starter import task_queue_from_env
 from task_sources.dataset_rows import RowError
 from trainer_client.rollout_groups import Accept, Batch, StragglerPolicy, fill_batch, group_id
+from trainer_client.rollout_runs import task_queue_from_env
 from trainer_client.workflow_runs import server_wait_from_env
 
 log = logging.getLogger(__name__)

@@ -53,115 +53,37 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.service import RPCError
 
 from config.paths import PROJECT_ROOT
-from config.payload_store import payload_store_from_env
-from config.settings import SHARED_TASK_QUEUE, RolloutBudgets, SettingsError, budgets_from_env, staleness_from_env
-from contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound, TaskSpec
+from config.settings import RolloutBudgets, SettingsError, budgets_from_env, staleness_from_env
+from contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound, TaskSpec
 from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
-from contracts.workflow_ids import rollout_workflow_id
 from drift_repair.corpus import load_corpus, tasks_of
 from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from task_sources.harbor_tasks import read_harbor_tasks
 from trainer_client import grading_summary, regrade_runs, rollout_queries
 from trainer_client.drift_episodes import episode_groups, episode_inputs
 from trainer_client.local_services import temporal_dev_server, worker_process
-from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
+from trainer_client.payload_storage import PayloadStoreUnusable
 from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, move_out_logs
 from trainer_client.rollout_groups import group_id, stream_groups
-from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, server_wait_from_env, start_or_attach
-from workflows.coding_agent_rollout import CodingAgentRollout
+from trainer_client.rollout_runs import (
+    connect,
+    rollout_input,
+    task_queue_from_env,
+)
+from trainer_client.workflow_runs import server_wait_from_env
 
 EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
-RolloutCallback = Callable[[RolloutResult], Awaitable[None] | None]
 MAX_RUN_ID_BYTES = 128
-
-
-def workflow_id_for(run_id: str, task: TaskSpec, sample_index: int, group_index: int) -> str:
-    """The rollout's id (``contracts.workflow_ids``): the same whether it runs flat or as a group's child."""
-    return rollout_workflow_id(run_id, task.instance_id, sample_index, group_index)
-
-
-def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: PolicySpec, budgets: RolloutBudgets) -> RolloutInput:
-    """The rollout of ``task`` under the run's ``budgets`` as the task narrows them (``RolloutBudgets.for_task``)."""
-    budgets = budgets.for_task(task)
-    return RolloutInput(
-        task=task,
-        sample_index=sample_index,
-        group_index=group_index,
-        policy=policy,
-        agent_budget_s=budgets.agent_budget_s,
-        eval_timeout_s=budgets.eval_timeout_s,
-        guard_s=budgets.guard_s,
-        resume_window_s=budgets.resume_window_s,
-    )
-
-
-async def connect(address: str) -> Client:
-    """A client with the project's data converter; the payload store the environment names is checked first
-    (``SettingsError`` or ``PayloadStoreUnusable`` names the setting)."""
-    store = payload_store_from_env()
-    await check_payload_store(store)
-    return await Client.connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), data_converter=data_converter(store))
-
-
-async def start_rollout(client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
-    """Start the rollout's workflow, or attach to it if that id already ran or is running."""
-    workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
-    summary = f"{rollout.task.instance_id} sample {rollout.sample_index} group {rollout.group_index}"
-    return await start_or_attach(client, CodingAgentRollout.run, rollout, workflow_id, task_queue, RolloutResult, summary)
-
-
-async def run_rollouts(
-    client: Client,
-    rollouts: Iterable[RolloutInput],
-    run_id: str,
-    concurrency: int = 8,
-    task_queue: str = SHARED_TASK_QUEUE,
-    on_result: RolloutCallback | None = None,
-    *,
-    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
-) -> list[RolloutResult]:
-    """Run every rollout (at most ``concurrency`` in flight); one result per rollout, in input order.
-
-    A rollout that cannot be started or collected comes back ``failed`` with
-    the reason in ``abort_reason`` and the message in ``error``; each Temporal
-    outage is waited out for up to ``server_wait_s``.
-    """
-
-    async def one(rollout: RolloutInput) -> RolloutResult:
-        return await collect_rollout(client, rollout, run_id, task_queue, server_wait_s)
-
-    return await run_limited(rollouts, one, concurrency, on_result)
-
-
-async def collect_rollout(
-    client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE, server_wait_s: float = DEFAULT_SERVER_WAIT_S
-) -> RolloutResult:
-    """Start (or attach to) one rollout and wait for its result; a start or collection failure is its ``failed`` result."""
-    workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
-    outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, run_id, task_queue), RolloutResult, server_wait_s)
-    return failed_result(rollout, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
-
-
-def failed_result(rollout: RolloutInput, workflow_id: str, failure: RunFailure) -> RolloutResult:
-    return RolloutResult(
-        workflow_id=workflow_id,
-        instance_id=rollout.task.instance_id,
-        sample_index=rollout.sample_index,
-        group_index=rollout.group_index,
-        status="failed",
-        abort_reason=failure.reason,
-        error=failure.message,
-    )
 
 
 def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: RolloutBudgets, args: argparse.Namespace) -> GroupInput:
@@ -257,10 +179,6 @@ def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], li
         else:
             rows.append(item)
     return rows, errors
-
-
-def task_queue_from_env() -> str:
-    return os.environ.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE
 
 
 def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:

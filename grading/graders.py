@@ -71,6 +71,7 @@ from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
 from grading import harbor_verifier, swebench, task_tests
 from grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, log_tail, read_log
+from grading.pytest_summary import PYTEST_SUMMARY
 
 APPLY_TIMEOUT_S = 120.0
 GRADING_LIFETIME_SLACK_S = 1800
@@ -93,8 +94,6 @@ PREPARE_APPLY = git_workspace.BACKUP_SCRIPT.invocation(*git_workspace.backup_arg
 RESTORE_BASELINE = git_workspace.RESTORE_SCRIPT.invocation(*git_workspace.restore_args())
 # Run detached as root with SWEPRO_TEST_FILES in its environment.
 SWEPRO_COMMAND = ShellScript("grading", "evaluate_swepro.sh").invocation(SWEPRO_DIR)
-
-PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b")
 
 
 def _ignore_phase(phase: str) -> None:

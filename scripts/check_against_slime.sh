@@ -2,7 +2,7 @@
 # check_against_slime.sh SLIME_DIR: run tests/against_slime against a checkout of THUDM/slime (624b824 or later).
 # Builds (once, kept in .cache/slime-check/venv, rebuilt when slime's requirements or pyproject.toml change) a
 # Python 3.12 venv with torch and slime's requirements.txt from the package index (large: a CUDA build of torch;
-# nothing runs on a GPU) and this project with its test extra, then runs the module with slime's code
+# nothing runs on a GPU) and this project with its worker and test extras, then runs the module with slime's code
 # first on sys.path. Prints the slime commit it ran against.
 set -euo pipefail
 SLIME_DIR=$(cd "${1:?usage: check_against_slime.sh SLIME_DIR}" && pwd)
@@ -20,7 +20,7 @@ if [[ ! -f $VENV/.installed || $(<"$VENV/.installed") != "$KEY" ]]; then
   "$PY" -m venv "$VENV"
   "$VENV/bin/pip" install -q torch -r "$SLIME_DIR/requirements.txt" >.cache/slime-check/install.log 2>&1 \
     || { tail -n 30 .cache/slime-check/install.log >&2; exit 1; }
-  "$VENV/bin/pip" install -q -e '.[test]' >>.cache/slime-check/install.log 2>&1 \
+  "$VENV/bin/pip" install -q -e '.[worker,test]' >>.cache/slime-check/install.log 2>&1 \
     || { tail -n 30 .cache/slime-check/install.log >&2; exit 1; }
   echo "$KEY" >"$VENV/.installed"
 fi

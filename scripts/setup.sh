@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one setup path. Guarantees, when it exits 0:
-#   .venv/           Python 3.12 venv with `pip install -e '.[test,swebench]'`
+#   .venv/           Python 3.12 venv with `pip install -e '.[worker,test,swebench]'`
 #   .cache/claude-code/  Claude Code 2.1.328 (native binary, via npm)
 #   .cache/tokenizer/    the offline Qwen3.6 tokenizer
 #   .cache/swebench5/    a venv with swebench 5 (tests of the swebench >= 5 grading path)
@@ -35,8 +35,8 @@ fi
 if [[ -f $STAMP && $STAMP -nt pyproject.toml ]]; then
   echo "venv: dependencies installed"
 else
-  echo "venv: pip install -e '.[test,swebench]'"
-  .venv/bin/python -m pip install -e '.[test,swebench]' >.cache/pip-install.log 2>&1 \
+  echo "venv: pip install -e '.[worker,test,swebench]'"
+  .venv/bin/python -m pip install -e '.[worker,test,swebench]' >.cache/pip-install.log 2>&1 \
     || { tail -n 30 .cache/pip-install.log >&2; exit 1; }
   touch "$STAMP"
 fi

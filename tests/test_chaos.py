@@ -24,10 +24,11 @@ from contracts.rollout import PolicySpec
 from docker_sandbox.sandboxes import DockerSandboxes
 from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
-from starter import EXAMPLE_DATASET, connect, rollout_input, run_rollouts, start_rollout
+from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import start_dev_server
 from trainer_client.local_services import DevServer, free_port, worker_process
+from trainer_client.rollout_runs import connect, rollout_input, run_rollouts, start_rollout
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -21,9 +21,10 @@ from contracts.rollout import OmittedFile, PolicySpec, SamplingParams, TaskSpec
 from docker_sandbox.workspace_diff import MAX_DIFF_BYTES
 from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
-from starter import EXAMPLE_DATASET, rollout_input, run_rollouts
+from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
+from trainer_client.rollout_runs import rollout_input, run_rollouts
 from worker import oracle_tasks_from
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -23,11 +23,12 @@ import pytest
 
 from config.paths import PROJECT_ROOT
 from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
-from starter import EXAMPLE_DATASET, connect, read_rows
+from starter import EXAMPLE_DATASET, read_rows
 from tests.local_cluster import containers_of_runs
 from tests.waiting import until
 from trainer_client import rollout_queries
 from trainer_client.local_services import DevServer, free_port, worker_process
+from trainer_client.rollout_runs import connect
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 K = 2

@@ -22,13 +22,14 @@ from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec
 from contracts.rollout_group import GroupInput
 from scripted_policy.server import ScriptedPolicyServer
-from starter import EXAMPLE_DATASET, _hosts_line, rollout_input, start_rollout
+from starter import EXAMPLE_DATASET, _hosts_line
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import start_dev_server
 from tests.waiting import HANG_GUARD_S
 from trainer_client import rollout_queries
 from trainer_client.local_services import free_port, worker_process
 from trainer_client.rollout_groups import collect_group
+from trainer_client.rollout_runs import rollout_input, start_rollout
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 

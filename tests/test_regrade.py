@@ -22,11 +22,12 @@ from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from contracts.rollout_group import GroupInput
 from contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
 from scripted_policy.server import ScriptedPolicyServer
-from starter import EXAMPLE_DATASET, main_async, parse_args, rollout_input, start_rollout
+from starter import EXAMPLE_DATASET, main_async, parse_args
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
 from trainer_client.results_file import file_stem
 from trainer_client.rollout_groups import start_group
+from trainer_client.rollout_runs import rollout_input, start_rollout
 from worker import oracle_tasks_from
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

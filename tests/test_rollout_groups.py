@@ -26,12 +26,13 @@ from contracts.rollout_group import GroupFilter, GroupInput
 from contracts.workflow_ids import rollout_workflow_id
 from scripted_policy.server import ScriptedPolicyServer
 from scripted_policy.turn_delays import MarkedPromptDelay
-from starter import EXAMPLE_DATASET, rollout_input
+from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster, start_dev_server
 from tests.waiting import HANG_GUARD_S
 from trainer_client.local_services import worker_process
 from trainer_client.rollout_groups import fill_batch, group_id, start_group
+from trainer_client.rollout_runs import rollout_input
 from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 

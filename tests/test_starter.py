@@ -34,21 +34,10 @@ from contracts.rollout import (
 from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
 from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from policy.trajectory_packing import pack_trajectory
-from starter import (
-    EXAMPLE_DATASET,
-    _hosts_line,
-    group_input,
-    groups_in_flight,
-    parse_args,
-    print_summary,
-    read_rows,
-    rollout_input,
-    run_dataset,
-    staleness_bound,
-    workflow_id_for,
-)
+from starter import EXAMPLE_DATASET, _hosts_line, group_input, groups_in_flight, parse_args, print_summary, read_rows, run_dataset, staleness_bound
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
 from trainer_client.rollout_queries import HostSlots
+from trainer_client.rollout_runs import rollout_input, workflow_id_for
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 

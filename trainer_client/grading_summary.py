@@ -7,7 +7,7 @@ rung that applied it), shared by ``starter.py show`` and the starter's sample li
 from __future__ import annotations
 
 from contracts.rollout import EvalResult, RolloutResult
-from grading.graders import PYTEST_SUMMARY
+from grading.pytest_summary import PYTEST_SUMMARY
 
 
 def patch_state(evaluation: EvalResult) -> str:

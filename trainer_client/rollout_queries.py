@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -23,10 +24,12 @@ from contracts.host_identity import parse_worker_identity
 from contracts.rollout import RolloutProgress, RolloutResult, SandboxHandle
 from contracts.rollout_group import GroupProgress
 from docker_sandbox.git_workspace import AGENT_LOG
-from docker_sandbox.sandboxes import DockerSandboxes
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 from workflows.search_attributes import GROUP_STATUS, HOST, STAGE
+
+if TYPE_CHECKING:
+    from docker_sandbox.sandboxes import DockerSandboxes
 
 STAGES = ("queued", "booting", "agent", "diff", "grading", "merging")
 # The stages in which a rollout's agent slot is held on the host its ``RolloutHost`` attribute names.
@@ -130,7 +133,11 @@ async def rollout_details(
     description = await handle.describe()
     if description.status == WorkflowExecutionStatus.RUNNING:
         progress = await handle.query(CodingAgentRollout.progress)
-        lines = await _live_log_tail(sandboxes or DockerSandboxes(), progress, log_lines)
+        if sandboxes is None:
+            from docker_sandbox.sandboxes import DockerSandboxes  # docker: read only when a sandbox is live here
+
+            sandboxes = DockerSandboxes()
+        lines = await _live_log_tail(sandboxes, progress, log_lines)
         return "RUNNING", progress, lines
     result = await client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id).result()
     lines = result.agent.log.splitlines()[-log_lines:] if result.agent else []
