@@ -58,9 +58,9 @@ from config.settings import SettingsError, budgets_from_env, staleness_from_env
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
 from policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
 from policy.trajectory_packing import read_trajectory
-from slime_samples.options import SampleOptions, sample_options
+from slime_samples.options import SampleOptions, replay_of, sample_options
 from slime_samples.registry import ContractChoice, contract_in_force
-from slime_samples.sample_fields import status, write_aborted, write_untrained
+from slime_samples.sample_fields import ReplayMissing, status, write_aborted, write_untrained
 from task_sources.dataset_rows import RowError, task_from_row
 from trainer_client.rollout_runs import collect_rollout, connect, rollout_input, task_queue_from_env
 from trainer_client.workflow_runs import server_wait_from_env
@@ -78,17 +78,17 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     stragglers running instead."""
     if getattr(args, "partial_rollout", False) and not evaluation:
         raise SettingsError(PARTIAL_ROLLOUT_REFUSED)
-    contract = sample_contract()
+    contract, options = sample_contract(), sample_options(args)
     try:
         task = task_of(sample)
     except RowError as error:
         missing = error.field in ("metadata.image", "metadata.workdir")
-        return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}", contract)]
+        return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}", contract, options)]
     rollout = rollout_of(args, sample, task, sampling_params)
     result = await collect_rollout(await temporal_client(), rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
     if evaluation:
         return [eval_sample(sample, result)]
-    return samples_from_result(sample, result, tokenizer_of(args), contract, sample_options(args))
+    return samples_from_result(sample, result, tokenizer_of(args), contract, options)
 
 
 PARTIAL_ROLLOUT_REFUSED = (
@@ -153,6 +153,7 @@ def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
         sampling=SamplingParams(**known),
         context_budget=context or PolicySpec().context_budget,
         policy_tag=str(getattr(args, "hf_checkpoint", "") or ""),
+        replay=replay_of(args),
         staleness=staleness_from_env(),
         tool_parser=_parser_arg(args, "sglang_tool_call_parser", tool_call_parser_named),
         reasoning_parser=_parser_arg(args, "sglang_reasoning_parser", reasoning_parser_named),
@@ -173,12 +174,16 @@ def samples_from_result(
 ) -> list[Any]:
     """``result`` as slime Samples under ``contract`` (default: the one in force, ``sample_contract()``) and
     ``options`` (default: no cut, slime's fork threshold)."""
-    chosen = contract or sample_contract()
+    chosen, options = contract or sample_contract(), options or SampleOptions()
     if result.status != "completed" or result.trajectory is None:
         unread = result.status == "completed" and bool(result.segments)  # its group left it to a child not read
-        return [chosen.aborted(sample, result.abort_reason or ("trajectory_unreadable" if unread else "adapter_session_empty"))]
-    samples = chosen.samples(sample, result, read_trajectory(result.trajectory), tokenizer, options or SampleOptions())
-    return samples or [chosen.aborted(sample, "adapter_session_empty")]
+        return [chosen.aborted(sample, result.abort_reason or ("trajectory_unreadable" if unread else "adapter_session_empty"), options)]
+    try:
+        samples = chosen.samples(sample, result, read_trajectory(result.trajectory), tokenizer, options)
+    except ReplayMissing as missing:
+        logger.warning("rollout %s: %s", result.workflow_id, missing)
+        return [chosen.aborted(sample, "replay_data_missing", options)]
+    return samples or [chosen.aborted(sample, "adapter_session_empty", options)]
 
 
 def sample_dicts(result: RolloutResult, contract: ContractChoice | None = None) -> list[dict[str, Any]]:
@@ -186,9 +191,10 @@ def sample_dicts(result: RolloutResult, contract: ContractChoice | None = None) 
     return [vars(s) for s in samples_from_result(_PlainSample(), result, contract=contract)]
 
 
-def abort_sample(sample: Any, reason: str, contract: ContractChoice | None = None) -> Any:
-    """The aborted sample of the contract in force (``current`` also sets ``remove_sample``)."""
-    return (contract or sample_contract()).aborted(sample, reason)
+def abort_sample(sample: Any, reason: str, contract: ContractChoice | None = None, options: SampleOptions | None = None) -> Any:
+    """The aborted sample of the contract in force (``current`` also sets ``remove_sample``), with the replay
+    placeholders ``options`` ask for."""
+    return (contract or sample_contract()).aborted(sample, reason, options)
 
 
 def sample_contract() -> ContractChoice:

@@ -271,7 +271,7 @@ def group_samples(result: GroupResult, samples: list[Any], tokenizer: Any = None
         if slot.valid and slot.rollout is not None:
             fanned = slime_generate.samples_from_result(sample, slot.rollout, tokenizer, options=options)
         else:
-            fanned = [exclude_sample(sample, slot, neutral)]
+            fanned = [exclude_sample(sample, slot, neutral, options)]
         for piece in fanned:
             piece.rollout_id = sample.index
         out.append(fanned)
@@ -283,14 +283,14 @@ def mean_valid_reward(slots: list[GroupSample]) -> float:
     return statistics.fmean(valid) if valid else 0.0
 
 
-def exclude_sample(sample: Any, slot: GroupSample, neutral_reward: float) -> Any:
+def exclude_sample(sample: Any, slot: GroupSample, neutral_reward: float, options: SampleOptions | None = None) -> Any:
     """An invalid sample as today's slime excludes it from the loss: ``remove_sample`` (slime then zeroes its
     ``loss_mask``), the aborted shape of ``slime_generate.abort_sample`` (no trainable token, status aborted),
     and ``neutral_reward`` (the group's mean valid reward): slime's GRPO normalisation subtracts the group's
     mean reward when the batch holds ``n_samples_per_prompt`` samples per group (``_post_process_rewards`` in
     ``slime/ray/rollout.py``), and this one leaves that mean as it is. ``metadata``: ``abort_reason``,
     ``invalid_outcome``, ``workflow_ids``."""
-    slime_generate.abort_sample(sample, slot.invalid_reason or slot.outcome)
+    slime_generate.abort_sample(sample, slot.invalid_reason or slot.outcome, options=options)
     sample.reward = neutral_reward
     sample.remove_sample = True
     sample.metadata |= {"invalid_outcome": slot.outcome, "workflow_ids": [run.workflow_id for run in slot.runs]}

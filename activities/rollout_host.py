@@ -325,7 +325,7 @@ class RolloutHost:
         self._verdicts[request.session_id] = (segments, report)
         while len(self._verdicts) > VERDICTS_KEPT:
             self._verdicts.popitem(last=False)
-        trajectory = await asyncio.to_thread(pack_trajectory, segments, result.turn_log)
+        trajectory = await asyncio.to_thread(pack_trajectory, segments, result.turn_log, result.replay)
         summaries = await asyncio.to_thread(lambda: [SegmentSummary.of(s) for s in segments])
         return MergeResult(trajectory=trajectory, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish)
 

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
+from contracts.replay import ReplayCapture, SegmentReplay
+
 SegmentKind = Literal["main", "subagent", "compaction", "continuation", "role"]
 
 
@@ -99,7 +101,8 @@ class SessionConfig(BaseModel):
     they are merged (``policy.staleness``). ``tool_parser`` / ``reasoning_parser``
     are SGLang parser names (``policy.parsers.registry``, which checks them and
     whose defaults these are; a session spooled before ``reasoning_parser``
-    existed split reasoning as ``qwen3`` does).
+    existed split reasoning as ``qwen3`` does). ``replay``: what every call asks
+    the server for besides log-probs (``contracts.replay``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -116,6 +119,7 @@ class SessionConfig(BaseModel):
     continue_after_abort: bool = True
     abort_resume_budget_s: float = Field(900.0, gt=0)
     staleness: StalenessBound | None = None
+    replay: ReplayCapture = ReplayCapture()
 
 
 class SessionTicket(BaseModel):
@@ -378,10 +382,14 @@ class FinishReport(BaseModel):
 class SessionResult(BaseModel):
     """Everything ``finish_session`` hands back; idempotent per session."""
 
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     session_id: str
     segments: list[TokenSegment]
     turns: list[TurnSummary]
     turn_log: TurnLog = TurnLog()
+    # One per segment when the session captured replay data (contracts.replay), else empty.
+    replay: list[SegmentReplay] = []
     config: SessionConfig | None = None
     finish: FinishReport = FinishReport()
 
@@ -703,6 +711,8 @@ class PolicySpec(BaseModel):
     # A generation the server aborts is continued (SessionConfig has the details).
     continue_after_abort: bool = True
     abort_resume_budget_s: float = Field(900.0, gt=0)
+    # Top-p nuclei and routed experts to capture for the trainer (contracts.replay).
+    replay: ReplayCapture = ReplayCapture()
 
 
 class RolloutInput(BaseModel):

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policy.replay_capture import ReplayDataError, joined
 from policy.sglang_client import Generates, Generation, GenerationAborted, PolicyOutputError, PolicyServerError, VersionSpan
 
 RETRY_FIRST_S = 0.5
@@ -52,7 +53,8 @@ class Continued:
 
 def stitch(pieces: Sequence[Generation], finish_reason: str, stop_sequence: str | None = None) -> Generation:
     """One generation from consecutive pieces: ids and log-probs concatenated, version spans shifted to their
-    offsets (adjacent spans of one version merged); ``stop_sequence``: the last piece's matched stop string."""
+    offsets (adjacent spans of one version merged), replay data joined (``replay_capture.joined``);
+    ``stop_sequence``: the last piece's matched stop string."""
     ids: list[int] = []
     log_probs: list[float] = []
     spans: list[VersionSpan] = []
@@ -66,7 +68,19 @@ def stitch(pieces: Sequence[Generation], finish_reason: str, stop_sequence: str 
                 spans.append((start, end, version))
         ids.extend(piece.output_ids)
         log_probs.extend(piece.log_probs)
-    return Generation(output_ids=ids, log_probs=log_probs, finish_reason=finish_reason, weight_versions=spans, stop_sequence=stop_sequence)
+    try:
+        top_p, routed = joined([p.top_p for p in pieces]), joined([p.routed for p in pieces])
+    except ReplayDataError as error:
+        raise PolicyOutputError(str(error)) from None
+    return Generation(
+        output_ids=ids,
+        log_probs=log_probs,
+        finish_reason=finish_reason,
+        weight_versions=spans,
+        stop_sequence=stop_sequence,
+        top_p=top_p,
+        routed=routed,
+    )
 
 
 def _retryable(error: PolicyServerError) -> bool:
@@ -83,6 +97,7 @@ async def generate_through_aborts(
     routing_key: str,
     resume_budget_s: float,
     retry_first_s: float = RETRY_FIRST_S,
+    routed_width: int | None = None,
 ) -> Continued:
     """``client.generate``, continued after every abort as the module docstring says; retries back off from
     ``retry_first_s`` to ``RETRY_MAX_S``, with jitter, so sessions aborted together do not return in lockstep."""
@@ -101,7 +116,7 @@ async def generate_through_aborts(
 
     while True:
         params = {**sampling_params, "max_new_tokens": budget - len(sampled)}
-        request = client.generate(base_url, [*prompt_ids, *sampled], params, f"{rid}-c{sent}" if sent else rid, routing_key)
+        request = client.generate(base_url, [*prompt_ids, *sampled], params, f"{rid}-c{sent}" if sent else rid, routing_key, routed_width)
         sent += 1
         try:
             if deadline is None:

@@ -107,8 +107,9 @@ def turn_sampling(defaults: SamplingParams, client: ClientSampling, max_tokens: 
     )
 
 
-def sglang_params(sampling: TurnSampling, end_of_turn_id: int) -> dict[str, Any]:
-    """The ``sampling_params`` of the ``/generate`` request for a turn sampled with ``sampling``."""
+def sglang_params(sampling: TurnSampling, end_of_turn_id: int, top_p_token_ids: bool = False) -> dict[str, Any]:
+    """The ``sampling_params`` of the ``/generate`` request for a turn sampled with ``sampling``; with
+    ``top_p_token_ids`` they ask for every output token's top-p nucleus, as slime asks (``custom_params``)."""
     params: dict[str, Any] = {
         "max_new_tokens": sampling.max_new_tokens,
         "temperature": sampling.temperature,
@@ -120,6 +121,8 @@ def sglang_params(sampling: TurnSampling, end_of_turn_id: int) -> dict[str, Any]
     }
     if sampling.stop:
         params["stop"] = list(sampling.stop)
+    if top_p_token_ids:
+        params["custom_params"] = {"return_top_p_token_ids": True}
     return params
 
 

@@ -94,10 +94,12 @@ class _UpstreamCalls:
         self._client = client
         self.rids: set[str] = set()
 
-    async def generate(self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str) -> Generation:
+    async def generate(
+        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+    ) -> Generation:
         self.rids.add(rid)
         try:
-            return await self._client.generate(base_url, input_ids, sampling_params, rid, routing_key)
+            return await self._client.generate(base_url, input_ids, sampling_params, rid, routing_key, routed_width)
         finally:
             self.rids.discard(rid)
 
@@ -233,11 +235,12 @@ class PolicySession:
         continued = await self._generate(plan, sampling)
         generation = continued.generation
         if sampling.stop and continued.aborts:
-            generation = await self.cpu(self._cut_at_stop_sequence, generation, sampling.stop)
+            generation = await self.cpu(self._cut_at_stop_sequence, generation, sampling.stop, plan.prompt_length)
         stop_sequence = generation.stop_sequence if generation.finish_reason == "stop" and generation.stop_sequence in sampling.stop else None
         parsed = await self.cpu(self._parse, generation.output_ids, tools, stop_sequence, sampling.stop_token_ids)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
         reason, reply_sequence = reply_stop(parsed, generation.finish_reason, stop_sequence)
+        replay = await self.cpu(self.ledger.replay_fields, plan, generation.top_p, generation.routed) if self.config.replay.any else None
         delta = self.ledger.record(
             plan,
             reply_message,
@@ -246,6 +249,7 @@ class PolicySession:
             generation.finish_reason,
             generation.weight_versions,
             ill_formed=bool(parsed.errors),
+            replay=replay,
         )
         summary = TurnSummary(
             index=len(self.turns),
@@ -316,7 +320,7 @@ class PolicySession:
         """Render and encode in one pool call, so a count waits for one round-robin turn, not two."""
         return len(self._renderer.encode(self._renderer.render(messages, tools, True)))
 
-    def _cut_at_stop_sequence(self, generation: Generation, stops: list[str]) -> Generation:
+    def _cut_at_stop_sequence(self, generation: Generation, stops: list[str], prompt_length: int) -> Generation:
         """``generation`` (continued through aborts) through the first token whose text completes one of ``stops``,
         ended there with that string, as SGLang ends a request: SGLang matches stop strings in a request's own
         output only, so it cannot see one that straddles two pieces. What is dropped is a suffix, so every kept
@@ -337,14 +341,18 @@ class PolicySession:
         if low == len(ids) and generation.finish_reason == "stop" and generation.stop_sequence == stop:
             return generation
         versions = [(a, min(b, low), v) for a, b, v in generation.weight_versions if a < low]
-        return Generation(ids[:low], generation.log_probs[:low], "stop", versions, stop)
+        top_p = generation.top_p.first(low) if generation.top_p is not None else None
+        routed = generation.routed.before(prompt_length + low - 1) if generation.routed is not None else None
+        return Generation(ids[:low], generation.log_probs[:low], "stop", versions, stop, top_p, routed)
 
     async def _generate(self, plan: PromptPlan, sampling: TurnSampling) -> Continued:
         self._calls += 1
-        params = sglang_params(sampling, self._renderer.end_of_turn_id)
+        replay = self.config.replay
+        params = sglang_params(sampling, self._renderer.end_of_turn_id, replay.top_p_token_ids)
+        width = replay.routed_experts.width if replay.routed_experts is not None else None
         rid = f"{self.session_id}-{self._calls}-{secrets.token_hex(3)}"
         if not self.config.continue_after_abort:
-            return Continued(await self._client.generate(self.config.policy_url, plan.prompt_ids, params, rid, self.session_id), aborts=0)
+            return Continued(await self._client.generate(self.config.policy_url, plan.prompt_ids, params, rid, self.session_id, width), aborts=0)
         return await generate_through_aborts(
-            self._client, self.config.policy_url, plan.prompt_ids, params, rid, self.session_id, self.config.abort_resume_budget_s
+            self._client, self.config.policy_url, plan.prompt_ids, params, rid, self.session_id, self.config.abort_resume_budget_s, routed_width=width
         )

@@ -56,6 +56,7 @@ def session_config_for(
         staleness=policy.staleness,
         continue_after_abort=policy.continue_after_abort,
         abort_resume_budget_s=policy.abort_resume_budget_s,
+        replay=policy.replay,
     )
 
 

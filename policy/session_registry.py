@@ -208,6 +208,7 @@ class SessionRegistry:
             segments=entry.session.ledger.finish(),
             turns=entry.session.turns,
             turn_log=entry.session.ledger.turn_log(),
+            replay=entry.session.ledger.replay(),
             config=entry.session.config,
             finish=report,
         )

@@ -13,6 +13,11 @@ output tokens (half-open, in order), when present; else
 ``meta_info.weight_version`` for every token of the reply; else none. Spans
 that overlap, run backwards or past the output, or a version that is not a
 string, reject the reply; output tokens no span covers have no version.
+
+Replay data (``policy.replay_capture``), when the caller asks for it: the output tokens' top-p nuclei when
+``sampling_params.custom_params.return_top_p_token_ids`` is set, the routed experts of the call's positions
+when ``routed_width`` is given (the request then carries ``return_routed_experts``); a reply without what
+was asked for, or with data that does not fit its tokens, is rejected as garbage too.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
+
+from policy.replay_capture import ReplayDataError, RoutedRows, TopPSpans
 
 
 def _as_list(value: Any) -> list:
@@ -72,12 +79,16 @@ class Generation:
     finish_reason: str
     weight_versions: list[VersionSpan] = field(default_factory=list)
     stop_sequence: str | None = None
+    top_p: TopPSpans | None = None
+    routed: RoutedRows | None = None
 
 
 class Generates(Protocol):
     """What a caller of ``/generate`` needs: ``SGLangClient`` or a wrapper around it."""
 
-    async def generate(self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str) -> Generation: ...
+    async def generate(
+        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+    ) -> Generation: ...
 
 
 class SGLangClient:
@@ -86,7 +97,9 @@ class SGLangClient:
         self._vocab_size = vocab_size
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10)
 
-    async def generate(self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str) -> Generation:
+    async def generate(
+        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+    ) -> Generation:
         payload = {
             "input_ids": input_ids,
             "sampling_params": sampling_params,
@@ -94,6 +107,7 @@ class SGLangClient:
             "logprob_start_len": len(input_ids),
             "rid": rid,
             "stream": False,
+            **({"return_routed_experts": True} if routed_width else {}),
         }
         data = await asyncio.to_thread(json.dumps, payload, default=_as_list)
         headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
@@ -102,14 +116,15 @@ class SGLangClient:
                 if response.status != 200:
                     detail = (await response.text())[:300]
                     raise PolicyServerError(f"policy server answered HTTP {response.status}: {detail}", status=response.status)
-                body = await response.json(content_type=None)
+                body = await asyncio.to_thread(json.loads, await response.read())
         except asyncio.CancelledError:
             await asyncio.shield(self.abort(base_url, rid))
             raise
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             await asyncio.shield(self.abort(base_url, rid))
             raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
-        return parse_generation(body, self._vocab_size)
+        top_p = bool((sampling_params.get("custom_params") or {}).get("return_top_p_token_ids"))
+        return await asyncio.to_thread(parse_generation, body, self._vocab_size, len(input_ids), top_p, routed_width)
 
     async def current_weight_version(self, base_url: str) -> str:
         """The version the server serves now (``GET /get_model_info``'s ``weight_version``)."""
@@ -133,9 +148,10 @@ class SGLangClient:
             pass
 
 
-def parse_generation(body: Any, vocab_size: int) -> Generation:
+def parse_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: bool = False, routed_width: int | None = None) -> Generation:
     """A ``/generate`` reply as a ``Generation``; ``PolicyOutputError`` if it is not a valid sample,
-    ``GenerationAborted`` (carrying the tokens sampled before the abort) if the server aborted it."""
+    ``GenerationAborted`` (carrying the tokens sampled before the abort) if the server aborted it.
+    ``top_p`` / ``routed_width``: the replay data asked for (``input_length``: the request's ids)."""
     meta = body.get("meta_info") if isinstance(body, dict) else None
     if not isinstance(meta, dict):
         raise PolicyOutputError("policy reply has no meta_info")
@@ -165,11 +181,22 @@ def parse_generation(body: Any, vocab_size: int) -> Generation:
         finish_reason={"length": "length", "abort": "abort"}.get(kind or "", "stop"),
         weight_versions=_weight_versions(meta, len(ids)),
         stop_sequence=_matched_string(finish) if kind == "stop" else None,
+        **_replay_data(meta, len(ids), input_length, top_p, routed_width),
     )
     if kind == "abort":
         message = finish.get("message", "") if isinstance(finish, dict) else ""
         raise GenerationAborted(f"policy server aborted the request after {len(ids)} tokens: {message}", generation)
     return generation
+
+
+def _replay_data(meta: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None) -> dict[str, Any]:
+    try:
+        return {
+            "top_p": TopPSpans.from_meta(meta, n_tokens) if top_p else None,
+            "routed": RoutedRows.from_meta(meta, input_length + n_tokens, routed_width) if routed_width else None,
+        }
+    except ReplayDataError as error:
+        raise PolicyOutputError(str(error)) from None
 
 
 def _weight_versions(meta: dict[str, Any], n_tokens: int) -> list[VersionSpan]:

@@ -69,7 +69,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from contracts.replay import SegmentReplay
 from contracts.rollout import SampledTurn, SegmentKind, TokenSegment, TurnLog, spans_from_runs
+from policy.replay_capture import RoutedRows, TopPSpans
+from policy.segment_replay import ReplayStore, routed_payload
 
 VersionSpan = tuple[int, int, str]
 
@@ -133,9 +136,12 @@ class Segment:
     message_keys: list[str] = field(default_factory=list)
     ended_with_end_of_turn: bool = False
     anchor_text: str | None = None
+    replay: ReplayStore | None = None
 
     def truncate(self, length: int) -> None:
         del self.tokens[length:], self.loss_mask[length:], self.log_probs[length:]
+        if self.replay is not None:
+            self.replay.truncate(length)
 
     def to_contract(self) -> TokenSegment:
         return TokenSegment(
@@ -179,6 +185,13 @@ class PromptPlan:
     def prompt_length(self) -> int:
         return len(self.prompt_ids)
 
+    @property
+    def kept_tokens(self) -> int:
+        """How many of the base segment's tokens the turn keeps (a retry drops its last turn)."""
+        if self.base is None:
+            return 0
+        return self.base.turns[-1].start if self.mode == "retry" else len(self.base.tokens)
+
 
 @dataclass(frozen=True)
 class LedgerDelta:
@@ -193,7 +206,10 @@ class LedgerDelta:
     ``output_ids``, ordered, non-overlapping; ids outside them have none) and
     ``new_messages`` (the new request messages and the reply). ``ill_formed``: the
     tool-call parser reported errors for the turn's completion. ``prompt_keys`` /
-    ``reply_key``: the turn's ``message_key``s for the turn log.
+    ``reply_key``: the turn's ``message_key``s for the turn log. Replay data, when the
+    session captures it: ``top_p_ids`` / ``top_p_offsets`` over ``output_ids``, and
+    ``routed`` (base64 uint16 rows of ``routed_width``) for the positions from
+    ``routed_start`` on.
     """
 
     segment: int
@@ -212,6 +228,11 @@ class LedgerDelta:
     ill_formed: bool = False
     prompt_keys: list[str] = field(default_factory=list)
     reply_key: str = ""
+    top_p_ids: list[int] | None = None
+    top_p_offsets: list[int] | None = None
+    routed_width: int = 0
+    routed_start: int = 0
+    routed: str | None = None
 
     def __post_init__(self) -> None:
         """Spans read back from JSON arrive as lists; keep them the tuples they were."""
@@ -265,8 +286,10 @@ class TokenLedger:
         finish_reason: str,
         weight_versions: Sequence[VersionSpan] = (),
         ill_formed: bool = False,
+        replay: dict[str, Any] | None = None,
     ) -> LedgerDelta:
-        """Apply the turn and return the delta that reproduces it (for the crash spool)."""
+        """Apply the turn and return the delta that reproduces it (for the crash spool); ``replay``: the call's
+        replay data as ``replay_fields`` made it."""
         if len(output_ids) != len(output_log_probs):
             raise TokenProofError("output ids and log-probs differ in length")
         base = plan.base
@@ -274,7 +297,7 @@ class TokenLedger:
             index, keep_tokens, keep_messages, tools = len(self.segments), 0, 0, plan.tools
         else:
             index, tools = self.segments.index(base), None
-            keep_tokens = base.turns[-1].start if plan.mode == "retry" else len(base.tokens)
+            keep_tokens = plan.kept_tokens
             keep_messages = len(base.messages) - 1 if plan.mode == "retry" else len(base.messages)
         delta = LedgerDelta(
             segment=index,
@@ -293,11 +316,26 @@ class TokenLedger:
             ill_formed=ill_formed,
             prompt_keys=list(plan.message_keys),
             reply_key=message_key(reply_message),
+            **(replay or {}),
         )
         if base is not None and plan.prompt_ids[:keep_tokens] != base.tokens[:keep_tokens]:
             raise TokenProofError(f"prompt does not extend segment {index} exactly")
         self.apply(delta)
         return delta
+
+    @staticmethod
+    def replay_fields(plan: PromptPlan, top_p: TopPSpans | None, routed: RoutedRows | None) -> dict[str, Any]:
+        """A delta's replay fields for ``record``: the nuclei as lists, the routing rows only for positions the
+        segment does not hold yet. CPU work (an executor, under the lane's lock, as ``plan``)."""
+        fields: dict[str, Any] = {}
+        if top_p is not None:
+            fields |= {"top_p_ids": top_p.ids.tolist(), "top_p_offsets": top_p.offsets.tolist()}
+        if routed is not None:
+            base = plan.base
+            held = min(base.replay.routed_rows, plan.kept_tokens) if base is not None and base.replay is not None else 0
+            first = max(held, routed.start)
+            fields |= {"routed_width": routed.rows.shape[1], "routed_start": first, "routed": routed_payload(routed.rows, first, routed.start)}
+        return fields
 
     def apply(self, delta: LedgerDelta) -> Segment:
         """Apply one recorded turn; ``record`` uses it live, a restarted worker replays spooled deltas."""
@@ -307,7 +345,10 @@ class TokenLedger:
                 raise TokenProofError(f"weight version span [{a}, {b}) of {len(delta.output_ids)} output ids is out of order or range")
             cursor = b
         if delta.segment == len(self.segments):
-            self.segments.append(Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail)))
+            store = ReplayStore(delta.top_p_offsets is not None, delta.routed_width) if delta.top_p_offsets is not None or delta.routed else None
+            self.segments.append(
+                Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail), replay=store)
+            )
         segment = self.segments[delta.segment]
         if delta.rollback:
             undone = segment.turns.pop()
@@ -323,6 +364,9 @@ class TokenLedger:
         segment.tokens.extend(delta.output_ids)
         segment.loss_mask.frombytes(b"\x01" * len(delta.output_ids))
         segment.log_probs.extend(delta.log_probs)
+        if segment.replay is not None:
+            segment.replay.extend(len(delta.prompt_tail), delta.top_p_ids, delta.top_p_offsets, delta.routed_start, delta.routed)
+            segment.replay.check(len(segment.tokens))
         versions = [(prompt_end + a, prompt_end + b, version) for a, b, version in delta.weight_versions]
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
         segment.message_keys = [*segment.message_keys[: delta.keep_messages], *delta.prompt_keys[delta.keep_messages :], delta.reply_key]
@@ -349,6 +393,11 @@ class TokenLedger:
 
     def finish(self) -> list[TokenSegment]:
         return [s.to_contract() for s in self.segments if s.turns]
+
+    def replay(self) -> list[SegmentReplay]:
+        """The replay data of ``finish()``'s segments, aligned with them; empty when the session captured none."""
+        stores = [s.replay for s in self.segments if s.turns]
+        return [store.contract() for store in stores if store is not None] if all(store is not None for store in stores) else []
 
     def turn_log(self) -> TurnLog:
         """The turns in record order, their segments numbered as in ``finish()``."""

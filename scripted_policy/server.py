@@ -71,6 +71,11 @@ Invariants:
   the tokens sampled so far and sglang's ``finish_reason {"type": "abort",
   "message": "Aborted", "status_code": null, "err_type": null}``.
 * Log-probs are deterministic in ``(rid, position)``, in ``(-4, 0]``.
+* Replay data, as SGLang returns it when asked (``scripted_policy.replay_data`` says what it is): with
+  ``sampling_params.custom_params.return_top_p_token_ids``, ``meta_info.top_p_token_ids`` and
+  ``top_p_token_offsets`` (base64 int32; offsets one per output token + 1); with ``return_routed_experts``,
+  ``meta_info.routed_experts`` (base64 int32, ``moe.layers x moe.top_k`` per position of input + output
+  but the last, from position 0).
 * Every answered ``/generate`` is recorded as a :class:`SampledRecord`, in
   answer order, with the ``sampling_params`` it carried and exactly the ids,
   log-probs and per-token versions returned: aborted requests and ``error``-mode requests (no output,
@@ -110,6 +115,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import math
 import random
@@ -121,6 +127,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 from pydantic import BaseModel
 
@@ -145,6 +152,7 @@ from scripted_policy.control import (
     weight_version_spans,
 )
 from scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
+from scripted_policy.replay_data import DEFAULT_MOE, MoEShape, nucleus, routing
 from scripted_policy.turn_delays import TurnDelay, parse_lognormal
 
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
@@ -228,6 +236,11 @@ class GenerateRequest:
     stop: tuple[str, ...] = ()
     no_stop_trim: bool = False
     sampling_params: dict[str, Any] = field(default_factory=dict)
+    return_routed_experts: bool = False
+
+    @property
+    def top_p_token_ids(self) -> bool:
+        return bool((self.sampling_params.get("custom_params") or {}).get("return_top_p_token_ids"))
 
 
 def parse_generate_request(body: Any, vocab_size: int) -> GenerateRequest:
@@ -256,7 +269,16 @@ def parse_generate_request(body: Any, vocab_size: int) -> GenerateRequest:
     stop = sampling.get("stop")
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
     no_stop_trim = bool(sampling.get("no_stop_trim") or False)
-    return GenerateRequest(input_ids, max_new_tokens, rid, bool(body.get("return_logprob", False)), stops, no_stop_trim, dict(sampling))
+    return GenerateRequest(
+        input_ids,
+        max_new_tokens,
+        rid,
+        bool(body.get("return_logprob", False)),
+        stops,
+        no_stop_trim,
+        dict(sampling),
+        bool(body.get("return_routed_experts")),
+    )
 
 
 def _check_sampling(sampling: dict[str, Any]) -> None:
@@ -288,7 +310,7 @@ class Completion:
     retractions: int = 0
     spans: tuple[dict[str, Any], ...] = ()
 
-    def response(self, generate: GenerateRequest, latency: float) -> dict[str, Any]:
+    def response(self, generate: GenerateRequest, latency: float, vocab_size: int = 0, moe: MoEShape | None = None) -> dict[str, Any]:
         meta_info: dict[str, Any] = {
             "id": generate.rid,
             "finish_reason": self.finish_reason,
@@ -302,6 +324,13 @@ class Completion:
         }
         if generate.return_logprob:
             meta_info["output_token_logprobs"] = [[logprob, token, None] for logprob, token in zip(self.logprobs, self.output_ids, strict=False)]
+        if generate.top_p_token_ids:
+            start = len(generate.input_ids)
+            nuclei = [nucleus(token, start + i, vocab_size) for i, token in enumerate(self.output_ids)]
+            meta_info["top_p_token_ids"] = _base64_int32([t for kept in nuclei for t in kept])
+            meta_info["top_p_token_offsets"] = _base64_int32(np.concatenate([[0], np.cumsum([len(kept) for kept in nuclei])]))
+        if generate.return_routed_experts and moe is not None:
+            meta_info["routed_experts"] = _base64_int32(routing([*generate.input_ids, *self.output_ids], moe).ravel())
         return {"text": self.text, "output_ids": self.output_ids, "meta_info": meta_info}
 
 
@@ -315,6 +344,10 @@ class Plan:
 
 
 ERRORED = Completion([], [], [], {"type": "error", "message": "scripted policy error"})
+
+
+def _base64_int32(values: Any) -> str:
+    return base64.b64encode(np.asarray(values, dtype="<i4").tobytes()).decode("ascii")
 
 
 def bad_request(error: BadRequest) -> web.Response:
@@ -362,12 +395,14 @@ class ScriptedPolicyServer:
         weight_version: str = "default",
         token_delay_s: float = 0.0,
         turn_delay: TurnDelay | None = None,
+        moe: MoEShape = DEFAULT_MOE,
     ):
         self.renderer = renderer
         self.default_policy = self._known(default_policy)
         self.delay_s = delay_s
         self.token_delay_s = token_delay_s
         self.turn_delay = turn_delay
+        self.moe = moe
         self.control = GenerationControl(weight_version)
         self._assistant_header = renderer.encode(f"{ASSISTANT_TURN}\n")
         self.model_path = f"scripted-{self.default_policy}"
@@ -468,7 +503,8 @@ class ScriptedPolicyServer:
         self._record(generate, routing_key, policy, completion)
         if completion is ERRORED:
             return web.json_response({"error": "scripted policy error (policy 'error')"}, status=500)
-        return web.json_response(completion.response(generate, time.monotonic() - started))
+        answer = await asyncio.to_thread(completion.response, generate, time.monotonic() - started, self.renderer.vocab_size, self.moe)
+        return web.json_response(answer)
 
     async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation, routing_key: str | None) -> Completion:
         """Sample the scripted answer one engine step per token, each followed by its pause (``_step_s``)."""

@@ -18,7 +18,8 @@ if [[ ! -f $VENV/.installed || $(<"$VENV/.installed") != "$KEY" ]]; then
   rm -rf "$VENV"
   mkdir -p "$(dirname "$VENV")"
   "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q torch -r "$SLIME_DIR/requirements.txt" >.cache/slime-check/install.log 2>&1 \
+  # pybase64: slime's decode_int32_meta_array imports it (sglang brings it into slime's images).
+  "$VENV/bin/pip" install -q torch pybase64 -r "$SLIME_DIR/requirements.txt" >.cache/slime-check/install.log 2>&1 \
     || { tail -n 30 .cache/slime-check/install.log >&2; exit 1; }
   "$VENV/bin/pip" install -q -e '.[worker,test]' >>.cache/slime-check/install.log 2>&1 \
     || { tail -n 30 .cache/slime-check/install.log >&2; exit 1; }

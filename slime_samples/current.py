@@ -14,18 +14,24 @@ makes of a session, as the reference example (``examples/coding_agent_rl/generat
   ``workflow_id``, ``applied_cleanly``, ``elapsed_sec``, ``finish_reason`` (the last turn's),
   ``segment_kinds``, ``sample_idx``, ``num_samples`` and ``weight_version_spans``; ``weight_versions`` one
   entry per run of trained tokens (slime appends one per generate call);
-* an aborted rollout is the example's aborted sample with ``remove_sample=True``.
+* with ``options.replay``: ``rollout_top_p_token_ids`` / ``_offsets`` over the response (a trained token's
+  nucleus from the segment it was sampled in, empty elsewhere) and ``rollout_routed_experts`` (``tokens - 1``
+  rows of ``layers x top_k``: the routing of the sequence's last call, whose prompt and reply the sequence is);
+* an aborted rollout is the example's aborted sample with ``remove_sample=True`` (and replay placeholders).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from contracts.replay import ReplayCapture, SegmentReplay
 from contracts.rollout import RolloutResult, spans_from_runs
 from policy.trajectory_packing import Trajectory
 from slime_samples.message_tree import TrainingSequence, sequences_of
 from slime_samples.options import SampleOptions
-from slime_samples.sample_fields import status, write_aborted
+from slime_samples.sample_fields import ReplayMissing, replay_of_segments, status, write_aborted, write_replay_placeholders, write_top_p
 
 NAME = "current"
 COPIED_FIELDS = ("index", "group_index", "rollout_id", "prompt", "label")
@@ -34,10 +40,12 @@ COPIED_FIELDS = ("index", "group_index", "rollout_id", "prompt", "label")
 def samples(sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions) -> list[Any]:
     sequences = sequences_of(trajectory.segments, trajectory.turn_log, options.fork_threshold, options.max_sample_tokens)
     kinds = [segment.kind for segment in trajectory.segments]
+    replay = replay_of_segments(trajectory, options.replay)
     out = []
     for index, sequence in enumerate(sequences):
         target = fresh_sample(sample)
         write_sequence(target, sequence, tokenizer)
+        write_replay(target, sequence, replay, options.replay)
         target.reward = result.reward
         target.status = status(target, "COMPLETED")
         target.metadata = {
@@ -73,6 +81,26 @@ def write_sequence(target: Any, sequence: TrainingSequence, tokenizer: Any) -> N
     target.weight_versions = call_versions(sequence)
 
 
+def write_replay(target: Any, sequence: TrainingSequence, replay: list[SegmentReplay], capture: ReplayCapture) -> None:
+    """The replay fields ``capture`` asks for (module docstring)."""
+    if capture.top_p_token_ids:
+        start = sequence.response_start
+        empty = np.empty(0, dtype=np.int32)
+        nuclei = [empty] * max(len(sequence.loss_mask) - start, 0)
+        for origin in sequence.origins:
+            for i in range(origin.length):
+                position = origin.start + i
+                if position >= start and sequence.loss_mask[position]:
+                    nuclei[position - start] = replay[origin.segment].nucleus(origin.at + i)
+        write_top_p(target, nuclei)
+    if capture.routed_experts is not None:
+        shape = capture.routed_experts
+        rows = replay[sequence.last_turn.segment].routed
+        if rows is None or len(rows) < len(sequence.tokens) - 1:
+            raise ReplayMissing("the trajectory holds no routed experts for the sequence's last call")
+        target.rollout_routed_experts = rows[: len(sequence.tokens) - 1].astype(np.int32).reshape(-1, shape.layers, shape.top_k)
+
+
 def call_versions(sequence: TrainingSequence) -> list[str]:
     """Per run of trained response tokens (one generate call's), the version of its last token, when known."""
     out = []
@@ -102,7 +130,8 @@ def fresh_sample(sample: Any) -> Any:
     return target
 
 
-def aborted(sample: Any, reason: str) -> Any:
+def aborted(sample: Any, reason: str, options: SampleOptions | None = None) -> Any:
     write_aborted(sample, reason)
     sample.remove_sample = True
+    write_replay_placeholders(sample, (options or SampleOptions()).replay)
     return sample

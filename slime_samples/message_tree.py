@@ -60,12 +60,24 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Positions ``[start, start + length)`` of a sequence hold a reply sampled at ``[at, at + length)`` of
+    segment ``segment``."""
+
+    start: int
+    segment: int
+    at: int
+    length: int
+
+
+@dataclass(frozen=True)
 class TrainingSequence:
     """One training sequence: ``tokens`` with per-position ``loss_mask``, ``log_probs`` and ``versions``
     (cut to the cap), ``response_start`` where the response begins (the first prompt's length, which can
     exceed ``len(tokens)`` after a cut, as in slime); ``last_turn`` the turn that ended it (its tokens are
     that turn's prompt and output); ``truncated`` / ``use_tool`` / ``ill_formed`` over the path's
-    generated turns, as slime's metadata; ``segments``: the segments its turns came from, in order."""
+    generated turns, as slime's metadata; ``segments``: the segments its turns came from, in order;
+    ``origins``: where its trained replies were sampled (their top-p nuclei live there)."""
 
     tokens: list[int]
     loss_mask: list[int]
@@ -77,6 +89,7 @@ class TrainingSequence:
     use_tool: bool
     ill_formed: bool
     segments: list[int]
+    origins: list[Origin] = field(default_factory=list)
 
 
 class _Node:
@@ -188,6 +201,7 @@ class _Builder:
     last_response_start: int | None = None
     leading_prompt: int = 0
     turns: list[Turn] = field(default_factory=list)
+    origins: list[Origin] = field(default_factory=list)
 
     def drift(self, turn: Turn, fork_threshold: int) -> bool | None:
         """False: the prompt extends the tokens held; True: realign; None: fork."""
@@ -208,6 +222,8 @@ class _Builder:
         self._extend(turn.prompt_ids[cut:], np.zeros(len(turn.prompt_ids) - cut, dtype=np.uint8), None, None)
         self.last_response_start = len(self.tokens)
         mask = turn.output_mask if trained else np.zeros(len(turn.output_ids), dtype=np.uint8)
+        if trained and len(turn.output_ids):
+            self.origins.append(Origin(len(self.tokens), turn.segment, len(turn.prompt_ids), len(turn.output_ids)))
         self._extend(turn.output_ids, mask, turn.output_log_probs, turn.output_versions)
         if first:
             self.leading_prompt = len(turn.prompt_ids)
@@ -230,10 +246,12 @@ class _Builder:
             use_tool=use_tool,
             ill_formed=ill_formed,
             segments=segments,
+            origins=_cut_origins(self.origins, end),
         )
 
     def _truncate(self, length: int) -> None:
         del self.tokens[length:], self.loss_mask[length:], self.log_probs[length:], self.versions[length:]
+        self.origins = _cut_origins(self.origins, length)
 
     def _extend(self, ids: np.ndarray, mask: np.ndarray, log_probs: np.ndarray | None, versions: Sequence[str | None] | None) -> None:
         n = len(ids)
@@ -247,6 +265,11 @@ class _Builder:
             self.versions += [None] * n
         else:
             self.versions += [version if keep else None for version, keep in zip(versions, mask.tolist(), strict=True)]
+
+
+def _cut_origins(origins: list[Origin], end: int) -> list[Origin]:
+    """``origins`` within the first ``end`` positions."""
+    return [Origin(o.start, o.segment, o.at, min(o.length, end - o.start)) for o in origins if o.start < end]
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:

@@ -42,7 +42,8 @@ class ContractChoice:
         return CONTRACTS[self.name].samples
 
     @property
-    def aborted(self) -> Callable[[Any, str], Any]:
+    def aborted(self) -> Callable[..., Any]:
+        """``aborted(sample, reason, options=None)``."""
         return CONTRACTS[self.name].aborted
 
     @property

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from contracts.replay import ReplayCapture
 from contracts.rollout import TokenSegment
 
 
@@ -68,3 +71,33 @@ def status(sample: Any, name: str) -> Any:
     """``Sample.Status.<name>`` for a slime sample, the lower-case name for a plain one."""
     status_enum = getattr(type(sample), "Status", None)
     return getattr(status_enum, name) if status_enum is not None else name.lower()
+
+
+class ReplayMissing(ValueError):
+    """The trainer replays data the rollout did not capture (a worker or server that did not provide it)."""
+
+
+def replay_of_segments(trajectory: Any, capture: ReplayCapture) -> list[Any]:
+    """``trajectory.replay`` when ``capture`` asks for anything (``ReplayMissing`` when it holds none)."""
+    if capture.any and not trajectory.replay:
+        raise ReplayMissing("the rollout carries no replay data (top-p nuclei / routed experts) though the trainer replays it")
+    return trajectory.replay
+
+
+def write_top_p(sample: Any, nuclei: list[np.ndarray]) -> None:
+    """``rollout_top_p_token_ids`` / ``_offsets`` from one nucleus per response position (empty for context)."""
+    lengths = np.array([len(n) for n in nuclei], dtype=np.int64)
+    sample.rollout_top_p_token_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    sample.rollout_top_p_token_ids = np.concatenate(nuclei).astype(np.int32) if nuclei else np.empty(0, dtype=np.int32)
+
+
+def write_replay_placeholders(sample: Any, replay: ReplayCapture) -> None:
+    """Replay fields for a sample with nothing to train, in the shapes slime checks on every sample: empty nuclei
+    for each response position; one routing row per position but the last, each layer routed to experts
+    ``0..top_k-1`` (distinct, as a router picks them, and not all zero, which slime refuses)."""
+    if replay.top_p_token_ids:
+        write_top_p(sample, [np.empty(0, dtype=np.int32)] * max(sample.response_length, 0))
+    if replay.routed_experts is not None:
+        shape = replay.routed_experts
+        row = np.tile(np.arange(shape.top_k, dtype=np.int32), shape.layers).reshape(shape.layers, shape.top_k)
+        sample.rollout_routed_experts = np.broadcast_to(row, (max(len(sample.tokens) - 1, 0), shape.layers, shape.top_k)).copy()

@@ -18,21 +18,40 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
+
 from contracts.rollout import RolloutResult
 from policy.trajectory_packing import Trajectory
 from slime_samples.options import SampleOptions
-from slime_samples.sample_fields import status, version_spans_metadata, write_aborted, write_tokens
+from slime_samples.sample_fields import (
+    ReplayMissing,
+    replay_of_segments,
+    status,
+    version_spans_metadata,
+    write_aborted,
+    write_replay_placeholders,
+    write_tokens,
+    write_top_p,
+)
 
 NAME = "seed"
 
 
 def samples(sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions) -> list[Any]:
-    """``options`` change nothing here: the seed cut no sample and knew no fork threshold."""
+    """Of ``options`` only ``replay`` applies (each segment's own nuclei and routing): the seed cut no sample and
+    knew no fork threshold."""
     segments = trajectory.segments
+    replay = replay_of_segments(trajectory, options.replay)
     fanned = []
     for index, segment in enumerate(segments):
         target = sample if index == 0 else copy.copy(sample)
         write_tokens(target, segment, tokenizer)
+        if options.replay.top_p_token_ids:
+            write_top_p(target, [replay[index].nucleus(p) for p in range(segment.prompt_length, len(segment.tokens))])
+        if (shape := options.replay.routed_experts) is not None:
+            if (rows := replay[index].routed) is None:
+                raise ReplayMissing(f"segment {index} holds no routed experts")
+            target.rollout_routed_experts = rows.astype(np.int32).reshape(-1, shape.layers, shape.top_k)
         target.reward = result.reward / len(segments)
         target.status = status(target, "COMPLETED")
         target.rollout_id = getattr(target, "index", None)
@@ -52,5 +71,7 @@ def samples(sample: Any, result: RolloutResult, trajectory: Trajectory, tokenize
     return fanned
 
 
-def aborted(sample: Any, reason: str) -> Any:
-    return write_aborted(sample, reason)
+def aborted(sample: Any, reason: str, options: SampleOptions | None = None) -> Any:
+    write_aborted(sample, reason)
+    write_replay_placeholders(sample, (options or SampleOptions()).replay)
+    return sample

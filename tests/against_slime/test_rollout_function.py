@@ -162,20 +162,20 @@ def drop_in(monkeypatch):
 
 def args_for(**extra) -> SimpleNamespace:
     """The stand-in tests' slime args plus what slime's own reward conversion and eval state read."""
-    return slime_args(
-        rollout_batch_size=2,
-        over_sampling_batch_size=2,
-        partial_rollout=False,
-        rollout_max_context_len=0,
-        reward_key=None,
-        advantage_estimator="grpo",
-        rewards_normalization=True,
-        grpo_std_normalization=True,
-        rollout_top_p=1.0,
-        use_rollout_routing_replay=False,
-        custom_rm_path=None,
-        **extra,
-    )
+    defaults = {
+        "rollout_batch_size": 2,
+        "over_sampling_batch_size": 2,
+        "partial_rollout": False,
+        "rollout_max_context_len": 0,
+        "reward_key": None,
+        "advantage_estimator": "grpo",
+        "rewards_normalization": True,
+        "grpo_std_normalization": True,
+        "rollout_top_p": 1.0,
+        "use_rollout_routing_replay": False,
+        "custom_rm_path": None,
+    }
+    return slime_args(**(defaults | extra))
 
 
 def test_slimes_filter_hooks_and_conversion_take_the_rollout_functions_output(drop_in, monkeypatch):

@@ -160,7 +160,7 @@ class FlakyModel:
         changed_at = [p for p in self.version_at if p <= position]
         return self.version_at[max(changed_at)] if changed_at else "0"
 
-    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key):
+    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key, routed_width=None):
         if self.outages and self.outages.pop(0):
             raise PolicyServerError("connection refused")
         ids = list(input_ids)
@@ -223,7 +223,7 @@ class Scripted:
         self.answers = list(answers)
         self.rids: list[str] = []
 
-    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key):
+    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key, routed_width=None):
         self.rids.append(rid)
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):

@@ -193,7 +193,7 @@ class AbortingClient:
         self.first = first
         self.requests: list[tuple[list[int], dict]] = []
 
-    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key):
+    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key, routed_width=None):
         self.requests.append((list(input_ids), sampling_params))
         log_probs = [-0.25 * (i + 1) for i in range(len(self.ids))]
         if len(self.requests) == 1:

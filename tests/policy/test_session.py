@@ -26,7 +26,7 @@ class ScriptedClient:
         self.renderer = renderer
         self.replies = list(replies)
 
-    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key):
+    async def generate(self, base_url, input_ids, sampling_params, rid, routing_key, routed_width=None):
         text, versions = self.replies.pop(0)
         ids = self.renderer.encode(text) + [self.renderer.end_of_turn_id]
         spans = versions.get("spans")
