@@ -74,7 +74,7 @@ def test_the_workflows_classify_only_known_types_through_the_one_table():
 
 
 def test_every_fixed_abort_reason_is_in_the_docs():
-    readme = (ACTIVITIES.parent / "docs" / "groups.md").read_text()  
+    readme = (ACTIVITIES.parent / "docs" / "groups.md").read_text()
     assert [reason.value for reason in AbortReason if f"`{reason.value}`" not in readme] == []
 
 
