@@ -17,10 +17,12 @@ Invariants of a ``SegmentReplay`` (one per token segment, aligned with it):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # numpy stays out of the workflows' sandbox, which imports these contracts
+    import numpy as np
 
 
 class RoutedExpertsShape(BaseModel):
@@ -50,13 +52,14 @@ class ReplayCapture(BaseModel):
         return self.top_p_token_ids or self.routed_experts is not None
 
 
-@dataclass(frozen=True, eq=False)
 class SegmentReplay:
-    """One segment's replay data (module docstring); a field is None when the session did not capture it."""
+    """One segment's replay data (module docstring); a field is None when the session did not capture it.
+    A plain class, not a dataclass: the pydantic results that carry it take it as it is, fields unread."""
 
-    top_p_ids: np.ndarray | None = None
-    top_p_offsets: np.ndarray | None = None
-    routed: np.ndarray | None = None
+    __slots__ = ("top_p_ids", "top_p_offsets", "routed")
+
+    def __init__(self, top_p_ids: np.ndarray | None = None, top_p_offsets: np.ndarray | None = None, routed: np.ndarray | None = None):
+        self.top_p_ids, self.top_p_offsets, self.routed = top_p_ids, top_p_offsets, routed
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SegmentReplay):
@@ -72,4 +75,6 @@ class SegmentReplay:
 
 
 def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    import numpy as np
+
     return (a is None and b is None) or (a is not None and b is not None and a.shape == b.shape and bool(np.array_equal(a, b)))

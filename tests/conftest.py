@@ -149,3 +149,12 @@ async def slow_policy(renderer):
     server.url = await server.start()
     yield server
     await server.stop()
+
+
+@pytest_asyncio.fixture
+async def scripted_server(renderer) -> AsyncIterator[ScriptedPolicyServer]:
+    """A scripted policy server of this test's own (``oracle``, weight version ``"0"``), its ``url`` set."""
+    scripted = ScriptedPolicyServer(renderer, default_policy="oracle", weight_version="0")
+    scripted.url = await scripted.start()
+    yield scripted
+    await scripted.stop()

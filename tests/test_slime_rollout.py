@@ -9,7 +9,6 @@ import json
 import sys
 import types
 import uuid
-from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -26,6 +25,7 @@ from scripted_policy.server import ScriptedPolicyServer
 from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, fill_filtered_batch, group_input, group_rules_from_env
 from starter import EXAMPLE_DATASET
 from tests.local_cluster import containers_of_runs, local_cluster
+from tests.slime_args import slime_args
 from tests.slime_sample import Sample
 from trainer_client.rollout_groups import Batch, group_id
 from worker import oracle_tasks_from
@@ -60,22 +60,6 @@ class ExampleDataSource:
         self.samples_made += 1
         metadata = copy.deepcopy(row["metadata"])
         return Sample(group_index=self.groups_made, index=self.samples_made - 1, prompt=row["prompt"], label=row.get("label"), metadata=metadata)
-
-
-def slime_args(**overrides) -> SimpleNamespace:
-    values = {
-        "rollout_batch_size": 2,
-        "over_sampling_batch_size": 3,
-        "n_samples_per_prompt": 2,
-        "partial_rollout": True,
-        "sglang_router_ip": None,
-        "sglang_router_port": None,
-        "rollout_max_context_len": 65536,
-        "rollout_max_response_len": 2048,
-        "rollout_temperature": 0.7,
-        "hf_checkpoint": "",
-    }
-    return SimpleNamespace(**(values | overrides))
 
 
 def test_a_slime_group_becomes_one_group_input_built_like_slime_generate_builds_a_rollout(monkeypatch):

@@ -18,10 +18,9 @@ from slime.utils.types import Sample  # noqa: E402
 
 from policy.sglang_client import parse_generation  # noqa: E402
 from slime_samples import current  # noqa: E402
-from tests.against_slime.test_rollout_function import args_for, slime_conversion  # noqa: E402
-from tests.policy.test_replay_capture import CAPTURE, SYSTEM, TASK, server  # noqa: E402, F401 (fixture)
+from tests.against_slime.slime_code import args_for, slime_conversion  # noqa: E402
+from tests.policy.replay_sessions import CAPTURE, OPTIONS, SYSTEM, TASK, captured_trajectory  # noqa: E402
 from tests.slime_samples.segments import result_of  # noqa: E402
-from tests.slime_samples.test_replay_fields import OPTIONS, captured_trajectory  # noqa: E402
 
 LAYERS, TOP_K = CAPTURE.routed_experts.layers, CAPTURE.routed_experts.top_k
 
@@ -37,7 +36,7 @@ def replay_args(**extra) -> SimpleNamespace:
     return args_for(**(replay | extra))
 
 
-async def test_slime_reads_the_reply_the_project_reads(renderer, server, http):  # noqa: F811
+async def test_slime_reads_the_reply_the_project_reads(renderer, scripted_server, http):
     prompt = renderer.encode(renderer.render([SYSTEM, TASK], [], True))
     body = {
         "input_ids": prompt,
@@ -45,7 +44,7 @@ async def test_slime_reads_the_reply_the_project_reads(renderer, server, http): 
         "return_logprob": True,
         "return_routed_experts": True,
     }
-    async with http.post(f"{server.url}/generate", json=body) as response:
+    async with http.post(f"{scripted_server.url}/generate", json=body) as response:
         reply = await response.json()
     ours = parse_generation(reply, renderer.vocab_size, len(prompt), top_p=True, routed_width=LAYERS * TOP_K)
     theirs = Sample(tokens=list(prompt))
@@ -57,8 +56,8 @@ async def test_slime_reads_the_reply_the_project_reads(renderer, server, http): 
     assert np.array_equal(theirs.rollout_routed_experts.numpy(), ours.routed.rows.astype(np.int32).reshape(-1, LAYERS, TOP_K))
 
 
-async def test_slimes_conversion_and_routing_validator_take_the_contracts_samples(renderer, server, http):  # noqa: F811
-    trajectory = await captured_trajectory(renderer, server, http)
+async def test_slimes_conversion_and_routing_validator_take_the_contracts_samples(renderer, scripted_server, http):
+    trajectory = await captured_trajectory(renderer, scripted_server, http)
     samples = current.samples(Sample(index=0, group_index=0), result_of(), trajectory, None, OPTIONS)
     samples.append(current.aborted(Sample(index=1, group_index=0), "wall_clock_timeout", OPTIONS))
     for sample in samples:

@@ -4,11 +4,8 @@
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import itertools
-import logging
-from types import SimpleNamespace
 
 import pytest
 
@@ -16,11 +13,8 @@ from tests.against_slime import require_slime
 
 require_slime()
 
-import slime.ray  # noqa: E402
-import torch  # noqa: E402
-from slime.observability.rollout_data_utils import validate_rollout_id_annotated, validate_rollout_routed_experts_for_replay  # noqa: E402
+from slime.observability.rollout_data_utils import validate_rollout_id_annotated  # noqa: E402
 from slime.rollout.base_types import RolloutFnTrainOutput, call_rollout_fn  # noqa: E402
-from slime.utils.data import get_source  # noqa: E402
 from slime.utils.types import Sample  # noqa: E402
 
 import slime_generate  # noqa: E402
@@ -29,32 +23,8 @@ from contracts.rollout import AgentRun, RolloutResult, SampledTurn, TokenSegment
 from contracts.rollout_group import GroupResult, GroupSample  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from policy.trajectory_packing import pack_trajectory  # noqa: E402
-from tests.test_slime_rollout import slime_args  # noqa: E402
+from tests.against_slime.slime_code import args_for, slime_conversion  # noqa: E402
 from trainer_client.rollout_groups import Batch, group_id  # noqa: E402
-
-ROLLOUT_PY = slime.ray.__path__[0] + "/rollout.py"
-
-
-def slime_conversion(args):
-    """``RolloutManager._post_process_rewards`` and ``_convert_samples_to_train_data`` from slime's own source, on an
-    object with the attributes they read (the class needs Ray and a GPU server to construct)."""
-    tree = ast.parse(open(ROLLOUT_PY).read())
-    (manager,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "RolloutManager"]
-    wanted = {"_post_process_rewards", "_convert_samples_to_train_data"}
-    methods = [node for node in manager.body if isinstance(node, ast.FunctionDef) and node.name in wanted]
-    holder = ast.ClassDef(name="Conversion", bases=[], keywords=[], body=methods, decorator_list=[], type_params=[])
-    module = ast.fix_missing_locations(ast.Module(body=[holder], type_ignores=[]))
-    scope = {
-        "torch": torch,
-        "Sample": Sample,
-        "get_source": get_source,
-        "validate_rollout_routed_experts_for_replay": validate_rollout_routed_experts_for_replay,
-        "logger": logging.getLogger("slime.ray.rollout"),
-    }
-    exec(compile(module, ROLLOUT_PY, "exec"), scope)
-    conversion = scope["Conversion"]()
-    conversion.args, conversion.custom_convert_samples_to_train_data_func, conversion.custom_reward_post_process_func = args, None, None
-    return conversion
 
 
 def completed(index: int, reward: float) -> RolloutResult:
@@ -158,24 +128,6 @@ def drop_in(monkeypatch):
     monkeypatch.setattr(slime_generate, "temporal_client", no_client)
     monkeypatch.setenv("ROLLOUT_SLIME_SAMPLE_CONTRACT", "auto")
     return row
-
-
-def args_for(**extra) -> SimpleNamespace:
-    """The stand-in tests' slime args plus what slime's own reward conversion and eval state read."""
-    defaults = {
-        "rollout_batch_size": 2,
-        "over_sampling_batch_size": 2,
-        "partial_rollout": False,
-        "rollout_max_context_len": 0,
-        "reward_key": None,
-        "advantage_estimator": "grpo",
-        "rewards_normalization": True,
-        "grpo_std_normalization": True,
-        "rollout_top_p": 1.0,
-        "use_rollout_routing_replay": False,
-        "custom_rm_path": None,
-    }
-    return slime_args(**(defaults | extra))
 
 
 def test_slimes_filter_hooks_and_conversion_take_the_rollout_functions_output(drop_in, monkeypatch):

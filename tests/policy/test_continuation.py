@@ -25,6 +25,7 @@ from policy.session import PolicySession
 from policy.sglang_client import Generation, GenerationAborted, PolicyServerError, SGLangClient
 from scripted_policy.server import ScriptedPolicyServer
 from tests.policy.replies import anthropic_reply
+from tests.policy.scripted_controls import control, weight_update
 from tests.waiting import HANG_GUARD_S, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -39,11 +40,6 @@ async def server(renderer) -> AsyncIterator[ScriptedPolicyServer]:
     await scripted.stop()
 
 
-async def control(http: aiohttp.ClientSession, server: ScriptedPolicyServer, path: str, body: dict) -> None:
-    async with http.post(f"{server.url}{path}", json=body) as response:
-        assert response.status == 200, await response.text()
-
-
 def session(renderer, server: ScriptedPolicyServer, http: aiohttp.ClientSession, **config) -> PolicySession:
     client = SGLangClient(http, vocab_size=renderer.vocab_size)
     return PolicySession("s1", SessionConfig(policy_url=server.url, **config), renderer, client, FairExecutor(2, thread_name_prefix="test-cpu"))
@@ -55,13 +51,6 @@ def sampled_tokens(server: ScriptedPolicyServer) -> tuple[list[int], list[float]
         [t for r in server.records for t in r.output_ids],
         [p for r in server.records for p in r.output_logprobs],
         [v for r in server.records for v in r.output_versions],
-    )
-
-
-async def weight_update(http, server, mode: str, version: str) -> None:
-    await control(http, server, "/pause_generation", {"mode": mode})
-    await control(
-        http, server, "/update_weights_from_disk", {"model_path": f"/ckpt/{version}", "weight_version": version, "flush_cache": mode != "in_place"}
     )
 
 

@@ -24,14 +24,10 @@ from policy.sglang_client import Generation, PolicyOutputError, SGLangClient, pa
 from policy.token_capture import LedgerDelta, TokenLedger
 from policy.trajectory_packing import pack_trajectory, read_trajectory
 from scripted_policy.replay_data import DEFAULT_MOE, nucleus, routing
-from scripted_policy.server import ScriptedPolicyServer
+from tests.policy.replay_sessions import SYSTEM, TASK, capturing_session
 from tests.policy.replies import anthropic_reply
-from tests.policy.test_continuation import control, weight_update
+from tests.policy.scripted_controls import control, weight_update
 from tests.waiting import until
-
-CAPTURE = ReplayCapture(top_p_token_ids=True, routed_experts=RoutedExpertsShape(layers=DEFAULT_MOE.layers, top_k=DEFAULT_MOE.top_k))
-SYSTEM = {"role": "system", "content": "You are a coding agent."}
-TASK = {"role": "user", "content": "Say something."}
 
 
 def b64(values) -> str:
@@ -69,20 +65,6 @@ def test_continued_pieces_join_and_a_gap_in_the_routing_is_an_error():
         RoutedRows(0, np.ones((1, 2), np.uint16)).then(RoutedRows(2, np.ones((1, 2), np.uint16)))
 
 
-@pytest.fixture
-async def server(renderer):
-    scripted = ScriptedPolicyServer(renderer, default_policy="oracle", weight_version="0")
-    scripted.url = await scripted.start()
-    yield scripted
-    await scripted.stop()
-
-
-def capturing_session(renderer, server, http, journal=None, **config) -> PolicySession:
-    client = SGLangClient(http, vocab_size=renderer.vocab_size)
-    settings = SessionConfig(policy_url=server.url, replay=CAPTURE, **config)
-    return PolicySession("s1", settings, renderer, client, FairExecutor(2, thread_name_prefix="test-cpu"), journal)
-
-
 def assert_replay_matches_the_server(renderer, segments, replay) -> None:
     assert len(replay) == len(segments)
     for segment, data in zip(segments, replay, strict=True):
@@ -92,10 +74,10 @@ def assert_replay_matches_the_server(renderer, segments, replay) -> None:
         assert np.array_equal(data.routed.reshape(-1, DEFAULT_MOE.layers, DEFAULT_MOE.top_k), routing(segment.tokens, DEFAULT_MOE))
 
 
-async def test_nuclei_and_routing_follow_every_position_through_turns_a_retry_the_spool_and_the_pack(renderer, server, http):
+async def test_nuclei_and_routing_follow_every_position_through_turns_a_retry_the_spool_and_the_pack(renderer, scripted_server, http):
     deltas = []
     policy = capturing_session(
-        renderer, server, http, journal=lambda delta, summary: deltas.append(json.loads(json.dumps(dataclasses.asdict(delta))))
+        renderer, scripted_server, http, journal=lambda delta, summary: deltas.append(json.loads(json.dumps(dataclasses.asdict(delta))))
     )
     first = await policy.run_turn("main", "main", [SYSTEM, TASK], [], None, anthropic_reply)
     echoed = {"role": "assistant", "content": first.parsed.text}
@@ -103,7 +85,7 @@ async def test_nuclei_and_routing_follow_every_position_through_turns_a_retry_th
     await policy.run_turn("main", "main", follow, [], None, anthropic_reply)
     await policy.run_turn("main", "main", follow, [], None, anthropic_reply)  # the client never saw it: a retry
     await policy.run_turn("agent:1", "subagent", [SYSTEM, {"role": "user", "content": "Look around."}], [], None, anthropic_reply)
-    assert server.records[0].sampling_params["custom_params"] == {"return_top_p_token_ids": True}
+    assert scripted_server.records[0].sampling_params["custom_params"] == {"return_top_p_token_ids": True}
     segments, replay = policy.ledger.finish(), policy.ledger.replay()
     assert_replay_matches_the_server(renderer, segments, replay)
 
@@ -117,24 +99,26 @@ async def test_nuclei_and_routing_follow_every_position_through_turns_a_retry_th
     assert unpacked.replay == replay and unpacked.replay[0].routed.dtype == np.uint16
 
 
-async def test_a_generation_continued_after_an_abort_keeps_its_replay_data_aligned(renderer, server, http):
-    server.set_policy(None, "slow")
-    server.delay_s = 3600.0
-    policy = capturing_session(renderer, server, http)
+async def test_a_generation_continued_after_an_abort_keeps_its_replay_data_aligned(renderer, scripted_server, http):
+    scripted_server.set_policy(None, "slow")
+    scripted_server.delay_s = 3600.0
+    policy = capturing_session(renderer, scripted_server, http)
     turn = asyncio.create_task(policy.run_turn("main", "main", [SYSTEM, TASK], [], None, anthropic_reply))
-    await until(lambda: any(g.output_ids for g in server.control.live))
-    await weight_update(http, server, "abort", "1")
-    server.delay_s = 0.0
-    await control(http, server, "/continue_generation", {})
+    await until(lambda: any(g.output_ids for g in scripted_server.control.live))
+    await weight_update(http, scripted_server, "abort", "1")
+    scripted_server.delay_s = 0.0
+    await control(http, scripted_server, "/continue_generation", {})
     await turn
-    assert policy.turns[0].aborts_continued == 1 and len(server.records) == 2
+    assert policy.turns[0].aborts_continued == 1 and len(scripted_server.records) == 2
     assert_replay_matches_the_server(renderer, policy.ledger.finish(), policy.ledger.replay())
 
 
-async def test_a_trainer_whose_routing_shape_is_not_the_servers_fails_the_turn_naming_it(renderer, server, http):
+async def test_a_trainer_whose_routing_shape_is_not_the_servers_fails_the_turn_naming_it(renderer, scripted_server, http):
     wrong = ReplayCapture(routed_experts=RoutedExpertsShape(layers=DEFAULT_MOE.layers + 1, top_k=DEFAULT_MOE.top_k))
     client = SGLangClient(http, vocab_size=renderer.vocab_size)
-    policy = PolicySession("s2", SessionConfig(policy_url=server.url, replay=wrong), renderer, client, FairExecutor(2, thread_name_prefix="test-cpu"))
+    policy = PolicySession(
+        "s2", SessionConfig(policy_url=scripted_server.url, replay=wrong), renderer, client, FairExecutor(2, thread_name_prefix="test-cpu")
+    )
     with pytest.raises(PolicyOutputError, match="routed_experts"):
         await policy.run_turn("main", "main", [SYSTEM, TASK], [], None, anthropic_reply)
     assert policy.ledger.finish() == []

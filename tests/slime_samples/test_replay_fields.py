@@ -11,24 +11,12 @@ from policy.trajectory_packing import Trajectory, pack_trajectory
 from scripted_policy.replay_data import DEFAULT_MOE, nucleus, routing
 from slime_generate import samples_from_result
 from slime_samples import current, seed
-from slime_samples.options import SampleOptions, replay_of
+from slime_samples.options import replay_of
 from slime_samples.registry import ContractChoice
 from slime_samples.sample_fields import ReplayMissing
-from tests.policy.replies import anthropic_reply
-from tests.policy.test_replay_capture import CAPTURE, SYSTEM, TASK, capturing_session, server  # noqa: F401 (fixture)
+from tests.policy.replay_sessions import OPTIONS, captured_trajectory
 from tests.slime_sample import Sample
 from tests.slime_samples.segments import MAIN, result_of
-
-OPTIONS = SampleOptions(replay=CAPTURE)
-
-
-async def captured_trajectory(renderer, server, http) -> Trajectory:  # noqa: F811
-    policy = capturing_session(renderer, server, http)
-    first = await policy.run_turn("main", "main", [SYSTEM, TASK], [], None, anthropic_reply)
-    follow = [SYSTEM, TASK, {"role": "assistant", "content": first.parsed.text}, {"role": "user", "content": "Go on."}]
-    await policy.run_turn("main", "main", follow, [], None, anthropic_reply)
-    await policy.run_turn("agent:1", "subagent", [SYSTEM, {"role": "user", "content": "Look around."}], [], None, anthropic_reply)
-    return Trajectory(policy.ledger.finish(), policy.ledger.turn_log(), policy.ledger.replay())
 
 
 def assert_slimes_shapes(sample) -> None:
@@ -40,8 +28,8 @@ def assert_slimes_shapes(sample) -> None:
 
 
 @pytest.mark.parametrize("contract", [current, seed])
-async def test_every_trained_token_carries_its_nucleus_and_every_position_its_routing(renderer, server, http, contract):  # noqa: F811
-    trajectory = await captured_trajectory(renderer, server, http)
+async def test_every_trained_token_carries_its_nucleus_and_every_position_its_routing(renderer, scripted_server, http, contract):
+    trajectory = await captured_trajectory(renderer, scripted_server, http)
     samples = contract.samples(Sample(index=0, group_index=0), result_of(), trajectory, None, OPTIONS)
     assert len(samples) == (len(trajectory.segments) if contract is seed else 2) >= 2
     for sample in samples:
