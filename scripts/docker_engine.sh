@@ -19,6 +19,13 @@ fi
 if pgrep -x dockerd >/dev/null; then
   echo "docker: dockerd already starting, waiting"
 else
+  # A pid file left by an engine that did not stop cleanly may name a process that is not containerd
+  # any more: dockerd then waits for a containerd that never answers.
+  pidfile=/var/run/docker/containerd/containerd.pid
+  if [[ -f $pidfile ]] && [[ $(cat "/proc/$(cat "$pidfile")/comm" 2>/dev/null) != containerd ]]; then
+    echo "docker: removing a stale containerd pid file"
+    rm -f "$pidfile"
+  fi
   echo "docker: starting dockerd (log: $LOG)"
   # setsid + nohup: the engine outlives this script and the shell that ran it.
   setsid nohup dockerd >>"$LOG" 2>&1 </dev/null &
