@@ -510,6 +510,10 @@ class TaskResources(BaseModel):
     disk_bytes: int | None = Field(None, gt=0)
 
 
+# Where an f2p row's script (``remote_env_info.f2p_script``, a self-contained pytest file) is written and run.
+F2P_SCRIPT_PATH = "/tmp/rollout_f2p.py"
+
+
 class TaskSpec(BaseModel):
     """A dataset row normalised the way the reference's ``_metadata()`` does it.
 
@@ -625,7 +629,12 @@ class EvalResult(BaseModel):
 
     ``reward`` is 1.0 iff ``solved`` for every grader but ``harbor``, whose reward is the verifier's own
     number (fractional ones too) and which is solved iff that reward is at least 1; ``rewards`` holds the
-    verifier's named metrics (Harbor's ``reward.json``), empty for the other graders."""
+    verifier's named metrics (Harbor's ``reward.json``), empty for the other graders.
+
+    ``tampered``: the evidence that the run was tampered with (``grading.tamper_checks``: a canary that
+    did not behave, a report that contradicts the grader's parser or exit code, ...), one line each; a
+    tampered result has reward 0 and is not solved, whatever the tests said. ``pytest_sessions``: how many
+    pytest processes of the run reported to the grader (0 where the tests do not run under pytest)."""
 
     reward: float
     solved: bool
@@ -640,6 +649,8 @@ class EvalResult(BaseModel):
     log_path: str = ""
     log_bytes: int = 0
     rewards: dict[str, float] = {}
+    tampered: list[str] = []
+    pytest_sessions: int = 0
 
 
 class AbortReason(StrEnum):

@@ -49,6 +49,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import json
 import re
@@ -69,9 +70,12 @@ from docker_sandbox.disk_watch import DiskWatch
 from docker_sandbox.files import SandboxFile
 from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
-from grading import harbor_verifier, swebench, task_tests
+from grading import harbor_verifier, python_envs, run_guard, shadowing, swebench, tamper_checks, task_tests
 from grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, log_tail, read_log
 from grading.pytest_summary import PYTEST_SUMMARY
+from grading.run_guard import Guard
+from grading.session_reports import SessionReport
+from grading.tamper_checks import Claims
 
 APPLY_TIMEOUT_S = 120.0
 GRADING_LIFETIME_SLACK_S = 1800
@@ -124,10 +128,12 @@ class Graded:
 
 @dataclass(frozen=True)
 class _GraderRun:
-    """What a grader found: the result (``log_tail`` from its output) and its whole output, note included."""
+    """What a grader found: the result (``log_tail`` from its output), its whole output (note included), and
+    what it concluded by its own means (checked against the run's reports, ``tamper_checks``)."""
 
     result: EvalResult
     output: str
+    claims: Claims
 
 
 def _full_log(apply_log: str, reset: list[str] | None, grader_output: str) -> str:
@@ -199,11 +205,12 @@ class GraderBounds:
 
 
 async def _run_grader(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, command: str, env: dict[str, str], bounds: GraderBounds
+    sandboxes: DockerSandboxes, handle: SandboxHandle, command: str, env: dict[str, str], bounds: GraderBounds, guard: Guard
 ) -> tuple[int | None, str]:
-    """Run the grading command detached as root: its exit code and "", or None and why it was killed (its timeout,
-    or the sandbox's disk budget: the task's tests run the agent's code, which may fill the disk)."""
-    await sandboxes.start_detached(handle, GRADE_JOB, command, user="root", env=env)
+    """Run the grading command detached as root after the guard's prelude: its exit code and "", or None and why
+    it was killed (its timeout, or the sandbox's disk budget: the task's tests run the agent's code, which may
+    fill the disk)."""
+    await sandboxes.start_detached(handle, GRADE_JOB, guard.prelude + command, user="root", env=env)
     async with DiskWatch(sandboxes, handle, bounds.disk_bytes) as disk:
         code = await disk.first(sandboxes.wait_detached(handle, GRADE_JOB, bounds.timeout_s))
     if code is not None:
@@ -224,32 +231,35 @@ def _pytest_counts(output: str) -> dict[str, int]:
     return {"tests_passed": counts.get("passed", 0), "tests_failed": failed}
 
 
-async def _grade_eval_cmd(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, method: str) -> _GraderRun:
-    code, killed = await _run_grader(sandboxes, handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds)
+async def _grade_eval_cmd(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, guard: Guard, method: str
+) -> _GraderRun:
+    code, killed = await _run_grader(sandboxes, handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds, guard)
     output = await read_log(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
     whole = f"[grader eval_cmd]\n{output}"
     if code is None:
-        return _GraderRun(_result("eval_cmd", False, method, output, killed), whole + killed)
-    return _GraderRun(_result("eval_cmd", code == 0, method, output, **_pytest_counts(output)), f"{whole}\n[eval_cmd exit {code}]")
+        return _GraderRun(_result("eval_cmd", False, method, output, killed), whole + killed, Claims(solved=False))
+    result = _result("eval_cmd", code == 0, method, output, **_pytest_counts(output))
+    return _GraderRun(result, f"{whole}\n[eval_cmd exit {code}]", Claims(solved=code == 0, exit_code=code))
 
 
-def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, int, int, str]:
-    """(solved, passed, failed, problem) from result.json text; problem is "" when it parsed."""
+def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, frozenset[str], int, str]:
+    """(solved, the tests passed, how many failed, problem) from result.json text; problem is "" when it parsed."""
     try:
         tests = json.loads(raw)["tests"]
         statuses = {str(test["name"]): str(test["status"]) for test in tests}
     except (ValueError, KeyError, TypeError) as error:
-        return False, 0, 0, f"result.json unusable: {error!r}"
-    passed = {name for name, status in statuses.items() if status == "PASSED"}
+        return False, frozenset(), 0, f"result.json unusable: {error!r}"
+    passed = frozenset(name for name, status in statuses.items() if status == "PASSED")
     failed = sum(status in ("FAILED", "ERROR") for status in statuses.values())
     required = set(spec.fail_to_pass) | set(spec.pass_to_pass)
     missing = sorted(required - passed)
     problem = f"required tests not passed: {missing[:20]}" if missing else ""
-    return bool(required) and not missing, len(passed), failed, problem
+    return bool(required) and not missing, passed, failed, problem
 
 
 async def _grade_swepro(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, method: str
+    sandboxes: DockerSandboxes, handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, guard: Guard, method: str
 ) -> _GraderRun:
     run_script, parser_script = scripts
     await sandboxes.write_files(
@@ -260,14 +270,14 @@ async def _grade_swepro(
         ],
     )
     env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
-    code, killed = await _run_grader(sandboxes, handle, SWEPRO_COMMAND, env, bounds)
+    code, killed = await _run_grader(sandboxes, handle, SWEPRO_COMMAND, env, bounds, guard)
     stdout = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stdout.log")
     stderr = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stderr.log", SIDE_LOG_BYTES)
     parser_err = await read_log(sandboxes, handle, git_workspace.detached_errors(GRADE_JOB), SIDE_LOG_BYTES)
     log = stdout + (f"\n[stderr]\n{last_bytes(stderr, LOG_TAIL_BYTES // 4)}" if stderr.strip() else "")
     whole = f"[grader swepro: stdout]\n{stdout}\n[swepro stderr]\n{stderr}\n[swepro parser errors]\n{parser_err}"
     if code is None:
-        return _GraderRun(_result("swepro", False, method, log, killed), whole + killed)
+        return _GraderRun(_result("swepro", False, method, log, killed), whole + killed, Claims(solved=False))
     try:
         raw = (await sandboxes.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
     except FileNotFoundError:
@@ -276,24 +286,74 @@ async def _grade_swepro(
     note = ""
     if problem:
         note = f"\n[{problem}]" + (f"\n[parser]\n{last_bytes(parser_err, LOG_TAIL_BYTES // 4)}" if parser_err.strip() else "")
-    result = _result("swepro", solved, method, log, note, tests_passed=passed, tests_failed=failed)
+    result = _result("swepro", solved, method, log, note, tests_passed=len(passed), tests_failed=failed)
     shown = raw if len(raw) <= SIDE_LOG_BYTES else f"({len(raw):,} characters: too long to copy into the log)"
-    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{shown}{note}")
+    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{shown}{note}", Claims(solved=solved, passed=passed))
 
 
 async def _grade_swebench(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, method: str
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, guard: Guard, method: str
 ) -> _GraderRun:
     await sandboxes.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
-    code, killed = await _run_grader(sandboxes, handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds)
+    code, killed = await _run_grader(sandboxes, handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds, guard)
     log = await read_log(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
     whole = f"[grader swebench: eval log]\n{log}"
     if code is None:
-        return _GraderRun(_result("swebench", False, method, log, killed), whole + killed)
+        return _GraderRun(_result("swebench", False, method, log, killed), whole + killed, Claims(solved=False))
     verdict = await asyncio.to_thread(swebench.verdict, task, log)
     note = f"\n[{verdict.note}]" if verdict.note else ""
     result = _result("swebench", verdict.solved, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
-    return _GraderRun(result, whole + note)
+    return _GraderRun(result, whole + note, Claims(solved=verdict.solved, passed=verdict.passed))
+
+
+def _report_counts(reports: list[SessionReport]) -> dict[str, int]:
+    """Test counts from the grader's own reports (the task's tests, each once), when any session reported."""
+    outcomes = {nodeid: outcome for report in reports for nodeid, outcome in report.tests.items()}
+    if not outcomes:
+        return {}
+    failed = sum(outcome in ("failed", "error") for outcome in outcomes.values())
+    return {"tests_passed": sum(outcome == "passed" for outcome in outcomes.values()), "tests_failed": failed}
+
+
+def _commands(task: TaskSpec, swebench_script: str | None) -> list[str]:
+    """The texts of what the row's grader runs (for ``tamper_checks.pytest_expected``)."""
+    if task.harbor is not None:
+        return [base64.b64decode(test.data_b64).decode("utf-8", errors="replace") for test in task.harbor.tests if test.path == "test.sh"]
+    return [task.eval_cmd or "", task.swepro.run_script if task.swepro else "", swebench_script or ""]
+
+
+def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _GraderRun:
+    """The run as the tamper checks leave it: tampered (reward 0, the evidence in the result, its log tail and
+    its log) or not (a line saying what was checked); an ``eval_cmd`` run's counts from the reports."""
+    evidence = tamper_checks.judge(reports, run.claims, expected=expected)
+    result = run.result.model_copy(update={"pytest_sessions": len(reports), "tampered": evidence})
+    if result.grader == "eval_cmd":
+        result = result.model_copy(update=_report_counts(reports))
+    if not evidence:
+        line = (
+            f"[tamper check: {len(reports)} pytest sessions reported, canaries as expected]"
+            if reports
+            else "[tamper check: no pytest session reported]"
+        )
+        return _GraderRun(result, f"{run.output}\n{line}", run.claims)
+    note = "\n[tampered: reward 0]\n" + "\n".join(f"[tampered] {line}" for line in evidence)
+    result = result.model_copy(update={"reward": 0.0, "solved": False, "log_tail": log_tail(result.log_tail, note)})
+    return _GraderRun(result, run.output + note, run.claims)
+
+
+async def _grade(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, guard: Guard, bounds: GraderBounds, method: str, swebench_script: str | None
+) -> _GraderRun:
+    """Run the task's grader (the diff applied, the protected paths reset, the guard installed)."""
+    if task.harbor is not None:
+        verifier = functools.partial(_run_grader, sandboxes, handle, bounds=bounds, guard=guard)
+        result, output = await harbor_verifier.grade(sandboxes, handle, task.harbor, method, verifier)
+        return _GraderRun(result, output, Claims(solved=result.solved))
+    if task.grader == "swepro":
+        return await _grade_swepro(sandboxes, handle, task.swepro, _swepro_scripts(task), bounds, guard, method)
+    if swebench_script is not None:
+        return await _grade_swebench(sandboxes, handle, task, swebench_script, bounds, guard, method)
+    return await _grade_eval_cmd(sandboxes, handle, task, bounds, guard, method)
 
 
 async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: Callable[[str], None] = _ignore_phase) -> Graded:
@@ -303,7 +363,8 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
     grader = task.grader
     if grader is None:
         raise NoGrader(f"task {task.instance_id} has no grader")
-    scripts = _swepro_scripts(task) if grader == "swepro" else None
+    if grader == "swepro":
+        _swepro_scripts(task)
     protected = task_tests.pathspecs(task)
     swebench_script = await swebench.require_eval_script(task) if grader == "swebench" else None
     report("boot")
@@ -313,24 +374,24 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
     )
     try:
         report("apply")
+        envs = await python_envs.probe(sandboxes, handle)
+        before = await shadowing.entries(sandboxes, handle, envs)
         if request.diff.strip():
             await task_tests.record(sandboxes, handle, protected)
         method, apply_log = await _apply(sandboxes, handle, request.diff)
         if method is None:
             return Graded(_result(grader, False, "", apply_log), _full_log(apply_log, None, "[no rung applied the diff: not graded]"))
         report("reset")
-        reset = await task_tests.reset(sandboxes, handle, protected) if method != "empty" else []
+        reset: list[str] = []
+        if method != "empty":
+            shadows = shadowing.shadowing(before, await shadowing.entries(sandboxes, handle, envs), envs)
+            reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
         report("test")
+        guard = await run_guard.install(sandboxes, handle, envs, grader)
         bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
-        if task.harbor is not None:
-            verifier = functools.partial(_run_grader, sandboxes, handle, bounds=bounds)
-            run = _GraderRun(*await harbor_verifier.grade(sandboxes, handle, task.harbor, method, verifier))
-        elif scripts is not None:
-            run = await _grade_swepro(sandboxes, handle, task.swepro, scripts, bounds, method)
-        elif swebench_script is not None:
-            run = await _grade_swebench(sandboxes, handle, task, swebench_script, bounds, method)
-        else:
-            run = await _grade_eval_cmd(sandboxes, handle, task, bounds, method)
+        run = await _grade(sandboxes, handle, task, guard, bounds, method, swebench_script)
+        expected = guard.active and tamper_checks.pytest_expected(*_commands(task, swebench_script))
+        run = _checked(run, await run_guard.reports(sandboxes, handle, guard), expected)
         log = await asyncio.to_thread(_full_log, apply_log, reset, run.output)  # up to 64 MiB: encoded and cut off the event loop
         return Graded(run.result.model_copy(update={"reset_paths": reset}), log)
     finally:

@@ -46,10 +46,13 @@ class NotEvaluable(Exception):
 
 @dataclass(frozen=True)
 class Verdict:
+    """``passed``: the names of the required tests the package's log parser found passing."""
+
     solved: bool
     tests_passed: int
     tests_failed: int
     note: str
+    passed: frozenset[str] = frozenset()
 
 
 async def require_eval_script(task: TaskSpec) -> str:
@@ -79,10 +82,10 @@ def verdict(task: TaskSpec, log: str) -> Verdict:
         note = "swebench found no test results: the test patch did not apply, or the tests did not run"
         return Verdict(False, 0, 0, note)
     tests = report["tests_status"]
-    passed = sum(len(tests[group]["success"]) for group in ("FAIL_TO_PASS", "PASS_TO_PASS"))
+    passed = [str(name) for group in ("FAIL_TO_PASS", "PASS_TO_PASS") for name in tests[group]["success"]]
     failed_names = [name for group in ("FAIL_TO_PASS", "PASS_TO_PASS") for name in tests[group]["failure"]]
     note = f"required tests not passed: {failed_names[:20]}" if failed_names else ""
-    return Verdict(bool(report["resolved"]), passed, len(failed_names), note)
+    return Verdict(bool(report["resolved"]), len(passed), len(failed_names), note, frozenset(passed))
 
 
 def package_version() -> str:

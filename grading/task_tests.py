@@ -7,8 +7,10 @@ Invariants:
   ``**/`` is any depth, a trailing ``/**`` is everything inside and also
   matches the directory's own path, so a symlink or file put in its place is
   caught): the row's ``test_files`` (which replace ``DEFAULT_TEST_FILES``), plus
-  always ``TEST_CONFIG_FILES`` and, literally, a ``swepro`` row's
-  ``selected_test_files``.
+  always ``TEST_CONFIG_FILES``, ``METADATA_FILES`` (matched without regard
+  to case) and, literally, a ``swepro`` row's ``selected_test_files``.
+  ``reset`` also takes further pathspecs for one grading (``grading.shadowing``:
+  new modules that shadow the image's).
 * ``record`` runs in the fresh grading sandbox before the diff is applied and
   snapshots the protected paths as they are there (the boot's baseline tree,
   plus the files ``.gitignore`` hides, such as build products).
@@ -58,13 +60,19 @@ TEST_CONFIG_FILES = (
     # imported by every Python start-up that finds them on sys.path (the workdir, for editable installs)
     "**/sitecustomize.py",
     "**/usercustomize.py",
-    # pytest plugins load from any distribution on sys.path (``python -m`` and f2p scripts put the workdir there)
-    "**/*.dist-info/**",
-    "**/*.egg-info/**",
     # ``python -m pytest`` finds a module of that name in the workdir first
     "pytest.py",
     "pytest/**",
     "_pytest/**",
+)
+# Distribution metadata (a pytest plugin loads from any distribution on sys.path, and ``python -m`` and f2p
+# scripts put the workdir there) and ``.pth`` files: Python finds them whatever their case
+# (``gamer-1.0.DIST-INFO``), so they are matched without regard to case.
+METADATA_FILES = (
+    "**/*.dist-info/**",
+    "**/*.egg-info/**",
+    "**/*.egg-link",
+    "**/*.pth",
 )
 RESET_TIMEOUT_S = 300.0
 _INDEX = git_workspace.harness_file("task-tests.index")
@@ -73,10 +81,10 @@ _SNAPSHOT = git_workspace.harness_file("task-tests.tree")
 _MARKER = "task-tests-reset:"
 
 
-def _pathspecs(pattern: str) -> list[str]:
-    specs = [f":(glob){pattern}"]
+def _pathspecs(pattern: str, magic: str = "glob") -> list[str]:
+    specs = [f":({magic}){pattern}"]
     if pattern.endswith("/**") and len(pattern) > 3:
-        specs.append(f":(glob){pattern[:-3]}")
+        specs.append(f":({magic}){pattern[:-3]}")
     return specs
 
 
@@ -84,6 +92,7 @@ def pathspecs(task: TaskSpec) -> list[str]:
     """The git pathspecs of ``task``'s protected paths (see the module docstring)."""
     patterns = [*(task.test_files or DEFAULT_TEST_FILES), *TEST_CONFIG_FILES]
     specs = [spec for pattern in patterns for spec in _pathspecs(pattern)]
+    specs += [spec for pattern in METADATA_FILES for spec in _pathspecs(pattern, "glob,icase")]
     if task.swepro is not None:
         specs += [f":(literal){path}" for path in task.swepro.selected_test_files]
     return list(dict.fromkeys(specs))

@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from contracts.rollout import SweBenchSpec, TaskSpec, check_workdir_relative
+from contracts.rollout import F2P_SCRIPT_PATH, SweBenchSpec, TaskSpec, check_workdir_relative
 from task_sources.dataset_scripts import ScriptRefused, dataset_root, inline_swepro_scripts
 from task_sources.row_limits import task_problem, unicode_problem
 from task_sources.row_shapes.fields import ShapeProblem
@@ -84,7 +84,7 @@ class DatasetRow:
 
 def f2p_eval_cmd(script: str) -> str:
     encoded = base64.b64encode(script.encode()).decode()
-    return f"echo {encoded} | base64 -d > /tmp/rollout_f2p.py && python3 /tmp/rollout_f2p.py"
+    return f"echo {encoded} | base64 -d > {F2P_SCRIPT_PATH} && python3 {F2P_SCRIPT_PATH}"
 
 
 def task_from_row(row: Any, line: int | None = None, root: str | Path | None = None) -> TaskSpec:

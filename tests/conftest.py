@@ -17,6 +17,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from activities.adapter import AdapterServer
+from config.paths import PROJECT_ROOT
 from config.payload_store import FOLDER_ENV, payload_store_from_env
 from contracts.rollout import TaskSpec
 from docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
@@ -25,7 +26,7 @@ from docker_sandbox.sandboxes import DockerSandboxes
 from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import ensure_qwen_tokenizer
 from scripted_policy.server import ScriptedPolicyServer
-from starter import EXAMPLE_DATASET
+from starter import EXAMPLE_DATASET, read_rows
 from task_sources.dataset_rows import read_dataset
 from tests.local_cluster import SERVER_STARTUP_TIMEOUT
 from trainer_client.payload_storage import data_converter
@@ -95,6 +96,18 @@ def task_images() -> None:
 def tasks() -> dict[str, TaskSpec]:
     """The example dataset's tasks by instance id."""
     return {row.task.instance_id: row.task for row in read_dataset(EXAMPLE_DATASET)}
+
+
+@pytest.fixture(scope="session")
+def harbor_tasks() -> dict[str, TaskSpec]:
+    """The example Harbor tasks, their images built (or found) on this engine."""
+    try:
+        docker.from_env().images.get("rollout-base:bookworm")
+    except docker.errors.DockerException:
+        pytest.skip("no Docker engine with rollout-base:bookworm (scripts/build_base_image.sh)")
+    rows, errors = read_rows(PROJECT_ROOT / "examples" / "harbor_tasks")
+    assert errors == []
+    return {row.task.instance_id: row.task for row in rows}
 
 
 @pytest.fixture(scope="session")

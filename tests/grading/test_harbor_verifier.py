@@ -7,19 +7,15 @@ import asyncio
 import base64
 import uuid
 
-import docker
 import pytest
 import pytest_asyncio
 
-from config.paths import PROJECT_ROOT
 from contracts.rollout import EvalRequest, HarborTestFile, TaskSpec
 from docker_sandbox.limits import SandboxSettings
 from docker_sandbox.sandboxes import DockerSandboxes
 from grading import graders
 from grading.harbor_verifier import MAX_METRIC_KEY, MAX_METRICS, bounded_metrics, read_reward
-from starter import read_rows
 
-HARBOR_TASKS = PROJECT_ROOT / "examples" / "harbor_tasks"
 SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
 TXT = "rollouts/temperature-reward-txt"
 JSON = "rollouts/median-reward-json"
@@ -60,18 +56,6 @@ diff --git a/convert.py b/convert.py
 def test_the_reward_is_read_as_harbor_reads_it(json_text, txt_text, expected):
     """reward.json first (its numeric values are the metrics, ``reward`` the reward), then reward.txt."""
     assert read_reward(json_text, txt_text) == expected
-
-
-@pytest.fixture(scope="module")
-def harbor_tasks() -> dict[str, TaskSpec]:
-    """The example Harbor tasks, their images built (or found) on this engine."""
-    try:
-        docker.from_env().images.get("rollout-base:bookworm")
-    except docker.errors.DockerException:
-        pytest.skip("no Docker engine with rollout-base:bookworm (scripts/build_base_image.sh)")
-    rows, errors = read_rows(HARBOR_TASKS)
-    assert errors == []
-    return {row.task.instance_id: row.task for row in rows}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

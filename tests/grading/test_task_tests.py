@@ -22,6 +22,7 @@ from contracts.rollout import EvalRequest, SweProSpec, TaskSpec
 from docker_sandbox.limits import SandboxSettings
 from docker_sandbox.sandboxes import DockerSandboxes
 from grading import graders, task_tests
+from tests.grading.tampering_attacks import unprotected
 
 TASKS = PROJECT_ROOT / "examples" / "tasks"
 SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
@@ -110,14 +111,10 @@ async def grade(prefix: str, task: TaskSpec, diff: str):
     return (await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))).result
 
 
-async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkeypatch):
-    """The control: the same real grader with the test reset switched off, so an attack must win there."""
-
-    async def nothing_reset(sandboxes, handle, specs):
-        return []
-
+async def grade_unprotected(prefix: str, task: TaskSpec, diff: str, monkeypatch):
+    """The control: the same real grader with the protection switched off, so an attack must win there."""
     with monkeypatch.context() as patched:
-        patched.setattr(task_tests, "reset", nothing_reset)
+        unprotected(patched)
         return (
             await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
         ).result
@@ -129,7 +126,7 @@ async def grade_without_the_reset(prefix: str, task: TaskSpec, diff: str, monkey
 async def test_a_test_editing_agent_earns_0_on_an_eval_cmd_row(prefix, tasks, attack, monkeypatch):
     edit, reset = EVAL_CMD_ATTACKS[attack]
     diff = diff_after("calc-eval-cmd", edit)
-    control = await grade_without_the_reset(prefix, tasks["calc-eval-cmd"], diff, monkeypatch)
+    control = await grade_unprotected(prefix, tasks["calc-eval-cmd"], diff, monkeypatch)
     assert control.solved, f"{attack} is not an attack on this grader:\n{control.log_tail}"
     result = await grade(prefix, tasks["calc-eval-cmd"], diff)
     assert (result.reward, result.solved, result.applied_cleanly) == (0.0, False, True), result.log_tail
@@ -142,7 +139,7 @@ async def test_a_test_editing_agent_earns_0_on_an_eval_cmd_row(prefix, tasks, at
 async def test_a_test_editing_agent_earns_0_on_an_f2p_row(prefix, tasks, monkeypatch):
     task = tasks["textutil-f2p"]
     diff = diff_after("textutil-f2p", write(DIST_INFO_PLUGIN))
-    control = await grade_without_the_reset(prefix, task, diff, monkeypatch)
+    control = await grade_unprotected(prefix, task, diff, monkeypatch)
     assert control.solved, f"the plugin does not game the f2p script:\n{control.log_tail}"
     result = await grade(prefix, task, diff)
     assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "eval_cmd"), result.log_tail
@@ -169,7 +166,7 @@ REWRITTEN_STORE_TESTS = (
 async def test_a_test_editing_agent_earns_0_on_a_swepro_row(prefix, tasks, monkeypatch):
     task = tasks["inventory-swepro"]
     diff = diff_after("inventory-swepro", write({"tests/test_store.py": REWRITTEN_STORE_TESTS}))
-    control = await grade_without_the_reset(prefix, task, diff, monkeypatch)
+    control = await grade_unprotected(prefix, task, diff, monkeypatch)
     assert control.solved, f"the rewrite does not game swepro:\n{control.log_tail}"
     result = await grade(prefix, task, diff)
     assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "swepro"), result.log_tail
@@ -183,7 +180,7 @@ async def test_a_conftest_beats_the_swebench_packages_own_reset_but_not_the_grad
     """The package's eval script resets only the files its test patch touches: a new conftest.py survives it."""
     task = tasks["slugify-swebench"]
     diff = diff_after("slugify-swebench", write({"conftest.py": FORCE_PASS_CONFTEST}))
-    control = await grade_without_the_reset(prefix, task, diff, monkeypatch)
+    control = await grade_unprotected(prefix, task, diff, monkeypatch)
     assert control.solved, f"the conftest does not game the package's eval script:\n{control.log_tail}"
     result = await grade(prefix, task, diff)
     assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "swebench"), result.log_tail
@@ -214,6 +211,8 @@ def test_protected_paths_default_to_the_test_paths_plus_the_runner_configuration
     specs = task_tests.pathspecs(task)
     assert ":(glob)**/tests/**" in specs and ":(glob)**/tests" in specs, "a directory pattern also matches what replaces the directory"
     assert {":(glob)**/conftest.py", ":(glob)**/pytest.ini", ":(glob)pytest.py"} <= set(specs)
+    metadata = {":(glob,icase)**/*.dist-info/**", ":(glob,icase)**/*.dist-info", ":(glob,icase)**/*.egg-info/**", ":(glob,icase)**/*.pth"}
+    assert metadata <= set(specs), "package metadata and .pth files are matched whatever their case"
     own = task.model_copy(update={"test_files": ["checks/**", "*.check"]})
     assert {":(glob)checks/**", ":(glob)checks", ":(glob)*.check", ":(glob)**/conftest.py"} <= set(task_tests.pathspecs(own))
     assert ":(glob)**/tests/**" not in task_tests.pathspecs(own), "a row's own list replaces the default test paths"

@@ -1,0 +1,97 @@
+"""What the Python environments of a fresh grading sandbox import and load, read before the agent's diff is
+applied: the baseline a grading run is held to.
+
+Invariants:
+
+* ``probe`` runs ``sandbox_scripts/python_env_probe.py`` with every interpreter the sandbox has on PATH or
+  in the usual environment roots (``python_env_probe.sh``), as root in the workdir, and folds their
+  answers: ``names`` is the union of the top-level modules and packages they import from outside the
+  workdir (the standard library and every installed distribution), ``plugins`` the union of the pytest
+  plugins their distributions register. An image without Python yields ``PythonEnvs()`` (no names, no
+  plugins, ``found`` false); an interpreter whose answer does not parse is left out, never guessed.
+* ``import_roots`` are the directories inside the workdir (relative to it, "." for the workdir) that some
+  interpreter has on its ``sys.path`` by itself (a ``.pth`` file, ``PYTHONPATH``), plus "." (where ``python -m``
+  and pytest's rootdir insertion put the workdir): a new module there shadows an installed one.
+* ``site_dirs`` are the probed interpreters' site-packages directories outside the workdir, absolute: a
+  module written there is importable by that interpreter whatever the row's command sets ``PYTHONPATH`` to.
+* ``safe_path`` holds only when every probed interpreter of Python 3.11 or later reaches the workdir
+  itself through its own ``sys.path``: only then may a grading run set ``PYTHONSAFEPATH`` (no runner
+  puts the workdir first) and keep the row's imports working.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from contracts.rollout import SandboxHandle
+from docker_sandbox import git_workspace
+from docker_sandbox.files import SandboxFile
+from docker_sandbox.sandboxes import DockerSandboxes
+from docker_sandbox.shell_scripts import ShellScript
+
+PROBE_TIMEOUT_S = 120.0
+PROBE_FILE = git_workspace.harness_file("python_env_probe.py")
+_PROBE = ShellScript("grading", "sandbox_scripts/python_env_probe.py")
+_RUN_PROBE = ShellScript("grading", "sandbox_scripts/python_env_probe.sh")
+SAFE_PATH_SINCE = (3, 11)
+
+
+@dataclass(frozen=True)
+class PytestPlugin:
+    """A ``pytest11`` entry point as its distribution declares it."""
+
+    distribution: str
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class PythonEnvs:
+    found: bool = False
+    names: frozenset[str] = frozenset()
+    plugins: tuple[PytestPlugin, ...] = ()
+    import_roots: tuple[str, ...] = (".",)
+    site_dirs: tuple[str, ...] = ()
+    safe_path: bool = False
+
+
+def fold(lines: list[str]) -> PythonEnvs:
+    """The probe's JSON lines, one per interpreter, folded (see the module docstring)."""
+    answers = []
+    for line in dict.fromkeys(line.strip() for line in lines):
+        try:
+            answer = json.loads(line)
+            answers.append(
+                (
+                    tuple(answer["version"]),
+                    set(answer["names"]),
+                    answer["plugins"],
+                    [str(path) for path in answer["workdir_paths"]],
+                    [str(path) for path in answer["site_dirs"]],
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not answers:
+        return PythonEnvs()
+    names = frozenset().union(*(names for _, names, _, _, _ in answers))
+    plugins = dict.fromkeys(PytestPlugin(str(dist), str(name), str(value)) for _, _, found, _, _ in answers for dist, name, value in found)
+    roots = dict.fromkeys([".", *sorted(path for _, _, _, paths, _ in answers for path in paths)])
+    sites = dict.fromkeys(path for _, _, _, _, dirs in answers for path in dirs if path.startswith("/"))
+    modern = ["." in paths for version, _, _, paths, _ in answers if version >= SAFE_PATH_SINCE]
+    return PythonEnvs(
+        found=True,
+        names=names,
+        plugins=tuple(plugins),
+        import_roots=tuple(roots),
+        site_dirs=tuple(sites),
+        safe_path=bool(modern) and all(modern),
+    )
+
+
+async def probe(sandboxes: DockerSandboxes, handle: SandboxHandle) -> PythonEnvs:
+    """The sandbox's Python environments as they are now (call it before the diff is applied)."""
+    await sandboxes.write_files(handle, [SandboxFile(PROBE_FILE, _PROBE.text)])
+    result = await sandboxes.exec(handle, _RUN_PROBE.invocation(handle.workdir, PROBE_FILE), user="root", timeout_s=PROBE_TIMEOUT_S)
+    return fold(result.output.splitlines())
