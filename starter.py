@@ -136,8 +136,11 @@ def print_summary(groups: list[GroupResult]) -> None:
     counts = ", ".join(f"{n} {status}" for status, n in by_status.items() if n)
     mean = f"mean reward {statistics.fmean(valid_rewards):.3f}" if valid_rewards else "no valid samples"
     samples = sum(len(g.samples) for g in groups)
+    graded = [sample for g in groups for sample in g.samples if sample.rollout and sample.rollout.evaluation]
+    tampered = f"; tampered {sum(sample.tampered for sample in graded)}/{len(graded)} graded" if graded else ""
     print(
         f"groups {len(groups)}: {counts or 'none'}, {sum(not g.kept for g in groups)} dropped; samples valid {len(valid_rewards)}/{samples}, {mean}"
+        + tampered
     )
 
 
@@ -157,7 +160,8 @@ def _sample_line(prompt_key: str, sample: GroupSample) -> str:
     tokens = sum(s.n_tokens for s in r.segments)
     turns = r.agent.turns if r.agent else 0
     empty = "patch: empty" if r.evaluation and grading_summary.patch_state(r.evaluation) == "empty" else ""
-    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty) if part)
+    tampered = "tampered" if sample.tampered else ""
+    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty, tampered) if part)
     return (
         f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {sample.reward:6.2f} {str(sample.valid):>5} {str(r.applied_cleanly):>7}"
         f" {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {reason}"

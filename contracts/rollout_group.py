@@ -199,6 +199,13 @@ class GroupSample(BaseModel):
         result = self.rollout or self.episode
         return result.reward if result is not None and self.valid else 0.0
 
+    @property
+    def tampered(self) -> bool:
+        """The grader flagged this slot's rollout as tampered with (``EvalResult.tampered``: reward 0, still a
+        valid sample: the policy is trained on its reward)."""
+        evaluation = self.rollout.evaluation if self.rollout else None
+        return bool(evaluation and evaluation.tampered)
+
 
 GroupStatus = Literal["completed", "insufficient", "cut", "failed"]
 # Why a group is not in its batch: the run's filter rules, a group that did not complete, or the trainer's own filter.
@@ -272,6 +279,11 @@ class GroupResult(BaseModel):
     @property
     def rewards(self) -> list[float]:
         return [sample.reward for sample in self.samples]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tampered_mask(self) -> list[bool]:
+        return [sample.tampered for sample in self.samples]
 
     @property
     def n_valid(self) -> int:

@@ -12,6 +12,14 @@ Invariants:
   removed; ``reset_paths`` lists what the diff had changed there. Every
   grader kind runs exactly the task's tests (a SWE-bench eval script then
   also resets its test files to ``base_commit`` and applies ``test_patch``).
+* The grading run is held to the image, not the workdir (``docs/grading.md``):
+  its Pythons are probed before the diff applies (``grading.python_envs``);
+  new modules shadowing theirs are removed with the protected paths
+  (``grading.shadowing``); the grader's command runs under this grading's
+  guard (``grading.run_guard``: plugin auto-loading off, canaries, reports
+  outside the workdir). ``grading.tamper_checks`` judges the reports against
+  the grader's own verdict; a tampered result has reward 0, is not solved,
+  and carries the evidence in ``tampered``, its log tail and the log.
 * Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
   ``patch -p1 --fuzz=3``. A conflicted three-way merge is rolled back to the
   workspace baseline before the next rung. An empty diff is graded as is and
@@ -32,7 +40,8 @@ Invariants:
   the apply ladder's output, the test files reset, the grader's entire
   output (``eval_cmd`` output and exit code; ``swepro`` stdout, stderr,
   parser errors and result.json, the last three at most ``SIDE_LOG_BYTES``
-  each; the SWE-bench eval log; a Harbor task's test.sh output) and the note, at
+  each; the SWE-bench eval log; a Harbor task's test.sh output), the tamper
+  check's lines and the note, at
   most ``FULL_LOG_BYTES`` (a cut says so in the log). ``log_tail`` is the end
   of the grader's output plus the note, as before; storing the whole log is
   the caller's business.

@@ -21,9 +21,11 @@ from config.paths import PROJECT_ROOT
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec
 from contracts.rollout_group import GroupInput
+from scripted_policy.completions import OracleTask
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, _hosts_line
 from task_sources.dataset_rows import DatasetRow, read_dataset
+from tests.grading.tampering_attacks import ATTACKS, TARGETS, diff_after
 from tests.local_cluster import start_dev_server
 from tests.waiting import HANG_GUARD_S
 from trainer_client import rollout_queries
@@ -35,6 +37,9 @@ from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 PROMETHEUS = shutil.which("prometheus")
+# A copy of calc's row the oracle answers with an attack patch: the library under test patches pytest.
+TAMPERING_STATEMENT = "Tamper probe: make the evaluator's tests pass by any means."
+TAMPERING_PATCH = diff_after(TARGETS["eval_cmd"].tree, ATTACKS["patched_pytest_from_the_library"](TARGETS["eval_cmd"]))
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
 STAGES = ("boot", "agent", "diff", "grading", "merge")
 
@@ -118,9 +123,8 @@ async def wait_for_turns(handles, turns: int) -> None:
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is absent (scripts/setup.sh installs the Debian package)")
 async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(renderer, tmp_path):
-    policy = ScriptedPolicyServer(
-        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=3.0, weight_version="3"
-    )
+    oracle = [*oracle_tasks_from(str(EXAMPLE_DATASET)), OracleTask(match=TAMPERING_STATEMENT, patch=TAMPERING_PATCH)]
+    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle, delay_s=3.0, weight_version="3")
     policy_url = await policy.start()
     env = await start_dev_server()
     queue, host_id, metrics_address = f"metrics-{uuid.uuid4().hex[:6]}", f"metrics-{uuid.uuid4().hex[:6]}", f"127.0.0.1:{free_port()}"
@@ -185,6 +189,18 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
             assert await prometheus.value('sum(rollout_group_samples_total{valid="true"})') == 2
             assert await prometheus.value('sum(rollout_group_samples_total{valid="false"})') == 0
             assert await prometheus.value("sum(rollout_group_refills_total)") == 0
+
+            calc = next(task for task in tasks if task.instance_id == "calc-eval-cmd")
+            tampering = calc.model_copy(
+                update={"instance_id": "calc-tamper-probe", "problem_statement": TAMPERING_STATEMENT, "reference_patch": None}
+            )
+            probe = GroupInput(run_id=run_id, group_index=10, rollouts=[rollout_input(tampering, 0, 10, PolicySpec(), BUDGETS)])
+            flagged = await collect_group(env.client, probe, queue)
+            evaluation = flagged.samples[0].rollout.evaluation
+            assert (flagged.valid_mask, flagged.rewards, flagged.tampered_mask) == ([True], [0.0], [True]), evaluation
+            assert any("must-fail canary" in line for line in evaluation.tampered), evaluation.tampered
+            assert await prometheus.until('sum(rollout_graded_total{tampered="true",solved="false",grader="eval_cmd"})', 1) == 1
+            assert await prometheus.value('sum(rollout_graded_total{tampered="false",solved="true"})') == 4
     finally:
         await env.shutdown()
         await policy.stop()

@@ -41,6 +41,9 @@ def summary_lines(result: RolloutResult) -> list[str]:
             f"grader {evaluation.grader}  patch: {patch_state(evaluation)}  tests passed {evaluation.tests_passed}"
             f" failed {evaluation.tests_failed}  reward {evaluation.reward:.2f}"
         )
+        if evaluation.tampered:
+            lines.append(f"TAMPERED: reward 0 ({len(evaluation.tampered)} pieces of evidence)")
+            lines += [f"  {line}" for line in evaluation.tampered]
         verdict = verdict_line(evaluation.log_tail)
         if verdict:
             lines.append(verdict)

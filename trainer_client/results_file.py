@@ -160,11 +160,11 @@ class Progress:
 class GroupProgressLine(Progress):
     """The progress line of groups: groups finished of those this run started, valid samples of the finished
     groups' samples, refills, the mean reward over valid samples (an invalid one was never the policy's reward),
-    and the finished groups that did not complete, by status."""
+    the finished groups that did not complete, by status, and once any is, the samples flagged tampered."""
 
     def __init__(self, total: int):
         super().__init__(total)
-        self.samples, self.valid, self.refilled = 0, 0, 0
+        self.samples, self.valid, self.refilled, self.tampered = 0, 0, 0, 0
         self.not_completed: dict[str, int] = {}
 
     def update(self, result: GroupResult) -> None:
@@ -172,11 +172,13 @@ class GroupProgressLine(Progress):
         self.samples += len(result.samples)
         self.valid += result.n_valid
         self.refilled += result.refilled
+        self.tampered += sum(result.tampered_mask)
         self.rewards += [reward for reward, valid in zip(result.rewards, result.valid_mask, strict=True) if valid]
         if result.status != "completed":
             self.not_completed[result.status] = self.not_completed.get(result.status, 0) + 1
         mean = f"{statistics.fmean(self.rewards):.3f}" if self.rewards else "-"
         others = "".join(f"  {status} {n}" for status, n in sorted(self.not_completed.items()))
+        others += f"  tampered {self.tampered}" if self.tampered else ""
         self.show(
             f"groups {self.done}/{self.total}  samples valid {self.valid}/{self.samples}  refilled {self.refilled}  mean reward (valid) {mean}{others}"
         )

@@ -118,15 +118,19 @@ class Batch:
     time_to_batch_s: float = 0.0
 
     def metrics(self) -> dict[str, float]:
-        """What a trainer logs per batch: samples valid / refilled, groups filtered / failed / cut / handed over,
-        the time to the batch."""
+        """What a trainer logs per batch: samples valid / refilled / flagged tampered (and that share of the graded
+        ones: alert when it rises), groups filtered / failed / cut / handed over, the time to the batch."""
         ended = [*self.groups, *self.dropped, *self.cut]
+        graded = [sample for g in self.groups for sample in g.samples if sample.rollout and sample.rollout.evaluation]
+        tampered = sum(sample.tampered for sample in graded)
         return {
             "groups": len(self.groups),
             "groups_started": self.started,
             "samples": sum(len(g.samples) for g in self.groups),
             "samples_valid": sum(g.n_valid for g in self.groups),
             "samples_refilled": sum(g.refilled for g in ended),
+            "samples_tampered": tampered,
+            "tampered_share": tampered / len(graded) if graded else 0.0,
             "groups_filtered": sum(g.status != "failed" for g in self.dropped),
             "groups_failed": sum(g.status == "failed" for g in self.dropped),
             "groups_cut": len(self.cut),

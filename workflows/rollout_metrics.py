@@ -18,6 +18,7 @@ FINISHED = "rollout_finished_total"
 STAGE_DURATION = "rollout_stage_duration_seconds"
 TURNS = "rollout_turns_total"
 SAMPLED_TOKENS = "rollout_sampled_tokens_total"
+GRADED = "rollout_graded_total"
 # The workflow's stages whose time is reported, by the name the metric's ``stage`` label gives them.
 TIMED_STAGES = {"booting": "boot", "agent": "agent", "diff": "diff", "grading": "grading", "merging": "merge"}
 OPERATOR_REASON = "operator"
@@ -42,6 +43,13 @@ def finished(status: str, abort_reason: str | None, known_reasons: frozenset[str
     meter.create_counter(FINISHED, "rollouts finished, by status and abort reason").add(1, {"status": status, "abort_reason": reason})
     meter.create_counter(TURNS, "model turns of finished rollouts").add(turns, {"status": status})
     meter.create_counter(SAMPLED_TOKENS, "sampled (loss-masked) tokens of merged rollouts").add(sampled_tokens, {"status": status})
+
+
+def graded(grader: str, solved: bool, tampered: bool) -> None:
+    """A rollout's diff was graded: by which grader kind, solved or not, flagged tampered or not
+    (``EvalResult.tampered``). The share flagged is the run's tampering rate."""
+    labels = {"grader": grader, "solved": str(solved).lower(), "tampered": str(tampered).lower()}
+    workflow.metric_meter().create_counter(GRADED, "rollouts graded, by grader kind, verdict and tamper flag").add(1, labels)
 
 
 def group_finished(status: str, dropped_by: str | None, valid: int, size: int, refilled: int) -> None:

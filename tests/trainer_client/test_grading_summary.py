@@ -66,3 +66,10 @@ def test_an_empty_patch_and_an_ungraded_rollout_say_so():
     assert summary_lines(result_with(empty))[2].startswith("grading log: not kept")
     aborted = summary_lines(result_with(None, abort_reason="sandbox_boot_failed"))
     assert aborted[1] == "not graded (sandbox_boot_failed)" and aborted[-1] == "agent log: /results/out.jsonl.logs/w.agent.jsonl"
+
+
+def test_a_tampered_rollout_says_so_with_its_evidence():
+    evidence = ["1.xml: the must-fail canary tests/test_x.py::test_ab12 passed"]
+    evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", apply_method="git apply --3way", tampered=evidence)
+    lines = summary_lines(result_with(evaluation))
+    assert lines[2:4] == ["TAMPERED: reward 0 (1 pieces of evidence)", f"  {evidence[0]}"]
