@@ -6,6 +6,7 @@ through ``workflow.unsafe.imports_passed_through()``.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable
@@ -510,8 +511,21 @@ class TaskResources(BaseModel):
     disk_bytes: int | None = Field(None, gt=0)
 
 
-# Where an f2p row's script (``remote_env_info.f2p_script``, a self-contained pytest file) is written and run.
+# Where an f2p row's script (``remote_env_info.f2p_script``, run with ``python3``) is written and run.
 F2P_SCRIPT_PATH = "/tmp/rollout_f2p.py"
+_F2P_COMMAND = re.compile(rf"echo ([A-Za-z0-9+/=]*) \| base64 -d > {re.escape(F2P_SCRIPT_PATH)} && python3 {re.escape(F2P_SCRIPT_PATH)}")
+
+
+def f2p_eval_cmd(script: str) -> str:
+    """The ``eval_cmd`` of an f2p row: its script written to ``F2P_SCRIPT_PATH`` and run."""
+    encoded = base64.b64encode(script.encode()).decode()
+    return f"echo {encoded} | base64 -d > {F2P_SCRIPT_PATH} && python3 {F2P_SCRIPT_PATH}"
+
+
+def f2p_script(eval_cmd: str) -> str | None:
+    """The script of an f2p row's ``eval_cmd`` (``f2p_eval_cmd``'s inverse), None for any other command."""
+    match = _F2P_COMMAND.fullmatch(eval_cmd.strip())
+    return base64.b64decode(match.group(1)).decode("utf-8", errors="replace") if match else None
 
 
 class TaskSpec(BaseModel):

@@ -249,7 +249,8 @@ async def _grade_eval_cmd(
     if code is None:
         return _GraderRun(_result("eval_cmd", False, method, output, killed), whole + killed, Claims(solved=False))
     result = _result("eval_cmd", code == 0, method, output, **_pytest_counts(output))
-    return _GraderRun(result, f"{whole}\n[eval_cmd exit {code}]", Claims(solved=code == 0, exit_code=code))
+    claims = Claims(solved=code == 0, exit_code=code, exit_from_pytest=tamper_checks.exit_is_pytests(task.eval_cmd or ""))
+    return _GraderRun(result, f"{whole}\n[eval_cmd exit {code}]", claims)
 
 
 def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, frozenset[str], int, str]:
@@ -317,7 +318,7 @@ async def _grade_swebench(
 
 def _report_counts(reports: list[SessionReport]) -> dict[str, int]:
     """Test counts from the grader's own reports (the task's tests, each once), when any session reported."""
-    outcomes = {nodeid: outcome for report in reports for nodeid, outcome in report.tests.items()}
+    outcomes = {nodeid: outcome for report in tamper_checks.own_sessions(reports) for nodeid, outcome in report.tests.items()}
     if not outcomes:
         return {}
     failed = sum(outcome in ("failed", "error") for outcome in outcomes.values())
@@ -328,21 +329,21 @@ def _commands(task: TaskSpec, swebench_script: str | None) -> list[str]:
     """The texts of what the row's grader runs (for ``tamper_checks.pytest_expected``)."""
     if task.harbor is not None:
         return [base64.b64decode(test.data_b64).decode("utf-8", errors="replace") for test in task.harbor.tests if test.path == "test.sh"]
-    return [task.eval_cmd or "", task.swepro.run_script if task.swepro else "", swebench_script or ""]
+    swebench_command = tamper_checks.swebench_test_command(swebench_script) if swebench_script else ""
+    return [task.eval_cmd or "", task.swepro.run_script if task.swepro else "", swebench_command]
 
 
 def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _GraderRun:
     """The run as the tamper checks leave it: tampered (reward 0, the evidence in the result, its log tail and
     its log) or not (a line saying what was checked); an ``eval_cmd`` run's counts from the reports."""
     evidence = tamper_checks.judge(reports, run.claims, expected=expected)
-    result = run.result.model_copy(update={"pytest_sessions": len(reports), "tampered": evidence})
+    sessions = len(tamper_checks.own_sessions(reports))
+    result = run.result.model_copy(update={"pytest_sessions": sessions, "tampered": evidence})
     if result.grader == "eval_cmd":
         result = result.model_copy(update=_report_counts(reports))
     if not evidence:
         line = (
-            f"[tamper check: {len(reports)} pytest sessions reported, canaries as expected]"
-            if reports
-            else "[tamper check: no pytest session reported]"
+            f"[tamper check: {sessions} pytest sessions reported, canaries as expected]" if sessions else "[tamper check: no pytest session reported]"
         )
         return _GraderRun(result, f"{run.output}\n{line}", run.claims)
     note = "\n[tampered: reward 0]\n" + "\n".join(f"[tampered] {line}" for line in evidence)
@@ -373,7 +374,7 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
     if grader is None:
         raise NoGrader(f"task {task.instance_id} has no grader")
     if grader == "swepro":
-        _swepro_scripts(task)
+        _swepro_scripts(task)  # a host path refused here, before any container boots
     protected = task_tests.pathspecs(task)
     swebench_script = await swebench.require_eval_script(task) if grader == "swebench" else None
     report("boot")
@@ -396,7 +397,7 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
             shadows = shadowing.shadowing(before, await shadowing.entries(sandboxes, handle, envs), envs)
             reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
         report("test")
-        guard = await run_guard.install(sandboxes, handle, envs, grader)
+        guard = await run_guard.install(sandboxes, handle, envs)
         bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
         run = await _grade(sandboxes, handle, task, guard, bounds, method, swebench_script)
         expected = guard.active and tamper_checks.pytest_expected(*_commands(task, swebench_script))

@@ -14,9 +14,6 @@ Invariants:
   and pytest's rootdir insertion put the workdir): a new module there shadows an installed one.
 * ``site_dirs`` are the probed interpreters' site-packages directories outside the workdir, absolute: a
   module written there is importable by that interpreter whatever the row's command sets ``PYTHONPATH`` to.
-* ``safe_path`` holds only when every probed interpreter of Python 3.11 or later reaches the workdir
-  itself through its own ``sys.path``: only then may a grading run set ``PYTHONSAFEPATH`` (no runner
-  puts the workdir first) and keep the row's imports working.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ PROBE_TIMEOUT_S = 120.0
 PROBE_FILE = git_workspace.harness_file("python_env_probe.py")
 _PROBE = ShellScript("grading", "sandbox_scripts/python_env_probe.py")
 _RUN_PROBE = ShellScript("grading", "sandbox_scripts/python_env_probe.sh")
-SAFE_PATH_SINCE = (3, 11)
 
 
 @dataclass(frozen=True)
@@ -53,7 +49,6 @@ class PythonEnvs:
     plugins: tuple[PytestPlugin, ...] = ()
     import_roots: tuple[str, ...] = (".",)
     site_dirs: tuple[str, ...] = ()
-    safe_path: bool = False
 
 
 def fold(lines: list[str]) -> PythonEnvs:
@@ -64,9 +59,8 @@ def fold(lines: list[str]) -> PythonEnvs:
             answer = json.loads(line)
             answers.append(
                 (
-                    tuple(answer["version"]),
-                    set(answer["names"]),
-                    answer["plugins"],
+                    {str(name) for name in answer["names"]},
+                    [PytestPlugin(str(dist), str(name), str(value)) for dist, name, value in answer["plugins"]],
                     [str(path) for path in answer["workdir_paths"]],
                     [str(path) for path in answer["site_dirs"]],
                 )
@@ -75,18 +69,12 @@ def fold(lines: list[str]) -> PythonEnvs:
             continue
     if not answers:
         return PythonEnvs()
-    names = frozenset().union(*(names for _, names, _, _, _ in answers))
-    plugins = dict.fromkeys(PytestPlugin(str(dist), str(name), str(value)) for _, _, found, _, _ in answers for dist, name, value in found)
-    roots = dict.fromkeys([".", *sorted(path for _, _, _, paths, _ in answers for path in paths)])
-    sites = dict.fromkeys(path for _, _, _, _, dirs in answers for path in dirs if path.startswith("/"))
-    modern = ["." in paths for version, _, _, paths, _ in answers if version >= SAFE_PATH_SINCE]
     return PythonEnvs(
         found=True,
-        names=names,
-        plugins=tuple(plugins),
-        import_roots=tuple(roots),
-        site_dirs=tuple(sites),
-        safe_path=bool(modern) and all(modern),
+        names=frozenset().union(*(names for names, _, _, _ in answers)),
+        plugins=tuple(dict.fromkeys(plugin for _, plugins, _, _ in answers for plugin in plugins)),
+        import_roots=tuple(dict.fromkeys([".", *sorted(path for _, _, paths, _ in answers for path in paths)])),
+        site_dirs=tuple(dict.fromkeys(path for _, _, _, dirs in answers for path in dirs if path.startswith("/"))),
     )
 
 

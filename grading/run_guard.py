@@ -9,14 +9,14 @@ Invariants:
   ``PYTHONPATH`` itself still imports it); the names of
   the two canaries and the failing one's message are drawn fresh too. Nothing the agent wrote can name
   any of them in advance.
-* ``Guard.prelude`` is shell text a grader puts before its command: the plugin's directory goes first on
-  ``PYTHONPATH``, the plugin first in ``PYTEST_PLUGINS`` (the image's own values kept after them),
-  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (the plugin loads the baseline's plugins itself,
-  ``PythonEnvs.plugins``), and ``PYTHONSAFEPATH=1`` when ``PythonEnvs.safe_path`` allows it and the
-  grader runs the row's own test command (not the ``swebench`` package's eval script, whose build steps
-  import from the script's directory). A sandbox without Python gets an empty prelude.
+* ``Guard.prelude`` is shell text a grader puts before its command: the report directory opened to every
+  user (a row's tests may run as another one), the plugin's directory first on ``PYTHONPATH``, the plugin
+  first in ``PYTEST_PLUGINS`` (the image's own values kept after them) and
+  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (the plugin loads the plugins auto-loading would have, except the
+  workdir's). A sandbox without Python gets an empty prelude.
 * ``reports`` reads what the plugin wrote, one JUnit XML file per pytest process, at most
-  ``MAX_REPORTS`` of at most ``REPORT_BYTES`` each (``session_reports``).
+  ``MAX_REPORTS`` of at most ``REPORT_BYTES`` each (``session_reports``); more files than that is itself
+  reported, as a report with a ``problem``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import secrets
 import shlex
 from dataclasses import dataclass, replace
 
-from contracts.rollout import GraderKind, SandboxHandle
+from contracts.rollout import SandboxHandle
 from docker_sandbox.files import SandboxFile
 from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
@@ -35,12 +35,11 @@ from grading.python_envs import PythonEnvs
 from grading.session_reports import SessionReport
 
 MAX_REPORTS = 64
-REPORT_BYTES = 16 << 20
+REPORT_BYTES = 64 << 20
+MAX_CANARY_MODULES = 16
 LIST_TIMEOUT_S = 60.0
 _PLUGIN = ShellScript("grading", "sandbox_scripts/pytest_guard.py")
-_CONFIG_LINE = 'CONFIG = {"report_dir": "", "must_fail": "", "must_pass": "", "secret": "", "plugins": [], "max_modules": 16}'
-# Graders whose eval script is not the row's own test command (see the module docstring).
-_NO_SAFE_PATH: frozenset[GraderKind] = frozenset({"swebench"})
+_CONFIG_LINE = 'CONFIG = {"report_dir": "", "workdir": "", "must_fail": "", "must_pass": "", "secret": "", "plugins": [], "max_modules": 16}'
 
 
 @dataclass(frozen=True)
@@ -66,15 +65,16 @@ def _token() -> str:
     return secrets.token_hex(8)
 
 
-def plugin_text(guard: Guard, envs: PythonEnvs, secret: str) -> str:
-    """The plugin's source for ``guard``: its CONFIG filled in (report directory, canaries, baseline plugins)."""
+def plugin_text(guard: Guard, envs: PythonEnvs, secret: str, workdir: str) -> str:
+    """The plugin's source for ``guard``: its CONFIG filled in (report directory, workdir, canaries, baseline plugins)."""
     config = {
         "report_dir": guard.report_dir,
+        "workdir": workdir,
         "must_fail": guard.must_fail,
         "must_pass": guard.must_pass,
         "secret": secret,
         "plugins": [[plugin.distribution, plugin.name, plugin.value] for plugin in envs.plugins],
-        "max_modules": 16,
+        "max_modules": MAX_CANARY_MODULES,
     }
     text = _PLUGIN.text
     if _CONFIG_LINE not in text:
@@ -82,25 +82,26 @@ def plugin_text(guard: Guard, envs: PythonEnvs, secret: str) -> str:
     return text.replace(_CONFIG_LINE, f"CONFIG = {json.dumps(config)}")
 
 
-def _prelude(guard: Guard, safe_path: bool) -> str:
-    lines = [
-        f'export PYTHONPATH={shlex.quote(guard.directory)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-        f'export PYTEST_PLUGINS={shlex.quote(guard.module)}"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"',
-        "export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
-    ]
-    if safe_path:
-        lines.append("export PYTHONSAFEPATH=1")
-    return "\n".join(lines) + "\n"
+def _prelude(guard: Guard) -> str:
+    return "\n".join(
+        [
+            f"chmod 0777 {shlex.quote(guard.report_dir)}",
+            f'export PYTHONPATH={shlex.quote(guard.directory)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+            f'export PYTEST_PLUGINS={shlex.quote(guard.module)}"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"',
+            "export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+            "",
+        ]
+    )
 
 
-async def install(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: PythonEnvs, grader: GraderKind) -> Guard:
+async def install(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: PythonEnvs) -> Guard:
     """Write this grading's plugin and report directory; an inactive ``Guard`` when the sandbox has no Python."""
     if not envs.found:
         return Guard()
     directory = f"/tmp/{_token()}"
     guard = Guard(directory=directory, module=f"m{_token()}", must_fail=f"test_{_token()}", must_pass=f"test_{_token()}")
-    guard = replace(guard, prelude=_prelude(guard, envs.safe_path and grader not in _NO_SAFE_PATH))
-    plugin = plugin_text(guard, envs, f"canary {_token()}")
+    guard = replace(guard, prelude=_prelude(guard))
+    plugin = plugin_text(guard, envs, _token(), handle.workdir)
     homes = [directory, *envs.site_dirs]
     files = [SandboxFile(f"{home}/{guard.module}.py", plugin) for home in homes]
     await sandboxes.write_files(handle, [*files, SandboxFile(f"{guard.report_dir}/.keep", "")])
@@ -108,16 +109,15 @@ async def install(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: Pytho
 
 
 async def reports(sandboxes: DockerSandboxes, handle: SandboxHandle, guard: Guard) -> list[SessionReport]:
-    """The plugin's reports of this grading run, in the order the processes wrote them."""
+    """The plugin's reports of this grading run, by file name."""
     if not guard.active:
         return []
-    listing = await sandboxes.exec(
-        handle, f"ls -1tr {shlex.quote(guard.report_dir)} | grep '\\.xml$' | head -n {MAX_REPORTS}; true", user="root", timeout_s=LIST_TIMEOUT_S
-    )
+    listing = await sandboxes.exec(handle, f"ls -1 {shlex.quote(guard.report_dir)}; true", user="root", timeout_s=LIST_TIMEOUT_S)
+    names = sorted(name for name in listing.output.split() if name.endswith(".xml"))
+    if len(names) > MAX_REPORTS:
+        return [SessionReport(name="reports", problem=f"{len(names)} report files in the grader's report directory, over {MAX_REPORTS}")]
     found = []
-    for name in listing.output.split():
-        if not name.endswith(".xml"):
-            continue
+    for name in names:
         try:
             data = await sandboxes.read_file(handle, f"{guard.report_dir}/{name}", REPORT_BYTES)
         except (FileNotFoundError, IsADirectoryError):

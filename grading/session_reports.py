@@ -2,7 +2,7 @@
 
 Invariants: ``parse`` never raises on what a file holds (the code under test can write there too): a file
 that does not parse is a ``SessionReport`` with ``problem`` set. A test's outcome is ``passed``,
-``failed``, ``error`` or ``skipped``, from its setup, call and teardown together; a canary's outcome is
+``failed``, ``error``, ``skipped`` or ``xfailed``, from its setup, call and teardown together; a canary's outcome is
 read only from the canaries' own testsuite, and only under the names this grading drew (``Guard``).
 """
 
@@ -22,7 +22,8 @@ CANARY_SUITE = "rollout-canaries"
 class SessionReport:
     """One pytest process: ``finished`` (its session ended, else it died or was stopped on the way), ``exited``
     (then its interpreter exited normally: not by ``os._exit`` or a signal),
-    ``collect_only``, ``worker`` (an xdist worker), how many tests it ``collected`` to run itself (an xdist
+    ``collect_only``, ``worker`` (an xdist worker), ``nested`` (a pytest process another one of the run
+    started, e.g. a test of a pytest plugin running pytest), how many tests it ``collected`` to run itself (an xdist
     controller none), the task's tests by node id, and each canary run as
     (node id, outcome) under its role (``must_fail`` / ``must_pass``)."""
 
@@ -31,6 +32,7 @@ class SessionReport:
     exited: bool = False
     collect_only: bool = False
     worker: bool = False
+    nested: bool = False
     exit_status: int | None = None
     collected: int = 0
     tests: dict[str, str] = field(default_factory=dict)
@@ -39,9 +41,12 @@ class SessionReport:
 
 
 def _outcome(case: ElementTree.Element) -> str:
-    for child, outcome in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+    for child, outcome in (("failure", "failed"), ("error", "error")):
         if case.find(child) is not None:
             return outcome
+    skipped = case.find("skipped")
+    if skipped is not None:
+        return "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
     return "passed"
 
 
@@ -73,6 +78,7 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
         exited=properties.get("session") == "exited",
         collect_only=properties.get("collectonly") == "1",
         worker=properties.get("worker") == "1",
+        nested=properties.get("nested") == "1",
         exit_status=int(status) if status.lstrip("-").isdigit() else None,
         collected=int(collected) if (collected := properties.get("collected", "")).isdigit() else 0,
         tests={nodeid: outcome for nodeid, outcome in tests.items() if nodeid},

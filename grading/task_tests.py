@@ -66,11 +66,12 @@ TEST_CONFIG_FILES = (
     "_pytest/**",
 )
 # Distribution metadata (a pytest plugin loads from any distribution on sys.path, and ``python -m`` and f2p
-# scripts put the workdir there) and ``.pth`` files: Python finds them whatever their case
-# (``gamer-1.0.DIST-INFO``), so they are matched without regard to case.
+# scripts put the workdir there; Python finds it whatever its case: ``gamer-1.0.DIST-INFO``), eggs, and
+# ``.pth`` files, matched without regard to case.
 METADATA_FILES = (
     "**/*.dist-info/**",
     "**/*.egg-info/**",
+    "**/*.egg/**",
     "**/*.egg-link",
     "**/*.pth",
 )

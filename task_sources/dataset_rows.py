@@ -32,7 +32,6 @@ an oversized task) are refused here too (``row_limits``).
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from contracts.rollout import F2P_SCRIPT_PATH, SweBenchSpec, TaskSpec, check_workdir_relative
+from contracts.rollout import SweBenchSpec, TaskSpec, check_workdir_relative, f2p_eval_cmd
 from task_sources.dataset_scripts import ScriptRefused, dataset_root, inline_swepro_scripts
 from task_sources.row_limits import task_problem, unicode_problem
 from task_sources.row_shapes.fields import ShapeProblem
@@ -80,11 +79,6 @@ class DatasetRow:
     line: int | str
     task: TaskSpec
     raw: dict[str, Any]
-
-
-def f2p_eval_cmd(script: str) -> str:
-    encoded = base64.b64encode(script.encode()).decode()
-    return f"echo {encoded} | base64 -d > {F2P_SCRIPT_PATH} && python3 {F2P_SCRIPT_PATH}"
 
 
 def task_from_row(row: Any, line: int | None = None, root: str | Path | None = None) -> TaskSpec:

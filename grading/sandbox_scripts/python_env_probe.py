@@ -1,7 +1,7 @@
 """Run by the grader with each Python of a fresh grading sandbox, before the agent's diff is applied:
 ``python python_env_probe.py WORKDIR``. Prints one JSON object: what that interpreter imports from outside
 the workdir (``names``: top-level modules and packages a same-named file in the workdir would shadow), the
-pytest plugins its distributions register (``plugins``: [distribution, entry point name, value]), its version,
+pytest plugins its distributions register (``plugins``: [distribution, entry point name, value]),
 the directories inside the workdir on its ``sys.path`` without a runner putting them there (``workdir_paths``),
 and its site-packages directories outside the workdir (``site_dirs``).
 
@@ -79,8 +79,6 @@ def main(workdir):
     search = sys.path[1:]
     outside = [entry for entry in search if entry and not _inside(entry, workdir)]
     result = {
-        "executable": sys.executable,
-        "version": list(sys.version_info[:2]),
         "names": _names(outside),
         "plugins": _plugins([*search, workdir]),
         "site_dirs": _site_dirs(workdir),

@@ -26,7 +26,7 @@ def _run(tmp_path: Path, files: dict[str, str], *args: str, envs: PythonEnvs = N
     """Run pytest in a fresh project under the plugin, as a grading run does; its exit code and reports."""
     guard = Guard(directory=str(tmp_path / "guard"), module="m0123abcd", must_fail="test_f00d", must_pass="test_beef")
     (tmp_path / "guard" / "reports").mkdir(parents=True)
-    (tmp_path / "guard" / f"{guard.module}.py").write_text(run_guard.plugin_text(guard, envs, "canary secret"))
+    (tmp_path / "guard" / f"{guard.module}.py").write_text(run_guard.plugin_text(guard, envs, "canary secret", str(tmp_path / "project")))
     project = tmp_path / "project"
     for path, text in files.items():
         (project / path).parent.mkdir(parents=True, exist_ok=True)
@@ -91,7 +91,7 @@ def test_an_exit_0_after_the_session_is_seen_as_not_exiting_normally(tmp_path):
     assert code == 0
     [report] = reports
     assert (report.finished, report.exited) == (True, False)
-    evidence = tamper_checks.judge(reports, Claims(solved=True, exit_code=0), expected=True)
+    evidence = tamper_checks.judge(reports, Claims(solved=True, exit_code=0, exit_from_pytest=True), expected=True)
     assert any("did not exit normally" in line for line in evidence), evidence
     assert any("exited 0 while its pytest sessions reported 1 failed" in line for line in evidence), evidence
 
@@ -104,26 +104,66 @@ def test_a_collect_only_run_is_flagged_when_it_would_be_solved(tmp_path):
 
 
 ASYNC_TEST = "import pytest\n\n\n@pytest.mark.asyncio\nasync def test_awaits():\n    assert True\n"
-ASYNCIO_PLUGIN = PytestPlugin("pytest-asyncio", "asyncio", "pytest_asyncio.plugin")
+FORCE_SKIP_PLUGIN = "import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_runtest_call(item):\n    pytest.skip('autoloaded')\n"
 
 
 @pytest.mark.parametrize("metadata", ["gamer-1.0.DIST-INFO", "gamer.Egg-Info"])
-def test_the_baselines_plugins_load_and_a_plugin_the_workdir_declares_does_not(tmp_path, metadata):
-    plugin = "import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_runtest_call(item):\n    raise SystemExit('autoloaded')\n"
+def test_installed_plugins_load_and_a_plugin_the_workdir_declares_does_not(tmp_path, metadata):
     files = {
         "tests/test_async.py": ASYNC_TEST,
         f"{metadata}/METADATA": "Metadata-Version: 2.1\nName: gamer\nVersion: 1.0\n",
         f"{metadata}/entry_points.txt": "[pytest11]\ngamer = gamer_plugin\n",
-        "gamer_plugin.py": plugin,
+        "gamer_plugin.py": FORCE_SKIP_PLUGIN,
     }
-    code, reports, _ = _run(tmp_path, files, envs=PythonEnvs(found=True, plugins=(ASYNCIO_PLUGIN,)))
-    assert code == 0, "pytest-asyncio (the baseline's) ran the async test; gamer (the workdir's) never loaded"
+    code, reports, _ = _run(tmp_path, files)
+    assert code == 0, "pytest-asyncio (installed outside the workdir) ran the async test; gamer (the workdir's) never loaded"
     [report] = reports
     assert report.tests == {"tests/test_async.py::test_awaits": "passed"}
-    assert tamper_checks.judge(reports, Claims(solved=True, exit_code=0), expected=True) == []
+    assert tamper_checks.judge(reports, Claims(solved=True, exit_code=0, exit_from_pytest=True), expected=True) == []
 
 
-def test_without_the_baselines_plugin_the_async_test_does_not_pass(tmp_path):
-    code, reports, _ = _run(tmp_path, {"tests/test_async.py": ASYNC_TEST})
-    assert code == 1, "auto-loading is off and the baseline names no plugin: nothing loads pytest-asyncio"
-    assert reports[0].tests == {"tests/test_async.py::test_awaits": "failed"}
+def test_the_workdirs_own_baseline_plugin_loads(tmp_path):
+    """A repository that is itself a pytest plugin, installed editable: the probe found it before the diff."""
+    files = {
+        "tests/test_math.py": "def test_uses(marker_from_plugin):\n    assert marker_from_plugin == 1\n",
+        "own-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: own\nVersion: 1.0\n",
+        "own-1.0.dist-info/entry_points.txt": "[pytest11]\nown = own_plugin\n",
+        "own_plugin.py": "import pytest\n\n\n@pytest.fixture\ndef marker_from_plugin():\n    return 1\n",
+    }
+    baseline = PythonEnvs(found=True, plugins=(PytestPlugin("own", "own", "own_plugin"),))
+    code, reports, _ = _run(tmp_path, files, envs=baseline)
+    assert code == 0 and reports[0].tests == {"tests/test_math.py::test_uses": "passed"}
+    code, reports, _ = _run(tmp_path / "again", files)
+    assert code == 1, "not in the baseline: the workdir's plugin does not load"
+
+
+def test_xfail_marker_selected_setups_and_skipped_modules_are_honest(tmp_path):
+    files = {
+        "tests/test_xfail.py": "import pytest\n\n\n@pytest.mark.xfail\ndef test_known_bug():\n    assert False\n",
+        "tests/test_skipped.py": "import pytest\n\npytestmark = pytest.mark.skipif(True, reason='not here')\n\n\ndef test_x():\n    pass\n",
+        "tests/test_selected.py": "import pytest\n\n\n@pytest.mark.fast\ndef test_fast():\n    pass\n",
+        "tests/conftest.py": (
+            "import pytest\n\n\ndef pytest_configure(config):\n    config.addinivalue_line('markers', 'fast: a fast test')\n\n\n"
+            "def pytest_runtest_setup(item):\n    if 'test_selected' in item.nodeid and not list(item.iter_markers('fast')):\n"
+            "        pytest.skip('only fast tests')\n"
+        ),
+    }
+    code, reports, guard = _run(tmp_path, files)
+    assert code == 0
+    [report] = reports
+    assert report.tests["tests/test_xfail.py::test_known_bug"] == "xfailed"
+    assert (f"tests/test_selected.py::{guard.must_fail}", "failed") in report.canaries["must_fail"], "the canary carries the module's markers"
+    claims = Claims(solved=True, exit_code=0, exit_from_pytest=True, passed=frozenset({"tests/test_xfail.py::test_known_bug"}))
+    assert tamper_checks.judge(reports, claims, expected=True) == []
+
+
+def test_a_test_that_runs_pytest_itself_is_not_the_graders_run(tmp_path):
+    inner = "import subprocess\nimport sys\n\n\ndef test_runs_pytest(tmp_path):\n"
+    inner += "    (tmp_path / 'test_inner.py').write_text('def test_inner():\\n    assert False\\n')\n"
+    inner += "    done = subprocess.run([sys.executable, '-m', 'pytest', '-q', str(tmp_path)], capture_output=True)\n"
+    inner += "    assert done.returncode == 1\n"
+    code, reports, _ = _run(tmp_path, {"tests/test_meta.py": inner})
+    assert code == 0
+    own = tamper_checks.own_sessions(reports)
+    assert len(reports) == 2 and len(own) == 1 and own[0].tests == {"tests/test_meta.py::test_runs_pytest": "passed"}
+    assert tamper_checks.judge(reports, Claims(solved=True, exit_code=0, exit_from_pytest=True), expected=True) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from contracts.rollout import f2p_eval_cmd, f2p_script
 from grading import python_envs, session_reports, shadowing, tamper_checks
 from grading.python_envs import PytestPlugin, PythonEnvs
 from grading.run_guard import Guard
@@ -14,28 +15,23 @@ from grading.tamper_checks import Claims
 GUARD = Guard(directory="/tmp/g", module="mabc", must_fail="test_f1", must_pass="test_p1")
 
 
-def _answer(version, names, plugins=(), workdir_paths=(), site_dirs=()) -> str:
-    return json.dumps({"version": version, "names": names, "plugins": plugins, "workdir_paths": workdir_paths, "site_dirs": site_dirs})
+def _answer(names, plugins=(), workdir_paths=(), site_dirs=()) -> str:
+    return json.dumps({"names": names, "plugins": plugins, "workdir_paths": workdir_paths, "site_dirs": site_dirs})
 
 
 def test_fold_unions_the_interpreters_and_skips_answers_that_do_not_parse():
     lines = [
-        _answer([3, 11], ["argparse", "pluggy"], [["pytest-asyncio", "asyncio", "pytest_asyncio.plugin"]], ["."], ["/usr/lib/site"]),
-        _answer([3, 8], ["asyncio", "six"], [], ["src"], ["/opt/venv/site", "relative/site"]),
+        _answer(["argparse", "pluggy"], [["pytest-asyncio", "asyncio", "pytest_asyncio.plugin"]], ["."], ["/usr/lib/site"]),
+        _answer(["asyncio", "six"], [], ["src"], ["/opt/venv/site", "relative/site"]),
         "Welcome to the login shell",
-        '{"version": [3, 12]}',
+        '{"names": []}',
+        _answer(["x"], [["only two", "fields"]]),
     ]
     envs = python_envs.fold(lines)
     assert envs.found and envs.names == {"argparse", "pluggy", "asyncio", "six"}
     assert envs.plugins == (PytestPlugin("pytest-asyncio", "asyncio", "pytest_asyncio.plugin"),)
     assert envs.import_roots == (".", "src")
     assert envs.site_dirs == ("/usr/lib/site", "/opt/venv/site"), "only absolute site directories"
-    assert envs.safe_path, "the only 3.11+ interpreter reaches the workdir through its own sys.path"
-
-
-def test_safe_path_needs_every_modern_interpreter_to_reach_the_workdir_and_no_python_is_found_false():
-    assert not python_envs.fold([_answer([3, 11], []), _answer([3, 12], [], workdir_paths=["."])]).safe_path
-    assert not python_envs.fold([_answer([3, 10], [], workdir_paths=["."])]).safe_path, "PYTHONSAFEPATH is 3.11+"
     assert python_envs.fold([]) == PythonEnvs() and not PythonEnvs().found
 
 
@@ -108,22 +104,48 @@ def test_a_passing_must_fail_canary_is_tampering_even_when_unsolved():
 
 
 def test_what_counts_against_a_solved_verdict():
-    solved = Claims(solved=True, exit_code=0)
+    solved = Claims(solved=True, exit_code=0, exit_from_pytest=True)
     cases = {
-        "did not run both canaries": _session(canaries={"must_fail": [("t.py::test_f1", "failed")]}),
-        "the must-pass canary t.py::test_p1 skipped": _session(
-            canaries={"must_fail": [("t.py::test_f1", "failed")], "must_pass": [("t.py::test_p1", "skipped")]}
+        "ran neither canary": _session(canaries={}),
+        "must-fail canary t.py::test_f1 skipped while its module's tests ran": _session(
+            canaries={"must_fail": [("t.py::test_f1", "skipped")], "must_pass": [("t.py::test_p1", "skipped")]}
         ),
         "never finished": _session(finished=False, exited=False),
         "did not exit normally": _session(exited=False),
-        "collect-only": _session(collect_only=True),
+        "every pytest session was collect-only": _session(collect_only=True),
         "exited 0 while its pytest sessions reported 1 failed: t.py::test_a": _session(tests={"t.py::test_a": "failed"}),
+        "exited 0 while pytest exited otherwise: 1.xml 1": _session(exit_status=1),
         "does not parse": SessionReport(name="1.xml", problem="report 1.xml does not parse: x"),
     }
     for expected, report in cases.items():
         evidence = tamper_checks.judge([report], solved, expected=True)
         assert any(expected in line for line in evidence), (expected, evidence)
     assert tamper_checks.judge([_session(exited=False, worker=True)], solved, expected=True) == [], "an xdist worker ends by os._exit"
+
+
+def test_what_honest_runs_do_is_not_evidence():
+    solved = Claims(solved=True, exit_code=0)
+    skipped_module = _session(
+        tests={"t.py::test_a": "skipped"}, canaries={"must_fail": [("t.py::test_f1", "skipped")], "must_pass": [("t.py::test_p1", "skipped")]}
+    )
+    assert tamper_checks.judge([skipped_module], solved, expected=True) == [], "a module skipped as a whole skips its canaries too"
+    setup_error = _session(canaries={"must_fail": [("t.py::test_f1", "error")], "must_pass": [("t.py::test_p1", "error")]})
+    assert tamper_checks.judge([setup_error], solved, expected=True) == [], "a module setup the canaries cannot share"
+    pipeline = _session(tests={"t.py::test_a": "passed", "t.py::test_unrelated": "failed"}, exit_status=1)
+    assert tamper_checks.judge([pipeline], solved, expected=True) == [], "a verdict script after pytest decides the exit code"
+    listing_first = [_session(name="1.xml", collect_only=True, collected=2), _session(name="2.xml")]
+    assert tamper_checks.judge(listing_first, solved, expected=True) == [], "a run script that lists the tests, then runs them"
+    nested = _session(name="2.xml", nested=True, finished=False, canaries={"must_fail": [("t.py::test_f1", "passed")]})
+    assert tamper_checks.judge([_session(), nested], solved, expected=True) == [], "a test running pytest is not the grader's run"
+    xfail = Claims(solved=True, passed=frozenset({"t.py::test_x"}))
+    assert tamper_checks.judge([_session(tests={"t.py::test_x": "xfailed"})], xfail, expected=True) == [], "SWE-bench counts XFAIL as passed"
+
+
+def test_a_run_whose_only_sessions_are_nested_has_no_report_of_its_own():
+    nested = _session(nested=True)
+    assert tamper_checks.judge([nested], Claims(solved=True), expected=True) == [
+        "the row's tests run under pytest, but no pytest session reported to the grader"
+    ]
 
 
 def test_a_parser_claim_the_report_contradicts_and_a_missing_report():
@@ -140,7 +162,39 @@ def test_a_parser_claim_the_report_contradicts_and_a_missing_report():
     assert tamper_checks.judge([], Claims(solved=True), expected=False) == []
 
 
-def test_pytest_is_expected_from_the_command_or_an_f2p_script():
+def test_which_commands_run_pytest_and_whose_exit_code_is_pytests():
+    for command in (
+        "python -m pytest -q tests",
+        "PYTHONPATH=. python3 -m pytest tests/test_x.py",
+        "cd /app && /opt/venv/bin/python -X dev -m pytest",
+        "if pytest -q; then echo ok; fi",
+        "uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/ctrf.json /tests/test_outputs.py",
+        "uv run pytest -x",
+        "coverage run -m pytest",
+        "exec py.test",
+    ):
+        assert tamper_checks.runs_pytest(command), command
+    for command in ("pip install pytest", "make check", "./bin/test sympy/core", "tox --current-env -epy39 -v --", "echo pytest"):
+        assert not tamper_checks.runs_pytest(command), command
+    assert tamper_checks.exit_is_pytests("exec 2>&1\ncd /w\npython3 -m pytest -q tests")
+    assert not tamper_checks.exit_is_pytests("{ pytest -q; } 2>&1 | tee log\npython3 verdict.py log")
+    assert not tamper_checks.exit_is_pytests("pytest -q && python3 check.py")
+    assert tamper_checks.exit_is_pytests(f2p_eval_cmd("import pytest, sys\nsys.exit(pytest.main(['-q', __file__]))\n"))
+    assert not tamper_checks.exit_is_pytests(f2p_eval_cmd("import pytest\npytest.main([__file__])\nprint('done')\n"))
+
+
+def test_pytest_is_expected_from_the_command_an_f2p_script_or_the_swebench_test_command():
     assert tamper_checks.pytest_expected("", "python -m pytest -q tests")
-    assert tamper_checks.pytest_expected("echo x | base64 -d > /tmp/rollout_f2p.py && python3 /tmp/rollout_f2p.py")
+    assert tamper_checks.pytest_expected(f2p_eval_cmd("import pytest\n\nif __name__ == '__main__':\n    pytest.main([__file__])\n"))
+    assert not tamper_checks.pytest_expected(f2p_eval_cmd("from lib import f\nassert f() == 1\n"))
     assert not tamper_checks.pytest_expected("make check", "")
+    script = "git apply - <<'EOF'\n+from sympy.testing.pytest import raises\nEOF\n: '>>>>> Start Test Output'\nbin/test -C sympy/core\n: '>>>>> End Test Output'\n"
+    assert tamper_checks.swebench_test_command(script).strip() == "bin/test -C sympy/core"
+    assert not tamper_checks.pytest_expected(tamper_checks.swebench_test_command(script)), "the test patch's text is not the command"
+    assert tamper_checks.swebench_test_command("pytest x") == "pytest x"
+
+
+def test_an_f2p_commands_script_reads_back():
+    script = "import sys\nprint('é')\n"
+    assert f2p_script(f2p_eval_cmd(script)) == script
+    assert f2p_script("python3 -m pytest") is None
