@@ -8,11 +8,9 @@ import docker
 import pytest
 import pytest_asyncio
 
-from config.paths import PROJECT_ROOT
 from contracts.rollout import SandboxRequest, TaskResources
 from docker_sandbox.limits import SandboxLimits, SandboxSettings, task_limits
 from docker_sandbox.sandboxes import DockerSandboxes
-from starter import read_rows
 
 CAPS = SandboxLimits(cpus=2.0, memory_bytes=4 << 30, pids=512, disk_bytes=10 << 30)
 
@@ -49,16 +47,10 @@ async def prefix(reap_prefix):
 
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_harbor_task_boots_with_its_own_limits_and_a_git_baseline(prefix):
+async def test_a_harbor_task_boots_with_its_own_limits_and_a_git_baseline(prefix, harbor_tasks):
     """The example asks for 1 CPU, 1 GiB and 2 GiB of disk; its /app is no repository in the image, so the boot
     makes it one whose baseline commit holds the image's files and leaves nothing to diff."""
-    try:
-        docker.from_env().images.get("rollout-base:bookworm")
-    except docker.errors.DockerException:
-        pytest.skip("no Docker engine with rollout-base:bookworm")
-    rows, errors = read_rows(PROJECT_ROOT / "examples" / "harbor_tasks")
-    assert errors == []
-    task = next(row.task for row in rows if row.task.instance_id == "rollouts/temperature-reward-txt")
+    task = harbor_tasks["rollouts/temperature-reward-txt"]
     sandboxes = DockerSandboxes(SandboxSettings(lifetime_s=600, limits=CAPS))
     assert sandboxes.limits_for(task) == CAPS.model_copy(update={"cpus": 1.0, "memory_bytes": 1 << 30, "disk_bytes": 2 << 30})
     handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-boot", attempt=0))

@@ -215,8 +215,9 @@ WORKS_ON: dict[str, frozenset[str]] = {
 }
 
 
-def diff_after(tree: Path, files: dict[str, str], fix: Path | None = None) -> str:
-    """The binary ``git diff`` of ``tree`` after ``fix`` (a patch) is applied and ``files`` written."""
+def diff_of(tree: Path, edit: Callable[[Path], None]) -> str:
+    """The binary ``git diff`` an agent would hand in after ``edit`` on a checkout of ``tree`` (files
+    ``.gitignore`` hides included: an agent can force-stage them)."""
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         shutil.copytree(tree, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
@@ -228,13 +229,22 @@ def diff_after(tree: Path, files: dict[str, str], fix: Path | None = None) -> st
         git("init", "-q")
         git("add", "-A")
         git("commit", "-qm", "baseline")
+        edit(work)
+        git("add", "-A", "--force")
+        return git("diff", "--cached", "--binary", "--no-renames", "HEAD")
+
+
+def diff_after(tree: Path, files: dict[str, str], fix: Path | None = None) -> str:
+    """The binary ``git diff`` of ``tree`` after ``fix`` (a patch) is applied and ``files`` written."""
+
+    def edit(work: Path) -> None:
         if fix is not None:
-            git("apply", stdin=fix.read_text())
+            subprocess.run(["git", "apply"], input=fix.read_text(), text=True, cwd=work, check=True)
         for path, text in files.items():
             (work / path).parent.mkdir(parents=True, exist_ok=True)
             (work / path).write_text(text)
-        git("add", "-A", "--force")
-        return git("diff", "--cached", "--binary", "--no-renames", "HEAD")
+
+    return diff_of(tree, edit)
 
 
 def unprotected(monkeypatch: pytest.MonkeyPatch) -> None:

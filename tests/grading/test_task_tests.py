@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from contracts.rollout import EvalRequest, SweProSpec, TaskSpec
 from docker_sandbox.limits import SandboxSettings
 from docker_sandbox.sandboxes import DockerSandboxes
 from grading import graders, task_tests
-from tests.grading.tampering_attacks import unprotected
+from tests.grading.tampering_attacks import diff_of, unprotected
 
 TASKS = PROJECT_ROOT / "examples" / "tasks"
 SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
@@ -40,20 +39,7 @@ PASSING_TEST = "def test_nothing():\n    pass\n"
 
 def diff_after(name: str, edit: Callable[[Path], None]) -> str:
     """The binary ``git diff`` an agent would hand in after ``edit`` on a checkout of task ``name``'s repository."""
-    with tempfile.TemporaryDirectory() as scratch:
-        tree = Path(scratch)
-        shutil.copytree(TASKS / name / "repo", tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-
-        def git(*args: str, stdin: str | None = None) -> str:
-            command = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args]
-            return subprocess.run(command, cwd=tree, input=stdin, check=True, capture_output=True, text=True).stdout
-
-        git("init", "-q")
-        git("add", "-A")
-        git("commit", "-qm", "baseline")
-        edit(tree)
-        git("add", "-A", "--force")  # an agent can force-stage an ignored file into its diff
-        return git("diff", "--cached", "--binary", "--no-renames", "HEAD")
+    return diff_of(TASKS / name / "repo", edit)
 
 
 def write(files: dict[str, str]) -> Callable[[Path], None]:
