@@ -136,7 +136,7 @@ def print_summary(groups: list[GroupResult]) -> None:
     counts = ", ".join(f"{n} {status}" for status, n in by_status.items() if n)
     mean = f"mean reward {statistics.fmean(valid_rewards):.3f}" if valid_rewards else "no valid samples"
     samples = sum(len(g.samples) for g in groups)
-    graded = [sample for g in groups for sample in g.samples if sample.rollout and sample.rollout.evaluation]
+    graded = [sample for g in groups for sample in g.samples if sample.graded]
     tampered = f"; tampered {sum(sample.tampered for sample in graded)}/{len(graded)} graded" if graded else ""
     print(
         f"groups {len(groups)}: {counts or 'none'}, {sum(not g.kept for g in groups)} dropped; samples valid {len(valid_rewards)}/{samples}, {mean}"

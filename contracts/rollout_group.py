@@ -200,11 +200,15 @@ class GroupSample(BaseModel):
         return result.reward if result is not None and self.valid else 0.0
 
     @property
+    def graded(self) -> bool:
+        """This slot's rollout has an evaluation (its diff was graded, or found too big to grade)."""
+        return bool(self.rollout and self.rollout.evaluation)
+
+    @property
     def tampered(self) -> bool:
         """The grader flagged this slot's rollout as tampered with (``EvalResult.tampered``: reward 0, still a
         valid sample: the policy is trained on its reward)."""
-        evaluation = self.rollout.evaluation if self.rollout else None
-        return bool(evaluation and evaluation.tampered)
+        return bool(self.rollout and self.rollout.evaluation and self.rollout.evaluation.tampered)
 
 
 GroupStatus = Literal["completed", "insufficient", "cut", "failed"]

@@ -318,7 +318,7 @@ async def _grade_swebench(
 
 def _report_counts(reports: list[SessionReport]) -> dict[str, int]:
     """Test counts from the grader's own reports (the task's tests, each once), when any session reported."""
-    outcomes = {nodeid: outcome for report in tamper_checks.own_sessions(reports) for nodeid, outcome in report.tests.items()}
+    outcomes = tamper_checks.outcomes(reports)
     if not outcomes:
         return {}
     failed = sum(outcome in ("failed", "error") for outcome in outcomes.values())
@@ -351,18 +351,26 @@ def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _
     return _GraderRun(result, run.output + note, run.claims)
 
 
+@dataclass(frozen=True)
+class _Scripts:
+    """What a row's grader runs besides its ``eval_cmd``, read before any container boots."""
+
+    swepro: tuple[str, str] | None = None
+    swebench: str | None = None
+
+
 async def _grade(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, guard: Guard, bounds: GraderBounds, method: str, swebench_script: str | None
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, guard: Guard, bounds: GraderBounds, method: str, scripts: _Scripts
 ) -> _GraderRun:
     """Run the task's grader (the diff applied, the protected paths reset, the guard installed)."""
     if task.harbor is not None:
         verifier = functools.partial(_run_grader, sandboxes, handle, bounds=bounds, guard=guard)
         result, output = await harbor_verifier.grade(sandboxes, handle, task.harbor, method, verifier)
         return _GraderRun(result, output, Claims(solved=result.solved))
-    if task.grader == "swepro":
-        return await _grade_swepro(sandboxes, handle, task.swepro, _swepro_scripts(task), bounds, guard, method)
-    if swebench_script is not None:
-        return await _grade_swebench(sandboxes, handle, task, swebench_script, bounds, guard, method)
+    if scripts.swepro is not None:
+        return await _grade_swepro(sandboxes, handle, task.swepro, scripts.swepro, bounds, guard, method)
+    if scripts.swebench is not None:
+        return await _grade_swebench(sandboxes, handle, task, scripts.swebench, bounds, guard, method)
     return await _grade_eval_cmd(sandboxes, handle, task, bounds, guard, method)
 
 
@@ -373,10 +381,11 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
     grader = task.grader
     if grader is None:
         raise NoGrader(f"task {task.instance_id} has no grader")
-    if grader == "swepro":
-        _swepro_scripts(task)  # a host path refused here, before any container boots
+    scripts = _Scripts(
+        swepro=_swepro_scripts(task) if grader == "swepro" else None,
+        swebench=await swebench.require_eval_script(task) if grader == "swebench" else None,
+    )
     protected = task_tests.pathspecs(task)
-    swebench_script = await swebench.require_eval_script(task) if grader == "swebench" else None
     report("boot")
     handle = await sandboxes.boot(
         SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading"),
@@ -399,8 +408,8 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
         report("test")
         guard = await run_guard.install(sandboxes, handle, envs)
         bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
-        run = await _grade(sandboxes, handle, task, guard, bounds, method, swebench_script)
-        expected = guard.active and tamper_checks.pytest_expected(*_commands(task, swebench_script))
+        run = await _grade(sandboxes, handle, task, guard, bounds, method, scripts)
+        expected = guard.active and tamper_checks.pytest_expected(*_commands(task, scripts.swebench))
         run = _checked(run, await run_guard.reports(sandboxes, handle, guard), expected)
         log = await asyncio.to_thread(_full_log, apply_log, reset, run.output)  # up to 64 MiB: encoded and cut off the event loop
         return Graded(run.result.model_copy(update={"reset_paths": reset}), log)

@@ -21,10 +21,12 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import secrets
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from contracts.rollout import SandboxHandle
 from docker_sandbox.files import SandboxFile
@@ -39,7 +41,7 @@ REPORT_BYTES = 64 << 20
 MAX_CANARY_MODULES = 16
 LIST_TIMEOUT_S = 60.0
 _PLUGIN = ShellScript("grading", "sandbox_scripts/pytest_guard.py")
-_CONFIG_LINE = 'CONFIG = {"report_dir": "", "workdir": "", "must_fail": "", "must_pass": "", "secret": "", "plugins": [], "max_modules": 16}'
+_CONFIG_LINE = re.compile(r"^CONFIG = \{.*\}$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,6 @@ class Guard:
     module: str = ""
     must_fail: str = ""
     must_pass: str = ""
-    prelude: str = ""
 
     @property
     def active(self) -> bool:
@@ -59,6 +60,21 @@ class Guard:
     @property
     def report_dir(self) -> str:
         return f"{self.directory}/reports"
+
+    @property
+    def prelude(self) -> str:
+        """The shell lines a grader runs before its command (see the module docstring); "" when inactive."""
+        if not self.active:
+            return ""
+        return "\n".join(
+            [
+                f"chmod 0777 {shlex.quote(self.report_dir)}",
+                f'export PYTHONPATH={shlex.quote(self.directory)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+                f'export PYTEST_PLUGINS={shlex.quote(self.module)}"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"',
+                "export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+                "",
+            ]
+        )
 
 
 def _token() -> str:
@@ -76,22 +92,10 @@ def plugin_text(guard: Guard, envs: PythonEnvs, secret: str, workdir: str) -> st
         "plugins": [[plugin.distribution, plugin.name, plugin.value] for plugin in envs.plugins],
         "max_modules": MAX_CANARY_MODULES,
     }
-    text = _PLUGIN.text
-    if _CONFIG_LINE not in text:
-        raise RuntimeError("sandbox_scripts/pytest_guard.py: its CONFIG line changed; update run_guard._CONFIG_LINE")
-    return text.replace(_CONFIG_LINE, f"CONFIG = {json.dumps(config)}")
-
-
-def _prelude(guard: Guard) -> str:
-    return "\n".join(
-        [
-            f"chmod 0777 {shlex.quote(guard.report_dir)}",
-            f'export PYTHONPATH={shlex.quote(guard.directory)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-            f'export PYTEST_PLUGINS={shlex.quote(guard.module)}"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"',
-            "export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
-            "",
-        ]
-    )
+    text, replaced = _CONFIG_LINE.subn(lambda _: f"CONFIG = {json.dumps(config)}", _PLUGIN.text, count=1)
+    if replaced != 1:
+        raise RuntimeError("sandbox_scripts/pytest_guard.py has no one-line CONFIG = {...} for the grader to fill")
+    return text
 
 
 async def install(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: PythonEnvs) -> Guard:
@@ -100,7 +104,6 @@ async def install(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: Pytho
         return Guard()
     directory = f"/tmp/{_token()}"
     guard = Guard(directory=directory, module=f"m{_token()}", must_fail=f"test_{_token()}", must_pass=f"test_{_token()}")
-    guard = replace(guard, prelude=_prelude(guard))
     plugin = plugin_text(guard, envs, _token(), handle.workdir)
     homes = [directory, *envs.site_dirs]
     files = [SandboxFile(f"{home}/{guard.module}.py", plugin) for home in homes]
@@ -122,5 +125,5 @@ async def reports(sandboxes: DockerSandboxes, handle: SandboxHandle, guard: Guar
             data = await sandboxes.read_file(handle, f"{guard.report_dir}/{name}", REPORT_BYTES)
         except (FileNotFoundError, IsADirectoryError):
             continue
-        found.append(session_reports.parse(name, data, guard))
+        found.append(await asyncio.to_thread(session_reports.parse, name, data, guard))  # up to REPORT_BYTES of XML: off the event loop
     return found

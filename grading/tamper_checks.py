@@ -93,6 +93,11 @@ def own_sessions(reports: list[SessionReport]) -> list[SessionReport]:
     return [report for report in reports if not report.nested]
 
 
+def outcomes(reports: list[SessionReport]) -> dict[str, str]:
+    """Each test's outcome by node id, over the run's own sessions."""
+    return {nodeid: outcome for report in own_sessions(reports) for nodeid, outcome in report.tests.items()}
+
+
 def _names(items: Iterable[str]) -> str:
     items = sorted(items)
     shown = ", ".join(items[:MAX_NAMED])
@@ -135,9 +140,9 @@ def _session_evidence(sessions: list[SessionReport]) -> list[str]:
     return evidence
 
 
-def _exit_evidence(sessions: list[SessionReport], outcomes: dict[str, str]) -> list[str]:
+def _exit_evidence(sessions: list[SessionReport], reported: dict[str, str]) -> list[str]:
     evidence = []
-    failed = [nodeid for nodeid, outcome in outcomes.items() if outcome in ("failed", "error")]
+    failed = [nodeid for nodeid, outcome in reported.items() if outcome in ("failed", "error")]
     if failed:
         evidence.append(f"the command exited 0 while its pytest sessions reported {len(failed)} failed: {_names(failed)}")
     statuses = [f"{report.name} {report.exit_status}" for report in sessions if not report.worker and report.exit_status not in (0, None)]
@@ -155,10 +160,10 @@ def judge(reports: list[SessionReport], claims: Claims, *, expected: bool) -> li
     if expected and not sessions:
         evidence.append("the row's tests run under pytest, but no pytest session reported to the grader")
     evidence += _session_evidence(sessions)
-    outcomes = {nodeid: outcome for report in sessions for nodeid, outcome in report.tests.items()}
-    contradicted = [name for name in claims.passed if outcomes.get(name, "passed") not in ("passed", "xfailed")]
+    reported = outcomes(reports)
+    contradicted = [name for name in claims.passed if reported.get(name, "passed") not in ("passed", "xfailed")]
     if contradicted:
         evidence.append(f"the grader's parser counted as passed what the report holds as not passed: {_names(contradicted)}")
     if claims.exit_from_pytest and claims.exit_code == 0:
-        evidence += _exit_evidence(sessions, outcomes)
+        evidence += _exit_evidence(sessions, reported)
     return evidence

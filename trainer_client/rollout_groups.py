@@ -121,7 +121,7 @@ class Batch:
         """What a trainer logs per batch: samples valid / refilled / flagged tampered (and that share of the graded
         ones: alert when it rises), groups filtered / failed / cut / handed over, the time to the batch."""
         ended = [*self.groups, *self.dropped, *self.cut]
-        graded = [sample for g in self.groups for sample in g.samples if sample.rollout and sample.rollout.evaluation]
+        graded = [sample for g in self.groups for sample in g.samples if sample.graded]
         tampered = sum(sample.tampered for sample in graded)
         return {
             "groups": len(self.groups),

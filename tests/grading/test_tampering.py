@@ -81,5 +81,6 @@ async def test_an_honest_fix_with_a_new_test_earns_1_and_is_not_flagged(prefix, 
     graded = (await _grade_all(prefix, _task(target, tasks, harbor_tasks), {"honest": diff}))["honest"]
     result = graded.result
     assert (result.reward, result.solved, result.tampered) == (1.0, True, []), graded.log[-3000:]
+    assert result.reset_paths == ([] if target.kind == "harbor" else list(NEW_TEST)), "the fix's new test is removed, the task's tests decide"
     assert result.pytest_sessions >= 1, "the guard's reporter ran in the row's pytest session"
     assert "canaries as expected]" in graded.log
