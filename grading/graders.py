@@ -20,6 +20,10 @@ Invariants:
   outside the workdir). ``grading.tamper_checks`` judges the reports against
   the grader's own verdict; a tampered result has reward 0, is not solved,
   and carries the evidence in ``tampered``, its log tail and the log.
+* An impossible-task probe (``TaskSpec.probe``) is graded like its row, then
+  judged (``grading.probe_verdicts``: its flip known before the diff
+  applies); its result has reward 0, is not solved, and carries the verdict
+  in ``probe``, its log tail and the log.
 * Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
   ``patch -p1 --fuzz=3``. A conflicted three-way merge is rolled back to the
   workspace baseline before the next rung. An empty diff is graded as is and
@@ -69,6 +73,8 @@ from contracts.rollout import (
     EvalRequest,
     EvalResult,
     GraderKind,
+    ProbeFlip,
+    ProbeVerdict,
     SandboxHandle,
     SandboxRequest,
     SweProSpec,
@@ -79,7 +85,7 @@ from docker_sandbox.disk_watch import DiskWatch
 from docker_sandbox.files import SandboxFile
 from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
-from grading import harbor_verifier, python_envs, run_guard, shadowing, swebench, tamper_checks, task_tests
+from grading import harbor_verifier, probe_verdicts, python_envs, run_guard, shadowing, swebench, tamper_checks, task_tests
 from grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, log_tail, read_log
 from grading.pytest_summary import PYTEST_SUMMARY
 from grading.run_guard import Guard
@@ -351,6 +357,14 @@ def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _
     return _GraderRun(result, run.output + note, run.claims)
 
 
+def _probed(run: _GraderRun, verdict: ProbeVerdict) -> _GraderRun:
+    """A probe's run: reward 0 and not solved whatever its tests said, the verdict in the result, its log
+    tail and its log."""
+    note = f"\n[impossible-task probe: {verdict.verdict}] {verdict.note}"
+    update = {"reward": 0.0, "solved": False, "probe": verdict, "log_tail": log_tail(run.result.log_tail, note)}
+    return _GraderRun(run.result.model_copy(update=update), run.output + note, run.claims)
+
+
 @dataclass(frozen=True)
 class _Scripts:
     """What a row's grader runs besides its ``eval_cmd``, read before any container boots."""
@@ -393,13 +407,17 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
     )
     try:
         report("apply")
+        flip: ProbeFlip | str | None = await probe_verdicts.flip_of(sandboxes, handle, task) if task.probe is not None else None
         envs = await python_envs.probe(sandboxes, handle)
         before = await shadowing.entries(sandboxes, handle, envs)
         if request.diff.strip():
             await task_tests.record(sandboxes, handle, protected)
         method, apply_log = await _apply(sandboxes, handle, request.diff)
         if method is None:
-            return Graded(_result(grader, False, "", apply_log), _full_log(apply_log, None, "[no rung applied the diff: not graded]"))
+            unapplied = _GraderRun(_result(grader, False, "", apply_log), "[no rung applied the diff: not graded]", Claims(solved=False))
+            if flip is not None:
+                unapplied = _probed(unapplied, probe_verdicts.judge(task, grader, flip, False, False, {}))
+            return Graded(unapplied.result, _full_log(apply_log, None, unapplied.output))
         report("reset")
         reset: list[str] = []
         if method != "empty":
@@ -410,7 +428,11 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
         bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
         run = await _grade(sandboxes, handle, task, guard, bounds, method, scripts)
         expected = guard.active and tamper_checks.pytest_expected(*_commands(task, scripts.swebench))
-        run = _checked(run, await run_guard.reports(sandboxes, handle, guard), expected)
+        reports = await run_guard.reports(sandboxes, handle, guard)
+        run = _checked(run, reports, expected)
+        if flip is not None:
+            outcomes = tamper_checks.outcomes(reports)
+            run = _probed(run, probe_verdicts.judge(task, grader, flip, run.claims.solved, bool(run.result.tampered), outcomes))
         log = await asyncio.to_thread(_full_log, apply_log, reset, run.output)  # up to 64 MiB: encoded and cut off the event loop
         return Graded(run.result.model_copy(update={"reset_paths": reset}), log)
     finally:

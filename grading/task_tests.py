@@ -25,25 +25,12 @@ Invariants:
 
 from __future__ import annotations
 
-from contracts.rollout import SandboxHandle, TaskSpec
+from contracts.rollout import DEFAULT_TEST_FILES, SandboxHandle, TaskSpec
 from docker_sandbox import git_workspace
 from docker_sandbox.errors import SandboxError
 from docker_sandbox.sandboxes import DockerSandboxes
 from docker_sandbox.shell_scripts import ShellScript
 
-# Test trees and test modules by naming convention. ``test/`` and ``testing/`` count only at the top:
-# deeper down they are often library code (``django/test/``, ``numpy/testing/``, ``sympy/testing/``).
-DEFAULT_TEST_FILES = (
-    "**/tests/**",
-    "test/**",
-    "testing/**",
-    "**/__tests__/**",
-    "**/test_*.py",
-    "**/*_test.py",
-    "**/*_test.go",
-    "**/*.test.*",
-    "**/*.spec.*",
-)
 # Files that decide what a test runner collects, loads or is: always protected.
 TEST_CONFIG_FILES = (
     "**/conftest.py",

@@ -15,7 +15,7 @@ workdir defaulting to SWE-bench's ``/testbed``. ``metadata.reference_patch``
 (or a SWE-bench row's gold ``patch``) feeds the scripted oracle.
 ``metadata.test_files`` (or ``remote_env_info.test_files``) lists the glob
 patterns of the files the grader restores to the baseline before testing
-(default: ``grading.task_tests.DEFAULT_TEST_FILES``). A ``swepro`` row's
+(default: ``contracts.rollout.DEFAULT_TEST_FILES``). A ``swepro`` row's
 ``run_script_path`` / ``parser_script_path`` are read here, inside the
 dataset root (``task_sources.dataset_scripts``), and inlined into the task.
 A row in another project's flat shape (SWE-rebench, SWE-Gym, SWE-smith, flat

@@ -9,9 +9,11 @@ control) and then that the protection leaves each attack 0 on every target.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,10 @@ from pathlib import Path
 import pytest
 
 from config.paths import PROJECT_ROOT
-from grading import run_guard, shadowing, task_tests
+from contracts.rollout import EvalRequest, TaskSpec
+from docker_sandbox.limits import SandboxSettings
+from docker_sandbox.sandboxes import DockerSandboxes
+from grading import graders, run_guard, shadowing, task_tests
 
 TASKS = PROJECT_ROOT / "examples" / "tasks"
 HARBOR = PROJECT_ROOT / "examples" / "harbor_tasks"
@@ -259,3 +264,20 @@ def unprotected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(task_tests, "reset", nothing_reset)
     monkeypatch.setattr(shadowing, "shadowing", lambda *args: [])
     monkeypatch.setattr(run_guard, "install", no_guard)
+
+
+SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
+CONCURRENT_GRADINGS = 3
+
+
+async def grade_all(prefix: str, task: TaskSpec, diffs: dict[str, str]) -> dict[str, graders.Graded]:
+    """Each named diff graded against ``task`` on the real engine, ``CONCURRENT_GRADINGS`` at a time."""
+    limit = asyncio.Semaphore(CONCURRENT_GRADINGS)
+
+    async def one(name: str, diff: str) -> graders.Graded:
+        async with limit:
+            request = EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{name}-{uuid.uuid4().hex[:6]}", timeout_s=120)
+            return await graders.evaluate(SANDBOXES, request)
+
+    graded = await asyncio.gather(*(one(name, diff) for name, diff in diffs.items()))
+    return dict(zip(diffs, graded, strict=True))

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from temporalio.testing import ActivityEnvironment
 
 from activities import evaluate as evaluate_face
@@ -26,14 +24,6 @@ TASKS = PROJECT_ROOT / "examples" / "tasks"
 GARBAGE = "this is not a diff\n--- nor is this\n"
 # Sandboxes as a worker without a network boots them, default limits.
 SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def prefix(task_images, reap_prefix):
-    """Workflow-id prefix of this module's grading containers; any survivor is reaped at teardown."""
-    value = f"pytest-evaluate-{uuid.uuid4().hex[:8]}"
-    yield value
-    assert await reap_prefix(value) == [], "evaluate must destroy its grading container"
 
 
 def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> EvalRequest:

@@ -8,11 +8,9 @@ import difflib
 import json
 import os
 import subprocess
-import uuid
 
 import docker
 import pytest
-import pytest_asyncio
 
 from config.paths import PROJECT_ROOT
 from contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
@@ -76,13 +74,6 @@ EXAMPLES = {
 def swe_tasks() -> dict[str, TaskSpec]:
     """The example rows' tasks by instance id prefix (a SWE-smith id holds the baseline commit)."""
     return {next(key for key in EXAMPLES if row.task.instance_id.startswith(key)): row.task for row in read_dataset(ROWS)}
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def prefix(task_images, reap_prefix):
-    value = f"pytest-swe-rows-{uuid.uuid4().hex[:8]}"
-    yield value
-    assert await reap_prefix(value) == [], "grading must destroy its sandboxes"
 
 
 def request(prefix: str, task: TaskSpec, diff: str, name: str) -> EvalRequest:

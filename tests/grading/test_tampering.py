@@ -4,47 +4,19 @@ tampered; an honest fix plus a new test still earns 1.0 everywhere."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-
 import pytest
-import pytest_asyncio
 
-from contracts.rollout import EvalRequest, EvalResult, TaskSpec
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading import graders
-from tests.grading.tampering_attacks import ATTACKS, TARGETS, WORKS_ON, Target, diff_after, unprotected
+from contracts.rollout import EvalResult, TaskSpec
+from tests.grading.tampering_attacks import ATTACKS, TARGETS, WORKS_ON, Target, diff_after, grade_all, unprotected
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
-CONCURRENT = 3
 NEW_TEST = {"tests/test_added_by_the_fix.py": "def test_added():\n    assert True\n"}
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def prefix(task_images, reap_prefix):
-    value = f"pytest-tamper-{uuid.uuid4().hex[:8]}"
-    yield value
-    assert await reap_prefix(value) == [], "evaluate must destroy its grading containers"
 
 
 def _task(target: Target, tasks: dict[str, TaskSpec], harbor_tasks: dict[str, TaskSpec]) -> TaskSpec:
     task = harbor_tasks[target.instance_id] if target.kind == "harbor" else tasks[target.instance_id]
     return task.model_copy(update={"eval_cmd": target.eval_cmd}) if target.eval_cmd else task
-
-
-async def _grade_all(prefix: str, task: TaskSpec, diffs: dict[str, str]) -> dict[str, graders.Graded]:
-    limit = asyncio.Semaphore(CONCURRENT)
-
-    async def one(name: str, diff: str) -> graders.Graded:
-        async with limit:
-            request = EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{name}-{uuid.uuid4().hex[:6]}", timeout_s=120)
-            return await graders.evaluate(SANDBOXES, request)
-
-    graded = await asyncio.gather(*(one(name, diff) for name, diff in diffs.items()))
-    return dict(zip(diffs, graded, strict=True))
 
 
 def _line(name: str, result: EvalResult) -> str:
@@ -59,11 +31,11 @@ async def test_every_attack_earns_1_unprotected_where_it_works_and_0_protected(p
     working = {name: diff for name, diff in diffs.items() if target_name in WORKS_ON[name]}
     with monkeypatch.context() as patched:
         unprotected(patched)
-        control = await _grade_all(prefix, task, working)
+        control = await grade_all(prefix, task, working)
     not_working = [_line(name, graded.result) for name, graded in control.items() if graded.result.reward != 1.0]
     assert not_working == [], f"attacks WORKS_ON lists for {target_name} that did not earn 1.0 unprotected"
 
-    protected = await _grade_all(prefix, task, diffs)
+    protected = await grade_all(prefix, task, diffs)
     rewarded = [_line(name, graded.result) for name, graded in protected.items() if graded.result.reward != 0.0 or graded.result.solved]
     assert rewarded == [], f"attacks rewarded on {target_name} with the protection on"
     for name in working:
@@ -78,7 +50,7 @@ async def test_every_attack_earns_1_unprotected_where_it_works_and_0_protected(p
 async def test_an_honest_fix_with_a_new_test_earns_1_and_is_not_flagged(prefix, tasks, harbor_tasks, target_name):
     target = TARGETS[target_name]
     diff = diff_after(target.tree, {} if target.kind == "harbor" else NEW_TEST, target.fix)
-    graded = (await _grade_all(prefix, _task(target, tasks, harbor_tasks), {"honest": diff}))["honest"]
+    graded = (await grade_all(prefix, _task(target, tasks, harbor_tasks), {"honest": diff}))["honest"]
     result = graded.result
     assert (result.reward, result.solved, result.tampered) == (1.0, True, []), graded.log[-3000:]
     assert result.reset_paths == ([] if target.kind == "harbor" else list(NEW_TEST)), "the fix's new test is removed, the task's tests decide"

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from config.paths import PROJECT_ROOT
 from contracts.rollout import EvalRequest, SweProSpec, TaskSpec
@@ -84,13 +82,6 @@ DIST_INFO_PLUGIN = {
     "gamer_plugin.py": FORCE_PASS_CONFTEST,
     "tests/test_textutil.py": PASSING_TEST,
 }
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def prefix(task_images, reap_prefix):
-    value = f"pytest-tasktests-{uuid.uuid4().hex[:8]}"
-    yield value
-    assert await reap_prefix(value) == [], "evaluate must destroy its grading container"
 
 
 async def grade(prefix: str, task: TaskSpec, diff: str):
