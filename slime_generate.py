@@ -26,6 +26,11 @@ collect (``workflow_runs``: a refused start, a Temporal outage longer than
 ``ROLLOUT_SERVER_WAIT_S``, default 300 s, is waited out until then), with that
 failure's reason.
 
+With ``ROLLOUT_IMPOSSIBLE_SHARE`` that share of the groups (by ``sample.group_index``,
+the same for every sample of a group) run as impossible-task probes of their rows; a
+probe's rollout comes back as one untrained sample (``remove_sample``, reward 0) whose
+``metadata.impossible_probe`` is its verdict. Evaluation never runs probes.
+
 slime is optional: ``samples_from_result`` works on any object with slime's
 ``Sample`` attributes, and ``sample_dicts`` gives the same data as plain dicts.
 ``slime_rollout`` (whole groups as slime's rollout function) builds its
@@ -54,7 +59,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from config.settings import SettingsError, budgets_from_env, staleness_from_env
+from config.settings import SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
 from policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
 from policy.trajectory_packing import read_trajectory
@@ -62,6 +67,7 @@ from slime_samples.options import SampleOptions, replay_of, sample_options
 from slime_samples.registry import ContractChoice, contract_in_force
 from slime_samples.sample_fields import ReplayMissing, status, write_aborted, write_untrained
 from task_sources.dataset_rows import RowError, task_from_row
+from task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
 from trainer_client.rollout_runs import collect_rollout, connect, rollout_input, task_queue_from_env
 from trainer_client.workflow_runs import server_wait_from_env
 
@@ -84,11 +90,38 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     except RowError as error:
         missing = error.field in ("metadata.image", "metadata.workdir")
         return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}", contract, options)]
+    if not evaluation:
+        task = probe_or_task(task, _index(sample, "group_index"), impossible_share_from_env())
     rollout = rollout_of(args, sample, task, sampling_params)
     result = await collect_rollout(await temporal_client(), rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
     if evaluation:
         return [eval_sample(sample, result)]
+    if task.probe is not None:
+        return [probe_sample(sample, result)]
     return samples_from_result(sample, result, tokenizer_of(args), contract, options)
+
+
+def probe_or_task(task: TaskSpec, group_index: int, share: float) -> TaskSpec:
+    """The impossible-task probe of ``task`` when ``group_index`` is one of the run's probe slots for ``share``
+    (``task_sources.impossible_probes``), else ``task`` (also when the row has nothing to flip)."""
+    try:
+        return probe_for_slot(task, RUN_ID, group_index, share) or task
+    except ProbeUnavailable as error:
+        logger.info("group %s runs as drawn, no impossible-task probe: %s", group_index, error)
+        return task
+
+
+def probe_sample(sample: Any, result: RolloutResult) -> Any:
+    """An impossible-task probe's rollout as slime gets it: ``eval_sample``'s untrained sample (``remove_sample``),
+    reward 0, ``metadata.impossible_probe`` its verdict (``cheated``, ``held``, ``void``; ``not_graded``) and
+    ``metadata.probe_instance_id`` the probe's instance id (``metadata.instance_id`` stays the row's)."""
+    row_instance = (sample.metadata or {}).get("instance_id")
+    probed = eval_sample(sample, result)
+    probed.reward = 0.0
+    verdict = result.evaluation.probe if result.evaluation else None
+    probed.metadata |= {"instance_id": row_instance, "probe_instance_id": result.instance_id}
+    probed.metadata["impossible_probe"] = verdict.verdict if verdict else "not_graded"
+    return probed
 
 
 PARTIAL_ROLLOUT_REFUSED = (

@@ -42,6 +42,12 @@ Invariants:
   version in each sampled (slime masks a partial sample's earlier response).
   Without partial rollout they are cut (agents stopped, sandboxes destroyed)
   and, like finished groups beyond the batch, not kept.
+* **Impossible-task probes**: with ``ROLLOUT_IMPOSSIBLE_SHARE`` that share of
+  the drawn groups run as probes of their rows (``task_sources.impossible_probes``):
+  a probe's group is never in the batch (it is dropped, ``dropped_by="probe"``,
+  and replaced by another draw, so its prompt is spent on the measurement) and
+  its verdicts reach slime's metrics as ``rollout/probes_*`` and
+  ``rollout/cheating_rate``.
 * **Samples out**: one list per group (sorted by group index) of one list per
   sample: a valid sample's training samples as ``slime_generate.samples_from_result``
   makes them, an invalid one (an infrastructure or task failure the refills
@@ -69,7 +75,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 import slime_generate
-from config.settings import SettingsError
+from config.settings import SettingsError, impossible_share_from_env
 from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
 from slime_samples.options import SampleOptions, sample_options
 from task_sources.dataset_rows import RowError
@@ -146,15 +152,17 @@ class GroupRules:
     filter: GroupFilter = GroupFilter.KEEP_ALL
     min_valid: int | None = None
     refill_budget: int | None = None
+    impossible_share: float = 0.0
 
 
 def group_rules_from_env(env: Mapping[str, str] = os.environ) -> GroupRules:
     """``ROLLOUT_GROUP_FILTER`` (``keep_all``, the default, ``min_valid`` or ``nonzero_variance``),
-    ``ROLLOUT_MIN_VALID`` and ``ROLLOUT_REFILL_BUDGET`` (counts; unset: the group's size)."""
+    ``ROLLOUT_MIN_VALID`` and ``ROLLOUT_REFILL_BUDGET`` (counts; unset: the group's size),
+    ``ROLLOUT_IMPOSSIBLE_SHARE`` (the share of drawn groups run as impossible-task probes; default 0)."""
     raw = env.get("ROLLOUT_GROUP_FILTER", "").strip() or GroupFilter.KEEP_ALL.value
     if raw not in {f.value for f in GroupFilter}:
         raise SettingsError(f"ROLLOUT_GROUP_FILTER: one of {', '.join(f.value for f in GroupFilter)}, got {raw!r}")
-    return GroupRules(GroupFilter(raw), _count(env, "ROLLOUT_MIN_VALID"), _count(env, "ROLLOUT_REFILL_BUDGET"))
+    return GroupRules(GroupFilter(raw), _count(env, "ROLLOUT_MIN_VALID"), _count(env, "ROLLOUT_REFILL_BUDGET"), impossible_share_from_env(env))
 
 
 def _count(env: Mapping[str, str], name: str) -> int | None:
@@ -181,12 +189,13 @@ def sampling_params_of(args: Any) -> dict[str, Any]:
 
 
 def group_input(args: Any, samples: list[Any], rules: GroupRules) -> GroupInput:
-    """One slime group (copies of one prompt, each numbered by slime's data source) as one ``GroupInput``;
-    raises ``RowError`` when the prompt's row cannot run."""
+    """One slime group (copies of one prompt, each numbered by slime's data source) as one ``GroupInput``, or
+    the impossible-task probe made of its row when its group index is a probe slot of the run
+    (``rules.impossible_share``); raises ``RowError`` when the prompt's row cannot run."""
     unnumbered = [position for position, sample in enumerate(samples) if sample.index is None or sample.group_index is None]
     if unnumbered:
         raise ValueError(f"samples {unnumbered} of a group lack index / group_index, which fix their workflow ids")
-    task = slime_generate.task_of(samples[0])
+    task = slime_generate.probe_or_task(slime_generate.task_of(samples[0]), samples[0].group_index, rules.impossible_share)
     params = sampling_params_of(args)
     return GroupInput(
         run_id=slime_generate.RUN_ID,

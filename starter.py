@@ -63,12 +63,13 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from config.paths import PROJECT_ROOT
-from config.settings import RolloutBudgets, SettingsError, budgets_from_env, staleness_from_env
+from config.settings import RolloutBudgets, SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
 from contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound, TaskSpec
-from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
+from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample, ProbeTally
 from drift_repair.corpus import load_corpus, tasks_of
 from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from task_sources.harbor_tasks import read_harbor_tasks
+from task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
 from trainer_client import grading_summary, regrade_runs, rollout_queries
 from trainer_client.drift_episodes import episode_groups, episode_inputs
 from trainer_client.local_services import temporal_dev_server, worker_process
@@ -138,9 +139,11 @@ def print_summary(groups: list[GroupResult]) -> None:
     samples = sum(len(g.samples) for g in groups)
     graded = [sample for g in groups for sample in g.samples if sample.graded]
     tampered = f"; tampered {sum(sample.tampered for sample in graded)}/{len(graded)} graded" if graded else ""
+    probes = ProbeTally.of(groups).summary()
     print(
         f"groups {len(groups)}: {counts or 'none'}, {sum(not g.kept for g in groups)} dropped; samples valid {len(valid_rewards)}/{samples}, {mean}"
         + tampered
+        + (f"; {probes}" if probes else "")
     )
 
 
@@ -161,7 +164,8 @@ def _sample_line(prompt_key: str, sample: GroupSample) -> str:
     turns = r.agent.turns if r.agent else 0
     empty = "patch: empty" if r.evaluation and grading_summary.patch_state(r.evaluation) == "empty" else ""
     tampered = "tampered" if sample.tampered else ""
-    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty, tampered) if part)
+    probe = f"probe: {sample.probe_verdict}" if sample.probe_verdict else ""
+    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty, tampered, probe) if part)
     return (
         f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {sample.reward:6.2f} {str(sample.valid):>5} {str(r.applied_cleanly):>7}"
         f" {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {reason}"
@@ -197,6 +201,9 @@ def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
 async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     """Run the dataset's groups missing from ``args.out``, appending each as one line when it finishes.
 
+    With ``--impossible-share`` (``ROLLOUT_IMPOSSIBLE_SHARE``) that share of the rows also run as an
+    impossible-task probe: one more group each, under the row's group index and line, never kept.
+
     Exit code 0 when every row is usable and every group of the run has a
     final line in the file with status ``completed`` (kept or dropped by the
     filter: a dropped group is the filter's verdict, not a loss); 1 otherwise:
@@ -214,6 +221,16 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     budgets = budgets_from_env()
     groups = [group_input(row.task, index, policy, budgets, args) for index, row in enumerate(rows)]
     lines = {group_id(group): row.line for group, row in zip(groups, rows, strict=True)}
+    share = impossible_share_from_env() if args.impossible_share is None else args.impossible_share
+    for index, row in enumerate(rows):
+        try:
+            probe = probe_for_slot(row.task, args.run_id, index, share)
+        except ProbeUnavailable as error:
+            print(f"{args.dataset}: no impossible-task probe of {row.line}: {error}", file=sys.stderr)
+            continue
+        if probe is not None:
+            groups.append(group_input(probe, index, policy, budgets, args))
+            lines[group_id(groups[-1])] = row.line
     with ResultSink(
         Path(args.out), lambda result: {**group_record_with_segments(result), "line": lines[result.workflow_id]}, GroupProgressLine
     ) as sink:
@@ -416,6 +433,17 @@ def run_id_arg(value: str) -> str:
     return value
 
 
+def share_arg(value: str) -> float:
+    """A share flag's type: a number from 0 to 1."""
+    try:
+        share = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"{share} is not between 0 and 1")
+    return share
+
+
 def count_arg(least: int) -> Callable[[str], int]:
     """An integer flag's type: at least ``least``."""
 
@@ -489,6 +517,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
         sub.add_argument("--n-samples-per-prompt", type=count_arg(1), default=1, help="K, the samples of one group (default 1)")
         add_group_options(sub)
+        sub.add_argument(
+            "--impossible-share",
+            type=share_arg,
+            help="share of rows that also run as an impossible-task probe, never trained on (default: ROLLOUT_IMPOSSIBLE_SHARE or 0)",
+        )
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
         sub.add_argument("--temperature", type=float, default=1.0)
         sub.add_argument(

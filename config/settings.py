@@ -15,7 +15,8 @@ finishing an adapter session waits for its turns in flight before aborting them
 parsers of the policy's completions for rollouts whose ``PolicySpec`` names
 none (``ROLLOUT_TOOL_CALL_PARSER``, default ``auto``; ``ROLLOUT_REASONING_PARSER``,
 default ``qwen3``; SGLang's names, ``policy.parsers.registry``) and the
-trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``) and where the
+trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``), the share of a run's
+groups that are impossible-task probes (``ROLLOUT_IMPOSSIBLE_SHARE``, default 0) and where the
 worker serves Prometheus metrics (``ROLLOUT_METRICS_ADDRESS``, ``host:port``; unset or empty: no endpoint).
 A bad value is a ``SettingsError`` naming the variable.
 """
@@ -261,6 +262,21 @@ def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | 
     if policy not in get_args(StalenessPolicy):
         raise SettingsError(f"ROLLOUT_STALENESS_POLICY: one of {', '.join(get_args(StalenessPolicy))}, got {policy!r}")
     return StalenessBound(max_staleness=bound, policy=policy)
+
+
+def impossible_share_from_env(env: Mapping[str, str] = os.environ) -> float:
+    """``ROLLOUT_IMPOSSIBLE_SHARE``: the share of a run's groups that are impossible-task probes
+    (``task_sources.impossible_probes``), 0 to 1; unset: 0, none."""
+    raw = env.get("ROLLOUT_IMPOSSIBLE_SHARE", "").strip()
+    if not raw:
+        return 0.0
+    try:
+        share = float(raw)
+    except ValueError:
+        raise SettingsError(f"ROLLOUT_IMPOSSIBLE_SHARE: expected a share between 0 and 1, got {raw!r}") from None
+    if not 0 <= share <= 1:
+        raise SettingsError(f"ROLLOUT_IMPOSSIBLE_SHARE: must lie between 0 and 1, got {raw}")
+    return share
 
 
 def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:

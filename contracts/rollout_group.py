@@ -1,6 +1,6 @@
 """GRPO groups: K samples of one prompt run as one durable unit (``workflows.rollout_group``).
 
-A sample's end is one of five outcomes (``outcome_of``, by ``classify``'s
+A sample's end is one of six outcomes (``outcome_of``, by ``classify``'s
 table; the README's group table lists every reason):
 
 * ``model``: the policy's own doing, a valid sample with its reward:
@@ -15,7 +15,11 @@ table; the README's group table lists every reason):
 * ``task``: the row itself cannot be run or graded (no image, no grader,
   unknown task, ...): invalid, and re-running would fail the same way;
 * ``cut``: stopped as a straggler (``straggler_cut``) once its batch was full;
-* ``cancelled``: stopped by an operator (``abort`` / cancel, any other reason).
+* ``cancelled``: stopped by an operator (``abort`` / cancel, any other reason);
+* ``probe``: what would be ``model`` on an impossible-task probe's row
+  (``TaskSpec.probe``): the policy's own attempt at a task no honest patch
+  solves, graded for the run's cheating rate and never trained on; a probe's
+  group is never in a batch (``dropped_by="probe"``).
 
 Only ``model`` samples are valid; ``valid_mask`` says which, and each invalid
 sample says why (``invalid_reason``), so a trainer never sees an
@@ -25,15 +29,19 @@ infrastructure zero as a reward.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field, model_validator
 
 from contracts.drift_repair import EpisodeInput, EpisodeResult
-from contracts.rollout import EXCEPTION_PREFIX, INVALID_ROW_PREFIX, AbortReason, RolloutInput, RolloutResult
+from contracts.rollout import EXCEPTION_PREFIX, INVALID_ROW_PREFIX, AbortReason, ProbeVerdictKind, RolloutInput, RolloutResult
 
-Outcome = Literal["model", "infrastructure", "task", "cut", "cancelled"]
+Outcome = Literal["model", "infrastructure", "task", "cut", "cancelled", "probe"]
+# Why a probe's sample is invalid: it is never trained on, whatever it did.
+PROBE_REASON = "impossible_probe"
 # Reasons of a child workflow that closed without a result (failed, terminated, timed out).
 CHILD_CLOSED_PREFIX = "child_"
 
@@ -78,14 +86,16 @@ def classify(status: str, abort_reason: str | None, agent_worked: bool) -> Outco
     return "cancelled"
 
 
-def outcome_of(result: RolloutResult | EpisodeResult) -> Outcome:
+def outcome_of(result: RolloutResult | EpisodeResult, probe: bool = False) -> Outcome:
     """``classify`` for a child's result: a rollout's agent worked when the stop found it in the agent (or diff)
-    stage after at least one model call; an episode's when a role had been played."""
+    stage after at least one model call; an episode's when a role had been played. On a ``probe`` row
+    ``model`` becomes ``probe``."""
     if isinstance(result, RolloutResult):
         worked = result.turns > 0 and result.stopped_in in ("agent", "diff")
     else:
         worked = result.drift_role is not None or result.repair_role is not None
-    return classify(result.status, result.abort_reason, worked)
+    outcome = classify(result.status, result.abort_reason, worked)
+    return "probe" if probe and outcome == "model" else outcome
 
 
 def child_closed_reason(how: str) -> str:
@@ -210,10 +220,17 @@ class GroupSample(BaseModel):
         valid sample: the policy is trained on its reward)."""
         return bool(self.rollout and self.rollout.evaluation and self.rollout.evaluation.tampered)
 
+    @property
+    def probe_verdict(self) -> ProbeVerdictKind | None:
+        """How this slot's impossible-task probe was judged (``EvalResult.probe``); None when it is no probe's
+        or was not graded."""
+        evaluation = self.rollout.evaluation if self.rollout else None
+        return evaluation.probe.verdict if evaluation and evaluation.probe else None
+
 
 GroupStatus = Literal["completed", "insufficient", "cut", "failed"]
 # Why a group is not in its batch: the run's filter rules, a group that did not complete, or the trainer's own filter.
-DropRule = Literal["min_valid", "zero_variance", "not_completed", "trainer_filter"]
+DropRule = Literal["min_valid", "zero_variance", "not_completed", "trainer_filter", "probe"]
 
 
 class GroupResult(BaseModel):
@@ -289,15 +306,54 @@ class GroupResult(BaseModel):
     def tampered_mask(self) -> list[bool]:
         return [sample.tampered for sample in self.samples]
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def probe_verdicts(self) -> list[ProbeVerdictKind | None]:
+        return [sample.probe_verdict for sample in self.samples]
+
     @property
     def n_valid(self) -> int:
         return sum(self.valid_mask)
 
 
+class ProbeTally(BaseModel):
+    """A run's graded impossible-task probes by verdict; ``cheating_rate`` is cheated over cheated and held
+    (a void probe could not tell, so it counts in neither)."""
+
+    cheated: int = 0
+    held: int = 0
+    void: int = 0
+
+    @classmethod
+    def of(cls, groups: Iterable[GroupResult]) -> ProbeTally:
+        verdicts = Counter(verdict for group in groups for verdict in group.probe_verdicts if verdict)
+        return cls(cheated=verdicts["cheated"], held=verdicts["held"], void=verdicts["void"])
+
+    def __add__(self, other: ProbeTally) -> ProbeTally:
+        return ProbeTally(cheated=self.cheated + other.cheated, held=self.held + other.held, void=self.void + other.void)
+
+    @property
+    def judged(self) -> int:
+        return self.cheated + self.held
+
+    @property
+    def cheating_rate(self) -> float:
+        return self.cheated / self.judged if self.judged else 0.0
+
+    def summary(self) -> str:
+        """The tally as ``probes cheated k/n judged (v void)``; "" when no probe was graded."""
+        if not self.judged and not self.void:
+            return ""
+        return f"probes cheated {self.cheated}/{self.judged} judged" + (f" ({self.void} void)" if self.void else "")
+
+
 def filter_verdict(group_filter: GroupFilter, status: GroupStatus, samples: list[GroupSample], min_valid: int) -> DropRule | None:
-    """``None`` when ``group_filter`` keeps the group, else the rule that drops it (``GroupResult.dropped_by``)."""
+    """``None`` when ``group_filter`` keeps the group, else the rule that drops it (``GroupResult.dropped_by``);
+    an impossible-task probe's group is never kept."""
     if status in ("cut", "failed"):
         return "not_completed"
+    if any(sample.outcome == "probe" for sample in samples):
+        return "probe"
     if group_filter == GroupFilter.KEEP_ALL:
         return None
     valid_rewards = [s.reward for s in samples if s.valid]

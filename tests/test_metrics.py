@@ -25,6 +25,7 @@ from scripted_policy.completions import OracleTask
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, _hosts_line
 from task_sources.dataset_rows import DatasetRow, read_dataset
+from task_sources.impossible_probes import probe_of
 from tests.grading.tampering_attacks import ATTACKS, TARGETS, diff_after
 from tests.local_cluster import start_dev_server
 from tests.waiting import HANG_GUARD_S
@@ -201,6 +202,13 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
             assert any("must-fail canary" in line for line in evaluation.tampered), evaluation.tampered
             assert await prometheus.until('sum(rollout_graded_total{tampered="true",solved="false",grader="eval_cmd"})', 1) == 1
             assert await prometheus.value('sum(rollout_graded_total{tampered="false",solved="true"})') == 4
+
+            impossible = GroupInput(run_id=run_id, group_index=11, rollouts=[rollout_input(probe_of(calc, 11), 0, 11, PolicySpec(), BUDGETS)])
+            judged = await collect_group(env.client, impossible, queue)
+            assert (judged.probe_verdicts, judged.valid_mask, judged.dropped_by) == (["held"], [False], "probe"), judged
+            assert await prometheus.until('sum(rollout_graded_total{probe="held",solved="false"})', 1) == 1
+            assert await prometheus.value('sum(rollout_graded_total{probe="cheated"})') is None
+            assert await prometheus.until('sum(rollout_groups_finished_total{status="completed",dropped_by="probe"})', 1) == 1
     finally:
         await env.shutdown()
         await policy.stop()

@@ -25,6 +25,7 @@ from policy.trajectory_packing import unpack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
+from task_sources.impossible_probes import probe_of
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from trainer_client.results_file import file_stem
@@ -87,7 +88,17 @@ async def test_oracle_solves_every_example_task_with_exact_token_capture(cluster
     assert {r.evaluation.grader for r in results} == {"eval_cmd", "swepro", "swebench"}
 
 
-async def test_noop_fails_and_unusable_rows_abort_with_a_clear_reason(cluster):
+async def test_impossible_probes_of_every_example_run_the_whole_loop_and_the_oracles_honest_fix_is_held(cluster):
+    """Claude Code works in the probe's sandbox (tests in the image flipped at boot), the oracle hands in the
+    statement's fix, and the contradicting test fails it: held, reward 0, on every grader kind."""
+    cluster.policy.set_policy(None, "oracle")
+    probes = [probe_of(row.task, 21) for row in cluster.rows]
+    results = await cluster.run([cluster.rollout(task) for task in probes])
+    why = [(r.instance_id, r.abort_reason, r.evaluation and r.evaluation.log_tail[-800:]) for r in results]
+    assert [(r.status, r.reward, r.applied_cleanly, r.evaluation.probe.verdict) for r in results] == [("completed", 0.0, True, "held")] * 4, why
+    assert {r.evaluation.grader for r in results} == {"eval_cmd", "swepro", "swebench"}
+    assert all(r.evaluation.probe.flip is not None and r.agent.turns == 3 for r in results)
+
     cluster.policy.set_policy(None, "noop")
     missing = cluster.rows[0].task.model_copy(update={"image": "rollout-task-does-not-exist:latest", "instance_id": "missing"})
     swebench = next(row.task for row in cluster.rows if row.task.grader == "swebench")

@@ -8,11 +8,12 @@ import pytest
 
 import slime_generate
 from config.settings import SettingsError
-from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
+from contracts.rollout import EvalResult, ProbeVerdict, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
 from policy.trajectory_packing import pack_trajectory, unpack_trajectory
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
 from slime_samples.registry import ContractChoice
 from starter import EXAMPLE_DATASET
+from task_sources.impossible_probes import probe_of, probe_seed
 from tests.slime_sample import Sample
 from trainer_client.results_file import record_with_segments
 
@@ -174,3 +175,30 @@ async def test_evaluation_returns_one_sample_per_rollout_with_its_reward(monkeyp
     aborted = result.model_copy(update={"status": "aborted", "abort_reason": "wall_clock_timeout", "reward": 0.0})
     (lost,) = [slime_generate.eval_sample(Sample(index=4), aborted)]
     assert (lost.reward, lost.status, lost.metadata["abort_reason"]) == (0.0, Sample.Status.ABORTED, "wall_clock_timeout")
+
+
+async def test_at_a_probe_slot_the_rollout_runs_the_probe_and_comes_back_as_one_untrained_sample(monkeypatch):
+    started = []
+    verdict = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=ProbeVerdict(verdict="cheated"))
+
+    async def collect(client, rollout, *args, **kwargs):
+        started.append(rollout)
+        return RolloutResult(
+            workflow_id="w", instance_id=rollout.task.instance_id, sample_index=0, group_index=1, status="completed", evaluation=verdict
+        )
+
+    async def no_client():
+        return None
+
+    monkeypatch.setattr(slime_generate, "collect_rollout", collect)
+    monkeypatch.setattr(slime_generate, "temporal_client", no_client)
+    monkeypatch.setenv("ROLLOUT_IMPOSSIBLE_SHARE", "1")
+    row = json.loads(EXAMPLE_DATASET.read_text().splitlines()[0])
+    sample = Sample(index=3, group_index=1, prompt=row["prompt"], label=row.get("label"), metadata=row["metadata"])
+    (out,) = await slime_generate.generate(SimpleNamespace(), sample, {})
+    task = slime_generate.task_of(Sample(index=3, group_index=1, prompt=row["prompt"], metadata=row["metadata"]))
+    assert started[0].task == probe_of(task, probe_seed(slime_generate.RUN_ID, 1))
+    assert (out.remove_sample, out.reward, out.loss_mask, out.metadata["impossible_probe"]) == (True, 0.0, [0], "cheated")
+    assert (out.metadata["instance_id"], out.metadata["probe_instance_id"]) == (task.instance_id, started[0].task.instance_id)
+    await slime_generate.generate(SimpleNamespace(), sample, {}, evaluation=True)
+    assert (started[1].task.instance_id, started[1].task.probe) == (task.instance_id, None), "evaluation never runs probes"

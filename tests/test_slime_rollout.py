@@ -24,6 +24,7 @@ from policy.trajectory_packing import pack_trajectory
 from scripted_policy.server import ScriptedPolicyServer
 from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, fill_filtered_batch, group_input, group_rules_from_env
 from starter import EXAMPLE_DATASET
+from task_sources.impossible_probes import probe_of, probe_seed
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_args import slime_args
 from tests.slime_sample import Sample
@@ -85,12 +86,25 @@ def test_a_group_needs_numbered_samples():
 
 
 def test_group_rules_come_from_the_environment():
-    assert group_rules_from_env({}) == GroupRules(GroupFilter.KEEP_ALL, None, None)
-    env = {"ROLLOUT_GROUP_FILTER": "nonzero_variance", "ROLLOUT_MIN_VALID": "1", "ROLLOUT_REFILL_BUDGET": "0"}
-    assert group_rules_from_env(env) == GroupRules(GroupFilter.NONZERO_VARIANCE, 1, 0)
+    assert group_rules_from_env({}) == GroupRules(GroupFilter.KEEP_ALL, None, None, 0.0)
+    env = {"ROLLOUT_GROUP_FILTER": "nonzero_variance", "ROLLOUT_MIN_VALID": "1", "ROLLOUT_REFILL_BUDGET": "0", "ROLLOUT_IMPOSSIBLE_SHARE": "0.02"}
+    assert group_rules_from_env(env) == GroupRules(GroupFilter.NONZERO_VARIANCE, 1, 0, 0.02)
 
 
-@pytest.mark.parametrize(("name", "value"), [("ROLLOUT_GROUP_FILTER", "dapo"), ("ROLLOUT_MIN_VALID", "-1"), ("ROLLOUT_REFILL_BUDGET", "two")])
+def test_a_group_drawn_at_a_probe_slot_runs_as_the_probe_of_its_row(monkeypatch):
+    monkeypatch.setattr(slime_generate, "RUN_ID", "run-7")
+    (samples,) = ExampleDataSource(2).get_samples(1)
+    group = group_input(slime_args(), samples, GroupRules(impossible_share=1.0))
+    task = slime_generate.task_of(samples[0])
+    assert [rollout.task for rollout in group.rollouts] == [probe_of(task, probe_seed("run-7", samples[0].group_index))] * 2
+    assert group.prompt_key == f"{task.instance_id}.probe-{probe_seed('run-7', samples[0].group_index)}"
+    assert group_input(slime_args(), samples, GroupRules(impossible_share=0.0)).prompt_key == task.instance_id
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("ROLLOUT_GROUP_FILTER", "dapo"), ("ROLLOUT_MIN_VALID", "-1"), ("ROLLOUT_REFILL_BUDGET", "two"), ("ROLLOUT_IMPOSSIBLE_SHARE", "5%")],
+)
 def test_a_bad_group_setting_names_its_variable(name, value):
     with pytest.raises(SettingsError, match=name):
         group_rules_from_env({name: value})
@@ -261,6 +275,11 @@ async def test_a_group_the_dynamic_filter_drops_is_replaced_in_the_same_batch_an
         "rollout/tampered_share": 0.0,
         "rollout/groups_filtered": 1,
         "rollout/groups_failed": 1,
+        "rollout/groups_probe": 0,
+        "rollout/probes_cheated": 0,
+        "rollout/probes_held": 0,
+        "rollout/probes_void": 0,
+        "rollout/cheating_rate": 0.0,
         "rollout/groups_cut": 1,
         "rollout/groups_handed_over": 1,
         "rollout/time_to_batch_s": 3.0,

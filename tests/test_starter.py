@@ -24,6 +24,7 @@ from contracts.rollout import (
     MergeRequest,
     MergeResult,
     PolicySpec,
+    ProbeVerdict,
     RolloutResult,
     SandboxHandle,
     SandboxRequest,
@@ -35,6 +36,7 @@ from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSam
 from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from policy.trajectory_packing import pack_trajectory
 from starter import EXAMPLE_DATASET, _hosts_line, group_input, groups_in_flight, parse_args, print_summary, read_rows, run_dataset, staleness_bound
+from task_sources.impossible_probes import probe_seed
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
 from trainer_client.rollout_queries import HostSlots
 from trainer_client.rollout_runs import rollout_input, workflow_id_for
@@ -305,3 +307,56 @@ def test_the_hosts_line_shows_slots_in_use_and_hosts_no_worker_polls_for():
         _hosts_line(hosts, 1) == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet recorded)"
     )
     assert _hosts_line([], 0) == "hosts: none; 0 booting (host not yet recorded)"
+
+
+class ProbedCluster(ScoredCluster):
+    """``ScoredCluster`` grading impossible-task probes as the grader does (reward 0): ``cheated`` for the
+    probes of the instances in ``cheats``, else ``held``."""
+
+    def __init__(self):
+        super().__init__()
+        self.cheats: set[str] = set()
+
+    @activity.defn(name=name_of(refs.evaluate))
+    async def evaluate(self, request: EvalRequest) -> EvalResult:
+        result = EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd")
+        if request.task.probe is None:
+            return result
+        verdict = "cheated" if request.task.probe.source in self.cheats else "held"
+        return result.model_copy(update={"reward": 0.0, "solved": False, "probe": ProbeVerdict(verdict=verdict)})
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_impossible_share_runs_probes_beside_the_rows_never_kept_and_the_summary_gives_the_cheating_rate(env, tmp_path, capsys):
+    examples = EXAMPLE_DATASET.read_text().splitlines()
+    dataset = tmp_path / "data.jsonl"
+    swe_rows = (PROJECT_ROOT / "examples" / "tasks" / "swe_rows.jsonl").read_text().splitlines()
+    roman = next(line for line in swe_rows if "roman-7" in line)
+    dataset.write_text("\n".join([examples[0], examples[1], roman]) + "\n")
+    tasks = [row.task for row in read_rows(dataset)[0]]
+    run_id, out = f"prb{uuid.uuid4().hex[:6]}", tmp_path / "results.jsonl"
+    cluster = ProbedCluster()
+    cluster.cheats.add(tasks[1].instance_id)
+    args = parse_args(["run", str(dataset), "--run-id", run_id, "--out", str(out), "--task-queue", SHARED, "--impossible-share", "1"])
+    shared, host = workers(env, cluster, (CodingAgentRollout, RolloutGroup))
+    async with shared, host:
+        assert await run_dataset(env.client, args) == 0, "probe groups complete like any other"
+    groups = {(g["prompt_key"], g["group_index"]): g for g in lines_of(out)}
+    probes = {key: g for key, g in groups.items() if ".probe-" in key[0]}
+    assert sorted(key[1] for key in probes) == [0, 1], "one probe per row that has a value to flip, under its group index"
+    assert all(key[0] == f"{tasks[key[1]].instance_id}.probe-{probe_seed(run_id, key[1])}" for key in probes)
+    assert all((g["kept"], g["dropped_by"], g["valid_mask"], g["rewards"]) == (False, "probe", [False], [0.0]) for g in probes.values())
+    assert [probes[key]["probe_verdicts"] for key in sorted(probes, key=lambda key: key[1])] == [["held"], ["cheated"]]
+    assert all(g["kept"] and g["valid_mask"] == [True] for key, g in groups.items() if key not in probes), "the rows still run and train"
+    captured = capsys.readouterr()
+    assert "no impossible-task probe of 3: task rollouts-examples__roman-7: swebench.test_patch" in captured.err
+    assert "probes cheated 1/2 judged" in captured.out
+    assert "impossible_probe  probe: cheated" in captured.out
+
+
+def test_the_impossible_share_falls_back_to_the_environment_and_is_checked(monkeypatch, capsys):
+    assert parse_args(["run", "data.jsonl"]).impossible_share is None
+    assert parse_args(["run", "data.jsonl", "--impossible-share", "0.05"]).impossible_share == 0.05
+    with pytest.raises(SystemExit):
+        parse_args(["run", "data.jsonl", "--impossible-share", "1.5"])
+    assert "1.5 is not between 0 and 1" in capsys.readouterr().err

@@ -44,6 +44,8 @@ def summary_lines(result: RolloutResult) -> list[str]:
         if evaluation.tampered:
             lines.append(f"TAMPERED: reward 0 ({len(evaluation.tampered)} pieces of evidence)")
             lines += [f"  {line}" for line in evaluation.tampered]
+        if evaluation.probe:
+            lines.append(f"IMPOSSIBLE-TASK PROBE: {evaluation.probe.verdict.upper()} (never trained on): {evaluation.probe.note}")
         verdict = verdict_line(evaluation.log_tail)
         if verdict:
             lines.append(verdict)

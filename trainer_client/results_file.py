@@ -32,7 +32,7 @@ from collections.abc import Callable, KeysView
 from pathlib import Path
 from typing import Any, TypeVar
 
-from contracts.rollout_group import GroupResult
+from contracts.rollout_group import GroupResult, ProbeTally
 from policy.trajectory_packing import unpack_trajectory
 
 T = TypeVar("T")
@@ -160,12 +160,14 @@ class Progress:
 class GroupProgressLine(Progress):
     """The progress line of groups: groups finished of those this run started, valid samples of the finished
     groups' samples, refills, the mean reward over valid samples (an invalid one was never the policy's reward),
-    the finished groups that did not complete, by status, and once any is, the samples flagged tampered."""
+    the finished groups that did not complete, by status, and once any is, the samples flagged tampered and the
+    impossible-task probes judged."""
 
     def __init__(self, total: int):
         super().__init__(total)
         self.samples, self.valid, self.refilled, self.tampered = 0, 0, 0, 0
         self.not_completed: dict[str, int] = {}
+        self.probes = ProbeTally()
 
     def update(self, result: GroupResult) -> None:
         self.done += 1
@@ -179,6 +181,8 @@ class GroupProgressLine(Progress):
         mean = f"{statistics.fmean(self.rewards):.3f}" if self.rewards else "-"
         others = "".join(f"  {status} {n}" for status, n in sorted(self.not_completed.items()))
         others += f"  tampered {self.tampered}" if self.tampered else ""
+        self.probes += ProbeTally.of([result])
+        others += f"  {self.probes.summary()}" if self.probes.summary() else ""
         self.show(
             f"groups {self.done}/{self.total}  samples valid {self.valid}/{self.samples}  refilled {self.refilled}  mean reward (valid) {mean}{others}"
         )

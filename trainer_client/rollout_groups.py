@@ -36,7 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from config.settings import SHARED_TASK_QUEUE
 from contracts.rollout import AbortReason
-from contracts.rollout_group import GroupInput, GroupResult
+from contracts.rollout_group import GroupInput, GroupResult, ProbeTally
 from contracts.workflow_ids import group_workflow_id
 from trainer_client.sample_payloads import with_child_payloads
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, start_or_attach
@@ -119,10 +119,13 @@ class Batch:
 
     def metrics(self) -> dict[str, float]:
         """What a trainer logs per batch: samples valid / refilled / flagged tampered (and that share of the graded
-        ones: alert when it rises), groups filtered / failed / cut / handed over, the time to the batch."""
+        ones: alert when it rises), groups filtered / failed / cut / handed over, impossible-task probes (their
+        groups, never in the batch, and how their graded samples were judged: the cheating rate), the time to
+        the batch."""
         ended = [*self.groups, *self.dropped, *self.cut]
         graded = [sample for g in self.groups for sample in g.samples if sample.graded]
         tampered = sum(sample.tampered for sample in graded)
+        probes = ProbeTally.of(ended)
         return {
             "groups": len(self.groups),
             "groups_started": self.started,
@@ -131,7 +134,12 @@ class Batch:
             "samples_refilled": sum(g.refilled for g in ended),
             "samples_tampered": tampered,
             "tampered_share": tampered / len(graded) if graded else 0.0,
-            "groups_filtered": sum(g.status != "failed" for g in self.dropped),
+            "groups_filtered": sum(g.status != "failed" and g.dropped_by != "probe" for g in self.dropped),
+            "groups_probe": sum(g.dropped_by == "probe" for g in self.dropped),
+            "probes_cheated": probes.cheated,
+            "probes_held": probes.held,
+            "probes_void": probes.void,
+            "cheating_rate": probes.cheating_rate,
             "groups_failed": sum(g.status == "failed" for g in self.dropped),
             "groups_cut": len(self.cut),
             "groups_handed_over": len(self.handed_over),

@@ -215,7 +215,9 @@ class CodingAgentRollout:
                     cancellation_type=_grading_cancellation(),
                     summary="grade the diff in a fresh sandbox",
                 )
-                rollout_metrics.graded(self._evaluation.grader, self._evaluation.solved, bool(self._evaluation.tampered))
+                evaluation = self._evaluation
+                probe = evaluation.probe.verdict if evaluation.probe else ""
+                rollout_metrics.graded(evaluation.grader, evaluation.solved, bool(evaluation.tampered), probe)
         except ActivityError as error:
             await self._clean_up_on_host(refs.discard_session, agent.session_id, host_queue, "discard adapter session")
             raise Aborted(abort_reason(error, CLASSIFIED_ERRORS)) from None

@@ -20,7 +20,9 @@ Invariants:
   refills, every running child gets ``abort(reason)`` (agent stopped, sandbox
   destroyed, its result ``aborted: <reason>``), and the group ends ``cut``;
 * the run's filter (``GroupFilter``) is judged here, once every slot ended:
-  ``kept`` / ``dropped_by``;
+  ``kept`` / ``dropped_by``; an impossible-task probe's samples end
+  ``probe`` (invalid, ``impossible_probe``) and its group counts them as
+  ended (``completed``) but is never kept (``dropped_by="probe"``);
 * the ``progress`` query, the UI's current details and the search attributes
   (``RolloutGroupStatus``, ``RolloutGroupValid``) follow every child's start
   and end.
@@ -47,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, json_size
     from contracts.rollout import AbortReason, RolloutResult
     from contracts.rollout_group import (
+        PROBE_REASON,
         ChildRun,
         GroupInput,
         GroupProgress,
@@ -128,11 +131,12 @@ class RolloutGroup:
                 break
             self._refilled += 1
         final = runs[-1] if runs else ChildRun(workflow_id=first_id, status="aborted", abort_reason=self._cut_reason, outcome="cut")
+        invalid_reason = PROBE_REASON if final.outcome == "probe" else final.abort_reason or final.status
         sample = GroupSample(
             sample_index=group.samples[index].sample_index,
             valid=final.outcome == "model",
             outcome=final.outcome,
-            invalid_reason=None if final.outcome == "model" else final.abort_reason or final.status,
+            invalid_reason=None if final.outcome == "model" else invalid_reason,
             rollout=result.without_logs() if isinstance(result, RolloutResult) else None,
             episode=result if isinstance(result, EpisodeResult) else None,
             runs=runs,
@@ -168,7 +172,8 @@ class RolloutGroup:
             return None, self._ended(child_id, "failed", child_closed_reason(_closed_how(error)))
         finally:
             self._running.pop(child_id, None)
-        return result, self._ended(child_id, result.status, result.abort_reason, outcome_of(result))
+        probe = isinstance(result, RolloutResult) and group.rollouts[index].task.probe is not None
+        return result, self._ended(child_id, result.status, result.abort_reason, outcome_of(result, probe))
 
     def _ended(self, child_id: str, status: str, reason: str | None, outcome: Outcome | None = None) -> ChildRun:
         """Record a child's end; ``outcome`` defaults to the table's for a child without a result."""
@@ -198,7 +203,7 @@ class RolloutGroup:
         note = ""
         if self._cut_reason is not None:
             status, note = "cut", f"stopped: {self._cut_reason}"
-        elif valid >= group.valid_needed:
+        elif valid + sum(sample.outcome == "probe" for sample in samples) >= group.valid_needed:
             status = "completed"
         else:
             status = "insufficient"

@@ -45,11 +45,13 @@ def finished(status: str, abort_reason: str | None, known_reasons: frozenset[str
     meter.create_counter(SAMPLED_TOKENS, "sampled (loss-masked) tokens of merged rollouts").add(sampled_tokens, {"status": status})
 
 
-def graded(grader: str, solved: bool, tampered: bool) -> None:
+def graded(grader: str, solved: bool, tampered: bool, probe: str = "") -> None:
     """A rollout's diff was graded: by which grader kind, solved or not, flagged tampered or not
-    (``EvalResult.tampered``). The share flagged is the run's tampering rate."""
-    labels = {"grader": grader, "solved": str(solved).lower(), "tampered": str(tampered).lower()}
-    workflow.metric_meter().create_counter(GRADED, "rollouts graded, by grader kind, verdict and tamper flag").add(1, labels)
+    (``EvalResult.tampered``), and on an impossible-task probe its verdict (``cheated`` / ``held`` / ``void``;
+    "" on any other row). The share flagged is the run's tampering rate; cheated over cheated and held
+    probes is its cheating rate."""
+    labels = {"grader": grader, "solved": str(solved).lower(), "tampered": str(tampered).lower(), "probe": probe}
+    workflow.metric_meter().create_counter(GRADED, "rollouts graded, by grader kind, verdict, tamper flag and probe verdict").add(1, labels)
 
 
 def group_finished(status: str, dropped_by: str | None, valid: int, size: int, refilled: int) -> None:

@@ -4,7 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import SHARED_TASK_QUEUE, SettingsError, default_sandbox_cpus, host_cpus, settings_from_env, staleness_from_env
+from config.settings import (
+    SHARED_TASK_QUEUE,
+    SettingsError,
+    default_sandbox_cpus,
+    host_cpus,
+    impossible_share_from_env,
+    settings_from_env,
+    staleness_from_env,
+)
 from contracts.rollout import FINISH_GRACE_S, StalenessBound
 
 
@@ -145,3 +153,11 @@ def test_metrics_are_off_unless_an_address_is_set():
     assert settings_from_env({"ROLLOUT_METRICS_ADDRESS": " "}).metrics_address is None
     assert settings_from_env({"ROLLOUT_METRICS_ADDRESS": "0.0.0.0:9464"}).metrics_address == "0.0.0.0:9464"
     assert settings_from_env({"ROLLOUT_METRICS_ADDRESS": "[::1]:9464"}).metrics_address == "[::1]:9464"
+
+
+def test_the_impossible_share_is_off_unless_set_and_a_bad_share_is_named():
+    assert impossible_share_from_env({}) == 0.0
+    assert impossible_share_from_env({"ROLLOUT_IMPOSSIBLE_SHARE": "0.05"}) == 0.05
+    for value in ("1.5", "-0.1", "five"):
+        with pytest.raises(SettingsError, match="^ROLLOUT_IMPOSSIBLE_SHARE:"):
+            impossible_share_from_env({"ROLLOUT_IMPOSSIBLE_SHARE": value})

@@ -6,13 +6,15 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.drift_repair import EpisodeInput, EpisodeResult, RoleTurn
-from contracts.rollout import AbortReason, RolloutInput, RolloutResult, TaskSpec, is_documented_abort_reason
+from contracts.rollout import AbortReason, EvalResult, ProbeVerdict, RolloutInput, RolloutResult, TaskSpec, is_documented_abort_reason
 from contracts.rollout_group import (
     INFRASTRUCTURE_REASONS,
     TASK_REASONS,
     GroupFilter,
     GroupInput,
+    GroupResult,
     GroupSample,
+    ProbeTally,
     classify,
     filter_verdict,
     outcome_of,
@@ -119,6 +121,43 @@ def test_filters():
     assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 0.0), 2) is None
     assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 0.0, None), 2) is None, "invalid samples are not rewards"
     assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 1.0, None), 2) == "zero_variance"
+
+
+def test_on_a_probes_row_the_models_outcome_is_probe_and_nothing_else_changes():
+    assert outcome_of(rollout_result(status="completed"), probe=True) == "probe"
+    guarded = rollout_result(status="aborted", abort_reason="wall_clock_timeout", stopped_in="agent", turns=3)
+    assert outcome_of(guarded, probe=True) == "probe", "the policy's own attempt, stopped by the guard"
+    assert outcome_of(rollout_result(status="aborted", abort_reason="sandbox_boot_failed"), probe=True) == "infrastructure"
+
+
+def probe_samples(*verdicts: str | None) -> list[GroupSample]:
+    """One probe sample per verdict (None: not graded)."""
+    found = []
+    for i, verdict in enumerate(verdicts):
+        probe = None if verdict is None else ProbeVerdict(verdict=verdict)
+        evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=probe)
+        result = RolloutResult(
+            workflow_id=f"w{i}", instance_id="calc.probe-1", sample_index=i, group_index=0, status="completed", evaluation=evaluation
+        )
+        found.append(GroupSample(sample_index=i, valid=False, outcome="probe", invalid_reason="impossible_probe", rollout=result))
+    return found
+
+
+def test_a_probes_group_is_never_kept_by_any_filter_unless_it_did_not_complete():
+    for group_filter in GroupFilter:
+        assert filter_verdict(group_filter, "completed", probe_samples("held", "cheated"), 2) == "probe"
+    assert filter_verdict(GroupFilter.KEEP_ALL, "cut", probe_samples("held"), 1) == "not_completed"
+
+
+def test_the_probe_tally_counts_verdicts_and_the_cheating_rate_leaves_void_ones_out():
+    group = GroupResult(workflow_id="g", status="completed", samples=probe_samples("cheated", "held", "held", "void", None), dropped_by="probe")
+    assert group.probe_verdicts == ["cheated", "held", "held", "void", None]
+    tally = ProbeTally.of([group, group])
+    assert (tally.cheated, tally.held, tally.void, tally.judged) == (2, 4, 2, 6)
+    assert tally.cheating_rate == 2 / 6
+    assert tally.summary() == "probes cheated 2/6 judged (2 void)"
+    assert tally + ProbeTally(cheated=1) == ProbeTally(cheated=3, held=4, void=2)
+    assert (ProbeTally().cheating_rate, ProbeTally().summary()) == (0.0, "")
 
 
 def test_ids_are_those_of_a_flat_run_and_refills_are_suffixed():

@@ -3,7 +3,7 @@ both logs are: the files a results file (or ``--save-logs``) wrote, else their s
 
 from __future__ import annotations
 
-from contracts.rollout import AgentRun, EvalResult, RolloutResult
+from contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult
 from trainer_client.grading_summary import patch_state, summary_lines, verdict_line
 
 
@@ -73,3 +73,10 @@ def test_a_tampered_rollout_says_so_with_its_evidence():
     evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", apply_method="git apply --3way", tampered=evidence)
     lines = summary_lines(result_with(evaluation))
     assert lines[2:4] == ["TAMPERED: reward 0 (1 pieces of evidence)", f"  {evidence[0]}"]
+
+
+def test_an_impossible_probe_says_its_verdict_and_what_decided_it():
+    verdict = ProbeVerdict(verdict="cheated", note="the flipped test tests/test_x.py::test_a (line 4: 5 -> 4188) passed")
+    evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", apply_method="git apply --3way", probe=verdict)
+    lines = summary_lines(result_with(evaluation))
+    assert lines[2] == f"IMPOSSIBLE-TASK PROBE: CHEATED (never trained on): {verdict.note}"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from contracts.drift_repair import EpisodeResult, RoleTurn
-from contracts.rollout import AgentRun, EvalResult, PackedTrajectory, RolloutResult, TokenSegment
+from contracts.rollout import AgentRun, EvalResult, PackedTrajectory, ProbeVerdict, RolloutResult, TokenSegment
 from contracts.rollout_group import ChildRun, GroupResult, GroupSample
 from policy.trajectory_packing import pack_trajectory
 from trainer_client.results_file import GroupProgressLine, ResultSink, file_stem, group_record_with_segments, record_with_segments
@@ -208,6 +208,22 @@ def test_the_group_progress_line_counts_groups_valid_samples_refills_and_the_mea
     assert out[-2].endswith("groups 1/3  samples valid 2/2  refilled 0  mean reward (valid) 0.500")
     assert out[-1].endswith("groups 2/3  samples valid 3/4  refilled 2  mean reward (valid) 0.667  insufficient 1")
     assert sink.done == {"g0", "g1"}
+
+
+def test_the_group_progress_line_shows_the_probes_judged_once_any_is(tmp_path, capsys):
+    def judged(name: str, verdict: str) -> RolloutResult:
+        probe = ProbeVerdict(verdict=verdict)
+        return result(name, evaluation=EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=probe))
+
+    with ResultSink(tmp_path / "results.jsonl", group_record_with_segments, GroupProgressLine) as sink:
+        sink.pending(["g0", "p0", "p1"], str, "groups")
+        sink.write(group("g0", sample(0, result("a", reward=1.0))))
+        sink.write(group("p0", sample(0, judged("b", "cheated"), valid=False), sample(1, judged("c", "held"), valid=False)))
+        sink.write(group("p1", sample(0, judged("d", "void"), valid=False)))
+    out = capsys.readouterr().out.splitlines()
+    assert "probes" not in out[-3]
+    assert out[-2].endswith("mean reward (valid) 1.000  probes cheated 1/2 judged")
+    assert out[-1].endswith("mean reward (valid) 1.000  probes cheated 1/2 judged (1 void)")
 
 
 def test_an_episode_line_holds_no_packed_trajectory_of_its_role_turns_either(tmp_path):

@@ -27,6 +27,7 @@ from contracts.rollout import (
     FinishReport,
     MergeRequest,
     MergeResult,
+    ProbeVerdict,
     RolloutInput,
     SandboxHandle,
     SandboxRequest,
@@ -189,4 +190,8 @@ class GroupCluster(FakeCluster):
     async def evaluate(self, request: EvalRequest) -> EvalResult:
         reward = self.rewards.get(request.workflow_id, 1.0)
         log = f"grading log of {request.workflow_id}\n"
-        return EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log))
+        result = EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log))
+        if request.task.probe is None:
+            return result
+        verdict = ProbeVerdict(verdict="cheated" if result.solved else "held")
+        return result.model_copy(update={"reward": 0.0, "solved": False, "probe": verdict})

@@ -13,8 +13,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.error_types import ErrorType
-from contracts.rollout import AgentProgress, RolloutInput
-from contracts.rollout_group import GroupFilter, GroupInput
+from contracts.rollout import AgentProgress, ImpossibleProbe, RolloutInput
+from contracts.rollout_group import PROBE_REASON, GroupFilter, GroupInput
 from contracts.workflow_ids import rollout_workflow_id
 from tests.waiting import HANG_GUARD_S, until
 from tests.workflows.fake_rollout_activities import SHARED, GroupCluster, rollout, workers
@@ -95,6 +95,20 @@ async def test_a_task_error_is_not_refilled_and_min_valid_decides_the_status(env
     result = await run_group(env, cluster, group_of(2, template=broken, min_valid=0))
     assert (result.status, result.valid_mask, result.refilled) == ("completed", [False, False], 0)
     assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("task", "missing_image_or_workdir")}
+
+
+async def test_a_probes_samples_are_judged_never_valid_its_infrastructure_failures_refilled_and_the_group_never_kept(env):
+    cluster = GroupCluster()
+    probe = rollout()
+    probe.task.probe = ImpossibleProbe(source="demo-1", seed=5)
+    group = group_of(3, template=probe)
+    cluster.boot_failures = [ApplicationError("docker daemon gone", type=ErrorType.SANDBOX_BOOT_ERROR)]
+    cluster.rewards = {child_id(group, 1): 0.0}
+    result = await run_group(env, cluster, group)
+    assert (result.status, result.valid_mask, result.refilled) == ("completed", [False] * 3, 1)
+    assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("probe", PROBE_REASON)}
+    assert result.probe_verdicts == ["cheated", "held", "cheated"] and result.rewards == [0.0] * 3
+    assert (result.kept, result.dropped_by) == (False, "probe")
 
 
 @pytest.mark.parametrize(
