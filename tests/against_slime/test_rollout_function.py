@@ -19,7 +19,7 @@ from slime.utils.types import Sample  # noqa: E402
 
 import slime_generate  # noqa: E402
 import slime_rollout  # noqa: E402
-from contracts.rollout import AgentRun, RolloutResult, SampledTurn, TokenSegment, TurnLog  # noqa: E402
+from contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult, SampledTurn, TokenSegment, TurnLog  # noqa: E402
 from contracts.rollout_group import GroupResult, GroupSample  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from policy.trajectory_packing import pack_trajectory  # noqa: E402
@@ -158,15 +158,10 @@ def test_slimes_fallback_filter_keeps_a_group_only_when_too_few_are_left(drop_in
     assert [group[0][0].group_index for group in output.samples] == [0, 1] and output.metrics["rollout/groups"] == 2
 
 
-def test_slimes_eval_path_runs_the_drop_in_as_its_custom_generate_function(drop_in, monkeypatch):
-    """slime's ``generate_and_rm`` with its real ``GenerateState`` (the project's tokenizer as the checkpoint)."""
-    from slime.rollout import sglang_rollout
-
-    async def collect(*args, **kwargs):
-        return completed(0, 1.0)
-
-    monkeypatch.setattr(slime_generate, "collect_rollout", collect)
-    args = args_for(
+def generate_args():
+    """slime's args for ``generate_and_rm`` with ``slime_generate.generate`` as the custom generate function (its real
+    ``GenerateState``, the project's tokenizer as the checkpoint)."""
+    return args_for(
         custom_generate_function_path="slime_generate.generate",
         group_rm=False,
         mask_offpolicy_in_partial_rollout=False,
@@ -179,7 +174,42 @@ def test_slimes_eval_path_runs_the_drop_in_as_its_custom_generate_function(drop_
         rollout_skip_special_tokens=False,
         sglang_dp_size=1,
     )
+
+
+def test_slimes_eval_path_runs_the_drop_in_as_its_custom_generate_function(drop_in, monkeypatch):
+    from slime.rollout import sglang_rollout
+
+    async def collect(*args, **kwargs):
+        return completed(0, 1.0)
+
+    monkeypatch.setattr(slime_generate, "collect_rollout", collect)
     sample = Sample(index=0, group_index=0, prompt=drop_in["prompt"], metadata=dict(drop_in["metadata"]))
-    out = asyncio.run(sglang_rollout.generate_and_rm(args, sample, {}, evaluation=True))
+    out = asyncio.run(sglang_rollout.generate_and_rm(generate_args(), sample, {}, evaluation=True))
     assert isinstance(out, list) and len(out) == 1 and out[0].reward == 1.0, "one sample per rollout, its reward"
     assert out[0].remove_sample and out[0].loss_mask == [0]
+
+
+def test_at_a_probe_slot_slimes_generate_and_rm_gets_one_removed_sample_and_its_conversion_trains_nothing_on_it(drop_in, monkeypatch):
+    """An impossible-task probe through slime's training path: ``generate_and_rm`` keeps the drop-in's reward, and
+    slime's own conversion gives the probe's sample no trained token beside a rollout's real samples."""
+    from slime.rollout import sglang_rollout
+
+    probed = []
+
+    async def collect(client, rollout, *args, **kwargs):
+        probed.append(rollout.task.probe)
+        judged = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=ProbeVerdict(verdict="cheated"))
+        return RolloutResult(
+            workflow_id="w", instance_id=rollout.task.instance_id, sample_index=0, group_index=0, status="completed", evaluation=judged
+        )
+
+    monkeypatch.setattr(slime_generate, "collect_rollout", collect)
+    monkeypatch.setenv("ROLLOUT_IMPOSSIBLE_SHARE", "1")
+    args = generate_args()
+    sample = Sample(index=0, group_index=0, prompt=drop_in["prompt"], metadata=dict(drop_in["metadata"]))
+    (probe,) = asyncio.run(sglang_rollout.generate_and_rm(args, sample, {}, evaluation=False))
+    assert probed[0] is not None and probe.metadata["impossible_probe"] == "cheated"
+    assert (probe.reward, probe.remove_sample) == (0.0, True)
+    real = slime_generate.samples_from_result(Sample(index=1, group_index=0, prompt=drop_in["prompt"]), completed(1, 1.0))
+    data = slime_conversion(args)._convert_samples_to_train_data([probe, *real])
+    assert [sum(mask) for mask in data["loss_masks"]] == [0, 2, 1], "the probe trains nothing, the real rollout its sampled tokens"
