@@ -36,7 +36,8 @@ slime is optional: ``samples_from_result`` works on any object with slime's
 ``slime_rollout`` (whole groups as slime's rollout function) builds its
 rollouts with ``task_of`` / ``rollout_of`` and shares ``temporal_client``,
 ``tokenizer_of`` and the fan-out.
-Settings: ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` / ``ROLLOUT_TASK_QUEUE``,
+Settings: the Temporal connection (a ``temporal.toml`` profile, ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` /
+``TEMPORAL_API_KEY`` / ``TEMPORAL_TLS_*``: ``trainer_client.temporal_connection``), ``ROLLOUT_TASK_QUEUE``,
 ``ROLLOUT_RUN_ID`` (default: one id per trainer process), the ``SWE_*`` budget
 knobs, ``args.rollout_max_context_len`` (context budget) and
 ``args.sglang_router_ip/port`` (the policy URL, unless the worker pins its own),
@@ -69,6 +70,7 @@ from slime_samples.sample_fields import ReplayMissing, status, write_aborted, wr
 from task_sources.dataset_rows import RowError, task_from_row
 from task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
 from trainer_client.rollout_runs import collect_rollout, connect, rollout_input, task_queue_from_env
+from trainer_client.temporal_connection import target_from_env
 from trainer_client.workflow_runs import server_wait_from_env
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")
@@ -154,11 +156,14 @@ def eval_sample(sample: Any, result: RolloutResult) -> Any:
 
 
 async def temporal_client() -> Client:
-    """One client per ``TEMPORAL_ADDRESS``, connected on first use (callers stay on one event loop)."""
-    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-    if address not in _clients:
-        _clients[address] = await connect(address)
-    return _clients[address]
+    """One client per Temporal address and namespace (``trainer_client.temporal_connection``: a
+    ``temporal.toml`` profile and the ``TEMPORAL_*`` variables, TLS and API key included), connected on first
+    use (callers stay on one event loop); a server unreachable at first use is waited for as for an outage."""
+    target = target_from_env()
+    key = f"{target.namespace}@{target.address}"
+    if key not in _clients:
+        _clients[key] = await connect(server_wait_s=server_wait_from_env())
+    return _clients[key]
 
 
 def task_of(sample: Any) -> TaskSpec:

@@ -11,8 +11,10 @@ CLI::
     python starter.py episodes --n 32 --difficulty easy [--k K]     # drift -> repair self-play episodes
     python starter.py regrade --run-id R [--out F] [--dataset ROWS] # grade run R's kept patches again
 
-``run`` needs a worker (``python worker.py``) and a Temporal server
-(``TEMPORAL_ADDRESS``). ``demo`` is the embedded default: with no
+``run`` needs a worker (``python worker.py``) and a Temporal server: the connection comes from a
+``temporal.toml`` profile and the ``TEMPORAL_*`` variables (address, namespace, TLS, mTLS, API key;
+``trainer_client.temporal_connection``); ``run`` waits ``--server-wait`` for a server unreachable at start as
+for an outage mid-run, then says so in one line. ``demo`` is the embedded default: with no
 ``TEMPORAL_ADDRESS`` it starts a local dev server (UI on :8233) and a worker
 with the scripted policy, then runs the bundled example tasks. ``episodes``
 runs ``DriftRepairEpisode`` workflows over the drift corpus the same way
@@ -50,6 +52,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -81,6 +84,7 @@ from trainer_client.rollout_runs import (
     rollout_input,
     task_queue_from_env,
 )
+from trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
 from trainer_client.workflow_runs import server_wait_from_env
 
 EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
@@ -254,21 +258,29 @@ def write_group(sink: ResultSink, group: GroupResult) -> None:
 
 
 @asynccontextmanager
-async def embedded_cluster(worker_args: list[str], address: str | None = None) -> AsyncIterator[Client]:
-    """A worker with the scripted policy, on ``address`` or on a local dev server (UI on :8233); yields a client."""
+async def embedded_cluster(worker_args: list[str], log_path: Path, address: str | None = None) -> AsyncIterator[Client]:
+    """A worker with the scripted policy, on ``address`` or on a local dev server (UI on :8233), its log in
+    ``log_path`` (the console keeps the progress lines and the table); yields a client."""
     async with temporal_dev_server() if not address else nullcontext(address) as server:
         print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
-        async with worker_process(server, [*worker_args, "--adapter-port", "0"]):
+        print(f"worker log: {log_path}", flush=True)
+        async with worker_process(server, [*worker_args, "--adapter-port", "0"], log_path=log_path):
             yield await connect(server)
+
+
+def worker_log_path(results: str) -> Path:
+    """Where an embedded worker's log goes: beside the results file."""
+    path = Path(results)
+    return path.with_name(f"{path.stem}.worker.log")
 
 
 async def demo(args: argparse.Namespace) -> int:
     args.dataset = args.dataset or str(EXAMPLE_DATASET)
     worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset]
-    async with embedded_cluster(worker_args, os.environ.get("TEMPORAL_ADDRESS")) as client:
+    async with embedded_cluster(worker_args, worker_log_path(args.out), os.environ.get("TEMPORAL_ADDRESS")) as client:
         code = await run_dataset(client, args)
         if args.keep_ui:
-            print("--keep-ui: the dev server and worker keep running; press Ctrl-C to stop them.", flush=True)
+            print("--keep-ui: the dev server and worker keep running; press Ctrl-C (or send SIGTERM) to stop them.", flush=True)
             await asyncio.Event().wait()
     return code
 
@@ -332,8 +344,8 @@ async def episodes(args: argparse.Namespace) -> int:
     """Against ``TEMPORAL_ADDRESS`` if set; otherwise a local dev server and a worker with the scripted ``self_play`` policy."""
     address = os.environ.get("TEMPORAL_ADDRESS")
     if address:
-        return await run_episode_batch(await connect(address), args)
-    async with embedded_cluster(["--scripted-policy", "self_play"]) as client:
+        return await run_episode_batch(await connect(server_wait_s=args.server_wait), args)
+    async with embedded_cluster(["--scripted-policy", "self_play"], worker_log_path(args.out)) as client:
         return await run_episode_batch(client, args)
 
 
@@ -586,11 +598,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    current = asyncio.current_task()
+    assert current is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, current.cancel)
     if args.command == "demo":
         return await demo(args)
     if args.command == "episodes":
         return await episodes(args)
-    client = await connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
+    client = await connect(server_wait_s=args.server_wait if args.command == "run" else 0.0)
     operator_commands = {"status": status, "show": show, "cancel": cancel, "regrade": regrade}
     if args.command in operator_commands:
         return await operator_commands[args.command](client, args)
@@ -605,9 +620,14 @@ def main() -> None:
         sys.exit(2)
     try:
         code = asyncio.run(main_async(args))
-    except (SettingsError, PayloadStoreUnusable) as error:
+    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable) as error:
         print(f"starter: {error}", file=sys.stderr)
         sys.exit(1)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # SIGINT or SIGTERM: the main task was cancelled and every context it opened (the embedded dev server and
+        # worker included) has closed; a re-run with the same --run-id attaches to what kept running on a server.
+        print("starter: stopped", file=sys.stderr, flush=True)
+        os._exit(130)
     # Every resource is closed by now. Skip interpreter finalization: the Temporal
     # client's Rust threads can abort it (temporalio/sdk-python#300), which would
     # turn a finished command into exit -6.

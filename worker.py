@@ -36,6 +36,11 @@ claimed, or ones a cancelled agent activity let go) are finished once they
 have been unclaimed for ``UNCLAIMED_SESSION_GRACE_S``. Expected, classified
 activity failures are logged as one line (``activity_failure_log``).
 
+Temporal: the connection comes from ``trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the
+``TEMPORAL_*`` variables: address, namespace, TLS, mTLS, API key); ``--temporal-address`` replaces the address
+alone. A server that cannot be reached at start is waited for (``ROLLOUT_SERVER_WAIT_S``), then the worker stops
+with one line naming the address.
+
 Metrics: with ``ROLLOUT_METRICS_ADDRESS`` set, the Temporal runtime serves Prometheus there (the
 SDK's metrics and the rollout metrics, ``activities.metrics``); the client polls under an identity
 naming this host's queue and agent slots (``contracts.host_identity``), which ``starter.py status`` reads.
@@ -62,7 +67,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import docker
-from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
@@ -91,8 +95,11 @@ from scripted_policy.server import OracleTask, ScriptedPolicyServer
 from slime_samples.registry import contract_in_force
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from task_sources.harbor_tasks import reference_patches
+from trainer_client import temporal_connection
 from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
 from trainer_client.search_attribute_registry import ensure_search_attributes
+from trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable, target_from_env
+from trainer_client.workflow_runs import server_wait_from_env
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 from workflows.regrade_rollout import RegradeRollout
@@ -108,7 +115,9 @@ LOOP_LAG_INTERVAL_S = 0.25
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--temporal-address", help="host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
+    parser.add_argument(
+        "--temporal-address", help="host:port (default: the Temporal settings, TEMPORAL_ADDRESS or a temporal.toml profile, else localhost:7233)"
+    )
     parser.add_argument("--host-id", help="this host's queue identity (default: ROLLOUT_HOST_ID or the hostname)")
     parser.add_argument("--adapter-port", type=int, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
     parser.add_argument("--scripted-policy", help="serve the scripted policy in-process with this default policy")
@@ -234,13 +243,15 @@ async def run_worker(
         log.info("took back %d spooled session(s): %s", len(restored), ", ".join(restored))
     public_url = f"http://{settings.public_host or network.gateway}:{adapter.port}"
     firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
-    client = await Client.connect(
-        settings.temporal_address or "localhost:7233",
-        namespace=settings.namespace,
+    target = target_from_env(address=settings.temporal_address)
+    client = await temporal_connection.connect(
+        target,
+        server_wait_from_env(),
         data_converter=data_converter(payload_store),
         runtime=runtime,
         identity=worker_identity(os.getpid(), socket.gethostname(), host_queue, settings.agent_slots),
     )
+    log.info("connected to Temporal at %s, namespace %s (%s)", target.address, target.namespace, target.secured)
     sandboxes = DockerSandboxes(
         SandboxSettings(
             claude_code=claude_code,
@@ -269,7 +280,7 @@ async def run_worker(
         roles=AdapterRolePlayer(adapter.registry, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
         runner=SandboxScriptRunner(sandboxes),
     )
-    registered = await ensure_search_attributes(client, settings.namespace)
+    registered = await ensure_search_attributes(client, client.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
     activities = activity_lists(host, drift, SandboxActivities(sandboxes), GradingActivities(sandboxes))
@@ -328,7 +339,8 @@ def main() -> None:
         settings = settings_from_env()
         payload_store = payload_store_from_env()
         contract = contract_in_force()
-    except SettingsError as error:
+        target_from_env(address=args.temporal_address)
+    except (SettingsError, ConnectionSettingsError) as error:
         sys.exit(f"worker: {error}")
     log.info("%s (what trainers on this host get from slime_generate / slime_rollout)", contract.log_line)
     overrides = {
@@ -347,7 +359,7 @@ def main() -> None:
 
     try:
         asyncio.run(serve())
-    except (ClaudeTarballError, FileNotFoundError, MetricsAddressError, PayloadStoreUnusable) as error:
+    except (ClaudeTarballError, FileNotFoundError, MetricsAddressError, PayloadStoreUnusable, TemporalUnreachable) as error:
         sys.exit(f"worker: {error}")
     # Stopped cleanly. Skip interpreter finalization, which the Temporal client's
     # Rust threads can abort (temporalio/sdk-python#300).

@@ -92,8 +92,11 @@ class RolloutBudgets(BaseModel):
 
 
 class WorkerSettings(BaseModel):
+    """``temporal_address``: an explicit server address (``worker.py --temporal-address``) that replaces the
+    connection settings' own; the rest of the connection (namespace, TLS, API key) always comes from
+    ``trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the ``TEMPORAL_*`` variables)."""
+
     temporal_address: str | None = None
-    namespace: str = "default"
     task_queue: str = SHARED_TASK_QUEUE
     adapter_bind_host: str | None = None
     adapter_port: int = 18001
@@ -288,8 +291,6 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
     if not isinstance(extra_env, dict):
         raise SettingsError("SLIME_AGENT_CC_EXTRA_ENVS: must be a JSON object of strings")
     values = {
-        "temporal_address": env.get("TEMPORAL_ADDRESS") or None,
-        "namespace": env.get("TEMPORAL_NAMESPACE") or "default",
         "task_queue": env.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE,
         "adapter_bind_host": env.get("SHIM_BIND_HOST") or None,
         "adapter_port": _int(env, "SHIM_PORT", 18001),

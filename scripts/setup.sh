@@ -6,6 +6,7 @@
 #   .cache/swebench5/    a venv with swebench 5 (tests of the swebench >= 5 grading path)
 #   the Debian package shellcheck (make lint runs it)
 #   the Debian package prometheus (tests/test_metrics.py scrapes a worker with it; its service is not started)
+#   the Debian package nginx-light (tests/test_temporal_tls.py's TLS endpoint; its service is not started)
 #   .cache/tarballs/     Claude Code 2.0.54 (JavaScript CLI) and Node 22 as npm tarballs,
 #                        the SWE_HOST_CC_TARBALL / SWE_HOST_NODE_TARBALL shape the tests use
 #   a running Docker engine and the local image rollout-base:bookworm
@@ -67,6 +68,14 @@ if ! command -v prometheus >/dev/null; then
   apt-get update -qq && RUNLEVEL=1 apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 echo "prometheus: $(prometheus --version 2>&1 | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p')"
+
+# 1e. nginx (Debian package nginx-light, no recommends): the TLS endpoint tests/test_temporal_tls.py puts in
+# front of a dev server; RUNLEVEL=1 keeps the package's service from starting.
+if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then
+  echo "apt: installing nginx-light"
+  apt-get update -qq && RUNLEVEL=1 apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+fi
+echo "nginx: $(/usr/sbin/nginx -v 2>&1 | sed -n 's/^nginx version: nginx\///p')"
 
 # 2. Claude Code: npm package whose optional dependency carries the native binary.
 case $(uname -m) in aarch64|arm64) ARCH=arm64 ;; *) ARCH=x64 ;; esac

@@ -18,7 +18,9 @@ from config.payload_store import payload_store_from_env
 from config.settings import SHARED_TASK_QUEUE, RolloutBudgets
 from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, TaskSpec
 from contracts.workflow_ids import rollout_workflow_id
+from trainer_client import temporal_connection
 from trainer_client.payload_storage import check_payload_store, data_converter
+from trainer_client.temporal_connection import target_from_env
 from trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, start_or_attach
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -45,12 +47,15 @@ def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: P
     )
 
 
-async def connect(address: str) -> Client:
-    """A client with the project's data converter; the payload store the environment names is checked first
-    (``SettingsError`` or ``PayloadStoreUnusable`` names the setting)."""
+async def connect(address: str | None = None, server_wait_s: float = 0.0) -> Client:
+    """A client with the project's data converter, connected as the environment's Temporal settings say
+    (``temporal_connection``: a ``temporal.toml`` profile, the ``TEMPORAL_*`` variables), at ``address`` when
+    one is given; a server that cannot be reached is retried for ``server_wait_s``. The payload store the
+    environment names is checked first. ``SettingsError``, ``PayloadStoreUnusable``, ``ConnectionSettingsError``
+    or ``TemporalUnreachable`` names what is wrong."""
     store = payload_store_from_env()
     await check_payload_store(store)
-    return await Client.connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), data_converter=data_converter(store))
+    return await temporal_connection.connect(target_from_env(address=address), server_wait_s, data_converter=data_converter(store))
 
 
 async def start_rollout(client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:

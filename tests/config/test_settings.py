@@ -21,7 +21,7 @@ def test_defaults_match_the_reference():
     budgets = settings.budgets
     assert (budgets.agent_budget_s, budgets.eval_timeout_s, budgets.guard_s) == (1800, 600, 1800 + 600 + 180)
     assert (settings.adapter_port, settings.adapter_bind_host, settings.public_host) == (18001, None, None)
-    assert (settings.temporal_address, settings.namespace, settings.task_queue) == (None, "default", SHARED_TASK_QUEUE)
+    assert (settings.temporal_address, settings.task_queue) == (None, SHARED_TASK_QUEUE)
     assert (settings.cc_tarball, settings.node_tarball) == (None, None)
 
 
@@ -41,7 +41,6 @@ def test_every_knob_is_read(tmp_path):
             "SLIME_AGENT_CC_EXTRA_ARGS": "--model 'qwen 3'",
             "SLIME_AGENT_CC_EXTRA_ENVS": '{"DISABLE_TELEMETRY": 1}',
             "TEMPORAL_ADDRESS": "temporal:7233",
-            "TEMPORAL_NAMESPACE": "rl",
             "ROLLOUT_TASK_QUEUE": "rl-swe",
         }
     )
@@ -49,7 +48,8 @@ def test_every_knob_is_read(tmp_path):
     assert (settings.adapter_bind_host, settings.adapter_port, settings.public_host) == ("0.0.0.0", 19000, "10.0.0.5")
     assert (settings.cc_tarball, settings.node_tarball) == (Path(cc), Path(node))
     assert settings.claude_extra_args == ["--model", "qwen 3"] and settings.claude_extra_env == {"DISABLE_TELEMETRY": "1"}
-    assert (settings.temporal_address, settings.namespace, settings.task_queue) == ("temporal:7233", "rl", "rl-swe")
+    assert settings.task_queue == "rl-swe"
+    assert settings.temporal_address is None, "the connection settings are temporal_connection's (envconfig): the address there"
 
 
 def test_an_explicit_guard_wins():
