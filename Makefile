@@ -1,11 +1,12 @@
 # make setup | make test | make demo ARGS="..."   (see scripts/setup.sh)
 .DEFAULT_GOAL := help
-.PHONY: help setup lint test demo
+.PHONY: help setup lint test test-fast demo
 
 help:
 	@echo "make setup             venv, Claude Code, tokenizer, Docker engine + base image (idempotent)"
 	@echo "make lint              ruff check, ruff format --check, mypy, shellcheck (needs the venv)"
 	@echo "make test              setup, then lint, then pytest -q tests"
+	@echo "make test-fast         the tests that need no Docker, no Claude Code and no dev server (the venv must exist)"
 	@echo "make demo ARGS='...'   setup, then starter.py demo ARGS"
 	@echo "SETUP_SKIP_DOCKER=1 skips the Docker steps."
 
@@ -25,6 +26,11 @@ test: setup
 	@$(MAKE) --no-print-directory lint
 	@.venv/bin/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests"; exit 0; fi; exit $$rc
+
+# The inner loop: unit tests and Temporal's time-skipping server, nothing marked integration, over every core.
+# No setup, no lint.
+test-fast:
+	.venv/bin/python -m pytest -q -m "not integration" -n auto tests
 
 demo: setup
 	.venv/bin/python starter.py demo $(ARGS)

@@ -3,15 +3,20 @@
 Any HF tokenizer directory works (``--tokenizer PATH``, like slime's
 ``--hf-checkpoint``). Encoding goes through the Rust backend's batch call,
 which releases the GIL, so rendering in an executor thread does not stall the
-event loop that serves other sessions.
+event loop that serves other sessions. Importing it turns off transformers' advisory warnings
+(``TRANSFORMERS_NO_ADVISORY_WARNINGS``) unless the environment sets them.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoTokenizer
+# Only transformers' tokenizers are used here: its advice that PyTorch is absent would open every worker log.
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+from transformers import AutoTokenizer  # noqa: E402
 
 
 class PromptRenderer:

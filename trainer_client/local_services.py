@@ -120,9 +120,14 @@ async def temporal_dev_server(port: int = 7233, ui_port: int = 8233, db_file: Pa
 
 @asynccontextmanager
 async def worker_process(
-    temporal_address: str, extra_args: list[str], env: dict[str, str] | None = None
+    temporal_address: str, extra_args: list[str], env: dict[str, str] | None = None, log_path: Path | None = None
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    """Run ``worker.py`` until it prints its ready line; stop it on exit."""
+    """Run ``worker.py`` until it prints its ready line; stop it on exit. Its log (stderr) goes to ``log_path``
+    (appended) when one is given, else to this process's stderr."""
+    log = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("ab")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(PROJECT_ROOT / "worker.py"),
@@ -130,7 +135,7 @@ async def worker_process(
         temporal_address,
         *extra_args,
         stdout=asyncio.subprocess.PIPE,
-        stderr=None,
+        stderr=log,
         start_new_session=True,
         env={**os.environ, **(env or {})},
     )
@@ -138,7 +143,8 @@ async def worker_process(
         while True:
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
             if not line:
-                raise RuntimeError(f"worker exited with {await proc.wait()} before it was ready")
+                where = f"; its log: {log_path}" if log_path else ""
+                raise RuntimeError(f"worker exited with {await proc.wait()} before it was ready{where}")
             if line.startswith(b"worker ready"):
                 print(line.decode().rstrip(), flush=True)
                 break
@@ -147,6 +153,8 @@ async def worker_process(
         drain.cancel()
     finally:
         await _stop(proc)
+        if log is not None:
+            log.close()
 
 
 async def _drain(stream: asyncio.StreamReader) -> None:

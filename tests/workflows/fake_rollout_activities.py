@@ -9,6 +9,8 @@ trajectory of ``SEGMENT``, as the real activities do.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -137,12 +139,21 @@ def rollout(**overrides) -> RolloutInput:
     return RolloutInput(task=task, host_start_timeout_s=2, **overrides)
 
 
+# Test workers send heartbeats (and so hear of a cancel) every half second: the SDK's default throttle, 80 % of
+# the heartbeat timeout, would make every test that cancels a heartbeating fake wait about 12 s.
+QUICK_HEARTBEATS: dict[str, Any] = {
+    "max_heartbeat_throttle_interval": timedelta(seconds=0.5),
+    "default_heartbeat_throttle_interval": timedelta(seconds=0.5),
+}
+
+
 def workers(env, cluster: FakeCluster, workflows: tuple[type, ...] = (CodingAgentRollout,)) -> tuple[Worker, Worker]:
     """The shared-queue worker (``workflows``, pick_host, evaluate) and the live host's worker, both on the fakes."""
-    shared = Worker(env.client, task_queue=SHARED, workflows=list(workflows), activities=[cluster.pick_host, cluster.evaluate])
+    shared = Worker(env.client, task_queue=SHARED, workflows=list(workflows), activities=[cluster.pick_host, cluster.evaluate], **QUICK_HEARTBEATS)
     host = Worker(
         env.client,
         task_queue=LIVE,
+        **QUICK_HEARTBEATS,
         activities=[
             cluster.boot_sandbox,
             cluster.run_claude_code,

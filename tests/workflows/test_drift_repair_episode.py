@@ -25,6 +25,7 @@ from drift_repair.prompts import prompt_script
 from drift_repair.script_runner import LocalScriptRunner
 from drift_repair.unified_diff import make_diff
 from policy.trajectory_packing import pack_trajectory, unpack_trajectory
+from tests.workflows.fake_rollout_activities import QUICK_HEARTBEATS
 from workflows.drift_repair_episode import DriftRepairEpisode
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -84,6 +85,7 @@ async def run_episode(env, answer: Answer | None = None, hang: bool = False, **o
     worker = Worker(
         env.client,
         task_queue=QUEUE,
+        **QUICK_HEARTBEATS,
         workflows=[DriftRepairEpisode],
         activities=[
             activities.sample_drift_task,

@@ -173,7 +173,7 @@ async def test_progress_and_ui_details_follow_the_children(env):
 
 async def test_the_guard_stopping_a_working_agent_is_the_models_outcome_and_is_not_refilled(env):
     cluster = GroupCluster()
-    group = group_of(1, template=rollout(guard_s=60))
+    group = group_of(1, template=rollout(guard_s=6))
     cluster.hanging = {child_id(group, 0)}
     async with started_group(env, cluster, group) as handle:
         await until(lambda: "run_claude_code" in cluster.calls)
