@@ -277,6 +277,8 @@ def worker_log_path(results: str) -> Path:
 async def demo(args: argparse.Namespace) -> int:
     args.dataset = args.dataset or str(EXAMPLE_DATASET)
     worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset]
+    if args.dataset_root:
+        worker_args += ["--dataset-root", args.dataset_root]
     async with embedded_cluster(worker_args, worker_log_path(args.out), os.environ.get("TEMPORAL_ADDRESS")) as client:
         code = await run_dataset(client, args)
         if args.keep_ui:

@@ -60,10 +60,9 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import docker
@@ -91,10 +90,9 @@ from drift_repair.roles import AdapterRolePlayer
 from drift_repair.script_runner import SandboxScriptRunner
 from policy.prompt_renderer import PromptRenderer
 from policy.session_spool import SessionSpool
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import OracleTask, ScriptedPolicyServer
 from slime_samples.registry import contract_in_force
-from task_sources.dataset_rows import DatasetRow, read_dataset
-from task_sources.harbor_tasks import reference_patches
 from trainer_client import temporal_connection
 from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
 from trainer_client.search_attribute_registry import ensure_search_attributes
@@ -122,6 +120,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--adapter-port", type=int, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
     parser.add_argument("--scripted-policy", help="serve the scripted policy in-process with this default policy")
     parser.add_argument("--oracle-tasks", help="dataset JSONL (or directory of Harbor tasks) whose reference patches the scripted oracle knows")
+    parser.add_argument(
+        "--dataset-root", help="where --oracle-tasks rows' script paths resolve, as the starter's --dataset-root (default: ROLLOUT_DATASET_ROOT)"
+    )
     return parser.parse_args(argv)
 
 
@@ -188,29 +189,10 @@ def activity_lists(
     )
 
 
-def oracle_tasks_from(path: str | None) -> list[OracleTask]:
-    """The reference patches of a JSONL dataset's rows, or of a directory of Harbor tasks (``solution/reference.patch``)."""
-    if not path:
-        return []
-    if Path(path).is_dir():
-        pairs = reference_patches(path)
-    else:
-        pairs = [
-            (row.task.problem_statement, row.task.reference_patch)
-            for row in read_dataset(path)
-            if isinstance(row, DatasetRow) and row.task.reference_patch
-        ]
-    tasks = []
-    for statement, patch in pairs:
-        first_line = next(line for line in statement.splitlines() if line.strip())
-        tasks.append(OracleTask(match=first_line.strip(), patch=patch))
-    return tasks
-
-
 async def run_worker(
     settings: WorkerSettings,
     scripted_policy: str | None = None,
-    oracle_tasks_path: str | None = None,
+    oracle_tasks: Sequence[OracleTask] = (),
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
     payload_store: PayloadStorageSettings | None = None,
@@ -229,7 +211,7 @@ async def run_worker(
     scripted: ScriptedPolicyServer | None = None
     policy_url = settings.policy_url
     if scripted_policy:
-        scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks_from(oracle_tasks_path))
+        scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks)
         policy_url = await scripted.start("127.0.0.1", 0)
     host_queue = settings.host_queue
     docker_client = await asyncio.to_thread(docker.from_env)
@@ -340,6 +322,7 @@ def main() -> None:
         payload_store = payload_store_from_env()
         contract = contract_in_force()
         target_from_env(address=args.temporal_address)
+        oracle_tasks = oracle_tasks_from(args.oracle_tasks, args.dataset_root)
     except (SettingsError, ConnectionSettingsError) as error:
         sys.exit(f"worker: {error}")
     log.info("%s (what trainers on this host get from slime_generate / slime_rollout)", contract.log_line)
@@ -355,7 +338,7 @@ def main() -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await run_worker(settings, args.scripted_policy, args.oracle_tasks, stop, payload_store=payload_store)
+        await run_worker(settings, args.scripted_policy, oracle_tasks, stop, payload_store=payload_store)
 
     try:
         asyncio.run(serve())

@@ -77,6 +77,7 @@ from docker_sandbox.lifecycle import ManagedContainer  # noqa: E402
 from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
 from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
 from scripted_policy.turn_delays import LogNormalSessionDelay  # noqa: E402
 from starter import EXAMPLE_DATASET  # noqa: E402
@@ -84,7 +85,6 @@ from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 from trainer_client.local_services import DevServer, free_port, worker_process  # noqa: E402
 from trainer_client.rollout_groups import Batch, fill_batch  # noqa: E402
 from trainer_client.rollout_runs import connect, rollout_input  # noqa: E402
-from worker import oracle_tasks_from  # noqa: E402
 
 ARMS = ("baseline", "over-sampled")
 

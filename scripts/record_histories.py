@@ -66,6 +66,7 @@ from contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id  # n
 from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
 from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
 from starter import EXAMPLE_DATASET  # noqa: E402
 from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
@@ -73,7 +74,6 @@ from trainer_client.drift_episodes import start_episode  # noqa: E402
 from trainer_client.local_services import worker_process  # noqa: E402
 from trainer_client.rollout_groups import start_group  # noqa: E402
 from trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
-from worker import oracle_tasks_from  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 from workflows.regrade_rollout import RegradeRollout  # noqa: E402
 from workflows.rollout_group import RolloutGroup  # noqa: E402

@@ -28,13 +28,13 @@ from config.settings import RolloutBudgets  # noqa: E402
 from contracts.rollout import PolicySpec  # noqa: E402
 from policy.prompt_renderer import PromptRenderer  # noqa: E402
 from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
 from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
 from starter import EXAMPLE_DATASET  # noqa: E402
 from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 from trainer_client.local_services import temporal_dev_server, worker_process  # noqa: E402
 from trainer_client.rollout_queries import request_abort  # noqa: E402
 from trainer_client.rollout_runs import connect, rollout_input, start_rollout  # noqa: E402
-from worker import oracle_tasks_from  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 
 PORT, UI_PORT = 7243, 8243

@@ -25,13 +25,13 @@ from docker_sandbox.limits import SandboxSettings
 from docker_sandbox.sandboxes import DockerSandboxes
 from policy.prompt_renderer import PromptRenderer
 from policy.tokenizer_cache import ensure_qwen_tokenizer
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, read_rows
 from task_sources.dataset_rows import read_dataset
 from tests.local_cluster import SERVER_STARTUP_TIMEOUT
 from trainer_client.payload_storage import data_converter
 from trainer_client.search_attribute_registry import ensure_search_attributes
-from worker import oracle_tasks_from
 
 PROJECT = Path(__file__).resolve().parent.parent
 WORKFLOW_LABEL = f"{LABEL_PREFIX}.workflow_id"

@@ -22,6 +22,7 @@ from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec
 from contracts.rollout_group import GroupInput
 from scripted_policy.completions import OracleTask
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, _hosts_line
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -33,7 +34,6 @@ from trainer_client import rollout_queries
 from trainer_client.local_services import free_port, worker_process
 from trainer_client.rollout_groups import collect_group
 from trainer_client.rollout_runs import rollout_input, start_rollout
-from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

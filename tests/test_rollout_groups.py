@@ -24,6 +24,7 @@ from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec, RolloutInput, SamplingParams, TaskSpec
 from contracts.rollout_group import GroupFilter, GroupInput
 from contracts.workflow_ids import rollout_workflow_id
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from scripted_policy.turn_delays import MarkedPromptDelay
 from starter import EXAMPLE_DATASET
@@ -33,7 +34,6 @@ from tests.waiting import HANG_GUARD_S
 from trainer_client.local_services import worker_process
 from trainer_client.rollout_groups import fill_batch, group_id, start_group
 from trainer_client.rollout_runs import rollout_input
-from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

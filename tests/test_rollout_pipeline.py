@@ -22,6 +22,7 @@ from config.settings import RolloutBudgets, WorkerSettings
 from contracts.rollout import PolicySpec, RolloutInput, SamplingParams
 from policy.tokenizer_cache import ensure_qwen_tokenizer
 from policy.trajectory_packing import unpack_trajectory
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
@@ -30,7 +31,6 @@ from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from trainer_client.results_file import file_stem
 from trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
-from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

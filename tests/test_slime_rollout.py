@@ -21,6 +21,7 @@ from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSam
 from contracts.workflow_ids import group_workflow_id
 from policy.tokenizer_cache import ensure_qwen_tokenizer
 from policy.trajectory_packing import pack_trajectory
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, fill_filtered_batch, group_input, group_rules_from_env
 from starter import EXAMPLE_DATASET
@@ -29,7 +30,6 @@ from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_args import slime_args
 from tests.slime_sample import Sample
 from trainer_client.rollout_groups import Batch, group_id
-from worker import oracle_tasks_from
 
 ROWS = [json.loads(line) for line in EXAMPLE_DATASET.read_text().splitlines() if line.strip()]
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)

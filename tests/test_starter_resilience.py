@@ -20,13 +20,13 @@ from config.payload_store import MAX_ENV, payload_store_from_env
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
 from policy.trajectory_packing import unpack_trajectory
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET, parse_args, run_dataset
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
 from trainer_client.results_file import ResultSink, file_stem, record_with_segments
 from trainer_client.rollout_runs import rollout_input, run_rollouts
-from worker import oracle_tasks_from
 
 pytestmark = pytest.mark.integration
 BUDGETS = RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)

@@ -28,12 +28,12 @@ import pytest_asyncio
 from config.settings import RolloutBudgets
 from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from policy.trajectory_packing import unpack_trajectory
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
 from trainer_client.rollout_runs import rollout_input, run_rollouts
-from worker import oracle_tasks_from
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=900)

@@ -31,12 +31,12 @@ from docker_sandbox.network import ensure_network
 from docker_sandbox.sandboxes import DockerSandboxes
 from policy.session_spool import SessionSpool
 from policy.trajectory_packing import unpack_trajectory
+from scripted_policy.oracle_tasks import oracle_tasks_from
 from scripted_policy.server import ScriptedPolicyServer
 from starter import EXAMPLE_DATASET
 from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import start_dev_server
 from trainer_client.search_attribute_registry import ensure_search_attributes
-from worker import oracle_tasks_from
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,0 +1,34 @@
+"""The oracle's tasks come from the dataset as the starter reads it: the same reader, the same dataset root."""
+
+from __future__ import annotations
+
+import json
+
+from config.paths import PROJECT_ROOT
+from scripted_policy.completions import OracleTask
+from scripted_policy.oracle_tasks import oracle_tasks_from
+from task_sources.dataset_rows import read_dataset
+
+PATCH = "diff --git a/x b/x\n"
+
+
+def test_a_row_naming_its_scripts_in_the_dataset_root_is_known_exactly_when_the_starter_can_run_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("ROLLOUT_DATASET_ROOT", raising=False)
+    root = tmp_path / "harness"
+    root.mkdir()
+    (root / "run.sh").write_text('pytest "$@"\n')
+    swepro = {"parser_script": "parse", "run_script_path": "run.sh"}
+    metadata = {"instance_id": "pro-1", "image": "i", "workdir": "/w", "swepro": swepro, "reference_patch": PATCH}
+    dataset = tmp_path / "train.jsonl"
+    dataset.write_text(json.dumps({"prompt": "\n  Fix the stock check\nmore", "metadata": metadata}) + "\n")
+    assert oracle_tasks_from(dataset, root) == [OracleTask(match="Fix the stock check", patch=PATCH)]
+    assert oracle_tasks_from(dataset) == [], "without the root the starter refuses the row, and the oracle does not know it"
+    monkeypatch.setenv("ROLLOUT_DATASET_ROOT", str(root))
+    assert len(oracle_tasks_from(dataset)) == 1, "the same default root as the starter's"
+
+
+def test_every_example_row_with_a_reference_patch_is_known_and_no_dataset_gives_none():
+    dataset = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
+    rows = [row for row in read_dataset(dataset) if getattr(row, "task", None) and row.task.reference_patch]
+    assert [task.patch for task in oracle_tasks_from(dataset)] == [row.task.reference_patch for row in rows]
+    assert oracle_tasks_from(None) == []
