@@ -16,7 +16,7 @@ from temporalio import activity
 from temporalio.common import MetricMeter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from workflows import rollout_metrics
+from contracts.telemetry_names import STAGE_DURATION
 
 ADAPTER_TURN_SECONDS = "rollout_adapter_turn_seconds"
 ADAPTER_TURNS = "rollout_adapter_turns_total"
@@ -31,7 +31,7 @@ SECONDS_BUCKETS: list[float] = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 
 VERSION_LAG_BUCKETS: list[float] = [0, 1, 2, 3, 4, 5, 8, 16, 32]
 LOOP_LAG_BUCKETS: list[float] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 BUCKETS: dict[str, list[float]] = {
-    rollout_metrics.STAGE_DURATION: SECONDS_BUCKETS,
+    STAGE_DURATION: SECONDS_BUCKETS,
     ADAPTER_TURN_SECONDS: SECONDS_BUCKETS,
     POLICY_VERSION_LAG: VERSION_LAG_BUCKETS,
     EVENT_LOOP_LAG: LOOP_LAG_BUCKETS,

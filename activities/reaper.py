@@ -27,12 +27,15 @@ import asyncio
 import logging
 
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
+from contracts.telemetry_names import ATTEMPT_ATTRIBUTE
 from docker_sandbox.container_layout import LABEL_PREFIX
 from docker_sandbox.lifecycle import ManagedContainer
 from docker_sandbox.sandboxes import DockerSandboxes
-from workflows import search_attributes
+
+_ATTEMPT = SearchAttributeKey.for_int(ATTEMPT_ATTRIBUTE)
 
 log = logging.getLogger(__name__)
 PREFIX = LABEL_PREFIX
@@ -59,7 +62,7 @@ def _orphaned(container: ManagedContainer, description: WorkflowExecutionDescrip
     if labels.get(f"{PREFIX}.purpose", "agent") != "agent":
         return at_start and mine
     label = labels.get(f"{PREFIX}.attempt", "")
-    current = description.typed_search_attributes.get(search_attributes.ATTEMPT)
+    current = description.typed_search_attributes.get(_ATTEMPT)
     if not label.isdigit() or current is None:
         return False
     if current > int(label):

@@ -32,16 +32,17 @@ def layer_of(package: str) -> int:
 
 
 def imported_tops(folder: Path) -> dict[str, set[str]]:
-    """Top-level names each module in ``folder`` imports (absolute imports, anywhere in the module)."""
+    """Top-level names each module in ``folder`` and its subpackages imports (absolute imports, anywhere in the
+    module), by the module's path relative to ``folder``."""
     found: dict[str, set[str]] = {}
-    for path in sorted(folder.glob("*.py")):
+    for path in sorted(folder.rglob("*.py")):
         names = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module.split(".")[0])
-        found[path.name] = names
+        found[str(path.relative_to(folder))] = names
     return found
 
 
@@ -62,6 +63,14 @@ def test_trainer_client_does_not_import_the_activity_faces():
         assert "activities" not in names, f"trainer_client/{module} imports the activity faces"
 
 
+def test_the_activity_faces_do_not_reach_into_the_workflows():
+    """Names both sides share (metric and search attribute names) live in ``contracts.telemetry_names``."""
+    for module, names in imported_tops(PROJECT_ROOT / "activities").items():
+        assert "workflows" not in names, f"activities/{module} imports the workflows"
+
+
 def test_the_check_sees_imports_inside_functions_and_submodules(tmp_path):
     (tmp_path / "lib.py").write_text("def late():\n    from temporalio import activity\n    import activities.sandbox\n")
-    assert imported_tops(tmp_path) == {"lib.py": {"temporalio", "activities"}}
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deep.py").write_text("import workflows.rollout_group\n")
+    assert imported_tops(tmp_path) == {"lib.py": {"temporalio", "activities"}, "sub/deep.py": {"workflows"}}

@@ -14,17 +14,21 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-FINISHED = "rollout_finished_total"
-STAGE_DURATION = "rollout_stage_duration_seconds"
-TURNS = "rollout_turns_total"
-SAMPLED_TOKENS = "rollout_sampled_tokens_total"
-GRADED = "rollout_graded_total"
+with workflow.unsafe.imports_passed_through():
+    from contracts.telemetry_names import (
+        FINISHED,
+        GRADED,
+        GROUP_REFILLS,
+        GROUP_SAMPLES,
+        GROUPS_FINISHED,
+        SAMPLED_TOKENS,
+        STAGE_DURATION,
+        TURNS,
+    )
+
 # The workflow's stages whose time is reported, by the name the metric's ``stage`` label gives them.
 TIMED_STAGES = {"booting": "boot", "agent": "agent", "diff": "diff", "grading": "grading", "merging": "merge"}
 OPERATOR_REASON = "operator"
-GROUPS_FINISHED = "rollout_groups_finished_total"
-GROUP_SAMPLES = "rollout_group_samples_total"
-GROUP_REFILLS = "rollout_group_refills_total"
 
 
 def stage_left(stage: str, spent: timedelta) -> None:

@@ -6,22 +6,26 @@ create --name RolloutStage --type Keyword`` and so on for each entry below).
 Upserting an unregistered attribute would fail workflow tasks in a loop.
 """
 
+from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-INSTANCE = SearchAttributeKey.for_keyword("RolloutInstance")
-STAGE = SearchAttributeKey.for_keyword("RolloutStage")
-ATTEMPT = SearchAttributeKey.for_int("RolloutAttempt")
-HOST = SearchAttributeKey.for_keyword("RolloutHost")
-TURNS = SearchAttributeKey.for_int("RolloutTurns")
-REWARD = SearchAttributeKey.for_float("RolloutReward")
-SOLVED = SearchAttributeKey.for_bool("RolloutSolved")
-ABORT_REASON = SearchAttributeKey.for_keyword("RolloutAbortReason")
-POLICY = SearchAttributeKey.for_keyword("RolloutPolicy")
+with workflow.unsafe.imports_passed_through():
+    from contracts import telemetry_names as names
+
+INSTANCE = SearchAttributeKey.for_keyword(names.INSTANCE_ATTRIBUTE)
+STAGE = SearchAttributeKey.for_keyword(names.STAGE_ATTRIBUTE)
+ATTEMPT = SearchAttributeKey.for_int(names.ATTEMPT_ATTRIBUTE)
+HOST = SearchAttributeKey.for_keyword(names.HOST_ATTRIBUTE)
+TURNS = SearchAttributeKey.for_int(names.TURNS_ATTRIBUTE)
+REWARD = SearchAttributeKey.for_float(names.REWARD_ATTRIBUTE)
+SOLVED = SearchAttributeKey.for_bool(names.SOLVED_ATTRIBUTE)
+ABORT_REASON = SearchAttributeKey.for_keyword(names.ABORT_REASON_ATTRIBUTE)
+POLICY = SearchAttributeKey.for_keyword(names.POLICY_ATTRIBUTE)
 # "<oldest>..<newest>" weight version of the agent's sampled tokens so far (set once a turn reports one).
-WEIGHT_VERSIONS = SearchAttributeKey.for_keyword("RolloutWeightVersions")
+WEIGHT_VERSIONS = SearchAttributeKey.for_keyword(names.WEIGHT_VERSIONS_ATTRIBUTE)
 
 # A RolloutGroup's status (running, then GroupResult.status) and its valid samples so far.
-GROUP_STATUS = SearchAttributeKey.for_keyword("RolloutGroupStatus")
-GROUP_VALID = SearchAttributeKey.for_int("RolloutGroupValid")
+GROUP_STATUS = SearchAttributeKey.for_keyword(names.GROUP_STATUS_ATTRIBUTE)
+GROUP_VALID = SearchAttributeKey.for_int(names.GROUP_VALID_ATTRIBUTE)
 
 ALL = [INSTANCE, STAGE, ATTEMPT, HOST, TURNS, REWARD, SOLVED, ABORT_REASON, POLICY, WEIGHT_VERSIONS, GROUP_STATUS, GROUP_VALID]
