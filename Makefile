@@ -1,12 +1,13 @@
 # make setup | make test | make demo ARGS="..."   (see scripts/setup.sh)
 .DEFAULT_GOAL := help
-.PHONY: help setup lint test test-fast demo
+.PHONY: help setup lint test test-fast docs demo
 
 help:
 	@echo "make setup             venv, Claude Code, tokenizer, Docker engine + base image (idempotent)"
 	@echo "make lint              ruff check, ruff format --check, mypy, shellcheck (needs the venv)"
 	@echo "make test              setup, then lint, then pytest -q tests"
 	@echo "make test-fast         the tests that need no Docker, no Claude Code and no dev server (the venv must exist)"
+	@echo "make docs              the documentation site, built strictly into site/ (the venv must exist)"
 	@echo "make demo ARGS='...'   setup, then starter.py demo ARGS"
 	@echo "SETUP_SKIP_DOCKER=1 skips the Docker steps."
 
@@ -31,6 +32,9 @@ test: setup
 # No setup, no lint.
 test-fast:
 	.venv/bin/python -m pytest -q -m "not integration" -n auto tests
+
+docs:
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 demo: setup
 	.venv/bin/python starter.py demo $(ARGS)
