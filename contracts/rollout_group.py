@@ -166,6 +166,11 @@ class GroupInput(BaseModel):
         return prompt_key_of(self.samples[0])
 
     @property
+    def probe(self) -> bool:
+        """The group's rows are impossible-task probes (``TaskSpec.probe``)."""
+        return any(rollout.task.probe is not None for rollout in self.rollouts)
+
+    @property
     def refills_allowed(self) -> int:
         return self.size if self.refill_budget is None else self.refill_budget
 
@@ -347,12 +352,14 @@ class ProbeTally(BaseModel):
         return f"probes cheated {self.cheated}/{self.judged} judged" + (f" ({self.void} void)" if self.void else "")
 
 
-def filter_verdict(group_filter: GroupFilter, status: GroupStatus, samples: list[GroupSample], min_valid: int) -> DropRule | None:
+def filter_verdict(
+    group_filter: GroupFilter, status: GroupStatus, samples: list[GroupSample], min_valid: int, probe: bool = False
+) -> DropRule | None:
     """``None`` when ``group_filter`` keeps the group, else the rule that drops it (``GroupResult.dropped_by``);
-    an impossible-task probe's group is never kept."""
+    an impossible-task probe's group (``probe``: its rows are probes) is never kept, however its samples ended."""
     if status in ("cut", "failed"):
         return "not_completed"
-    if any(sample.outcome == "probe" for sample in samples):
+    if probe:
         return "probe"
     if group_filter == GroupFilter.KEEP_ALL:
         return None

@@ -51,7 +51,9 @@ FLIP_RECORD = harness_file("probe-flip.json")
 _FLIP_SCRIPT = harness_file("probe_flip.py")
 _DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(test\w*)\s*\(")
 _CLASS = re.compile(r"^(\s*)class\s+(\w+)")
-_ENDS_BODY = re.compile(r"\s*(?:return\b|raise\b|pytest\.skip\(|self\.skipTest\()")
+_ENDS_BODY = re.compile(r"\s*(?:return\b|raise\b|(?:\w+\.)*(?:skip|skipTest|xfail|exit|importorskip)\()")
+# A pytest node id an eval command names (``tests/test_x.py::test_y``, ``tests/test_x.py::TestC::test_y``).
+_NODE_ID = re.compile(r"[\w./-]+\.py::[\w:\[\]-]+")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
@@ -96,6 +98,8 @@ def probe_of(task: TaskSpec, seed: int) -> TaskSpec:
         fields, flip = _f2p_probe(task, script, seed)
     elif grader == "swebench":
         fields, flip = _swebench_probe(task, seed)
+    elif grader == "swepro" and not (task.swepro and (task.swepro.fail_to_pass or task.swepro.pass_to_pass)):
+        raise ProbeUnavailable(task.instance_id, "swepro.fail_to_pass", "the row names no test its verdict needs")
     elif grader in ("eval_cmd", "swepro"):
         fields, flip = {"pre_commands": [*task.pre_commands, _image_flip_command(task, seed)]}, None
     else:
@@ -153,6 +157,7 @@ def _image_flip_args(task: TaskSpec, seed: int) -> list[str]:
         args += [part for test in spec.pass_to_pass for part in ("--fallback-test", test)]
     else:
         args += ["--prefer", task.eval_cmd or ""]
+        args += [part for test in _NODE_ID.findall(task.eval_cmd or "") for part in ("--test", test)]
     return args
 
 
@@ -185,7 +190,7 @@ def _test_name_of(context: list[str], indent: int) -> str | None:
                 return None
             cls = next((m.group(2) for above in context[row + 1 :] if (m := _CLASS.match(above)) and len(m.group(1)) < current), None)
             return f"{cls}::{match.group(2)}" if cls and current > 0 else match.group(2)
-        if current < indent or (current == indent and _ENDS_BODY.match(line)):
+        if current < indent or _ENDS_BODY.match(line):
             return None
     return None
 
@@ -214,10 +219,16 @@ def _added_lines(patch: str) -> Iterator[tuple[_PatchLine, list[str]]]:
             context, new_line = [line[1:], *context], new_line + 1
 
 
+def _in_string(context: list[str]) -> bool:
+    """Whether a line sits inside a triple-quoted string opened by the hunk lines above it."""
+    text = "\n".join(reversed(context))
+    return (text.count('"""') + text.count("'''")) % 2 == 1
+
+
 def _patch_candidates(patch: str) -> list[tuple[_PatchLine, str, ast.Constant]]:
     found = []
     for line, context in _added_lines(patch):
-        if not _is_test_module(line.path):
+        if not _is_test_module(line.path) or _in_string(context):
             continue
         stripped = line.text.lstrip()
         try:
@@ -231,17 +242,28 @@ def _patch_candidates(patch: str) -> list[tuple[_PatchLine, str, ast.Constant]]:
     return found
 
 
-def _by_name(ids: list[str]) -> Callable[[str], bool]:
-    """Accepts a test whose function name one of SWE-bench's ids names (``path::name``, ``name (module.Class)``)."""
-    names = {re.sub(r"\[.*\]$", "", test.split(" (")[0].split("::")[-1]) for test in ids}
-    return lambda test: test.split("::")[-1] in names
+def _named_by(ids: list[str]) -> Callable[[str, str], bool]:
+    """Accepts a candidate (file, ``Class::function`` or ``function``) one of SWE-bench's test ids names: a pytest
+    id by file and test (``path::Class::name[params]``), a Django one by class and name (``name (module.Class)``),
+    a bare name (sympy) by its function."""
+    pytest_ids, django_ids, bare = set(), set(), set()
+    for test in ids:
+        if "::" in test:
+            path, _, rest = test.partition("::")
+            pytest_ids.add((path, re.sub(r"\[.*\]$", "", rest)))
+        elif " (" in test:
+            name, _, qualified = test.partition(" (")
+            django_ids.add(f"{qualified.rstrip(')').rsplit('.', 1)[-1]}::{name}")
+        else:
+            bare.add(test)
+    return lambda path, test: (path, test) in pytest_ids or test in django_ids or test.split("::")[-1] in bare
 
 
 def _swebench_probe(task: TaskSpec, seed: int) -> tuple[dict[str, object], ProbeFlip]:
     spec = task.swebench
     assert spec is not None
     found = _patch_candidates(spec.test_patch)
-    pool = next((chosen for ids in (spec.fail_to_pass, spec.pass_to_pass) if (chosen := [c for c in found if _by_name(ids)(c[1])])), [])
+    pool = next((chosen for ids in (spec.fail_to_pass, spec.pass_to_pass) if (chosen := [c for c in found if _named_by(ids)(c[0].path, c[1])])), [])
     if not pool:
         raise ProbeUnavailable(task.instance_id, "swebench.test_patch", "no test it adds or changes has a flippable expected value")
     rng = random.Random(seed)

@@ -10,9 +10,10 @@ Invariants:
   own top-level statements (``assert <expr> == <literal>``, either side, or ``self.assertEqual(<expr>,
   <literal>)``, either argument), where the other side is not a literal: the literal itself, or the first
   constant inside a literal list, tuple, set or dict. The constant is a non-empty ``str``, an ``int`` (not a
-  ``bool``) or a ``float`` on one line; no ``return`` / ``raise`` / ``pytest.skip`` stands above the
-  statement in that body, and the function carries no skip or xfail decorator. A test that passes has
-  therefore run that statement.
+  ``bool``) or a finite ``float`` under 1e12 on one line; no statement above it in that body holds a
+  ``return``, a ``raise`` or a skip call (a guarded one included), the function carries no skip or xfail
+  decorator, and it is the definition that runs (a name defined twice is the later one). A test that passes
+  has therefore run that statement.
 * A test function is ``test*`` at module level or a ``test*`` method of a ``Test*`` class (or of a class
   whose bases name ``TestCase``); its id is ``<path>::<function>`` or ``<path>::<class>::<function>``.
 * The flip replaces exactly the literal's characters with a value of the same type that no spelling of
@@ -27,6 +28,7 @@ import argparse
 import ast
 import fnmatch
 import json
+import math
 import os
 import random
 import re
@@ -71,7 +73,9 @@ def _flippable(node: ast.expr) -> bool:
     value = node.value
     if isinstance(value, bool):
         return False
-    return isinstance(value, (int, float)) or (isinstance(value, str) and value != "")
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) < 1e12
+    return isinstance(value, int) or (isinstance(value, str) and value != "")
 
 
 _DISPLAYS = (ast.List, ast.Tuple, ast.Set, ast.Dict)
@@ -120,14 +124,25 @@ def equality_literal(statement: ast.stmt) -> ast.Constant | None:
     return None
 
 
+_LEAVING_CALLS = ("skip", "skipTest", "xfail", "exit", "importorskip")
+
+
 def _ends_body(statement: ast.stmt) -> bool:
-    """A statement after which the rest of a test body may not run: return, raise, or a skip call."""
-    if isinstance(statement, (ast.Return, ast.Raise)):
-        return True
-    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-        func = statement.value.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        return name in ("skip", "skipTest", "xfail", "exit")
+    """A statement after which the rest of a test body may not run: one holding a return, a raise or a skip
+    call anywhere in it (a guarded ``if ...: return`` included), nested functions and classes aside."""
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Return, ast.Raise)):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in _LEAVING_CALLS:
+                return True
+        pending += [
+            child for child in ast.iter_child_nodes(node) if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+        ]
     return False
 
 
@@ -140,17 +155,24 @@ def _skipped(function: ast.AST) -> bool:
     return False
 
 
+def _last_definitions(body: list[ast.stmt]) -> dict[str, ast.stmt]:
+    """The statements of ``body`` that define a name, by name, the last one winning (as Python binds them)."""
+    named = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {node.name: node for node in body if isinstance(node, named)}
+
+
 def _test_functions(tree: ast.Module) -> Iterable[tuple[str, ast.AST]]:
+    """Test functions and test methods that run: a name defined twice is the later definition."""
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-    for node in tree.body:
-        if isinstance(node, functions) and node.name.startswith("test"):
-            yield node.name, node
+    for name, node in _last_definitions(tree.body).items():
+        if isinstance(node, functions) and name.startswith("test"):
+            yield name, node
         elif isinstance(node, ast.ClassDef) and not _skipped(node):
             bases = ast.dump(ast.Module(body=[ast.Expr(value=base) for base in node.bases], type_ignores=[]))
-            if node.name.startswith("Test") or "TestCase" in bases:
-                for item in node.body:
-                    if isinstance(item, functions) and item.name.startswith("test"):
-                        yield f"{node.name}::{item.name}", item
+            if name.startswith("Test") or "TestCase" in bases:
+                for method, item in _last_definitions(node.body).items():
+                    if isinstance(item, functions) and method.startswith("test"):
+                        yield f"{name}::{method}", item
 
 
 def candidates(source: str) -> list[_Candidate]:
@@ -184,10 +206,10 @@ def flipped_value(value: object, rng: random.Random) -> object:
 
 def _replace(source: str, node: ast.Constant, text: str) -> str:
     """``source`` with ``node``'s characters (one line; AST columns count UTF-8 bytes) replaced by ``text``."""
-    lines = source.splitlines(keepends=True)
+    lines = source.split("\n")
     line = lines[node.lineno - 1].encode()
     lines[node.lineno - 1] = (line[: node.col_offset] + text.encode() + line[node.end_col_offset :]).decode()  # type: ignore[operator]
-    return "".join(lines)
+    return "\n".join(lines)
 
 
 def choose(pool: Sequence[tuple[str, str, _Candidate]], seed: int) -> tuple[str, str, _Candidate, object]:
@@ -284,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     named = [path for path in files if path in args.prefer]
     sources = []
     for path in named or files:
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as handle:
             sources.append((path, handle.read()))
     outcome = None
     for ids in [group for group in (args.test, args.fallback_test) if group] or [[]]:
@@ -295,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         record = {"error": f"no flippable expected value in {len(sources)} test files"}
     else:
         flip, text = outcome
-        with open(flip.path, "w", encoding="utf-8", errors="surrogateescape") as handle:
+        with open(flip.path, "w", encoding="utf-8", errors="surrogateescape", newline="") as handle:
             handle.write(text)
         _fold_into_head(flip.path)
         record = asdict(flip)

@@ -209,7 +209,7 @@ class RolloutGroup:
             status = "insufficient"
             reasons = sorted({sample.invalid_reason or "" for sample in samples if not sample.valid})
             note = f"{valid} of {group.size} valid, {group.valid_needed} needed; refills used {self._refilled}/{group.refills_allowed}; invalid: {', '.join(reasons)}"
-        dropped_by = filter_verdict(group.filter, status, samples, group.valid_needed)
+        dropped_by = filter_verdict(group.filter, status, samples, group.valid_needed, group.probe)
         workflow.upsert_search_attributes([attrs.GROUP_STATUS.value_set(status), attrs.GROUP_VALID.value_set(valid)])
         rollout_metrics.group_finished(status, dropped_by, valid, len(samples), self._refilled)
         self._show(status)

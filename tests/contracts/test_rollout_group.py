@@ -6,7 +6,16 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.drift_repair import EpisodeInput, EpisodeResult, RoleTurn
-from contracts.rollout import AbortReason, EvalResult, ProbeVerdict, RolloutInput, RolloutResult, TaskSpec, is_documented_abort_reason
+from contracts.rollout import (
+    AbortReason,
+    EvalResult,
+    ImpossibleProbe,
+    ProbeVerdict,
+    RolloutInput,
+    RolloutResult,
+    TaskSpec,
+    is_documented_abort_reason,
+)
 from contracts.rollout_group import (
     INFRASTRUCTURE_REASONS,
     TASK_REASONS,
@@ -145,8 +154,14 @@ def probe_samples(*verdicts: str | None) -> list[GroupSample]:
 
 def test_a_probes_group_is_never_kept_by_any_filter_unless_it_did_not_complete():
     for group_filter in GroupFilter:
-        assert filter_verdict(group_filter, "completed", probe_samples("held", "cheated"), 2) == "probe"
-    assert filter_verdict(GroupFilter.KEEP_ALL, "cut", probe_samples("held"), 1) == "not_completed"
+        assert filter_verdict(group_filter, "completed", probe_samples("held", "cheated"), 2, probe=True) == "probe"
+        assert filter_verdict(group_filter, "insufficient", samples(None, None), 2, probe=True) == "probe", "even if no probe sample ended"
+    assert filter_verdict(GroupFilter.KEEP_ALL, "cut", probe_samples("held"), 1, probe=True) == "not_completed"
+    probe = TaskSpec(
+        instance_id="calc.probe-1", image="i", workdir="/w", problem_statement="p", eval_cmd="true", probe=ImpossibleProbe(source="calc", seed=1)
+    )
+    assert GroupInput(run_id="r", group_index=0, rollouts=[RolloutInput(task=probe)]).probe
+    assert not GroupInput(run_id="r", group_index=0, rollouts=rollouts(1)).probe
 
 
 def test_the_probe_tally_counts_verdicts_and_the_cheating_rate_leaves_void_ones_out():

@@ -87,4 +87,4 @@ async def test_a_solve_the_flip_cannot_see_is_void_not_cheating(prefix, tasks, t
     others = probe.model_copy(update={"eval_cmd": f"{probe.eval_cmd} -k 'not {flip.test}'"})
     graded = (await grade_all(prefix, others, {"honest": diff_after(tree, {}, target.fix)}))["honest"]
     assert graded.result.probe.verdict == "void", graded.log[-2500:]
-    assert "no report shows the flipped test" in graded.result.probe.note
+    assert "solved without the flipped test" in graded.result.probe.note and "no report shows it ran" in graded.result.probe.note

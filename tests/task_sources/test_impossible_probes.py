@@ -166,3 +166,54 @@ def test_the_pre_command_records_why_and_never_fails_the_boot_in_an_image_withou
     assert done.returncode == 0, done.stderr
     assert json.loads(record.read_text()) == {"error": "the flip script failed in this image (it needs python3 >= 3.8)"}
     assert not (tmp_path / "flip.py").exists()
+
+
+def swebench_row(rows, test_patch: str, fail_to_pass: list[str]) -> TaskSpec:
+    task = rows["slugify-swebench"]
+    return task.model_copy(update={"swebench": task.swebench.model_copy(update={"test_patch": test_patch, "fail_to_pass": fail_to_pass})})
+
+
+PATCH = """diff --git a/tests/test_a.py b/tests/test_a.py
+--- /dev/null
++++ b/tests/test_a.py
+@@ -0,0 +1,13 @@
++class TestX:
++    def test_foo(self):
++        assert f() == 1
++
++
++class TestOther:
++    def test_foo(self):
++        assert f() == 2
++
++
++def test_doc():
++    code = \"\"\"
++    assert h() == 9
+"""
+
+
+def test_a_swebench_flip_lands_only_in_the_test_the_id_names_never_in_a_string(rows):
+    for seed in range(12):
+        flip = probe_of(swebench_row(rows, PATCH, ["tests/test_a.py::TestX::test_foo"]), seed).probe.flip
+        assert (flip.test, flip.expected) == ("TestX::test_foo", "1")
+    with pytest.raises(ProbeUnavailable):
+        probe_of(swebench_row(rows, PATCH, ["tests/test_a.py::test_doc"]), 1)
+    django = probe_of(swebench_row(rows, PATCH, ["test_foo (tests.test_a.TestOther)"]), 1).probe.flip
+    assert (django.test, django.expected) == ("TestOther::test_foo", "2")
+
+
+def test_a_swepro_row_naming_no_test_cannot_be_a_probe(rows):
+    task = rows["inventory-swepro"]
+    bare = task.model_copy(update={"swepro": task.swepro.model_copy(update={"fail_to_pass": [], "pass_to_pass": []})})
+    with pytest.raises(ProbeUnavailable, match="swepro.fail_to_pass"):
+        probe_of(bare, 1)
+
+
+def test_an_eval_command_naming_node_ids_gets_its_flip_in_one_of_them(rows, tmp_path):
+    task = rows["calc-eval-cmd"].model_copy(update={"eval_cmd": "python3 -m pytest -q tests/test_evaluator.py::test_precedence"})
+    for seed in range(4):
+        repo, record = tmp_path / f"repo-{seed}", tmp_path / f"flip-{seed}.json"
+        shutil.copytree(TASKS / "calc-eval-cmd" / "repo", repo)
+        subprocess.run(["bash", "-c", _local(probe_of(task, seed).pre_commands[-1], record, tmp_path)], cwd=repo, check=True)
+        assert json.loads(record.read_text())["test"] == "test_precedence"

@@ -202,3 +202,36 @@ def test_named_tests_come_first_then_the_fallback_never_any_other(repository, tm
 def test_the_script_runs_on_python_3_8_syntax():
     source = Path(probe_flip.__file__).read_text()
     ast.parse(source, feature_version=(3, 8))
+
+
+def test_a_guarded_exit_ends_the_body_a_redefined_test_is_the_later_one_and_huge_floats_are_left_alone():
+    source = """def test_guarded():
+    if ready():
+        return
+    assert compute(1) == 2
+
+
+def test_twice():
+    assert compute(2) == 3
+
+
+def test_twice():
+    assert compute(3) == 4
+
+
+def test_huge():
+    assert ratio() == 1e20
+"""
+    assert [(c.test, c.node.value) for c in probe_flip.candidates(source)] == [("test_twice", 4)]
+
+
+def test_odd_line_breaks_and_crlf_files_are_flipped_in_place(tmp_path, monkeypatch):
+    source = "# page\x0cbreak\ndef test_x():\n    assert f() == 7\n"
+    flip, text = probe_flip.flip_one([("t.py", source)], 2)  # type: ignore[misc]
+    assert text == source.replace("== 7", f"== {flip.flipped}")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_y.py").write_bytes(b"def test_y():\r\n    assert g() == 5\r\n")
+    assert probe_flip.main(["--seed", "1", "--record", str(tmp_path / "r.json"), "--pattern", "**/tests/**"]) == 0
+    flipped = (tmp_path / "tests" / "test_y.py").read_bytes()
+    assert flipped.count(b"\r\n") == 2 and b"== 5" not in flipped
