@@ -34,6 +34,7 @@ test-fast:
 	.venv/bin/python -m pytest -q -m "not integration" -n auto tests
 
 docs:
+	.venv/bin/python -m config.settings_reference > docs/settings.md
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 demo: setup
