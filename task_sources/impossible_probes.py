@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import hashlib
-import random
 import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from contracts.rollout import (
     DEFAULT_TEST_FILES,
@@ -161,9 +161,15 @@ def _image_flip_args(task: TaskSpec, seed: int) -> list[str]:
     return args
 
 
+@functools.cache
+def _flip_script_b64() -> str:
+    """``probe_flip``'s source, base64-encoded for a pre-command (read once per process)."""
+    return base64.b64encode(Path(probe_flip.__file__).read_bytes()).decode()
+
+
 def _image_flip_command(task: TaskSpec, seed: int) -> str:
     """The pre-command flipping tests that live in the image (``probe_flip.main``); it never fails the boot."""
-    script = base64.b64encode(probe_flip.__loader__.get_source(probe_flip.__name__).encode()).decode()  # type: ignore[union-attr]
+    script = _flip_script_b64()
     args = _image_flip_args(task, seed)
     failed = shlex.quote('{"error": "the flip script failed in this image (it needs python3 >= 3.8)"}')
     return f"{{ echo {script} | base64 -d > {_FLIP_SCRIPT} && python3 {_FLIP_SCRIPT} {shlex.join(args)}; }} || echo {failed} > {FLIP_RECORD}; rm -f {_FLIP_SCRIPT}"
@@ -242,33 +248,15 @@ def _patch_candidates(patch: str) -> list[tuple[_PatchLine, str, ast.Constant]]:
     return found
 
 
-def _named_by(ids: list[str]) -> Callable[[str, str], bool]:
-    """Accepts a candidate (file, ``Class::function`` or ``function``) one of SWE-bench's test ids names: a pytest
-    id by file and test (``path::Class::name[params]``), a Django one by class and name (``name (module.Class)``),
-    a bare name (sympy) by its function."""
-    pytest_ids, django_ids, bare = set(), set(), set()
-    for test in ids:
-        if "::" in test:
-            path, _, rest = test.partition("::")
-            pytest_ids.add((path, re.sub(r"\[.*\]$", "", rest)))
-        elif " (" in test:
-            name, _, qualified = test.partition(" (")
-            django_ids.add(f"{qualified.rstrip(')').rsplit('.', 1)[-1]}::{name}")
-        else:
-            bare.add(test)
-    return lambda path, test: (path, test) in pytest_ids or test in django_ids or test.split("::")[-1] in bare
-
-
 def _swebench_probe(task: TaskSpec, seed: int) -> tuple[dict[str, object], ProbeFlip]:
     spec = task.swebench
     assert spec is not None
     found = _patch_candidates(spec.test_patch)
-    pool = next((chosen for ids in (spec.fail_to_pass, spec.pass_to_pass) if (chosen := [c for c in found if _named_by(ids)(c[0].path, c[1])])), [])
+    named = [probe_flip.wanted_tests(ids) for ids in (spec.fail_to_pass, spec.pass_to_pass) if ids]
+    pool = next((chosen for wanted in named if (chosen := [c for c in found if wanted(f"{c[0].path}::{c[1]}")])), [])
     if not pool:
         raise ProbeUnavailable(task.instance_id, "swebench.test_patch", "no test it adds or changes has a flippable expected value")
-    rng = random.Random(seed)
-    line, test, literal = pool[rng.randrange(len(pool))]
-    value = probe_flip.flipped_value(literal.value, rng)
+    (line, test, literal), value = probe_flip.choose(pool, seed, lambda item: item[2])
     indent = len(line.text) - len(line.text.lstrip())
     encoded = line.text.encode()
     start, end = indent + literal.col_offset, indent + literal.end_col_offset  # type: ignore[operator]

@@ -37,7 +37,9 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
+_Picked = TypeVar("_Picked")
 _SKIPPING = ("skip", "xfail")
 _ASSERT_EQUAL = ("assertEqual", "assertEquals")
 # Directories never searched for test files.
@@ -212,11 +214,12 @@ def _replace(source: str, node: ast.Constant, text: str) -> str:
     return "\n".join(lines)
 
 
-def choose(pool: Sequence[tuple[str, str, _Candidate]], seed: int) -> tuple[str, str, _Candidate, object]:
-    """One of ``pool`` (path, source, candidate), and its flipped value, as ``seed`` picks them."""
+def choose(pool: Sequence[_Picked], seed: int, literal: Callable[[_Picked], ast.Constant]) -> tuple[_Picked, object]:
+    """One of ``pool`` and the flipped value of its ``literal``, as ``seed`` picks them (the one rule every
+    caller draws by, so a seed means the same flip wherever it is made)."""
     rng = random.Random(seed)
-    path, source, candidate = pool[rng.randrange(len(pool))]
-    return path, source, candidate, flipped_value(candidate.node.value, rng)
+    picked = pool[rng.randrange(len(pool))]
+    return picked, flipped_value(literal(picked).value, rng)
 
 
 def flip_one(sources: Sequence[tuple[str, str]], seed: int, wanted: Callable[[str], bool] = lambda test_id: True) -> tuple[Flip, str] | None:
@@ -225,7 +228,7 @@ def flip_one(sources: Sequence[tuple[str, str]], seed: int, wanted: Callable[[st
     pool = [(path, text, c) for path, text in sources for c in candidates(text) if wanted(f"{path}::{c.test}")]
     if not pool:
         return None
-    path, text, candidate, value = choose(pool, seed)
+    (path, text, candidate), value = choose(pool, seed, lambda item: item[2].node)
     node = candidate.node
     expected = ast.get_source_segment(text, node) or repr(node.value)
     flip = Flip(path=path, test=candidate.test, line=node.lineno, expected=expected, flipped=repr(value))
@@ -233,10 +236,21 @@ def flip_one(sources: Sequence[tuple[str, str]], seed: int, wanted: Callable[[st
 
 
 def wanted_tests(ids: Iterable[str]) -> Callable[[str], bool]:
-    """Accepts a candidate's test id when ``ids`` (pytest node ids, parameters dropped) names it; an empty
-    ``ids`` accepts every one."""
-    names = {re.sub(r"\[.*\]$", "", test_id) for test_id in ids}
-    return (lambda test_id: test_id in names) if names else (lambda test_id: True)
+    """Accepts a candidate's test id (``path::function`` or ``path::Class::function``) when one of ``ids`` names
+    it: a pytest node id by file and test (parameters dropped), a Django id by class and name
+    (``name (module.Class)``), a bare name (sympy's) by its function; an empty ``ids`` accepts every one."""
+    pytest_ids, django_ids, bare = set(), set(), set()
+    for test in ids:
+        if "::" in test:
+            pytest_ids.add(re.sub(r"\[.*\]$", "", test))
+        elif " (" in test:
+            name, _, qualified = test.partition(" (")
+            django_ids.add(f"{qualified.rstrip(')').rsplit('.', 1)[-1]}::{name}")
+        else:
+            bare.add(test)
+    if not (pytest_ids or django_ids or bare):
+        return lambda test_id: True
+    return lambda test_id: test_id in pytest_ids or test_id.partition("::")[2] in django_ids or test_id.rpartition("::")[2] in bare
 
 
 def _glob_regex(pattern: str) -> re.Pattern[str]:

@@ -116,9 +116,8 @@ async def test_a_missing_certificate_file_is_named_before_anything_is_dialled(se
 
 async def test_run_waits_for_a_server_unreachable_at_start_then_says_so_in_one_line(tmp_path):
     dataset = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
-    began = asyncio.get_running_loop().time()
     env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1")
     code, _, err = await starter(env, "run", str(dataset), "--server-wait", "3", "--out", str(tmp_path / "out.jsonl"))
-    assert code == 1 and asyncio.get_running_loop().time() - began >= 2
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("starter: cannot reach Temporal at 127.0.0.1:1 (waited "), err
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("starter: cannot reach Temporal at 127.0.0.1:1 (waited "), err
+    assert "(waited 0 s)" not in lines[0], "it retried before giving up"

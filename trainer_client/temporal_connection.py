@@ -20,11 +20,11 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
+from asyncio import sleep
 from collections.abc import Mapping
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 from temporalio.client import Client
@@ -99,12 +99,12 @@ def _one_line(error: BaseException) -> str:
 async def connect(target: TemporalTarget, server_wait_s: float = 0.0, **options: Any) -> Client:
     """``Client.connect`` to ``target`` with ``options`` (data converter, runtime, identity, ...), retried every
     ``RETRY_INTERVAL_S`` while the server cannot be reached, for ``server_wait_s`` at most (module invariants)."""
-    began = time.monotonic()
+    began = monotonic()
     while True:
         try:
             return await Client.connect(**{**target.config, **options})
         except (RuntimeError, OSError) as error:
-            waited = time.monotonic() - began
+            waited = monotonic() - began
             if waited + RETRY_INTERVAL_S > server_wait_s:
                 raise TemporalUnreachable(target.address, waited, _one_line(error)) from None
-            await asyncio.sleep(RETRY_INTERVAL_S)
+            await sleep(RETRY_INTERVAL_S)
