@@ -34,7 +34,7 @@ test-fast:
 	.venv/bin/python -m pytest -q -m "not integration" -n auto tests
 
 docs:
-	.venv/bin/python -m config.settings_reference > docs/settings.md
+	.venv/bin/python -m durable_rollouts.config.settings_reference > docs/settings.md
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 demo: setup

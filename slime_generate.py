@@ -60,18 +60,18 @@ from typing import Any
 
 from temporalio.client import Client
 
-from config.settings import SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
-from contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
-from policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
-from policy.trajectory_packing import read_trajectory
-from slime_samples.options import SampleOptions, replay_of, sample_options
-from slime_samples.registry import ContractChoice, contract_in_force
-from slime_samples.sample_fields import ReplayMissing, status, write_aborted, write_untrained
-from task_sources.dataset_rows import RowError, task_from_row
-from task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
-from trainer_client.rollout_runs import collect_rollout, connect, rollout_input, task_queue_from_env
-from trainer_client.temporal_connection import target_from_env
-from trainer_client.workflow_runs import server_wait_from_env
+from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
+from durable_rollouts.policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
+from durable_rollouts.policy.trajectory_packing import read_trajectory
+from durable_rollouts.slime_samples.options import SampleOptions, replay_of, sample_options
+from durable_rollouts.slime_samples.registry import ContractChoice, contract_in_force
+from durable_rollouts.slime_samples.sample_fields import ReplayMissing, status, write_aborted, write_untrained
+from durable_rollouts.task_sources.dataset_rows import RowError, task_from_row
+from durable_rollouts.task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
+from durable_rollouts.trainer_client.rollout_runs import collect_rollout, connect, rollout_input, task_queue_from_env
+from durable_rollouts.trainer_client.temporal_connection import target_from_env
+from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 
 RUN_ID = os.environ.get("ROLLOUT_RUN_ID") or time.strftime("slime-%Y%m%d-%H%M%S")
 _clients: dict[str, Client] = {}

@@ -75,13 +75,13 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 import slime_generate
-from config.settings import SettingsError, impossible_share_from_env
-from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
-from slime_samples.options import SampleOptions, sample_options
-from task_sources.dataset_rows import RowError
-from trainer_client.rollout_groups import Accept, Batch, StragglerPolicy, fill_batch, group_id
-from trainer_client.rollout_runs import task_queue_from_env
-from trainer_client.workflow_runs import server_wait_from_env
+from durable_rollouts.config.settings import SettingsError, impossible_share_from_env
+from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
+from durable_rollouts.slime_samples.options import SampleOptions, sample_options
+from durable_rollouts.task_sources.dataset_rows import RowError
+from durable_rollouts.trainer_client.rollout_groups import Accept, Batch, StragglerPolicy, fill_batch, group_id
+from durable_rollouts.trainer_client.rollout_runs import task_queue_from_env
+from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")

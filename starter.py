@@ -65,27 +65,27 @@ from typing import get_args
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from config.paths import PROJECT_ROOT
-from config.settings import RolloutBudgets, SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
-from contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound, TaskSpec
-from contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample, ProbeTally
-from drift_repair.corpus import load_corpus, tasks_of
-from task_sources.dataset_rows import DatasetRow, RowError, read_dataset
-from task_sources.harbor_tasks import read_harbor_tasks
-from task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
-from trainer_client import grading_summary, regrade_runs, rollout_queries
-from trainer_client.drift_episodes import episode_groups, episode_inputs
-from trainer_client.local_services import temporal_dev_server, worker_process
-from trainer_client.payload_storage import PayloadStoreUnusable
-from trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, move_out_logs
-from trainer_client.rollout_groups import group_id, stream_groups
-from trainer_client.rollout_runs import (
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.settings import RolloutBudgets, SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
+from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound, TaskSpec
+from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample, ProbeTally
+from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset
+from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
+from durable_rollouts.task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
+from durable_rollouts.trainer_client import grading_summary, regrade_runs, rollout_queries
+from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs
+from durable_rollouts.trainer_client.local_services import temporal_dev_server, worker_process
+from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable
+from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, move_out_logs
+from durable_rollouts.trainer_client.rollout_groups import group_id, stream_groups
+from durable_rollouts.trainer_client.rollout_runs import (
     connect,
     rollout_input,
     task_queue_from_env,
 )
-from trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
-from trainer_client.workflow_runs import server_wait_from_env
+from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
+from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 
 EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
 MAX_RUN_ID_BYTES = 128

@@ -69,35 +69,37 @@ import docker
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
-from activities.adapter import AdapterServer
+from activities.adapter import AdapterActivities
 from activities.drift_repair import DriftEpisodeActivities
 from activities.evaluate import GradingActivities
-from activities.metrics import HostMetrics, MetricsAddressError, metrics_runtime
+from activities.metrics import MetricsAddressError, metrics_runtime
 from activities.reaper import reap_forever, sweep_logged
 from activities.rollout_host import RolloutHost
 from activities.sandbox import SandboxActivities
-from claude_code.binary import find_claude_code
-from claude_code.harness import ClaudeCodeSettings
-from claude_code.tarballs import ClaudeTarballError
-from config.payload_store import PayloadStorageSettings, payload_store_from_env
-from config.settings import SettingsError, WorkerSettings, settings_from_env
-from contracts.host_identity import worker_identity
-from docker_sandbox import firewall as sandbox_firewall
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.network import ensure_network
-from docker_sandbox.sandboxes import DockerSandboxes
-from drift_repair.roles import AdapterRolePlayer
-from drift_repair.script_runner import SandboxScriptRunner
-from policy.prompt_renderer import PromptRenderer
-from policy.session_spool import SessionSpool
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import OracleTask, ScriptedPolicyServer
-from slime_samples.registry import contract_in_force
-from trainer_client import temporal_connection
-from trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
-from trainer_client.search_attribute_registry import ensure_search_attributes
-from trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable, target_from_env
-from trainer_client.workflow_runs import server_wait_from_env
+from durable_rollouts.claude_code.binary import find_claude_code
+from durable_rollouts.claude_code.harness import ClaudeCodeSettings
+from durable_rollouts.claude_code.tarballs import ClaudeTarballError
+from durable_rollouts.config.payload_store import PayloadStorageSettings, payload_store_from_env
+from durable_rollouts.config.settings import SettingsError, WorkerSettings, settings_from_env
+from durable_rollouts.contracts.host_identity import worker_identity
+from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.network import ensure_network
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.drift_repair.roles import AdapterRolePlayer
+from durable_rollouts.drift_repair.script_runner import SandboxScriptRunner
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.host_metrics import HostMetrics
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.session_spool import SessionSpool
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import OracleTask, ScriptedPolicyServer
+from durable_rollouts.slime_samples.registry import contract_in_force
+from durable_rollouts.trainer_client import temporal_connection
+from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
+from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
+from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable, target_from_env
+from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 from workflows.regrade_rollout import RegradeRollout
@@ -160,6 +162,7 @@ class ActivityLists(NamedTuple):
 
 def activity_lists(
     host: RolloutHost | type[RolloutHost],
+    sessions: AdapterActivities | type[AdapterActivities],
     drift: DriftEpisodeActivities | type[DriftEpisodeActivities],
     sandbox_faces: SandboxActivities | type[SandboxActivities],
     grading: GradingActivities | type[GradingActivities],
@@ -183,8 +186,8 @@ def activity_lists(
             sandbox_faces.capture_diff,
             sandbox_faces.git_diff,
             sandbox_faces.destroy_sandbox,
-            host.merge_segments,
-            host.discard_session,
+            sessions.merge_segments,
+            sessions.discard_session,
         ],
     )
 
@@ -265,7 +268,7 @@ async def run_worker(
     registered = await ensure_search_attributes(client, client.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
-    activities = activity_lists(host, drift, SandboxActivities(sandboxes), GradingActivities(sandboxes))
+    activities = activity_lists(host, AdapterActivities(adapter), drift, SandboxActivities(sandboxes), GradingActivities(sandboxes))
     shared = Worker(
         client,
         task_queue=settings.task_queue,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from temporalio.exceptions import ApplicationError
 
 from activities.error_types import ErrorType
-from policy.parsers import UnknownParser
-from policy.session_config import NoPolicyServer
+from durable_rollouts.policy.parsers import UnknownParser
+from durable_rollouts.policy.session_config import NoPolicyServer
 
 
 def application_error(error: BaseException, kind: ErrorType, *, retryable: bool = False) -> ApplicationError:

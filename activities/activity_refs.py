@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from contracts.drift_repair import (
+from durable_rollouts.contracts.drift_repair import (
     BreakageRequest,
     BreakageRun,
     CollectRequest,
@@ -29,7 +29,7 @@ from contracts.drift_repair import (
     RepairRequest,
     SampleRequest,
 )
-from contracts.rollout import (
+from durable_rollouts.contracts.rollout import (
     AgentRun,
     AgentRunRequest,
     CapturedDiff,

@@ -1,420 +1,112 @@
-"""The Anthropic-compatible adapter: Claude Code talks to it, it talks token ids to the policy.
+"""The adapter's Temporal face: the activities that collect an adapter session once its agent is done.
 
-Routes: ``POST /v1/messages`` (SSE or JSON), ``POST /v1/messages/count_tokens``,
-``GET /healthz``. A request's bearer token (``Authorization: Bearer`` or
-``x-api-key``) is ``<session id>.<secret>``, minted per rollout attempt by
-``open_session``; the secret is compared in constant time. A token whose
-secret is wrong gets 401 whether or not its session ever existed; only a
-finished session's own secret gets 409; no error ever reveals another
-session's state, and ``/healthz`` answers ``{"status": "ok"}`` and nothing else.
+The adapter itself (its HTTP server, sessions and token capture) is ``durable_rollouts.policy``; the
+worker runs one ``AdapterServer`` and registers these on its host queue, since a session lives on the
+worker whose adapter recorded it.
 
-Invariants:
-* every turn is recorded in the session's ``TokenLedger`` before its reply is
-  written, so ``finish_session`` returns exactly what the client was shown
-  (plus nothing it was not: a reply lost to a disconnect is rolled back when
-  the client retries the same request);
-* a streamed reply is never left hanging: while the policy works the stream
-  carries SSE keep-alive comments, and an upstream failure after the headers
-  went out becomes an SSE ``error`` event (Claude Code then retries);
-* a client that disconnects cancels its turn, which aborts the upstream request;
-* a finished session (``SessionRegistry.finish_session``) answers 409 from the
-  moment finishing begins, to new requests and to a turn still in flight that
-  finishing cut at its bound (its upstream request aborted; an SSE error event
-  if the stream had begun);
-* a request's ``temperature``, ``top_p``, ``top_k`` and ``stop_sequences`` are
-  sampled with as ``policy.sampling`` rules (trainer defaults, client overrides,
-  trainer pins); a value out of range is a 400 ``invalid_request_error`` naming
-  the field, before anything is sampled; a turn a stop sequence ended replies
-  ``stop_reason: "stop_sequence"`` with the matched ``stop_sequence``;
-* every answered turn (its latency, from parsed body to reply, and its sampled tokens) and every
-  policy-server failure are counted in the server's ``HostMetrics``;
-* one bad request or a dead policy server yields an Anthropic-shaped error for
-  that request only; the adapter keeps serving every other session;
-* one session cannot starve the others: past its ``max_concurrent_requests``
-  (all endpoints together) a request gets a 429 before any of its body is read;
-  an admitted request reads its body only once it holds its lane and the
-  session's intake, which it keeps until its prompt is planned (one body per
-  session between reading and planning); bodies are
-  capped per route (``/v1/messages`` 16 MiB, ``count_tokens`` 2 MiB, 413 past
-  it); and all CPU work runs in a ``FairExecutor`` where a session holds at
-  most one thread and waiting sessions are served round robin.
+``merge_segments`` finishes the session with the worker's finish bound (``ROLLOUT_FINISH_GRACE_S``: turns
+still in flight get that long to be recorded, then are aborted upstream; no wait when none is in flight),
+judges its staleness bound once (a retried merge stores and reports the same verdict) and returns its
+segments packed. ``discard_session`` finishes a session whose segments are not wanted, aborting its turns
+in flight at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
-import json
 import logging
-import os
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections import OrderedDict
 
-import aiohttp
-from aiohttp import web
+from temporalio import activity
 
-from activities.metrics import HostMetrics
-from contracts.rollout import FINISH_GRACE_S, SegmentKind
-from policy.anthropic_reply import (
-    SSE_KEEPALIVE,
-    error_body,
-    message_body,
-    new_message_id,
-    reply_blocks,
-    sse_blocks_and_stop,
-    sse_error,
-    sse_message_start,
+from activities import metrics
+from durable_rollouts.contracts.rollout import (
+    MergeRequest,
+    MergeResult,
+    SegmentSummary,
+    SessionResult,
+    StalenessReport,
+    TokenSegment,
+    is_integer_version,
 )
-from policy.anthropic_translation import ChatRequest, RequestError, translate_request
-from policy.fair_executor import FairExecutor
-from policy.parsers import ParsedCompletion
-from policy.prompt_renderer import PromptRenderer
-from policy.sampling import client_sampling
-from policy.session import PolicySession, SessionFinished, SessionLimitExceeded
-from policy.session_registry import ClosedSession, SessionRegistry, UnknownSession
-from policy.session_spool import SessionSpool
-from policy.sglang_client import PolicyServerError, SGLangClient
+from durable_rollouts.policy import staleness
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.sglang_client import PolicyServerError
+from durable_rollouts.policy.trajectory_packing import pack_trajectory
 
 log = logging.getLogger(__name__)
-
-COMPACTION_BETA = "fallback-credit-2026-06-01"
-COMPACTION_PROMPT = "Your task is to create a detailed summary of the conversation so far"
-CONTINUATION_PROMPT = "This session is being continued from a previous conversation"
-SUBAGENT_HEADER = "x-claude-code-agent-id"
-MESSAGES_PATH = "/v1/messages"
-COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-MAX_BODY_BYTES = 16 * 1024 * 1024
-COUNT_TOKENS_MAX_BODY_BYTES = 2 * 1024 * 1024
-KEEPALIVE_INTERVAL_S = 5.0
-GIL_SWITCH_INTERVAL_S = 0.001
+VERDICTS_KEPT = 256
+# How long a merge waits for the server's version for the lag metric alone (no staleness bound asked for it).
+VERSION_LAG_READ_S = 5.0
 
 
-REGISTRY = web.AppKey("registry", SessionRegistry)
-BODY_CAPS = web.AppKey("body_caps", dict)
-KEEPALIVE = web.AppKey("keepalive_s", float)
-METRICS = web.AppKey("metrics", HostMetrics)
+class AdapterActivities:
+    """Activities over this worker's ``AdapterServer`` sessions."""
 
+    def __init__(self, adapter: AdapterServer):
+        self.adapter = adapter
+        # The staleness verdict per merged session: a retried merge stores and reports the same one.
+        self._verdicts: OrderedDict[str, tuple[list[TokenSegment], StalenessReport | None]] = OrderedDict()
 
-def lane_of(headers: Any) -> str:
-    """The lane (main, or one sub-agent) a Claude Code request belongs to; headers only, so known before the body."""
-    agent_id = headers.get(SUBAGENT_HEADER)
-    return f"agent:{agent_id}" if agent_id else "main"
+    @activity.defn(name="merge_segments")
+    async def merge_segments(self, request: MergeRequest) -> MergeResult:
+        """Finish the session, judge its staleness bound (once per session: a retry stores and reports the
+        same verdict) and return its segments packed, with their summaries; the first merge of a session
+        records its policy-version lag (``activities.metrics``)."""
+        registry = self.adapter.registry
+        assert registry is not None
+        result = await registry.finish_session(request.session_id)
+        if not result.segments:
+            return MergeResult(trajectory=None, segments=[], turns=len(result.turns), finish=result.finish)
+        verdict = self._verdicts.get(request.session_id)
+        if verdict is None:
+            verdict = await self._judged(result)
+            await self._report_version_lag(result, verdict[1])
+        segments, report = verdict
+        self._verdicts[request.session_id] = (segments, report)
+        while len(self._verdicts) > VERDICTS_KEPT:
+            self._verdicts.popitem(last=False)
+        trajectory = await asyncio.to_thread(pack_trajectory, segments, result.turn_log, result.replay)
+        summaries = await asyncio.to_thread(lambda: [SegmentSummary.of(s) for s in segments])
+        return MergeResult(trajectory=trajectory, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish)
 
+    async def _judged(self, result: SessionResult) -> tuple[list[TokenSegment], StalenessReport | None]:
+        """The segments under the session's staleness bound, judged against the policy server's version now;
+        a server that cannot say leaves them as sampled, with an unjudged report (the rollout is not lost)."""
+        if result.config is None or result.config.staleness is None:
+            return result.segments, None
+        bound = result.config.staleness
+        try:
+            current = await self.adapter.registry.policy_client.current_weight_version(result.config.policy_url)
+        except PolicyServerError as error:
+            log.warning("staleness of session %s not judged: %s", result.session_id, error)
+            return result.segments, staleness.unjudged(result.segments, bound, str(error))
+        return await asyncio.to_thread(staleness.judge, result.segments, bound, current)
 
-def classify_turn(headers: Any, body: dict[str, Any], chat: ChatRequest) -> tuple[str, SegmentKind]:
-    """Which lane (main or a sub-agent) a Claude Code request belongs to, and its segment kind."""
-    lane = lane_of(headers)
-    betas = headers.get("anthropic-beta", "")
-    last_user = next((m["content"] for m in reversed(chat.messages) if m["role"] == "user"), "")
-    if COMPACTION_BETA in betas.split(",") or COMPACTION_PROMPT in last_user:
-        return lane, "compaction"
-    if lane != "main":
-        return lane, "subagent"
-    first_user = next((m["content"] for m in chat.messages if m["role"] == "user"), "")
-    if CONTINUATION_PROMPT in first_user:
-        return lane, "continuation"
-    return lane, "main"
-
-
-def _bearer(request: web.Request) -> str:
-    auth = request.headers.get("Authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return request.headers.get("x-api-key", "").strip()
-
-
-def _error(status: int, error_type: str, message: str) -> web.Response:
-    return web.json_response(error_body(error_type, message), status=status)
-
-
-def _authenticated(request: web.Request) -> PolicySession:
-    registry: SessionRegistry = request.app[REGISTRY]
-    try:
-        return registry.authenticate(_bearer(request))
-    except ClosedSession:
-        raise _HTTPFailure(409, "invalid_request_error", "this session has finished; it accepts no more turns") from None
-    except UnknownSession:
-        raise _HTTPFailure(401, "authentication_error", "unknown session token") from None
-
-
-@contextmanager
-def _admitted(session: PolicySession) -> Iterator[None]:
-    """The session's in-flight cap, checked before anything of the body is read: past it, a 429 at once."""
-    try:
-        with session.admitted():
-            yield
-    except SessionLimitExceeded as exc:
-        raise _HTTPFailure(429, "rate_limit_error", str(exc)) from exc
-
-
-def _body_cap(request: web.Request) -> int:
-    """This route's body cap; a declared ``Content-Length`` past it is refused before any byte is read."""
-    cap = request.app[BODY_CAPS][request.path]
-    if request.content_length is not None and request.content_length > cap:
-        raise _too_large(request, cap)
-    return cap
-
-
-def _too_large(request: web.Request, cap: int) -> _HTTPFailure:
-    return _HTTPFailure(413, "request_too_large", f"request body exceeds {cap} bytes (the cap for {request.path})")
-
-
-async def _read_and_parse(request: web.Request, session: PolicySession, cap: int) -> tuple[dict[str, Any], ChatRequest]:
-    """Read the body (at most ``cap`` bytes), then parse and translate it on the session's CPU turn.
-
-    The caller holds ``session.intake``, so a session has at most one body in
-    memory before it is planned or counted, however many requests it has open.
-    """
-    chunks, size = [], 0
-    async for chunk in request.content.iter_any():
-        size += len(chunk)
-        if size > cap:
-            raise _too_large(request, cap)
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    del chunks
-    return await session.cpu(_parse_and_translate, raw)
-
-
-def _parse_and_translate(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _HTTPFailure(400, "invalid_request_error", f"body: not valid JSON ({exc})") from exc
-    if not isinstance(body, dict):
-        raise _HTTPFailure(400, "invalid_request_error", "body: must be a JSON object")
-    try:
-        return body, translate_request(body)
-    except RequestError as exc:
-        raise _HTTPFailure(400, "invalid_request_error", str(exc)) from exc
-
-
-class _HTTPFailure(Exception):
-    def __init__(self, status: int, error_type: str, message: str):
-        super().__init__(message)
-        self.status, self.error_type, self.message = status, error_type, message
-
-
-@web.middleware
-async def _anthropic_errors(request: web.Request, handler):
-    try:
-        return await handler(request)
-    except _HTTPFailure as failure:
-        return _error(failure.status, failure.error_type, failure.message)
-    except web.HTTPException:
-        raise
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.exception("adapter: unexpected error on %s", request.path)
-        return _error(500, "api_error", f"internal adapter error: {type(exc).__name__}")
-
-
-async def handle_messages(request: web.Request) -> web.StreamResponse:
-    """Admit (429), wait for the lane, then on the session's intake read, parse and plan; then generate.
-
-    A request queued behind its lane or behind the session's intake has not
-    read its body yet, so a flood of requests costs the adapter no memory for
-    their bodies (they wait in the kernel's socket buffers). Such a request
-    gets no SSE keep-alives while it waits (whether it streams is in its
-    body); Claude Code sends one request per lane at a time, so it never waits there.
-    """
-    session = _authenticated(request)
-    with _admitted(session):
-        cap = _body_cap(request)
-        lane = lane_of(request.headers)
-        async with session.lane_lock(lane):
-            await session.intake.acquire()
-            release_intake = _ReleaseOnce(session.intake)
+    async def _report_version_lag(self, result: SessionResult, report: StalenessReport | None) -> None:
+        """Record how many weight versions the session's oldest sampled token lies behind the server's version
+        now (integer versions only; the staleness verdict's reading of the server if it made one). Nothing is
+        recorded when either is not an integer or the server cannot say within ``VERSION_LAG_READ_S``."""
+        versions = [v for segment in result.segments for v in segment.token_weight_versions() if v is not None and is_integer_version(v)]
+        if not versions or result.config is None:
+            return
+        current = report.current_version if report is not None else None
+        if current is None:
             try:
-                body, chat = await _read_and_parse(request, session, cap)
-                return await _answer_turn(request, session, lane, body, chat, release_intake)
-            finally:
-                release_intake()
+                current = await asyncio.wait_for(
+                    self.adapter.registry.policy_client.current_weight_version(result.config.policy_url), VERSION_LAG_READ_S
+                )
+            except (PolicyServerError, TimeoutError) as error:
+                log.debug("policy-version lag of session %s not recorded: %s", result.session_id, error)
+                return
+        if is_integer_version(current) and int(current) >= min(map(int, versions)):
+            metrics.record_version_lag(int(current) - min(map(int, versions)))
 
-
-class _ReleaseOnce:
-    """Releases a held lock on the first call only: the turn (once planned) or the handler (on any exit), whichever is first."""
-
-    def __init__(self, lock: asyncio.Lock):
-        self._lock: asyncio.Lock | None = lock
-
-    def __call__(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
-
-
-async def _answer_turn(
-    request: web.Request, session: PolicySession, lane: str, body: dict[str, Any], chat: ChatRequest, planned: _ReleaseOnce
-) -> web.StreamResponse:
-    max_tokens = body.get("max_tokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise _HTTPFailure(400, "invalid_request_error", "max_tokens: must be a positive integer")
-    try:
-        requested = client_sampling(body)
-    except RequestError as exc:
-        raise _HTTPFailure(400, "invalid_request_error", str(exc)) from exc
-    _, kind = classify_turn(request.headers, body, chat)
-    message_id = new_message_id()
-    model = str(body.get("model") or session.config.model_name)
-
-    def build_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        blocks = reply_blocks(parsed)
-        echoed = translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]
-        return blocks, echoed
-
-    started = time.monotonic()
-    turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply, planned, requested))
-    stream: web.StreamResponse | None = None
-    try:
-        if body.get("stream"):
-            keepalive_s = request.app[KEEPALIVE]
-            done, _ = await asyncio.wait({turn}, timeout=keepalive_s)
-            while not done:
-                if stream is None:
-                    stream = await _open_stream(request)
-                await stream.write(SSE_KEEPALIVE)
-                done, _ = await asyncio.wait({turn}, timeout=keepalive_s)
-        outcome = await turn
-    except asyncio.CancelledError:
-        turn.cancel()
-        raise
-    except SessionLimitExceeded as exc:
-        return await _fail(request, stream, 429, "rate_limit_error", str(exc))
-    except SessionFinished as exc:
-        return await _fail(request, stream, 409, "invalid_request_error", str(exc))
-    except PolicyServerError as exc:
-        log.warning("adapter: session %s: %s", session.session_id, exc)
-        request.app[METRICS].policy_error(exc)
-        return await _fail(request, stream, 529, "overloaded_error", f"policy server error: {exc}")
-    request.app[METRICS].turn(time.monotonic() - started, outcome.output_tokens)
-    blocks = outcome.reply
-    reason, stop_sequence = outcome.stop_reason, outcome.stop_sequence
-    if not body.get("stream"):
-        return web.json_response(message_body(message_id, model, blocks, reason, outcome.prompt_tokens, outcome.output_tokens, stop_sequence))
-    if stream is None:
-        stream = await _open_stream(request)
-    await stream.write(sse_message_start(message_id, model, outcome.prompt_tokens))
-    await stream.write(sse_blocks_and_stop(blocks, reason, outcome.output_tokens, stop_sequence))
-    await stream.write_eof()
-    return stream
-
-
-async def _open_stream(request: web.Request) -> web.StreamResponse:
-    stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await stream.prepare(request)
-    return stream
-
-
-async def _fail(request: web.Request, stream: web.StreamResponse | None, status: int, error_type: str, message: str) -> web.StreamResponse:
-    if stream is None:
-        return _error(status, error_type, message)
-    await stream.write(sse_error(error_type, message))
-    await stream.write_eof()
-    return stream
-
-
-async def handle_count_tokens(request: web.Request) -> web.Response:
-    """Admit (429), then read, parse and count on the session's intake: one count per session at a time."""
-    session = _authenticated(request)
-    with _admitted(session):
-        cap = _body_cap(request)
-        async with session.intake:
-            _, chat = await _read_and_parse(request, session, cap)
-            counted = await session.count_tokens(chat.messages, chat.tools)
-    return web.json_response({"input_tokens": counted})
-
-
-async def handle_health(request: web.Request) -> web.Response:
-    """Sandboxes can reach this port, so the answer says nothing about the host's sessions."""
-    return web.json_response({"status": "ok"})
-
-
-def create_app(
-    registry: SessionRegistry,
-    max_body_bytes: int = MAX_BODY_BYTES,
-    keepalive_s: float = KEEPALIVE_INTERVAL_S,
-    count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
-    metrics: HostMetrics | None = None,
-) -> web.Application:
-    app = web.Application(client_max_size=max(max_body_bytes, count_tokens_max_body_bytes), middlewares=[_anthropic_errors])
-    app[REGISTRY] = registry
-    app[BODY_CAPS] = {MESSAGES_PATH: max_body_bytes, COUNT_TOKENS_PATH: count_tokens_max_body_bytes}
-    app[KEEPALIVE] = keepalive_s
-    app[METRICS] = metrics or HostMetrics()
-    app.router.add_post(MESSAGES_PATH, handle_messages)
-    app.router.add_post(COUNT_TOKENS_PATH, handle_count_tokens)
-    app.router.add_get("/healthz", handle_health)
-    return app
-
-
-class AdapterServer:
-    """Owns the adapter's HTTP site, its policy-client connection pool and its CPU pool.
-
-    Request parsing, translation, rendering and tokenisation run in a
-    ``FairExecutor`` of ``max(2, cpu_count - 1)`` threads: each session holds
-    at most one of them and waiting work is served round robin across
-    sessions, so with two or more threads one session (one sandbox, whatever
-    it sends) never holds the whole pool. Those threads hold the GIL in part
-    (JSON, Jinja), so start-up lowers the interpreter's switch interval to
-    1 ms (the loop gets the GIL back sooner) and freezes the import-time heap
-    (``gc.freeze``) so full collections, which pause the loop, do not rescan it.
-    """
-
-    def __init__(
-        self,
-        renderer: PromptRenderer,
-        cpu_threads: int = max(2, (os.cpu_count() or 2) - 1),
-        max_body_bytes: int = MAX_BODY_BYTES,
-        keepalive_s: float = KEEPALIVE_INTERVAL_S,
-        spool: SessionSpool | None = None,
-        count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
-        finish_grace_s: float = FINISH_GRACE_S,
-        metrics: HostMetrics | None = None,
-    ):
-        self._renderer = renderer
-        self.metrics = metrics or HostMetrics()
-        self._finish_grace_s = finish_grace_s
-        self._spool = spool
-        self._keepalive_s = keepalive_s
-        self._cpu_threads = cpu_threads
-        self._max_body_bytes = max_body_bytes
-        self._count_tokens_max_body_bytes = count_tokens_max_body_bytes
-        self._runner: web.AppRunner | None = None
-        self._http: aiohttp.ClientSession | None = None
-        self._executor: FairExecutor | None = None
-        self.registry: SessionRegistry | None = None
-        self.url = ""
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        self._executor = FairExecutor(self._cpu_threads, thread_name_prefix="adapter-cpu")
-        client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
-        self.registry = SessionRegistry(self._renderer, client, self._executor, self._spool, self._finish_grace_s)
-        app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes, self.metrics)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        bound_port = self._runner.addresses[0][1]
-        self.url = f"http://{host}:{bound_port}"
-        gc.freeze()
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        return self.url
-
-    @property
-    def port(self) -> int:
-        assert self._runner is not None
-        return self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._http is not None:
-            await self._http.close()
-        if self._executor is not None:
-            self._executor.shutdown()
+    @activity.defn(name="discard_session")
+    async def discard_session(self, session_id: str) -> None:
+        registry = self.adapter.registry
+        if registry is not None:
+            try:
+                await registry.finish_session(session_id, grace_s=0)  # its segments are not wanted
+            except KeyError:
+                pass

@@ -26,7 +26,7 @@ from temporalio import activity
 from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error
 from activities.error_types import ErrorType
 from activities.sandbox import heartbeating
-from contracts.drift_repair import (
+from durable_rollouts.contracts.drift_repair import (
     BreakageRequest,
     BreakageRun,
     CollectRequest,
@@ -41,18 +41,18 @@ from contracts.drift_repair import (
     SampleRequest,
     SpecSource,
 )
-from contracts.rollout import MergeResult, SegmentSummary
-from docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
-from drift_repair.baselines import baseline_drift, noop_repair, oracle_repair
-from drift_repair.corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task
-from drift_repair.parsers import SpecParseError, extract_diff, parse_drift_spec
-from drift_repair.primitives import DriftSpecError, apply_spec
-from drift_repair.prompts import drift_prompt, repair_prompt
-from drift_repair.roles import RolePlayer
-from drift_repair.scoring import grade_not_applied, grade_runs, judge_breakage
-from drift_repair.script_runner import ScriptRunner
-from drift_repair.unified_diff import DiffError, apply_diff
-from policy.trajectory_packing import pack_trajectory, unpack_trajectory
+from durable_rollouts.contracts.rollout import MergeResult, SegmentSummary
+from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
+from durable_rollouts.drift_repair.baselines import baseline_drift, noop_repair, oracle_repair
+from durable_rollouts.drift_repair.corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task
+from durable_rollouts.drift_repair.parsers import SpecParseError, extract_diff, parse_drift_spec
+from durable_rollouts.drift_repair.primitives import DriftSpecError, apply_spec
+from durable_rollouts.drift_repair.prompts import drift_prompt, repair_prompt
+from durable_rollouts.drift_repair.roles import RolePlayer
+from durable_rollouts.drift_repair.scoring import grade_not_applied, grade_runs, judge_breakage
+from durable_rollouts.drift_repair.script_runner import ScriptRunner
+from durable_rollouts.drift_repair.unified_diff import DiffError, apply_diff
+from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
 
 T = TypeVar("T")
 SANDBOX_FAILURES = Translation(

@@ -14,11 +14,11 @@ from temporalio import activity
 from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
 from activities.sandbox import heartbeating
-from contracts.rollout import EvalRequest, EvalResult
-from docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading import swebench
-from grading.graders import GraderScriptMissing, NoGrader, evaluate
+from durable_rollouts.contracts.rollout import EvalRequest, EvalResult
+from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import swebench
+from durable_rollouts.grading.graders import GraderScriptMissing, NoGrader, evaluate
 
 
 def _failures(failed: ErrorType) -> Translation:

@@ -30,10 +30,10 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from contracts.telemetry_names import ATTEMPT_ATTRIBUTE
-from docker_sandbox.container_layout import LABEL_PREFIX
-from docker_sandbox.lifecycle import ManagedContainer
-from docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.contracts.telemetry_names import ATTEMPT_ATTRIBUTE
+from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX
+from durable_rollouts.docker_sandbox.lifecycle import ManagedContainer
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 
 _ATTEMPT = SearchAttributeKey.for_int(ATTEMPT_ATTRIBUTE)
 

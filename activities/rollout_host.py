@@ -18,11 +18,9 @@ marker in the container), heartbeats every few seconds with the session's
 progress, and enforces the wall-clock budget itself, since the CLI never
 aborts a stalled stream, and the sandbox's disk budget (``disk_watch``); an
 agent stopped at either returns normally, so its work is graded. The adapter
-session it opens lives until ``merge_segments`` (or ``discard_session``)
-collects it. ``merge_segments`` finishes it with the worker's finish bound
-(``ROLLOUT_FINISH_GRACE_S``: turns still in flight get that long to be
-recorded, then are aborted upstream; no wait when none is in flight); every
-other finish (discard, a stopped agent, a failed launch) aborts them at once.
+session it opens lives until ``merge_segments`` or ``discard_session``
+(``activities.adapter``) collects it; every finish here (a stopped agent, a
+failed launch) aborts its turns in flight at once.
 
 Invariants of the agent activity when it does not return:
 * cancelled because its workflow asked (guard, operator abort, reset): the
@@ -50,40 +48,29 @@ import json
 import logging
 import shlex
 import time
-from collections import OrderedDict
 
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from activities import metrics, sandbox
+from activities import sandbox
 from activities.activity_failures import SESSION_SETUP_FAILURES, application_error
-from activities.adapter import AdapterServer
 from activities.error_types import ErrorType
-from claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
-from contracts.rollout import (
+from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from durable_rollouts.contracts.rollout import (
     AgentProgress,
     AgentRun,
     AgentRunRequest,
-    MergeRequest,
-    MergeResult,
     SandboxHandle,
     SandboxRequest,
-    SegmentSummary,
-    SessionResult,
-    StalenessReport,
-    TokenSegment,
-    is_integer_version,
 )
-from docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
-from docker_sandbox.disk_watch import DiskWatch
-from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
-from docker_sandbox.sandboxes import DockerSandboxes
-from policy import staleness
-from policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
-from policy.sglang_client import PolicyServerError
-from policy.trajectory_packing import pack_trajectory
+from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
+from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
+from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
 
 log = logging.getLogger(__name__)
 DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared, never mutated
@@ -95,9 +82,6 @@ RESERVATION_TTL_S = 300.0
 LOG_LIMIT_BYTES = 8 * 1024 * 1024
 # Of a log over the limit, the end kept after its head (the ``result`` line the verdict reads is last).
 LOG_END_BYTES = 1024 * 1024
-VERDICTS_KEPT = 256
-# How long a merge waits for the server's version for the lag metric alone (no staleness bound asked for it).
-VERSION_LAG_READ_S = 5.0
 # A session that cannot be opened for the rollout's spec, reported under its own type, never retried.
 
 
@@ -155,8 +139,6 @@ class RolloutHost:
         self.parsers = parsers
         self._reservations: dict[str, float] = {}
         self.claude = claude
-        # The staleness verdict per merged session: a retried merge stores and reports the same one.
-        self._verdicts: OrderedDict[str, tuple[list[TokenSegment], StalenessReport | None]] = OrderedDict()
 
     @property
     def reserved_slots(self) -> int:
@@ -306,69 +288,6 @@ class RolloutHost:
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST)
         log.info("re-attaching to %s (session %s, agent %s)", request.handle.name, session_id, "running" if status.running else "finished")
         return session_id, float(details.get("started_at") or time.time())
-
-    @activity.defn(name="merge_segments")
-    async def merge_segments(self, request: MergeRequest) -> MergeResult:
-        """Finish the session, judge its staleness bound (once per session: a retry stores and reports the
-        same verdict) and return its segments packed, with their summaries; the first merge of a session
-        records its policy-version lag (``activities.metrics``)."""
-        registry = self.adapter.registry
-        assert registry is not None
-        result = await registry.finish_session(request.session_id)
-        if not result.segments:
-            return MergeResult(trajectory=None, segments=[], turns=len(result.turns), finish=result.finish)
-        verdict = self._verdicts.get(request.session_id)
-        if verdict is None:
-            verdict = await self._judged(result)
-            await self._report_version_lag(result, verdict[1])
-        segments, report = verdict
-        self._verdicts[request.session_id] = (segments, report)
-        while len(self._verdicts) > VERDICTS_KEPT:
-            self._verdicts.popitem(last=False)
-        trajectory = await asyncio.to_thread(pack_trajectory, segments, result.turn_log, result.replay)
-        summaries = await asyncio.to_thread(lambda: [SegmentSummary.of(s) for s in segments])
-        return MergeResult(trajectory=trajectory, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish)
-
-    async def _judged(self, result: SessionResult) -> tuple[list[TokenSegment], StalenessReport | None]:
-        """The segments under the session's staleness bound, judged against the policy server's version now;
-        a server that cannot say leaves them as sampled, with an unjudged report (the rollout is not lost)."""
-        if result.config is None or result.config.staleness is None:
-            return result.segments, None
-        bound = result.config.staleness
-        try:
-            current = await self.adapter.registry.policy_client.current_weight_version(result.config.policy_url)
-        except PolicyServerError as error:
-            log.warning("staleness of session %s not judged: %s", result.session_id, error)
-            return result.segments, staleness.unjudged(result.segments, bound, str(error))
-        return await asyncio.to_thread(staleness.judge, result.segments, bound, current)
-
-    async def _report_version_lag(self, result: SessionResult, report: StalenessReport | None) -> None:
-        """Record how many weight versions the session's oldest sampled token lies behind the server's version
-        now (integer versions only; the staleness verdict's reading of the server if it made one). Nothing is
-        recorded when either is not an integer or the server cannot say within ``VERSION_LAG_READ_S``."""
-        versions = [v for segment in result.segments for v in segment.token_weight_versions() if v is not None and is_integer_version(v)]
-        if not versions or result.config is None:
-            return
-        current = report.current_version if report is not None else None
-        if current is None:
-            try:
-                current = await asyncio.wait_for(
-                    self.adapter.registry.policy_client.current_weight_version(result.config.policy_url), VERSION_LAG_READ_S
-                )
-            except (PolicyServerError, TimeoutError) as error:
-                log.debug("policy-version lag of session %s not recorded: %s", result.session_id, error)
-                return
-        if is_integer_version(current) and int(current) >= min(map(int, versions)):
-            metrics.record_version_lag(int(current) - min(map(int, versions)))
-
-    @activity.defn(name="discard_session")
-    async def discard_session(self, session_id: str) -> None:
-        registry = self.adapter.registry
-        if registry is not None:
-            try:
-                await registry.finish_session(session_id, grace_s=0)  # its segments are not wanted
-            except KeyError:
-                pass
 
     async def _wait_for_agent(self, request: AgentRunRequest, deadline: float) -> tuple[int | None, str]:
         """The agent's exit code (waited in short slices), or None when it must be stopped; and why it was or

@@ -16,10 +16,10 @@ from temporalio import activity
 
 from activities.activity_failures import Failure, Translation, application_error
 from activities.error_types import ErrorType
-from contracts.rollout import CapturedDiff, SandboxHandle, SandboxRequest
-from docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading import swebench
+from durable_rollouts.contracts.rollout import CapturedDiff, SandboxHandle, SandboxRequest
+from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import swebench
 
 
 @contextlib.asynccontextmanager

@@ -6,7 +6,7 @@ Three processes, all on 127.0.0.1:
 * **policy**: a zero-latency SGLang ``/generate`` server. It answers every
   request at once with one fixed completion (a Bash ``ls`` tool call plus the
   end-of-turn id), tokenised once at start-up with the real tokenizer.
-* **adapter**: ``activities.adapter.AdapterServer`` as shipped, plus a small
+* **adapter**: ``durable_rollouts.policy.adapter_server.AdapterServer`` as shipped, plus a small
   control app on a second port (open/finish sessions, start/stop a meter).
   The meter reports ``getrusage(RUSAGE_SELF)`` deltas (the whole adapter
   process, all threads), loop-thread CPU (``time.thread_time``), turns done,
@@ -90,7 +90,7 @@ VARIANTS = ("ours", "naive")
 
 
 async def policy_main(args: argparse.Namespace) -> None:
-    from policy.prompt_renderer import PromptRenderer
+    from durable_rollouts.policy.prompt_renderer import PromptRenderer
 
     renderer = PromptRenderer(args.tokenizer)
     end_id = renderer.end_of_turn_id
@@ -155,7 +155,7 @@ class InlineCPU:
 def naive_ledger_class():
     from array import array
 
-    from policy.token_capture import PromptPlan, TokenLedger
+    from durable_rollouts.policy.token_capture import PromptPlan, TokenLedger
 
     class NaiveLedger(TokenLedger):
         """Every turn: render the whole conversation and tokenise all of it; no incremental reuse.
@@ -270,9 +270,9 @@ class Meter:
 
 
 async def adapter_main(args: argparse.Namespace) -> None:
-    from activities.adapter import AdapterServer
-    from contracts.rollout import SamplingParams, SessionConfig
-    from policy.prompt_renderer import PromptRenderer
+    from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+    from durable_rollouts.policy.adapter_server import AdapterServer
+    from durable_rollouts.policy.prompt_renderer import PromptRenderer
 
     renderer = PromptRenderer(args.tokenizer)
     counters = {"turns": 0, "prompt_tokens": 0}
@@ -1077,7 +1077,7 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    from policy.tokenizer_cache import ensure_qwen_tokenizer
+    from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 
     args.tokenizer = args.tokenizer or ensure_qwen_tokenizer()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -4,7 +4,7 @@
 Three processes, all on 127.0.0.1:
 
 * **policy**: the project's scripted policy server (``noop``: every turn ends at once);
-* **adapter**: ``activities.adapter.AdapterServer`` plus a small control app
+* **adapter**: ``durable_rollouts.policy.adapter_server.AdapterServer`` plus a small control app
   (open sessions); one fresh process per variant, so its peak RSS (``VmHWM``)
   belongs to that variant alone;
 * **clients** (this process): one *flooder* session (its own valid token) runs
@@ -59,7 +59,7 @@ import aiohttp  # noqa: E402
 from adapter_bench import BenchError, _until_told_to_stop, percentile, read_ready, stop_process  # noqa: E402
 from aiohttp import web  # noqa: E402
 
-from trainer_client.local_services import free_port  # noqa: E402
+from durable_rollouts.trainer_client.local_services import free_port  # noqa: E402
 
 VARIANTS = ("fair", "fair-1", "unfair")
 READY_TIMEOUT_S = 120.0
@@ -97,9 +97,9 @@ class NoIntake:
 
 
 async def adapter_main(args: argparse.Namespace) -> None:
-    from activities.adapter import MAX_BODY_BYTES, AdapterServer
-    from contracts.rollout import SamplingParams, SessionConfig
-    from policy.prompt_renderer import PromptRenderer
+    from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+    from durable_rollouts.policy.adapter_server import MAX_BODY_BYTES, AdapterServer
+    from durable_rollouts.policy.prompt_renderer import PromptRenderer
 
     renderer = PromptRenderer(args.tokenizer)
     unfair = args.variant == "unfair"
@@ -282,14 +282,24 @@ async def wait_for_policy(url: str, proc: subprocess.Popen) -> None:
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    from policy.tokenizer_cache import ensure_qwen_tokenizer
+    from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 
     args.tokenizer = args.tokenizer or ensure_qwen_tokenizer()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     port = free_port()
     policy_url = f"http://127.0.0.1:{port}"
     policy = subprocess.Popen(
-        [sys.executable, "-m", "scripted_policy.server", "--policy", "noop", "--port", str(port), "--tokenizer", str(args.tokenizer)],
+        [
+            sys.executable,
+            "-m",
+            "durable_rollouts.scripted_policy.server",
+            "--policy",
+            "noop",
+            "--port",
+            str(port),
+            "--tokenizer",
+            str(args.tokenizer),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         cwd=ROOT,

@@ -41,12 +41,12 @@ if str(ROOT) not in sys.path:
 
 import docker  # noqa: E402
 
-from contracts.rollout import EvalRequest, TaskSpec  # noqa: E402
-from docker_sandbox.limits import SandboxSettings  # noqa: E402
-from docker_sandbox.network import ensure_network  # noqa: E402
-from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
-from grading import graders  # noqa: E402
-from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec  # noqa: E402
+from durable_rollouts.docker_sandbox.limits import SandboxSettings  # noqa: E402
+from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
+from durable_rollouts.grading import graders  # noqa: E402
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 
 DATASET = ROOT / "examples" / "tasks" / "reinstall_dataset.jsonl"
 INSTANCE = "tempconv-reinstall"

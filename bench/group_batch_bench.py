@@ -69,22 +69,22 @@ if str(ROOT) not in sys.path:
 
 from temporalio.client import Client  # noqa: E402
 
-from config.settings import RolloutBudgets  # noqa: E402
-from contracts.rollout import PolicySpec  # noqa: E402
-from contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
-from docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV  # noqa: E402
-from docker_sandbox.lifecycle import ManagedContainer  # noqa: E402
-from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
-from policy.prompt_renderer import PromptRenderer  # noqa: E402
-from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
-from scripted_policy.turn_delays import LogNormalSessionDelay  # noqa: E402
+from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
+from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
+from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
+from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV  # noqa: E402
+from durable_rollouts.docker_sandbox.lifecycle import ManagedContainer  # noqa: E402
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.scripted_policy.turn_delays import LogNormalSessionDelay  # noqa: E402
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process  # noqa: E402
+from durable_rollouts.trainer_client.rollout_groups import Batch, fill_batch  # noqa: E402
+from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input  # noqa: E402
 from starter import EXAMPLE_DATASET  # noqa: E402
-from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from trainer_client.local_services import DevServer, free_port, worker_process  # noqa: E402
-from trainer_client.rollout_groups import Batch, fill_batch  # noqa: E402
-from trainer_client.rollout_runs import connect, rollout_input  # noqa: E402
 
 ARMS = ("baseline", "over-sampled")
 

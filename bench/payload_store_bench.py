@@ -35,11 +35,11 @@ if str(ROOT) not in sys.path:
 
 from temporalio.converter import StorageDriver, StorageDriverRetrieveContext, StorageDriverStoreContext  # noqa: E402
 
-from config.payload_store import PayloadFolderSettings  # noqa: E402
-from contracts.rollout import AgentRun, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan  # noqa: E402
-from policy.trajectory_packing import pack_trajectory  # noqa: E402
+from durable_rollouts.config.payload_store import PayloadFolderSettings  # noqa: E402
+from durable_rollouts.contracts.rollout import AgentRun, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan  # noqa: E402
+from durable_rollouts.policy.trajectory_packing import pack_trajectory  # noqa: E402
+from durable_rollouts.trainer_client.payload_storage import CappedS3Driver, FolderDriver, data_converter  # noqa: E402
 from tests.object_store import seaweed_s3  # noqa: E402
-from trainer_client.payload_storage import CappedS3Driver, FolderDriver, data_converter  # noqa: E402
 
 VOCAB = 151_936
 

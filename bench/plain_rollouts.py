@@ -46,22 +46,22 @@ if str(ROOT) not in sys.path:
 
 import docker  # noqa: E402
 
-from activities.adapter import AdapterServer  # noqa: E402
-from claude_code.binary import find_claude_code  # noqa: E402
-from claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run  # noqa: E402
-from config.settings import WorkerSettings, settings_from_env  # noqa: E402
-from contracts.rollout import EvalRequest, RolloutInput, SandboxHandle, SandboxRequest, SegmentSummary  # noqa: E402
-from docker_sandbox import firewall as sandbox_firewall  # noqa: E402
-from docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH  # noqa: E402
-from docker_sandbox.disk_watch import DiskWatch  # noqa: E402
-from docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG  # noqa: E402
-from docker_sandbox.limits import SandboxSettings  # noqa: E402
-from docker_sandbox.network import ensure_network  # noqa: E402
-from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
-from grading import swebench  # noqa: E402
-from grading.graders import evaluate  # noqa: E402
-from policy.prompt_renderer import PromptRenderer  # noqa: E402
-from policy.session_config import session_config_for  # noqa: E402
+from durable_rollouts.claude_code.binary import find_claude_code  # noqa: E402
+from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run  # noqa: E402
+from durable_rollouts.config.settings import WorkerSettings, settings_from_env  # noqa: E402
+from durable_rollouts.contracts.rollout import EvalRequest, RolloutInput, SandboxHandle, SandboxRequest, SegmentSummary  # noqa: E402
+from durable_rollouts.docker_sandbox import firewall as sandbox_firewall  # noqa: E402
+from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH  # noqa: E402
+from durable_rollouts.docker_sandbox.disk_watch import DiskWatch  # noqa: E402
+from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG  # noqa: E402
+from durable_rollouts.docker_sandbox.limits import SandboxSettings  # noqa: E402
+from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
+from durable_rollouts.grading import swebench  # noqa: E402
+from durable_rollouts.grading.graders import evaluate  # noqa: E402
+from durable_rollouts.policy.adapter_server import AdapterServer  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
+from durable_rollouts.policy.session_config import session_config_for  # noqa: E402
 
 log = logging.getLogger("plain_rollouts")
 WAIT_SLICE_S = 30.0  # as the agent activity waits: one docker exec per slice

@@ -35,10 +35,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.payload_store_bench import rollout_result, trajectory_segment  # noqa: E402
-from config.payload_store import PayloadFolderSettings  # noqa: E402
-from contracts.replay import SegmentReplay  # noqa: E402
-from policy.trajectory_packing import pack_trajectory, read_trajectory  # noqa: E402
-from trainer_client.payload_storage import data_converter  # noqa: E402
+from durable_rollouts.config.payload_store import PayloadFolderSettings  # noqa: E402
+from durable_rollouts.contracts.replay import SegmentReplay  # noqa: E402
+from durable_rollouts.policy.trajectory_packing import pack_trajectory, read_trajectory  # noqa: E402
+from durable_rollouts.trainer_client.payload_storage import data_converter  # noqa: E402
 
 
 def replay_for(tokens: list[int], loss_mask: list[int], args: argparse.Namespace, routed: bool) -> SegmentReplay:

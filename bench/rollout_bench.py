@@ -104,19 +104,19 @@ from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
-from config.settings import RolloutBudgets  # noqa: E402
-from contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
-from docker_sandbox.container_layout import CLAUDE_MOUNT_PATH, LABEL_PREFIX  # noqa: E402
-from docker_sandbox.git_workspace import HARNESS_DIR  # noqa: E402
-from docker_sandbox.network import ensure_network  # noqa: E402
-from policy.prompt_renderer import PromptRenderer  # noqa: E402
-from policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
-from scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
+from durable_rollouts.docker_sandbox.container_layout import CLAUDE_MOUNT_PATH, LABEL_PREFIX  # noqa: E402
+from durable_rollouts.docker_sandbox.git_workspace import HARNESS_DIR  # noqa: E402
+from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
+from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
+from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from durable_rollouts.trainer_client.local_services import worker_process  # noqa: E402
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
 from starter import EXAMPLE_DATASET  # noqa: E402
-from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from trainer_client.local_services import worker_process  # noqa: E402
-from trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 REFERENCE_POLL_S = 5.0  # slime's coding-agent example polls the agent every 5 s (constant, not measured)

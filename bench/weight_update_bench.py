@@ -54,14 +54,14 @@ if str(ROOT) not in sys.path:
 
 import aiohttp  # noqa: E402
 
-from contracts.rollout import SamplingParams, SessionConfig  # noqa: E402
-from policy.fair_executor import FairExecutor  # noqa: E402
-from policy.prompt_renderer import PromptRenderer  # noqa: E402
-from policy.session import PolicySession, assistant_reply  # noqa: E402
-from policy.sglang_client import PolicyServerError, SGLangClient  # noqa: E402
-from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from scripted_policy.completions import final_answer  # noqa: E402
-from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig  # noqa: E402
+from durable_rollouts.policy.fair_executor import FairExecutor  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
+from durable_rollouts.policy.session import PolicySession, assistant_reply  # noqa: E402
+from durable_rollouts.policy.sglang_client import PolicyServerError, SGLangClient  # noqa: E402
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from durable_rollouts.scripted_policy.completions import final_answer  # noqa: E402
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
 
 VARIANTS = ("continuation", "baseline")
 SYSTEM = {"role": "system", "content": "You are a careful coding assistant."}

@@ -56,24 +56,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
-from config.paths import PROJECT_ROOT  # noqa: E402
-from config.settings import RolloutBudgets  # noqa: E402
-from contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
-from contracts.regrade import RegradeInput, RegradeResult  # noqa: E402
-from contracts.rollout import PolicySpec, RolloutResult  # noqa: E402
-from contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
-from contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id  # noqa: E402
-from docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
-from policy.prompt_renderer import PromptRenderer  # noqa: E402
-from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.config.paths import PROJECT_ROOT  # noqa: E402
+from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
+from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
+from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult  # noqa: E402
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult  # noqa: E402
+from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
+from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id  # noqa: E402
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from durable_rollouts.trainer_client.drift_episodes import start_episode  # noqa: E402
+from durable_rollouts.trainer_client.local_services import worker_process  # noqa: E402
+from durable_rollouts.trainer_client.rollout_groups import start_group  # noqa: E402
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
 from starter import EXAMPLE_DATASET  # noqa: E402
-from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from trainer_client.drift_episodes import start_episode  # noqa: E402
-from trainer_client.local_services import worker_process  # noqa: E402
-from trainer_client.rollout_groups import start_group  # noqa: E402
-from trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 from workflows.regrade_rollout import RegradeRollout  # noqa: E402
 from workflows.rollout_group import RolloutGroup  # noqa: E402

@@ -92,7 +92,7 @@ else
 fi
 
 # 3. Tokenizer (the module is itself idempotent).
-TOKENIZER=$(.venv/bin/python -m policy.tokenizer_cache 2>.cache/tokenizer.log) \
+TOKENIZER=$(.venv/bin/python -m durable_rollouts.policy.tokenizer_cache 2>.cache/tokenizer.log) \
   || { tail -n 30 .cache/tokenizer.log >&2; exit 1; }
 echo "tokenizer: $TOKENIZER"
 

@@ -23,18 +23,18 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from config.paths import PROJECT_ROOT  # noqa: E402
-from config.settings import RolloutBudgets  # noqa: E402
-from contracts.rollout import PolicySpec  # noqa: E402
-from policy.prompt_renderer import PromptRenderer  # noqa: E402
-from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.config.paths import PROJECT_ROOT  # noqa: E402
+from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
+from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
+from durable_rollouts.trainer_client.local_services import temporal_dev_server, worker_process  # noqa: E402
+from durable_rollouts.trainer_client.rollout_queries import request_abort  # noqa: E402
+from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, start_rollout  # noqa: E402
 from starter import EXAMPLE_DATASET  # noqa: E402
-from task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from trainer_client.local_services import temporal_dev_server, worker_process  # noqa: E402
-from trainer_client.rollout_queries import request_abort  # noqa: E402
-from trainer_client.rollout_runs import connect, rollout_input, start_rollout  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 
 PORT, UI_PORT = 7243, 8243

@@ -16,22 +16,22 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from activities.adapter import AdapterServer
-from config.paths import PROJECT_ROOT
-from config.payload_store import FOLDER_ENV, payload_store_from_env
-from contracts.rollout import TaskSpec
-from docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.sandboxes import DockerSandboxes
-from policy.prompt_renderer import PromptRenderer
-from policy.tokenizer_cache import ensure_qwen_tokenizer
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.payload_store import FOLDER_ENV, payload_store_from_env
+from durable_rollouts.contracts.rollout import TaskSpec
+from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import read_dataset
+from durable_rollouts.trainer_client.payload_storage import data_converter
+from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
 from starter import EXAMPLE_DATASET, read_rows
-from task_sources.dataset_rows import read_dataset
 from tests.local_cluster import SERVER_STARTUP_TIMEOUT
-from trainer_client.payload_storage import data_converter
-from trainer_client.search_attribute_registry import ensure_search_attributes
 
 PROJECT = Path(__file__).resolve().parent.parent
 WORKFLOW_LABEL = f"{LABEL_PREFIX}.workflow_id"

@@ -13,11 +13,11 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from config.payload_store import payload_store_from_env
-from config.settings import RolloutBudgets, WorkerSettings
-from docker_sandbox import container_layout
-from docker_sandbox.sandboxes import DockerSandboxes
-from trainer_client.payload_storage import data_converter
+from durable_rollouts.config.payload_store import payload_store_from_env
+from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
+from durable_rollouts.docker_sandbox import container_layout
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.trainer_client.payload_storage import data_converter
 from worker import run_worker
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"

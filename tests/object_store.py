@@ -18,7 +18,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from config.payload_store import PayloadStoreSettings
+from durable_rollouts.config.payload_store import PayloadStoreSettings
 
 WEED = Path(sys.prefix) / "bin" / "weed"
 STARTUP_LIMIT_S = 90.0

@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec
-from docker_sandbox.sandboxes import DockerSandboxes
-from policy.trajectory_packing import unpack_trajectory
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
+from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, run_rollouts, start_rollout
 from starter import EXAMPLE_DATASET
-from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import start_dev_server
-from trainer_client.local_services import DevServer, free_port, worker_process
-from trainer_client.rollout_runs import connect, rollout_input, run_rollouts, start_rollout
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

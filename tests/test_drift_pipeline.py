@@ -13,18 +13,18 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from config.settings import RolloutBudgets, WorkerSettings
-from contracts.rollout import PolicySpec, SamplingParams
-from contracts.rollout_group import GroupInput
-from contracts.workflow_ids import episode_workflow_id
-from drift_repair.corpus import load_corpus
-from policy.trajectory_packing import unpack_trajectory
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
+from durable_rollouts.contracts.rollout import PolicySpec, SamplingParams
+from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.workflow_ids import episode_workflow_id
+from durable_rollouts.drift_repair.corpus import load_corpus
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.trainer_client.drift_episodes import episode_inputs, run_episodes
+from durable_rollouts.trainer_client.results_file import record_with_segments
+from durable_rollouts.trainer_client.rollout_groups import collect_group
 from starter import parse_args, run_episode_batch
 from tests.local_cluster import containers_of_runs, local_cluster
-from trainer_client.drift_episodes import episode_inputs, run_episodes
-from trainer_client.results_file import record_with_segments
-from trainer_client.rollout_groups import collect_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 MODEL = PolicySpec(sampling=SamplingParams(max_new_tokens=2048), context_budget=16384)

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from config.paths import PROJECT_ROOT
-from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
+from durable_rollouts.trainer_client import rollout_queries
+from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
+from durable_rollouts.trainer_client.rollout_runs import connect
 from starter import EXAMPLE_DATASET, read_rows
 from tests.local_cluster import containers_of_runs
 from tests.waiting import until
-from trainer_client import rollout_queries
-from trainer_client.local_services import DevServer, free_port, worker_process
-from trainer_client.rollout_runs import connect
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 K = 2

@@ -17,23 +17,23 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from config.paths import PROJECT_ROOT
-from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec
-from contracts.rollout_group import GroupInput
-from scripted_policy.completions import OracleTask
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.scripted_policy.completions import OracleTask
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.task_sources.impossible_probes import probe_of
+from durable_rollouts.trainer_client import rollout_queries
+from durable_rollouts.trainer_client.local_services import free_port, worker_process
+from durable_rollouts.trainer_client.rollout_groups import collect_group
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout
 from starter import EXAMPLE_DATASET, _hosts_line
-from task_sources.dataset_rows import DatasetRow, read_dataset
-from task_sources.impossible_probes import probe_of
 from tests.grading.tampering_attacks import ATTACKS, TARGETS, diff_after
 from tests.local_cluster import start_dev_server
 from tests.waiting import HANG_GUARD_S
-from trainer_client import rollout_queries
-from trainer_client.local_services import free_port, worker_process
-from trainer_client.rollout_groups import collect_group
-from trainer_client.rollout_runs import rollout_input, start_rollout
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -1,9 +1,10 @@
-"""The tree shows the architecture: subsystem packages hold the machinery and never reach up into Temporal.
+"""The tree shows the architecture: one library package holds the machinery and never reaches up into Temporal.
 
-``activities/`` holds the Temporal faces (and the adapter's HTTP face), ``workflows/`` the workflow code,
-``trainer_client/`` the trainer's Temporal client; every other package is a library the faces wrap, so it
-imports neither ``temporalio`` nor the faces, the workflows or the trainer's client, and each package's
-modules import only packages below it in ``LAYERS``.
+The top level holds only the entry scripts, ``activities/`` (the Temporal faces), ``workflows/`` (the workflow
+code) and the library ``durable_rollouts/``. Inside the library, ``trainer_client`` is the trainer's Temporal
+client (it starts workflows by their typed references); every other subpackage is machinery the faces wrap, so it imports neither ``temporalio`` nor the faces,
+the workflows or the trainer's client, and each one's modules import only subpackages of its own layer or a
+lower one in ``LAYERS``.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import PROJECT_ROOT
 
-# Bottom first: a package may import packages of its own layer or a lower one.
+LIBRARY = "durable_rollouts"
+# Bottom first: a subpackage may import subpackages of its own layer or a lower one.
 LAYERS = [
     {"contracts"},
     {"config", "policy", "docker_sandbox", "task_sources"},
@@ -24,7 +26,7 @@ LAYERS = [
 ]
 MACHINERY = set().union(*LAYERS)
 UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate", "slime_rollout"}
-PACKAGES = sorted(path.name for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name != "tests")
+ENTRY_SCRIPTS = {"worker.py", "starter.py", "slime_generate.py", "slime_rollout.py"}
 
 
 def layer_of(package: str) -> int:
@@ -32,35 +34,48 @@ def layer_of(package: str) -> int:
 
 
 def imported_tops(folder: Path) -> dict[str, set[str]]:
-    """Top-level names each module in ``folder`` and its subpackages imports (absolute imports, anywhere in the
-    module), by the module's path relative to ``folder``."""
+    """What each module in ``folder`` and its subpackages imports (absolute imports, anywhere in the module), by
+    the module's path relative to ``folder``: top-level names, and for the library its subpackage's name."""
     found: dict[str, set[str]] = {}
     for path in sorted(folder.rglob("*.py")):
-        names = set()
+        modules = []
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
+                modules += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
-        found[str(path.relative_to(folder))] = names
+                modules += [f"{node.module}.{alias.name}" if node.module == LIBRARY else node.module for alias in node.names]
+        found[str(path.relative_to(folder))] = {_top(module) for module in modules}
     return found
 
 
-def test_every_package_is_placed():
-    assert set(PACKAGES) == MACHINERY | {"activities", "workflows", "trainer_client"}
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if parts[0] == LIBRARY and len(parts) > 1 else parts[0]
+
+
+def test_the_top_level_holds_the_entry_scripts_the_faces_and_one_library():
+    packages = {path.name for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file()}
+    assert packages == {"activities", "workflows", LIBRARY, "tests", "bench"}
+    assert {path.name for path in PROJECT_ROOT.glob("*.py")} == ENTRY_SCRIPTS
+
+
+def test_every_library_subpackage_is_placed():
+    subpackages = {path.name for path in (PROJECT_ROOT / LIBRARY).iterdir() if (path / "__init__.py").is_file()}
+    assert subpackages == MACHINERY | {"trainer_client"}
 
 
 @pytest.mark.parametrize("package", sorted(MACHINERY))
 def test_machinery_imports_neither_temporal_nor_the_layers_above(package):
-    for module, names in imported_tops(PROJECT_ROOT / package).items():
+    for module, names in imported_tops(PROJECT_ROOT / LIBRARY / package).items():
         assert not names & UPPER, f"{package}/{module} imports {sorted(names & UPPER)}"
         above = {name for name in names & MACHINERY if layer_of(name) > layer_of(package)}
         assert not above, f"{package}/{module} imports {sorted(above)}, a higher layer"
 
 
 def test_trainer_client_does_not_import_the_activity_faces():
-    for module, names in imported_tops(PROJECT_ROOT / "trainer_client").items():
-        assert "activities" not in names, f"trainer_client/{module} imports the activity faces"
+    """It starts workflows by their typed references (``workflows``), never through the activities or a script."""
+    for module, names in imported_tops(PROJECT_ROOT / LIBRARY / "trainer_client").items():
+        assert not names & {"activities", "worker", "starter", "slime_generate", "slime_rollout"}, f"trainer_client/{module} imports {sorted(names)}"
 
 
 def test_the_activity_faces_do_not_reach_into_the_workflows():
@@ -72,5 +87,7 @@ def test_the_activity_faces_do_not_reach_into_the_workflows():
 def test_the_check_sees_imports_inside_functions_and_submodules(tmp_path):
     (tmp_path / "lib.py").write_text("def late():\n    from temporalio import activity\n    import activities.sandbox\n")
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "deep.py").write_text("import workflows.rollout_group\n")
-    assert imported_tops(tmp_path) == {"lib.py": {"temporalio", "activities"}, "sub/deep.py": {"workflows"}}
+    (tmp_path / "sub" / "deep.py").write_text(
+        "import workflows.rollout_group\nfrom durable_rollouts import policy\nfrom durable_rollouts.grading.x import y\n"
+    )
+    assert imported_tops(tmp_path) == {"lib.py": {"temporalio", "activities"}, "sub/deep.py": {"workflows", "policy", "grading"}}

@@ -17,18 +17,18 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
-from contracts.rollout_group import GroupInput
-from contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams
+from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.results_file import file_stem
+from durable_rollouts.trainer_client.rollout_groups import start_group
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout
 from starter import EXAMPLE_DATASET, main_async, parse_args
-from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
-from trainer_client.results_file import file_stem
-from trainer_client.rollout_groups import start_group
-from trainer_client.rollout_runs import rollout_input, start_rollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)

@@ -20,20 +20,20 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec, RolloutInput, SamplingParams, TaskSpec
-from contracts.rollout_group import GroupFilter, GroupInput
-from contracts.workflow_ids import rollout_workflow_id
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
-from scripted_policy.turn_delays import MarkedPromptDelay
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams, TaskSpec
+from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput
+from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.scripted_policy.turn_delays import MarkedPromptDelay
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.local_services import worker_process
+from durable_rollouts.trainer_client.rollout_groups import fill_batch, group_id, start_group
+from durable_rollouts.trainer_client.rollout_runs import rollout_input
 from starter import EXAMPLE_DATASET
-from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster, start_dev_server
 from tests.waiting import HANG_GUARD_S
-from trainer_client.local_services import worker_process
-from trainer_client.rollout_groups import fill_batch, group_id, start_group
-from trainer_client.rollout_runs import rollout_input
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -18,19 +18,19 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
-from config.settings import RolloutBudgets, WorkerSettings
-from contracts.rollout import PolicySpec, RolloutInput, SamplingParams
-from policy.tokenizer_cache import ensure_qwen_tokenizer
-from policy.trajectory_packing import unpack_trajectory
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.task_sources.impossible_probes import probe_of
+from durable_rollouts.trainer_client.results_file import file_stem
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
 from starter import EXAMPLE_DATASET
-from task_sources.dataset_rows import DatasetRow, read_dataset
-from task_sources.impossible_probes import probe_of
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
-from trainer_client.results_file import file_stem
-from trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -7,15 +7,15 @@ from types import SimpleNamespace
 import pytest
 
 import slime_generate
-from config.settings import SettingsError
-from contracts.rollout import EvalResult, ProbeVerdict, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
-from policy.trajectory_packing import pack_trajectory, unpack_trajectory
+from durable_rollouts.config.settings import SettingsError
+from durable_rollouts.contracts.rollout import EvalResult, ProbeVerdict, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
+from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
+from durable_rollouts.slime_samples.registry import ContractChoice
+from durable_rollouts.task_sources.impossible_probes import probe_of, probe_seed
+from durable_rollouts.trainer_client.results_file import record_with_segments
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
-from slime_samples.registry import ContractChoice
 from starter import EXAMPLE_DATASET
-from task_sources.impossible_probes import probe_of, probe_seed
 from tests.slime_sample import Sample
-from trainer_client.results_file import record_with_segments
 
 
 def segment(kind: str, prompt: list[int], response: list[int], mask: list[int]) -> TokenSegment:

@@ -15,21 +15,21 @@ import pytest_asyncio
 
 import slime_generate
 import slime_rollout
-from config.settings import RolloutBudgets, SettingsError
-from contracts.rollout import RolloutResult, TokenSegment
-from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
-from contracts.workflow_ids import group_workflow_id
-from policy.tokenizer_cache import ensure_qwen_tokenizer
-from policy.trajectory_packing import pack_trajectory
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.settings import RolloutBudgets, SettingsError
+from durable_rollouts.contracts.rollout import RolloutResult, TokenSegment
+from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
+from durable_rollouts.contracts.workflow_ids import group_workflow_id
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.policy.trajectory_packing import pack_trajectory
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.impossible_probes import probe_of, probe_seed
+from durable_rollouts.trainer_client.rollout_groups import Batch, group_id
 from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, fill_filtered_batch, group_input, group_rules_from_env
 from starter import EXAMPLE_DATASET
-from task_sources.impossible_probes import probe_of, probe_seed
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_args import slime_args
 from tests.slime_sample import Sample
-from trainer_client.rollout_groups import Batch, group_id
 
 ROWS = [json.loads(line) for line in EXAMPLE_DATASET.read_text().splitlines() if line.strip()]
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)

@@ -16,9 +16,9 @@ from temporalio import activity
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
-from config.paths import PROJECT_ROOT
-from config.settings import RolloutBudgets
-from contracts.rollout import (
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import (
     EvalRequest,
     EvalResult,
     MergeRequest,
@@ -32,14 +32,14 @@ from contracts.rollout import (
     StalenessBound,
     TokenSegment,
 )
-from contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
-from contracts.workflow_ids import group_workflow_id, rollout_workflow_id
-from policy.trajectory_packing import pack_trajectory
+from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
+from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
+from durable_rollouts.policy.trajectory_packing import pack_trajectory
+from durable_rollouts.task_sources.impossible_probes import probe_seed
+from durable_rollouts.trainer_client.rollout_queries import HostSlots
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, workflow_id_for
 from starter import EXAMPLE_DATASET, _hosts_line, group_input, groups_in_flight, parse_args, print_summary, read_rows, run_dataset, staleness_bound
-from task_sources.impossible_probes import probe_seed
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
-from trainer_client.rollout_queries import HostSlots
-from trainer_client.rollout_runs import rollout_input, workflow_id_for
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 

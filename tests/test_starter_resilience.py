@@ -16,17 +16,17 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from config.payload_store import MAX_ENV, payload_store_from_env
-from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
-from policy.trajectory_packing import unpack_trajectory
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.payload_store import MAX_ENV, payload_store_from_env
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.results_file import ResultSink, file_stem, record_with_segments
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
 from starter import EXAMPLE_DATASET, parse_args, run_dataset
-from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
-from trainer_client.results_file import ResultSink, file_stem, record_with_segments
-from trainer_client.rollout_runs import rollout_input, run_rollouts
 
 pytestmark = pytest.mark.integration
 BUDGETS = RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)

@@ -15,12 +15,12 @@ import pytest_asyncio
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 
 import slime_generate
-from config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.trainer_client.local_services import worker_process
+from durable_rollouts.trainer_client.temporal_connection import TemporalUnreachable
 from tests.local_cluster import start_dev_server
 from tests.tls_front import API_KEY, SERVER_NAME, Certificates, TlsFront, make_certificates, tls_front
 from tests.waiting import HANG_GUARD_S
-from trainer_client.local_services import worker_process
-from trainer_client.temporal_connection import TemporalUnreachable
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

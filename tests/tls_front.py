@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer_client.local_services import free_port, port_open
+from durable_rollouts.trainer_client.local_services import free_port, port_open
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 API_KEY = "rollouts-test-key"

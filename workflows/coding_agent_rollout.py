@@ -64,8 +64,8 @@ from workflows.rollout_guard import stop_reason_after
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.error_types import ErrorType
-    from contracts.payload_budget import ROLLOUT_RESULT_BUDGET_BYTES, json_size
-    from contracts.rollout import (
+    from durable_rollouts.contracts.payload_budget import ROLLOUT_RESULT_BUDGET_BYTES, json_size
+    from durable_rollouts.contracts.rollout import (
         AbortReason,
         AgentProgress,
         AgentRun,

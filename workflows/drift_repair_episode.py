@@ -46,7 +46,7 @@ from workflows.rollout_guard import stop_reason_after
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.error_types import ErrorType
-    from contracts.drift_repair import (
+    from durable_rollouts.contracts.drift_repair import (
         BreakageRequest,
         BreakageRun,
         CollectRequest,
@@ -66,8 +66,8 @@ with workflow.unsafe.imports_passed_through():
         SampleRequest,
         VisibleBreakdown,
     )
-    from contracts.rollout import AbortReason, MergeResult
-    from drift_repair.scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
+    from durable_rollouts.contracts.rollout import AbortReason, MergeResult
+    from durable_rollouts.drift_repair.scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
 
 # Activities heartbeat every 2 s; the SDK sends at most one heartbeat per 0.8 x this timeout, and a cancel
 # (guard, abort) reaches an activity only with a heartbeat's answer, so this also bounds how fast one stops.

@@ -45,10 +45,10 @@ from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.drift_repair import EpisodeResult
-    from contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, json_size
-    from contracts.rollout import AbortReason, RolloutResult
-    from contracts.rollout_group import (
+    from durable_rollouts.contracts.drift_repair import EpisodeResult
+    from durable_rollouts.contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, json_size
+    from durable_rollouts.contracts.rollout import AbortReason, RolloutResult
+    from durable_rollouts.contracts.rollout_group import (
         PROBE_REASON,
         ChildRun,
         GroupInput,
@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         filter_verdict,
         outcome_of,
     )
-    from contracts.workflow_ids import episode_workflow_id, refill_workflow_id, rollout_workflow_id
+    from durable_rollouts.contracts.workflow_ids import episode_workflow_id, refill_workflow_id, rollout_workflow_id
 
 
 # Per kind of sample: the child workflow's run method and its graceful-stop signal.

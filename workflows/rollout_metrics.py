@@ -15,7 +15,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.telemetry_names import (
+    from durable_rollouts.contracts.telemetry_names import (
         FINISHED,
         GRADED,
         GROUP_REFILLS,

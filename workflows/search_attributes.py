@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from contracts import telemetry_names as names
+    from durable_rollouts.contracts import telemetry_names as names
 
 INSTANCE = SearchAttributeKey.for_keyword(names.INSTANCE_ATTRIBUTE)
 STAGE = SearchAttributeKey.for_keyword(names.STAGE_ATTRIBUTE)

@@ -17,8 +17,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from drift_repair.baselines import baseline_categories  # noqa: E402
-from drift_repair.script_runner import LocalScriptRunner  # noqa: E402
+from durable_rollouts.drift_repair.baselines import baseline_categories  # noqa: E402
+from durable_rollouts.drift_repair.script_runner import LocalScriptRunner  # noqa: E402
 
 VERSIONS = {"python": "3.11"}
 CATEGORIES = ["api_rename", "kwarg_change", "import_move", "argument_order", "attribute_change"]

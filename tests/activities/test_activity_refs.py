@@ -12,11 +12,12 @@ from temporalio import activity
 
 import worker
 from activities import activity_refs
+from activities.adapter import AdapterActivities
 from activities.drift_repair import DriftEpisodeActivities
 from activities.evaluate import GradingActivities
 from activities.rollout_host import RolloutHost
 from activities.sandbox import SandboxActivities
-from config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import PROJECT_ROOT
 from workflows import coding_agent_rollout, drift_repair_episode, regrade_rollout
 
 ROOT = PROJECT_ROOT
@@ -41,7 +42,7 @@ def scheduled_refs() -> set[str]:
 
 
 def test_every_scheduled_activity_is_registered_with_the_same_name_and_types():
-    lists = worker.activity_lists(RolloutHost, DriftEpisodeActivities, SandboxActivities, GradingActivities)
+    lists = worker.activity_lists(RolloutHost, AdapterActivities, DriftEpisodeActivities, SandboxActivities, GradingActivities)
     registered = {signature(fn)[0]: signature(fn) for fn in [*lists.shared, *lists.pinned]}
     used = scheduled_refs()
     assert used, "the workflows schedule through activity_refs"
@@ -52,7 +53,7 @@ def test_every_scheduled_activity_is_registered_with_the_same_name_and_types():
 
 
 def test_every_reference_is_scheduled_and_registered():
-    lists = worker.activity_lists(RolloutHost, DriftEpisodeActivities, SandboxActivities, GradingActivities)
+    lists = worker.activity_lists(RolloutHost, AdapterActivities, DriftEpisodeActivities, SandboxActivities, GradingActivities)
     registered = {signature(fn) for fn in [*lists.shared, *lists.pinned]}
     assert {activity_refs.name_of(ref) for ref in activity_refs.WORKFLOW_ACTIVITIES} == scheduled_refs()
     assert {signature(ref) for ref in activity_refs.WORKFLOW_ACTIVITIES} == registered

@@ -14,23 +14,23 @@ from activities import drift_repair as drift_activities
 from activities import evaluate as evaluate_face
 from activities import sandbox as sandbox_faces
 from activities.error_types import ErrorType
-from config.paths import PROJECT_ROOT
-from contracts.rollout import AbortReason, PolicySpec, is_documented_abort_reason
-from docker_sandbox import errors
-from grading import graders, swebench
-from policy.parsers import UnknownParser
-from policy.session_config import NoPolicyServer, session_config_for
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.contracts.rollout import AbortReason, PolicySpec, is_documented_abort_reason
+from durable_rollouts.docker_sandbox import errors
+from durable_rollouts.grading import graders, swebench
+from durable_rollouts.policy.parsers import UnknownParser
+from durable_rollouts.policy.session_config import NoPolicyServer, session_config_for
 from workflows import activity_errors, coding_agent_rollout, drift_repair_episode, regrade_rollout
 
 ACTIVITIES = PROJECT_ROOT / "activities"
-SOURCE_DIRS = [path for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name != "tests"]
+SOURCE_DIRS = [path for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name not in ("tests", "bench")]
 
 
 def test_only_the_translation_module_builds_application_errors():
-    sources = [p for folder in SOURCE_DIRS for p in folder.glob("*.py")] + list(PROJECT_ROOT.glob("*.py"))
+    sources = sorted(p for folder in SOURCE_DIRS for p in folder.rglob("*.py")) + sorted(PROJECT_ROOT.glob("*.py"))
     builders = [str(p.relative_to(PROJECT_ROOT)) for p in sources if re.search(r"\bApplicationError\(", p.read_text())]
     # The payload converter refuses an oversized payload while encoding it, beneath every activity face.
-    assert builders == ["activities/activity_failures.py", "trainer_client/payload_storage.py"]
+    assert builders == ["activities/activity_failures.py", "durable_rollouts/trainer_client/payload_storage.py"]
 
 
 @pytest.mark.parametrize(

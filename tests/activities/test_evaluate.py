@@ -10,10 +10,10 @@ import pytest_asyncio
 from temporalio.testing import ActivityEnvironment
 
 from activities.evaluate import GradingActivities
-from contracts.rollout import EvalRequest
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading.grading_log import FULL_LOG_BYTES
+from durable_rollouts.contracts.rollout import EvalRequest
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading.grading_log import FULL_LOG_BYTES
 
 SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
 # An eval script whose output is far past the result's 4 KiB tail.

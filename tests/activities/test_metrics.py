@@ -6,9 +6,9 @@ import anthropic
 import pytest
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
-from activities.adapter import AdapterServer
-from activities.metrics import HostMetrics
-from contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.host_metrics import HostMetrics
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -20,23 +20,29 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
-from activities.adapter import AdapterServer
 from activities.rollout_host import RolloutHost, cut_log
-from claude_code.binary import find_claude_code
-from contracts.rollout import AgentRunRequest, MergeRequest, PolicySpec, RolloutInput, SandboxRequest, SessionConfig, StalenessBound, TaskSpec
-from docker_sandbox import container_layout
-from docker_sandbox import firewall as sandbox_firewall
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.network import ensure_network
-from docker_sandbox.sandboxes import DockerSandboxes
-from policy.session_spool import SessionSpool
-from policy.trajectory_packing import unpack_trajectory
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.claude_code.binary import find_claude_code
+from durable_rollouts.contracts.rollout import (
+    AgentRunRequest,
+    PolicySpec,
+    RolloutInput,
+    SandboxRequest,
+    SessionConfig,
+    TaskSpec,
+)
+from durable_rollouts.docker_sandbox import container_layout
+from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.network import ensure_network
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.session_spool import SessionSpool
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
 from starter import EXAMPLE_DATASET
-from task_sources.dataset_rows import DatasetRow, read_dataset
 from tests.local_cluster import start_dev_server
-from trainer_client.search_attribute_registry import ensure_search_attributes
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -215,81 +221,6 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, ca
         await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
         await policy.stop()
         await adapter.stop()
-
-
-@pytest.mark.parametrize("policy", ["mask", "drop"])
-async def test_merge_judges_staleness_against_the_servers_version_now(renderer, policy):
-    """Real adapter, scripted SGLang server: turns sampled at version 1 and 4, the server at 5 when the rollout merges;
-    with a bound of 2, the first turn is stale. ``mask`` stores it as context, ``drop`` stores it as sampled and says to drop."""
-    server = ScriptedPolicyServer(renderer, default_policy="noop", weight_version="1")
-    server_url = await server.start()
-    adapter = AdapterServer(renderer)
-    await adapter.start()
-    try:
-        bound = StalenessBound(max_staleness=2, policy=policy)
-        ticket = adapter.registry.open_session(SessionConfig(policy_url=server_url, staleness=bound), durable=False)
-        session = adapter.registry.get(ticket.session_id)
-        messages = [{"role": "user", "content": "hello"}]
-        await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
-        server.control.set_version("4")
-        messages += [
-            {"role": "assistant", "content": server.renderer.decode(server.records[0].output_ids[:-1])},
-            {"role": "user", "content": "again"},
-        ]
-        await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
-        server.control.set_version("5")
-        rollout_host = host(adapter, slots=1)
-        merge = MergeRequest(session_id=ticket.session_id, workflow_id="wf-stale")
-        merged = await as_workflow("wf-stale").run(rollout_host.merge_segments, merge)
-        server.control.set_version("1")
-        retried = await as_workflow("wf-stale").run(rollout_host.merge_segments, merge)
-        assert retried == merged, "a retried merge reports and stores the verdict of the first"
-    finally:
-        await adapter.stop()
-        await server.stop()
-    report = merged.staleness
-    assert report is not None and (report.current_version, report.oldest_version, report.staleness, report.stale_turns) == ("5", "1", 4, 1)
-    assert report.dropped == (policy == "drop")
-    [stored] = unpack_trajectory(merged.trajectory)
-    first, second = server.records
-    sampled = [t for t, m in zip(stored.tokens, stored.loss_mask, strict=True) if m]
-    if policy == "mask":
-        assert sampled == second.output_ids and report.masked_tokens == len(first.output_ids)
-        assert {v for v, m in zip(stored.token_weight_versions(), stored.loss_mask, strict=True) if m} == {"4"}
-    else:
-        assert sampled == first.output_ids + second.output_ids and report.masked_tokens == 0
-
-
-async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as_sampled(renderer):
-    """The staleness bound is set but /get_model_info cannot be read at merge time (the server is gone): the
-    rollout keeps its segments as sampled and the report says nothing was judged, and why."""
-    server = ScriptedPolicyServer(renderer, default_policy="noop", weight_version="1")
-    server_url = await server.start()
-    adapter = AdapterServer(renderer)
-    await adapter.start()
-    try:
-        config = SessionConfig(policy_url=server_url, staleness=StalenessBound(max_staleness=0, policy="drop"))
-        ticket = adapter.registry.open_session(config, durable=False)
-        session = adapter.registry.get(ticket.session_id)
-        await session.run_turn(
-            "main",
-            "main",
-            [{"role": "user", "content": "hi"}],
-            [],
-            None,
-            lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}),
-        )
-        await server.stop()
-        rollout_host = host(adapter, slots=1)
-        merged = await as_workflow("wf-unknown").run(
-            rollout_host.merge_segments, MergeRequest(session_id=ticket.session_id, workflow_id="wf-unknown")
-        )
-    finally:
-        await adapter.stop()
-    report = merged.staleness
-    assert report is not None and report.current_version is None and not report.dropped and "get_model_info" in report.note
-    [stored] = unpack_trajectory(merged.trajectory)
-    assert report.unjudged_tokens == sum(stored.loss_mask) == len(server.records[0].output_ids)
 
 
 async def test_an_agent_log_over_the_limit_keeps_whole_lines_of_its_head_and_end_with_a_line_saying_so():

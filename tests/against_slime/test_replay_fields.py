@@ -16,8 +16,8 @@ require_slime()
 from slime.observability.rollout_data_utils import validate_rollout_routed_experts_for_replay  # noqa: E402
 from slime.utils.types import Sample  # noqa: E402
 
-from policy.sglang_client import parse_generation  # noqa: E402
-from slime_samples import current  # noqa: E402
+from durable_rollouts.policy.sglang_client import parse_generation  # noqa: E402
+from durable_rollouts.slime_samples import current  # noqa: E402
 from tests.against_slime.slime_code import args_for, slime_conversion  # noqa: E402
 from tests.policy.replay_sessions import CAPTURE, OPTIONS, SYSTEM, TASK, captured_trajectory  # noqa: E402
 from tests.slime_samples.segments import result_of  # noqa: E402

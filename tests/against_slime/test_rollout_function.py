@@ -19,12 +19,12 @@ from slime.utils.types import Sample  # noqa: E402
 
 import slime_generate  # noqa: E402
 import slime_rollout  # noqa: E402
-from contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult, SampledTurn, TokenSegment, TurnLog  # noqa: E402
-from contracts.rollout_group import GroupResult, GroupSample  # noqa: E402
-from policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from policy.trajectory_packing import pack_trajectory  # noqa: E402
+from durable_rollouts.contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult, SampledTurn, TokenSegment, TurnLog  # noqa: E402
+from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample  # noqa: E402
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
+from durable_rollouts.policy.trajectory_packing import pack_trajectory  # noqa: E402
+from durable_rollouts.trainer_client.rollout_groups import Batch, group_id  # noqa: E402
 from tests.against_slime.slime_code import args_for, slime_conversion  # noqa: E402
-from trainer_client.rollout_groups import Batch, group_id  # noqa: E402
 
 
 def completed(index: int, reward: float) -> RolloutResult:

@@ -3,7 +3,7 @@
 import os
 import subprocess
 
-from claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
+from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
 
 
 def test_binary_found_and_version_matches():

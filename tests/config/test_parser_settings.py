@@ -6,9 +6,9 @@ import sys
 import pytest
 
 import worker
-from config.settings import SettingsError, settings_from_env
-from policy.parsers import reasoning_parser_names, tool_call_parser_names
-from policy.session_config import ParserDefaults
+from durable_rollouts.config.settings import SettingsError, settings_from_env
+from durable_rollouts.policy.parsers import reasoning_parser_names, tool_call_parser_names
+from durable_rollouts.policy.session_config import ParserDefaults
 
 
 def test_the_defaults_are_auto_and_qwen3():

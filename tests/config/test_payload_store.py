@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from config.payload_store import DEFAULT_FOLDER, DEFAULT_MAX, DEFAULT_THRESHOLD, PayloadFolderSettings, payload_store_from_env
-from config.settings import SettingsError
+from durable_rollouts.config.payload_store import DEFAULT_FOLDER, DEFAULT_MAX, DEFAULT_THRESHOLD, PayloadFolderSettings, payload_store_from_env
+from durable_rollouts.config.settings import SettingsError
 
 
 def test_no_bucket_means_this_machines_payload_folder(tmp_path):

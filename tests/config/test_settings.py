@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import (
+from durable_rollouts.config.settings import (
     SHARED_TASK_QUEUE,
     SettingsError,
     default_sandbox_cpus,
@@ -13,7 +13,7 @@ from config.settings import (
     settings_from_env,
     staleness_from_env,
 )
-from contracts.rollout import FINISH_GRACE_S, StalenessBound
+from durable_rollouts.contracts.rollout import FINISH_GRACE_S, StalenessBound
 
 
 def test_defaults_match_the_reference():

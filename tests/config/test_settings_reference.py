@@ -6,12 +6,12 @@ from __future__ import annotations
 import ast
 import re
 
-from config.paths import PROJECT_ROOT
-from config.payload_store import payload_store_from_env
-from config.settings import impossible_share_from_env, settings_from_env
-from config.settings_reference import SETTINGS, render
-from slime_samples.options import sample_options
-from trainer_client.workflow_runs import server_wait_from_env
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.payload_store import payload_store_from_env
+from durable_rollouts.config.settings import impossible_share_from_env, settings_from_env
+from durable_rollouts.config.settings_reference import SETTINGS, render
+from durable_rollouts.slime_samples.options import sample_options
+from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 
 NAME = re.compile(r"(?:ROLLOUT|SWE|SHIM|SLIME)_[A-Z0-9_]*[A-Z0-9]")
 CODE = list(PROJECT_ROOT.glob("*.py")) + [
@@ -36,7 +36,9 @@ def test_every_variable_the_code_reads_is_listed_and_nothing_else():
 
 
 def test_the_settings_page_is_the_rendering():
-    assert (PROJECT_ROOT / "docs" / "settings.md").read_text() == render(), "run: python -m config.settings_reference > docs/settings.md"
+    assert (PROJECT_ROOT / "docs" / "settings.md").read_text() == render(), (
+        "run: python -m durable_rollouts.config.settings_reference > docs/settings.md"
+    )
 
 
 def test_the_stated_numeric_defaults_are_what_the_readers_return():

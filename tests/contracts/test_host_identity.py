@@ -1,4 +1,4 @@
-from contracts.host_identity import HostIdentity, parse_worker_identity, worker_identity
+from durable_rollouts.contracts.host_identity import HostIdentity, parse_worker_identity, worker_identity
 
 
 def test_a_worker_identity_names_its_host_queue_and_slots():

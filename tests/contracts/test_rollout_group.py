@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from contracts.drift_repair import EpisodeInput, EpisodeResult, RoleTurn
-from contracts.rollout import (
+from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult, RoleTurn
+from durable_rollouts.contracts.rollout import (
     AbortReason,
     EvalResult,
     ImpossibleProbe,
@@ -16,7 +16,7 @@ from contracts.rollout import (
     TaskSpec,
     is_documented_abort_reason,
 )
-from contracts.rollout_group import (
+from durable_rollouts.contracts.rollout_group import (
     INFRASTRUCTURE_REASONS,
     TASK_REASONS,
     GroupFilter,
@@ -28,7 +28,7 @@ from contracts.rollout_group import (
     filter_verdict,
     outcome_of,
 )
-from contracts.workflow_ids import group_workflow_id, refill_workflow_id, rollout_workflow_id
+from durable_rollouts.contracts.workflow_ids import group_workflow_id, refill_workflow_id, rollout_workflow_id
 
 
 def rollouts(k: int, instance: str = "calc") -> list[RolloutInput]:

@@ -8,9 +8,9 @@ import docker
 import pytest
 import pytest_asyncio
 
-from contracts.rollout import SandboxRequest, TaskResources
-from docker_sandbox.limits import SandboxLimits, SandboxSettings, task_limits
-from docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.contracts.rollout import SandboxRequest, TaskResources
+from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings, task_limits
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 
 CAPS = SandboxLimits(cpus=2.0, memory_bytes=4 << 30, pids=512, disk_bytes=10 << 30)
 

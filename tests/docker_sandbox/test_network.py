@@ -16,14 +16,14 @@ import uuid
 import docker
 import pytest
 
-from activities.adapter import AdapterServer
-from contracts.rollout import SandboxRequest, SessionConfig
-from docker_sandbox import firewall as sandbox_firewall
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.network import ensure_network
-from docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.contracts.rollout import SandboxRequest, SessionConfig
+from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.network import ensure_network
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from starter import EXAMPLE_DATASET
-from task_sources.dataset_rows import DatasetRow, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

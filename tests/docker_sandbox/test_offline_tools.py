@@ -15,11 +15,11 @@ import docker
 import pytest
 import pytest_asyncio
 
-from contracts.rollout import SandboxHandle, SandboxRequest, TaskSpec
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.network import ensure_network
-from docker_sandbox.offline_tools import OFFLINE_ENV
-from docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.contracts.rollout import SandboxHandle, SandboxRequest, TaskSpec
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.network import ensure_network
+from durable_rollouts.docker_sandbox.offline_tools import OFFLINE_ENV
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -18,11 +18,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import sandbox as sandbox_faces
-from claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
-from contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxRequest, TaskSpec
-from docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, workspace_diff
-from docker_sandbox.limits import SandboxLimits, SandboxSettings
-from docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
+from durable_rollouts.contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxRequest, TaskSpec
+from durable_rollouts.docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, workspace_diff
+from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -14,12 +14,12 @@ from collections import Counter
 
 import pytest
 
-from contracts.drift_repair import SampleRequest
-from drift_repair.baselines import candidate_specs
-from drift_repair.corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task, tasks_of
-from drift_repair.offline import score_corpus
-from drift_repair.primitives import apply_spec
-from drift_repair.script_runner import LocalScriptRunner
+from durable_rollouts.contracts.drift_repair import SampleRequest
+from durable_rollouts.drift_repair.baselines import candidate_specs
+from durable_rollouts.drift_repair.corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task, tasks_of
+from durable_rollouts.drift_repair.offline import score_corpus
+from durable_rollouts.drift_repair.primitives import apply_spec
+from durable_rollouts.drift_repair.script_runner import LocalScriptRunner
 
 
 def make_corpus_module():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.drift_repair import DriftSpec
-from drift_repair.baselines import oracle_repair
-from drift_repair.corpus import load_corpus
-from drift_repair.parsers import SpecParseError, extract_diff, parse_drift_spec
-from drift_repair.primitives import apply_spec
-from drift_repair.prompts import (
+from durable_rollouts.contracts.drift_repair import DriftSpec
+from durable_rollouts.drift_repair.baselines import oracle_repair
+from durable_rollouts.drift_repair.corpus import load_corpus
+from durable_rollouts.drift_repair.parsers import SpecParseError, extract_diff, parse_drift_spec
+from durable_rollouts.drift_repair.primitives import apply_spec
+from durable_rollouts.drift_repair.prompts import (
     DRIFT_SYSTEM,
     REPAIR_SYSTEM,
     drift_prompt,
@@ -18,8 +18,8 @@ from drift_repair.prompts import (
     prompt_task_id,
     repair_prompt,
 )
-from drift_repair.unified_diff import DiffError, apply_diff, make_diff, parse_diff
-from scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
+from durable_rollouts.drift_repair.unified_diff import DiffError, apply_diff, make_diff, parse_diff
+from durable_rollouts.scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
 
 SPEC = {"primitive_type": "RenameApiCall", "params": {"old": "dumps", "new": "dump_s"}}
 ORIGINAL = "import json\n\nx = 1\nprint(json.dumps(x))\nprint('done')\n"

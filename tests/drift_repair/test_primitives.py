@@ -6,11 +6,11 @@ import textwrap
 
 import pytest
 
-from contracts.drift_repair import DriftSpec
-from drift_repair.baselines import baseline_drift, oracle_repair
-from drift_repair.primitives import PRIMITIVES, DriftSpecError, apply_spec
-from drift_repair.script_runner import LocalScriptRunner
-from drift_repair.unified_diff import apply_diff
+from durable_rollouts.contracts.drift_repair import DriftSpec
+from durable_rollouts.drift_repair.baselines import baseline_drift, oracle_repair
+from durable_rollouts.drift_repair.primitives import PRIMITIVES, DriftSpecError, apply_spec
+from durable_rollouts.drift_repair.script_runner import LocalScriptRunner
+from durable_rollouts.drift_repair.unified_diff import apply_diff
 
 SCRIPT = textwrap.dedent(
     '''\

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from activities.adapter import AdapterServer
-from contracts.rollout import PolicySpec
-from drift_repair.roles import AdapterRolePlayer
-from policy.trajectory_packing import unpack_trajectory
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.drift_repair.roles import AdapterRolePlayer
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from tests.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from config.paths import PROJECT_ROOT
-from contracts.rollout import EvalRequest, TaskSpec
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading import graders, run_guard, shadowing, task_tests
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import graders, run_guard, shadowing, task_tests
 
 TASKS = PROJECT_ROOT / "examples" / "tasks"
 HARBOR = PROJECT_ROOT / "examples" / "harbor_tasks"

@@ -10,11 +10,11 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from contracts.rollout import EvalRequest, HarborTestFile, TaskSpec
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading import graders
-from grading.harbor_verifier import MAX_METRIC_KEY, MAX_METRICS, bounded_metrics, read_reward
+from durable_rollouts.contracts.rollout import EvalRequest, HarborTestFile, TaskSpec
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import graders
+from durable_rollouts.grading.harbor_verifier import MAX_METRIC_KEY, MAX_METRICS, bounded_metrics, read_reward
 
 SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
 TXT = "rollouts/temperature-reward-txt"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from contracts.rollout import ProbeFlip, TaskSpec
-from task_sources.impossible_probes import FLIP_RECORD, probe_of
+from durable_rollouts.contracts.rollout import ProbeFlip, TaskSpec
+from durable_rollouts.task_sources.impossible_probes import FLIP_RECORD, probe_of
 from tests.grading.tampering_attacks import ATTACKS, TARGETS, Target, diff_after, grade_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

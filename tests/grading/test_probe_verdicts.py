@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.rollout import ProbeFlip, TaskSpec, f2p_eval_cmd
-from grading.probe_verdicts import flipped_outcomes, judge
+from durable_rollouts.contracts.rollout import ProbeFlip, TaskSpec, f2p_eval_cmd
+from durable_rollouts.grading.probe_verdicts import flipped_outcomes, judge
 
 FLIP = ProbeFlip(path="tests/test_calc.py", test="test_sub", line=7, expected="5", flipped="4188")
 TASK = TaskSpec(instance_id="calc.probe-1", image="img", workdir="/w", problem_statement="p", eval_cmd="pytest -q tests")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from grading import run_guard, session_reports, tamper_checks
-from grading.python_envs import PytestPlugin, PythonEnvs
-from grading.run_guard import Guard
-from grading.tamper_checks import Claims
+from durable_rollouts.grading import run_guard, session_reports, tamper_checks
+from durable_rollouts.grading.python_envs import PytestPlugin, PythonEnvs
+from durable_rollouts.grading.run_guard import Guard
+from durable_rollouts.grading.tamper_checks import Claims
 
 TESTS = "def test_adds():\n    assert 1 + 1 == 2\n\n\ndef test_subtracts():\n    assert 2 - 1 == 1\n"
 BROKEN = "def test_adds():\n    assert 1 + 1 == 3\n"

@@ -12,12 +12,12 @@ import subprocess
 import docker
 import pytest
 
-from config.paths import PROJECT_ROOT
-from contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
-from docker_sandbox.limits import SandboxSettings
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading import graders
-from task_sources.dataset_rows import read_dataset
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import graders
+from durable_rollouts.task_sources.dataset_rows import read_dataset
 
 pytestmark = pytest.mark.integration
 ON_THE_SESSION_LOOP = pytest.mark.asyncio(loop_scope="session")
@@ -131,8 +131,8 @@ def test_the_swe_gym_rows_derived_image_name_is_tagged_by_the_build(task_images,
 # Runs in the swebench 5 venv: the SWE-rebench and SWE-Gym rows carry no 5.x eval script, so that worker refuses them.
 REFUSAL_UNDER_SWEBENCH5 = """
 import json
-from grading import swebench
-from task_sources.dataset_rows import read_dataset
+from durable_rollouts.grading import swebench
+from durable_rollouts.task_sources.dataset_rows import read_dataset
 
 refusals = {}
 for row in read_dataset("examples/tasks/swe_rows.jsonl"):

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from config.paths import PROJECT_ROOT
-from grading import swebench
-from grading.swebench import NotEvaluable
-from task_sources.dataset_rows import read_dataset, task_from_row
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.grading import swebench
+from durable_rollouts.grading.swebench import NotEvaluable
+from durable_rollouts.task_sources.dataset_rows import read_dataset, task_from_row
 
 DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
 TEST_FILE = "tests/test_slugify.py"

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from config.paths import PROJECT_ROOT
-from grading import swebench
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.grading import swebench
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -22,10 +22,10 @@ SWEBENCH5_PYTHON = PROJECT / ".cache" / "swebench5" / "bin" / "python"
 # Runs in the swebench 5 venv: grade the reference patch and an empty diff, then try the row without its 5.x columns.
 GRADE_UNDER_SWEBENCH5 = """
 import asyncio, json, sys
-from contracts.rollout import EvalRequest
-from docker_sandbox.sandboxes import DockerSandboxes
-from grading import graders, swebench
-from task_sources.dataset_rows import read_dataset
+from durable_rollouts.contracts.rollout import EvalRequest
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import graders, swebench
+from durable_rollouts.task_sources.dataset_rows import read_dataset
 
 columns = json.loads(sys.stdin.read())
 prefix = sys.argv[1]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-from contracts.rollout import f2p_eval_cmd, f2p_script
-from grading import python_envs, session_reports, shadowing, tamper_checks
-from grading.python_envs import PytestPlugin, PythonEnvs
-from grading.run_guard import Guard
-from grading.session_reports import SessionReport
-from grading.tamper_checks import Claims
+from durable_rollouts.contracts.rollout import f2p_eval_cmd, f2p_script
+from durable_rollouts.grading import python_envs, session_reports, shadowing, tamper_checks
+from durable_rollouts.grading.python_envs import PytestPlugin, PythonEnvs
+from durable_rollouts.grading.run_guard import Guard
+from durable_rollouts.grading.session_reports import SessionReport
+from durable_rollouts.grading.tamper_checks import Claims
 
 GUARD = Guard(directory="/tmp/g", module="mabc", must_fail="test_f1", must_pass="test_p1")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.rollout import EvalResult, TaskSpec
+from durable_rollouts.contracts.rollout import EvalResult, TaskSpec
 from tests.grading.tampering_attacks import ATTACKS, TARGETS, WORKS_ON, Target, diff_after, grade_all, unprotected
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from contracts.replay import ReplayCapture, RoutedExpertsShape
-from contracts.rollout import SessionConfig
-from policy.fair_executor import FairExecutor
-from policy.session import PolicySession
-from policy.sglang_client import SGLangClient
-from policy.trajectory_packing import Trajectory
-from scripted_policy.replay_data import DEFAULT_MOE
-from slime_samples.options import SampleOptions
+from durable_rollouts.contracts.replay import ReplayCapture, RoutedExpertsShape
+from durable_rollouts.contracts.rollout import SessionConfig
+from durable_rollouts.policy.fair_executor import FairExecutor
+from durable_rollouts.policy.session import PolicySession
+from durable_rollouts.policy.sglang_client import SGLangClient
+from durable_rollouts.policy.trajectory_packing import Trajectory
+from durable_rollouts.scripted_policy.replay_data import DEFAULT_MOE
+from durable_rollouts.slime_samples.options import SampleOptions
 from tests.policy.replies import anthropic_reply
 
 CAPTURE = ReplayCapture(top_p_token_ids=True, routed_experts=RoutedExpertsShape(layers=DEFAULT_MOE.layers, top_k=DEFAULT_MOE.top_k))

@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from policy.anthropic_reply import reply_blocks
-from policy.anthropic_translation import translate_request
-from policy.parsers import ParsedCompletion
+from durable_rollouts.policy.anthropic_reply import reply_blocks
+from durable_rollouts.policy.anthropic_translation import translate_request
+from durable_rollouts.policy.parsers import ParsedCompletion
 
 
 def anthropic_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

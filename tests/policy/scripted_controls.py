@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 
 
 async def control(http: aiohttp.ClientSession, server: ScriptedPolicyServer, path: str, body: dict) -> None:

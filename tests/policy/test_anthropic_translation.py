@@ -2,8 +2,8 @@
 
 import pytest
 
-from activities.adapter import classify_turn
-from policy.anthropic_translation import RequestError, translate_request
+from durable_rollouts.policy.adapter_server import classify_turn
+from durable_rollouts.policy.anthropic_translation import RequestError, translate_request
 from tests.wire_fixtures import captured
 
 

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contracts.rollout import SessionConfig
-from policy.continuation import generate_through_aborts
-from policy.fair_executor import FairExecutor
-from policy.session import PolicySession
-from policy.sglang_client import Generation, GenerationAborted, PolicyServerError, SGLangClient
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.contracts.rollout import SessionConfig
+from durable_rollouts.policy.continuation import generate_through_aborts
+from durable_rollouts.policy.fair_executor import FairExecutor
+from durable_rollouts.policy.session import PolicySession
+from durable_rollouts.policy.sglang_client import Generation, GenerationAborted, PolicyServerError, SGLangClient
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from tests.policy.replies import anthropic_reply
 from tests.policy.scripted_controls import control, weight_update
 from tests.waiting import HANG_GUARD_S, until

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from policy.fair_executor import FairExecutor
+from durable_rollouts.policy.fair_executor import FairExecutor
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

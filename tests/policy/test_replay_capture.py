@@ -14,16 +14,16 @@ import json
 import numpy as np
 import pytest
 
-from contracts.replay import ReplayCapture, RoutedExpertsShape
-from contracts.rollout import SessionConfig
-from policy.continuation import stitch
-from policy.fair_executor import FairExecutor
-from policy.replay_capture import ReplayDataError, RoutedRows, TopPSpans
-from policy.session import PolicySession
-from policy.sglang_client import Generation, PolicyOutputError, SGLangClient, parse_generation
-from policy.token_capture import LedgerDelta, TokenLedger
-from policy.trajectory_packing import pack_trajectory, read_trajectory
-from scripted_policy.replay_data import DEFAULT_MOE, nucleus, routing
+from durable_rollouts.contracts.replay import ReplayCapture, RoutedExpertsShape
+from durable_rollouts.contracts.rollout import SessionConfig
+from durable_rollouts.policy.continuation import stitch
+from durable_rollouts.policy.fair_executor import FairExecutor
+from durable_rollouts.policy.replay_capture import ReplayDataError, RoutedRows, TopPSpans
+from durable_rollouts.policy.session import PolicySession
+from durable_rollouts.policy.sglang_client import Generation, PolicyOutputError, SGLangClient, parse_generation
+from durable_rollouts.policy.token_capture import LedgerDelta, TokenLedger
+from durable_rollouts.policy.trajectory_packing import pack_trajectory, read_trajectory
+from durable_rollouts.scripted_policy.replay_data import DEFAULT_MOE, nucleus, routing
 from tests.policy.replay_sessions import SYSTEM, TASK, capturing_session
 from tests.policy.replies import anthropic_reply
 from tests.policy.scripted_controls import control, weight_update

@@ -16,13 +16,20 @@ import aiohttp
 import pytest
 from pydantic import ValidationError
 
-from contracts.rollout import SamplingParams, SessionConfig
-from policy.anthropic_translation import RequestError
-from policy.fair_executor import FairExecutor
-from policy.sampling import MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES, ClientSampling, client_sampling, sglang_params, turn_sampling
-from policy.session import PolicySession
-from policy.sglang_client import Generation, GenerationAborted, SGLangClient
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.policy.anthropic_translation import RequestError
+from durable_rollouts.policy.fair_executor import FairExecutor
+from durable_rollouts.policy.sampling import (
+    MAX_STOP_SEQUENCE_CHARS,
+    MAX_STOP_SEQUENCES,
+    ClientSampling,
+    client_sampling,
+    sglang_params,
+    turn_sampling,
+)
+from durable_rollouts.policy.session import PolicySession
+from durable_rollouts.policy.sglang_client import Generation, GenerationAborted, SGLangClient
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from tests.policy.replies import anthropic_reply
 
 ASYNC = pytest.mark.asyncio(loop_scope="session")

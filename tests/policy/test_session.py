@@ -5,12 +5,12 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from contracts.rollout import RolloutResult, SegmentSummary, SessionConfig, WeightVersionSpan
-from policy.fair_executor import FairExecutor
-from policy.session import PolicySession
-from policy.session_spool import SessionSpool
-from policy.sglang_client import SGLangClient, parse_generation
-from scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.contracts.rollout import RolloutResult, SegmentSummary, SessionConfig, WeightVersionSpan
+from durable_rollouts.policy.fair_executor import FairExecutor
+from durable_rollouts.policy.session import PolicySession
+from durable_rollouts.policy.session_spool import SessionSpool
+from durable_rollouts.policy.sglang_client import SGLangClient, parse_generation
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from tests.policy.replies import anthropic_reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -3,9 +3,9 @@ unknown name is refused before a session opens, naming the spec's field."""
 
 import pytest
 
-from contracts.rollout import PolicySpec
-from policy.parsers import UnknownParser, reasoning_parser_names, tool_call_parser_names
-from policy.session_config import ParserDefaults, session_config_for
+from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.policy.parsers import UnknownParser, reasoning_parser_names, tool_call_parser_names
+from durable_rollouts.policy.session_config import ParserDefaults, session_config_for
 
 WORKER = ParserDefaults(tool_parser="glm45", reasoning_parser="glm45")
 

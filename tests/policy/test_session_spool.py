@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from activities.adapter import AdapterServer
-from contracts.rollout import SessionConfig, TurnSummary
-from policy.session_spool import SessionSpool
-from policy.token_capture import LedgerDelta
+from durable_rollouts.contracts.rollout import SessionConfig, TurnSummary
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.session_spool import SessionSpool
+from durable_rollouts.policy.token_capture import LedgerDelta
 
 CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 

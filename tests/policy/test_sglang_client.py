@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from policy.sglang_client import PolicyOutputError, PolicyServerError, parse_generation
+from durable_rollouts.policy.sglang_client import PolicyOutputError, PolicyServerError, parse_generation
 
 
 def reply(ids: list[int], **meta) -> dict:

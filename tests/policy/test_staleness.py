@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.rollout import StalenessBound, TokenSegment, spans_from_runs
-from policy.staleness import judge, staleness_of
+from durable_rollouts.contracts.rollout import StalenessBound, TokenSegment, spans_from_runs
+from durable_rollouts.policy.staleness import judge, staleness_of
 
 
 def segment(turn_versions: list[list[str | None]]) -> TokenSegment:

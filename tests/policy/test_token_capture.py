@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan, collapse_runs, order_weight_versions
-from policy.anthropic_reply import reply_blocks
-from policy.anthropic_translation import translate_request
-from policy.parsers import parse_completion
-from policy.sglang_client import parse_generation
-from policy.token_capture import LedgerDelta, TokenLedger, message_key
-from policy.trajectory_packing import Trajectory, decode_trajectory, encode_trajectory
+from durable_rollouts.contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan, collapse_runs, order_weight_versions
+from durable_rollouts.policy.anthropic_reply import reply_blocks
+from durable_rollouts.policy.anthropic_translation import translate_request
+from durable_rollouts.policy.parsers import parse_completion
+from durable_rollouts.policy.sglang_client import parse_generation
+from durable_rollouts.policy.token_capture import LedgerDelta, TokenLedger, message_key
+from durable_rollouts.policy.trajectory_packing import Trajectory, decode_trajectory, encode_trajectory
 
 TOOLS = [
     {

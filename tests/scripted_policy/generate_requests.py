@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
 
 END_ID = 248046
 TOOLS = [

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from policy.prompt_renderer import PromptRenderer
-from scripted_policy.control import FLUSH_REFUSED, Generation, abort_finish_reason
-from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.scripted_policy.control import FLUSH_REFUSED, Generation, abort_finish_reason
+from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
 from tests.scripted_policy.generate_requests import conversation, generate_body, prompt_ids
 from tests.waiting import until
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from config.paths import PROJECT_ROOT
-from scripted_policy.completions import OracleTask
-from scripted_policy.oracle_tasks import oracle_tasks_from
-from task_sources.dataset_rows import read_dataset
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.scripted_policy.completions import OracleTask
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.task_sources.dataset_rows import read_dataset
 
 PATCH = "diff --git a/x b/x\n"
 

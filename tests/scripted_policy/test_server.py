@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from config.paths import PROJECT_ROOT
-from policy.prompt_renderer import PromptRenderer
-from policy.tokenizer_cache import ensure_qwen_tokenizer
-from scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, load_oracle_tasks, noop_completion
-from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, load_oracle_tasks, noop_completion
+from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
 from tests.scripted_policy.generate_requests import END_ID, STATEMENT, conversation, generate_body, prompt_ids
 
 END = "<|im_end|>"
@@ -324,7 +324,7 @@ def test_cli_serves_until_sigterm(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "scripted_policy.server",
+        "durable_rollouts.scripted_policy.server",
         "--port",
         str(port),
         "--policy",

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from policy.prompt_renderer import PromptRenderer
-from scripted_policy.completions import noop_completion
-from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.scripted_policy.completions import noop_completion
+from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
 from tests.scripted_policy.generate_requests import END_ID, conversation, generate_body, prompt_ids
 
 NOOP = noop_completion("", 0)  # "...I will not change anything."

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from policy.prompt_renderer import PromptRenderer
-from policy.tokenizer_cache import ensure_qwen_tokenizer
-from scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer, parse_args
-from scripted_policy.turn_delays import LogNormalSessionDelay, MarkedPromptDelay
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer, parse_args
+from durable_rollouts.scripted_policy.turn_delays import LogNormalSessionDelay, MarkedPromptDelay
 from tests.scripted_policy.generate_requests import conversation, generate_body, prompt_ids
 
 MARKER = "frobnicator"  # in the problem statement, so in the prompt once the agent has read it (turn 1 on)

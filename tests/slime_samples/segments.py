@@ -1,7 +1,7 @@
 """Small hand-made segments of one Claude Code session (main, its compaction, the continuation, a sub-agent) and the
 completed rollout result samples are built from."""
 
-from contracts.rollout import AgentRun, RolloutResult, TokenSegment, WeightVersionSpan
+from durable_rollouts.contracts.rollout import AgentRun, RolloutResult, TokenSegment, WeightVersionSpan
 
 
 def segment(kind, tokens, prompt_length, sampled, lane="main", version=None, **extra) -> TokenSegment:

@@ -22,11 +22,11 @@ import aiohttp
 import numpy as np
 import pytest
 
-from contracts.rollout import SamplingParams, SessionConfig
-from policy.trajectory_packing import Trajectory
-from slime_samples import current, seed
-from slime_samples.message_tree import common_prefix
-from slime_samples.options import SampleOptions
+from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.policy.trajectory_packing import Trajectory
+from durable_rollouts.slime_samples import current, seed
+from durable_rollouts.slime_samples.message_tree import common_prefix
+from durable_rollouts.slime_samples.options import SampleOptions
 from tests.slime_sample import Sample
 from tests.slime_samples.segments import result_of
 from tests.wire_fixtures import captured

@@ -1,9 +1,9 @@
 """Today's slime sample contract: fresh samples, full reward, slime's metadata keys, the cut, the turn log's routing."""
 
-from contracts.rollout import SampledTurn, TurnLog
-from policy.trajectory_packing import Trajectory
-from slime_samples import current, seed
-from slime_samples.options import SampleOptions, sample_options
+from durable_rollouts.contracts.rollout import SampledTurn, TurnLog
+from durable_rollouts.policy.trajectory_packing import Trajectory
+from durable_rollouts.slime_samples import current, seed
+from durable_rollouts.slime_samples.options import SampleOptions, sample_options
 from tests.slime_sample import Sample
 from tests.slime_samples.segments import COMPACTION, CONTINUATION, MAIN, SUBAGENT, result_of, segment
 

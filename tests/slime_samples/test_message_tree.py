@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from slime_samples.message_tree import MessageTree
+from durable_rollouts.slime_samples.message_tree import MessageTree
 from tests.slime_samples.turn_cases import CASES, SYSTEM, TASK, CaseTurn, project_samples, project_turn, random_session, reply
 
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from config.paths import PROJECT_ROOT
-from config.settings import SettingsError
-from slime_samples import registry
+from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.settings import SettingsError
+from durable_rollouts.slime_samples import registry
 
 
 def forget_slime(monkeypatch) -> None:

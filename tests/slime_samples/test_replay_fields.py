@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policy.trajectory_packing import Trajectory, pack_trajectory
-from scripted_policy.replay_data import DEFAULT_MOE, nucleus, routing
+from durable_rollouts.policy.trajectory_packing import Trajectory, pack_trajectory
+from durable_rollouts.scripted_policy.replay_data import DEFAULT_MOE, nucleus, routing
+from durable_rollouts.slime_samples import current, seed
+from durable_rollouts.slime_samples.options import replay_of
+from durable_rollouts.slime_samples.registry import ContractChoice
+from durable_rollouts.slime_samples.sample_fields import ReplayMissing
 from slime_generate import samples_from_result
-from slime_samples import current, seed
-from slime_samples.options import replay_of
-from slime_samples.registry import ContractChoice
-from slime_samples.sample_fields import ReplayMissing
 from tests.policy.replay_sessions import OPTIONS, captured_trajectory
 from tests.slime_sample import Sample
 from tests.slime_samples.segments import MAIN, result_of

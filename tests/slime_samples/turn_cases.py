@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from policy.token_capture import message_key
-from slime_samples.message_tree import MessageTree, Turn
+from durable_rollouts.policy.token_capture import message_key
+from durable_rollouts.slime_samples.message_tree import MessageTree, Turn
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 TASK = {"role": "user", "content": "Fix the bug."}

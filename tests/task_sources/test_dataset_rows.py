@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from task_sources.dataset_rows import DatasetRow, RowError, read_dataset, task_from_row
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset, task_from_row
 
 FLAT = {
     "prompt": "fix it",

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from task_sources.harbor_images import HASH_LABEL, HarborImages, ImageProblem, environment_hash, image_tag
+from durable_rollouts.task_sources.harbor_images import HASH_LABEL, HarborImages, ImageProblem, environment_hash, image_tag
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import RolloutBudgets
-from contracts.rollout import HarborSpec, HarborTestFile, TaskSpec
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import HarborSpec, HarborTestFile, TaskSpec
+from durable_rollouts.task_sources.dataset_rows import DatasetRow
+from durable_rollouts.task_sources.harbor_images import HarborImages, image_tag
+from durable_rollouts.task_sources.harbor_tasks import MAX_TESTS_BYTES, HarborTaskError, read_harbor_tasks, reference_patches
 from starter import invalid_row_record, read_rows
-from task_sources.dataset_rows import DatasetRow
-from task_sources.harbor_images import HarborImages, image_tag
-from task_sources.harbor_tasks import MAX_TESTS_BYTES, HarborTaskError, read_harbor_tasks, reference_patches
 
 GOOD_TOML = """\
 schema_version = "1.1"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from task_sources import probe_flip
+from durable_rollouts.task_sources import probe_flip
 
 TESTS = """import pytest
 import unittest

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from task_sources.dataset_rows import RowError, read_dataset, task_from_row
-from task_sources.row_limits import MAX_INSTANCE_ID_BYTES, MAX_TASK_BYTES
+from durable_rollouts.task_sources.dataset_rows import RowError, read_dataset, task_from_row
+from durable_rollouts.task_sources.row_limits import MAX_INSTANCE_ID_BYTES, MAX_TASK_BYTES
 
 GOOD = {"prompt": "fix it", "metadata": {"instance_id": "calc-1", "image": "img", "workdir": "/w", "eval_cmd": "pytest -q"}}
 

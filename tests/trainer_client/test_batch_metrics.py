@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from contracts.rollout import EvalResult, ProbeVerdict, RolloutResult
-from contracts.rollout_group import GroupResult, GroupSample
-from trainer_client.rollout_groups import Batch
+from durable_rollouts.contracts.rollout import EvalResult, ProbeVerdict, RolloutResult
+from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
+from durable_rollouts.trainer_client.rollout_groups import Batch
 
 
 def test_the_batch_reports_how_many_graded_samples_were_flagged_tampered():

@@ -1,9 +1,9 @@
 """The trainer's side of drift → repair episodes: GRPO groups, workflow ids, the starter's CLI entry."""
 
-from contracts.workflow_ids import episode_workflow_id
-from drift_repair.corpus import load_corpus, tasks_of
+from durable_rollouts.contracts.workflow_ids import episode_workflow_id
+from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
+from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs
 from starter import parse_args
-from trainer_client.drift_episodes import episode_groups, episode_inputs
 
 
 def test_k_episodes_per_task_share_a_group_and_differ_in_seed():

@@ -3,8 +3,8 @@ both logs are: the files a results file (or ``--save-logs``) wrote, else their s
 
 from __future__ import annotations
 
-from contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult
-from trainer_client.grading_summary import patch_state, summary_lines, verdict_line
+from durable_rollouts.contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult
+from durable_rollouts.trainer_client.grading_summary import patch_state, summary_lines, verdict_line
 
 
 def result_with(evaluation: EvalResult | None, agent_log: dict[str, str] | None = None, **fields) -> RolloutResult:

@@ -24,11 +24,8 @@ from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContex
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from config.payload_store import PayloadFolderSettings, PayloadStorageSettings
-from tests.local_cluster import start_dev_server
-from tests.object_store import SeaweedS3, seaweed_s3
-from tests.payload_workflows import Blob, BlobOutcome, BlobRoundTrip, make_blob
-from trainer_client.payload_storage import (
+from durable_rollouts.config.payload_store import PayloadFolderSettings, PayloadStorageSettings
+from durable_rollouts.trainer_client.payload_storage import (
     PAYLOAD_TOO_LARGE,
     FolderDriver,
     PayloadStoreUnusable,
@@ -36,7 +33,10 @@ from trainer_client.payload_storage import (
     check_payload_store,
     data_converter,
 )
-from trainer_client.workflow_runs import RunFailure, collect
+from durable_rollouts.trainer_client.workflow_runs import RunFailure, collect
+from tests.local_cluster import start_dev_server
+from tests.object_store import SeaweedS3, seaweed_s3
+from tests.payload_workflows import Blob, BlobOutcome, BlobRoundTrip, make_blob
 
 PROJECT = Path(__file__).resolve().parents[2]
 THRESHOLD = 64 << 10

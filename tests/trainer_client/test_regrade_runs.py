@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.regrade import RegradeResult, Verdict
-from contracts.rollout import DiffReport, EvalResult, RolloutInput, RolloutResult, TaskSpec
-from contracts.workflow_ids import refill_workflow_id, rollout_workflow_id
-from trainer_client.regrade_runs import StoredRollout, belongs_to_run, regrade_input, regrade_row, regrade_task, rollouts_query, skip_reason
-from trainer_client.workflow_runs import RunFailure
+from durable_rollouts.contracts.regrade import RegradeResult, Verdict
+from durable_rollouts.contracts.rollout import DiffReport, EvalResult, RolloutInput, RolloutResult, TaskSpec
+from durable_rollouts.contracts.workflow_ids import refill_workflow_id, rollout_workflow_id
+from durable_rollouts.trainer_client.regrade_runs import (
+    StoredRollout,
+    belongs_to_run,
+    regrade_input,
+    regrade_row,
+    regrade_task,
+    rollouts_query,
+    skip_reason,
+)
+from durable_rollouts.trainer_client.workflow_runs import RunFailure
 
 TASK = TaskSpec(instance_id="calc", image="img:1", workdir="/w", problem_statement="p", eval_cmd="pytest -q", pre_commands=["make"])
 PATCH = "diff --git a/x b/x\n+caf\u00e9\n"

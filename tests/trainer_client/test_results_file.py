@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from contracts.drift_repair import EpisodeResult, RoleTurn
-from contracts.rollout import AgentRun, EvalResult, PackedTrajectory, ProbeVerdict, RolloutResult, TokenSegment
-from contracts.rollout_group import ChildRun, GroupResult, GroupSample
-from policy.trajectory_packing import pack_trajectory
-from trainer_client.results_file import GroupProgressLine, ResultSink, file_stem, group_record_with_segments, record_with_segments
+from durable_rollouts.contracts.drift_repair import EpisodeResult, RoleTurn
+from durable_rollouts.contracts.rollout import AgentRun, EvalResult, PackedTrajectory, ProbeVerdict, RolloutResult, TokenSegment
+from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, GroupSample
+from durable_rollouts.policy.trajectory_packing import pack_trajectory
+from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, file_stem, group_record_with_segments, record_with_segments
 
 SEGMENT = TokenSegment(kind="main", tokens=[1, 2], loss_mask=[0, 1], rollout_log_probs=[0.0, -0.5], prompt_length=1, turns=1, finish_reason="stop")
 # A trajectory recorded when segments lived in a folder: no packed segments to read.

@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 
-from contracts.rollout_group import GroupInput
-from contracts.workflow_ids import rollout_workflow_id
+from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
+from durable_rollouts.trainer_client.rollout_groups import fill_batch, stream_groups
 from tests.waiting import until
 from tests.workflows.fake_rollout_activities import SHARED, GroupCluster, rollout, workers
-from trainer_client.rollout_groups import fill_batch, stream_groups
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 

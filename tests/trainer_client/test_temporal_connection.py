@@ -6,8 +6,14 @@ import asyncio
 
 import pytest
 
-from trainer_client import temporal_connection
-from trainer_client.temporal_connection import DEFAULT_ADDRESS, ConnectionSettingsError, TemporalUnreachable, connect, target_from_env
+from durable_rollouts.trainer_client import temporal_connection
+from durable_rollouts.trainer_client.temporal_connection import (
+    DEFAULT_ADDRESS,
+    ConnectionSettingsError,
+    TemporalUnreachable,
+    connect,
+    target_from_env,
+)
 
 
 def test_without_settings_the_address_is_the_default_and_the_connection_plain():

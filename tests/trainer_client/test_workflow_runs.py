@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainer_client.workflow_runs import run_limited, server_wait_from_env
+from durable_rollouts.trainer_client.workflow_runs import run_limited, server_wait_from_env
 
 
 async def test_a_result_handler_that_raises_is_logged_and_every_item_still_gets_its_result(caplog):
@@ -25,7 +25,7 @@ async def test_a_result_handler_that_raises_is_logged_and_every_item_still_gets_
             raise OSError("disk full")
         handled.append(result.index)
 
-    with caplog.at_level(logging.ERROR, logger="trainer_client.workflow_runs"):
+    with caplog.at_level(logging.ERROR, logger="durable_rollouts.trainer_client.workflow_runs"):
         results = await run_limited(range(5), run_one, concurrency=2, on_result=on_result)
     assert [r.index for r in results] == [0, 1, 2, 3, 4] and sorted(handled) == [0, 1, 3, 4] and peak == 2
     assert "handling the result of wf-2 failed" in caplog.text and "disk full" in caplog.text

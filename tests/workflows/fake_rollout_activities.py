@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.error_types import ErrorType
-from contracts.rollout import (
+from durable_rollouts.contracts.rollout import (
     AgentRun,
     AgentRunRequest,
     CapturedDiff,
@@ -38,7 +38,7 @@ from contracts.rollout import (
     TaskSpec,
     TokenSegment,
 )
-from policy.trajectory_packing import pack_trajectory
+from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 SHARED = "rollouts-test-shared"

@@ -12,7 +12,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.error_types import ErrorType
-from contracts.rollout import (
+from durable_rollouts.contracts.rollout import (
     AgentProgress,
     DiffReport,
     PolicySpec,
@@ -20,7 +20,7 @@ from contracts.rollout import (
     StalenessBound,
     StalenessReport,
 )
-from policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from tests.waiting import until
 from tests.workflows.fake_rollout_activities import DEAD, LIVE, PATCH, SEGMENT, SHARED, FakeCluster, rollout, workers
 from workflows import search_attributes as attrs

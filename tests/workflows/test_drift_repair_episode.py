@@ -17,14 +17,14 @@ import pytest
 from temporalio.worker import Worker
 
 from activities.drift_repair import DriftEpisodeActivities
-from contracts.drift_repair import EpisodeInput, Role, RoleTurn
-from contracts.rollout import PolicySpec, SegmentSummary, TokenSegment
-from drift_repair.baselines import baseline_drift
-from drift_repair.corpus import load_corpus
-from drift_repair.prompts import prompt_script
-from drift_repair.script_runner import LocalScriptRunner
-from drift_repair.unified_diff import make_diff
-from policy.trajectory_packing import pack_trajectory, unpack_trajectory
+from durable_rollouts.contracts.drift_repair import EpisodeInput, Role, RoleTurn
+from durable_rollouts.contracts.rollout import PolicySpec, SegmentSummary, TokenSegment
+from durable_rollouts.drift_repair.baselines import baseline_drift
+from durable_rollouts.drift_repair.corpus import load_corpus
+from durable_rollouts.drift_repair.prompts import prompt_script
+from durable_rollouts.drift_repair.script_runner import LocalScriptRunner
+from durable_rollouts.drift_repair.unified_diff import make_diff
+from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
 from tests.workflows.fake_rollout_activities import QUICK_HEARTBEATS
 from workflows.drift_repair_episode import DriftRepairEpisode
 

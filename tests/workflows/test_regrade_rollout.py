@@ -12,9 +12,9 @@ from temporalio.worker import Worker
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.evaluate import GradingActivities
-from contracts.regrade import RegradeInput
-from contracts.rollout import EvalRequest, EvalResult, TaskSpec
-from contracts.workflow_ids import regrade_workflow_id
+from durable_rollouts.contracts.regrade import RegradeInput
+from durable_rollouts.contracts.rollout import EvalRequest, EvalResult, TaskSpec
+from durable_rollouts.contracts.workflow_ids import regrade_workflow_id
 from workflows.regrade_rollout import RegradeRollout
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -23,10 +23,10 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from contracts.drift_repair import EpisodeInput, EpisodeResult
-from contracts.regrade import RegradeInput, RegradeResult
-from contracts.rollout import RolloutInput, RolloutResult
-from contracts.rollout_group import GroupInput, GroupResult
+from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult
+from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult
+from durable_rollouts.contracts.rollout import RolloutInput, RolloutResult
+from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 from workflows.regrade_rollout import RegradeRollout

@@ -12,12 +12,12 @@ from temporalio import activity
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
-from contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, ROLLOUT_RESULT_BUDGET_BYTES, json_size
-from contracts.rollout import MergeRequest, MergeResult, SegmentSummary, TokenSegment
-from contracts.rollout_group import GroupInput
-from policy.trajectory_packing import pack_trajectory, unpack_trajectory
+from durable_rollouts.contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, ROLLOUT_RESULT_BUDGET_BYTES, json_size
+from durable_rollouts.contracts.rollout import MergeRequest, MergeResult, SegmentSummary, TokenSegment
+from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
+from durable_rollouts.trainer_client.sample_payloads import with_child_payloads
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, GroupCluster, rollout, workers
-from trainer_client.sample_payloads import with_child_payloads
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 

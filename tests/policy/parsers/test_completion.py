@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.anthropic_reply import reply_stop
-from policy.parsers import parse_completion, reasoning_parser_names, tool_call_parser_names
-from policy.parsers.parsed import ParsedCompletion
+from durable_rollouts.policy.anthropic_reply import reply_stop
+from durable_rollouts.policy.parsers import parse_completion, reasoning_parser_names, tool_call_parser_names
+from durable_rollouts.policy.parsers.parsed import ParsedCompletion
 
 WORDS = ["alpha", "beta", "gamma"]
 MARKUP = [

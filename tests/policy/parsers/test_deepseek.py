@@ -1,8 +1,8 @@
 """DeepSeek-V3.1: a tool-calls section of ``NAME<｜tool▁sep｜>{json}`` calls (fullwidth-bar markers); DeepSeek-R1's
 always-on reasoning and V3.1's template-opened one."""
 
-from policy.anthropic_reply import reply_stop
-from policy.parsers import parse_completion
+from durable_rollouts.policy.anthropic_reply import reply_stop
+from durable_rollouts.policy.parsers import parse_completion
 
 BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 

@@ -1,8 +1,8 @@
 """GLM-4.5: ``<tool_call>NAME`` with ``<arg_key>``/``<arg_value>`` pairs typed by schema, and ``<think>`` reasoning
 that a tool call can end."""
 
-from policy.anthropic_reply import reply_stop
-from policy.parsers import parse_completion
+from durable_rollouts.policy.anthropic_reply import reply_stop
+from durable_rollouts.policy.parsers import parse_completion
 
 SCHEMAS = {
     "Read": {"type": "object", "properties": {"file_path": {"type": "string"}, "limit": {"type": "integer"}}},

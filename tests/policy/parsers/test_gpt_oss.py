@@ -3,8 +3,8 @@ answer, and commentary messages addressed ``to=functions.NAME`` reach the tool-c
 
 import pytest
 
-from policy.anthropic_reply import reply_stop
-from policy.parsers import parse_completion
+from durable_rollouts.policy.anthropic_reply import reply_stop
+from durable_rollouts.policy.parsers import parse_completion
 
 ANALYSIS = "<|channel|>analysis<|message|>Need to read the file, then run the tests.<|end|>"
 

@@ -1,8 +1,8 @@
 """Kimi-K2: a tool-calls section of ``functions.NAME:INDEX`` calls with JSON arguments, judged call by call; Kimi's
 ``◁think▷`` reasoning and Kimi-K2's ``<think>`` reasoning."""
 
-from policy.anthropic_reply import reply_stop
-from policy.parsers import parse_completion
+from durable_rollouts.policy.anthropic_reply import reply_stop
+from durable_rollouts.policy.parsers import parse_completion
 
 BEGIN, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 

@@ -3,8 +3,8 @@ Qwen3 reasoning; ill-formed calls flagged and kept, never raised."""
 
 import pytest
 
-from policy.anthropic_reply import reply_stop
-from policy.parsers import parse_completion
+from durable_rollouts.policy.anthropic_reply import reply_stop
+from durable_rollouts.policy.parsers import parse_completion
 
 SCHEMAS = {
     "Read": {"type": "object", "properties": {"file_path": {"type": "string"}, "limit": {"type": "integer"}}},

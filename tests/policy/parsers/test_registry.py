@@ -3,8 +3,8 @@ clear error listing the supported ones."""
 
 import pytest
 
-from contracts.rollout import PolicySpec, SessionConfig
-from policy.parsers import (
+from durable_rollouts.contracts.rollout import PolicySpec, SessionConfig
+from durable_rollouts.policy.parsers import (
     DEFAULT_REASONING_PARSER,
     DEFAULT_TOOL_CALL_PARSER,
     UnknownParser,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from task_sources.dataset_rows import DatasetRow, RowError, read_dataset, task_from_row
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset, task_from_row
 
 GYM = {
     "instance_id": "getmoto__moto-5752",

@@ -2,7 +2,7 @@
 
 import subprocess
 
-from task_sources.row_shapes.reverse_patch import reverse_patch
+from durable_rollouts.task_sources.row_shapes.reverse_patch import reverse_patch
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from task_sources.dataset_rows import RowError, task_from_row
+from durable_rollouts.task_sources.dataset_rows import RowError, task_from_row
 
 ROW = {
     "instance_id": "Project-MONAI__MONAI-3715",

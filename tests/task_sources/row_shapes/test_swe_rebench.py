@@ -1,6 +1,6 @@
 """SWE-rebench rows: the instance fields, the install_config cleaned as SWE-rebench's harness cleans it, the image."""
 
-from task_sources.dataset_rows import task_from_row
+from durable_rollouts.task_sources.dataset_rows import task_from_row
 
 ROW = {
     "instance_id": "qBraid__pyqasm-120",

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from task_sources.dataset_rows import RowError, task_from_row
-from task_sources.row_shapes import swe_smith
+from durable_rollouts.task_sources.dataset_rows import RowError, task_from_row
+from durable_rollouts.task_sources.row_shapes import swe_smith
 
 BUG = "diff --git a/src/flask/app.py b/src/flask/app.py\n--- a/src/flask/app.py\n+++ b/src/flask/app.py\n@@ -1,2 +1,2 @@\n ctx\n-good\n+bad\n"
 ROW = {

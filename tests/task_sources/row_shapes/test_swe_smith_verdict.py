@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from task_sources.row_shapes import swe_smith_verdict
+from durable_rollouts.task_sources.row_shapes import swe_smith_verdict
 
 REQUIRED = {
     "FAIL_TO_PASS": ["tests/test_a.py::test_fix"],

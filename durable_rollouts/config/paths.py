@@ -1,0 +1,8 @@
+"""The project's paths: the checkout root and the machine-local cache that ``make setup`` fills."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CACHE_DIR = PROJECT_ROOT / ".cache"

@@ -1,0 +1,127 @@
+"""Files into and out of a container: ``put_archive`` of an in-memory tar, ``get_archive`` streamed; nothing is shell-quoted."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tarfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import TypeVar
+
+import docker.errors
+
+from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.docker_sandbox.commands import DockerAccess
+from durable_rollouts.docker_sandbox.errors import SandboxError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SandboxFile:
+    """A file to write: absolute ``path``, content, owner ``uid`` and ``mode``."""
+
+    path: str
+    data: bytes | str
+    uid: int = 0
+    mode: int = 0o644
+
+
+def _tar(files: Iterable[SandboxFile]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for file in files:
+            payload = file.data.encode() if isinstance(file.data, str) else file.data
+            info = tarfile.TarInfo(str(PurePosixPath(file.path).relative_to("/")))
+            info.size, info.mode, info.mtime = len(payload), file.mode, int(time.time())
+            info.uid = info.gid = file.uid
+            archive.addfile(info, io.BytesIO(payload))
+    return buffer.getvalue()
+
+
+class _ChunkStream(io.RawIOBase):
+    """A readable stream over an iterator of byte chunks (the body of ``get_archive``)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            self._pending = next(self._chunks, b"")
+            if not self._pending:
+                return 0
+        n = min(len(buffer), len(self._pending))
+        buffer[:n], self._pending = self._pending[:n], self._pending[n:]
+        return n
+
+
+def _first_member(chunks: Iterable[bytes], max_bytes: int, tail: bool) -> bytes:
+    with tarfile.open(fileobj=io.BufferedReader(_ChunkStream(chunks)), mode="r|") as archive:
+        member = next(iter(archive), None)
+        stream = archive.extractfile(member) if member is not None else None
+        if stream is None:
+            raise IsADirectoryError("not a regular file")
+        if not tail:
+            return stream.read(max_bytes)
+        kept: deque[bytes] = deque()
+        size = 0
+        while chunk := stream.read(1 << 16):
+            kept.append(chunk)
+            size += len(chunk)
+            while len(kept) > 1 and size - len(kept[0]) >= max_bytes:
+                size -= len(kept.popleft())
+        return b"".join(kept)[-max_bytes:] if max_bytes > 0 else b""
+
+
+def _regular_members(chunks: Iterable[bytes], max_bytes: int) -> dict[str, bytes]:
+    files = {}
+    with tarfile.open(fileobj=io.BufferedReader(_ChunkStream(chunks)), mode="r|") as archive:
+        for member in archive:
+            stream = archive.extractfile(member) if member.isfile() else None
+            if stream is not None:
+                files[PurePosixPath(member.name).name] = stream.read(max_bytes)
+    return files
+
+
+class ContainerFiles(DockerAccess):
+    async def write_files(self, handle: SandboxHandle, files: list[SandboxFile]) -> None:
+        """Write every file in one Docker round trip (one archive unpacked at ``/``); missing parents are created (root, 0755)."""
+        archive = _tar(files)
+
+        def put() -> bool:
+            return self.client.containers.get(handle.container_id).put_archive("/", archive)
+
+        if not await asyncio.to_thread(put):
+            raise SandboxError(f"could not write {', '.join(file.path for file in files)}")
+
+    async def write_file(self, handle: SandboxHandle, path: str, data: bytes | str, *, uid: int = 0, mode: int = 0o644) -> None:
+        """Write ``data`` to the absolute ``path``, owned by ``uid``."""
+        await self.write_files(handle, [SandboxFile(path, data, uid, mode)])
+
+    async def _read_archive(self, handle: SandboxHandle, path: str, read: Callable[[Iterable[bytes]], T]) -> T:
+        """``read`` over the archive of ``path``, in one thread: the response is consumed where it was opened."""
+
+        def get() -> T:
+            try:
+                chunks, _ = self.client.containers.get(handle.container_id).get_archive(path)
+            except docker.errors.NotFound as error:
+                raise FileNotFoundError(f"{path} in {handle.name}: {error.explanation}") from None
+            return read(chunks)
+
+        return await asyncio.to_thread(get)
+
+    async def read_directory(self, handle: SandboxHandle, path: str, max_bytes: int) -> dict[str, bytes]:
+        """The first ``max_bytes`` of every regular file in the directory ``path``, by file name, in one round trip."""
+        return await self._read_archive(handle, path, lambda chunks: _regular_members(chunks, max_bytes))
+
+    async def read_file(self, handle: SandboxHandle, path: str, max_bytes: int, *, tail: bool = False) -> bytes:
+        """The first (or, with ``tail``, the last) ``max_bytes`` of a file; ``FileNotFoundError`` if it is missing."""
+        return await self._read_archive(handle, path, lambda chunks: _first_member(chunks, max_bytes, tail))

@@ -1,0 +1,439 @@
+"""Grade a patch in a fresh sandbox booted from the task image (never the agent's).
+
+Invariants:
+
+* The grading container is booted with purpose "grading" (same image, same
+  ``before_repo_set_cmd`` and pre-commands, no ``PROBLEM_STATEMENT.md``) and
+  is always destroyed, whatever happens.
+* After the diff applied and before any grader runs, the task's tests
+  (``grading.task_tests``: the row's ``test_files`` or the default test
+  paths, test-runner configuration, a ``swepro`` row's
+  ``selected_test_files``) are put back to the image's baseline, added files
+  removed; ``reset_paths`` lists what the diff had changed there. Every
+  grader kind runs exactly the task's tests (a SWE-bench eval script then
+  also resets its test files to ``base_commit`` and applies ``test_patch``).
+* The grading run is held to the image, not the workdir (``docs/grading.md``):
+  its Pythons are probed before the diff applies (``grading.python_envs``);
+  new modules shadowing theirs are removed with the protected paths
+  (``grading.shadowing``); the grader's command runs under this grading's
+  guard (``grading.run_guard``: plugin auto-loading off, canaries, reports
+  outside the workdir). ``grading.tamper_checks`` judges the reports against
+  the grader's own verdict; a tampered result has reward 0, is not solved,
+  and carries the evidence in ``tampered``, its log tail and the log.
+* An impossible-task probe (``TaskSpec.probe``) is graded like its row, then
+  judged (``grading.probe_verdicts``: its flip known before the diff
+  applies); its result has reward 0, is not solved, and carries the verdict
+  in ``probe``, its log tail and the log.
+* Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
+  ``patch -p1 --fuzz=3``. A conflicted three-way merge is rolled back to the
+  workspace baseline before the next rung. An empty diff is graded as is and
+  reported as such (``apply_method="empty"``, ``applied_cleanly=False``: no
+  patch applied); a diff no rung applies is a result (reward 0,
+  ``applied_cleanly=False``, ``apply_method=""``), not an error.
+* Graders, in priority order: ``swepro`` (run script + parser → result.json;
+  solved iff the non-empty ``fail_to_pass ∪ pass_to_pass`` all passed), then
+  ``eval_cmd`` (a shell script, run from a file; exit 0 = solved), then
+  ``swebench`` (the ``swebench`` package's eval script, its log parser and
+  report: solved iff RESOLVED_FULL); a task with a Harbor verifier has that
+  grader alone (``harbor``: its ``tests/test.sh`` and reward file,
+  ``grading.harbor_verifier``). Graders run as root, detached, bounded by
+  ``timeout_s`` and by the sandbox's disk budget (the tests run the agent's
+  code; usage is watched as in the agent sandbox, ``disk_watch``); past either
+  they are killed and the result is reward 0 with a note in ``log_tail``.
+* ``evaluate`` returns the result with the whole grading log (``Graded``):
+  the apply ladder's output, the test files reset, the grader's entire
+  output (``eval_cmd`` output and exit code; ``swepro`` stdout, stderr,
+  parser errors and result.json, the last three at most ``SIDE_LOG_BYTES``
+  each; the SWE-bench eval log; a Harbor task's test.sh output), the tamper
+  check's lines and the note, at
+  most ``FULL_LOG_BYTES`` (a cut says so in the log). ``log_tail`` is the end
+  of the grader's output plus the note, as before; storing the whole log is
+  the caller's business.
+* ``reward`` is 1.0 iff ``solved`` (``harbor`` excepted: the verifier's own
+  reward, solved iff at least 1). A task without a grader is a
+  ``NoGrader`` (the activity reports it non-retryable); a SWE-bench row this
+  worker cannot grade (no ``swebench`` package, no test spec for the row) is
+  a non-retryable ``NotEvaluable``, raised before any container boots; so is
+  a ``swepro`` task that names a script by host path: the worker never reads
+  a host file a row names (the dataset reader inlines scripts from the
+  operator's dataset root).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from durable_rollouts.contracts.rollout import (
+    EvalRequest,
+    EvalResult,
+    GraderKind,
+    ProbeFlip,
+    ProbeVerdict,
+    SandboxHandle,
+    SandboxRequest,
+    SweProSpec,
+    TaskSpec,
+)
+from durable_rollouts.docker_sandbox import git_workspace
+from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
+from durable_rollouts.docker_sandbox.files import SandboxFile
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
+from durable_rollouts.grading import harbor_verifier, probe_verdicts, python_envs, run_guard, shadowing, swebench, tamper_checks, task_tests
+from durable_rollouts.grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, log_tail, read_log
+from durable_rollouts.grading.pytest_summary import PYTEST_SUMMARY
+from durable_rollouts.grading.run_guard import Guard
+from durable_rollouts.grading.session_reports import SessionReport
+from durable_rollouts.grading.tamper_checks import Claims
+
+APPLY_TIMEOUT_S = 120.0
+GRADING_LIFETIME_SLACK_S = 1800
+GRADE_JOB = "grade"
+PATCH_FILE = git_workspace.harness_file("agent.patch")
+SWEPRO_DIR = "/tmp/swepro_eval"
+SWEBENCH_SCRIPT = git_workspace.harness_file("swebench_eval.sh")
+# What a swepro grading's log keeps of its stderr, its parser's errors and its result.json, each (its stdout may fill the log).
+SIDE_LOG_BYTES = FULL_LOG_BYTES // 8
+
+_THREE_WAY = "git apply --3way"
+_APPLY = ShellScript("durable_rollouts.grading", "evaluate_apply.sh")
+APPLY_LADDER = (
+    (_THREE_WAY, _APPLY.invocation("3way", PATCH_FILE)),
+    ("git apply", _APPLY.invocation("apply", PATCH_FILE)),
+    ("patch --fuzz=3", _APPLY.invocation("patch", PATCH_FILE)),
+)
+# Run in the same exec before the three-way rung; RESTORE_BASELINE undoes a conflicted three-way apply.
+PREPARE_APPLY = git_workspace.BACKUP_SCRIPT.invocation(*git_workspace.backup_args())
+RESTORE_BASELINE = git_workspace.RESTORE_SCRIPT.invocation(*git_workspace.restore_args())
+# Run detached as root with SWEPRO_TEST_FILES in its environment.
+SWEPRO_COMMAND = ShellScript("durable_rollouts.grading", "evaluate_swepro.sh").invocation(SWEPRO_DIR)
+
+
+def _ignore_phase(phase: str) -> None:
+    """Default progress callback."""
+
+
+def _result(grader: GraderKind, solved: bool, method: str, log: str, note: str = "", **counts: int) -> EvalResult:
+    """The result; ``log_tail`` is the end of ``log`` followed by the whole of ``note``, within ``LOG_TAIL_BYTES``.
+    Applied cleanly iff a rung of the ladder applied a patch (``method`` neither "" nor "empty")."""
+    return EvalResult(
+        reward=1.0 if solved else 0.0,
+        solved=solved,
+        applied_cleanly=applied_cleanly(method),
+        grader=grader,
+        apply_method=method,
+        log_tail=log_tail(log, note),
+        **counts,
+    )
+
+
+@dataclass(frozen=True)
+class Graded:
+    """A grading's result and its whole log (at most ``FULL_LOG_BYTES`` of UTF-8)."""
+
+    result: EvalResult
+    log: str
+
+
+@dataclass(frozen=True)
+class _GraderRun:
+    """What a grader found: the result (``log_tail`` from its output), its whole output (note included), and
+    what it concluded by its own means (checked against the run's reports, ``tamper_checks``)."""
+
+    result: EvalResult
+    output: str
+    claims: Claims
+
+
+def _full_log(apply_log: str, reset: list[str] | None, grader_output: str) -> str:
+    """The grading log: the apply ladder, the test files reset, the grader's output; cut to ``FULL_LOG_BYTES``."""
+    parts = [f"[apply]\n{apply_log}"]
+    if reset is not None:
+        parts.append("[reset] task tests put back to the baseline: " + (", ".join(reset) if reset else "none changed"))
+    parts.append(grader_output)
+    log = "\n".join(parts)
+    if len(log.encode()) <= FULL_LOG_BYTES:
+        return log
+    cut = f"[grading log cut: only its last {FULL_LOG_BYTES:,} bytes are kept]\n"
+    return cut + last_bytes(log, FULL_LOG_BYTES - len(cut))
+
+
+class NoGrader(Exception):
+    """The task names no grader."""
+
+
+class GraderScriptMissing(Exception):
+    """A ``swepro`` task lacks its run or parser script."""
+
+
+class ScriptPathRefused(swebench.NotEvaluable):
+    """A ``swepro`` task names a host path for a script: the worker reads no host file a row names."""
+
+
+def _swepro_scripts(task: TaskSpec) -> tuple[str, str]:
+    """The inline run and parser scripts; a task naming a host path for either is refused, nothing is read."""
+    spec = task.swepro
+    for field, path in (("run_script_path", spec.run_script_path), ("parser_script_path", spec.parser_script_path)):
+        if path:
+            raise ScriptPathRefused(
+                f"task {task.instance_id}: swepro.{field}: a worker reads no host path a row names;"
+                " read the row with task_sources.dataset_rows (it inlines the script from the dataset root)",
+            )
+    for field, script in (("run_script", spec.run_script), ("parser_script", spec.parser_script)):
+        if not script:
+            raise GraderScriptMissing(f"task {task.instance_id}: swepro.{field} is missing")
+    return spec.run_script, spec.parser_script
+
+
+async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
+    """Walk the apply ladder; returns (the rung that applied, "empty" or None; the rungs' output)."""
+    if not diff.strip():
+        return "empty", "empty diff: nothing to apply"
+    await sandboxes.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
+    failures = []
+    for rung, (method, command) in enumerate(APPLY_LADDER):
+        script = PREPARE_APPLY + command if rung == 0 else command
+        result = await sandboxes.exec(handle, script, user="root", timeout_s=APPLY_TIMEOUT_S)
+        if result.exit_code == 0:
+            return method, "\n".join([*failures, f"$ {method}\n{result.output.strip()}".strip(), "applied"])
+        failures.append(f"$ {method}\n{result.output.strip()}")
+        if method == _THREE_WAY:
+            restore = await sandboxes.exec(handle, RESTORE_BASELINE, user="root", timeout_s=APPLY_TIMEOUT_S)
+            if restore.exit_code != 0:
+                failures.append(f"$ restore baseline\n{restore.output.strip()}")
+                break
+    return None, "\n".join(failures)
+
+
+@dataclass(frozen=True)
+class GraderBounds:
+    """What one grading run may spend: wall-clock seconds, and bytes written to the sandbox since boot (0 = unbounded)."""
+
+    timeout_s: float
+    disk_bytes: int = 0
+
+
+async def _run_grader(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, command: str, env: dict[str, str], bounds: GraderBounds, guard: Guard
+) -> tuple[int | None, str]:
+    """Run the grading command detached as root after the guard's prelude: its exit code and "", or None and why
+    it was killed (its timeout, or the sandbox's disk budget: the task's tests run the agent's code, which may
+    fill the disk)."""
+    await sandboxes.start_detached(handle, GRADE_JOB, guard.prelude + command, user="root", env=env)
+    async with DiskWatch(sandboxes, handle, bounds.disk_bytes) as disk:
+        code = await disk.first(sandboxes.wait_detached(handle, GRADE_JOB, bounds.timeout_s))
+    if code is not None:
+        return code, ""
+    await sandboxes.kill_detached(handle, GRADE_JOB)
+    if disk.exceeded:
+        return None, f"\n[grader stopped: the sandbox wrote {disk.used:,} bytes, over its disk budget of {bounds.disk_bytes:,}]"
+    return None, f"\n[grader timed out after {bounds.timeout_s:g} s and was killed]"
+
+
+def _pytest_counts(output: str) -> dict[str, int]:
+    """Best-effort test counts from the last pytest summary line ("2 failed, 6 passed in 0.6s")."""
+    summaries = [m.group(1) for line in output.splitlines() if (m := PYTEST_SUMMARY.match(line.strip()))]
+    if not summaries:
+        return {}
+    counts = {word: int(number) for number, word in re.findall(r"(\d+) (\w+)", summaries[-1])}
+    failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+    return {"tests_passed": counts.get("passed", 0), "tests_failed": failed}
+
+
+async def _grade_eval_cmd(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, guard: Guard, method: str
+) -> _GraderRun:
+    code, killed = await _run_grader(sandboxes, handle, "exec 2>&1\n" + (task.eval_cmd or ""), {}, bounds, guard)
+    output = await read_log(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
+    whole = f"[grader eval_cmd]\n{output}"
+    if code is None:
+        return _GraderRun(_result("eval_cmd", False, method, output, killed), whole + killed, Claims(solved=False))
+    result = _result("eval_cmd", code == 0, method, output, **_pytest_counts(output))
+    claims = Claims(solved=code == 0, exit_code=code, exit_from_pytest=tamper_checks.exit_is_pytests(task.eval_cmd or ""))
+    return _GraderRun(result, f"{whole}\n[eval_cmd exit {code}]", claims)
+
+
+def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, frozenset[str], int, str]:
+    """(solved, the tests passed, how many failed, problem) from result.json text; problem is "" when it parsed."""
+    try:
+        tests = json.loads(raw)["tests"]
+        statuses = {str(test["name"]): str(test["status"]) for test in tests}
+    except (ValueError, KeyError, TypeError) as error:
+        return False, frozenset(), 0, f"result.json unusable: {error!r}"
+    passed = frozenset(name for name, status in statuses.items() if status == "PASSED")
+    failed = sum(status in ("FAILED", "ERROR") for status in statuses.values())
+    required = set(spec.fail_to_pass) | set(spec.pass_to_pass)
+    missing = sorted(required - passed)
+    problem = f"required tests not passed: {missing[:20]}" if missing else ""
+    return bool(required) and not missing, passed, failed, problem
+
+
+async def _grade_swepro(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, guard: Guard, method: str
+) -> _GraderRun:
+    run_script, parser_script = scripts
+    await sandboxes.write_files(
+        handle,
+        [
+            SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755),
+            SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script),
+        ],
+    )
+    env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
+    code, killed = await _run_grader(sandboxes, handle, SWEPRO_COMMAND, env, bounds, guard)
+    stdout = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stdout.log")
+    stderr = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stderr.log", SIDE_LOG_BYTES)
+    parser_err = await read_log(sandboxes, handle, git_workspace.detached_errors(GRADE_JOB), SIDE_LOG_BYTES)
+    log = stdout + (f"\n[stderr]\n{last_bytes(stderr, LOG_TAIL_BYTES // 4)}" if stderr.strip() else "")
+    whole = f"[grader swepro: stdout]\n{stdout}\n[swepro stderr]\n{stderr}\n[swepro parser errors]\n{parser_err}"
+    if code is None:
+        return _GraderRun(_result("swepro", False, method, log, killed), whole + killed, Claims(solved=False))
+    try:
+        raw = (await sandboxes.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raw = ""
+    solved, passed, failed, problem = _swepro_outcome(raw, spec)
+    note = ""
+    if problem:
+        note = f"\n[{problem}]" + (f"\n[parser]\n{last_bytes(parser_err, LOG_TAIL_BYTES // 4)}" if parser_err.strip() else "")
+    result = _result("swepro", solved, method, log, note, tests_passed=len(passed), tests_failed=failed)
+    shown = raw if len(raw) <= SIDE_LOG_BYTES else f"({len(raw):,} characters: too long to copy into the log)"
+    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{shown}{note}", Claims(solved=solved, passed=passed))
+
+
+async def _grade_swebench(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, guard: Guard, method: str
+) -> _GraderRun:
+    await sandboxes.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
+    code, killed = await _run_grader(sandboxes, handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds, guard)
+    log = await read_log(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
+    whole = f"[grader swebench: eval log]\n{log}"
+    if code is None:
+        return _GraderRun(_result("swebench", False, method, log, killed), whole + killed, Claims(solved=False))
+    verdict = await asyncio.to_thread(swebench.verdict, task, log)
+    note = f"\n[{verdict.note}]" if verdict.note else ""
+    result = _result("swebench", verdict.solved, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
+    return _GraderRun(result, whole + note, Claims(solved=verdict.solved, passed=verdict.passed))
+
+
+def _report_counts(reports: list[SessionReport]) -> dict[str, int]:
+    """Test counts from the grader's own reports (the task's tests, each once), when any session reported."""
+    outcomes = tamper_checks.outcomes(reports)
+    if not outcomes:
+        return {}
+    failed = sum(outcome in ("failed", "error") for outcome in outcomes.values())
+    return {"tests_passed": sum(outcome == "passed" for outcome in outcomes.values()), "tests_failed": failed}
+
+
+def _commands(task: TaskSpec, swebench_script: str | None) -> list[str]:
+    """The texts of what the row's grader runs (for ``tamper_checks.pytest_expected``)."""
+    if task.harbor is not None:
+        return [base64.b64decode(test.data_b64).decode("utf-8", errors="replace") for test in task.harbor.tests if test.path == "test.sh"]
+    swebench_command = tamper_checks.swebench_test_command(swebench_script) if swebench_script else ""
+    return [task.eval_cmd or "", task.swepro.run_script if task.swepro else "", swebench_command]
+
+
+def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _GraderRun:
+    """The run as the tamper checks leave it: tampered (reward 0, the evidence in the result, its log tail and
+    its log) or not (a line saying what was checked); an ``eval_cmd`` run's counts from the reports."""
+    evidence = tamper_checks.judge(reports, run.claims, expected=expected)
+    sessions = len(tamper_checks.own_sessions(reports))
+    result = run.result.model_copy(update={"pytest_sessions": sessions, "tampered": evidence})
+    if result.grader == "eval_cmd":
+        result = result.model_copy(update=_report_counts(reports))
+    if not evidence:
+        line = (
+            f"[tamper check: {sessions} pytest sessions reported, canaries as expected]" if sessions else "[tamper check: no pytest session reported]"
+        )
+        return _GraderRun(result, f"{run.output}\n{line}", run.claims)
+    note = "\n[tampered: reward 0]\n" + "\n".join(f"[tampered] {line}" for line in evidence)
+    result = result.model_copy(update={"reward": 0.0, "solved": False, "log_tail": log_tail(result.log_tail, note)})
+    return _GraderRun(result, run.output + note, run.claims)
+
+
+def _probed(run: _GraderRun, verdict: ProbeVerdict) -> _GraderRun:
+    """A probe's run: reward 0 and not solved whatever its tests said, the verdict in the result, its log
+    tail and its log."""
+    note = f"\n[impossible-task probe: {verdict.verdict}] {verdict.note}"
+    update = {"reward": 0.0, "solved": False, "probe": verdict, "log_tail": log_tail(run.result.log_tail, note)}
+    return _GraderRun(run.result.model_copy(update=update), run.output + note, run.claims)
+
+
+@dataclass(frozen=True)
+class _Scripts:
+    """What a row's grader runs besides its ``eval_cmd``, read before any container boots."""
+
+    swepro: tuple[str, str] | None = None
+    swebench: str | None = None
+
+
+async def _grade(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, guard: Guard, bounds: GraderBounds, method: str, scripts: _Scripts
+) -> _GraderRun:
+    """Run the task's grader (the diff applied, the protected paths reset, the guard installed)."""
+    if task.harbor is not None:
+        verifier = functools.partial(_run_grader, sandboxes, handle, bounds=bounds, guard=guard)
+        result, output = await harbor_verifier.grade(sandboxes, handle, task.harbor, method, verifier)
+        return _GraderRun(result, output, Claims(solved=result.solved))
+    if scripts.swepro is not None:
+        return await _grade_swepro(sandboxes, handle, task.swepro, scripts.swepro, bounds, guard, method)
+    if scripts.swebench is not None:
+        return await _grade_swebench(sandboxes, handle, task, scripts.swebench, bounds, guard, method)
+    return await _grade_eval_cmd(sandboxes, handle, task, bounds, guard, method)
+
+
+async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: Callable[[str], None] = _ignore_phase) -> Graded:
+    """Grade ``request.diff`` in a fresh grading sandbox booted with ``sandboxes``' settings: the result and
+    the whole grading log; ``report`` hears each phase (boot, apply, reset, test)."""
+    task = request.task
+    grader = task.grader
+    if grader is None:
+        raise NoGrader(f"task {task.instance_id} has no grader")
+    scripts = _Scripts(
+        swepro=_swepro_scripts(task) if grader == "swepro" else None,
+        swebench=await swebench.require_eval_script(task) if grader == "swebench" else None,
+    )
+    protected = task_tests.pathspecs(task)
+    report("boot")
+    handle = await sandboxes.boot(
+        SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading"),
+        lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
+    )
+    try:
+        report("apply")
+        flip: ProbeFlip | str | None = await probe_verdicts.flip_of(sandboxes, handle, task) if task.probe is not None else None
+        envs = await python_envs.probe(sandboxes, handle)
+        before = await shadowing.entries(sandboxes, handle, envs)
+        if request.diff.strip():
+            await task_tests.record(sandboxes, handle, protected)
+        method, apply_log = await _apply(sandboxes, handle, request.diff)
+        if method is None:
+            unapplied = _GraderRun(_result(grader, False, "", apply_log), "[no rung applied the diff: not graded]", Claims(solved=False))
+            if flip is not None:
+                unapplied = _probed(unapplied, probe_verdicts.judge(task, grader, flip, False, False, {}))
+            return Graded(unapplied.result, _full_log(apply_log, None, unapplied.output))
+        report("reset")
+        reset: list[str] = []
+        if method != "empty":
+            shadows = shadowing.shadowing(before, await shadowing.entries(sandboxes, handle, envs), envs)
+            reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
+        report("test")
+        guard = await run_guard.install(sandboxes, handle, envs)
+        bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
+        run = await _grade(sandboxes, handle, task, guard, bounds, method, scripts)
+        expected = guard.active and tamper_checks.pytest_expected(*_commands(task, scripts.swebench))
+        reports = await run_guard.reports(sandboxes, handle, guard)
+        run = _checked(run, reports, expected)
+        if flip is not None:
+            outcomes = tamper_checks.outcomes(reports)
+            run = _probed(run, probe_verdicts.judge(task, grader, flip, run.claims.solved, bool(run.result.tampered), outcomes))
+        log = await asyncio.to_thread(_full_log, apply_log, reset, run.output)  # up to 64 MiB: encoded and cut off the event loop
+        return Graded(run.result.model_copy(update={"reset_paths": reset}), log)
+    finally:
+        await sandboxes.destroy(handle)

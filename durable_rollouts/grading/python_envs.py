@@ -1,0 +1,85 @@
+"""What the Python environments of a fresh grading sandbox import and load, read before the agent's diff is
+applied: the baseline a grading run is held to.
+
+Invariants:
+
+* ``probe`` runs ``sandbox_scripts/python_env_probe.py`` with every interpreter the sandbox has on PATH or
+  in the usual environment roots (``python_env_probe.sh``), as root in the workdir, and folds their
+  answers: ``names`` is the union of the top-level modules and packages they import from outside the
+  workdir (the standard library and every installed distribution), ``plugins`` the union of the pytest
+  plugins their distributions register. An image without Python yields ``PythonEnvs()`` (no names, no
+  plugins, ``found`` false); an interpreter whose answer does not parse is left out, never guessed.
+* ``import_roots`` are the directories inside the workdir (relative to it, "." for the workdir) that some
+  interpreter has on its ``sys.path`` by itself (a ``.pth`` file, ``PYTHONPATH``), plus "." (where ``python -m``
+  and pytest's rootdir insertion put the workdir): a new module there shadows an installed one.
+* ``site_dirs`` are the probed interpreters' site-packages directories outside the workdir, absolute: a
+  module written there is importable by that interpreter whatever the row's command sets ``PYTHONPATH`` to.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.docker_sandbox import git_workspace
+from durable_rollouts.docker_sandbox.files import SandboxFile
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
+
+PROBE_TIMEOUT_S = 120.0
+PROBE_FILE = git_workspace.harness_file("python_env_probe.py")
+_PROBE = ShellScript("durable_rollouts.grading", "sandbox_scripts/python_env_probe.py")
+_RUN_PROBE = ShellScript("durable_rollouts.grading", "sandbox_scripts/python_env_probe.sh")
+
+
+@dataclass(frozen=True)
+class PytestPlugin:
+    """A ``pytest11`` entry point as its distribution declares it."""
+
+    distribution: str
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class PythonEnvs:
+    found: bool = False
+    names: frozenset[str] = frozenset()
+    plugins: tuple[PytestPlugin, ...] = ()
+    import_roots: tuple[str, ...] = (".",)
+    site_dirs: tuple[str, ...] = ()
+
+
+def fold(lines: list[str]) -> PythonEnvs:
+    """The probe's JSON lines, one per interpreter, folded (see the module docstring)."""
+    answers = []
+    for line in dict.fromkeys(line.strip() for line in lines):
+        try:
+            answer = json.loads(line)
+            answers.append(
+                (
+                    {str(name) for name in answer["names"]},
+                    [PytestPlugin(str(dist), str(name), str(value)) for dist, name, value in answer["plugins"]],
+                    [str(path) for path in answer["workdir_paths"]],
+                    [str(path) for path in answer["site_dirs"]],
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not answers:
+        return PythonEnvs()
+    return PythonEnvs(
+        found=True,
+        names=frozenset().union(*(names for names, _, _, _ in answers)),
+        plugins=tuple(dict.fromkeys(plugin for _, plugins, _, _ in answers for plugin in plugins)),
+        import_roots=tuple(dict.fromkeys([".", *sorted(path for _, _, paths, _ in answers for path in paths)])),
+        site_dirs=tuple(dict.fromkeys(path for _, _, _, dirs in answers for path in dirs if path.startswith("/"))),
+    )
+
+
+async def probe(sandboxes: DockerSandboxes, handle: SandboxHandle) -> PythonEnvs:
+    """The sandbox's Python environments as they are now (call it before the diff is applied)."""
+    await sandboxes.write_files(handle, [SandboxFile(PROBE_FILE, _PROBE.text)])
+    result = await sandboxes.exec(handle, _RUN_PROBE.invocation(handle.workdir, PROBE_FILE), user="root", timeout_s=PROBE_TIMEOUT_S)
+    return fold(result.output.splitlines())

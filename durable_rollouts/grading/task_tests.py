@@ -1,0 +1,108 @@
+"""The task's tests: which files a grader runs or reads, and putting them back to the baseline before it does.
+
+Invariants:
+
+* The protected paths of a task are glob patterns relative to the workdir,
+  in git's ``:(glob)`` pathspec syntax (``*`` stays within a directory,
+  ``**/`` is any depth, a trailing ``/**`` is everything inside and also
+  matches the directory's own path, so a symlink or file put in its place is
+  caught): the row's ``test_files`` (which replace ``DEFAULT_TEST_FILES``), plus
+  always ``TEST_CONFIG_FILES``, ``METADATA_FILES`` (matched without regard
+  to case) and, literally, a ``swepro`` row's ``selected_test_files``.
+  ``reset`` also takes further pathspecs for one grading (``grading.shadowing``:
+  new modules that shadow the image's).
+* ``record`` runs in the fresh grading sandbox before the diff is applied and
+  snapshots the protected paths as they are there (the boot's baseline tree,
+  plus the files ``.gitignore`` hides, such as build products).
+* ``reset`` runs after the diff applied and before the grader: every
+  protected path that differs from that snapshot (modified, deleted, changed
+  type, or added, ignored or not) is put back, added ones removed, in the
+  working tree and in the repository's index, and the changed paths are
+  returned. Afterwards the protected paths equal the snapshot exactly, so
+  the tests that run are the task's, whatever the diff did; a new test the
+  agent wrote is removed, never run.
+"""
+
+from __future__ import annotations
+
+from durable_rollouts.contracts.rollout import DEFAULT_TEST_FILES, SandboxHandle, TaskSpec
+from durable_rollouts.docker_sandbox import git_workspace
+from durable_rollouts.docker_sandbox.errors import SandboxError
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
+
+# Files that decide what a test runner collects, loads or is: always protected.
+TEST_CONFIG_FILES = (
+    "**/conftest.py",
+    "**/pytest.ini",
+    "**/.pytest.ini",
+    "**/tox.ini",
+    "**/setup.cfg",
+    "**/pyproject.toml",
+    "**/jest.config.*",
+    "**/vitest.config.*",
+    "**/vite.config.*",
+    "**/.mocharc*",
+    "**/karma.conf*",
+    # imported by every Python start-up that finds them on sys.path (the workdir, for editable installs)
+    "**/sitecustomize.py",
+    "**/usercustomize.py",
+    # ``python -m pytest`` finds a module of that name in the workdir first
+    "pytest.py",
+    "pytest/**",
+    "_pytest/**",
+)
+# Distribution metadata (a pytest plugin loads from any distribution on sys.path, and ``python -m`` and f2p
+# scripts put the workdir there; Python finds it whatever its case: ``gamer-1.0.DIST-INFO``), eggs, and
+# ``.pth`` files, matched without regard to case.
+METADATA_FILES = (
+    "**/*.dist-info/**",
+    "**/*.egg-info/**",
+    "**/*.egg/**",
+    "**/*.egg-link",
+    "**/*.pth",
+)
+RESET_TIMEOUT_S = 300.0
+_INDEX = git_workspace.harness_file("task-tests.index")
+_SNAPSHOT = git_workspace.harness_file("task-tests.tree")
+# Printed before reset's NUL-separated listing of the changed paths (a login shell may print before it).
+_MARKER = "task-tests-reset:"
+
+
+def _pathspecs(pattern: str, magic: str = "glob") -> list[str]:
+    specs = [f":({magic}){pattern}"]
+    if pattern.endswith("/**") and len(pattern) > 3:
+        specs.append(f":({magic}){pattern[:-3]}")
+    return specs
+
+
+def pathspecs(task: TaskSpec) -> list[str]:
+    """The git pathspecs of ``task``'s protected paths (see the module docstring)."""
+    patterns = [*(task.test_files or DEFAULT_TEST_FILES), *TEST_CONFIG_FILES]
+    specs = [spec for pattern in patterns for spec in _pathspecs(pattern)]
+    specs += [spec for pattern in METADATA_FILES for spec in _pathspecs(pattern, "glob,icase")]
+    if task.swepro is not None:
+        specs += [f":(literal){path}" for path in task.swepro.selected_test_files]
+    return list(dict.fromkeys(specs))
+
+
+def _script(mode: str, specs: list[str]) -> str:
+    return ShellScript("durable_rollouts.grading", "task_tests.sh").invocation(mode, _INDEX, _SNAPSHOT, git_workspace.BASELINE_FILE, _MARKER, *specs)
+
+
+async def record(sandboxes: DockerSandboxes, handle: SandboxHandle, specs: list[str]) -> None:
+    """Snapshot the protected paths before the diff is applied; raises ``SandboxError`` if git fails."""
+    result = await sandboxes.exec(handle, _script("record", specs), user="root", timeout_s=RESET_TIMEOUT_S)
+    if result.exit_code != 0:
+        raise SandboxError(f"could not snapshot the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
+
+
+async def reset(sandboxes: DockerSandboxes, handle: SandboxHandle, specs: list[str]) -> list[str]:
+    """Put the protected paths back to the snapshot ``record`` took; the paths that differed, sorted."""
+    result = await sandboxes.exec(handle, _script("reset", specs), user="root", timeout_s=RESET_TIMEOUT_S)
+    if result.exit_code != 0:
+        raise SandboxError(f"could not reset the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
+    _, marker, listing = result.output.partition(_MARKER + "\0")
+    if not marker:
+        raise SandboxError(f"resetting the task's tests in {handle.name} printed no listing: {result.output[-2000:]}")
+    return sorted(path for path in listing.split("\0") if path)

@@ -1,0 +1,737 @@
+"""A scripted policy server that speaks SGLang's native ``/generate`` contract offline.
+
+Tests and the demo point the worker at it instead of SGLang: it answers with
+real token ids from the project's tokenizer, so the whole coding-agent loop
+(render → generate → parse → record) runs without a GPU.
+
+Endpoints:
+
+* ``POST /generate`` (non-streaming only). Request: ``input_ids``,
+  ``sampling_params.max_new_tokens`` (default 128), ``return_logprob``,
+  ``rid``; header ``X-SMG-Routing-Key`` picks the policy override. Response:
+  ``text``, ``output_ids`` and ``meta_info`` (``id``, ``finish_reason``,
+  ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``,
+  ``num_retractions``, ``weight_version``, ``weight_versions``,
+  ``e2e_latency`` and, when ``return_logprob``, ``output_token_logprobs`` as
+  ``[[logprob, token_id, None], ...]``). A bad request (here or at any
+  control endpoint) is HTTP 400 ``{"error": "<field>: <why>", "field": "<field>"}``.
+* ``POST /abort_request {"rid": ...}`` or ``{"abort_all": true}``: empty 200.
+  A rid that is not in flight is a no-op; otherwise every running request
+  whose rid starts with it is aborted (sglang matches by prefix). Every
+  well-formed one is recorded as an :class:`AbortRecord`, in arrival order
+  (``aborts``, ``GET /scripted/aborts``).
+* sglang's control API (``scripted_policy.control`` states what each does):
+  ``POST /pause_generation {"mode": "abort" | "retract" | "in_place"}``
+  (default ``abort``) and ``POST /continue_generation {}``, both answering
+  ``{"message": ..., "status": "ok"}``; ``POST /update_weights_from_disk
+  {"model_path", "weight_version"?, "abort_all_requests"?: false,
+  "flush_cache"?: true, "load_format"?}`` answering ``{"success", "message",
+  "num_paused_requests": 0}`` (HTTP 400 with ``success: false`` when the flush
+  is refused); ``POST /update_weight_version {"new_version",
+  "abort_all_requests"?: true}`` answering ``{"success", "message",
+  "new_version"}``; ``GET /get_model_info`` (alias ``/model_info``) with
+  sglang's fields, ``weight_version`` among them.
+* ``GET /health``, ``GET /health_generate``.
+* ``POST /scripted/policy {"routing_key": ..., "policy": ...}`` (a null
+  routing key sets the server default), ``GET /scripted/records[?routing_key=...]``
+  and ``GET /scripted/aborts``.
+
+Invariants:
+
+* A policy turns the decoded prompt into completion text; the server encodes
+  it and appends the end-of-turn token. A normal answer ends with
+  ``finish_reason {"type": "stop", "matched": <end-of-turn id>}`` and that id
+  is the last of ``output_ids``. If the completion plus end token is longer
+  than ``max_new_tokens``, it is cut to exactly ``max_new_tokens`` ids and
+  ends with ``{"type": "length", "length": max_new_tokens}``.
+* ``sampling_params.stop`` (a string or a list of strings) is honoured as
+  sglang 0.5.23 does: after each sampled token the decoded tail of the output
+  (the last ``max tokens of a stop string + 1`` ids) is searched for each stop
+  string in order; the first found ends the answer after that token with
+  ``{"type": "stop", "matched": <the string>}``, and that token is the last of
+  ``output_ids`` (the string's tokens are returned: they were sampled). The
+  checks run in sglang's order, stop strings, then the end-of-turn id, then
+  ``max_new_tokens``, so a string completed by the last allowed token is a
+  stop. Only the request's own output is searched (a resubmitted begun answer
+  is prompt, as in sglang).
+* ``text == decode(output_ids)`` with special tokens kept (in-vocabulary ids
+  only, which matters for ``garbage``), except after a stop-string finish,
+  whose text is cut as sglang's detokenizer cuts it: through the end of the
+  first occurrence of the string with ``no_stop_trim``, before it without.
+  The end-of-turn id is never trimmed, whatever ``no_stop_trim`` says.
+  ``temperature``, ``top_p`` and ``top_k`` are checked as sglang's
+  ``SamplingParams.verify`` checks them (temperature finite and >= 0, top_p in
+  (0, 1], top_k -1 or >= 1; null: the default) and recorded, not applied.
+* Tokens are sampled one engine step at a time, each stamped with the weight
+  version served then (``scripted_policy.control``); ``weight_versions`` is
+  always present, the runs of equal versions over the output (one empty span
+  of the current version when there is no output), and ``weight_version`` is
+  its last span's version. An aborted request (``/abort_request``, an
+  ``abort`` pause, an update's ``abort_all_requests``) answers HTTP 200 with
+  the tokens sampled so far and sglang's ``finish_reason {"type": "abort",
+  "message": "Aborted", "status_code": null, "err_type": null}``.
+* Log-probs are deterministic in ``(rid, position)``, in ``(-4, 0]``.
+* Replay data, as SGLang returns it when asked (``scripted_policy.replay_data`` says what it is): with
+  ``sampling_params.custom_params.return_top_p_token_ids``, ``meta_info.top_p_token_ids`` and
+  ``top_p_token_offsets`` (base64 int32; offsets one per output token + 1); with ``return_routed_experts``,
+  ``meta_info.routed_experts`` (base64 int32, ``moe.layers x moe.top_k`` per position of input + output
+  but the last, from position 0).
+* Every answered ``/generate`` is recorded as a :class:`SampledRecord`, in
+  answer order, with the ``sampling_params`` it carried and exactly the ids,
+  log-probs and per-token versions returned: aborted requests and ``error``-mode requests (no output,
+  ``{"type": "error"}``, HTTP 500) included. Rejected (400) requests are not.
+
+Policies (``POLICIES``; their text is ``scripted_policy.completions``'s):
+``oracle`` (Read the problem statement, apply the
+known patch with Bash, then finish), ``noop`` (finish at once), ``malformed``
+(an ill-formed tool call), ``length`` (always hits ``max_new_tokens``),
+``error`` (HTTP 500), ``slow`` (``oracle`` with its tokens spread over
+``delay_s``, so a pause or abort lands mid-output) and
+``garbage`` (negative and out-of-vocabulary ids). For drift → repair
+episodes (``scripted_policy.drift_roles``): ``drift`` (the seeded baseline's
+spec as JSON), ``repair`` (the oracle diff for the prompt's corpus task) and
+``self_play`` (whichever role the prompt asks for).
+
+Pacing: ``slow`` spreads its answer over ``delay_s``. Every other policy's
+answer is spread over ``turn_delay(prompt, routing_key)`` seconds when a
+turn delay is set (``scripted_policy.turn_delays``: e.g. one log-normal pace
+per session, for heavy-tailed rollouts), else paced ``token_delay_s`` per
+token. Either way each token waits ``seconds / tokens to sample`` (a begun
+answer's rest takes the whole delay again, as with ``slow``), through the
+control's pacing, so a pause or an abort lands mid-output. ``prompt`` is the
+decoded prompt the policy scripts from (up to the last assistant header for
+a begun answer); ``turn_delay`` is called once per answer, when it starts
+(not for ``slow`` or ``error``), while ``delay_s`` and ``token_delay_s`` are
+read at every step.
+
+CLI: ``python -m durable_rollouts.scripted_policy.server --port 30000 --policy oracle
+--oracle-tasks TASKS.json --tokenizer DIR --weight-version default
+[--lognormal-turn-delay MEDIAN,SIGMA[,SEED]]`` serves until SIGINT/SIGTERM;
+``--lognormal-turn-delay`` sets a ``LogNormalSessionDelay`` (seed 0 unless
+given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import math
+import random
+import signal
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+from pydantic import BaseModel
+
+from durable_rollouts.drift_repair.corpus import load_corpus
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR, ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.completions import (
+    ASSISTANT_TURN,
+    OraclePolicy,
+    OracleTask,
+    length_completion,
+    load_oracle_tasks,
+    malformed_completion,
+    noop_completion,
+)
+from durable_rollouts.scripted_policy.control import (
+    FLUSH_REFUSED,
+    PAUSE_MODES,
+    Generation,
+    GenerationControl,
+    abort_finish_reason,
+    weight_version_spans,
+)
+from durable_rollouts.scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
+from durable_rollouts.scripted_policy.replay_data import DEFAULT_MOE, MoEShape, nucleus, routing
+from durable_rollouts.scripted_policy.turn_delays import TurnDelay, parse_lognormal
+
+ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
+DEFAULT_MAX_NEW_TOKENS = 128
+POLICIES = ("oracle", "noop", "malformed", "length", "error", "slow", "garbage", "drift", "repair", "self_play")
+
+
+class SampledRecord(BaseModel):
+    """One answered ``/generate`` call, exactly as returned; ``output_versions[i]`` sampled ``output_ids[i]``."""
+
+    rid: str
+    routing_key: str | None
+    input_ids: list[int]
+    output_ids: list[int]
+    output_logprobs: list[float]
+    output_versions: list[str]
+    finish_reason: dict[str, Any]
+    policy: str
+    sampling_params: dict[str, Any] = {}
+
+
+class AbortRecord(BaseModel):
+    """One ``/abort_request`` as received; ``in_flight``: whether its rid named a request in flight then."""
+
+    rid: str | None
+    abort_all: bool
+    in_flight: bool
+
+
+def token_logprob(rid: str, position: int) -> float:
+    return -4.0 * random.Random(f"{rid}:{position}").random()
+
+
+def finish(ids: list[int], max_new_tokens: int, end_of_turn_id: int) -> tuple[list[int], dict[str, Any]]:
+    if len(ids) > max_new_tokens:
+        return ids[:max_new_tokens], {"type": "length", "length": max_new_tokens}
+    return ids, {"type": "stop", "matched": end_of_turn_id}
+
+
+def finish_at_stops(
+    ids: list[int], max_new_tokens: int, end_of_turn_id: int, stops: Sequence[str], decode: Callable[[list[int]], str], tail_tokens: int
+) -> tuple[list[int], dict[str, Any]]:
+    """``ids`` sampled one by one with sglang 0.5.23's checks after each (``Req.update_finish_state``): a stop
+    string in the decoded tail (the last ``tail_tokens`` ids), in ``stops`` order; then the end-of-turn id; then
+    ``max_new_tokens``. The answer ends after the token that ends it."""
+    for count in range(1, len(ids) + 1):
+        tail = decode(ids[max(0, count - tail_tokens) : count])
+        matched = next((stop for stop in stops if stop in tail), None)
+        if matched is not None:
+            return ids[:count], {"type": "stop", "matched": matched}
+        if ids[count - 1] == end_of_turn_id:
+            return ids[:count], {"type": "stop", "matched": end_of_turn_id}
+        if count >= max_new_tokens:
+            return ids[:count], {"type": "length", "length": max_new_tokens}
+    return finish(ids, max_new_tokens, end_of_turn_id)
+
+
+def trim_matched_stop(text: str, finish_reason: dict[str, Any], no_stop_trim: bool) -> str:
+    """sglang 0.5.23's ``DetokenizerManager.trim_matched_stop`` for a stop string: the text through the end of its
+    first occurrence with ``no_stop_trim``, before it without; any other finish: the text unchanged."""
+    matched = finish_reason.get("matched")
+    if not isinstance(matched, str) or (position := text.find(matched)) < 0:
+        return text
+    return text[: position + len(matched)] if no_stop_trim else text[:position]
+
+
+class BadRequest(Exception):
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """``sampling_params``: the request's, as sent; ``stop``: its stop strings."""
+
+    input_ids: list[int]
+    max_new_tokens: int
+    rid: str
+    return_logprob: bool
+    stop: tuple[str, ...] = ()
+    no_stop_trim: bool = False
+    sampling_params: dict[str, Any] = field(default_factory=dict)
+    return_routed_experts: bool = False
+
+    @property
+    def top_p_token_ids(self) -> bool:
+        return bool((self.sampling_params.get("custom_params") or {}).get("return_top_p_token_ids"))
+
+
+def parse_generate_request(body: Any, vocab_size: int) -> GenerateRequest:
+    if not isinstance(body, dict):
+        raise BadRequest("body", "must be a JSON object")
+    if body.get("stream"):
+        raise BadRequest("stream", "streaming is not supported, send stream=false")
+    input_ids = body.get("input_ids")
+    if not isinstance(input_ids, list) or not input_ids:
+        raise BadRequest("input_ids", "must be a non-empty list of token ids")
+    for index, token in enumerate(input_ids):
+        if type(token) is not int or not 0 <= token < vocab_size:
+            raise BadRequest("input_ids", f"input_ids[{index}] = {token!r} is not a token id in [0, {vocab_size})")
+    sampling = body.get("sampling_params") or {}
+    if not isinstance(sampling, dict):
+        raise BadRequest("sampling_params", "must be an object")
+    max_new_tokens = sampling.get("max_new_tokens")
+    if max_new_tokens is None:
+        max_new_tokens = DEFAULT_MAX_NEW_TOKENS
+    if type(max_new_tokens) is not int or max_new_tokens < 1:
+        raise BadRequest("sampling_params.max_new_tokens", "must be a positive integer")
+    rid = body.get("rid") or uuid.uuid4().hex
+    if not isinstance(rid, str):
+        raise BadRequest("rid", "must be a string")
+    _check_sampling(sampling)
+    stop = sampling.get("stop")
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    no_stop_trim = bool(sampling.get("no_stop_trim") or False)
+    return GenerateRequest(
+        input_ids,
+        max_new_tokens,
+        rid,
+        bool(body.get("return_logprob", False)),
+        stops,
+        no_stop_trim,
+        dict(sampling),
+        bool(body.get("return_routed_experts")),
+    )
+
+
+def _check_sampling(sampling: dict[str, Any]) -> None:
+    """sglang's ``SamplingParams.verify`` for the keys the adapter sends (null: the default)."""
+    for key, valid, expected in (
+        ("temperature", lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0"),
+        ("top_p", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    ):
+        value = sampling.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not valid(value)):
+            raise BadRequest(f"sampling_params.{key}", f"must be {expected}, got {value!r}")
+    top_k = sampling.get("top_k")
+    if top_k is not None and (type(top_k) is not int or not (top_k == -1 or top_k >= 1)):
+        raise BadRequest("sampling_params.top_k", f"must be -1 (disable) or at least 1, got {top_k!r}")
+    stop = sampling.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise BadRequest("sampling_params.stop", "must be a string or a list of strings")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one ``/generate`` call produced; ``text`` decodes the in-vocabulary ``output_ids``."""
+
+    output_ids: list[int]
+    logprobs: list[float]
+    versions: list[str]
+    finish_reason: dict[str, Any]
+    text: str = ""
+    retractions: int = 0
+    spans: tuple[dict[str, Any], ...] = ()
+
+    def response(self, generate: GenerateRequest, latency: float, vocab_size: int = 0, moe: MoEShape | None = None) -> dict[str, Any]:
+        meta_info: dict[str, Any] = {
+            "id": generate.rid,
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": len(generate.input_ids),
+            "completion_tokens": len(self.output_ids),
+            "cached_tokens": 0,
+            "num_retractions": self.retractions,
+            "weight_version": self.spans[-1]["version"],
+            "weight_versions": list(self.spans),
+            "e2e_latency": latency,
+        }
+        if generate.return_logprob:
+            meta_info["output_token_logprobs"] = [[logprob, token, None] for logprob, token in zip(self.logprobs, self.output_ids, strict=False)]
+        if generate.top_p_token_ids:
+            start = len(generate.input_ids)
+            nuclei = [nucleus(token, start + i, vocab_size) for i, token in enumerate(self.output_ids)]
+            meta_info["top_p_token_ids"] = _base64_int32([t for kept in nuclei for t in kept])
+            meta_info["top_p_token_offsets"] = _base64_int32(np.concatenate([[0], np.cumsum([len(kept) for kept in nuclei])]))
+        if generate.return_routed_experts and moe is not None:
+            meta_info["routed_experts"] = _base64_int32(routing([*generate.input_ids, *self.output_ids], moe).ravel())
+        return {"text": self.text, "output_ids": self.output_ids, "meta_info": meta_info}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one answer will be: the decoded prompt the policy scripted it from, the ids to sample, how it ends."""
+
+    prompt: str
+    ids: list[int]
+    finish_reason: dict[str, Any]
+
+
+ERRORED = Completion([], [], [], {"type": "error", "message": "scripted policy error"})
+
+
+def _base64_int32(values: Any) -> str:
+    return base64.b64encode(np.asarray(values, dtype="<i4").tobytes()).decode("ascii")
+
+
+def bad_request(error: BadRequest) -> web.Response:
+    return web.json_response({"error": str(error), "field": error.field}, status=400)
+
+
+async def json_body(request: web.Request) -> Any:
+    try:
+        return await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest("body", f"not valid JSON ({exc})") from exc
+
+
+async def control_body(request: web.Request, fields: dict[str, tuple[type, Any]]) -> dict[str, Any]:
+    """A control request's known fields, each ``(type, default)``; a missing body is ``{}``, unknown fields are ignored.
+
+    A default of ``...`` makes the field required; ``None`` allows null.
+    """
+    body = await json_body(request) if await request.read() else {}
+    if not isinstance(body, dict):
+        raise BadRequest("body", "must be a JSON object")
+    values = {}
+    for name, (kind, default) in fields.items():
+        value = body.get(name, default)
+        if value is ...:
+            raise BadRequest(name, "is required")
+        if not (value is None and default is None) and type(value) is not kind:
+            raise BadRequest(name, f"must be a {kind.__name__}")
+        values[name] = value
+    return values
+
+
+class ScriptedPolicyServer:
+    """See the module docstring for the HTTP contract and the pacing. ``delay_s`` spreads a ``slow`` answer over
+    that time; ``turn_delay`` (when set) spreads every other policy's answer over the seconds it gives, else
+    ``token_delay_s`` paces their tokens, one per that many seconds (0: as fast as it can). All three may be
+    replaced between requests."""
+
+    def __init__(
+        self,
+        renderer: PromptRenderer,
+        default_policy: str = "oracle",
+        oracle_tasks: Sequence[OracleTask] = (),
+        delay_s: float = 2.0,
+        weight_version: str = "default",
+        token_delay_s: float = 0.0,
+        turn_delay: TurnDelay | None = None,
+        moe: MoEShape = DEFAULT_MOE,
+    ):
+        self.renderer = renderer
+        self.default_policy = self._known(default_policy)
+        self.delay_s = delay_s
+        self.token_delay_s = token_delay_s
+        self.turn_delay = turn_delay
+        self.moe = moe
+        self.control = GenerationControl(weight_version)
+        self._assistant_header = renderer.encode(f"{ASSISTANT_TURN}\n")
+        self.model_path = f"scripted-{self.default_policy}"
+        self.load_format = "auto"
+        self.records: list[SampledRecord] = []
+        self.aborts: list[AbortRecord] = []
+        self._overrides: dict[str, str] = {}
+        self._inflight: set[str] = set()
+        self._runner: web.AppRunner | None = None
+        oracle = OraclePolicy(oracle_tasks)
+        self._completions: dict[str, Callable[[str, int], str]] = {
+            "oracle": oracle,
+            "slow": oracle,
+            "noop": noop_completion,
+            "malformed": malformed_completion,
+            "length": length_completion,
+            "drift": drift_completion,
+            "repair": RepairCompletion(load_corpus),
+            "self_play": SelfPlayCompletion(load_corpus),
+        }
+
+    @staticmethod
+    def _known(policy: str) -> str:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        return policy
+
+    def set_policy(self, routing_key: str | None, policy: str) -> None:
+        """Use ``policy`` for requests carrying ``routing_key``; ``None`` sets the server default."""
+        if routing_key is None:
+            self.default_policy = self._known(policy)
+        else:
+            self._overrides[routing_key] = self._known(policy)
+
+    def policy_for(self, routing_key: str | None) -> str:
+        return self._overrides.get(routing_key, self.default_policy) if routing_key else self.default_policy
+
+    def records_for(self, routing_key: str | None) -> list[SampledRecord]:
+        return [record for record in self.records if record.routing_key == routing_key]
+
+    @property
+    def in_flight(self) -> list[str]:
+        """The request ids of the ``/generate`` calls not yet answered, running or waiting for admission."""
+        return list(self._inflight)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/generate", self._generate)
+        app.router.add_post("/abort_request", self._abort_request)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/health_generate", self._health)
+        app.router.add_get("/get_model_info", self._model_info)
+        app.router.add_get("/model_info", self._model_info)
+        app.router.add_post("/pause_generation", self._pause_generation)
+        app.router.add_post("/continue_generation", self._continue_generation)
+        app.router.add_post("/update_weights_from_disk", self._update_weights_from_disk)
+        app.router.add_post("/update_weight_version", self._update_weight_version)
+        app.router.add_post("/scripted/policy", self._set_policy)
+        app.router.add_get("/scripted/records", self._records)
+        app.router.add_get("/scripted/aborts", self._aborts)
+        return app
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on ``host:port`` (0 picks a free port) and return the base URL."""
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+        bound_host, bound_port = self._runner.addresses[0][:2]
+        return f"http://{bound_host}:{bound_port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _generate(self, request: web.Request) -> web.Response:
+        started = time.monotonic()
+        routing_key = request.headers.get(ROUTING_KEY_HEADER)
+        try:
+            generate = parse_generate_request(await json_body(request), self.renderer.vocab_size)
+            if generate.rid in self._inflight:
+                raise BadRequest("rid", f"{generate.rid!r} is already in flight")
+        except BadRequest as error:
+            return bad_request(error)
+        policy = self.policy_for(routing_key)
+        generation = Generation(generate.rid)
+        self._inflight.add(generate.rid)
+        try:
+            await self.control.admit(generation)
+            try:
+                completion = await self._answer(policy, generate, generation, routing_key)
+            finally:
+                self.control.release(generation)
+        except BadRequest as error:
+            return bad_request(error)
+        finally:
+            self._inflight.discard(generate.rid)
+        self._record(generate, routing_key, policy, completion)
+        if completion is ERRORED:
+            return web.json_response({"error": "scripted policy error (policy 'error')"}, status=500)
+        answer = await asyncio.to_thread(completion.response, generate, time.monotonic() - started, self.renderer.vocab_size, self.moe)
+        return web.json_response(answer)
+
+    async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation, routing_key: str | None) -> Completion:
+        """Sample the scripted answer one engine step per token, each followed by its pause (``_step_s``)."""
+        if policy == "error":
+            return ERRORED
+        plan = await asyncio.to_thread(self._plan, policy, generate)
+        turn_s = self.turn_delay(plan.prompt, routing_key) if policy != "slow" and self.turn_delay is not None else None
+        finish_reason = plan.finish_reason
+        for position, token in enumerate(plan.ids):
+            if not await self.control.next_step(generation):
+                finish_reason = abort_finish_reason()
+                break
+            generation.sample(token, token_logprob(generate.rid, position), self.control.version)
+            if step_s := self._step_s(policy, turn_s, len(plan.ids)):
+                await self.control.pace(step_s)
+        in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
+        text = trim_matched_stop(await asyncio.to_thread(self.renderer.decode, in_vocabulary), finish_reason, generate.no_stop_trim)
+        spans = weight_version_spans(generation.versions, self.control.version)
+        return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
+
+    def _step_s(self, policy: str, turn_s: float | None, tokens: int) -> float:
+        """The pause after each of ``tokens`` sampled tokens: ``slow`` over ``delay_s``, else over the answer's turn
+        delay ``turn_s``, else ``token_delay_s``; read at every step, so a test may change ``delay_s`` mid-answer."""
+        if policy == "slow":
+            return self.delay_s / tokens
+        if turn_s is not None:
+            return turn_s / tokens
+        return self.token_delay_s
+
+    def _plan(self, policy: str, generate: GenerateRequest) -> Plan:
+        """Run in a worker thread: decode the prompt, script the answer, encode it, cut it to the budget.
+
+        Like a language model, it continues an answer already begun: a prompt whose last assistant turn
+        holds tokens (a client resubmitting an aborted generation's prompt + output) gets the rest of the
+        answer scripted for the prompt without them. Tokens that do not begin that answer are refused
+        (``input_ids``), so a client that resubmits the wrong tokens fails loudly instead of being
+        answered with a second, garbled answer.
+        """
+        end_id = self.renderer.end_of_turn_id
+        prompt_ids, begun = self._split_begun_answer(generate.input_ids)
+        prompt, scripted = self._scripted_ids(policy, prompt_ids, generate.max_new_tokens + len(begun))
+        planned = scripted + [end_id]
+        if planned[: len(begun)] != begun:
+            raise BadRequest("input_ids", f"the {len(begun)} tokens after the last assistant header do not begin the scripted answer")
+        if not generate.stop or policy == "garbage":
+            return Plan(prompt, *finish(planned[len(begun) :], generate.max_new_tokens, end_id))
+        tail_tokens = max(len(self.renderer.encode(stop)) for stop in generate.stop) + 1
+        ids, finish_reason = finish_at_stops(planned[len(begun) :], generate.max_new_tokens, end_id, generate.stop, self.renderer.decode, tail_tokens)
+        return Plan(prompt, ids, finish_reason)
+
+    def _split_begun_answer(self, input_ids: list[int]) -> tuple[list[int], list[int]]:
+        """``(prompt up to the last assistant header, the tokens after it)``."""
+        marker = self._assistant_header
+        for start in range(len(input_ids) - len(marker), -1, -1):
+            if input_ids[start : start + len(marker)] == marker:
+                cut = start + len(marker)
+                return input_ids[:cut], input_ids[cut:]
+        return input_ids, []
+
+    def _scripted_ids(self, policy: str, input_ids: list[int], max_new_tokens: int) -> tuple[str, list[int]]:
+        """``(the decoded prompt, the answer's ids)``; the prompt is decoded once, here."""
+        prompt = self.renderer.decode(input_ids)
+        if policy == "garbage":
+            return prompt, [-1, self.renderer.vocab_size + 7]
+        return prompt, self.renderer.encode(self._completions[policy](prompt, max_new_tokens))
+
+    def _record(self, generate: GenerateRequest, routing_key: str | None, policy: str, completion: Completion) -> None:
+        self.records.append(
+            SampledRecord(
+                rid=generate.rid,
+                routing_key=routing_key,
+                input_ids=generate.input_ids,
+                output_ids=completion.output_ids,
+                output_logprobs=completion.logprobs,
+                output_versions=completion.versions,
+                finish_reason=completion.finish_reason,
+                policy=policy,
+                sampling_params=generate.sampling_params,
+            )
+        )
+
+    async def _abort_request(self, request: web.Request) -> web.Response:
+        try:
+            body = await control_body(request, {"rid": (str, None), "abort_all": (bool, False)})
+        except BadRequest as error:
+            return bad_request(error)
+        self.aborts.append(AbortRecord(rid=body["rid"], abort_all=body["abort_all"], in_flight=body["rid"] in self._inflight))
+        if body["abort_all"]:
+            self.control.abort(abort_all=True)
+        elif body["rid"] in self._inflight:
+            self.control.abort(body["rid"])
+        return web.Response()
+
+    async def _pause_generation(self, request: web.Request) -> web.Response:
+        try:
+            mode = (await control_body(request, {"mode": (str, "abort")}))["mode"]
+            if mode not in PAUSE_MODES:
+                raise BadRequest("mode", f"must be one of {', '.join(PAUSE_MODES)}")
+        except BadRequest as error:
+            return bad_request(error)
+        await self.control.pause(mode)
+        return web.json_response({"message": "Generation paused successfully.", "status": "ok"})
+
+    async def _continue_generation(self, request: web.Request) -> web.Response:
+        try:
+            await control_body(request, {"torch_empty_cache": (bool, True)})
+        except BadRequest as error:
+            return bad_request(error)
+        self.control.resume()
+        return web.json_response({"message": "Generation continued successfully.", "status": "ok"})
+
+    async def _update_weights_from_disk(self, request: web.Request) -> web.Response:
+        fields = {
+            "model_path": (str, ...),
+            "load_format": (str, None),
+            "abort_all_requests": (bool, False),
+            "weight_version": (str, None),
+            "flush_cache": (bool, True),
+        }
+        try:
+            body = await control_body(request, fields)
+        except BadRequest as error:
+            return bad_request(error)
+        if body["abort_all_requests"]:
+            self.control.abort(abort_all=True)
+        if not await self.control.update_weights(body["weight_version"], body["flush_cache"]):
+            return web.json_response({"success": False, "message": FLUSH_REFUSED, "num_paused_requests": 0}, status=400)
+        self.model_path = body["model_path"]
+        self.load_format = body["load_format"] or self.load_format
+        message = "Succeeded to update model weights."
+        if body["weight_version"] is not None:
+            message += f" Weight version updated to {body['weight_version']}."
+        return web.json_response({"success": True, "message": message, "num_paused_requests": 0})
+
+    async def _update_weight_version(self, request: web.Request) -> web.Response:
+        try:
+            body = await control_body(request, {"new_version": (str, ...), "abort_all_requests": (bool, True)})
+        except BadRequest as error:
+            return bad_request(error)
+        if body["abort_all_requests"]:
+            self.control.abort(abort_all=True)
+        self.control.set_version(body["new_version"])
+        version = body["new_version"]
+        return web.json_response({"success": True, "message": f"Weight version updated to {version}", "new_version": version})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="OK")
+
+    async def _model_info(self, request: web.Request) -> web.Response:
+        """sglang's ``/model_info`` fields, as a text-only model without parsers configured reports them."""
+        return web.json_response(
+            {
+                "model_path": self.model_path,
+                "served_model_name": self.model_path,
+                "tokenizer_path": self.renderer.tokenizer.name_or_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": self.control.reported_version,
+                "load_format": self.load_format,
+                "reasoning_parser": None,
+                "tool_call_parser": None,
+                "disaggregation_mode": "null",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": None,
+                "architectures": None,
+            }
+        )
+
+    async def _set_policy(self, request: web.Request) -> web.Response:
+        try:
+            body = await json_body(request)
+            if not isinstance(body, dict):
+                raise BadRequest("body", "must be a JSON object")
+            routing_key, policy = body.get("routing_key"), body.get("policy")
+            if routing_key is not None and not isinstance(routing_key, str):
+                raise BadRequest("routing_key", "must be a string or null")
+            if policy not in POLICIES:
+                raise BadRequest("policy", f"must be one of {', '.join(POLICIES)}")
+        except BadRequest as error:
+            return bad_request(error)
+        self.set_policy(routing_key, policy)
+        return web.json_response({"routing_key": routing_key, "policy": policy})
+
+    async def _aborts(self, request: web.Request) -> web.Response:
+        return web.json_response([record.model_dump() for record in self.aborts])
+
+    async def _records(self, request: web.Request) -> web.Response:
+        routing_key = request.query.get("routing_key")
+        records = self.records if routing_key is None else self.records_for(routing_key)
+        return web.json_response([record.model_dump() for record in records])
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m durable_rollouts.scripted_policy.server", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--policy", choices=POLICIES, default="oracle", help="the server-wide default policy")
+    parser.add_argument("--oracle-tasks", type=Path, help="JSON list of {match, patch} objects")
+    parser.add_argument("--tokenizer", type=Path, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
+    parser.add_argument("--delay", type=float, default=2.0, help="seconds the 'slow' policy spreads its tokens over")
+    parser.add_argument("--weight-version", default="default", help="the weight version served at start (sglang's default)")
+    parser.add_argument(
+        "--lognormal-turn-delay",
+        type=parse_lognormal,
+        metavar="MEDIAN,SIGMA[,SEED]",
+        help="spread every non-slow answer over one log-normal draw per session (routing key): median seconds, sigma, seed (0)",
+    )
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    tokenizer_dir = args.tokenizer or await asyncio.to_thread(ensure_qwen_tokenizer)
+    renderer = await asyncio.to_thread(PromptRenderer, tokenizer_dir)
+    tasks = load_oracle_tasks(args.oracle_tasks) if args.oracle_tasks else []
+    server = ScriptedPolicyServer(renderer, args.policy, tasks, args.delay, args.weight_version, turn_delay=args.lognormal_turn_delay)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    url = await server.start(args.host, args.port)
+    print(f"scripted policy server ({args.policy}, {len(tasks)} oracle tasks) at {url}", flush=True)
+    try:
+        await stopping.wait()
+    finally:
+        await server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(parse_args()))

