@@ -22,15 +22,12 @@ runs ``DriftRepairEpisode`` workflows over the drift corpus the same way
 is set); the K episodes of a task are one ``RolloutGroup``, appended as one
 line when it finishes, like ``run``'s groups.
 
-Python API for flat rollouts: ``await start_rollout(client, rollout)`` returns a workflow handle
-(re-attaching when that rollout already ran: the workflow id is derived from
-instance id, sample index and group index); ``await run_rollouts(client,
-rollouts)`` runs many with a concurrency limit and returns one result per
-rollout, in input order: a rollout that could not be started or collected is
-a ``failed`` result (``trainer_client.workflow_runs``) and the others go on, and a
-Temporal restart is waited out (``server_wait_s`` per outage). GRPO groups
-(``RolloutGroup`` workflows) are streamed and batched by
-``trainer_client.rollout_groups`` (``stream_groups``, ``fill_batch``).
+This script only parses arguments and prints; what it runs is the library's
+(``durable_rollouts.trainer_client``): ``batch_runs`` (rows and episodes as groups
+into a results file), ``rollout_runs`` (flat rollouts: ``start_rollout``,
+``run_rollouts``), ``rollout_groups`` (``stream_groups``, ``fill_batch``, what the
+slime drop-ins use), ``rollout_queries`` and ``regrade_runs`` (the operator
+commands) and ``run_summary`` (the tables and status lines).
 
 ``run`` and ``demo`` read the dataset (a JSONL file, or a directory of Harbor
 tasks: ``task_sources.harbor_tasks``, a bad task directory reported by its path
@@ -53,11 +50,9 @@ import json
 import os
 import re
 import signal
-import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args
@@ -65,132 +60,33 @@ from typing import get_args
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from durable_rollouts.config.paths import PROJECT_ROOT
-from durable_rollouts.config.settings import RolloutBudgets, SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
-from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound, TaskSpec
-from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample, ProbeTally
+from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
+from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
+from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound
+from durable_rollouts.contracts.rollout_group import GroupFilter
 from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset
-from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
-from durable_rollouts.task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
 from durable_rollouts.trainer_client import grading_summary, regrade_runs, rollout_queries
+from durable_rollouts.trainer_client.batch_runs import GroupOptions, Placement, dataset_groups, invalid_row_record, read_rows, run_groups
 from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs
-from durable_rollouts.trainer_client.local_services import temporal_dev_server, worker_process
+from durable_rollouts.trainer_client.local_services import embedded_cluster, worker_log_path
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable
-from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, move_out_logs
-from durable_rollouts.trainer_client.rollout_groups import group_id, stream_groups
-from durable_rollouts.trainer_client.rollout_runs import (
-    connect,
-    rollout_input,
-    task_queue_from_env,
-)
+from durable_rollouts.trainer_client.results_file import group_record_with_segments, move_out_logs
+from durable_rollouts.trainer_client.rollout_runs import connect, task_queue_from_env
+from durable_rollouts.trainer_client.run_summary import episode_summary_lines, groups_line, hosts_line, running_line, summary_lines
 from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 
-EXAMPLE_DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
 MAX_RUN_ID_BYTES = 128
 
 
-def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: RolloutBudgets, args: argparse.Namespace) -> GroupInput:
-    """The row's group: ``--n-samples-per-prompt`` rollouts (sample index 0..K-1) under the run's group flags."""
-    return GroupInput(
-        run_id=args.run_id,
-        group_index=group_index,
-        rollouts=[rollout_input(task, sample, group_index, policy, budgets) for sample in range(args.n_samples_per_prompt)],
-        refill_budget=args.refill_budget,
-        min_valid=args.min_valid,
-        filter=args.group_filter,
+def group_options(args: argparse.Namespace) -> GroupOptions:
+    return GroupOptions(
+        run_id=args.run_id, samples=args.n_samples_per_prompt, refill_budget=args.refill_budget, min_valid=args.min_valid, filter=args.group_filter
     )
 
 
-def groups_in_flight(concurrency: int, group_size: int) -> int:
-    """``--concurrency`` counts samples: as many whole groups as fit, at least one."""
-    return max(1, concurrency // group_size)
-
-
-async def stream_into(client: Client, sink: ResultSink, groups: list[GroupInput], args: argparse.Namespace, what: str) -> list[GroupResult]:
-    """Run the groups without a final line in ``sink`` (``--concurrency`` samples in flight) and append each one as
-    it finishes; the results, in finish order."""
-    todo = sink.pending(groups, group_id, what)
-    in_flight = groups_in_flight(args.concurrency, max((group.size for group in groups), default=1))
-    results = []
-    async for result in stream_groups(client, todo, args.task_queue, in_flight, server_wait_s=args.server_wait, child_logs=True):
-        write_group(sink, result)
-        results.append(result)
-    return results
-
-
-def invalid_row_record(error: RowError) -> dict:
-    """The results line of a dataset row (or Harbor task directory) that never became a rollout (sample and group -1);
-    its reason is ``invalid_row:<field>``, a ``/`` in the field (``tests/test.sh``) written as ``.``."""
-    reason = "invalid_row:" + re.sub(r"[^\w.:]", ".", error.field)
-    result = RolloutResult(workflow_id="", instance_id="", sample_index=-1, group_index=-1, status="failed", abort_reason=reason, error=str(error))
-    return {**result.model_dump(mode="json"), "segments": [], "line": error.line}
-
-
-def print_summary(groups: list[GroupResult]) -> None:
-    """Per group (by group index) its group line, then one line per sample; last, the totals."""
-    print()
-    print(f"{'instance':28} {'sample':>6} {'status':9} {'reward':>6} {'valid':>5} {'applied':>7} {'turns':>5} {'tokens':>7} {'secs':>6}  reason")
-    for group in sorted(groups, key=lambda g: g.group_index):
-        print(_group_line(group))
-        for sample in group.samples:
-            print(_sample_line(group.prompt_key, sample))
-    valid_rewards = [reward for g in groups for reward, valid in zip(g.rewards, g.valid_mask, strict=True) if valid]
-    by_status = {status: sum(g.status == status for g in groups) for status in ("completed", "insufficient", "cut", "failed")}
-    counts = ", ".join(f"{n} {status}" for status, n in by_status.items() if n)
-    mean = f"mean reward {statistics.fmean(valid_rewards):.3f}" if valid_rewards else "no valid samples"
-    samples = sum(len(g.samples) for g in groups)
-    graded = [sample for g in groups for sample in g.samples if sample.graded]
-    tampered = f"; tampered {sum(sample.tampered for sample in graded)}/{len(graded)} graded" if graded else ""
-    probes = ProbeTally.of(groups).summary()
-    print(
-        f"groups {len(groups)}: {counts or 'none'}, {sum(not g.kept for g in groups)} dropped; samples valid {len(valid_rewards)}/{samples}, {mean}"
-        + tampered
-        + (f"; {probes}" if probes else "")
-    )
-
-
-def _group_line(group: GroupResult) -> str:
-    verdict = "kept" if group.kept else f"dropped_by {group.dropped_by}"
-    why = group.abort_reason or group.note
-    return (
-        f"group {group.group_index} {group.prompt_key}: {group.status}  valid {group.n_valid}/{len(group.samples)}"
-        f"  refilled {group.refilled}/{group.refill_budget}  {verdict}" + (f"  ({why})" if why else "")
-    )
-
-
-def _sample_line(prompt_key: str, sample: GroupSample) -> str:
-    r = sample.rollout
-    if r is None:
-        return f"{prompt_key[:28]:28} {sample.sample_index:>6} {'-':9} {0.0:6.2f} {str(sample.valid):>5} {'-':>7} {'-':>5} {'-':>7} {'-':>6}  {sample.invalid_reason or ''}"
-    tokens = sum(s.n_tokens for s in r.segments)
-    turns = r.agent.turns if r.agent else 0
-    empty = "patch: empty" if r.evaluation and grading_summary.patch_state(r.evaluation) == "empty" else ""
-    tampered = "tampered" if sample.tampered else ""
-    probe = f"probe: {sample.probe_verdict}" if sample.probe_verdict else ""
-    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty, tampered, probe) if part)
-    return (
-        f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {sample.reward:6.2f} {str(sample.valid):>5} {str(r.applied_cleanly):>7}"
-        f" {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {reason}"
-    )
-
-
-def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], list[RowError]]:
-    """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field.
-
-    A directory is read as Harbor tasks (``task_sources.harbor_tasks``: one task, or one per subdirectory; their
-    images found or built on this Docker engine), a row's ``line`` then being its task directory. Script paths in
-    JSONL rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
-    rows, errors = [], []
-    items = read_harbor_tasks(path) if path.is_dir() else read_dataset(path, root)
-    for item in items:
-        if isinstance(item, RowError):
-            print(f"{path}: skipping bad row: {item}", file=sys.stderr)
-            errors.append(item)
-        else:
-            rows.append(item)
-    return rows, errors
+def placement(args: argparse.Namespace) -> Placement:
+    return Placement(task_queue=args.task_queue, concurrency=args.concurrency, server_wait_s=args.server_wait)
 
 
 def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
@@ -203,7 +99,7 @@ def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
 
 
 async def run_dataset(client: Client, args: argparse.Namespace) -> int:
-    """Run the dataset's groups missing from ``args.out``, appending each as one line when it finishes.
+    """Run the dataset's groups missing from ``args.out`` (``trainer_client.batch_runs``).
 
     With ``--impossible-share`` (``ROLLOUT_IMPOSSIBLE_SHARE``) that share of the rows also run as an
     impossible-task probe: one more group each, under the row's group index and line, never kept.
@@ -222,56 +118,20 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         context_budget=args.context_budget,
         staleness=staleness_bound(args),
     )
-    budgets = budgets_from_env()
-    groups = [group_input(row.task, index, policy, budgets, args) for index, row in enumerate(rows)]
-    lines = {group_id(group): row.line for group, row in zip(groups, rows, strict=True)}
     share = impossible_share_from_env() if args.impossible_share is None else args.impossible_share
-    for index, row in enumerate(rows):
-        try:
-            probe = probe_for_slot(row.task, args.run_id, index, share)
-        except ProbeUnavailable as error:
-            print(f"{args.dataset}: no impossible-task probe of {row.line}: {error}", file=sys.stderr)
-            continue
-        if probe is not None:
-            groups.append(group_input(probe, index, policy, budgets, args))
-            lines[group_id(groups[-1])] = row.line
-    with ResultSink(
-        Path(args.out), lambda result: {**group_record_with_segments(result), "line": lines[result.workflow_id]}, GroupProgressLine
-    ) as sink:
-        for error in errors:
-            if f"line:{error.line}" not in sink.done:
-                sink.write_record(invalid_row_record(error))
-        results = await stream_into(client, sink, groups, args, f"groups of run {args.run_id}")
-    print_summary(results)
+    groups, lines = dataset_groups(rows, policy, budgets_from_env(), group_options(args), share)
+    run = await run_groups(
+        client,
+        groups,
+        Path(args.out),
+        placement(args),
+        f"groups of run {args.run_id}",
+        lambda result: {**group_record_with_segments(result), "line": lines[result.workflow_id]},
+        before=[(f"line:{error.line}", invalid_row_record(error)) for error in errors],
+    )
+    print("\n".join(summary_lines(run.results)))
     print(f"results: {args.out}")
-    complete = all(sink.final_status.get(group_id(group)) == "completed" for group in groups)
-    return 0 if rows and not errors and complete else 1
-
-
-def write_group(sink: ResultSink, group: GroupResult) -> None:
-    """Append the group's line; one that cannot be written is reported and the run goes on (the group then has no
-    final line, so the exit code is 1 and a re-run collects it again)."""
-    try:
-        sink.write(group)
-    except OSError as error:
-        print(f"{sink.path}: could not write group {group.workflow_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-
-
-@asynccontextmanager
-async def embedded_cluster(worker_args: list[str], log_path: Path, address: str | None = None) -> AsyncIterator[Client]:
-    """A worker with the scripted policy, on ``address`` or on a local dev server (UI on :8233), its log in
-    ``log_path`` (the console keeps the progress lines and the table); yields a client."""
-    async with temporal_dev_server() if not address else nullcontext(address) as server:
-        print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
-        print(f"worker log: {log_path}", flush=True)
-        async with worker_process(server, [*worker_args, "--adapter-port", "0"], log_path=log_path):
-            yield await connect(server)
-
-
-def worker_log_path(results: str) -> Path:
-    """Where an embedded worker's log goes: beside the results file."""
-    path = Path(results)
-    return path.with_name(f"{path.stem}.worker.log")
+    return 0 if rows and not errors and run.complete else 1
 
 
 async def demo(args: argparse.Namespace) -> int:
@@ -279,7 +139,7 @@ async def demo(args: argparse.Namespace) -> int:
     worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset]
     if args.dataset_root:
         worker_args += ["--dataset-root", args.dataset_root]
-    async with embedded_cluster(worker_args, worker_log_path(args.out), os.environ.get("TEMPORAL_ADDRESS")) as client:
+    async with embedded_cluster(worker_args, worker_log_path(Path(args.out)), os.environ.get("TEMPORAL_ADDRESS")) as client:
         code = await run_dataset(client, args)
         if args.keep_ui:
             print("--keep-ui: the dev server and worker keep running; press Ctrl-C (or send SIGTERM) to stop them.", flush=True)
@@ -287,35 +147,8 @@ async def demo(args: argparse.Namespace) -> int:
     return code
 
 
-def print_episode_summary(groups: list[GroupResult]) -> None:
-    """Per group (by group index) its group line, then one line per episode; last, the completed episodes' rates."""
-    print()
-    print(
-        f"{'task':22} {'grp':>3} {'smp':>3} {'status':9} {'primitive':22} {'spec':8} {'breaks':>6} {'reward':>6} {'success':>7} {'drift_r':>7}  reason"
-    )
-    for group in sorted(groups, key=lambda g: g.group_index):
-        print(_group_line(group))
-        for sample in group.samples:
-            r = sample.episode
-            if r is None:
-                print(f"{group.prompt_key[:22]:22} {group.group_index:>3} {sample.sample_index:>3} {'-':9}  {sample.invalid_reason or ''}")
-                continue
-            primitive = r.spec.primitive_type if r.spec else "-"
-            print(
-                f"{r.task_id[:22]:22} {r.group_index:>3} {r.sample_index:>3} {r.status:9} {primitive:22} {r.spec_source or '-':8} "
-                f"{str(r.breakage_valid):>6} {r.reward:6.2f} {str(r.success):>7} {r.role_rewards.drift:7.2f}  {sample.invalid_reason or r.abort_reason or ''}"
-            )
-    scored = [s.episode for g in groups for s in g.samples if s.episode is not None and s.episode.status == "completed"]
-    if scored:
-        print(
-            f"{len(scored)} completed episodes (of {sum(len(g.samples) for g in groups)}): success {statistics.fmean(r.success for r in scored):.0%}, "
-            f"breakage valid {statistics.fmean(r.breakage_valid for r in scored):.0%}, "
-            f"mean repair reward {statistics.fmean(r.reward for r in scored):.3f}, "
-            f"mean drift reward {statistics.fmean(r.role_rewards.drift for r in scored):.3f}"
-        )
-
-
 async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
+    """Run the drift → repair groups missing from ``args.out``, the same way as ``run_dataset`` runs rows."""
     model = PolicySpec(
         policy_url=args.policy_url,
         sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens),
@@ -335,11 +168,10 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
         run_timeout_s=args.run_timeout,
     )
     groups = episode_groups(episodes, args.run_id, args.group_filter, args.min_valid, args.refill_budget)
-    with ResultSink(Path(args.out), group_record_with_segments, GroupProgressLine) as sink:
-        results = await stream_into(client, sink, groups, args, f"groups of episodes of run {args.run_id}")
-    print_episode_summary(results)
+    run = await run_groups(client, groups, Path(args.out), placement(args), f"groups of episodes of run {args.run_id}")
+    print("\n".join(episode_summary_lines(run.results)))
     print(f"results: {args.out}")
-    return 0 if all(sink.final_status.get(group_id(group)) == "completed" for group in groups) else 1
+    return 0 if run.complete else 1
 
 
 async def episodes(args: argparse.Namespace) -> int:
@@ -347,51 +179,25 @@ async def episodes(args: argparse.Namespace) -> int:
     address = os.environ.get("TEMPORAL_ADDRESS")
     if address:
         return await run_episode_batch(await connect(server_wait_s=args.server_wait), args)
-    async with embedded_cluster(["--scripted-policy", "self_play"], worker_log_path(args.out)) as client:
+    async with embedded_cluster(["--scripted-policy", "self_play"], worker_log_path(Path(args.out))) as client:
         return await run_episode_batch(client, args)
 
 
 async def status(client: Client, args: argparse.Namespace) -> int:
     counts = await rollout_queries.stage_counts(client)
     print("running by stage: " + "  ".join(f"{stage} {n}" for stage, n in counts.items()))
-    print(_groups_line(await rollout_queries.group_counts(client)))
-    print(_hosts_line(*await rollout_queries.host_slots(client, args.task_queue)))
+    print(groups_line(await rollout_queries.group_counts(client)))
+    print(hosts_line(*await rollout_queries.host_slots(client, args.task_queue)))
     rollouts = await rollout_queries.running_rollouts(client)
     now = datetime.now(UTC)
     print(f"\noldest {min(args.oldest, len(rollouts))} of {len(rollouts)} running:")
     for r in rollouts[: args.oldest]:
-        print(_running_line(r, now))
+        print(running_line(r, now))
     stuck = rollout_queries.stale(rollouts, args.stale_minutes, now)
     print(f"\nno model turn for > {args.stale_minutes:g} min: {len(stuck)}")
     for r in stuck:
-        print(_running_line(r, now))
+        print(running_line(r, now))
     return 0
-
-
-def _groups_line(g: rollout_queries.GroupCounts) -> str:
-    closed = "  ".join(f"{status} {n}" for status, n in g.closed.items())
-    return (
-        f"groups: running {g.running} (samples done {g.done}, valid {g.valid}, refilled {g.refilled}; {g.answered} answered)"
-        f"  closed: {closed}  without a result {g.no_result}"
-    )
-
-
-def _hosts_line(hosts: list[rollout_queries.HostSlots], booting: int) -> str:
-    """``hosts: <queue> <in use>/<slots> slots, ...; <n> booting``; a queue no worker polls shows ``?`` slots and says so."""
-    shown = [
-        f"{h.host_queue} {h.in_use}/{h.agent_slots if h.agent_slots is not None else '?'} slots" + ("" if h.pollers else " (not polling)")
-        for h in hosts
-    ]
-    return f"hosts: {', '.join(shown) or 'none'}; {booting} booting (host not yet recorded)"
-
-
-def _running_line(r: rollout_queries.RunningRollout, now: datetime) -> str:
-    age = (now - r.started).total_seconds() / 60
-    p = r.progress
-    idle = r.idle_minutes(now)
-    detail = f"attempt {p.attempt} turns {p.turns} host {p.host_queue or '-'}" if p else "(no progress answer)"
-    idle_text = f"{idle:.1f}m" if idle is not None else "-"
-    return f"  {r.workflow_id:50} {r.stage:8} age {age:6.1f}m  idle {idle_text:>6}  {detail}"
 
 
 async def show(client: Client, args: argparse.Namespace) -> int:

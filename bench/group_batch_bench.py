@@ -69,6 +69,7 @@ if str(ROOT) not in sys.path:
 
 from temporalio.client import Client  # noqa: E402
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
 from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
 from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
 from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
@@ -84,7 +85,6 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset 
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process  # noqa: E402
 from durable_rollouts.trainer_client.rollout_groups import Batch, fill_batch  # noqa: E402
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input  # noqa: E402
-from starter import EXAMPLE_DATASET  # noqa: E402
 
 ARMS = ("baseline", "over-sampled")
 

@@ -87,6 +87,7 @@ from bench.rollout_bench import (  # noqa: E402
     pct,
     tear_down,
 )
+from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
 from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
 from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
@@ -96,7 +97,6 @@ from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # n
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 from durable_rollouts.trainer_client.local_services import free_port, worker_process  # noqa: E402
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
-from starter import EXAMPLE_DATASET  # noqa: E402
 
 ACTIVITY_FAILURE = re.compile(r"WARNING temporalio\.activity: (\w+) failed with (\w+)")
 PROBE = Path(__file__).resolve().parent / "loop_probe.py"

@@ -104,6 +104,7 @@ from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
 from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
 from durable_rollouts.docker_sandbox.container_layout import CLAUDE_MOUNT_PATH, LABEL_PREFIX  # noqa: E402
@@ -116,7 +117,6 @@ from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, Scripted
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 from durable_rollouts.trainer_client.local_services import worker_process  # noqa: E402
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
-from starter import EXAMPLE_DATASET  # noqa: E402
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 REFERENCE_POLL_S = 5.0  # slime's coding-agent example polls the agent every 5 s (constant, not measured)

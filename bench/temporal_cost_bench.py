@@ -80,6 +80,7 @@ from bench.rollout_bench import (  # noqa: E402
     pct,
     tear_down,
 )
+from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
 from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams  # noqa: E402
 from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
@@ -90,7 +91,6 @@ from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
 from durable_rollouts.trainer_client.local_services import _stop, worker_process  # noqa: E402
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout, workflow_id_for  # noqa: E402
-from starter import EXAMPLE_DATASET  # noqa: E402
 
 PLAIN, WORKFLOWS = "plain", "workflows"
 PLAIN_DRIVER = ROOT / "bench" / "plain_rollouts.py"

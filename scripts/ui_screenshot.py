@@ -23,7 +23,10 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from durable_rollouts.config.paths import PROJECT_ROOT  # noqa: E402
+from durable_rollouts.config.paths import (
+    EXAMPLE_DATASET,  # noqa: E402
+    PROJECT_ROOT,  # noqa: E402
+)
 from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
 from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
 from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
@@ -34,7 +37,6 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset 
 from durable_rollouts.trainer_client.local_services import temporal_dev_server, worker_process  # noqa: E402
 from durable_rollouts.trainer_client.rollout_queries import request_abort  # noqa: E402
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, start_rollout  # noqa: E402
-from starter import EXAMPLE_DATASET  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 
 PORT, UI_PORT = 7243, 8243

@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.config.payload_store import FOLDER_ENV, payload_store_from_env
 from durable_rollouts.contracts.rollout import TaskSpec
 from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
@@ -28,9 +28,9 @@ from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import read_dataset
+from durable_rollouts.trainer_client.batch_runs import read_rows
 from durable_rollouts.trainer_client.payload_storage import data_converter
 from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
-from starter import EXAMPLE_DATASET, read_rows
 from tests.local_cluster import SERVER_STARTUP_TIMEOUT
 
 PROJECT = Path(__file__).resolve().parent.parent

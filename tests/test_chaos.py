@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -27,7 +28,6 @@ from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, run_rollouts, start_rollout
-from starter import EXAMPLE_DATASET
 from tests.local_cluster import start_dev_server
 from workflows.coding_agent_rollout import CodingAgentRollout
 

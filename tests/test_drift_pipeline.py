@@ -20,9 +20,10 @@ from durable_rollouts.contracts.workflow_ids import episode_workflow_id
 from durable_rollouts.drift_repair.corpus import load_corpus
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
-from durable_rollouts.trainer_client.drift_episodes import episode_inputs, run_episodes
+from durable_rollouts.trainer_client.drift_episodes import collect_episode, episode_inputs
 from durable_rollouts.trainer_client.results_file import record_with_segments
 from durable_rollouts.trainer_client.rollout_groups import collect_group
+from durable_rollouts.trainer_client.workflow_runs import run_limited
 from starter import parse_args, run_episode_batch
 from tests.local_cluster import containers_of_runs, local_cluster
 
@@ -37,7 +38,8 @@ class Cluster:
 
     async def run(self, episodes):
         self.run_ids.append(f"t{uuid.uuid4().hex[:6]}")
-        return await run_episodes(self.env.client, episodes, self.run_ids[-1], task_queue=self.settings.task_queue)
+        run_id, queue = self.run_ids[-1], self.settings.task_queue
+        return await run_limited(episodes, lambda episode: collect_episode(self.env.client, episode, run_id, queue), 8)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.payload_storage import data_converter
-from starter import EXAMPLE_DATASET
 from tests.local_cluster import start_dev_server
 from tests.object_store import SeaweedS3, seaweed_s3
 from workflows.coding_agent_rollout import CodingAgentRollout

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from durable_rollouts.trainer_client import rollout_queries
+from durable_rollouts.trainer_client.batch_runs import read_rows
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_runs import connect
-from starter import EXAMPLE_DATASET, read_rows
 from tests.local_cluster import containers_of_runs
 from tests.waiting import until
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.contracts.rollout_group import GroupInput
@@ -30,7 +30,7 @@ from durable_rollouts.trainer_client import rollout_queries
 from durable_rollouts.trainer_client.local_services import free_port, worker_process
 from durable_rollouts.trainer_client.rollout_groups import collect_group
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout
-from starter import EXAMPLE_DATASET, _hosts_line
+from durable_rollouts.trainer_client.run_summary import hosts_line
 from tests.grading.tampering_attacks import ATTACKS, TARGETS, diff_after
 from tests.local_cluster import start_dev_server
 from tests.waiting import HANG_GUARD_S
@@ -149,7 +149,7 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
             await wait_for_turns(handles, 1)
             hosts, _ = await rollout_queries.host_slots(env.client, queue)
             assert hosts == [rollout_queries.HostSlots(f"rl-rollouts-host-{host_id}", 8, 2, 1)]
-            print(_hosts_line(hosts, 0))
+            print(hosts_line(hosts, 0))
             policy.control.set_version("4")  # the tokens sampled so far are one version behind at the merge
             results = [await handle.result() for handle in handles]
             assert [(r.status, r.reward, r.attempts) for r in results] == [("completed", 1.0, 1)] * 2, results

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from durable_rollouts.contracts.rollout_group import GroupInput
@@ -27,7 +28,7 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.results_file import file_stem
 from durable_rollouts.trainer_client.rollout_groups import start_group
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout
-from starter import EXAMPLE_DATASET, main_async, parse_args
+from starter import main_async, parse_args
 from tests.local_cluster import containers_of_runs, local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -20,6 +20,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams, TaskSpec
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput
@@ -31,7 +32,6 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.rollout_groups import fill_batch, group_id, start_group
 from durable_rollouts.trainer_client.rollout_runs import rollout_input
-from starter import EXAMPLE_DATASET
 from tests.local_cluster import containers_of_runs, local_cluster, start_dev_server
 from tests.waiting import HANG_GUARD_S
 from workflows.coding_agent_rollout import CodingAgentRollout

@@ -18,6 +18,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
@@ -28,7 +29,6 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.task_sources.impossible_probes import probe_of
 from durable_rollouts.trainer_client.results_file import file_stem
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
-from starter import EXAMPLE_DATASET
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from workflows.coding_agent_rollout import CodingAgentRollout

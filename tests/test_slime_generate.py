@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import slime_generate
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import SettingsError
 from durable_rollouts.contracts.rollout import EvalResult, ProbeVerdict, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
 from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
@@ -14,7 +15,6 @@ from durable_rollouts.slime_samples.registry import ContractChoice
 from durable_rollouts.task_sources.impossible_probes import probe_of, probe_seed
 from durable_rollouts.trainer_client.results_file import record_with_segments
 from slime_generate import abort_sample, policy_for, sample_dicts, samples_from_result
-from starter import EXAMPLE_DATASET
 from tests.slime_sample import Sample
 
 

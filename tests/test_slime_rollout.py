@@ -15,6 +15,7 @@ import pytest_asyncio
 
 import slime_generate
 import slime_rollout
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets, SettingsError
 from durable_rollouts.contracts.rollout import RolloutResult, TokenSegment
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
@@ -26,7 +27,6 @@ from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.impossible_probes import probe_of, probe_seed
 from durable_rollouts.trainer_client.rollout_groups import Batch, group_id
 from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, fill_filtered_batch, group_input, group_rules_from_env
-from starter import EXAMPLE_DATASET
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_args import slime_args
 from tests.slime_sample import Sample

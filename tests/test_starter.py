@@ -16,7 +16,7 @@ from temporalio import activity
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import (
     EvalRequest,
@@ -36,9 +36,11 @@ from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, Grou
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from durable_rollouts.task_sources.impossible_probes import probe_seed
+from durable_rollouts.trainer_client.batch_runs import group_input, groups_in_flight, read_rows
 from durable_rollouts.trainer_client.rollout_queries import HostSlots
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, workflow_id_for
-from starter import EXAMPLE_DATASET, _hosts_line, group_input, groups_in_flight, parse_args, print_summary, read_rows, run_dataset, staleness_bound
+from durable_rollouts.trainer_client.run_summary import hosts_line, summary_lines
+from starter import group_options, parse_args, run_dataset, staleness_bound
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
@@ -73,12 +75,12 @@ def test_workflow_ids_are_deterministic_per_run_sample_and_group():
 def test_a_row_becomes_a_group_of_k_samples_under_the_run_flags():
     (row,) = read_rows(EXAMPLE_DATASET)[0][:1]
     args = parse_args(["run", "d", "--run-id", "r1", "--n-samples-per-prompt", "3", "--min-valid", "2", "--group-filter", "nonzero_variance"])
-    group = group_input(row.task, 4, PolicySpec(), RolloutBudgets(), args)
+    group = group_input(row.task, 4, PolicySpec(), RolloutBudgets(), group_options(args))
     assert [(r.sample_index, r.group_index, r.task) for r in group.rollouts] == [(i, 4, row.task) for i in range(3)]
     assert (group.run_id, group.group_index, group.valid_needed, group.refills_allowed, group.filter) == ("r1", 4, 2, 3, GroupFilter.NONZERO_VARIANCE)
-    defaults = group_input(row.task, 0, PolicySpec(), RolloutBudgets(), parse_args(["run", "d", "--n-samples-per-prompt", "2"]))
+    defaults = group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", "d", "--n-samples-per-prompt", "2"])))
     assert (defaults.size, defaults.valid_needed, defaults.refills_allowed, defaults.filter) == (2, 2, 2, GroupFilter.KEEP_ALL)
-    assert group_input(row.task, 0, PolicySpec(), RolloutBudgets(), parse_args(["run", "d"])).size == 1, "K defaults to 1"
+    assert group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", "d"]))).size == 1, "K defaults to 1"
     assert groups_in_flight(8, 3) == 2
     assert groups_in_flight(2, 3) == 1, "at least one group"
 
@@ -201,7 +203,7 @@ def test_the_summary_has_a_line_per_group_then_one_per_sample(capsys):
         refill_budget=2,
         dropped_by="min_valid",
     )
-    print_summary([short, done])
+    print("\n".join(summary_lines([short, done])))
     out = capsys.readouterr().out.splitlines()
     assert out[2] == "group 0 calc-1: completed  valid 2/2  refilled 0/2  kept"
     assert out[3].split()[:6] == ["calc-1", "0", "completed", "1.00", "True", "False"]
@@ -215,7 +217,7 @@ def test_a_sample_whose_patch_was_empty_says_so(capsys):
     assert sample.rollout is not None
     sample.rollout.evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader="eval_cmd", apply_method="empty")
     group = GroupResult(workflow_id="g0", prompt_key="calc-1", group_index=0, status="completed", samples=[sample], refill_budget=0, kept=True)
-    print_summary([group])
+    print("\n".join(summary_lines([group])))
     line = capsys.readouterr().out.splitlines()[3]
     assert line.split()[:6] == ["calc-1", "0", "completed", "0.00", "True", "False"] and line.endswith("patch: empty")
 
@@ -304,9 +306,9 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
 def test_the_hosts_line_shows_slots_in_use_and_hosts_no_worker_polls_for():
     hosts = [HostSlots("rl-rollouts-host-a", 8, 3, 1), HostSlots("rl-rollouts-host-b", None, 2, 0)]
     assert (
-        _hosts_line(hosts, 1) == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet recorded)"
+        hosts_line(hosts, 1) == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet recorded)"
     )
-    assert _hosts_line([], 0) == "hosts: none; 0 booting (host not yet recorded)"
+    assert hosts_line([], 0) == "hosts: none; 0 booting (host not yet recorded)"
 
 
 class ProbedCluster(ScoredCluster):

@@ -16,6 +16,7 @@ import uuid
 import pytest
 import pytest_asyncio
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.payload_store import MAX_ENV, payload_store_from_env
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
@@ -25,7 +26,7 @@ from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.results_file import ResultSink, file_stem, record_with_segments
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
-from starter import EXAMPLE_DATASET, parse_args, run_dataset
+from starter import parse_args, run_dataset
 from tests.local_cluster import containers_of_runs, local_cluster
 
 pytestmark = pytest.mark.integration

@@ -25,6 +25,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
@@ -32,7 +33,6 @@ from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
-from starter import EXAMPLE_DATASET
 from tests.local_cluster import containers_of_runs, local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -7,16 +7,15 @@ seed. Workflow ids are deterministic per (run, task, role policies, sample,
 group), so a restarted trainer re-attaches instead of re-running.
 ``episode_groups`` makes each group one ``RolloutGroup`` input (the starter's
 ``episodes`` command runs them so: infrastructure failures refilled, one line
-per group); ``run_episodes`` runs episodes flat, with the rollouts' guarantees
+per group); ``collect_episode`` runs one flat, with the rollouts' guarantees
 (``workflow_runs``): an episode that cannot be started or collected is a
-``failed`` result and the others go on, and a Temporal restart is waited out.
+``failed`` result, and a Temporal restart is waited out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Awaitable, Callable, Iterable
 
 from temporalio.client import Client, WorkflowHandle
 
@@ -25,9 +24,8 @@ from durable_rollouts.contracts.drift_repair import Difficulty, DriftPolicy, Dri
 from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput
 from durable_rollouts.contracts.workflow_ids import episode_workflow_id
-from durable_rollouts.trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, start_or_attach
+from durable_rollouts.trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, start_or_attach
 
-EpisodeCallback = Callable[[EpisodeResult], Awaitable[None] | None]
 WORKFLOW_TYPE = "DriftRepairEpisode"
 DEFAULT_MODEL = PolicySpec()  # episode_inputs' default; shared, never mutated
 
@@ -99,25 +97,14 @@ async def start_episode(client: Client, episode: EpisodeInput, run_id: str, task
     return await start_or_attach(client, WORKFLOW_TYPE, episode, episode_workflow_id(run_id, episode), task_queue, EpisodeResult, summary)
 
 
-async def run_episodes(
-    client: Client,
-    episodes: Iterable[EpisodeInput],
-    run_id: str,
-    concurrency: int = 8,
-    task_queue: str = SHARED_TASK_QUEUE,
-    on_result: EpisodeCallback | None = None,
-    *,
-    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
-) -> list[EpisodeResult]:
-    """Run every episode (at most ``concurrency`` in flight); one result per episode, in input order (``failed`` when
-    it could not be started or collected)."""
-
-    async def one(episode: EpisodeInput) -> EpisodeResult:
-        workflow_id = episode_workflow_id(run_id, episode)
-        outcome = await collect(client, workflow_id, lambda: start_episode(client, episode, run_id, task_queue), EpisodeResult, server_wait_s)
-        return failed_episode(episode, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
-
-    return await run_limited(episodes, one, concurrency, on_result)
+async def collect_episode(
+    client: Client, episode: EpisodeInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE, server_wait_s: float = DEFAULT_SERVER_WAIT_S
+) -> EpisodeResult:
+    """Start (or attach to) one episode and wait for its result; a start or collection failure is its ``failed`` result
+    (``rollout_runs.collect_rollout``'s twin: ``workflow_runs.run_limited`` runs many of either)."""
+    workflow_id = episode_workflow_id(run_id, episode)
+    outcome = await collect(client, workflow_id, lambda: start_episode(client, episode, run_id, task_queue), EpisodeResult, server_wait_s)
+    return failed_episode(episode, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
 
 
 def failed_episode(episode: EpisodeInput, workflow_id: str, failure: RunFailure) -> EpisodeResult:

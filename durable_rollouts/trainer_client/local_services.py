@@ -15,10 +15,13 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 
+from temporalio.client import Client
+
 from durable_rollouts.config.paths import CACHE_DIR, PROJECT_ROOT
+from durable_rollouts.trainer_client.rollout_runs import connect
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 
@@ -155,6 +158,22 @@ async def worker_process(
         await _stop(proc)
         if log is not None:
             log.close()
+
+
+@asynccontextmanager
+async def embedded_cluster(worker_args: list[str], log_path: Path, address: str | None = None) -> AsyncIterator[Client]:
+    """A worker with the scripted policy, on ``address`` or on a local dev server (UI on :8233), its log in
+    ``log_path`` (the console keeps the progress lines and the table); yields a client."""
+    async with temporal_dev_server() if not address else nullcontext(address) as server:
+        print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
+        print(f"worker log: {log_path}", flush=True)
+        async with worker_process(server, [*worker_args, "--adapter-port", "0"], log_path=log_path):
+            yield await connect(server)
+
+
+def worker_log_path(results: Path) -> Path:
+    """Where an embedded worker's log goes: beside the results file."""
+    return results.with_name(f"{results.stem}.worker.log")
 
 
 async def _drain(stream: asyncio.StreamReader) -> None:

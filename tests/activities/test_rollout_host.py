@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 from activities import activity_failure_log
 from activities.rollout_host import RolloutHost, cut_log
 from durable_rollouts.claude_code.binary import find_claude_code
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.contracts.rollout import (
     AgentRunRequest,
     PolicySpec,
@@ -41,7 +42,6 @@ from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
-from starter import EXAMPLE_DATASET
 from tests.local_cluster import start_dev_server
 from workflows.coding_agent_rollout import CodingAgentRollout
 

@@ -16,6 +16,7 @@ import uuid
 import docker
 import pytest
 
+from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.contracts.rollout import SandboxRequest, SessionConfig
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
@@ -23,7 +24,6 @@ from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
-from starter import EXAMPLE_DATASET
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -15,7 +15,7 @@ from durable_rollouts.contracts.rollout import HarborSpec, HarborTestFile, TaskS
 from durable_rollouts.task_sources.dataset_rows import DatasetRow
 from durable_rollouts.task_sources.harbor_images import HarborImages, image_tag
 from durable_rollouts.task_sources.harbor_tasks import MAX_TESTS_BYTES, HarborTaskError, read_harbor_tasks, reference_patches
-from starter import invalid_row_record, read_rows
+from durable_rollouts.trainer_client.batch_runs import invalid_row_record, read_rows
 
 GOOD_TOML = """\
 schema_version = "1.1"
