@@ -116,7 +116,8 @@ LOOP_LAG_INTERVAL_S = 0.25
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--temporal-address", help="host:port (default: the Temporal settings, TEMPORAL_ADDRESS or a temporal.toml profile, else localhost:7233)"
+        "--temporal-address",
+        help=f"host:port (default: the Temporal settings, TEMPORAL_ADDRESS or a temporal.toml profile, else {temporal_connection.DEFAULT_ADDRESS})",
     )
     parser.add_argument("--host-id", help="this host's queue identity (default: ROLLOUT_HOST_ID or the hostname)")
     parser.add_argument("--adapter-port", type=int, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
@@ -130,9 +131,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, interval_s: float = UNCLAIMED_SWEEP_INTERVAL_S) -> None:
     """Sessions no agent activity claimed within ``after_s`` belong to rollouts that moved on: finish them."""
+    registry = adapter.registry
+    assert registry is not None, "the adapter is started"
     while True:
         await asyncio.sleep(interval_s)
-        forgotten = await adapter.registry.forget_unclaimed(older_than_s=after_s)
+        forgotten = await registry.forget_unclaimed(older_than_s=after_s)
         if forgotten:
             log.info("released %d session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
 
@@ -184,7 +187,6 @@ def activity_lists(
             host.boot_sandbox,
             host.run_claude_code,
             sandbox_faces.capture_diff,
-            sandbox_faces.git_diff,
             sandbox_faces.destroy_sandbox,
             sessions.merge_segments,
             sessions.discard_session,
@@ -223,7 +225,9 @@ async def run_worker(
         renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue), finish_grace_s=settings.finish_grace_s, metrics=host_metrics
     )
     await adapter.start(settings.adapter_bind_host or network.gateway, settings.adapter_port)
-    restored = adapter.registry.restore_spooled()
+    registry = adapter.registry
+    assert registry is not None
+    restored = registry.restore_spooled()
     if restored:
         log.info("took back %d spooled session(s): %s", len(restored), ", ".join(restored))
     public_url = f"http://{settings.public_host or network.gateway}:{adapter.port}"
@@ -262,7 +266,7 @@ async def run_worker(
         parsers=settings.parser_defaults,
     )
     drift = DriftEpisodeActivities(
-        roles=AdapterRolePlayer(adapter.registry, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
+        roles=AdapterRolePlayer(registry, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
         runner=SandboxScriptRunner(sandboxes),
     )
     registered = await ensure_search_attributes(client, client.namespace)

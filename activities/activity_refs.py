@@ -71,11 +71,6 @@ async def capture_diff(handle: SandboxHandle) -> CapturedDiff:
 
 
 @activity.defn
-async def git_diff(handle: SandboxHandle) -> str:
-    raise _stub("git_diff")
-
-
-@activity.defn
 async def destroy_sandbox(handle: SandboxHandle) -> None:
     raise _stub("destroy_sandbox")
 
@@ -130,7 +125,6 @@ WORKFLOW_ACTIVITIES = (
     boot_sandbox,
     run_claude_code,
     capture_diff,
-    git_diff,
     destroy_sandbox,
     evaluate,
     merge_segments,

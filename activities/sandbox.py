@@ -1,4 +1,4 @@
-"""The sandbox activities (``capture_diff``, ``git_diff``, ``destroy_sandbox``) and the boot that
+"""The sandbox activities (``capture_diff``, ``destroy_sandbox``) and the boot that
 ``RolloutHost.boot_sandbox`` runs: thin faces over ``docker_sandbox.DockerSandboxes``.
 
 Library errors become activity errors here (``BOOT_FAILURES``, ``DIFF_FAILURES``); each face heartbeats
@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.activity_failures import Failure, Translation, application_error
+from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
 from durable_rollouts.contracts.rollout import CapturedDiff, SandboxHandle, SandboxRequest
 from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
@@ -76,15 +76,6 @@ class SandboxActivities:
                 return await self.sandboxes.capture_diff(handle)
         except DIFF_FAILURES.handled as error:
             raise DIFF_FAILURES(error) from error
-
-    @activity.defn(name="git_diff")
-    async def git_diff(self, handle: SandboxHandle) -> str:
-        """The bare patch text, for rollouts whose workflow scheduled ``git_diff`` (code before ``capture_diff``);
-        a patch over the cap is ``GitDiffFailed`` there, as that code expects."""
-        captured = await self.capture_diff(handle)
-        if captured.report.over_cap:
-            raise application_error(SandboxError(f"the diff in {handle.name} is over the cap: {captured.report.note}"), ErrorType.GIT_DIFF_FAILED)
-        return captured.diff
 
     @activity.defn(name="destroy_sandbox")
     async def destroy_sandbox(self, handle: SandboxHandle) -> None:

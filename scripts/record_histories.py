@@ -4,9 +4,6 @@ Runs the real pipeline (an ephemeral Temporal dev server, worker processes,
 Docker sandboxes, Claude Code, the scripted policy) through these scenarios:
 
 * ``solved``: oracle policy, reward 1.0;
-* ``capture_diff``: the same on a workflow that takes the patch and its report
-  from ``capture_diff`` (recorded with its ``workflow.patched`` marker; the
-  older histories took the bare patch from ``git_diff``);
 * ``unsolved``: noop policy, reward 0.0;
 * ``guard``: a slow policy and a short wall-clock guard, aborted gracefully;
 * ``lost_host``: worker A is SIGKILLed while the agent runs; worker B (another
@@ -56,7 +53,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
-from durable_rollouts.config.paths import PROJECT_ROOT  # noqa: E402
+from durable_rollouts.config.paths import (
+    EXAMPLE_DATASET,  # noqa: E402
+    PROJECT_ROOT,  # noqa: E402
+)
 from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
 from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
 from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult  # noqa: E402
@@ -73,7 +73,6 @@ from durable_rollouts.trainer_client.drift_episodes import start_episode  # noqa
 from durable_rollouts.trainer_client.local_services import worker_process  # noqa: E402
 from durable_rollouts.trainer_client.rollout_groups import start_group  # noqa: E402
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
-from starter import EXAMPLE_DATASET  # noqa: E402
 from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
 from workflows.regrade_rollout import RegradeRollout  # noqa: E402
 from workflows.rollout_group import RolloutGroup  # noqa: E402
@@ -135,7 +134,6 @@ class Recorder:
 
 ONE_WORKER_SCENARIOS = (
     ("solved", "oracle", BUDGETS),
-    ("capture_diff", "oracle", BUDGETS),
     ("unsolved", "noop", BUDGETS),
     ("guard", "slow", RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=15)),
 )

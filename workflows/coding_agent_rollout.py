@@ -87,10 +87,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
-# ``workflow.patched`` id of ``capture_diff``; histories without its marker took the bare patch from ``git_diff``.
-CAPTURE_DIFF_PATCH = "capture-diff-report"
-# ``workflow.patched`` id of waiting for a cancelled grade to end (its sandbox destroyed); older histories did not wait.
-WAIT_FOR_GRADING_CANCEL_PATCH = "wait-for-grading-cancel"
 BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
@@ -212,7 +208,8 @@ class CodingAgentRollout:
                     start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s) + GRADING_OVERHEAD,
                     heartbeat_timeout=GRADING_HEARTBEAT_TIMEOUT,
                     retry_policy=GRADING_RETRY,
-                    cancellation_type=_grading_cancellation(),
+                    # A stopped rollout waits for its cancelled grade to end, so the grading sandbox is gone when the result is.
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                     summary="grade the diff in a fresh sandbox",
                 )
                 evaluation = self._evaluation
@@ -293,18 +290,7 @@ class CodingAgentRollout:
                 await self._clean_up_on_host(refs.destroy_sandbox, handle, host_queue, "destroy sandbox")
 
     async def _capture_diff(self, handle: SandboxHandle, pinned: dict) -> CapturedDiff:
-        """The agent's patch and its report; a history from before ``CAPTURE_DIFF_PATCH`` took ``git_diff``'s
-        bare text, a patch that left nothing out."""
-        if not workflow.patched(CAPTURE_DIFF_PATCH):
-            diff = await workflow.execute_activity(
-                refs.git_diff,
-                handle,
-                start_to_close_timeout=timedelta(minutes=2),
-                retry_policy=SHORT_RETRY,
-                summary="git diff",
-                **pinned,
-            )
-            return CapturedDiff(diff=diff, report=DiffReport(patch_bytes=len(diff.encode())))
+        """The agent's patch and its report (what was left out of a patch over the cap, and why)."""
         return await workflow.execute_activity(
             refs.capture_diff,
             handle,
@@ -394,13 +380,6 @@ class CodingAgentRollout:
             finish=merged.finish if merged else None,
         )
         return result if json_size(result) <= ROLLOUT_RESULT_BUDGET_BYTES else result.without_logs()
-
-
-def _grading_cancellation() -> ActivityCancellationType:
-    """A stopped rollout waits for its cancelled grade to end, so the grading sandbox is gone when the result is."""
-    if workflow.patched(WAIT_FOR_GRADING_CANCEL_PATCH):
-        return ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-    return ActivityCancellationType.TRY_CANCEL
 
 
 def _not_graded(grader: GraderKind, report: DiffReport) -> EvalResult:

@@ -44,7 +44,6 @@ RESULT_TYPES: dict[str, type] = {
 # What each recorded run must have returned: field values of its result (``segments``: the segments' lanes).
 EXPECTED: dict[str, dict[str, Any]] = {
     "solved": {"status": "completed", "reward": 1.0, "attempts": 1},
-    "capture_diff": {"status": "completed", "reward": 1.0, "attempts": 1},
     "unsolved": {"status": "completed", "reward": 0.0, "attempts": 1},
     "guard": {"status": "aborted", "abort_reason": "wall_clock_timeout", "reward": 0.0},
     "lost_host": {"status": "completed", "reward": 1.0, "attempts": 2},
