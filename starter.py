@@ -60,11 +60,11 @@ from typing import get_args
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
 from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound
 from durable_rollouts.contracts.rollout_group import GroupFilter
 from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
+from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.trainer_client import grading_summary, regrade_runs, rollout_queries
 from durable_rollouts.trainer_client.batch_runs import GroupOptions, Placement, dataset_groups, invalid_row_record, read_rows, run_groups
 from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs

@@ -76,8 +76,10 @@ class AdapterActivities:
         if result.config is None or result.config.staleness is None:
             return result.segments, None
         bound = result.config.staleness
+        registry = self.adapter.registry
+        assert registry is not None
         try:
-            current = await self.adapter.registry.policy_client.current_weight_version(result.config.policy_url)
+            current = await registry.policy_client.current_weight_version(result.config.policy_url)
         except PolicyServerError as error:
             log.warning("staleness of session %s not judged: %s", result.session_id, error)
             return result.segments, staleness.unjudged(result.segments, bound, str(error))
@@ -92,10 +94,10 @@ class AdapterActivities:
             return
         current = report.current_version if report is not None else None
         if current is None:
+            registry = self.adapter.registry
+            assert registry is not None
             try:
-                current = await asyncio.wait_for(
-                    self.adapter.registry.policy_client.current_weight_version(result.config.policy_url), VERSION_LAG_READ_S
-                )
+                current = await asyncio.wait_for(registry.policy_client.current_weight_version(result.config.policy_url), VERSION_LAG_READ_S)
             except (PolicyServerError, TimeoutError) as error:
                 log.debug("policy-version lag of session %s not recorded: %s", result.session_id, error)
                 return

@@ -166,6 +166,7 @@ class RolloutHost:
         registry = self.adapter.registry
         live = registry.live_count if registry is not None else 0
         key = activity.info().workflow_id
+        assert key is not None, "pick_host is scheduled by a workflow"
         if key not in self._reservations and live + len(self._reservations) >= self.agent_slots:
             raise application_error(HostFull(f"{self.host_queue} is full ({self.agent_slots} agent slots)"), ErrorType.HOST_FULL, retryable=True)
         self._reservations[key] = now + RESERVATION_TTL_S
@@ -259,6 +260,7 @@ class RolloutHost:
     async def _launch(self, request: AgentRunRequest) -> str:
         """Open a fresh adapter session and start Claude Code detached in the sandbox; returns the session id."""
         registry = self.adapter.registry
+        assert registry is not None
         policy = request.policy
         config = session_config_for(
             policy, self.default_policy_url, self.pin_policy_url, f"{request.workflow_id}#{request.attempt}", parsers=self.parsers
@@ -280,6 +282,7 @@ class RolloutHost:
         details = info.heartbeat_details[0] if info.heartbeat_details else {}
         session_id = details.get("session_id") if isinstance(details, dict) else None
         registry = self.adapter.registry
+        assert registry is not None
         if not session_id or not registry.resumable(session_id):
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
         status = await self.sandboxes.detached_status(request.handle, AGENT_JOB)
@@ -307,7 +310,9 @@ class RolloutHost:
         """Heartbeat every few seconds; tell the workflow (signal) whenever the turn count moved."""
         registry = self.adapter.registry
         signalled_turns = 0
-        workflow = self.client.get_workflow_handle(activity.info().workflow_id) if self.client else None
+        workflow_id = activity.info().workflow_id
+        assert workflow_id is not None, "run_claude_code is scheduled by a workflow"
+        workflow = self.client.get_workflow_handle(workflow_id) if self.client else None
         while True:
             session = registry.get(session_id) if registry else None
             oldest, newest = session.weight_version_range() if session else (None, None)

@@ -3,10 +3,12 @@
 Layers, bottom first (a subpackage imports only its own layer or lower ones, and none imports ``temporalio``
 except ``trainer_client``, the trainer's Temporal client; ``tests/test_package_layout.py`` checks it):
 
-* ``contracts``: the pydantic models workflows, activities and the trainer exchange;
-* ``config``, ``policy`` (the Anthropic adapter: translation, sessions, token capture, its HTTP server),
+* ``contracts``: the pydantic models workflows, activities and the trainer exchange; ``paths``: the checkout
+  and its cache;
+* ``policy`` (the Anthropic adapter: translation, sessions, token capture, its HTTP server),
   ``docker_sandbox``, ``task_sources``;
-* ``grading``, ``claude_code``, ``drift_repair``, ``slime_samples``;
+* ``config`` (every setting, read from the environment), ``grading``, ``claude_code``, ``drift_repair``,
+  ``slime_samples``;
 * ``scripted_policy`` (the SGLang stand-in of tests and the demo);
 * ``trainer_client`` (connecting, starting and reading rollouts; what ``starter.py`` and the slime drop-ins call).
 """

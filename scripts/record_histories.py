@@ -53,10 +53,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
-from durable_rollouts.config.paths import (
-    EXAMPLE_DATASET,  # noqa: E402
-    PROJECT_ROOT,  # noqa: E402
-)
 from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
 from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
 from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult  # noqa: E402
@@ -64,6 +60,10 @@ from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult  # noqa
 from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
 from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id  # noqa: E402
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
+from durable_rollouts.paths import (
+    EXAMPLE_DATASET,  # noqa: E402
+    PROJECT_ROOT,  # noqa: E402
+)
 from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402

@@ -23,12 +23,12 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from durable_rollouts.config.paths import (
+from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
+from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
+from durable_rollouts.paths import (
     EXAMPLE_DATASET,  # noqa: E402
     PROJECT_ROOT,  # noqa: E402
 )
-from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
-from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
 from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402

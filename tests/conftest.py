@@ -16,12 +16,12 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.config.payload_store import FOLDER_ENV, payload_store_from_env
 from durable_rollouts.contracts.rollout import TaskSpec
 from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer

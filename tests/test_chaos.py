@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset

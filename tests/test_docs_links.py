@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 
 PAGES = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 from workflows.coding_agent_rollout import HEARTBEAT_TIMEOUT
 
 DOCS = PROJECT_ROOT / "docs"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.payload_storage import data_converter
 from tests.local_cluster import start_dev_server

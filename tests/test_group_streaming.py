@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
+from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.trainer_client import rollout_queries
 from durable_rollouts.trainer_client.batch_runs import read_rows
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 from tests.local_cluster import containers_of_runs, start_dev_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

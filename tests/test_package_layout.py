@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 
 LIBRARY = "durable_rollouts"
 # Bottom first: a subpackage may import subpackages of its own layer or a lower one.
 LAYERS = [
-    {"contracts"},
-    {"config", "policy", "docker_sandbox", "task_sources"},
-    {"grading", "claude_code", "drift_repair", "slime_samples"},
+    {"contracts", "paths"},
+    {"policy", "docker_sandbox", "task_sources"},
+    {"config", "grading", "claude_code", "drift_repair", "slime_samples"},
     {"scripted_policy"},
 ]
 MACHINERY = set().union(*LAYERS)
@@ -59,14 +59,18 @@ def test_the_top_level_holds_the_entry_scripts_the_faces_and_one_library():
     assert {path.name for path in PROJECT_ROOT.glob("*.py")} == ENTRY_SCRIPTS
 
 
-def test_every_library_subpackage_is_placed():
-    subpackages = {path.name for path in (PROJECT_ROOT / LIBRARY).iterdir() if (path / "__init__.py").is_file()}
-    assert subpackages == MACHINERY | {"trainer_client"}
+def test_every_library_subpackage_and_module_is_placed():
+    library = PROJECT_ROOT / LIBRARY
+    subpackages = {path.name for path in library.iterdir() if (path / "__init__.py").is_file()}
+    modules = {path.stem for path in library.glob("*.py") if path.name != "__init__.py"}
+    assert subpackages | modules == MACHINERY | {"trainer_client"}
 
 
 @pytest.mark.parametrize("package", sorted(MACHINERY))
 def test_machinery_imports_neither_temporal_nor_the_layers_above(package):
-    for module, names in imported_tops(PROJECT_ROOT / LIBRARY / package).items():
+    folder = PROJECT_ROOT / LIBRARY / package
+    modules = imported_tops(folder) if folder.is_dir() else {folder.name + ".py": imported_tops(folder.parent)[f"{package}.py"]}
+    for module, names in modules.items():
         assert not names & UPPER, f"{package}/{module} imports {sorted(names & UPPER)}"
         above = {name for name in names & MACHINERY if layer_of(name) > layer_of(package)}
         assert not above, f"{package}/{module} imports {sorted(above)}, a higher layer"

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from durable_rollouts.contracts.rollout_group import GroupInput
 from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset

@@ -20,11 +20,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams, TaskSpec
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput
 from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.scripted_policy.turn_delays import MarkedPromptDelay

@@ -18,9 +18,9 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 import slime_generate
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import SettingsError
 from durable_rollouts.contracts.rollout import EvalResult, ProbeVerdict, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
 from durable_rollouts.slime_samples.registry import ContractChoice
 from durable_rollouts.task_sources.impossible_probes import probe_of, probe_seed

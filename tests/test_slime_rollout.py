@@ -15,11 +15,11 @@ import pytest_asyncio
 
 import slime_generate
 import slime_rollout
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.config.settings import RolloutBudgets, SettingsError
 from durable_rollouts.contracts.rollout import RolloutResult, TokenSegment
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
 from durable_rollouts.contracts.workflow_ids import group_workflow_id
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

@@ -16,7 +16,6 @@ from temporalio import activity
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
-from durable_rollouts.config.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import (
     EvalRequest,
@@ -34,6 +33,7 @@ from durable_rollouts.contracts.rollout import (
 )
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
+from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from durable_rollouts.task_sources.impossible_probes import probe_seed
 from durable_rollouts.trainer_client.batch_runs import group_input, groups_in_flight, read_rows

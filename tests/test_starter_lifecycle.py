@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 from tests.local_cluster import start_dev_server
 from tests.waiting import HANG_GUARD_S, until
 

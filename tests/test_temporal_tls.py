@@ -15,7 +15,7 @@ import pytest_asyncio
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 
 import slime_generate
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.temporal_connection import TemporalUnreachable
 from tests.local_cluster import start_dev_server

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -6,6 +6,8 @@ create --name RolloutStage --type Keyword`` and so on for each entry below).
 Upserting an unregistered attribute would fail workflow tasks in a loop.
 """
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
@@ -28,4 +30,17 @@ WEIGHT_VERSIONS = SearchAttributeKey.for_keyword(names.WEIGHT_VERSIONS_ATTRIBUTE
 GROUP_STATUS = SearchAttributeKey.for_keyword(names.GROUP_STATUS_ATTRIBUTE)
 GROUP_VALID = SearchAttributeKey.for_int(names.GROUP_VALID_ATTRIBUTE)
 
-ALL = [INSTANCE, STAGE, ATTEMPT, HOST, TURNS, REWARD, SOLVED, ABORT_REASON, POLICY, WEIGHT_VERSIONS, GROUP_STATUS, GROUP_VALID]
+ALL: list[SearchAttributeKey[Any]] = [
+    INSTANCE,
+    STAGE,
+    ATTEMPT,
+    HOST,
+    TURNS,
+    REWARD,
+    SOLVED,
+    ABORT_REASON,
+    POLICY,
+    WEIGHT_VERSIONS,
+    GROUP_STATUS,
+    GROUP_VALID,
+]

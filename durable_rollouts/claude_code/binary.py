@@ -16,7 +16,7 @@ import platform
 import shutil
 
 from durable_rollouts.claude_code.tarballs import install_from_tarballs
-from durable_rollouts.config.paths import CACHE_DIR
+from durable_rollouts.paths import CACHE_DIR
 
 CLAUDE_CODE_VERSION = "2.1.328"
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.config.settings import SettingsError, _byte_count
 from durable_rollouts.contracts.payload_budget import MIN_PAYLOAD_CAP_BYTES
+from durable_rollouts.paths import PROJECT_ROOT
 
 BUCKET_ENV = "ROLLOUT_PAYLOAD_BUCKET"
 FOLDER_ENV = "ROLLOUT_PAYLOAD_DIR"

@@ -35,9 +35,9 @@ from typing import get_args
 
 from pydantic import BaseModel, Field
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.parsers import (
     DEFAULT_REASONING_PARSER,
     DEFAULT_TOOL_CALL_PARSER,

@@ -16,8 +16,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.drift_repair import Difficulty, DriftTask, SampleRequest
+from durable_rollouts.paths import PROJECT_ROOT
 
 CORPUS_DIR = PROJECT_ROOT / "examples" / "drift_tasks"
 

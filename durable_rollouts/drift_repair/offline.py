@@ -55,9 +55,9 @@ def score_corpus(tasks: list[DriftTask], repair: Literal["oracle", "noop"], seed
     ]
     outcomes = iter(runner.run_many(jobs, timeout_s))
     episodes = []
-    for task, spec, breakage, script in zip(tasks, specs, breakages, repaired, strict=True):
-        if isinstance(script, DiffError):
-            grade = grade_not_applied(task, str(script))
+    for task, spec, breakage, applied in zip(tasks, specs, breakages, repaired, strict=True):
+        if isinstance(applied, DiffError):
+            grade = grade_not_applied(task, str(applied))
         else:
             grade = grade_runs(task, [next(outcomes) for _ in range(1 + len(task.held_out))])
         episodes.append(OfflineEpisode(task.task_id, spec, breakage, grade))

@@ -33,7 +33,7 @@ import ast
 import keyword
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, ClassVar, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
@@ -133,7 +133,7 @@ def conditional_nodes(tree: ast.AST) -> set[int]:
     """Ids of nodes that may not run when the script runs (branches, handlers, short-circuits, loop ``else``)."""
     doubtful: set[int] = set()
 
-    def mark(nodes: list[ast.AST]) -> None:
+    def mark(nodes: Sequence[ast.AST]) -> None:
         for node in nodes:
             doubtful.update(id(sub) for sub in ast.walk(node))
 
@@ -201,7 +201,7 @@ def _width(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def _tail_edit(node: ast.AST, old: str, new: str, text: SourceText) -> SourceEdit | None:
+def _tail_edit(node: ast.expr, old: str, new: str, text: SourceText) -> SourceEdit | None:
     """Replace the trailing ``old`` of an attribute or name node's span with ``new``."""
     _, (end_line, end_col) = node_span(node)
     start = (end_line, end_col - _width(old))
@@ -228,7 +228,7 @@ class RenameApiCall(Primitive):
     params_model = RenameApiCallParams
     summary = "rename the function or method called (calls whose callee's last name is `old`, optionally on `owner`)"
 
-    def edits(self, tree, text, params: RenameApiCallParams):
+    def edits(self, tree: ast.Module, text: SourceText, params: RenameApiCallParams) -> list[SourceEdit]:
         owner = _normal(params.owner)
         found = []
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
@@ -238,7 +238,7 @@ class RenameApiCall(Primitive):
                     found.append(edit)
         return found
 
-    def candidates(self, tree, rng):
+    def candidates(self, tree: ast.Module, rng: random.Random) -> list[dict[str, Any]]:
         seen: dict[tuple[str, str | None], dict] = {}
         for call in sure_calls(tree):
             old = callee_name(call)
@@ -280,7 +280,7 @@ class RenameKeywordArg(Primitive):
     params_model = RenameKeywordArgParams
     summary = "rename keyword argument `old` to `new` in calls to `function`"
 
-    def edits(self, tree, text, params: RenameKeywordArgParams):
+    def edits(self, tree: ast.Module, text: SourceText, params: RenameKeywordArgParams) -> list[SourceEdit]:
         found = []
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and callee_name(n) == params.function):
             for kw in call.keywords:
@@ -291,7 +291,7 @@ class RenameKeywordArg(Primitive):
                         found.append(SourceEdit(start, end, params.new))
         return found
 
-    def candidates(self, tree, rng):
+    def candidates(self, tree: ast.Module, rng: random.Random) -> list[dict[str, Any]]:
         functions = _functions(tree)
         seen: dict[tuple[str, str], dict] = {}
         for call in sure_calls(tree):
@@ -309,7 +309,7 @@ class RemoveKeywordArgParams(Params):
     name: Identifier
 
 
-def _argument_nodes(call: ast.Call) -> list[ast.AST]:
+def _argument_nodes(call: ast.Call) -> list[ast.expr | ast.keyword]:
     return sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
 
 
@@ -319,7 +319,7 @@ class RemoveKeywordArg(Primitive):
     params_model = RemoveKeywordArgParams
     summary = "remove keyword argument `name` (and its value) from calls to `function`"
 
-    def edits(self, tree, text, params: RemoveKeywordArgParams):
+    def edits(self, tree: ast.Module, text: SourceText, params: RemoveKeywordArgParams) -> list[SourceEdit]:
         found = []
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and callee_name(n) == params.function):
             arguments = _argument_nodes(call)
@@ -333,11 +333,13 @@ class RemoveKeywordArg(Primitive):
                     found.append(SourceEdit(start, end, ""))
         return found
 
-    def candidates(self, tree, rng):
+    def candidates(self, tree: ast.Module, rng: random.Random) -> list[dict[str, Any]]:
         required = self._required_keywords(tree)
         seen: dict[tuple[str, str], dict] = {}
         for call in sure_calls(tree):
             function = callee_name(call)
+            if function is None:
+                continue
             for kw in call.keywords:
                 if kw.arg is not None and kw.arg in required.get(function, set()):
                     seen.setdefault((function, kw.arg), {"function": function, "name": kw.arg})
@@ -348,7 +350,7 @@ class RemoveKeywordArg(Primitive):
         """Per function or dataclass defined in the script: the parameters a call must pass (no default, no ``**``)."""
         required: dict[str, set[str]] = {}
         for name, defs in _functions(tree).items():
-            sets = []
+            sets: list[set[str]] = []
             for f in defs:
                 if f.args.kwarg is not None:
                     sets.append(set())
@@ -381,7 +383,7 @@ class MoveImportPath(Primitive):
     params_model = MoveImportPathParams
     summary = "import from `new_module` instead of `old_module` (`import old` and `from old import ...`)"
 
-    def edits(self, tree, text, params: MoveImportPathParams):
+    def edits(self, tree: ast.Module, text: SourceText, params: MoveImportPathParams) -> list[SourceEdit]:
         found = []
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -411,7 +413,7 @@ class MoveImportPath(Primitive):
             return None
         return SourceEdit((node.lineno, column), (node.lineno, column + _width(params.old_module)), params.new_module)
 
-    def candidates(self, tree, rng):
+    def candidates(self, tree: ast.Module, rng: random.Random) -> list[dict[str, Any]]:
         doubtful = conditional_nodes(tree)
         modules: dict[str, dict] = {}
         for node in ast.walk(tree):
@@ -447,7 +449,7 @@ class ReorderPositionalArgs(Primitive):
     params_model = ReorderPositionalArgsParams
     summary = "reorder the positional arguments of calls to `function` that pass exactly len(order) of them: new i-th = old order[i]-th"
 
-    def edits(self, tree, text, params: ReorderPositionalArgsParams):
+    def edits(self, tree: ast.Module, text: SourceText, params: ReorderPositionalArgsParams) -> list[SourceEdit]:
         found = []
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and callee_name(n) == params.function):
             args = call.args
@@ -466,7 +468,7 @@ class ReorderPositionalArgs(Primitive):
                 found.append(SourceEdit(start, end, rewritten))
         return found
 
-    def candidates(self, tree, rng):
+    def candidates(self, tree: ast.Module, rng: random.Random) -> list[dict[str, Any]]:
         typed = self._typed_swaps(tree)
         seen: dict[str, dict] = {}
         for call in sure_calls(tree):
@@ -529,7 +531,7 @@ class ChangeAttributeAccess(Primitive):
     params_model = ChangeAttributeAccessParams
     summary = "read attribute `new` instead of `old` (non-call reads like `math.pi` or `p.name`, optionally on `owner`)"
 
-    def edits(self, tree, text, params: ChangeAttributeAccessParams):
+    def edits(self, tree: ast.Module, text: SourceText, params: ChangeAttributeAccessParams) -> list[SourceEdit]:
         owner = _normal(params.owner)
         found = []
         for node in _attribute_reads(tree):
@@ -539,7 +541,7 @@ class ChangeAttributeAccess(Primitive):
                     found.append(edit)
         return found
 
-    def candidates(self, tree, rng):
+    def candidates(self, tree: ast.Module, rng: random.Random) -> list[dict[str, Any]]:
         doubtful = conditional_nodes(tree)
         seen: dict[tuple[str, str], dict] = {}
         for node in _attribute_reads(tree):

@@ -54,6 +54,7 @@ class AdapterRolePlayer:
         config = session_config_for(policy, self.policy_url, self.pin_policy_url, f"{workflow_id}:{role}", max_turns=1, parsers=self.parsers)
         ticket = registry.open_session(config, durable=False)
         session = registry.get(ticket.session_id)
+        assert session is not None, "the session was just opened"
         messages = role_messages(role, user_prompt)
         try:
             outcome = await session.run_turn(role, "role", messages, [], None, assistant_reply)

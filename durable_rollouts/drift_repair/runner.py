@@ -149,8 +149,8 @@ def run_jobs(jobs: list[dict], timeout_s: float, parallel: int = 4) -> list[dict
     with tempfile.TemporaryDirectory(prefix="drift-runner-") as workdir:
         while pending or running:
             while pending and len(running) < max(1, parallel):
-                index, job = pending.pop(0)
-                running.append(_Running(index, job, workdir, timeout_s))
+                index, spec = pending.pop(0)
+                running.append(_Running(index, spec, workdir, timeout_s))
             now = time.monotonic()
             for job in running:
                 if not job.timed_out and job.deadline <= now:

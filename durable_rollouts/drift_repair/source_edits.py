@@ -12,10 +12,19 @@ overlapping edits are a ``ValueError``.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
+from typing import Protocol
 
 Position = tuple[int, int]
+
+
+class Located(Protocol):
+    """An ``ast`` node with a source span (expressions, statements, keywords, aliases, ...)."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+    end_col_offset: int | None
 
 
 @dataclass(frozen=True)
@@ -25,11 +34,12 @@ class SourceEdit:
     text: str
 
 
-def node_span(node: ast.AST) -> tuple[Position, Position]:
+def node_span(node: Located) -> tuple[Position, Position]:
+    assert node.end_lineno is not None and node.end_col_offset is not None, "a parsed node has its end position"
     return (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
 
 
-def replace_node(node: ast.AST, text: str) -> SourceEdit:
+def replace_node(node: Located, text: str) -> SourceEdit:
     start, end = node_span(node)
     return SourceEdit(start, end, text)
 
@@ -52,7 +62,7 @@ class SourceText:
     def segment(self, start: Position, end: Position) -> str:
         return self.data[self.offset(start) : self.offset(end)].decode("utf-8")
 
-    def node_text(self, node: ast.AST) -> str:
+    def node_text(self, node: Located) -> str:
         return self.segment(*node_span(node))
 
 

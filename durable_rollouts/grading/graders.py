@@ -68,6 +68,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from durable_rollouts.contracts.rollout import (
     EvalRequest,
@@ -117,6 +118,13 @@ SWEPRO_COMMAND = ShellScript("durable_rollouts.grading", "evaluate_swepro.sh").i
 
 def _ignore_phase(phase: str) -> None:
     """Default progress callback."""
+
+
+class _TestCounts(TypedDict, total=False):
+    """The ``EvalResult`` test counts a grader could read (none when it could read none)."""
+
+    tests_passed: int
+    tests_failed: int
 
 
 def _result(grader: GraderKind, solved: bool, method: str, log: str, note: str = "", **counts: int) -> EvalResult:
@@ -179,15 +187,17 @@ class ScriptPathRefused(swebench.NotEvaluable):
 def _swepro_scripts(task: TaskSpec) -> tuple[str, str]:
     """The inline run and parser scripts; a task naming a host path for either is refused, nothing is read."""
     spec = task.swepro
+    assert spec is not None, "the task's grader is swepro"
     for field, path in (("run_script_path", spec.run_script_path), ("parser_script_path", spec.parser_script_path)):
         if path:
             raise ScriptPathRefused(
                 f"task {task.instance_id}: swepro.{field}: a worker reads no host path a row names;"
                 " read the row with task_sources.dataset_rows (it inlines the script from the dataset root)",
             )
-    for field, script in (("run_script", spec.run_script), ("parser_script", spec.parser_script)):
-        if not script:
-            raise GraderScriptMissing(f"task {task.instance_id}: swepro.{field} is missing")
+    if not spec.run_script:
+        raise GraderScriptMissing(f"task {task.instance_id}: swepro.run_script is missing")
+    if not spec.parser_script:
+        raise GraderScriptMissing(f"task {task.instance_id}: swepro.parser_script is missing")
     return spec.run_script, spec.parser_script
 
 
@@ -196,7 +206,7 @@ async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str) -
     if not diff.strip():
         return "empty", "empty diff: nothing to apply"
     await sandboxes.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
-    failures = []
+    failures: list[str] = []
     for rung, (method, command) in enumerate(APPLY_LADDER):
         script = PREPARE_APPLY + command if rung == 0 else command
         result = await sandboxes.exec(handle, script, user="root", timeout_s=APPLY_TIMEOUT_S)
@@ -236,7 +246,7 @@ async def _run_grader(
     return None, f"\n[grader timed out after {bounds.timeout_s:g} s and was killed]"
 
 
-def _pytest_counts(output: str) -> dict[str, int]:
+def _pytest_counts(output: str) -> _TestCounts:
     """Best-effort test counts from the last pytest summary line ("2 failed, 6 passed in 0.6s")."""
     summaries = [m.group(1) for line in output.splitlines() if (m := PYTEST_SUMMARY.match(line.strip()))]
     if not summaries:
@@ -322,7 +332,7 @@ async def _grade_swebench(
     return _GraderRun(result, whole + note, Claims(solved=verdict.solved, passed=verdict.passed))
 
 
-def _report_counts(reports: list[SessionReport]) -> dict[str, int]:
+def _report_counts(reports: list[SessionReport]) -> _TestCounts:
     """Test counts from the grader's own reports (the task's tests, each once), when any session reported."""
     outcomes = tamper_checks.outcomes(reports)
     if not outcomes:
@@ -336,7 +346,7 @@ def _commands(task: TaskSpec, swebench_script: str | None) -> list[str]:
     if task.harbor is not None:
         return [base64.b64decode(test.data_b64).decode("utf-8", errors="replace") for test in task.harbor.tests if test.path == "test.sh"]
     swebench_command = tamper_checks.swebench_test_command(swebench_script) if swebench_script else ""
-    return [task.eval_cmd or "", task.swepro.run_script if task.swepro else "", swebench_command]
+    return [task.eval_cmd or "", (task.swepro.run_script or "") if task.swepro else "", swebench_command]
 
 
 def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _GraderRun:
@@ -382,6 +392,7 @@ async def _grade(
         result, output = await harbor_verifier.grade(sandboxes, handle, task.harbor, method, verifier)
         return _GraderRun(result, output, Claims(solved=result.solved))
     if scripts.swepro is not None:
+        assert task.swepro is not None, "scripts.swepro is read from it"
         return await _grade_swepro(sandboxes, handle, task.swepro, scripts.swepro, bounds, guard, method)
     if scripts.swebench is not None:
         return await _grade_swebench(sandboxes, handle, task, scripts.swebench, bounds, guard, method)

@@ -120,6 +120,7 @@ async def grade(sandboxes: DockerSandboxes, handle: SandboxHandle, spec: HarborS
     await sandboxes.write_files(handle, files)
     code, killed = await run(COMMAND, dict(spec.verifier_env))
     output = await read_log(sandboxes, handle, TEST_STDOUT)
+    metrics: dict[str, float]
     if code is None:
         reward, metrics, note = 0.0, {}, killed
     else:

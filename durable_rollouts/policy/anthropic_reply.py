@@ -100,6 +100,7 @@ def sse_error(error_type: str, message: str) -> bytes:
 
 def _sse_block(index: int, block: dict[str, Any]) -> list[bytes]:
     kind = block["type"]
+    start: dict[str, Any]
     if kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}
         delta = {"type": "thinking_delta", "thinking": block["thinking"]}

@@ -89,8 +89,8 @@ class FairExecutor:
         if not call.done.done():
             if started.cancelled():
                 call.done.cancel()
-            elif started.exception() is not None:
-                call.done.set_exception(started.exception())
+            elif (error := started.exception()) is not None:
+                call.done.set_exception(error)
             else:
                 call.done.set_result(started.result())
         if not self._closed:

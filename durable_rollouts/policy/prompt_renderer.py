@@ -24,11 +24,18 @@ class PromptRenderer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
         self._backend = self.tokenizer.backend_tokenizer
         self.end_of_turn: str = self.tokenizer.eos_token
-        self.end_of_turn_id: int = self.tokenizer.convert_tokens_to_ids(self.end_of_turn)
+        end_of_turn_id = self.tokenizer.convert_tokens_to_ids(self.end_of_turn)
+        assert isinstance(end_of_turn_id, int), "one token converts to one id"
+        self.end_of_turn_id = end_of_turn_id
         self.vocab_size: int = len(self.tokenizer)
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt)
+        # list(tools): transformers asks for a list of dicts or callables (a list is invariant in its items).
+        text = self.tokenizer.apply_chat_template(
+            messages, tools=list(tools) if tools else None, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+        assert isinstance(text, str), "tokenize=False renders text"
+        return text
 
     def encode(self, text: str) -> list[int]:
         if not text:

@@ -28,7 +28,7 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import aiohttp
 
@@ -235,5 +235,5 @@ def _matched_string(finish: Any) -> str | None:
     return matched if isinstance(matched, str) else None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

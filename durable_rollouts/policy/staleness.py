@@ -49,11 +49,12 @@ def judge(segments: list[TokenSegment], bound: StalenessBound, current: str) -> 
         for start, end in segment.sampled_runs():
             ages = []
             for position in range(start, end):
-                age = staleness_of(versions[position], current, bound) if versions[position] is not None else None
+                sampled = versions[position]
+                age = staleness_of(sampled, current, bound) if sampled is not None else None
                 if age is None:
                     unjudged += 1
                 else:
-                    ages.append((age, versions[position]))
+                    ages.append((age, sampled))
             if not ages:
                 continue
             age, version = max(ages, key=lambda item: item[0])

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from durable_rollouts.config.paths import CACHE_DIR
+from durable_rollouts.paths import CACHE_DIR
 from durable_rollouts.policy.chat_template import CHATML_TOOLS_TEMPLATE
 
 DEFAULT_TOKENIZER_DIR = Path(os.environ.get("ROLLOUT_TOKENIZER_DIR", CACHE_DIR / "tokenizer" / "qwen3.6-chatml"))

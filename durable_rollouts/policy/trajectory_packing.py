@@ -84,6 +84,7 @@ def encode_trajectory(segments: list[TokenSegment], turn_log: TurnLog | None = N
         meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
         **({"turn_log": np.frombuffer(turn_log.model_dump_json().encode(), dtype=np.uint8)} if turn_log is not None else {}),
         **(replay_arrays(replay) if replay else {}),
+        allow_pickle=False,  # numeric arrays only; decode_trajectory's np.load refuses pickles too
     )
     return buffer.getvalue()
 

@@ -114,8 +114,8 @@ def call_versions(sequence: TrainingSequence) -> list[str]:
     mask, versions = sequence.loss_mask, sequence.versions
     for position in range(sequence.response_start, len(mask)):
         ends_run = mask[position] and (position + 1 == len(mask) or not mask[position + 1])
-        if ends_run and versions[position] is not None:
-            out.append(versions[position])
+        if ends_run and (version := versions[position]) is not None:
+            out.append(version)
     return out
 
 

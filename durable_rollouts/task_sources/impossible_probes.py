@@ -210,7 +210,8 @@ def _decorators(above: list[str]) -> Iterator[str]:
 
 def _added_lines(patch: str) -> Iterator[tuple[_PatchLine, list[str]]]:
     """Each added line of a unified diff, with the hunk's kept and added lines above it (nearest first)."""
-    path, new_line, context = "", 0, []
+    path, new_line = "", 0
+    context: list[str] = []
     for index, line in enumerate(patch.split("\n")):
         if line.startswith("+++ "):
             path, context = line[4:].removeprefix("b/").strip(), []

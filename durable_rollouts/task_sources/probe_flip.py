@@ -37,7 +37,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # Python 3.10: in annotations only
 
 _Picked = TypeVar("_Picked")
 _SKIPPING = ("skip", "xfail")
@@ -69,7 +72,7 @@ class _Candidate:
     node: ast.Constant
 
 
-def _flippable(node: ast.expr) -> bool:
+def _flippable(node: ast.AST) -> TypeGuard[ast.Constant]:
     if not isinstance(node, ast.Constant) or getattr(node, "end_lineno", None) != node.lineno:
         return False
     value = node.value
@@ -99,9 +102,9 @@ def _flippable_in(node: ast.expr) -> ast.Constant | None:
     """``node`` itself when it is a flippable constant, else the first flippable constant inside a literal
     display (a list, tuple, set or dict of literals)."""
     if _flippable(node):
-        return node  # type: ignore[return-value]
+        return node
     if isinstance(node, _DISPLAYS) and _is_literal(node):
-        return next((inner for inner in ast.walk(node) if _flippable(inner)), None)  # type: ignore[misc]
+        return next((inner for inner in ast.walk(node) if _flippable(inner)), None)
     return None
 
 
@@ -163,7 +166,7 @@ def _last_definitions(body: list[ast.stmt]) -> dict[str, ast.stmt]:
     return {node.name: node for node in body if isinstance(node, named)}
 
 
-def _test_functions(tree: ast.Module) -> Iterable[tuple[str, ast.AST]]:
+def _test_functions(tree: ast.Module) -> Iterable[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Test functions and test methods that run: a name defined twice is the later definition."""
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     for name, node in _last_definitions(tree.body).items():
@@ -187,7 +190,7 @@ def candidates(source: str) -> list[_Candidate]:
     for test, function in _test_functions(tree):
         if _skipped(function):
             continue
-        for statement in function.body:  # type: ignore[attr-defined]
+        for statement in function.body:
             if _ends_body(statement):
                 break
             literal = equality_literal(statement)
@@ -203,14 +206,15 @@ def flipped_value(value: object, rng: random.Random) -> object:
         return f"{value}-{''.join(rng.choice(string.ascii_lowercase) for _ in range(4))}"
     if isinstance(value, float):
         return value + offset + 0.5
-    return value + offset  # type: ignore[operator]
+    assert isinstance(value, int), "a flippable constant is a str, an int or a float"
+    return value + offset
 
 
 def _replace(source: str, node: ast.Constant, text: str) -> str:
     """``source`` with ``node``'s characters (one line; AST columns count UTF-8 bytes) replaced by ``text``."""
     lines = source.split("\n")
     line = lines[node.lineno - 1].encode()
-    lines[node.lineno - 1] = (line[: node.col_offset] + text.encode() + line[node.end_col_offset :]).decode()  # type: ignore[operator]
+    lines[node.lineno - 1] = (line[: node.col_offset] + text.encode() + line[node.end_col_offset :]).decode()
     return "\n".join(lines)
 
 

@@ -73,7 +73,7 @@ def task_problem(task: TaskSpec, row: dict[str, Any]) -> Problem | None:
     total = len(task.model_dump_json().encode())
     if total > MAX_TASK_BYTES:
         sizes = {name: len(json.dumps(value, ensure_ascii=False).encode()) for name, value in task.model_dump(mode="json").items()}
-        largest = max(sizes, key=sizes.get)
+        largest = max(sizes, key=sizes.__getitem__)
         return (
             source_field(row, largest),
             f"{sizes[largest]:,} bytes; the whole task encodes to {total:,} bytes, over the {MAX_TASK_BYTES:,}-byte (512 KiB) limit"
@@ -84,8 +84,8 @@ def task_problem(task: TaskSpec, row: dict[str, Any]) -> Problem | None:
 
 def source_field(row: dict[str, Any], name: str) -> str:
     """The row field a ``TaskSpec`` field was read from: ``metadata.<name>`` or the fallback that supplied it."""
-    metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
-    if metadata.get(name):
+    metadata = row.get("metadata")
+    if isinstance(metadata, dict) and metadata.get(name):
         return f"metadata.{name}"
     for candidate in FALLBACK_FIELDS.get(name, ()):
         if _lookup(row, candidate):

@@ -102,7 +102,7 @@ def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: R
 
 def dataset_groups(
     rows: list[DatasetRow], policy: PolicySpec, budgets: RolloutBudgets, options: GroupOptions, impossible_share: float
-) -> tuple[list[GroupInput], dict[str, str]]:
+) -> tuple[list[GroupInput], dict[str, int | str]]:
     """One group per row (group index = row index), then a probe group for each row ``impossible_share`` picks (same
     group index and line, never kept); and each group's dataset line by group id. A row that cannot be made a probe
     is reported on stderr and runs only as itself."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from durable_rollouts.config.paths import CACHE_DIR, PROJECT_ROOT
+from durable_rollouts.paths import CACHE_DIR, PROJECT_ROOT
 from durable_rollouts.trainer_client.rollout_runs import connect
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
@@ -142,6 +142,7 @@ async def worker_process(
         start_new_session=True,
         env={**os.environ, **(env or {})},
     )
+    assert proc.stdout is not None, "stdout is a pipe"
     try:
         while True:
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)

@@ -188,9 +188,10 @@ def _closed_reason(cause: BaseException | None) -> str:
 def _chain(error: BaseException) -> list[BaseException]:
     """``error`` and its causes, outermost first."""
     chain: list[BaseException] = []
-    while error is not None and error not in chain:
-        chain.append(error)
-        error = error.__cause__ or error.__context__
+    link: BaseException | None = error
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
     return chain
 
 

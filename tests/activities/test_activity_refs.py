@@ -17,7 +17,7 @@ from activities.drift_repair import DriftEpisodeActivities
 from activities.evaluate import GradingActivities
 from activities.rollout_host import RolloutHost
 from activities.sandbox import SandboxActivities
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 from workflows import coding_agent_rollout, drift_repair_episode, regrade_rollout
 
 ROOT = PROJECT_ROOT

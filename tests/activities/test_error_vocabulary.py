@@ -14,10 +14,10 @@ from activities import drift_repair as drift_activities
 from activities import evaluate as evaluate_face
 from activities import sandbox as sandbox_faces
 from activities.error_types import ErrorType
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import AbortReason, PolicySpec, is_documented_abort_reason
 from durable_rollouts.docker_sandbox import errors
 from durable_rollouts.grading import graders, swebench
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.parsers import UnknownParser
 from durable_rollouts.policy.session_config import NoPolicyServer, session_config_for
 from workflows import activity_errors, coding_agent_rollout, drift_repair_episode, regrade_rollout

@@ -22,7 +22,6 @@ from temporalio.worker import Worker
 from activities import activity_failure_log
 from activities.rollout_host import RolloutHost, cut_log
 from durable_rollouts.claude_code.binary import find_claude_code
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.contracts.rollout import (
     AgentRunRequest,
     PolicySpec,
@@ -36,6 +35,7 @@ from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.session_spool import SessionSpool
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

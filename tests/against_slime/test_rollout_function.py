@@ -118,7 +118,7 @@ def scripted_fill(rewards_by_group: dict[int, list[float]]):
 def drop_in(monkeypatch):
     import json
 
-    from durable_rollouts.config.paths import EXAMPLE_DATASET
+    from durable_rollouts.paths import EXAMPLE_DATASET
 
     row = json.loads(EXAMPLE_DATASET.read_text().splitlines()[0])
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from durable_rollouts.claude_code.tarballs import ClaudeTarballError, install_from_tarballs
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import SandboxRequest
 from durable_rollouts.docker_sandbox import container_layout
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.paths import PROJECT_ROOT
 
 TARBALLS = PROJECT_ROOT / ".cache" / "tarballs"
 REAL_CC = TARBALLS / "anthropic-ai-claude-code-2.0.54.tgz"

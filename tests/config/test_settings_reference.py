@@ -6,10 +6,10 @@ from __future__ import annotations
 import ast
 import re
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.config.payload_store import payload_store_from_env
 from durable_rollouts.config.settings import impossible_share_from_env, settings_from_env
 from durable_rollouts.config.settings_reference import SETTINGS, render
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.slime_samples.options import sample_options
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 

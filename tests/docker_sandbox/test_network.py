@@ -16,12 +16,12 @@ import uuid
 import docker
 import pytest
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET
 from durable_rollouts.contracts.rollout import SandboxRequest, SessionConfig
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, run_guard, shadowing, task_tests
+from durable_rollouts.paths import PROJECT_ROOT
 
 TASKS = PROJECT_ROOT / "examples" / "tasks"
 HARBOR = PROJECT_ROOT / "examples" / "harbor_tasks"

@@ -11,11 +11,11 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities import evaluate as evaluate_face
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, swebench
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -12,11 +12,11 @@ import subprocess
 import docker
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.task_sources.dataset_rows import read_dataset
 
 pytestmark = pytest.mark.integration

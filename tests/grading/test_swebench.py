@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.grading import swebench
 from durable_rollouts.grading.swebench import NotEvaluable
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.task_sources.dataset_rows import read_dataset, task_from_row
 
 DATASET = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.grading import swebench
+from durable_rollouts.paths import PROJECT_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import EvalRequest, SweProSpec, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, task_tests
+from durable_rollouts.paths import PROJECT_ROOT
 from tests.grading.tampering_attacks import diff_of, unprotected
 
 TASKS = PROJECT_ROOT / "examples" / "tasks"

@@ -9,8 +9,8 @@ import aiohttp
 import anthropic
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.adapter_server import AdapterServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.scripted_policy.completions import OracleTask
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.task_sources.dataset_rows import read_dataset

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, load_oracle_tasks, noop_completion

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from durable_rollouts.config.paths import PROJECT_ROOT
 from durable_rollouts.config.settings import SettingsError
+from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.slime_samples import registry
 
 

@@ -31,9 +31,12 @@ import atexit
 import importlib
 import os
 import xml.etree.ElementTree as ElementTree
+from typing import Any
 
 import pytest
 
+# Annotated apart (quoted: a 3.6 interpreter cannot subscript dict) so the grader's one-line CONFIG pattern still matches.
+CONFIG: "dict[str, Any]"
 CONFIG = {"report_dir": "", "workdir": "", "must_fail": "", "must_pass": "", "secret": "", "plugins": [], "max_modules": 16}
 _STATE = {"outcomes": {}, "canaries": {}, "collected": 0, "pid": os.getpid(), "config": None, "exitstatus": None}
 _LEFT_OUT_MARKERS = ("skip", "skipif", "xfail", "parametrize", "asyncio", "anyio", "trio")

@@ -44,6 +44,7 @@ def cut_calls(text: str, blocks: Iterable[Block], parse: PayloadParser, schemas:
         try:
             if block.problem is not None:
                 raise ToolCallFormatError(block.problem)
+            assert block.payload is not None
             calls.append(parse(block.payload, schemas))
         except ToolCallFormatError as exc:
             errors.append(f"tool call {candidate}: {exc}")
