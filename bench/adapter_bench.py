@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Adapter load benchmark: adapter CPU per turn and event-loop lag, "ours" vs "naive".
 
 Three processes, all on 127.0.0.1:
@@ -47,7 +46,7 @@ the lag windows), ``--what-if-switch-interval S`` and ``--what-if-gc-freeze``
 No pass/fail thresholds are enforced: the script prints numbers and says
 whether the project's stated targets are met. Run from the repository root::
 
-    .venv/bin/python bench/adapter_bench.py [--json results.json]
+    .venv/bin/python -m bench.adapter_bench [--json results.json]
 """
 
 from __future__ import annotations
@@ -56,10 +55,8 @@ import argparse
 import asyncio
 import gc
 import json
-import os
 import random
 import resource
-import selectors
 import signal
 import subprocess
 import sys
@@ -69,17 +66,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import aiohttp
+from aiohttp import web
 
-import aiohttp  # noqa: E402
-from aiohttp import web  # noqa: E402
+from bench.harness.child_roles import BenchError, announce_ready, read_ready, start_role, stop_process, until_told_to_stop
+from bench.harness.stats import percentile
 
 END_OF_TURN_ID = 248046
 COMPLETION = "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>"
 LAG_INTERVAL_S = 0.010
-READY_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 600.0
 VARIANTS = ("ours", "naive")
 
@@ -133,9 +128,9 @@ async def policy_main(args: argparse.Namespace) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     port = runner.addresses[0][1]
-    print(f"READY http://127.0.0.1:{port}", flush=True)
+    announce_ready(f"http://127.0.0.1:{port}")
     try:
-        await _until_told_to_stop()
+        await until_told_to_stop()
     finally:
         await runner.cleanup()
 
@@ -364,33 +359,12 @@ async def adapter_main(args: argparse.Namespace) -> None:
     await control_runner.setup()
     await web.TCPSite(control_runner, "127.0.0.1", 0).start()
     control_url = f"http://127.0.0.1:{control_runner.addresses[0][1]}"
-    print(f"READY {url} {control_url}", flush=True)
+    announce_ready(url, control_url)
     try:
-        await _until_told_to_stop()
+        await until_told_to_stop()
     finally:
         await control_runner.cleanup()
         await server.stop()
-
-
-async def _until_told_to_stop() -> None:
-    """Serve until SIGTERM/SIGINT or until the parent closes our stdin (it died or is done)."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    fd = sys.stdin.fileno()
-
-    def on_stdin() -> None:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            loop.remove_reader(fd)
-            stop.set()
-
-    loop.add_reader(fd, on_stdin)
-    await stop.wait()
 
 
 # --------------------------------------------------------------------------------------------
@@ -680,10 +654,6 @@ class Conversation:
         return self.turns >= max_turns or self.next_prompt_estimate() > context
 
 
-class BenchError(RuntimeError):
-    pass
-
-
 @dataclass
 class Bench:
     http: aiohttp.ClientSession
@@ -734,14 +704,6 @@ class Bench:
 # --------------------------------------------------------------------------------------------
 # scenarios
 # --------------------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = min(len(ordered) - 1, max(0, int(round(q / 100.0 * (len(ordered) - 1)))))
-    return ordered[k]
 
 
 def lag_stats(lags: list[float]) -> dict[str, float]:
@@ -1014,66 +976,15 @@ async def run_all(args: argparse.Namespace, adapter_url: str, control_url: str, 
 
 
 def spawn(role: str, args: argparse.Namespace) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--role",
-        role,
-        "--tokenizer",
-        str(args.tokenizer),
-        "--cpu-threads",
-        str(args.cpu_threads or 0),
-    ]
+    """This module in ``role``, with the options that role reads."""
+    role_args = ["--role", role, "--tokenizer", str(args.tokenizer), "--cpu-threads", str(args.cpu_threads or 0)]
     if args.what_if_switch_interval:
-        command += ["--what-if-switch-interval", str(args.what_if_switch_interval)]
+        role_args += ["--what-if-switch-interval", str(args.what_if_switch_interval)]
     if args.what_if_gc_freeze:
-        command += ["--what-if-gc-freeze"]
+        role_args += ["--what-if-gc-freeze"]
     if args.policy_delay_ms:
-        command += ["--policy-delay-ms", str(args.policy_delay_ms)]
-    # Own session: a terminal Ctrl-C reaches only this process, which then stops the children itself.
-    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, start_new_session=True)
-
-
-def read_ready(proc: subprocess.Popen, role: str) -> list[str]:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    buffer = b""
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while b"\n" not in buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or proc.poll() is not None:
-                raise BenchError(f"{role} process did not start (exit code {proc.poll()})")
-            if selector.select(timeout=min(remaining, 1.0)):
-                chunk = os.read(proc.stdout.fileno(), 4096)
-                if not chunk:
-                    raise BenchError(f"{role} process closed stdout (exit code {proc.wait(5)})")
-                buffer += chunk
-    line = buffer.split(b"\n", 1)[0].decode()
-    if not line.startswith("READY "):
-        raise BenchError(f"{role} process said {line!r}")
-    return line.split()[1:]
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            if proc.stdin:
-                proc.stdin.close()
-        except OSError:
-            pass
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    for stream in (proc.stdin, proc.stdout):
-        try:
-            if stream:
-                stream.close()
-        except OSError:
-            pass
+        role_args += ["--policy-delay-ms", str(args.policy_delay_ms)]
+    return start_role("bench.adapter_bench", role_args)
 
 
 def orchestrate(args: argparse.Namespace) -> int:

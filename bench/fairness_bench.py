@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Fairness benchmark: a victim session's latency while another session floods the adapter.
 
 Three processes, all on 127.0.0.1:
@@ -34,7 +33,7 @@ after the flood. Variants (``--variants``):
 
 No pass/fail thresholds: the script prints numbers. Run from the repository root::
 
-    .venv/bin/python bench/fairness_bench.py [--json out.json]
+    .venv/bin/python -m bench.fairness_bench [--json out.json]
 """
 
 from __future__ import annotations
@@ -51,18 +50,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import aiohttp
+from aiohttp import web
 
-import aiohttp  # noqa: E402
-from adapter_bench import BenchError, _until_told_to_stop, percentile, read_ready, stop_process  # noqa: E402
-from aiohttp import web  # noqa: E402
-
-from durable_rollouts.trainer_client.local_services import free_port  # noqa: E402
+from bench.harness.child_roles import READY_TIMEOUT_S, BenchError, announce_ready, read_ready, start_role, stop_process, until_told_to_stop
+from bench.harness.stats import percentile
+from durable_rollouts.paths import PROJECT_ROOT
+from durable_rollouts.trainer_client.local_services import free_port
 
 VARIANTS = ("fair", "fair-1", "unfair")
-READY_TIMEOUT_S = 120.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,9 +127,9 @@ async def adapter_main(args: argparse.Namespace) -> None:
     runner = web.AppRunner(control, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
-    print(f"READY {url} http://127.0.0.1:{runner.addresses[0][1]}", flush=True)
+    announce_ready(url, f"http://127.0.0.1:{runner.addresses[0][1]}")
     try:
-        await _until_told_to_stop()
+        await until_told_to_stop()
     finally:
         await runner.cleanup()
         await server.stop()
@@ -145,7 +141,7 @@ async def adapter_main(args: argparse.Namespace) -> None:
 
 
 def flood_text() -> str:
-    return "".join(p.read_text() for p in sorted((ROOT / "activities").glob("*.py")))
+    return "".join(p.read_text() for p in sorted((PROJECT_ROOT / "activities").glob("*.py")))
 
 
 def body_of(size: int, text: str) -> bytes:
@@ -302,15 +298,14 @@ def orchestrate(args: argparse.Namespace) -> int:
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        cwd=ROOT,
+        cwd=PROJECT_ROOT,
         start_new_session=True,
     )
     results: dict[str, Any] = {}
     try:
         asyncio.run(wait_for_policy(policy_url, policy))
         for variant in args.variants:
-            command = [sys.executable, str(Path(__file__).resolve()), "--role", "adapter", "--variant", variant, "--tokenizer", str(args.tokenizer)]
-            adapter = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, start_new_session=True)
+            adapter = start_role("bench.fairness_bench", ["--role", "adapter", "--variant", variant, "--tokenizer", str(args.tokenizer)])
             try:
                 adapter_url, control_url = read_ready(adapter, "adapter")
                 print(f"{variant}: adapter {adapter_url} (pid {adapter.pid})", flush=True)
@@ -324,12 +319,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         print(f"bench failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        policy.terminate()
-        try:
-            policy.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            policy.kill()
-            policy.wait(timeout=10)
+        stop_process(policy)
     report(args, results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

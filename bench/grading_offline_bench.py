@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Offline-grading benchmark: grading a row whose eval script reinstalls its package, the old way and the new.
 
 The row is ``tempconv-reinstall`` (``examples/tasks/reinstall_dataset.jsonl``): its ``eval_cmd`` runs
@@ -20,7 +19,7 @@ line in the whole grading log) and the verdict; then the ratio old / new of the 
 the script prints numbers. Run from the repository root (the task image is built by
 ``scripts/build_task_images.sh``)::
 
-    .venv/bin/python bench/grading_offline_bench.py [--rounds 3] [--json out.json]
+    .venv/bin/python -m bench.grading_offline_bench [--rounds 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,20 +34,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import docker
 
-import docker  # noqa: E402
+from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.network import ensure_network
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import graders
+from durable_rollouts.paths import PROJECT_ROOT
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 
-from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec  # noqa: E402
-from durable_rollouts.docker_sandbox.limits import SandboxSettings  # noqa: E402
-from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
-from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
-from durable_rollouts.grading import graders  # noqa: E402
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-
-DATASET = ROOT / "examples" / "tasks" / "reinstall_dataset.jsonl"
+DATASET = PROJECT_ROOT / "examples" / "tasks" / "reinstall_dataset.jsonl"
 INSTANCE = "tempconv-reinstall"
 # variant -> (grading sandboxes without a network, offline environment)
 VARIANTS = {"old": (False, False), "new": (True, True), "no-network": (True, False), "offline-env": (False, True)}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Group-batch benchmark: time to a batch of N GRPO groups with and without over-sampling, under heavy-tailed turns.
 
 A group of K samples is done when its slowest sample is; a batch of N groups
@@ -44,7 +43,7 @@ container of this run is left, and at the end checks that none is; one left
 is reported, then removed. No thresholds: the script prints numbers. Run
 from the repository root::
 
-    .venv/bin/python bench/group_batch_bench.py [--groups 4 --over-sample 6 --k 2 --median 2 --sigma 1 --trials 5] [--json out.json]
+    .venv/bin/python -m bench.group_batch_bench [--groups 4 --over-sample 6 --k 2 --median 2 --sigma 1 --trials 5] [--json out.json]
 """
 
 from __future__ import annotations
@@ -63,28 +62,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from temporalio.client import Client
 
-from temporalio.client import Client  # noqa: E402
-
-from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
-from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
-from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
-from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
-from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV  # noqa: E402
-from durable_rollouts.docker_sandbox.lifecycle import ManagedContainer  # noqa: E402
-from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
-from durable_rollouts.scripted_policy.turn_delays import LogNormalSessionDelay  # noqa: E402
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process  # noqa: E402
-from durable_rollouts.trainer_client.rollout_groups import Batch, fill_batch  # noqa: E402
-from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input  # noqa: E402
+from bench.harness.rollout_stack import bench_budgets, example_rows
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult
+from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
+from durable_rollouts.docker_sandbox.lifecycle import ManagedContainer
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.paths import EXAMPLE_DATASET
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.scripted_policy.turn_delays import LogNormalSessionDelay
+from durable_rollouts.task_sources.dataset_rows import DatasetRow
+from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
+from durable_rollouts.trainer_client.rollout_groups import Batch, fill_batch
+from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input
 
 ARMS = ("baseline", "over-sampled")
 
@@ -144,9 +140,8 @@ class Containers:
 class Bench:
     def __init__(self, args: argparse.Namespace, client: Client, policy: ScriptedPolicyServer, task_queue: str, containers: Containers, prefix: str):
         self.args, self.client, self.policy, self.task_queue, self.containers, self.prefix = args, client, policy, task_queue, containers, prefix
-        self.rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
-        agent = args.agent_budget
-        self.budgets = RolloutBudgets(agent_budget_s=agent, eval_timeout_s=args.eval_timeout, guard_s=agent + args.eval_timeout + 180)
+        self.rows = example_rows()
+        self.budgets = bench_budgets(args.agent_budget, args.eval_timeout)
 
     async def batch(self, run_id: str, n_groups: int, over_sample: int) -> tuple[Batch, float]:
         """One ``fill_batch`` and the seconds until it returned."""

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Host capacity benchmark: how many concurrent agents ONE worker host holds when agents mostly wait on the model.
 
 In RL training an agent spends most of its life waiting for the policy. This bench makes that so on purpose
@@ -10,16 +9,16 @@ and measures what N such agents cost one host. For the baseline N (default 1) an
 * ONE ``worker.py`` subprocess per step (``trainer_client.local_services.worker_process``), fresh for every N
   so its RSS growth belongs to that N, with ``ROLLOUT_AGENT_SLOTS`` = N and its own host id and results dir,
 * real Docker sandboxes and the real Claude Code binary,
-* the scripted ``oracle`` policy served in THIS process (``rollout_bench.TimedPolicyServer``), which waits
-  ``--think-s`` seconds before every answer (one sleep, not per-token pacing, so the bench process stays
-  light), and holds each session's FIRST answer until all N sessions of the step have asked (at most
-  ``--hold-s`` after that session asked): boots go 16 at a time, so without the hold the first agents would
-  finish before the last ones start, and the host would never hold N live agents at once.
+* the scripted ``oracle`` policy served in THIS process (``bench.harness.rollout_stack.TimedPolicyServer``),
+  which waits ``--think-s`` seconds before every answer (one sleep, not per-token pacing, so the bench
+  process stays light), and holds each session's FIRST answer until all N sessions of the step have asked
+  (at most ``--hold-s`` after that session asked): boots go 16 at a time, so without the hold the first
+  agents would finish before the last ones start, and the host would never hold N live agents at once.
 
 Measured per step (nothing is read from project internals):
 
-* **memory per agent** -- a /proc + cgroup sampler thread (``rollout_bench.ProcWatcher`` extended; every
-  ``--mem-interval`` s): peak ``VmRSS`` and ``RssAnon`` of each Claude Code process (``/opt/claude/bin/claude
+* **memory per agent** -- a /proc + cgroup sampler thread (``bench.harness.proc_watch.ProcWatcher``
+  extended; every ``--mem-interval`` s): peak ``VmRSS`` and ``RssAnon`` of each Claude Code process (``/opt/claude/bin/claude
   -p``; RSS counts the shared binary's pages in every process, RssAnon is its own heap); peak working set of
   each agent sandbox's memory cgroup (usage minus inactive file cache, as ``docker stats`` reports it; cgroup
   v1 ``memory/docker/<id>`` or v2 ``docker-<id>.scope``); the worker's RSS growth (peak during the step minus
@@ -28,7 +27,7 @@ Measured per step (nothing is read from project internals):
   Docker daemons and page cache the kernel will not give back at once.
 * **event-loop lag of the worker** -- the adapter runs inside worker.py, and its ``GET /healthz`` is
   answered on the event loop without doing any work, so the latency of that GET is the time the loop takes
-  to get to it plus a fixed HTTP cost (the idle rows show that floor). ``bench/loop_probe.py`` (its own
+  to get to it plus a fixed HTTP cost (the idle rows show that floor). ``bench.loop_probe`` (its own
   process, so this process's GIL does not slow it) probes it every ``--probe-interval`` s over one
   keep-alive connection; p50/p99/max over the step's run (first start -> last result), over the window in
   which all N agents were alive (hold released -> first agent exit), and with the worker idle before.
@@ -44,7 +43,7 @@ The table ends with each step's per-agent memory and lag as a ratio of the basel
 the same run, and a memory-bound estimate of how many such agents this host holds. No thresholds, no
 pass/fail. Run from the repository root (take the machine-wide lock for more than 4 agents)::
 
-    flock /tmp/bench.lock .venv/bin/python bench/host_capacity_bench.py --n 16 32 64 [--think-s 3] [--json out.json]
+    flock /tmp/bench.lock .venv/bin/python -m bench.host_capacity_bench --n 16 32 64 [--think-s 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ import contextlib
 import json
 import os
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -65,41 +63,29 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-os.chdir(ROOT)
+from temporalio.client import Client, WorkflowHandle
 
-import docker  # noqa: E402
-from temporalio.client import Client, WorkflowHandle  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
-
-from bench.rollout_bench import (  # noqa: E402
-    LABEL,
-    TEMPORAL_CLI,
-    ProcWatcher,
-    RssSampler,
+from bench.harness.proc_watch import ProcWatcher
+from bench.harness.procfs import RssSampler, machine_busy_s, own_cpu_s, proc_argv, proc_cpu, status_kb
+from bench.harness.rollout_stack import (
     TimedPolicyServer,
-    _argv,
-    _machine_busy_s,
-    _proc_cpu,
-    pct,
-    tear_down,
+    bench_budgets,
+    example_rows,
+    oracle_policy,
+    round_robin,
+    running_servers,
+    sandbox_gateway,
+    stack_env,
 )
-from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
-from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
-from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
-from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from durable_rollouts.trainer_client.local_services import free_port, worker_process  # noqa: E402
-from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
+from bench.harness.stats import mean, peak_concurrency, quantile
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.paths import PROJECT_ROOT
+from durable_rollouts.task_sources.dataset_rows import DatasetRow
+from durable_rollouts.trainer_client.local_services import free_port, worker_process
+from durable_rollouts.trainer_client.rollout_runs import start_rollout
 
 ACTIVITY_FAILURE = re.compile(r"WARNING temporalio\.activity: (\w+) failed with (\w+)")
-PROBE = Path(__file__).resolve().parent / "loop_probe.py"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024 * 1024
 
@@ -150,14 +136,6 @@ def _meminfo() -> dict[str, int]:
 def host_memory_used() -> int:
     info = _meminfo()
     return info["MemTotal"] - info["MemAvailable"]
-
-
-def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, int] | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f) if k in keys}
-    except (FileNotFoundError, ProcessLookupError):
-        return None
 
 
 def cgroup_version() -> int:
@@ -218,27 +196,24 @@ class MemoryWatcher(ProcWatcher):
         self.samples: list[MemorySample] = []
         self._next_memory = 0.0
 
-    def _scan(self, now: float) -> None:
-        super()._scan(now)
+    def after_scan(self, now: float) -> None:
         if now >= self._next_memory:
             self._next_memory = now + self.mem_interval_s
             self._sample_memory(now)
 
     def _sample_memory(self, now: float) -> None:
-        with self._lock:
-            ours = {cid for cid, labels in self.labels.items() if labels.get(f"{LABEL}.workflow_id", "").startswith(self.workflow_prefix)}
+        ours = self.containers_of_run(self.workflow_prefix)
         live = rss_sum = 0
-        for tracked in list(self._tracked.values()):
-            span = tracked.span
-            if span is None or span.kind != "claude" or span.gone is not None or tracked.container_id not in ours:
+        for span in self.open_spans("claude"):
+            if span.container_id not in ours:
                 continue
-            status = _status_kb(tracked.pid, ("VmRSS", "RssAnon"))
+            status = status_kb(span.pid, ("VmRSS", "RssAnon"))
             if not status:
                 continue
             live += 1
             rss_sum += status.get("VmRSS", 0)
-            old = self.claude_peak.get(tracked.pid, (0, 0))
-            self.claude_peak[tracked.pid] = (max(old[0], status.get("VmRSS", 0)), max(old[1], status.get("RssAnon", 0)))
+            old = self.claude_peak.get(span.pid, (0, 0))
+            self.claude_peak[span.pid] = (max(old[0], status.get("VmRSS", 0)), max(old[1], status.get("RssAnon", 0)))
         ws_sum, present = 0, []
         for cid in ours:
             found = container_memory(cid, self.cgroup_version)
@@ -250,11 +225,11 @@ class MemoryWatcher(ProcWatcher):
             self.container_peak[cid] = (max(old_c[0], found[0]), max(old_c[1], found[1]))
         self._find_shims([cid for cid in present if cid not in self.shim_pid])
         for cid in present:
-            status = _status_kb(self.shim_pid.get(cid, 0), ("VmRSS", "RssAnon"))
+            status = status_kb(self.shim_pid.get(cid, 0), ("VmRSS", "RssAnon"))
             if status:
                 old_s = self.shim_peak.get(cid, (0, 0))
                 self.shim_peak[cid] = (max(old_s[0], status.get("VmRSS", 0)), max(old_s[1], status.get("RssAnon", 0)))
-        self.samples.append(MemorySample(now, live, rss_sum, ws_sum, host_memory_used(), _machine_busy_s()))
+        self.samples.append(MemorySample(now, live, rss_sum, ws_sum, host_memory_used(), machine_busy_s()))
 
     def _find_shims(self, container_ids: list[str]) -> None:
         """The ``containerd-shim-runc-v2 ... -id <container id>`` process of each container (Docker runs one per container)."""
@@ -262,7 +237,7 @@ class MemoryWatcher(ProcWatcher):
             return
         wanted = set(container_ids)
         for name in os.listdir("/proc"):
-            argv = _argv(int(name)) if name.isdigit() else None
+            argv = proc_argv(int(name)) if name.isdigit() else None
             if argv and Path(argv[0]).name.startswith("containerd-shim") and "-id" in argv:
                 found = argv[argv.index("-id") + 1] if argv.index("-id") + 1 < len(argv) else ""
                 if found in wanted:
@@ -273,7 +248,7 @@ class MemoryWatcher(ProcWatcher):
 
 
 class LagProbe:
-    """``bench/loop_probe.py`` against a URL, as a subprocess; ``samples`` holds (sent at, latency s or None)."""
+    """``bench.loop_probe`` against a URL, as a subprocess; ``samples`` holds (sent at, latency s or None)."""
 
     def __init__(self, url: str, interval_s: float):
         self.url, self.interval_s = url, interval_s
@@ -284,12 +259,14 @@ class LagProbe:
     async def start(self) -> None:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(PROBE),
+            "-m",
+            "bench.loop_probe",
             self.url,
             "--interval",
             str(self.interval_s),
             stdout=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL,
+            cwd=PROJECT_ROOT,
         )
         self._reader = asyncio.create_task(self._read())
 
@@ -318,7 +295,13 @@ class LagProbe:
             return {"n": 0, "errors": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
         window = [lat for t, lat in self.samples if t0 <= t < t1]
         ok = [lat * 1000 for lat in window if lat is not None]
-        return {"n": len(window), "errors": len(window) - len(ok), "p50_ms": pct(ok, 0.5), "p99_ms": pct(ok, 0.99), "max_ms": max(ok, default=None)}
+        return {
+            "n": len(window),
+            "errors": len(window) - len(ok),
+            "p50_ms": quantile(ok, 0.5),
+            "p99_ms": quantile(ok, 0.99),
+            "max_ms": max(ok, default=None),
+        }
 
 
 # --------------------------------------------------------------------------- one step
@@ -345,16 +328,6 @@ class RolloutOutcome:
     client_gaps_s: list[float] = field(default_factory=list)
     agent_start: float | None = None
     agent_gone: float | None = None
-
-
-def _own_cpu_s() -> float:
-    times = os.times()
-    return times.user + times.system
-
-
-def _mean(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return statistics.fmean(vals) if vals else None
 
 
 def outcome_of(handle: WorkflowHandle, got: RolloutResult | BaseException, watcher: MemoryWatcher, policy: ThinkingPolicyServer) -> RolloutOutcome:
@@ -399,18 +372,6 @@ def busy_share(samples: list[MemorySample], t0: float | None, t1: float | None) 
     return (inside[-1].machine_busy_s - inside[0].machine_busy_s) / (inside[-1].t - inside[0].t) / (os.cpu_count() or 1)
 
 
-def max_concurrent(outcomes: list[RolloutOutcome]) -> int:
-    edges = sorted(
-        [(o.agent_start, 1) for o in outcomes if o.agent_start and o.agent_gone]
-        + [(o.agent_gone, -1) for o in outcomes if o.agent_start and o.agent_gone]
-    )
-    live = peak = 0
-    for _, step in edges:
-        live += step
-        peak = max(peak, live)
-    return peak
-
-
 @dataclass
 class Stack:
     """What every step shares: the dev server's client and address, the policy, the sampler, the run's names."""
@@ -435,33 +396,20 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
     task_queue = f"bench-capacity-{sub_run}"
     port = free_port()
     worker_env = {
-        "ROLLOUT_POLICY_URL": stack.policy_url,
+        **stack_env(stack.policy_url, stack.gateway, stack.budgets, max(n, args.agent_slots or 0)),
         "ROLLOUT_TASK_QUEUE": task_queue,
-        "ROLLOUT_AGENT_SLOTS": str(max(n, args.agent_slots or 0)),
         "ROLLOUT_RESULTS_DIR": str(stack.tmp / f"results-n{n}"),
-        "SHIM_BIND_HOST": stack.gateway,
-        "SWE_TIME_BUDGET_SEC": str(stack.budgets.agent_budget_s),
-        "SWE_EVAL_TIMEOUT_SEC": str(stack.budgets.eval_timeout_s),
-        "SWE_GENERATE_GUARD_SEC": str(stack.budgets.guard_s),
     }
-    policy_spec = PolicySpec(sampling=SamplingParams(temperature=1.0, max_new_tokens=8192), context_budget=65536)
-    rollouts = [
-        rollout_input(stack.rows[i % len(stack.rows)].task, i // len(stack.rows), i % len(stack.rows), policy_spec, stack.budgets) for i in range(n)
-    ]
+    rollouts = round_robin(stack.rows, n, stack.budgets)
     print(f"\n=== N={n}: worker with {worker_env['ROLLOUT_AGENT_SLOTS']} agent slots, adapter :{port} (run id {sub_run}) ===", flush=True)
     watcher.workflow_prefix = f"rollout-{sub_run}-"
     policy.expect(n, args.hold_s)
-    worker_log = open(stack.tmp / f"worker-n{n}.log", "wb")
+    worker_log = stack.tmp / f"worker-n{n}.log"
     probe = LagProbe(f"http://{stack.gateway}:{port}/healthz", args.probe_interval)
     async with contextlib.AsyncExitStack() as exits:
-        exits.callback(worker_log.close)
-        saved = os.dup(2)  # the worker inherits fd 2: point it at its log while it starts
-        os.dup2(worker_log.fileno(), 2)
-        try:
-            proc = await exits.enter_async_context(worker_process(stack.address, ["--adapter-port", str(port), "--host-id", host_id], env=worker_env))
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+        proc = await exits.enter_async_context(
+            worker_process(stack.address, ["--adapter-port", str(port), "--host-id", host_id], env=worker_env, log_path=worker_log)
+        )
         rss = RssSampler(proc.pid)
         rss.start()
         exits.push_async_callback(rss.stop)
@@ -471,7 +419,7 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
         await asyncio.sleep(args.idle_s)
         worker_rss_ready_kb = rss.status().get("VmRSS", 0)
         host_used_before = host_memory_used()
-        busy0, worker_cpu0, bench_cpu0 = _machine_busy_s(), sum(_proc_cpu(proc.pid)), _own_cpu_s()
+        busy0, worker_cpu0, bench_cpu0 = machine_busy_s(), sum(proc_cpu(proc.pid)), own_cpu_s()
         t0 = time.time()
         handles = await asyncio.gather(*(start_rollout(stack.client, r, sub_run, task_queue) for r in rollouts))
         done = 0
@@ -492,11 +440,11 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
 
         got = await asyncio.gather(*(wait(h) for h in handles), return_exceptions=True)
         t1 = time.time()
-        busy1, worker_cpu1, bench_cpu1 = _machine_busy_s(), sum(_proc_cpu(proc.pid)), _own_cpu_s()
+        busy1, worker_cpu1, bench_cpu1 = machine_busy_s(), sum(proc_cpu(proc.pid)), own_cpu_s()
         worker_status = rss.status()
         await asyncio.sleep(max(1.0, args.mem_interval))  # the sampler's last look at the grading sandboxes
     outcomes = [outcome_of(h, g, watcher, policy) for h, g in zip(handles, got, strict=True)]
-    activity_failures = collections.Counter(ACTIVITY_FAILURE.findall((stack.tmp / f"worker-n{n}.log").read_text(errors="replace")))
+    activity_failures = collections.Counter(ACTIVITY_FAILURE.findall(worker_log.read_text(errors="replace")))
     wall = t1 - t0
     # The window with all N agents live: from the last session's first request to the next agent exit (an agent whose
     # session was lost and retried may have exited before it).
@@ -513,22 +461,22 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
         "failures": [{"workflow_id": o.workflow_id, "status": o.status, "reason": o.reason} for o in failures],
         "retried": sum(o.attempts > 1 for o in outcomes),
         "activity_failures": {f"{activity} {error}": count for (activity, error), count in activity_failures.items()},
-        "turns_mean": _mean([o.turns for o in outcomes]),
+        "turns_mean": mean([o.turns for o in outcomes]),
         "turns_per_s": sum(o.generate_calls for o in outcomes) / wall,
         "generate_calls": sum(o.generate_calls for o in outcomes),
-        "client_gap_p50_s": pct(gaps, 0.5),
-        "client_gap_p95_s": pct(gaps, 0.95),
-        "max_concurrent_agents": max_concurrent(outcomes),
+        "client_gap_p50_s": quantile(gaps, 0.5),
+        "client_gap_p95_s": quantile(gaps, 0.95),
+        "max_concurrent_agents": peak_concurrency([(o.agent_start, o.agent_gone) for o in outcomes if o.agent_start and o.agent_gone]),
         "all_asked_after_s": None if policy.all_asked_at is None else policy.all_asked_at - t0,
-        "claude_rss_mb": _mean([o.claude_rss_mb for o in outcomes]),
+        "claude_rss_mb": mean([o.claude_rss_mb for o in outcomes]),
         "claude_rss_max_mb": max((o.claude_rss_mb for o in outcomes if o.claude_rss_mb), default=None),
-        "claude_anon_mb": _mean([o.claude_anon_mb for o in outcomes]),
-        "sandbox_ws_mb": _mean([o.sandbox_ws_mb for o in outcomes]),
+        "claude_anon_mb": mean([o.claude_anon_mb for o in outcomes]),
+        "sandbox_ws_mb": mean([o.sandbox_ws_mb for o in outcomes]),
         "sandbox_ws_max_mb": max((o.sandbox_ws_mb for o in outcomes if o.sandbox_ws_mb), default=None),
-        "sandbox_anon_mb": _mean([o.sandbox_anon_mb for o in outcomes]),
-        "shim_rss_mb": _mean([o.shim_rss_mb for o in outcomes]),
-        "shim_anon_mb": _mean([o.shim_anon_mb for o in outcomes]),
-        "grading_ws_mb": _mean([o.grading_ws_mb for o in outcomes]),
+        "sandbox_anon_mb": mean([o.sandbox_anon_mb for o in outcomes]),
+        "shim_rss_mb": mean([o.shim_rss_mb for o in outcomes]),
+        "shim_anon_mb": mean([o.shim_anon_mb for o in outcomes]),
+        "grading_ws_mb": mean([o.grading_ws_mb for o in outcomes]),
         "peak_live_agents_sampled": max((s.live_agents for s in in_step), default=0),
         "peak_sum_claude_rss_mb": max((s.claude_rss_kb for s in in_step), default=0) / 1024,
         "peak_sum_sandbox_ws_mb": max((s.sandbox_ws_bytes for s in in_step), default=0) / MIB,
@@ -548,9 +496,9 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
         "turns_all_live": sum(
             1 for _, _, answered, _ in policy.timings if policy.all_asked_at and first_exit and policy.all_asked_at <= answered <= first_exit
         ),
-        "claude_cpu_s": _mean([o.claude_cpu_s for o in outcomes]),
-        "sandbox_cpu_s": _mean([o.sandbox_cpu_s for o in outcomes]),
-        "grading_cpu_s": _mean([o.grading_cpu_s for o in outcomes]),
+        "claude_cpu_s": mean([o.claude_cpu_s for o in outcomes]),
+        "sandbox_cpu_s": mean([o.sandbox_cpu_s for o in outcomes]),
+        "grading_cpu_s": mean([o.grading_cpu_s for o in outcomes]),
         "worker_cpu_cores": (worker_cpu1 - worker_cpu0) / wall,
         "bench_cpu_cores": (bench_cpu1 - bench_cpu0) / wall,
         "loadavg_1m_after": os.getloadavg()[0],
@@ -679,8 +627,8 @@ def print_table(steps: list[dict[str, Any]], think_s: float) -> None:
 
 async def main_async(args: argparse.Namespace) -> int:
     run_id = f"cap{time.strftime('%H%M%S')}{uuid.uuid4().hex[:4]}"
-    budgets = RolloutBudgets(agent_budget_s=args.agent_budget, eval_timeout_s=args.eval_timeout, guard_s=args.agent_budget + args.eval_timeout + 180)
-    rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
+    budgets = bench_budgets(args.agent_budget, args.eval_timeout)
+    rows = example_rows()
     tmp = Path(tempfile.mkdtemp(prefix=f"host-capacity-bench-{run_id}-"))
     steps_n = [args.baseline, *args.n] if args.baseline else list(args.n)
     info = _meminfo()
@@ -690,33 +638,23 @@ async def main_async(args: argparse.Namespace) -> int:
         flush=True,
     )
     print(f"tasks: {[r.task.instance_id for r in rows]} (round-robin); steps N = {steps_n}; think {args.think_s:g} s per turn", flush=True)
-    gateway = (await asyncio.to_thread(ensure_network, docker.from_env())).gateway
-    renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
-    policy = ThinkingPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), think_s=args.think_s)
+    gateway = await sandbox_gateway()
+    policy = await oracle_policy(ThinkingPolicyServer, think_s=args.think_s)
     watcher = MemoryWatcher(mem_interval_s=args.mem_interval)
     steps: list[dict[str, Any]] = []
-    env: WorkflowEnvironment | None = None
-    try:
-        policy_url = await policy.start("127.0.0.1", 0)
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False, ip="127.0.0.1"
-        )
-        address = env.client.service_client.config.target_host
-        print(f"temporal dev server {address}; policy server {policy_url}; adapter binds {gateway}", flush=True)
+    async with running_servers(policy, run_id, tmp, lambda: sorted(tmp.glob("worker-n*.log")), args.keep_temp) as servers:
+        print(f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapter binds {gateway}", flush=True)
         watcher.start()
-        stack = Stack(env.client, address, policy, watcher, rows, run_id, tmp, gateway, budgets, args, policy_url)
-        for n in steps_n:
-            try:
-                steps.append(await run_step(n, stack))
-            except Exception as error:  # noqa: BLE001 - a step that could not run is reported; the next one still runs
-                print(f"N={n}: step failed: {type(error).__name__}: {error}", flush=True)
-            await asyncio.sleep(2)
-    finally:
-        watcher.stop()
-        if env is not None:
-            await env.shutdown()
-        await policy.stop()
-        await tear_down(run_id, sorted(tmp.glob("worker-n*.log")), tmp, args.keep_temp)
+        try:
+            stack = Stack(servers.env.client, servers.address, policy, watcher, rows, run_id, tmp, gateway, budgets, args, servers.policy_url)
+            for n in steps_n:
+                try:
+                    steps.append(await run_step(n, stack))
+                except Exception as error:  # noqa: BLE001 - a step that could not run is reported; the next one still runs
+                    print(f"N={n}: step failed: {type(error).__name__}: {error}", flush=True)
+                await asyncio.sleep(2)
+        finally:
+            watcher.stop()
     print_table(steps, args.think_s)
     if args.json:
         Path(args.json).write_text(json.dumps(steps, indent=1, default=str))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Probe a trivial HTTP GET at a fixed period and print each latency: an outside measure of a server's loop lag.
 
 Run as its own process (stdlib only) so the prober's own scheduling is not slowed by the GIL of the process
@@ -12,7 +11,7 @@ Invariants: probes never overlap (a probe that takes longer than the period dela
 then sent at once, so a stall shows up as one long sample, not as many); the output is line-buffered, so a
 reader sees each probe as soon as it ends. Stops on SIGTERM or SIGINT.
 
-    python bench/loop_probe.py http://172.30.0.1:18001/healthz [--interval 0.05] [--timeout 10]
+    python -m bench.loop_probe http://172.30.0.1:18001/healthz [--interval 0.05] [--timeout 10]
 """
 
 from __future__ import annotations

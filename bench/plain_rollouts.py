@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """A hand-rolled asyncio rollout driver: the libraries the activities call, wired as ``worker.py`` wires them, no Temporal.
 
-It is the baseline of ``bench/temporal_cost_bench.py``: what a seed without durability would do for one
+It is the baseline of ``bench.temporal_cost_bench``: what a seed without durability would do for one
 rollout, every step a direct call into the same code the workflow's activities reach:
 
 * boot the agent sandbox (``DockerSandboxes.boot``; a SWE-bench row's eval script is checked first,
@@ -20,11 +19,12 @@ signals, no host pinning or slot reservations, no retries; the adapter spools no
 and the agent log, patch, grading log and segments stay in memory instead of going to a store. A
 rollout that raises is ``failed`` with the exception; the guard (``RolloutInput.guard_s``) bounds it.
 
-Run as a long-lived process (like the worker): its settings come from the same environment
-(``config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``. It prints
-``plain driver ready`` on stdout, then reads one JSON line per batch from stdin
+Run as a long-lived process (like the worker), ``python -m bench.plain_rollouts``: its settings come from
+the same environment (``config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``. It
+prints ``plain driver ready`` on stdout, then reads one JSON line per batch from stdin
 (``{"rollouts": [{"workflow_id": ..., "input": <RolloutInput>}, ...]}``), runs the batch's rollouts all
 at once and writes one JSON line per finished rollout, then ``{"done": true}``. End of stdin stops it.
+``PlainDriver`` is the other end: the bench's handle on that process.
 """
 
 from __future__ import annotations
@@ -33,35 +33,35 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import docker
 
-import docker  # noqa: E402
-
-from durable_rollouts.claude_code.binary import find_claude_code  # noqa: E402
-from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run  # noqa: E402
-from durable_rollouts.config.settings import WorkerSettings, settings_from_env  # noqa: E402
-from durable_rollouts.contracts.rollout import EvalRequest, RolloutInput, SandboxHandle, SandboxRequest, SegmentSummary  # noqa: E402
-from durable_rollouts.docker_sandbox import firewall as sandbox_firewall  # noqa: E402
-from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH  # noqa: E402
-from durable_rollouts.docker_sandbox.disk_watch import DiskWatch  # noqa: E402
-from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG  # noqa: E402
-from durable_rollouts.docker_sandbox.limits import SandboxSettings  # noqa: E402
-from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
-from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
-from durable_rollouts.grading import swebench  # noqa: E402
-from durable_rollouts.grading.graders import evaluate  # noqa: E402
-from durable_rollouts.policy.adapter_server import AdapterServer  # noqa: E402
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.session_config import session_config_for  # noqa: E402
+from durable_rollouts.claude_code.binary import find_claude_code
+from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from durable_rollouts.config.settings import WorkerSettings, settings_from_env
+from durable_rollouts.contracts.rollout import EvalRequest, RolloutInput, SandboxHandle, SandboxRequest, SegmentSummary
+from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
+from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
+from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
+from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
+from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.network import ensure_network
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from durable_rollouts.grading import swebench
+from durable_rollouts.grading.graders import evaluate
+from durable_rollouts.paths import PROJECT_ROOT
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.session_config import session_config_for
+from durable_rollouts.trainer_client.local_services import _stop
 
 log = logging.getLogger("plain_rollouts")
 WAIT_SLICE_S = 30.0  # as the agent activity waits: one docker exec per slice
@@ -218,6 +218,57 @@ async def main_async() -> None:
         sys.exit("plain driver: ROLLOUT_POLICY_URL is not set")
     async with PlainHost(settings, policy_url) as host:
         await _serve(host)
+
+
+class PlainDriver:
+    """This module as a subprocess in its own process group, from the bench's side: ``async with`` starts it and waits
+    for its ready line, ``run`` hands a batch over and collects its results, leaving the block ends its stdin and stops it."""
+
+    def __init__(self, env: dict[str, str], log_path: Path):
+        self.env, self.log_path = env, log_path
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> PlainDriver:
+        with open(self.log_path, "ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bench.plain_rollouts",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+                cwd=PROJECT_ROOT,
+                start_new_session=True,
+                env={**os.environ, **self.env},
+                limit=64 * 1024 * 1024,
+            )
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 180)
+        if line.decode().strip() != READY_LINE:
+            raise RuntimeError(f"plain driver did not start (exit {self.proc.returncode}); see {self.log_path}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.proc is None:
+            return
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 30)
+        await _stop(self.proc)
+
+    async def run(self, batch: list[tuple[str, RolloutInput]], on_result: Callable[[str, dict[str, Any]], None]) -> None:
+        """Hand the batch over in one line; call ``on_result(workflow_id, result)`` as each line comes back."""
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        line = {"rollouts": [{"workflow_id": wid, "input": r.model_dump(mode="json")} for wid, r in batch]}
+        self.proc.stdin.write((json.dumps(line) + "\n").encode())
+        await self.proc.stdin.drain()
+        while raw := await self.proc.stdout.readline():
+            result = json.loads(raw)
+            if result.get("done"):
+                return
+            on_result(result["workflow_id"], result)
+        raise RuntimeError(f"plain driver exited with {await self.proc.wait()} mid-batch; see {self.log_path}")
 
 
 def main() -> None:

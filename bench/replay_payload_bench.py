@@ -1,10 +1,9 @@
-#!/usr/bin/env python
 """Replay-data payload benchmark: what routed experts and top-p nuclei add to a long MoE trajectory.
 
-One ``--tokens`` trajectory (``payload_store_bench.trajectory_segment``: 10 % prompt, 90 % sampled) with the
-replay data of a Qwen3.5-35B-A3B-shaped policy (``--layers`` 40 x top-``--top-k`` 8 of ``--experts`` 256:
-uniformly random distinct experts per row, the worst case for compression) and top-p nuclei of
-``--nucleus`` ids per sampled token on average. In one run it prints, for the trajectory without replay
+One ``--tokens`` trajectory (``bench.harness.synthetic_results.trajectory_segment``: 10 % prompt, 90 %
+sampled) with the replay data of a Qwen3.5-35B-A3B-shaped policy (``--layers`` 40 x top-``--top-k`` 8 of
+``--experts`` 256: uniformly random distinct experts per row, the worst case for compression) and top-p
+nuclei of ``--nucleus`` ids per sampled token on average. In one run it prints, for the trajectory without replay
 data, with top-p nuclei, and with both:
 
 * the packed trajectory (``policy.trajectory_packing``) and its size against the same data as slime holds
@@ -15,7 +14,7 @@ data, with top-p nuclei, and with both:
 
 No thresholds: it prints numbers. Run from the repository root::
 
-    .venv/bin/python bench/replay_payload_bench.py [--tokens 65536] [--json out.json]
+    .venv/bin/python -m bench.replay_payload_bench [--tokens 65536] [--json out.json]
 """
 
 from __future__ import annotations
@@ -23,22 +22,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.payload_store_bench import rollout_result, trajectory_segment  # noqa: E402
-from durable_rollouts.config.payload_store import PayloadFolderSettings  # noqa: E402
-from durable_rollouts.contracts.replay import SegmentReplay  # noqa: E402
-from durable_rollouts.policy.trajectory_packing import pack_trajectory, read_trajectory  # noqa: E402
-from durable_rollouts.trainer_client.payload_storage import data_converter  # noqa: E402
+from bench.harness.synthetic_results import rollout_result, trajectory_segment
+from durable_rollouts.config.payload_store import PayloadFolderSettings
+from durable_rollouts.contracts.replay import SegmentReplay
+from durable_rollouts.policy.trajectory_packing import pack_trajectory, read_trajectory
+from durable_rollouts.trainer_client.payload_storage import data_converter
 
 
 def replay_for(tokens: list[int], loss_mask: list[int], args: argparse.Namespace, routed: bool) -> SegmentReplay:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """End-to-end rollout benchmark: N concurrent rollouts through the real stack on this one host.
 
 For each N (default 1, 8, 32) the bundled example tasks
@@ -69,7 +68,7 @@ Derived metrics:
 
 No thresholds, no pass/fail. Run from the repository root::
 
-    .venv/bin/python bench/rollout_bench.py --n 1 8 32 [--json out.json] [--keep-temp]
+    .venv/bin/python -m bench.rollout_bench --n 1 8 32 [--json out.json] [--keep-temp]
 """
 
 from __future__ import annotations
@@ -80,444 +79,63 @@ import collections
 import contextlib
 import json
 import os
-import queue
-import re
-import shutil
-import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-os.chdir(ROOT)
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 
-import docker  # noqa: E402
-from temporalio.api.enums.v1 import EventType  # noqa: E402
-from temporalio.client import Client, WorkflowHandle  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
+from bench.harness.docker_events import DockerEvents
+from bench.harness.proc_watch import ProcWatcher
+from bench.harness.procfs import RssSampler, machine_busy_s, own_cpu_s, proc_cpu, total_cpu_s
+from bench.harness.rollout_stack import (
+    TimedPolicyServer,
+    bench_budgets,
+    dev_server_pids,
+    docker_daemon_pids,
+    example_rows,
+    oracle_policy,
+    round_robin,
+    running_servers,
+    sandbox_gateway,
+    stack_env,
+)
+from bench.harness.stats import mean, peak_concurrency, quantile
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.task_sources.dataset_rows import DatasetRow
+from durable_rollouts.trainer_client.local_services import worker_process
+from durable_rollouts.trainer_client.rollout_runs import start_rollout
 
-from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
-from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams  # noqa: E402
-from durable_rollouts.docker_sandbox.container_layout import CLAUDE_MOUNT_PATH, LABEL_PREFIX  # noqa: E402
-from durable_rollouts.docker_sandbox.git_workspace import HARNESS_DIR  # noqa: E402
-from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
-from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer  # noqa: E402
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from durable_rollouts.trainer_client.local_services import worker_process  # noqa: E402
-from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
-
-TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 REFERENCE_POLL_S = 5.0  # slime's coding-agent example polls the agent every 5 s (constant, not measured)
-CLAUDE_BIN = CLAUDE_MOUNT_PATH
-CGROUP_DOCKER = re.compile(r"/docker[/-]([0-9a-f]{64})")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-CPUACCT_DOCKER = Path("/sys/fs/cgroup/cpuacct/docker")  # cgroup v1, cgroupfs driver (this host); absent elsewhere
-LABEL = LABEL_PREFIX
-
-
-# --------------------------------------------------------------------------- /proc watcher
-
-
-@dataclass
-class ProcSpan:
-    kind: str  # "claude" | "claude_runner" | "grade_runner"
-    pid: int
-    ppid: int
-    container_id: str
-    start: float  # wall clock, from /proc/<pid>/stat starttime (exact to 1/CLK_TCK; fork time, exec follows at once)
-    first_seen: float
-    last_alive: float
-    gone: float | None = None  # first check that found it dead, a zombie, or exec'd into something else
-    cpu_s: float = 0.0  # utime+stime (+ reaped children) at the last check it was alive
-
-
-@dataclass
-class _Tracked:
-    pid: int
-    ppid: int
-    container_id: str
-    start: float
-    span: ProcSpan | None = None
-
-
-def _boot_offset() -> float:
-    """Wall-clock time of boot as the kernel counts process start times (CLOCK_BOOTTIME)."""
-    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, ppid, starttime ticks, utime+stime+cutime+cstime ticks) of a pid, or None if it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[1]), int(fields[19]), sum(int(x) for x in fields[11:15])
-
-
-def _argv(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-
-
-def _interesting(argv: list[str]) -> bool:
-    """A process of interest, or one about to exec into one (the launch script, the runner, ``bash -l claude.sh``)."""
-    return bool(argv) and (argv[0] == CLAUDE_BIN or any(HARNESS_DIR in a for a in argv))
-
-
-def _classify(argv: list[str]) -> str | None:
-    if not argv:
-        return None
-    if argv[0] == CLAUDE_BIN and "-p" in argv:
-        return "claude"
-    if len(argv) >= 2 and argv[0].endswith("bash"):
-        if argv[1] == f"{HARNESS_DIR}/claude.run":
-            return "claude_runner"
-        if argv[1] == f"{HARNESS_DIR}/grade.run":
-            return "grade_runner"
-    return None
-
-
-class ProcWatcher(threading.Thread):
-    """Tracks sandbox processes of interest from the host's /proc (see module docstring).
-
-    A forked process shows its parent's command line until it execs, so every
-    candidate (anything mentioning /tmp/rollout, or the Claude binary) is
-    re-read on every scan until it dies; a span opens when its command line
-    becomes one of the tracked kinds and closes when it dies or execs away.
-    """
-
-    def __init__(self, scan_interval_s: float = 0.1, live_interval_s: float = 0.02):
-        super().__init__(name="proc-watcher", daemon=True)
-        self.scan_interval_s, self.live_interval_s = scan_interval_s, live_interval_s
-        self.spans: list[ProcSpan] = []
-        self.labels: dict[str, dict[str, str]] = {}
-        self._seen: set[int] = set()
-        self._tracked: dict[int, _Tracked] = {}
-        self.container_cpu_s: dict[str, float] = {}  # last cpuacct.usage seen per container (whole container life)
-        self._halt = threading.Event()
-        self._lock = threading.Lock()
-        self._resolve_q: queue.Queue[str | None] = queue.Queue()
-        self._resolver = threading.Thread(target=self._resolve_loop, name="label-resolver", daemon=True)
-
-    def start(self) -> None:
-        self._resolver.start()
-        super().start()
-
-    def stop(self) -> None:
-        self._halt.set()
-        self._resolve_q.put(None)
-        if self.is_alive():
-            self.join(5)
-        if self._resolver.is_alive():
-            self._resolver.join(5)
-
-    def _resolve_loop(self) -> None:
-        client = docker.from_env()
-        while (cid := self._resolve_q.get()) is not None:
-            try:
-                labels = client.containers.get(cid).labels or {}
-            except Exception:  # noqa: BLE001 - the container may already be gone
-                labels = {}
-            with self._lock:
-                self.labels[cid] = labels
-
-    def run(self) -> None:
-        next_scan = 0.0
-        while not self._halt.is_set():
-            now = time.time()
-            if now >= next_scan:
-                self._scan(now)
-                next_scan = now + self.scan_interval_s
-            self._check_live()
-            self._halt.wait(self.live_interval_s)
-
-    def _container_cpu(self) -> None:
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(CPUACCT_DOCKER):
-                if entry.is_dir() and len(entry.name) == 64:
-                    with contextlib.suppress(OSError, ValueError):
-                        with open(f"{entry.path}/cpuacct.usage") as f:
-                            self.container_cpu_s[entry.name] = int(f.read()) / 1e9
-
-    def _scan(self, now: float) -> None:
-        self._container_cpu()
-        pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
-        self._seen &= pids
-        offset = _boot_offset()
-        for pid in pids - self._seen:
-            self._seen.add(pid)
-            argv = _argv(pid)
-            if not argv or not _interesting(argv):
-                continue
-            try:
-                with open(f"/proc/{pid}/cgroup") as f:
-                    found = CGROUP_DOCKER.search(f.read())
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            stat = _stat(pid)
-            if found is None or stat is None:
-                continue
-            cid = found.group(1)
-            self._tracked[pid] = _Tracked(pid, stat[1], cid, offset + stat[2] / CLK_TCK)
-            with self._lock:
-                new_container = cid not in self.labels
-                if new_container:
-                    self.labels[cid] = {}
-            if new_container:
-                self._resolve_q.put(cid)
-        for tracked in list(self._tracked.values()):
-            argv = _argv(tracked.pid)
-            if argv is None:
-                continue  # gone: _check_live closes it
-            kind = _classify(argv)
-            current = tracked.span.kind if tracked.span is not None and tracked.span.gone is None else None
-            if kind == current:
-                continue
-            if tracked.span is not None and tracked.span.gone is None:
-                tracked.span.gone = now  # exec'd into something else
-            tracked.span = None
-            if kind is not None:
-                tracked.span = ProcSpan(kind, tracked.pid, tracked.ppid, tracked.container_id, tracked.start, now, now)
-                with self._lock:
-                    self.spans.append(tracked.span)
-
-    def _check_live(self) -> None:
-        now = time.time()
-        offset = _boot_offset()
-        for pid, tracked in list(self._tracked.items()):
-            stat = _stat(pid)
-            dead = stat is None or stat[0] in ("Z", "X") or abs(offset + stat[2] / CLK_TCK - tracked.start) > 1.0
-            if dead:
-                if tracked.span is not None and tracked.span.gone is None:
-                    tracked.span.gone = now
-                del self._tracked[pid]
-            elif tracked.span is not None:
-                tracked.span.last_alive = now
-                tracked.span.cpu_s = stat[3] / CLK_TCK
-
-    def first_span(self, container_id: str, kind: str) -> ProcSpan | None:
-        """The earliest-started process of ``kind`` in the container whose parent is not itself of that kind
-        (a child forked by the agent or the runner shows their command line until it execs)."""
-        with self._lock:
-            spans = [s for s in self.spans if s.container_id == container_id and s.kind == kind]
-        pids = {s.pid for s in spans}
-        roots = [s for s in spans if s.ppid not in pids]
-        return min(roots or spans, key=lambda s: s.start, default=None)
-
-    def containers_of(self, workflow_id: str, purpose: str) -> list[str]:
-        with self._lock:
-            return [
-                cid
-                for cid, labels in self.labels.items()
-                if labels.get(f"{LABEL}.workflow_id") == workflow_id and labels.get(f"{LABEL}.purpose") == purpose
-            ]
-
-
-# --------------------------------------------------------------------------- policy server with timings
-
-
-class TimedPolicyServer(ScriptedPolicyServer):
-    """The scripted policy server, recording (routing key, arrival, answer) wall times per /generate."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.timings: list[tuple[str | None, float, float, int]] = []
-
-    async def _generate(self, request):  # type: ignore[override]
-        arrived = time.time()
-        status = 0
-        try:
-            response = await super()._generate(request)
-            status = response.status
-            return response
-        finally:
-            self.timings.append((request.headers.get(ROUTING_KEY_HEADER), arrived, time.time(), status))
-
-    def for_session(self, session_id: str) -> list[tuple[float, float]]:
-        return [(a, b) for key, a, b, _ in self.timings if key == session_id]
-
-
-# --------------------------------------------------------------------------- docker events
-
-
-@dataclass
-class DockerEvent:
-    t: float
-    action: str  # create, start, exec_create, exec_start, exec_die, extract-to-dir, archive-path, kill, die, destroy
-    container_id: str
-    workflow_id: str
-    purpose: str
-
-
-class DockerEvents:
-    """``docker events`` for managed containers, streamed live (the daemon replays only ~256 past events)."""
-
-    def __init__(self) -> None:
-        self.events: list[DockerEvent] = []
-        self._proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task | None = None
-
-    async def start(self) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            shutil.which("docker") or "docker",
-            "events",
-            "--filter",
-            "type=container",
-            "--filter",
-            f"label={LABEL}.managed=1",
-            "--format",
-            "{{json .}}",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                raw = json.loads(line)
-                attrs = raw.get("Actor", {}).get("Attributes", {}) or {}
-                self.events.append(
-                    DockerEvent(
-                        raw["timeNano"] / 1e9,
-                        str(raw.get("Action", "")).split(":")[0],
-                        raw.get("Actor", {}).get("ID", ""),
-                        attrs.get(f"{LABEL}.workflow_id", ""),
-                        attrs.get(f"{LABEL}.purpose", ""),
-                    )
-                )
-
-    async def stop(self) -> None:
-        if self._proc is not None and self._proc.returncode is None:
-            self._proc.terminate()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), 5)
-            if self._proc.returncode is None:
-                self._proc.kill()
-                await self._proc.wait()
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-
-    def of(self, workflow_id: str, purpose: str) -> list[DockerEvent]:
-        return [e for e in self.events if e.workflow_id == workflow_id and e.purpose == purpose]
 
 
 # --------------------------------------------------------------------------- CPU accounting
 
 
-def _proc_cpu(pid: int) -> tuple[float, float]:
-    """(own utime+stime, reaped children's cutime+cstime) in seconds; zeros if the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0, 0.0
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK, (int(fields[13]) + int(fields[14])) / CLK_TCK
-
-
-def _pids_matching(predicate) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as f:
-                    argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-            except OSError:
-                continue
-            if argv and predicate(argv):
-                found.append(int(name))
-    return found
-
-
-def _machine_busy_s() -> float:
-    with open("/proc/stat") as f:
-        values = [int(x) for x in f.readline().split()[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / CLK_TCK
-
-
 class CpuAccount:
     """CPU seconds of the stack's host processes, snapshotted around each N."""
 
-    def __init__(self, worker_pid: int, temporal_port: int):
+    def __init__(self, worker_pid: int, temporal_address: str):
         self.worker_pid = worker_pid
-        self.daemons = _pids_matching(lambda a: Path(a[0]).name in ("dockerd", "containerd"))
-        self.temporal = _pids_matching(lambda a: "start-dev" in a and str(temporal_port) in a)
+        self.daemons = docker_daemon_pids()
+        self.temporal = dev_server_pids(temporal_address)
 
     def snapshot(self) -> dict[str, float]:
-        own, children = _proc_cpu(self.worker_pid)
-        bench = os.times()
+        own, children = proc_cpu(self.worker_pid)
         return {
-            "machine": _machine_busy_s(),
+            "machine": machine_busy_s(),
             "worker": own,
             "worker_children": children,  # the docker CLI processes it ran (reaped)
-            "docker_daemons": sum(sum(_proc_cpu(p)) for p in self.daemons),
-            "temporal": sum(sum(_proc_cpu(p)) for p in self.temporal),
-            "bench": bench.user + bench.system,  # this process: policy server, /proc watcher, history fetches
+            "docker_daemons": total_cpu_s(self.daemons),
+            "temporal": total_cpu_s(self.temporal),
+            "bench": own_cpu_s(),  # this process: policy server, /proc watcher, history fetches
         }
-
-
-# --------------------------------------------------------------------------- worker RSS
-
-
-class RssSampler:
-    def __init__(self, pid: int, interval_s: float = 0.5):
-        self.pid, self.interval_s = pid, interval_s
-        self.samples: list[tuple[float, int]] = []  # (time, VmRSS kB)
-        self._task: asyncio.Task | None = None
-
-    def status(self) -> dict[str, int]:
-        out = {}
-        try:
-            with open(f"/proc/{self.pid}/status") as f:
-                for line in f:
-                    if line.startswith(("VmRSS:", "VmHWM:")):
-                        key, value = line.split(":", 1)
-                        out[key] = int(value.split()[0])
-        except FileNotFoundError:
-            pass
-        return out
-
-    async def _loop(self) -> None:
-        while True:
-            rss = self.status().get("VmRSS")
-            if rss is not None:
-                self.samples.append((time.time(), rss))
-            await asyncio.sleep(self.interval_s)
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    def peak_between(self, t0: float, t1: float) -> int:
-        return max((kb for t, kb in self.samples if t0 <= t <= t1), default=0)
 
 
 # --------------------------------------------------------------------------- history
@@ -777,23 +395,6 @@ def measure(
 # --------------------------------------------------------------------------- one N
 
 
-def pct(values: list[float], q: float) -> float | None:
-    vals = sorted(v for v in values if v is not None)
-    if not vals:
-        return None
-    if len(vals) == 1:
-        return vals[0]
-    pos = (len(vals) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(vals) - 1)
-    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
-
-
-def _mean(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return statistics.fmean(vals) if vals else None
-
-
 async def run_n(
     n: int,
     client: Client,
@@ -807,11 +408,7 @@ async def run_n(
     events: DockerEvents,
     cpu: CpuAccount,
 ) -> dict[str, Any]:
-    policy_spec = PolicySpec(sampling=SamplingParams(temperature=1.0, max_new_tokens=8192), context_budget=65536)
-    rollouts = []
-    for i in range(n):
-        group = i % len(rows)
-        rollouts.append(rollout_input(rows[group].task, i // len(rows), group, policy_spec, budgets))
+    rollouts = round_robin(rows, n, budgets)
     sub_run = f"{run_id}-n{n}"
     print(f"\n=== N={n}: starting {n} rollouts (run id {sub_run}) ===", flush=True)
     load_before = os.getloadavg()[0]
@@ -870,12 +467,7 @@ async def run_n(
             if a.name == "boot_sandbox" and isinstance(a.result, dict) and a.result.get("container_id"):
                 agent_containers.add(a.result["container_id"])
     agent_spans = [watcher.first_span(c, "claude") for c in agent_containers]
-    edges = sorted([(sp.start, 1) for sp in agent_spans if sp and sp.gone] + [(sp.gone, -1) for sp in agent_spans if sp and sp.gone])
-    live = peak = 0
-    for _, step in edges:
-        live += step
-        peak = max(peak, live)
-    summary["max_concurrent_agents"] = peak
+    summary["max_concurrent_agents"] = peak_concurrency([(sp.start, sp.gone) for sp in agent_spans if sp and sp.gone])
     summary["cpu_utilisation"] = used["machine"] / (wall * (os.cpu_count() or 1))
     for key in (
         "boot_s",
@@ -914,9 +506,9 @@ async def run_n(
         "grading_container_cpu_s",
     ):
         values = [getattr(m, key) for m in measures]
-        summary[key] = {"p50": pct(values, 0.5), "p95": pct(values, 0.95), "mean": _mean(values), "n": sum(v is not None for v in values)}
+        summary[key] = {"p50": quantile(values, 0.5), "p95": quantile(values, 0.95), "mean": mean(values), "n": sum(v is not None for v in values)}
     names = sorted({name for m in measures for name in m.activity_exec_s})
-    summary["activity_exec_mean_s"] = {name: _mean([m.activity_exec_s.get(name) for m in measures]) for name in names}
+    summary["activity_exec_mean_s"] = {name: mean([m.activity_exec_s.get(name) for m in measures]) for name in names}
     print_block(summary)
     return summary
 
@@ -1014,104 +606,43 @@ def print_table(summaries: list[dict]) -> None:
 # --------------------------------------------------------------------------- main
 
 
-def remove_leftovers(run_id: str) -> list[str]:
-    """Remove the managed containers of this run's workflows still there; their names. One listing call (labels
-    included), so containers of other tenants that go away meanwhile do not matter."""
-    api = docker.from_env().api
-    found = [
-        c
-        for c in api.containers(all=True, filters={"label": f"{LABEL}.managed=1"})
-        if (c.get("Labels") or {}).get(f"{LABEL}.workflow_id", "").startswith(f"rollout-{run_id}-")
-    ]
-    for c in found:
-        with contextlib.suppress(docker.errors.NotFound):
-            api.remove_container(c["Id"], force=True)
-    return [name.lstrip("/") for c in found for name in c.get("Names", [])[:1]]
-
-
-async def tear_down(run_id: str, logs: list[Path], tmp: Path, keep_temp: bool) -> None:
-    """A bench's last words: any container of the run left behind is removed and reported (a leak), the first
-    WARNING/ERROR lines of each log are shown, and the temp dir is removed unless kept."""
-    leftovers = await asyncio.to_thread(remove_leftovers, run_id)
-    if leftovers:
-        print(f"LEAK: {len(leftovers)} managed container(s) of this run were left behind; removed: {leftovers}", flush=True)
-    else:
-        print("cleanup: no managed container of this run remains", flush=True)
-    for log_file in logs:
-        with contextlib.suppress(OSError):
-            problems = [line for line in log_file.read_text(errors="replace").splitlines() if " WARNING " in line or " ERROR " in line]
-            if problems:
-                print(f"{log_file.name}: {len(problems)} WARNING/ERROR lines, first ones:", flush=True)
-                for line in problems[:5]:
-                    print("  " + line[:300])
-    if keep_temp:
-        print(f"kept {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 async def main_async(args: argparse.Namespace) -> int:
     run_id = f"bench{time.strftime('%H%M%S')}{uuid.uuid4().hex[:4]}"
     host_id = f"bench-{run_id}"
     task_queue = f"bench-rollouts-{run_id}"
-    budgets = RolloutBudgets(agent_budget_s=args.agent_budget, eval_timeout_s=args.eval_timeout, guard_s=args.agent_budget + args.eval_timeout + 180)
-    rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
+    budgets = bench_budgets(args.agent_budget, args.eval_timeout)
+    rows = example_rows()
     tmp = Path(tempfile.mkdtemp(prefix=f"rollout-bench-{run_id}-"))
     print(f"run id {run_id}; temp dir {tmp}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"tasks: {[r.task.instance_id for r in rows]} (repeated round-robin); N = {args.n}", flush=True)
 
-    gateway = (await asyncio.to_thread(ensure_network, docker.from_env())).gateway
-    renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
-    policy = TimedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    gateway = await sandbox_gateway()
+    policy = await oracle_policy(TimedPolicyServer)
     watcher = ProcWatcher(live_interval_s=args.live_interval)
     events = DockerEvents()
     summaries: list[dict] = []
-    env: WorkflowEnvironment | None = None
-    worker_log = open(tmp / "worker.log", "wb")
-    try:
-        policy_url = await policy.start("127.0.0.1", 0)
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False, ip="127.0.0.1"
-        )
-        address = env.client.service_client.config.target_host
-        print(f"temporal dev server {address}; policy server {policy_url}; adapter binds {gateway}", flush=True)
+    async with running_servers(policy, run_id, tmp, lambda: [tmp / "worker.log"], args.keep_temp) as servers, contextlib.AsyncExitStack() as stack:
+        print(f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapter binds {gateway}", flush=True)
         worker_env = {
-            "ROLLOUT_POLICY_URL": policy_url,
+            **stack_env(servers.policy_url, gateway, budgets, args.agent_slots or max(args.n)),
             "ROLLOUT_TASK_QUEUE": task_queue,
-            "ROLLOUT_AGENT_SLOTS": str(args.agent_slots or max(args.n)),
             "ROLLOUT_RESULTS_DIR": str(tmp / "results"),
-            "SHIM_BIND_HOST": gateway,
-            "SWE_TIME_BUDGET_SEC": str(budgets.agent_budget_s),
-            "SWE_EVAL_TIMEOUT_SEC": str(budgets.eval_timeout_s),
-            "SWE_GENERATE_GUARD_SEC": str(budgets.guard_s),
         }
+        stack.push_async_callback(events.stop)
+        stack.callback(watcher.stop)
         watcher.start()
         await events.start()
-        async with contextlib.AsyncExitStack() as stack:
-            # The worker inherits fd 2: point it at a log file while it starts.
-            saved = os.dup(2)
-            os.dup2(worker_log.fileno(), 2)
-            try:
-                proc = await stack.enter_async_context(worker_process(address, ["--adapter-port", "0", "--host-id", host_id], env=worker_env))
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-            rss = RssSampler(proc.pid)
-            rss.start()
-            stack.push_async_callback(rss.stop)
-            cpu = CpuAccount(proc.pid, int(address.rsplit(":", 1)[1]))
-            print(f"worker pid {proc.pid}, RSS at ready {rss.status().get('VmRSS', 0) / 1024:.0f} MB", flush=True)
-            for n in args.n:
-                summaries.append(await run_n(n, env.client, rows, run_id, task_queue, budgets, watcher, policy, rss, events, cpu))
-                await asyncio.sleep(2)
-    finally:
-        watcher.stop()
-        await events.stop()
-        if env is not None:
-            await env.shutdown()
-        await policy.stop()
-        worker_log.close()
-        await tear_down(run_id, [tmp / "worker.log"], tmp, args.keep_temp)
+        proc = await stack.enter_async_context(
+            worker_process(servers.address, ["--adapter-port", "0", "--host-id", host_id], env=worker_env, log_path=tmp / "worker.log")
+        )
+        rss = RssSampler(proc.pid)
+        rss.start()
+        stack.push_async_callback(rss.stop)
+        cpu = CpuAccount(proc.pid, servers.address)
+        print(f"worker pid {proc.pid}, RSS at ready {rss.status().get('VmRSS', 0) / 1024:.0f} MB", flush=True)
+        for n in args.n:
+            summaries.append(await run_n(n, servers.env.client, rows, run_id, task_queue, budgets, watcher, policy, rss, events, cpu))
+            await asyncio.sleep(2)
 
     print_table(summaries)
     print(

@@ -1,14 +1,13 @@
-#!/usr/bin/env python
 """What Temporal costs: the same rollouts driven by a plain asyncio driver and by the workflows, in one run.
 
 For each N (default 1, 8, 32) the bundled example tasks (``examples/tasks/dataset.jsonl``, rows repeated
 round-robin, each round starting further on) run as N concurrent rollouts, ``--rounds`` times per driver:
 
-* **plain**: ``bench/plain_rollouts.py``, a long-lived subprocess that calls the sandbox, agent, diff,
+* **plain**: ``bench.plain_rollouts``, a long-lived subprocess that calls the sandbox, agent, diff,
   grading and merge libraries directly, wired in-process as ``worker.py`` wires them (adapter without a
   spool, ``DockerSandboxes`` with the worker's settings): what a hand-rolled asyncio seed does;
 * **workflows**: ``CodingAgentRollout`` through a Temporal dev server (``WorkflowEnvironment.start_local``,
-  in-memory) and ONE ``worker.py`` subprocess, as ``bench/rollout_bench.py`` runs them.
+  in-memory) and ONE ``worker.py`` subprocess, as ``bench.rollout_bench`` runs them.
 
 Both drivers get the same environment (``ROLLOUT_AGENT_SLOTS`` = max N, so the same sandbox CPU caps and
 executor sizes; the adapter bound to the sandbox network's gateway; the same budgets), real Docker
@@ -22,10 +21,10 @@ Per N and driver, over its rounds:
 * **wall per rollout**: this process hands the batch over (``start_workflow`` calls / one stdin line)
   -> that rollout's result is in this process; mean, p50, max over every rollout of the rounds.
   **Throughput**: rollouts / the batches' summed time (hand-over -> last result) per minute.
-* **CPU core-seconds per rollout** (snapshots around the batch, ``rollout_bench``'s /proc helpers):
+* **CPU core-seconds per rollout** (snapshots around the batch, ``bench.harness.procfs``):
   the driver process with its reaped children (the docker CLI calls), the Temporal dev server (workflows
   only), dockerd + containerd, and every sandbox of the batch by its cgroup (``cpuacct.usage``, cgroup
-  v1), of which the Claude Code processes (``rollout_bench.ProcWatcher``); containers are tied to the
+  v1), of which the Claude Code processes (``bench.harness.proc_watch.ProcWatcher``); containers are tied to the
   batch by their workflow-id label (``docker events``). **stack** = driver + Temporal + daemons +
   sandboxes, the number the ratio compares; **orchestration** = driver + Temporal (what drives the
   rollouts, without the agent, the tests and Docker). This process (policy server, /proc watcher, the
@@ -37,7 +36,7 @@ Per N and driver, over its rounds:
 The ratio workflows / plain of wall and CPU per rollout is the price of durability measured in the same
 run. No thresholds, no assertions. From the repository root::
 
-    .venv/bin/python bench/temporal_cost_bench.py --n 1 8 32 [--rounds 3] [--json out.json] [--keep-temp]
+    .venv/bin/python -m bench.temporal_cost_bench --n 1 8 32 [--rounds 3] [--json out.json] [--keep-temp]
 """
 
 from __future__ import annotations
@@ -57,95 +56,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-os.chdir(ROOT)
+from temporalio.client import Client, WorkflowHandle
 
-import docker  # noqa: E402
-from temporalio.client import Client, WorkflowHandle  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
-
-from bench.plain_rollouts import READY_LINE  # noqa: E402
-from bench.rollout_bench import (  # noqa: E402
-    CGROUP_DOCKER,
-    TEMPORAL_CLI,
-    DockerEvents,
-    ProcWatcher,
-    RssSampler,
-    _machine_busy_s,
-    _pids_matching,
-    _proc_cpu,
-    pct,
-    tear_down,
+from bench.harness.docker_events import DockerEvents
+from bench.harness.proc_watch import ProcWatcher
+from bench.harness.procfs import CGROUP_DOCKER, RssSampler, machine_busy_s, own_cpu_s, proc_argv, proc_cpu, total_cpu_s
+from bench.harness.rollout_stack import (
+    bench_budgets,
+    dev_server_pids,
+    docker_daemon_pids,
+    example_rows,
+    oracle_policy,
+    round_robin,
+    running_servers,
+    sandbox_gateway,
+    stack_env,
 )
-from durable_rollouts.config.paths import EXAMPLE_DATASET  # noqa: E402
-from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams  # noqa: E402
-from durable_rollouts.docker_sandbox.network import ensure_network  # noqa: E402
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR  # noqa: E402
-from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from durable_rollouts.trainer_client.local_services import _stop, worker_process  # noqa: E402
-from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout, workflow_id_for  # noqa: E402
+from bench.harness.stats import quantile
+from bench.plain_rollouts import PlainDriver
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import RolloutInput
+from durable_rollouts.task_sources.dataset_rows import DatasetRow
+from durable_rollouts.trainer_client.local_services import worker_process
+from durable_rollouts.trainer_client.rollout_runs import start_rollout, workflow_id_for
 
 PLAIN, WORKFLOWS = "plain", "workflows"
-PLAIN_DRIVER = ROOT / "bench" / "plain_rollouts.py"
 STACK_PARTS = ("driver", "driver_children", "temporal", "docker_daemons", "sandboxes")
-
-
-# --------------------------------------------------------------------------- the plain driver's process
-
-
-class PlainDriver:
-    """``bench/plain_rollouts.py`` as a subprocess in its own process group: batches in on stdin, results out on stdout."""
-
-    def __init__(self, env: dict[str, str], log_path: Path):
-        self.env, self.log_path = env, log_path
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def __aenter__(self) -> PlainDriver:
-        with open(self.log_path, "ab") as log:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(PLAIN_DRIVER),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log,
-                start_new_session=True,
-                env={**os.environ, **self.env},
-                limit=64 * 1024 * 1024,
-            )
-        assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 180)
-        if line.decode().strip() != READY_LINE:
-            raise RuntimeError(f"plain driver did not start (exit {self.proc.returncode}); see {self.log_path}")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.proc is None:
-            return
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 30)
-        await _stop(self.proc)
-
-    async def run(self, batch: list[tuple[str, RolloutInput]], on_result) -> None:
-        """Hand the batch over in one line; call ``on_result(workflow_id, result)`` as each line comes back."""
-        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
-        line = {"rollouts": [{"workflow_id": wid, "input": r.model_dump(mode="json")} for wid, r in batch]}
-        self.proc.stdin.write((json.dumps(line) + "\n").encode())
-        await self.proc.stdin.drain()
-        while raw := await self.proc.stdout.readline():
-            result = json.loads(raw)
-            if result.get("done"):
-                return
-            on_result(result["workflow_id"], result)
-        raise RuntimeError(f"plain driver exited with {await self.proc.wait()} mid-batch; see {self.log_path}")
 
 
 # --------------------------------------------------------------------------- CPU accounting
@@ -163,16 +99,15 @@ def _host_processes(skip: set[int]) -> dict[int, tuple[str, float]]:
             with open(f"/proc/{entry}/cgroup") as f:
                 if CGROUP_DOCKER.search(f.read()):
                     continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
+        argv = proc_argv(int(entry))
         if not argv:
             continue
         name = Path(argv[0]).name
         if name.startswith("python") and len(argv) > 1:
             name = Path(argv[1]).name
-        found[int(entry)] = (name, sum(_proc_cpu(int(entry))))
+        found[int(entry)] = (name, sum(proc_cpu(int(entry))))
     return found
 
 
@@ -180,10 +115,10 @@ class StackCpu:
     """Cumulative CPU seconds of the long-lived processes (drivers, dev server, Docker daemons), this process and the machine;
     ``snapshot`` also reads every other host process, to say what "other" was."""
 
-    def __init__(self, drivers: dict[str, int], temporal_port: int):
+    def __init__(self, drivers: dict[str, int], temporal_address: str):
         self.drivers = drivers
-        self.daemons = _pids_matching(lambda a: Path(a[0]).name in ("dockerd", "containerd"))
-        self.temporal = _pids_matching(lambda a: "start-dev" in a and str(temporal_port) in a)
+        self.daemons = docker_daemon_pids()
+        self.temporal = dev_server_pids(temporal_address)
         self.known = {os.getpid(), *drivers.values(), *self.daemons, *self.temporal}
 
     def others(self) -> dict[int, tuple[str, float]]:
@@ -199,15 +134,14 @@ class StackCpu:
         return [(name, cpu_s) for name, cpu_s in used.most_common(top) if cpu_s >= 0.05]
 
     def snapshot(self) -> dict[str, float]:
-        bench = os.times()
         out = {
-            "machine": _machine_busy_s(),
-            "temporal": sum(sum(_proc_cpu(p)) for p in self.temporal),
-            "docker_daemons": sum(sum(_proc_cpu(p)) for p in self.daemons),
-            "bench": bench.user + bench.system,
+            "machine": machine_busy_s(),
+            "temporal": total_cpu_s(self.temporal),
+            "docker_daemons": total_cpu_s(self.daemons),
+            "bench": own_cpu_s(),
         }
         for name, pid in self.drivers.items():
-            own, children = _proc_cpu(pid)
+            own, children = proc_cpu(pid)
             out[f"{name}_own"], out[f"{name}_children"] = own, children
         return out
 
@@ -227,13 +161,7 @@ class Outcome:
 
 def _batch(rows: list[DatasetRow], n: int, offset: int, sub_run: str, budgets: RolloutBudgets) -> list[tuple[str, RolloutInput]]:
     """N rollouts of the rows taken round-robin from ``offset`` (both drivers get the same batch for one round)."""
-    policy = PolicySpec(sampling=SamplingParams(temperature=1.0, max_new_tokens=8192), context_budget=65536)
-    batch = []
-    for i in range(n):
-        group = (offset + i) % len(rows)
-        rollout = rollout_input(rows[group].task, i // len(rows), group, policy, budgets)
-        batch.append((workflow_id_for(sub_run, rollout.task, rollout.sample_index, rollout.group_index), rollout))
-    return batch
+    return [(workflow_id_for(sub_run, r.task, r.sample_index, r.group_index), r) for r in round_robin(rows, n, budgets, offset)]
 
 
 async def _drive_workflows(client: Client, batch: list[tuple[str, RolloutInput]], sub_run: str, task_queue: str, t0: float) -> list[Outcome]:
@@ -270,7 +198,7 @@ async def _drive_plain(driver: PlainDriver, batch: list[tuple[str, RolloutInput]
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
-    return {"mean": statistics.fmean(values) if values else None, "p50": pct(values, 0.5), "max": max(values, default=None)}
+    return {"mean": statistics.fmean(values) if values else None, "p50": quantile(values, 0.5), "max": max(values, default=None)}
 
 
 @dataclass
@@ -426,83 +354,57 @@ def print_tables(summaries: list[dict]) -> None:
 async def main_async(args: argparse.Namespace) -> int:
     run_id = f"tcost{time.strftime('%H%M%S')}{uuid.uuid4().hex[:4]}"
     task_queue = f"bench-rollouts-{run_id}"
-    budgets = RolloutBudgets(agent_budget_s=args.agent_budget, eval_timeout_s=args.eval_timeout, guard_s=args.agent_budget + args.eval_timeout + 180)
-    rows = [row for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
+    budgets = bench_budgets(args.agent_budget, args.eval_timeout)
+    rows = example_rows()
     tmp = Path(tempfile.mkdtemp(prefix=f"temporal-cost-bench-{run_id}-"))
     print(f"run id {run_id}; temp dir {tmp}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"tasks: {[r.task.instance_id for r in rows]} (repeated round-robin); N = {args.n}", flush=True)
 
-    gateway = (await asyncio.to_thread(ensure_network, docker.from_env())).gateway
-    renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    gateway = await sandbox_gateway()
+    policy = await oracle_policy()
     watcher = ProcWatcher()
     events = DockerEvents()
     summaries: list[dict] = []
-    env: WorkflowEnvironment | None = None
-    worker_log = open(tmp / "worker.log", "wb")
-    try:
-        policy_url = await policy.start("127.0.0.1", 0)
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False, ip="127.0.0.1"
-        )
-        address = env.client.service_client.config.target_host
-        print(f"temporal dev server {address}; policy server {policy_url}; adapters bind {gateway}", flush=True)
-        common = {
-            "ROLLOUT_POLICY_URL": policy_url,
-            "ROLLOUT_AGENT_SLOTS": str(max(args.n)),
-            "SHIM_BIND_HOST": gateway,
-            "SWE_TIME_BUDGET_SEC": str(budgets.agent_budget_s),
-            "SWE_EVAL_TIMEOUT_SEC": str(budgets.eval_timeout_s),
-            "SWE_GENERATE_GUARD_SEC": str(budgets.guard_s),
-        }
+    logs = [tmp / "worker.log", tmp / "plain.log"]
+    async with running_servers(policy, run_id, tmp, lambda: logs, args.keep_temp) as servers, contextlib.AsyncExitStack() as stack:
+        print(f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapters bind {gateway}", flush=True)
+        common = stack_env(servers.policy_url, gateway, budgets, max(args.n))
+        stack.push_async_callback(events.stop)
+        stack.callback(watcher.stop)
         watcher.start()
         await events.start()
-        async with contextlib.AsyncExitStack() as stack:
-            saved = os.dup(2)  # the worker inherits fd 2: point it at a log file while it starts
-            os.dup2(worker_log.fileno(), 2)
-            try:
-                worker = await stack.enter_async_context(
-                    worker_process(
-                        address,
-                        ["--adapter-port", "0", "--host-id", f"bench-{run_id}"],
-                        env={**common, "ROLLOUT_TASK_QUEUE": task_queue, "ROLLOUT_RESULTS_DIR": str(tmp / "results")},
-                    )
-                )
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-            plain_env = {**common, "ROLLOUT_HOST_ID": f"plain-{run_id}", "ROLLOUT_RESULTS_DIR": str(tmp / "plain"), "SHIM_PORT": "0"}
-            plain = await stack.enter_async_context(PlainDriver(plain_env, tmp / "plain.log"))
-            assert plain.proc is not None
-            print(f"worker pid {worker.pid}; plain driver pid {plain.proc.pid}", flush=True)
-            cpu = StackCpu({WORKFLOWS: worker.pid, PLAIN: plain.proc.pid}, int(address.rsplit(":", 1)[1]))
-            samplers = {WORKFLOWS: RssSampler(worker.pid), PLAIN: RssSampler(plain.proc.pid)}
-            for sampler in samplers.values():
-                sampler.start()
-                stack.push_async_callback(sampler.stop)
+        worker = await stack.enter_async_context(
+            worker_process(
+                servers.address,
+                ["--adapter-port", "0", "--host-id", f"bench-{run_id}"],
+                env={**common, "ROLLOUT_TASK_QUEUE": task_queue, "ROLLOUT_RESULTS_DIR": str(tmp / "results")},
+                log_path=tmp / "worker.log",
+            )
+        )
+        plain_env = {**common, "ROLLOUT_HOST_ID": f"plain-{run_id}", "ROLLOUT_RESULTS_DIR": str(tmp / "plain"), "SHIM_PORT": "0"}
+        plain = await stack.enter_async_context(PlainDriver(plain_env, tmp / "plain.log"))
+        assert plain.proc is not None
+        print(f"worker pid {worker.pid}; plain driver pid {plain.proc.pid}", flush=True)
+        cpu = StackCpu({WORKFLOWS: worker.pid, PLAIN: plain.proc.pid}, servers.address)
+        samplers = {WORKFLOWS: RssSampler(worker.pid), PLAIN: RssSampler(plain.proc.pid)}
+        for sampler in samplers.values():
+            sampler.start()
+            stack.push_async_callback(sampler.stop)
 
-            async def drive_workflows(batch, sub_run, t0):
-                return await _drive_workflows(env.client, batch, sub_run, task_queue, t0)
+        async def drive_workflows(batch, sub_run, t0):
+            return await _drive_workflows(servers.env.client, batch, sub_run, task_queue, t0)
 
-            async def drive_plain(batch, sub_run, t0):
-                return await _drive_plain(plain, batch, t0)
+        async def drive_plain(batch, sub_run, t0):
+            return await _drive_plain(plain, batch, t0)
 
-            drivers = {WORKFLOWS: drive_workflows, PLAIN: drive_plain}
-            for n in args.n:
-                batches: dict[str, list[Batch]] = {PLAIN: [], WORKFLOWS: []}
-                for r in range(args.rounds):
-                    for name in (PLAIN, WORKFLOWS) if r % 2 == 0 else (WORKFLOWS, PLAIN):
-                        batches[name].append(await run_batch(name, n, r, run_id, rows, budgets, drivers[name], cpu, samplers[name], watcher, events))
-                        await asyncio.sleep(2)
-                summaries.extend(summarize(batches[name]) for name in (PLAIN, WORKFLOWS))
-    finally:
-        watcher.stop()
-        await events.stop()
-        if env is not None:
-            await env.shutdown()
-        await policy.stop()
-        worker_log.close()
-        await tear_down(run_id, [tmp / "worker.log", tmp / "plain.log"], tmp, args.keep_temp)
+        drivers = {WORKFLOWS: drive_workflows, PLAIN: drive_plain}
+        for n in args.n:
+            batches: dict[str, list[Batch]] = {PLAIN: [], WORKFLOWS: []}
+            for r in range(args.rounds):
+                for name in (PLAIN, WORKFLOWS) if r % 2 == 0 else (WORKFLOWS, PLAIN):
+                    batches[name].append(await run_batch(name, n, r, run_id, rows, budgets, drivers[name], cpu, samplers[name], watcher, events))
+                    await asyncio.sleep(2)
+            summaries.extend(summarize(batches[name]) for name in (PLAIN, WORKFLOWS))
 
     print_tables(summaries)
     print(

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Weight-update benchmark: continuing an aborted generation versus failing the turn, in one run.
 
 A weight update in SGLang's ``abort`` mode ends every running generation with the tokens sampled so far.
@@ -33,7 +32,7 @@ Per variant it prints:
 Every turn's final output is checked to be the full answer (N tokens), so neither variant gets cheaper
 by finishing early. No thresholds: the script prints numbers. Run from the repository root::
 
-    .venv/bin/python bench/weight_update_bench.py [--json out.json]
+    .venv/bin/python -m bench.weight_update_bench [--json out.json]
 """
 
 from __future__ import annotations
@@ -48,20 +47,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import aiohttp
 
-import aiohttp  # noqa: E402
-
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig  # noqa: E402
-from durable_rollouts.policy.fair_executor import FairExecutor  # noqa: E402
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.session import PolicySession, assistant_reply  # noqa: E402
-from durable_rollouts.policy.sglang_client import PolicyServerError, SGLangClient  # noqa: E402
-from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from durable_rollouts.scripted_policy.completions import final_answer  # noqa: E402
-from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
+from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.policy.fair_executor import FairExecutor
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.session import PolicySession, assistant_reply
+from durable_rollouts.policy.sglang_client import PolicyServerError, SGLangClient
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.completions import final_answer
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 
 VARIANTS = ("continuation", "baseline")
 SYSTEM = {"role": "system", "content": "You are a careful coding assistant."}

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from bench.harness.seaweed_s3 import SeaweedS3, seaweed_s3
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.payload_storage import data_converter
 from tests.local_cluster import start_dev_server
-from tests.object_store import SeaweedS3, seaweed_s3
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

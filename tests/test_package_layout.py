@@ -95,3 +95,10 @@ def test_the_check_sees_imports_inside_functions_and_submodules(tmp_path):
         "import workflows.rollout_group\nfrom durable_rollouts import policy\nfrom durable_rollouts.grading.x import y\n"
     )
     assert imported_tops(tmp_path) == {"lib.py": {"temporalio", "activities"}, "sub/deep.py": {"workflows", "policy", "grading"}}
+
+
+def test_the_benchmarks_are_a_package_that_needs_no_tests_and_no_path_edits():
+    """``python -m bench.<name>`` from the checkout: nothing in bench/ imports the tests or edits ``sys.path``."""
+    for module, names in imported_tops(PROJECT_ROOT / "bench").items():
+        assert "tests" not in names, f"bench/{module} imports the tests"
+        assert "sys.path" not in (PROJECT_ROOT / "bench" / module).read_text(), f"bench/{module} edits sys.path"

@@ -60,7 +60,7 @@ class SettingsError(ValueError):
 
 
 # Concurrent agents per host core: agents mostly wait on the model, and one core keeps about four busy while
-# the model takes 3-4 s a turn (``bench/host_capacity_bench.py``: the knee of turns per second is at 8 on
+# the model takes 3-4 s a turn (``bench.host_capacity_bench``: the knee of turns per second is at 8 on
 # 2 cores; memory, about 150 MB an agent, allows far more).
 AGENT_SLOTS_PER_CPU = 4
 

@@ -70,7 +70,7 @@ SETTINGS: tuple[Setting, ...] = (
         "ROLLOUT_AGENT_SLOTS",
         "worker",
         "4 × the host's CPUs",
-        "concurrent agents per worker (`pick_host` refuses beyond); CPU, not memory, sets the limit (`bench/host_capacity_bench.py`)",
+        "concurrent agents per worker (`pick_host` refuses beyond); CPU, not memory, sets the limit (`python -m bench.host_capacity_bench`, [benchmarks](benchmarks.md))",
     ),
     Setting(
         "ROLLOUT_POLICY_URL", "worker", "none: each rollout's own `policy_url`", "the SGLang server (or router) every rollout on this worker uses"

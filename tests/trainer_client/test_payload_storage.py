@@ -24,6 +24,7 @@ from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContex
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from bench.harness.seaweed_s3 import SeaweedS3, seaweed_s3
 from durable_rollouts.config.payload_store import PayloadFolderSettings, PayloadStorageSettings
 from durable_rollouts.trainer_client.payload_storage import (
     PAYLOAD_TOO_LARGE,
@@ -35,7 +36,6 @@ from durable_rollouts.trainer_client.payload_storage import (
 )
 from durable_rollouts.trainer_client.workflow_runs import RunFailure, collect
 from tests.local_cluster import start_dev_server
-from tests.object_store import SeaweedS3, seaweed_s3
 from tests.payload_workflows import Blob, BlobOutcome, BlobRoundTrip, make_blob
 
 PROJECT = Path(__file__).resolve().parents[2]

