@@ -103,7 +103,7 @@ async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store,
     try:
         async with contextlib.AsyncExitStack() as hosts_up:
             # Host A alone takes the first two rollouts; B, started next with room for all, takes the rest and,
-            # once A is killed, A's two as well.
+            # once A is killed, A's as well.
             doomed = await hosts_up.enter_async_context(worker("a", slots=2))
             starter = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -129,8 +129,10 @@ async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store,
                     "ROLLOUT_RESUME_WINDOW_S": "3",
                 },
             )
-            await until_placed("a")
+            # B starts while A takes its two (a worker's start-up outlasts the starter's), so B is polling long
+            # before A could work through the whole dataset, however loaded the machine is.
             await hosts_up.enter_async_context(worker("b", slots=ROWS))
+            await until_placed("a")
             await until_placed("b")
             placed = await rollouts_by_host(client, hosts)
             os.killpg(doomed.pid, signal.SIGKILL)

@@ -102,11 +102,15 @@ class SeaweedS3:
             client.create_bucket(Bucket=_PROBE_BUCKET)
         client.put_object(Bucket=_PROBE_BUCKET, Key="probe", Body=b"ready")
 
-    def stop(self) -> None:
-        """Stop the server and remove the unix sockets it opens in the system temp dir (``seaweedfs-*-<port>.sock``)."""
+    def stop(self, graceful: bool = True) -> None:
+        """Stop the server and remove the unix sockets it opens in the system temp dir (``seaweedfs-*-<port>.sock``).
+        Graceful (SIGTERM, what a restart that keeps the data needs) takes weed about 25 s; otherwise it is killed."""
         if self._process is None:
             return
-        self._process.terminate()
+        if graceful:
+            self._process.terminate()
+        else:
+            self._process.kill()
         try:
             self._process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -154,10 +158,10 @@ class SeaweedS3:
 
 @contextmanager
 def seaweed_s3(folder: Path) -> Iterator[SeaweedS3]:
-    """A running SeaweedFS S3 gateway, stopped afterwards (the caller owns ``folder``)."""
+    """A running SeaweedFS S3 gateway, killed afterwards: its data is not wanted then (the caller owns ``folder``)."""
     store = SeaweedS3(folder)
     store.start()
     try:
         yield store
     finally:
-        store.stop()
+        store.stop(graceful=False)
