@@ -5,15 +5,15 @@ runs the rollout as a ``CodingAgentRollout`` workflow on the workers: it starts
 the workflow (or re-attaches to it: the id is derived from the run, the
 instance id, ``sample.index`` and ``sample.group_index``, so a restarted
 trainer never runs a sample twice), waits for it, and turns the result into
-slime Samples under the sample contract in force (``slime_samples.registry``:
+slime Samples under the sample contract in force (``durable_rollouts.slime_samples.registry``:
 ``ROLLOUT_SLIME_SAMPLE_CONTRACT``, else read off the installed slime, logged
 once per process):
 
 * ``current`` (today's slime): compaction calls appended to the conversation
   they summarise, one fresh Sample per training sequence, each with the full
-  reward, ``remove_sample`` on aborted ones (``slime_samples.current``);
+  reward, ``remove_sample`` on aborted ones (``durable_rollouts.slime_samples.current``);
 * ``seed`` (slime before June 2026): one Sample per token segment, the reward
-  divided among them (``slime_samples.seed``).
+  divided among them (``durable_rollouts.slime_samples.seed``).
 
 Either way every Sample shares ``rollout_id`` (= ``sample.index``) and has
 ``tokens``, ``response_length``, ``loss_mask`` and ``rollout_log_probs`` over
@@ -37,7 +37,7 @@ slime is optional: ``samples_from_result`` works on any object with slime's
 rollouts with ``task_of`` / ``rollout_of`` and shares ``temporal_client``,
 ``tokenizer_of`` and the fan-out.
 Settings: the Temporal connection (a ``temporal.toml`` profile, ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` /
-``TEMPORAL_API_KEY`` / ``TEMPORAL_TLS_*``: ``trainer_client.temporal_connection``), ``ROLLOUT_TASK_QUEUE``,
+``TEMPORAL_API_KEY`` / ``TEMPORAL_TLS_*``: ``durable_rollouts.trainer_client.temporal_connection``), ``ROLLOUT_TASK_QUEUE``,
 ``ROLLOUT_RUN_ID`` (default: one id per trainer process), the ``SWE_*`` budget
 knobs, ``args.rollout_max_context_len`` (context budget) and
 ``args.sglang_router_ip/port`` (the policy URL, unless the worker pins its own),
@@ -105,7 +105,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 
 def probe_or_task(task: TaskSpec, group_index: int, share: float) -> TaskSpec:
     """The impossible-task probe of ``task`` when ``group_index`` is one of the run's probe slots for ``share``
-    (``task_sources.impossible_probes``), else ``task`` (also when the row has nothing to flip)."""
+    (``durable_rollouts.task_sources.impossible_probes``), else ``task`` (also when the row has nothing to flip)."""
     try:
         return probe_for_slot(task, RUN_ID, group_index, share) or task
     except ProbeUnavailable as error:
@@ -156,7 +156,7 @@ def eval_sample(sample: Any, result: RolloutResult) -> Any:
 
 
 async def temporal_client() -> Client:
-    """One client per Temporal address and namespace (``trainer_client.temporal_connection``: a
+    """One client per Temporal address and namespace (``durable_rollouts.trainer_client.temporal_connection``: a
     ``temporal.toml`` profile and the ``TEMPORAL_*`` variables, TLS and API key included), connected on first
     use (callers stay on one event loop); a server unreachable at first use is waited for as for an outage."""
     target = target_from_env()
@@ -236,7 +236,7 @@ def abort_sample(sample: Any, reason: str, contract: ContractChoice | None = Non
 
 
 def sample_contract() -> ContractChoice:
-    """The sample contract in force (``slime_samples.registry``), logged once per process."""
+    """The sample contract in force (``durable_rollouts.slime_samples.registry``), logged once per process."""
     choice = contract_in_force()
     if choice not in _announced:
         logger.info(choice.log_line)

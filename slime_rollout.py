@@ -3,7 +3,7 @@
 ``generate_rollout(args, rollout_id, data_source, evaluation=False)`` keeps
 slime's contract and returns ``RolloutFnTrainOutput(samples, metrics)``, but
 runs every prompt's ``n_samples_per_prompt`` samples as one ``RolloutGroup``
-workflow (``trainer_client.rollout_groups.fill_batch``): a sample the
+workflow (``durable_rollouts.trainer_client.rollout_groups.fill_batch``): a sample the
 infrastructure failed is re-run by the group while its refill budget lasts,
 and what still fails never reaches the trainer as a reward.
 
@@ -43,7 +43,7 @@ Invariants:
   Without partial rollout they are cut (agents stopped, sandboxes destroyed)
   and, like finished groups beyond the batch, not kept.
 * **Impossible-task probes**: with ``ROLLOUT_IMPOSSIBLE_SHARE`` that share of
-  the drawn groups run as probes of their rows (``task_sources.impossible_probes``):
+  the drawn groups run as probes of their rows (``durable_rollouts.task_sources.impossible_probes``):
   a probe's group is never in the batch (it is dropped, ``dropped_by="probe"``,
   and replaced by another draw, so its prompt is spent on the measurement) and
   its verdicts reach slime's metrics as ``rollout/probes_*`` and

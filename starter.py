@@ -13,7 +13,7 @@ CLI::
 
 ``run`` needs a worker (``python worker.py``) and a Temporal server: the connection comes from a
 ``temporal.toml`` profile and the ``TEMPORAL_*`` variables (address, namespace, TLS, mTLS, API key;
-``trainer_client.temporal_connection``); ``run`` waits ``--server-wait`` for a server unreachable at start as
+``durable_rollouts.trainer_client.temporal_connection``); ``run`` waits ``--server-wait`` for a server unreachable at start as
 for an outage mid-run, then says so in one line. ``demo`` is the embedded default: with no
 ``TEMPORAL_ADDRESS`` it starts a local dev server (UI on :8233) and a worker
 with the scripted policy, then runs the bundled example tasks. ``episodes``
@@ -30,7 +30,7 @@ slime drop-ins use), ``rollout_queries`` and ``regrade_runs`` (the operator
 commands) and ``run_summary`` (the tables and status lines).
 
 ``run`` and ``demo`` read the dataset (a JSONL file, or a directory of Harbor
-tasks: ``task_sources.harbor_tasks``, a bad task directory reported by its path
+tasks: ``durable_rollouts.task_sources.harbor_tasks``, a bad task directory reported by its path
 and field), report every bad row by line and field
 (on stderr and as a ``failed`` line ``invalid_row:<field>`` in the results),
 run each usable row as one group of K samples (``--n-samples-per-prompt``,
@@ -38,7 +38,7 @@ with ``--group-filter``, ``--min-valid`` and ``--refill-budget``; at most
 ``--concurrency`` samples, i.e. ``max(1, C // K)`` groups, in flight) and
 append each group to the results file as one line as soon as it finishes: a
 re-run with the same ``--run-id`` starts or attaches to only the groups
-missing from it (``trainer_client.results_file``). ``run`` and ``episodes``
+missing from it (``durable_rollouts.trainer_client.results_file``). ``run`` and ``episodes``
 use the ``ROLLOUT_TASK_QUEUE`` the workers poll.
 """
 
@@ -99,7 +99,7 @@ def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
 
 
 async def run_dataset(client: Client, args: argparse.Namespace) -> int:
-    """Run the dataset's groups missing from ``args.out`` (``trainer_client.batch_runs``).
+    """Run the dataset's groups missing from ``args.out`` (``durable_rollouts.trainer_client.batch_runs``).
 
     With ``--impossible-share`` (``ROLLOUT_IMPOSSIBLE_SHARE``) that share of the rows also run as an
     impossible-task probe: one more group each, under the row's group index and line, never kept.
@@ -119,7 +119,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         staleness=staleness_bound(args),
     )
     share = impossible_share_from_env() if args.impossible_share is None else args.impossible_share
-    groups, lines = dataset_groups(rows, policy, budgets_from_env(), group_options(args), share)
+    groups, lines = dataset_groups(rows, policy, budgets_from_env(), group_options(args), share, args.dataset)
     run = await run_groups(
         client,
         groups,
@@ -127,7 +127,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         placement(args),
         f"groups of run {args.run_id}",
         lambda result: {**group_record_with_segments(result), "line": lines[result.workflow_id]},
-        before=[(f"line:{error.line}", invalid_row_record(error)) for error in errors],
+        before=[invalid_row_record(error) for error in errors],
     )
     print("\n".join(summary_lines(run.results)))
     print(f"results: {args.out}")
@@ -215,7 +215,7 @@ async def show(client: Client, args: argparse.Namespace) -> int:
 
 
 async def regrade(client: Client, args: argparse.Namespace) -> int:
-    """Re-grade run ``--run-id``'s kept patches (``trainer_client.regrade_runs``); exit 1 for an unknown run or a
+    """Re-grade run ``--run-id``'s kept patches (``durable_rollouts.trainer_client.regrade_runs``); exit 1 for an unknown run or a
     re-grade that did not grade."""
     current = None
     try:

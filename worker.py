@@ -36,14 +36,14 @@ claimed, or ones a cancelled agent activity let go) are finished once they
 have been unclaimed for ``UNCLAIMED_SESSION_GRACE_S``. Expected, classified
 activity failures are logged as one line (``activity_failure_log``).
 
-Temporal: the connection comes from ``trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the
+Temporal: the connection comes from ``durable_rollouts.trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the
 ``TEMPORAL_*`` variables: address, namespace, TLS, mTLS, API key); ``--temporal-address`` replaces the address
 alone. A server that cannot be reached at start is waited for (``ROLLOUT_SERVER_WAIT_S``), then the worker stops
 with one line naming the address.
 
 Metrics: with ``ROLLOUT_METRICS_ADDRESS`` set, the Temporal runtime serves Prometheus there (the
 SDK's metrics and the rollout metrics, ``activities.metrics``); the client polls under an identity
-naming this host's queue and agent slots (``contracts.host_identity``), which ``starter.py status`` reads.
+naming this host's queue and agent slots (``durable_rollouts.contracts.host_identity``), which ``starter.py status`` reads.
 
 SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
 close the adapter (spooled sessions stay for the next start).
@@ -203,7 +203,7 @@ async def run_worker(
     payload_store: PayloadStorageSettings | None = None,
 ) -> None:
     """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll. Large payloads go to
-    ``payload_store`` (default: the environment's, ``config.payload_store``), checked first (``PayloadStoreUnusable``)."""
+    ``payload_store`` (default: the environment's, ``durable_rollouts.config.payload_store``), checked first (``PayloadStoreUnusable``)."""
     payload_store = payload_store or payload_store_from_env()
     await check_payload_store(payload_store)
     stop = stop or asyncio.Event()

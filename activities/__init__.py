@@ -1,5 +1,6 @@
-"""Everything with side effects: sandboxes, the adapter, grading, policy I/O.
+"""The Temporal faces: activity definitions over the library (``durable_rollouts``), its errors translated
+into activity errors, heartbeats.
 
-This package's ``__init__`` stays import-free so that workflow code can import
-``contracts.rollout`` without dragging in aiohttp, transformers or docker.
+This package's ``__init__`` stays import-free so that workflow code can import ``activities.activity_refs``
+without dragging in aiohttp, transformers or docker.
 """

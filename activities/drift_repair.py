@@ -7,11 +7,11 @@ the shared queue (no host affinity: a role call opens and finishes its own
 adapter session inside the activity, and every sandbox lives only inside the
 call that booted it).
 
-Scoring rules are in ``drift_repair.scoring``; the parsers, primitives
+Scoring rules are in ``durable_rollouts.drift_repair.scoring``; the parsers, primitives
 and baselines in their own modules. Non-retryable failures (``ApplicationError``
 types): ``UnknownTask``, ``NoDrift`` (no primitive mutates the script),
 ``NoPolicyServer``, ``UnknownParser`` (the episode's model spec names a
-parser ``policy.parsers`` does not know), ``SandboxImageMissing``, ``SandboxError``.
+parser ``durable_rollouts.policy.parsers`` does not know), ``SandboxImageMissing``, ``SandboxError``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The grading activity: ``evaluate`` grades a patch in a fresh sandbox (``grading.graders``), heartbeating
+"""The grading activity: ``evaluate`` grades a patch in a fresh sandbox (``durable_rollouts.grading.graders``), heartbeating
 its phase; its result carries the whole grading log (``EvalResult.log``) and its size.
 
 Library errors become the activity's error types here and nowhere else: a failure while the grading

@@ -10,7 +10,7 @@ worker pins one (``ROLLOUT_POLICY_URL`` or the scripted policy), which then
 wins; with neither the agent activity fails as ``NoPolicyServer``. The
 session's parsers are the rollout's ``PolicySpec`` ones, else the worker's
 (``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER``); a spec naming a
-parser ``policy.parsers`` does not know fails it as ``UnknownParser``. Neither
+parser ``durable_rollouts.policy.parsers`` does not know fails it as ``UnknownParser``. Neither
 failure is retried: another attempt would fail the same way.
 
 ``run_claude_code`` starts the CLI detached inside the sandbox (exit-code

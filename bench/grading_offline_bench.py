@@ -3,13 +3,13 @@
 The row is ``tempconv-reinstall`` (``examples/tasks/reinstall_dataset.jsonl``): its ``eval_cmd`` runs
 ``/opt/venv/bin/python -m pip install -e .`` (an isolated build: pip needs setuptools and wheel) and then
 pytest, as a SWE-bench eval script does; its image holds those wheels at ``/opt/wheels``. Its reference
-patch is graded ``--rounds`` times per variant with the library (``grading.graders.evaluate`` over
+patch is graded ``--rounds`` times per variant with the library (``durable_rollouts.grading.graders.evaluate`` over
 ``DockerSandboxes``, no Temporal), one grading at a time, variants alternating so drift on a shared
 machine hits both alike:
 
 * ``old``: the grading sandbox on the sandbox network (``rollouts-sandbox``, internal bridge) and no
   offline environment: pip looks for an index it can never reach (every name lookup hangs, then retries);
-* ``new``: as shipped: no network (Docker's ``none``) and ``docker_sandbox.offline_tools``' environment
+* ``new``: as shipped: no network (Docker's ``none``) and ``durable_rollouts.docker_sandbox.offline_tools``' environment
   (no index, the image's wheel directories as find-links, no retries);
 * ``no-network`` / ``offline-env``: one of the two changes alone (``--variants`` to add them).
 

@@ -14,10 +14,10 @@ arm, alternating which arm runs first, so drift on a shared machine hits both
 alike; one warm-up group without delay runs first and is not counted.
 
 Set-up, all on this host: a Temporal dev server
-(``trainer_client.local_services.DevServer``), one ``worker.py`` subprocess
-(``trainer_client.local_services.worker_process``) on its own task queue
+(``durable_rollouts.trainer_client.local_services.DevServer``), one ``worker.py`` subprocess
+(``durable_rollouts.trainer_client.local_services.worker_process``) on its own task queue
 with ``ROLLOUT_AGENT_SLOTS`` = N'·K, real Docker sandboxes of the example
-tasks (``starter.EXAMPLE_DATASET``, rows round-robin; build the images with
+tasks (``durable_rollouts.paths.EXAMPLE_DATASET``, rows round-robin; build the images with
 ``bash scripts/build_task_images.sh``), the real Claude Code CLI, and the
 scripted ``oracle`` policy served by ``ScriptedPolicyServer`` in THIS process
 with a ``LogNormalSessionDelay(--median, --sigma, seed, by_arrival=True)``:

@@ -6,7 +6,7 @@ and measures what N such agents cost one host. For the baseline N (default 1) an
 (``examples/tasks/dataset.jsonl``, rows repeated round-robin) through
 
 * a Temporal dev server (``WorkflowEnvironment.start_local``, in-memory, 127.0.0.1),
-* ONE ``worker.py`` subprocess per step (``trainer_client.local_services.worker_process``), fresh for every N
+* ONE ``worker.py`` subprocess per step (``durable_rollouts.trainer_client.local_services.worker_process``), fresh for every N
   so its RSS growth belongs to that N, with ``ROLLOUT_AGENT_SLOTS`` = N and its own host id and results dir,
 * real Docker sandboxes and the real Claude Code binary,
 * the scripted ``oracle`` policy served in THIS process (``bench.harness.rollout_stack.TimedPolicyServer``),

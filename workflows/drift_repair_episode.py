@@ -12,7 +12,7 @@ one trajectory holding the drift segment, then the repair segment).
 Invariants:
 * the workflow always returns an ``EpisodeResult``: ``completed`` with the
   repair reward (visible), its breakdown, the held-out breakdown, success and
-  both role rewards (``drift_repair.scoring`` documents them), or
+  both role rewards (``durable_rollouts.drift_repair.scoring`` documents them), or
   ``aborted`` with a machine-readable reason and zero rewards;
 * the wall-clock guard is a workflow timer (``guard_s``): when it fires the
   in-flight activity is cancelled and awaited (its sandbox destroyed, its

@@ -9,7 +9,7 @@ Invariants:
   original rollout: ``completed`` with the new evaluation, or ``aborted``
   with the reason the rollout would give the failed activity
   (``workflows.activity_errors``);
-* one re-grade per id (``contracts.workflow_ids.regrade_workflow_id``: a
+* one re-grade per id (``durable_rollouts.contracts.workflow_ids.regrade_workflow_id``: a
   regrade id and the original id), so starting it again attaches to it and
   a new regrade id grades again;
 * a cancelled re-grade waits for its grade to end, so the grading sandbox

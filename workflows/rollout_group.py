@@ -2,13 +2,13 @@
 
 Its children are the K sample workflows (``CodingAgentRollout`` or
 ``DriftRepairEpisode``) under the ids a flat run gives the same samples
-(``contracts.workflow_ids``), started with ``REJECT_DUPLICATE``, so a sample
+(``durable_rollouts.contracts.workflow_ids``), started with ``REJECT_DUPLICATE``, so a sample
 still runs at most once per id: an id some other run already used is
 ``child_id_taken`` (an infrastructure failure, refilled under a fresh id).
 
 Invariants:
 
-* each child's end is classified (``contracts.rollout_group.classify``); a
+* each child's end is classified (``durable_rollouts.contracts.rollout_group.classify``); a
   sample whose child failed for an infrastructure reason is re-run as a fresh
   child (``refill_workflow_id``) while the group's refill budget lasts, so an
   infrastructure failure is never a reward; every child a slot ran is listed

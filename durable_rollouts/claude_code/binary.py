@@ -4,7 +4,7 @@ Claude Code 2.1.x from npm is a self-contained native executable, shipped in
 the platform package ``@anthropic-ai/claude-code-linux-<arch>``. The sandbox
 bind-mounts it read-only into containers, so we return the resolved real file,
 never a node wrapper script or a symlink. With ``SWE_HOST_CC_TARBALL`` (and
-``SWE_HOST_NODE_TARBALL``) it is the install directory ``claude_code.tarballs``
+``SWE_HOST_NODE_TARBALL``) it is the install directory ``durable_rollouts.claude_code.tarballs``
 unpacks instead.
 """
 

@@ -1,1 +1,1 @@
-"""Settings read from the environment and the project's paths, each default in one place."""
+"""Settings read from the environment, each default in one place (the checkout's paths: ``durable_rollouts.paths``)."""

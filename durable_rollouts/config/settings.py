@@ -9,12 +9,12 @@ eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
 from host tarballs instead of the npm install), plus the Temporal ones and the
 per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``), whether
 grading sandboxes have no network (``ROLLOUT_GRADING_OFFLINE``, default 1) and sandboxes' package tools
-run offline (``ROLLOUT_OFFLINE_TOOLS``, default 1; both ``docker_sandbox.limits.SandboxSettings``), how long
+run offline (``ROLLOUT_OFFLINE_TOOLS``, default 1; both ``durable_rollouts.docker_sandbox.limits.SandboxSettings``), how long
 finishing an adapter session waits for its turns in flight before aborting them
 (``ROLLOUT_FINISH_GRACE_S``, seconds, default 5; 0 aborts at once), the
 parsers of the policy's completions for rollouts whose ``PolicySpec`` names
 none (``ROLLOUT_TOOL_CALL_PARSER``, default ``auto``; ``ROLLOUT_REASONING_PARSER``,
-default ``qwen3``; SGLang's names, ``policy.parsers.registry``) and the
+default ``qwen3``; SGLang's names, ``durable_rollouts.policy.parsers.registry``) and the
 trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``), the share of a run's
 groups that are impossible-task probes (``ROLLOUT_IMPOSSIBLE_SHARE``, default 0) and where the
 worker serves Prometheus metrics (``ROLLOUT_METRICS_ADDRESS``, ``host:port``; unset or empty: no endpoint).
@@ -94,7 +94,7 @@ class RolloutBudgets(BaseModel):
 class WorkerSettings(BaseModel):
     """``temporal_address``: an explicit server address (``worker.py --temporal-address``) that replaces the
     connection settings' own; the rest of the connection (namespace, TLS, API key) always comes from
-    ``trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the ``TEMPORAL_*`` variables)."""
+    ``durable_rollouts.trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the ``TEMPORAL_*`` variables)."""
 
     temporal_address: str | None = None
     task_queue: str = SHARED_TASK_QUEUE
@@ -269,7 +269,7 @@ def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | 
 
 def impossible_share_from_env(env: Mapping[str, str] = os.environ) -> float:
     """``ROLLOUT_IMPOSSIBLE_SHARE``: the share of a run's groups that are impossible-task probes
-    (``task_sources.impossible_probes``), 0 to 1; unset: 0, none."""
+    (``durable_rollouts.task_sources.impossible_probes``), 0 to 1; unset: 0, none."""
     raw = env.get("ROLLOUT_IMPOSSIBLE_SHARE", "").strip()
     if not raw:
         return 0.0

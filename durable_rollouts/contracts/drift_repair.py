@@ -1,6 +1,6 @@
 """Pydantic contracts of the drift → repair episodes (workflow ``DriftRepairEpisode`` and its activities).
 
-Like ``contracts.rollout`` this imports nothing heavier than pydantic, so
+Like ``durable_rollouts.contracts.rollout`` this imports nothing heavier than pydantic, so
 the workflow imports it through ``workflow.unsafe.imports_passed_through()``.
 
 Vocabulary: a *task* is a small deterministic script with a visible input and

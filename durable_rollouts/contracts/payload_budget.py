@@ -9,7 +9,7 @@ settings refuse a cap below ``MIN_PAYLOAD_CAP_BYTES``):
   (their tails stay);
 * a group's result over ``GROUP_RESULT_BUDGET_BYTES`` leaves out its samples' packed trajectories
   (``GroupResult.trajectories_in_children``); each child's own result keeps its trajectory, and the trainer
-  side puts them back (``trainer_client.sample_payloads``).
+  side puts them back (``durable_rollouts.trainer_client.sample_payloads``).
 
 What remains is bounded by what activities returned, each already under the cap.
 """

@@ -1,6 +1,6 @@
 """Re-grading a finished rollout's kept patch with the current graders, without running its agent again.
 
-``workflows.regrade_rollout`` grades one patch; ``trainer_client.regrade_runs``
+``workflows.regrade_rollout`` grades one patch; ``durable_rollouts.trainer_client.regrade_runs``
 (``starter.py regrade``) finds a run's rollouts, starts one re-grade per kept
 patch and writes one ``RegradeRow`` per re-graded rollout.
 """
@@ -58,7 +58,7 @@ class Verdict(BaseModel):
 class RegradeRow(BaseModel):
     """One line of ``starter.py regrade``'s results file, naming the original rollout.
 
-    ``workflow_id``: the re-grade's own id (``contracts.workflow_ids.regrade_workflow_id``), the line's key.
+    ``workflow_id``: the re-grade's own id (``durable_rollouts.contracts.workflow_ids.regrade_workflow_id``), the line's key.
     ``status``: ``completed`` (``evaluation`` holds the new grading), ``aborted`` (the grading failed:
     ``abort_reason``) or ``failed`` (the starter could not start or collect the re-grade: ``abort_reason``,
     ``error``). ``original``: the original rollout's grading (None: it was never graded, e.g. stopped while

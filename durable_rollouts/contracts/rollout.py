@@ -25,7 +25,7 @@ PinnableSamplingKey = Literal["temperature", "top_p", "top_k", "stop_sequences"]
 
 
 class SamplingParams(BaseModel):
-    """Sampling parameters the trainer wants: every turn's defaults (``policy.sampling`` states the whole rule).
+    """Sampling parameters the trainer wants: every turn's defaults (``durable_rollouts.policy.sampling`` states the whole rule).
 
     A client's ``temperature``, ``top_p`` and ``top_k`` override these and its
     ``stop_sequences`` are added, except for the keys in ``pinned``: there the
@@ -52,7 +52,7 @@ StalenessPolicy = Literal["mask", "drop"]
 
 
 class StalenessBound(BaseModel):
-    """How stale a rollout's tokens may be when its segments are merged (``policy.staleness``).
+    """How stale a rollout's tokens may be when its segments are merged (``durable_rollouts.policy.staleness``).
 
     A sampled token is stale when its weight version lies more than
     ``max_staleness`` versions behind the policy server's current one, in
@@ -97,13 +97,13 @@ class SessionConfig(BaseModel):
     reading the request's body). ``continue_after_abort``: a generation the
     server aborts (a weight update) is continued from the tokens it sampled,
     for at most ``abort_resume_budget_s`` after the first abort
-    (``policy.continuation``); off, an abort fails the turn with a retryable
+    (``durable_rollouts.policy.continuation``); off, an abort fails the turn with a retryable
     error to the client. ``staleness`` bounds how stale its tokens may be when
-    they are merged (``policy.staleness``). ``tool_parser`` / ``reasoning_parser``
-    are SGLang parser names (``policy.parsers.registry``, which checks them and
+    they are merged (``durable_rollouts.policy.staleness``). ``tool_parser`` / ``reasoning_parser``
+    are SGLang parser names (``durable_rollouts.policy.parsers.registry``, which checks them and
     whose defaults these are; a session spooled before ``reasoning_parser``
     existed split reasoning as ``qwen3`` does). ``replay``: what every call asks
-    the server for besides log-probs (``contracts.replay``).
+    the server for besides log-probs (``durable_rollouts.contracts.replay``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -205,7 +205,7 @@ class TokenSegment(BaseModel):
     policy server at position ``i`` given exactly ``tokens[:i]`` (then
     ``rollout_log_probs[i]`` is its log-prob; elsewhere it is 0.0), and every
     sampled token has it unless a staleness bound masked its turn
-    (``policy.staleness``: kept as context, its versions dropped with it);
+    (``durable_rollouts.policy.staleness``: kept as context, its versions dropped with it);
     ``loss_mask[:prompt_length]`` is all zero.
 
     ``weight_version_spans``: which weights sampled which tokens, as run-length
@@ -324,7 +324,7 @@ class TurnLog(BaseModel):
 
 
 class TurnSampling(BaseModel):
-    """What one turn was sampled with (``policy.sampling.turn_sampling``): the values sent to the policy server
+    """What one turn was sampled with (``durable_rollouts.policy.sampling.turn_sampling``): the values sent to the policy server
     (``stop``: the trainer's stop strings, then the client's stop sequences, sent as SGLang's ``stop``;
     ``stop_token_ids``: the trainer's, sent beside the end-of-turn id), the keys whose value came from the client
     (``from_client``) and the keys the client set but the trainer pinned (``ignored``)."""
@@ -486,12 +486,12 @@ class HarborTestFile(BaseModel):
 
 
 class HarborSpec(BaseModel):
-    """A Harbor task's verifier (``task_sources.harbor_tasks`` reads it from the task directory).
+    """A Harbor task's verifier (``durable_rollouts.task_sources.harbor_tasks`` reads it from the task directory).
 
     ``tests`` is the whole ``tests/`` directory, ``test.sh`` among it, which the grader writes to ``/tests``
-    and runs there (``grading.harbor_verifier``); ``verifier_timeout_s`` / ``agent_timeout_s`` are
+    and runs there (``durable_rollouts.grading.harbor_verifier``); ``verifier_timeout_s`` / ``agent_timeout_s`` are
     task.toml's ``[verifier]`` / ``[agent]`` ``timeout_sec`` (None: the task sets no agent timeout), which
-    ``config.settings.RolloutBudgets.for_task`` folds into the rollout's budgets; ``verifier_env`` is
+    ``durable_rollouts.config.settings.RolloutBudgets.for_task`` folds into the rollout's budgets; ``verifier_env`` is
     ``[verifier] env``. ``source`` names the task directory the spec was read from.
     """
 
@@ -504,7 +504,7 @@ class HarborSpec(BaseModel):
 
 class TaskResources(BaseModel):
     """What a task asks of its sandbox (a Harbor task's ``[environment] cpus / memory_mb / storage_mb``);
-    None: no request. ``docker_sandbox.limits.task_limits`` states how it meets the worker's caps."""
+    None: no request. ``durable_rollouts.docker_sandbox.limits.task_limits`` states how it meets the worker's caps."""
 
     cpus: float | None = Field(None, gt=0)
     memory_bytes: int | None = Field(None, gt=0)
@@ -544,7 +544,7 @@ def f2p_script(eval_cmd: str) -> str | None:
 
 
 class ProbeFlip(BaseModel):
-    """The expected value an impossible-task probe changed (``task_sources.probe_flip``): in file ``path``
+    """The expected value an impossible-task probe changed (``durable_rollouts.task_sources.probe_flip``): in file ``path``
     (workdir-relative; an f2p row's script path; a Harbor test file as ``tests/<path>``), test ``test``
     (``function`` or ``Class::function``) at 1-based ``line``, the literal ``expected`` became ``flipped``."""
 
@@ -586,7 +586,7 @@ class TaskSpec(BaseModel):
     agent's diff; ``None`` means ``DEFAULT_TEST_FILES``.
     ``harbor``: a Harbor task's verifier (its grader is then ``harbor``);
     ``resources``: what the task asks of its sandbox (None: the worker's caps).
-    ``probe``: set on an impossible-task probe (``task_sources.impossible_probes``): its tests contradict
+    ``probe``: set on an impossible-task probe (``durable_rollouts.task_sources.impossible_probes``): its tests contradict
     its problem statement, so any pass is cheating; its samples are never trained on.
     """
 
@@ -691,14 +691,14 @@ class EvalResult(BaseModel):
 
     ``apply_method`` "empty" (an empty diff, graded as is) has ``applied_cleanly`` false: no patch applied.
     ``log_tail`` is the end of the grader's output (4 KiB); ``log`` the whole grading log (``log_bytes`` of
-    UTF-8, at most ``grading.grading_log.FULL_LOG_BYTES``), travelling as a payload; a results file writes
+    UTF-8, at most ``durable_rollouts.grading.grading_log.FULL_LOG_BYTES``), travelling as a payload; a results file writes
     it to the file ``log_path`` names and leaves ``log`` empty.
 
     ``reward`` is 1.0 iff ``solved`` for every grader but ``harbor``, whose reward is the verifier's own
     number (fractional ones too) and which is solved iff that reward is at least 1; ``rewards`` holds the
     verifier's named metrics (Harbor's ``reward.json``), empty for the other graders.
 
-    ``tampered``: the evidence that the run was tampered with (``grading.tamper_checks``: a canary that
+    ``tampered``: the evidence that the run was tampered with (``durable_rollouts.grading.tamper_checks``: a canary that
     did not behave, a report that contradicts the grader's parser or exit code, ...), one line each; a
     tampered result has reward 0 and is not solved, whatever the tests said. ``pytest_sessions``: how many
     pytest processes of the run reported to the grader (0 where the tests do not run under pytest).
@@ -733,7 +733,7 @@ class AbortReason(StrEnum):
     starter ``failed`` line). Two more are open by design and not checked: the
     reason an operator gives to ``abort`` (``starter.py cancel --reason``;
     ``cancelled`` when none) and the starter's own ``failed`` reasons
-    (``trainer_client.workflow_runs``).
+    (``durable_rollouts.trainer_client.workflow_runs``).
     """
 
     WALL_CLOCK_TIMEOUT = "wall_clock_timeout"
@@ -755,7 +755,7 @@ class AbortReason(StrEnum):
     SANDBOX_FAILED = "sandbox_failed"
     # rollouts, with a staleness bound whose policy is ``drop``
     STALE_POLICY = "stale_policy"
-    # a group's sample stopped because its batch was full without it (``contracts.rollout_group``)
+    # a group's sample stopped because its batch was full without it (``durable_rollouts.contracts.rollout_group``)
     STRAGGLER_CUT = "straggler_cut"
 
 
@@ -841,7 +841,7 @@ class AgentRun(BaseModel):
 
 
 class PackedTrajectory(BaseModel):
-    """A rollout's token segments, packed (``policy.trajectory_packing``) into ``packed``: an ordinary payload,
+    """A rollout's token segments, packed (``durable_rollouts.policy.trajectory_packing``) into ``packed``: an ordinary payload,
     base64 in JSON, which Temporal's external storage keeps out of history when it is large.
 
     ``sha256`` is the digest of ``packed`` (``nbytes`` long), checked when unpacked. ``packed`` is empty

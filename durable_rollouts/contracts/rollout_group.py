@@ -250,8 +250,8 @@ class GroupResult(BaseModel):
     that did not (``trainer_filter``: the trainer's own, e.g. slime's dynamic
     sampling filter, set on the trainer's side). ``trajectories_in_children``:
     the samples' packed trajectories were left out to keep this result within
-    ``contracts.payload_budget.GROUP_RESULT_BUDGET_BYTES``; each child's own
-    result has its trajectory (``trainer_client.sample_payloads`` puts them back).
+    ``durable_rollouts.contracts.payload_budget.GROUP_RESULT_BUDGET_BYTES``; each child's own
+    result has its trajectory (``durable_rollouts.trainer_client.sample_payloads`` puts them back).
     """
 
     workflow_id: str

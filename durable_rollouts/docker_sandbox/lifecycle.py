@@ -13,7 +13,7 @@ Invariants:
   off; agent containers join ``SandboxSettings.network``. With ``offline_tools`` every container's
   environment is ``offline_tools.OFFLINE_ENV``.
 * Claude Code is bind-mounted read-only into agent sandboxes only, never copied: an executable at
-  ``/opt/claude/bin/claude``, or an install directory (``claude_code.tarballs``) at ``/opt/claude``
+  ``/opt/claude/bin/claude``, or an install directory (``durable_rollouts.claude_code.tarballs``) at ``/opt/claude``
   whose ``bin/claude`` runs it.
 """
 

@@ -16,7 +16,7 @@ MIN_MEMORY_BYTES = 64 << 20
 class SandboxLimits(BaseModel):
     """Per-container resource caps; ``disk_bytes`` bounds what a sandbox writes after its boot (0: unbounded),
     enforced by ``disk_watch`` while the agent runs and while the grader runs the tests. A worker's own
-    CPU cap is its host's share per agent slot (``config.settings``); one CPU is the cap of a sandbox
+    CPU cap is its host's share per agent slot (``durable_rollouts.config.settings``); one CPU is the cap of a sandbox
     booted outside a worker."""
 
     cpus: float = Field(1.0, gt=0)
@@ -55,7 +55,7 @@ class SandboxSettings(BaseModel):
     ``grading_offline`` (the default) grading sandboxes get no network at all (Docker's ``none``: no
     interface, so a name lookup fails at once); without it they join ``network`` too. With
     ``offline_tools`` (the default) every sandbox's environment makes package tools work offline
-    (``docker_sandbox.offline_tools``)."""
+    (``durable_rollouts.docker_sandbox.offline_tools``)."""
 
     claude_code: Path | None = None
     network: str | None = None

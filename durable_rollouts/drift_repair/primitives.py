@@ -1,7 +1,7 @@
 """Drift primitives: parameterised AST transforms that break a working script the way library drift does.
 
 Each primitive finds its *sites* with ``ast`` and rewrites exactly their
-source spans (``drift_repair.source_edits``), so comments and layout survive
+source spans (``durable_rollouts.drift_repair.source_edits``), so comments and layout survive
 and the oracle diff back to the original touches only the broken lines.
 
 | primitive | params | category |

@@ -6,22 +6,22 @@ Invariants:
   ``before_repo_set_cmd`` and pre-commands, no ``PROBLEM_STATEMENT.md``) and
   is always destroyed, whatever happens.
 * After the diff applied and before any grader runs, the task's tests
-  (``grading.task_tests``: the row's ``test_files`` or the default test
+  (``durable_rollouts.grading.task_tests``: the row's ``test_files`` or the default test
   paths, test-runner configuration, a ``swepro`` row's
   ``selected_test_files``) are put back to the image's baseline, added files
   removed; ``reset_paths`` lists what the diff had changed there. Every
   grader kind runs exactly the task's tests (a SWE-bench eval script then
   also resets its test files to ``base_commit`` and applies ``test_patch``).
 * The grading run is held to the image, not the workdir (``docs/grading.md``):
-  its Pythons are probed before the diff applies (``grading.python_envs``);
+  its Pythons are probed before the diff applies (``durable_rollouts.grading.python_envs``);
   new modules shadowing theirs are removed with the protected paths
-  (``grading.shadowing``); the grader's command runs under this grading's
-  guard (``grading.run_guard``: plugin auto-loading off, canaries, reports
-  outside the workdir). ``grading.tamper_checks`` judges the reports against
+  (``durable_rollouts.grading.shadowing``); the grader's command runs under this grading's
+  guard (``durable_rollouts.grading.run_guard``: plugin auto-loading off, canaries, reports
+  outside the workdir). ``durable_rollouts.grading.tamper_checks`` judges the reports against
   the grader's own verdict; a tampered result has reward 0, is not solved,
   and carries the evidence in ``tampered``, its log tail and the log.
 * An impossible-task probe (``TaskSpec.probe``) is graded like its row, then
-  judged (``grading.probe_verdicts``: its flip known before the diff
+  judged (``durable_rollouts.grading.probe_verdicts``: its flip known before the diff
   applies); its result has reward 0, is not solved, and carries the verdict
   in ``probe``, its log tail and the log.
 * Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
@@ -36,7 +36,7 @@ Invariants:
   ``swebench`` (the ``swebench`` package's eval script, its log parser and
   report: solved iff RESOLVED_FULL); a task with a Harbor verifier has that
   grader alone (``harbor``: its ``tests/test.sh`` and reward file,
-  ``grading.harbor_verifier``). Graders run as root, detached, bounded by
+  ``durable_rollouts.grading.harbor_verifier``). Graders run as root, detached, bounded by
   ``timeout_s`` and by the sandbox's disk budget (the tests run the agent's
   code; usage is watched as in the agent sandbox, ``disk_watch``); past either
   they are killed and the result is reward 0 with a note in ``log_tail``.

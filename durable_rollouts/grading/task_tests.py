@@ -9,7 +9,7 @@ Invariants:
   caught): the row's ``test_files`` (which replace ``DEFAULT_TEST_FILES``), plus
   always ``TEST_CONFIG_FILES``, ``METADATA_FILES`` (matched without regard
   to case) and, literally, a ``swepro`` row's ``selected_test_files``.
-  ``reset`` also takes further pathspecs for one grading (``grading.shadowing``:
+  ``reset`` also takes further pathspecs for one grading (``durable_rollouts.grading.shadowing``:
   new modules that shadow the image's).
 * ``record`` runs in the fresh grading sandbox before the diff is applied and
   snapshots the protected paths as they are there (the boot's baseline tree,

@@ -22,7 +22,7 @@ Invariants:
   finishing cut at its bound (its upstream request aborted; an SSE error event
   if the stream had begun);
 * a request's ``temperature``, ``top_p``, ``top_k`` and ``stop_sequences`` are
-  sampled with as ``policy.sampling`` rules (trainer defaults, client overrides,
+  sampled with as ``durable_rollouts.policy.sampling`` rules (trainer defaults, client overrides,
   trainer pins); a value out of range is a 400 ``invalid_request_error`` naming
   the field, before anything is sampled; a turn a stop sequence ended replies
   ``stop_reason: "stop_sequence"`` with the matched ``stop_sequence``;

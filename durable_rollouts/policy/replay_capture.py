@@ -5,7 +5,7 @@
 * ``RoutedRows``: SGLang's ``routed_experts`` (base64 of int32), ``routed_experts_start_len`` (absent: 0):
   rows for the call's positions ``[start, len(input) + len(output) - 1)``, ``width`` expert ids each.
 
-A continued generation (``policy.continuation``) joins its pieces: nuclei concatenated; routing rows kept
+A continued generation (``durable_rollouts.policy.continuation``) joins its pieces: nuclei concatenated; routing rows kept
 where the first piece that processed a position reported them, the next piece's taken from where the
 rows held end, so a piece that starts later than that is a ``ReplayDataError`` (a gap).
 """

@@ -30,7 +30,7 @@ after the sampled token that completes one, with ``finish_reason {"type":
 as an end-of-turn id wins, one completed within ``max_new_tokens`` is still a
 stop. Those ids were sampled, so the ledger keeps them (loss_mask 1); the reply
 cuts its text before the string and says ``stop_reason: "stop_sequence"``
-(``policy.session``, ``policy.anthropic_reply.reply_stop``).
+(``durable_rollouts.policy.session``, ``durable_rollouts.policy.anthropic_reply.reply_stop``).
 
 Note for trainers: SGLang's returned log-probs are those of the
 temperature-scaled distribution (``sampler.py``, unless

@@ -1,4 +1,4 @@
-"""A growing segment's replay data (``contracts.replay``): top-p nuclei per position, routed-expert rows per position.
+"""A growing segment's replay data (``durable_rollouts.contracts.replay``): top-p nuclei per position, routed-expert rows per position.
 
 Kept beside a ledger segment and changed with it: ``truncate(keep)`` when a turn keeps the segment's first
 ``keep`` tokens, ``extend`` with the turn's prompt tail (context: empty nuclei) and its output (the call's

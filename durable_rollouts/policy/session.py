@@ -5,14 +5,14 @@ what the drift -> repair roles use directly. Each turn:
 
 1. plans the prompt ids with the ``TokenLedger`` (chat template + tokenizer,
    run in an executor so the event loop keeps serving other sessions);
-2. works out what the turn is sampled with (``policy.sampling``: the
+2. works out what the turn is sampled with (``durable_rollouts.policy.sampling``: the
    trainer's defaults, the client's overrides, the trainer's pins, and
    ``max_new_tokens`` clamped to the request's ``max_tokens``, the session's
    default and what the context budget has left); a prompt that leaves no
    room ends the turn with stop reason ``max_tokens`` and samples nothing;
 3. calls the policy server with the exact ids; a generation the server
    aborts (a weight update) is continued from what it sampled
-   (``policy.continuation``), so the client sees one ordinary turn;
+   (``durable_rollouts.policy.continuation``), so the client sees one ordinary turn;
 4. decodes and parses the sampled ids (reasoning, text, tool calls); a turn
    one of the client's stop sequences ended (SGLang's ``matched`` string, or
    one the session finds across the pieces of a continued generation) is
@@ -218,7 +218,7 @@ class PolicySession:
         client: ClientSampling | None = None,
     ) -> TurnOutcome[Reply]:
         """One turn; the caller holds ``lane_lock(lane)``. ``client``: the request's own sampling keys
-        (``policy.sampling``; None: it set none).
+        (``durable_rollouts.policy.sampling``; None: it set none).
 
         ``on_planned`` is called once the prompt is planned (or planning
         failed), before the policy is asked: the adapter releases the

@@ -2,7 +2,7 @@
 
 The session's parsers are the spec's ``tool_parser`` / ``reasoning_parser`` when it names them, else the
 worker's ``ParserDefaults`` (``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER``); a name the spec
-gives that ``policy.parsers`` does not know is an ``UnknownParser`` naming the field, so no session opens
+gives that ``durable_rollouts.policy.parsers`` does not know is an ``UnknownParser`` naming the field, so no session opens
 with a parser it cannot run."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ output tokens (half-open, in order), when present; else
 that overlap, run backwards or past the output, or a version that is not a
 string, reject the reply; output tokens no span covers have no version.
 
-Replay data (``policy.replay_capture``), when the caller asks for it: the output tokens' top-p nuclei when
+Replay data (``durable_rollouts.policy.replay_capture``), when the caller asks for it: the output tokens' top-p nuclei when
 ``sampling_params.custom_params.return_top_p_token_ids`` is set, the routed experts of the call's positions
 when ``routed_width`` is given (the request then carries ``return_routed_experts``); a reply without what
 was asked for, or with data that does not fit its tokens, is rejected as garbage too.

@@ -8,7 +8,7 @@ record order and the keys of the messages that routed them) and replay data
 (``SegmentReplay``: top-p nuclei as int32, routed experts as uint8 when every
 id fits, else uint16) when it has them.
 The trajectory travels through Temporal as an ordinary
-payload: Temporal's external storage (``trainer_client.payload_storage``)
+payload: Temporal's external storage (``durable_rollouts.trainer_client.payload_storage``)
 puts a large one in the object store or the local payload folder and keeps
 a reference in history, so no host reads another host's disk.
 ``unpack_trajectory`` verifies the digest before it decodes.

@@ -1,6 +1,6 @@
 """Scripted players for the drift → repair roles, for the scripted policy server (offline episodes).
 
-Each reads only the decoded prompt (``drift_repair.prompts`` fixes its
+Each reads only the decoded prompt (``durable_rollouts.drift_repair.prompts`` fixes its
 layout) and answers like a model would, reasoning first:
 
 * ``drift``: the seeded baseline's spec for the script in the prompt, seeded

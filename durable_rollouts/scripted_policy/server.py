@@ -20,7 +20,7 @@ Endpoints:
   whose rid starts with it is aborted (sglang matches by prefix). Every
   well-formed one is recorded as an :class:`AbortRecord`, in arrival order
   (``aborts``, ``GET /scripted/aborts``).
-* sglang's control API (``scripted_policy.control`` states what each does):
+* sglang's control API (``durable_rollouts.scripted_policy.control`` states what each does):
   ``POST /pause_generation {"mode": "abort" | "retract" | "in_place"}``
   (default ``abort``) and ``POST /continue_generation {}``, both answering
   ``{"message": ..., "status": "ok"}``; ``POST /update_weights_from_disk
@@ -63,7 +63,7 @@ Invariants:
   ``SamplingParams.verify`` checks them (temperature finite and >= 0, top_p in
   (0, 1], top_k -1 or >= 1; null: the default) and recorded, not applied.
 * Tokens are sampled one engine step at a time, each stamped with the weight
-  version served then (``scripted_policy.control``); ``weight_versions`` is
+  version served then (``durable_rollouts.scripted_policy.control``); ``weight_versions`` is
   always present, the runs of equal versions over the output (one empty span
   of the current version when there is no output), and ``weight_version`` is
   its last span's version. An aborted request (``/abort_request``, an
@@ -71,7 +71,7 @@ Invariants:
   the tokens sampled so far and sglang's ``finish_reason {"type": "abort",
   "message": "Aborted", "status_code": null, "err_type": null}``.
 * Log-probs are deterministic in ``(rid, position)``, in ``(-4, 0]``.
-* Replay data, as SGLang returns it when asked (``scripted_policy.replay_data`` says what it is): with
+* Replay data, as SGLang returns it when asked (``durable_rollouts.scripted_policy.replay_data`` says what it is): with
   ``sampling_params.custom_params.return_top_p_token_ids``, ``meta_info.top_p_token_ids`` and
   ``top_p_token_offsets`` (base64 int32; offsets one per output token + 1); with ``return_routed_experts``,
   ``meta_info.routed_experts`` (base64 int32, ``moe.layers x moe.top_k`` per position of input + output
@@ -81,20 +81,20 @@ Invariants:
   log-probs and per-token versions returned: aborted requests and ``error``-mode requests (no output,
   ``{"type": "error"}``, HTTP 500) included. Rejected (400) requests are not.
 
-Policies (``POLICIES``; their text is ``scripted_policy.completions``'s):
+Policies (``POLICIES``; their text is ``durable_rollouts.scripted_policy.completions``'s):
 ``oracle`` (Read the problem statement, apply the
 known patch with Bash, then finish), ``noop`` (finish at once), ``malformed``
 (an ill-formed tool call), ``length`` (always hits ``max_new_tokens``),
 ``error`` (HTTP 500), ``slow`` (``oracle`` with its tokens spread over
 ``delay_s``, so a pause or abort lands mid-output) and
 ``garbage`` (negative and out-of-vocabulary ids). For drift → repair
-episodes (``scripted_policy.drift_roles``): ``drift`` (the seeded baseline's
+episodes (``durable_rollouts.scripted_policy.drift_roles``): ``drift`` (the seeded baseline's
 spec as JSON), ``repair`` (the oracle diff for the prompt's corpus task) and
 ``self_play`` (whichever role the prompt asks for).
 
 Pacing: ``slow`` spreads its answer over ``delay_s``. Every other policy's
 answer is spread over ``turn_delay(prompt, routing_key)`` seconds when a
-turn delay is set (``scripted_policy.turn_delays``: e.g. one log-normal pace
+turn delay is set (``durable_rollouts.scripted_policy.turn_delays``: e.g. one log-normal pace
 per session, for heavy-tailed rollouts), else paced ``token_delay_s`` per
 token. Either way each token waits ``seconds / tokens to sample`` (a begun
 answer's rest takes the whole delay again, as with ``slow``), through the

@@ -3,7 +3,7 @@
 ``max_sample_tokens``: slime cuts every sample to the session's ``rollout_max_context_len`` (0: no cut);
 ``fork_threshold``: slime's ``TrajectoryManager`` threshold, in reply tokens, under which a drift realigns
 and an assistant rewrite merges (the reference example reads ``SLIME_FORK_MERGE_MAX_RESPONSE_TOKENS``;
-unset, slime's 1024); ``replay``: what the trainer replays (``contracts.replay``), from slime's
+unset, slime's 1024); ``replay``: what the trainer replays (``durable_rollouts.contracts.replay``), from slime's
 ``--rollout-top-p`` (below 1: top-p nuclei) and ``--use-rollout-routing-replay`` (routed experts, shaped by
 ``--num-layers`` and ``--moe-router-topk``), so every sample, an aborted one included, carries the fields
 slime checks then.

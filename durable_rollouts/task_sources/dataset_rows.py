@@ -15,11 +15,11 @@ workdir defaulting to SWE-bench's ``/testbed``. ``metadata.reference_patch``
 (or a SWE-bench row's gold ``patch``) feeds the scripted oracle.
 ``metadata.test_files`` (or ``remote_env_info.test_files``) lists the glob
 patterns of the files the grader restores to the baseline before testing
-(default: ``contracts.rollout.DEFAULT_TEST_FILES``). A ``swepro`` row's
+(default: ``durable_rollouts.contracts.rollout.DEFAULT_TEST_FILES``). A ``swepro`` row's
 ``run_script_path`` / ``parser_script_path`` are read here, inside the
-dataset root (``task_sources.dataset_scripts``), and inlined into the task.
+dataset root (``durable_rollouts.task_sources.dataset_scripts``), and inlined into the task.
 A row in another project's flat shape (SWE-rebench, SWE-Gym, SWE-smith, flat
-SWE-bench: ``task_sources.row_shapes.registry``), at the top level or directly
+SWE-bench: ``durable_rollouts.task_sources.row_shapes.registry``), at the top level or directly
 in ``metadata`` (``registry.locate`` states when), is read by that shape, its
 problem statement falling back to the prompt; a row in no known shape is
 refused naming what the closest lacks.
@@ -64,7 +64,7 @@ SWEBENCH_FIELDS = {
 
 
 class RowError(ValueError):
-    """``line``: the JSONL line, or the directory of a Harbor task (``task_sources.harbor_tasks``); None: not read from a file."""
+    """``line``: the JSONL line, or the directory of a Harbor task (``durable_rollouts.task_sources.harbor_tasks``); None: not read from a file."""
 
     def __init__(self, field: str, reason: str, line: int | str | None = None):
         where = f"line {line}: " if isinstance(line, int) else f"{line}: " if line else ""

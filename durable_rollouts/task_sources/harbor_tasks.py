@@ -9,11 +9,11 @@ What task.toml gives, in Harbor's field names and units:
 
 * ``[task] name`` is the instance id (default: the directory's name);
 * ``[verifier] timeout_sec`` (default 600) and ``[agent] timeout_sec`` (default: none) go to ``HarborSpec``
-  (``config.settings.RolloutBudgets.for_task`` folds them into the rollout's budgets), ``[verifier] env``
+  (``durable_rollouts.config.settings.RolloutBudgets.for_task`` folds them into the rollout's budgets), ``[verifier] env``
   (string values) is the verifier's environment;
 * ``[environment] cpus`` (default 1), ``memory_mb`` (2048) and ``storage_mb`` (10240), or the deprecated
   ``memory`` / ``storage`` sizes (``"2G"``, ``"512M"``), become ``TaskResources``
-  (``docker_sandbox.limits.task_limits`` caps them at the worker's per-sandbox limits);
+  (``durable_rollouts.docker_sandbox.limits.task_limits`` caps them at the worker's per-sandbox limits);
   ``docker_image`` and ``build_timeout_sec`` (default 600) choose or build the image (``harbor_images``);
   ``gpus`` above 0 is refused (no GPUs here);
 * everything else (``[metadata]``, ``[solution]``, ``user``, network settings, ...) is read past.

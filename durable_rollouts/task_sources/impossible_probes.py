@@ -8,7 +8,7 @@ Invariants:
   its tests as text the flip is made here and recorded in ``ImpossibleProbe.flip``: an f2p row's script, a
   SWE-bench row's ``test_patch`` (an added line of a test the row's ``fail_to_pass`` names, else its
   ``pass_to_pass``), a Harbor task's Python test files. Where the tests live in the image (``eval_cmd``,
-  ``swepro`` rows) a pre-command runs ``task_sources.probe_flip`` at boot, in the agent's sandbox and the
+  ``swepro`` rows) a pre-command runs ``durable_rollouts.task_sources.probe_flip`` at boot, in the agent's sandbox and the
   grading sandbox alike, before the baseline is recorded: the agent sees the contradicting test, and the
   grader's reset of the protected test files keeps it. A ``swepro`` flip is made in a test its
   ``fail_to_pass`` names, else its ``pass_to_pass``: one the verdict needs; an ``eval_cmd`` flip in a

@@ -1,6 +1,6 @@
 """Flip one expected value of a task's tests, so that no honest fix can pass them (an impossible-task probe).
 
-Runs in two places: imported on the trainer's side (``task_sources.impossible_probes``: tests the row
+Runs in two places: imported on the trainer's side (``durable_rollouts.task_sources.impossible_probes``: tests the row
 carries as text) and as a script inside a sandbox at boot (tests that live in the task image). It
 therefore imports the standard library only and keeps to Python 3.8.
 

@@ -30,19 +30,19 @@ from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, Gr
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
 from durable_rollouts.task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
-from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments
+from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, record_key
 from durable_rollouts.trainer_client.rollout_groups import group_id, stream_groups
 from durable_rollouts.trainer_client.rollout_runs import rollout_input
 
 
 @dataclass(frozen=True)
 class GroupOptions:
-    """How each row's group is run: ``samples`` rollouts, refills and the group filter."""
+    """How each row's group is run: ``samples`` rollouts, refills and the group filter (None: the group's size)."""
 
     run_id: str
     samples: int
-    refill_budget: int
-    min_valid: int
+    refill_budget: int | None
+    min_valid: int | None
     filter: GroupFilter
 
 
@@ -66,7 +66,7 @@ class BatchRun:
 def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], list[RowError]]:
     """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field.
 
-    A directory is read as Harbor tasks (``task_sources.harbor_tasks``: one task, or one per subdirectory; their
+    A directory is read as Harbor tasks (``durable_rollouts.task_sources.harbor_tasks``: one task, or one per subdirectory; their
     images found or built on this Docker engine), a row's ``line`` then being its task directory. Script paths in
     JSONL rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
     rows, errors = [], []
@@ -101,18 +101,18 @@ def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: R
 
 
 def dataset_groups(
-    rows: list[DatasetRow], policy: PolicySpec, budgets: RolloutBudgets, options: GroupOptions, impossible_share: float
+    rows: list[DatasetRow], policy: PolicySpec, budgets: RolloutBudgets, options: GroupOptions, impossible_share: float, source: str
 ) -> tuple[list[GroupInput], dict[str, int | str]]:
     """One group per row (group index = row index), then a probe group for each row ``impossible_share`` picks (same
     group index and line, never kept); and each group's dataset line by group id. A row that cannot be made a probe
-    is reported on stderr and runs only as itself."""
+    is reported on stderr (after ``source``, the dataset's name) and runs only as itself."""
     groups = [group_input(row.task, index, policy, budgets, options) for index, row in enumerate(rows)]
     lines = {group_id(group): row.line for group, row in zip(groups, rows, strict=True)}
     for index, row in enumerate(rows):
         try:
             probe = probe_for_slot(row.task, options.run_id, index, impossible_share)
         except ProbeUnavailable as error:
-            print(f"no impossible-task probe of {row.line}: {error}", file=sys.stderr)
+            print(f"{source}: no impossible-task probe of {row.line}: {error}", file=sys.stderr)
             continue
         if probe is not None:
             groups.append(group_input(probe, index, policy, budgets, options))
@@ -132,13 +132,14 @@ async def run_groups(
     placement: Placement,
     what: str,
     record: Callable[[GroupResult], dict[str, Any]] = group_record_with_segments,
-    before: Iterable[tuple[str, dict[str, Any]]] = (),
+    before: Iterable[dict[str, Any]] = (),
 ) -> BatchRun:
     """Run the groups without a final line in ``out``, appending each one as it finishes (``record`` makes its line).
-    ``before`` holds lines written first, each under a key, once: a key already in the file is not written again."""
+    ``before`` holds lines written first, each once: one whose key (``results_file.record_key``) is already in the
+    file is not written again."""
     with ResultSink(out, record, GroupProgressLine) as sink:
-        for key, line in before:
-            if key not in sink.done:
+        for line in before:
+            if record_key(line) not in sink.done:
                 sink.write_record(line)
         todo = sink.pending(groups, group_id, what)
         in_flight = groups_in_flight(placement.concurrency, max((group.size for group in groups), default=1))

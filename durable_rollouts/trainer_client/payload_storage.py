@@ -1,6 +1,6 @@
 """The one data converter of workers, the starter and the slime drop-ins: pydantic payloads plus Temporal's
 external storage, on an S3-compatible bucket when ``ROLLOUT_PAYLOAD_BUCKET`` is set, else on this machine's
-payload folder (``config.payload_store``).
+payload folder (``durable_rollouts.config.payload_store``).
 
 Every payload of ``threshold_bytes`` or more (a workflow's or activity's input or result: a rollout's result
 carries its packed trajectory and whole logs) is put in the store and history keeps a reference; every

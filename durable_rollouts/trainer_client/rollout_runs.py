@@ -1,7 +1,7 @@
 """The trainer's side of single rollouts: build a rollout, start or attach to its workflow, wait for its result.
 
 Invariants: a rollout's workflow id is fixed by the run, its instance id, sample index and group index
-(``contracts.workflow_ids``), so starting it again attaches to it and it runs once; a rollout that cannot be
+(``durable_rollouts.contracts.workflow_ids``), so starting it again attaches to it and it runs once; a rollout that cannot be
 started or collected comes back as a ``failed`` result naming why, never as an exception; a Temporal
 outage is waited out for up to ``server_wait_s`` (``workflow_runs``). Nothing here needs a worker's
 packages: slime's trainer process imports it.
@@ -28,7 +28,7 @@ RolloutCallback = Callable[[RolloutResult], Awaitable[None] | None]
 
 
 def workflow_id_for(run_id: str, task: TaskSpec, sample_index: int, group_index: int) -> str:
-    """The rollout's id (``contracts.workflow_ids``): the same whether it runs flat or as a group's child."""
+    """The rollout's id (``durable_rollouts.contracts.workflow_ids``): the same whether it runs flat or as a group's child."""
     return rollout_workflow_id(run_id, task.instance_id, sample_index, group_index)
 
 

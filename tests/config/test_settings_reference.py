@@ -1,4 +1,4 @@
-"""The settings page is generated from ``config.settings_reference`` and cannot drift from the code: every variable
+"""The settings page is generated from ``durable_rollouts.config.settings_reference`` and cannot drift from the code: every variable
 the code reads is listed, nothing else is, the page is the rendering, and the stated defaults are the readers'."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Top-p nuclei and routed experts: asked for when the trainer replays them, read from SGLang's reply, kept aligned
 with every sampled token through turns, retries and a continuation after an abort, spooled and packed.
 
-The scripted server answers with ``scripted_policy.replay_data``'s deterministic nuclei and routing, so every
+The scripted server answers with ``durable_rollouts.scripted_policy.replay_data``'s deterministic nuclei and routing, so every
 position is checked against what the server says it was."""
 
 from __future__ import annotations

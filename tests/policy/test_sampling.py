@@ -1,4 +1,4 @@
-"""What a turn is sampled with (``policy.sampling``), and what a stop-sequence turn leaves in the ledger.
+"""What a turn is sampled with (``durable_rollouts.policy.sampling``), and what a stop-sequence turn leaves in the ledger.
 
 The rule: the trainer's ``SamplingParams`` are the defaults, the client's
 ``temperature`` / ``top_p`` / ``top_k`` / ``stop_sequences`` override them

@@ -1,4 +1,4 @@
-"""Turn sequences for slime's trajectory rule, and the project's samples of them (``slime_samples.message_tree``).
+"""Turn sequences for slime's trajectory rule, and the project's samples of them (``durable_rollouts.slime_samples.message_tree``).
 
 Shared by the stand-in tests (``test_message_tree.py``: the expected samples) and the check against a real
 slime checkout (``tests/against_slime``: slime's ``TrajectoryManager`` must give the same samples).

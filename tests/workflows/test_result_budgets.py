@@ -1,4 +1,4 @@
-"""A workflow's own result stays within its payload budget (``contracts.payload_budget``), so the worker can always
+"""A workflow's own result stays within its payload budget (``durable_rollouts.contracts.payload_budget``), so the worker can always
 encode it: a rollout leaves out logs that would put it over, a group leaves out its samples' trajectories, which the
 trainer side reads back from the children."""
 

@@ -5,7 +5,7 @@ disappears. A well-formed tool call leaves the visible text for
 ``tool_calls``; an ill-formed one stays in the visible text verbatim and is
 reported in ``errors``; only reasoning leaves the text, for ``reasoning``
 (without its own tags). No parser raises on what the policy wrote: the one
-error is an unknown parser *name* (``policy.parsers.registry``).
+error is an unknown parser *name* (``durable_rollouts.policy.parsers.registry``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# Tool name -> the JSON schema of its input (``policy.anthropic_translation.tool_schemas``).
+# Tool name -> the JSON schema of its input (``durable_rollouts.policy.anthropic_translation.tool_schemas``).
 Schemas = dict[str, dict[str, Any]]
 
 
