@@ -250,8 +250,10 @@ async def run_worker(
             host_queue=host_queue,
             limits=settings.sandbox_limits,
             lifetime_s=settings.budgets.guard_s + 600,
+            images=settings.images,
         ),
         client=docker_client,
+        meter=runtime.metric_meter,
     )
     host = RolloutHost(
         sandboxes=sandboxes,

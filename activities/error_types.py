@@ -16,6 +16,9 @@ from enum import StrEnum
 class ErrorType(StrEnum):
     # the Docker sandbox
     SANDBOX_IMAGE_MISSING = "SandboxImageMissing"
+    # the task image's registry: it refused this host's credentials / could not be reached or timed out
+    REGISTRY_AUTH_FAILED = "RegistryAuthFailed"
+    REGISTRY_UNAVAILABLE = "RegistryUnavailable"
     SANDBOX_BOOT_ERROR = "SandboxBootError"
     SANDBOX_GONE = "SandboxGone"
     SANDBOX_ERROR = "SandboxError"

@@ -8,6 +8,7 @@ sandbox boots is reported as a boot error, any later one as a grading error.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from temporalio import activity
 
@@ -15,7 +16,7 @@ from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
 from activities.sandbox import heartbeating
 from durable_rollouts.contracts.rollout import EvalRequest, EvalResult
-from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
+from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxError, SandboxGone, SandboxImageMissing
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import swebench
 from durable_rollouts.grading.graders import GraderScriptMissing, NoGrader, evaluate
@@ -28,6 +29,8 @@ def _failures(failed: ErrorType) -> Translation:
         Failure(GraderScriptMissing, ErrorType.GRADER_SCRIPT_MISSING),
         Failure(swebench.NotEvaluable, ErrorType.NOT_EVALUABLE),
         Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+        Failure(RegistryAuthFailed, ErrorType.REGISTRY_AUTH_FAILED),
+        Failure(RegistryUnavailable, ErrorType.REGISTRY_UNAVAILABLE, retryable=True),
         Failure(SandboxGone, ErrorType.SANDBOX_GONE, retryable=True),
         Failure(SandboxError, failed),
     )
@@ -48,13 +51,19 @@ class GradingActivities:
         """``graders.evaluate`` with the worker's sandbox settings, heartbeating ``{"phase": ...}`` every few seconds.
 
         Non-retryable: ``NoGrader``, ``NotEvaluable``, ``GraderScriptMissing``, ``SandboxImageMissing``,
-        ``SandboxBootError`` (e.g. a failing pre-command), ``GradingFailed``. Retryable:
-        ``SandboxGone`` (the grading container died) and Docker hiccups (propagated).
+        ``RegistryAuthFailed``, ``SandboxBootError`` (e.g. a failing pre-command), ``GradingFailed``. Retryable:
+        ``SandboxGone`` (the grading container died), ``RegistryUnavailable`` and Docker hiccups (propagated).
+        A pull of the task image during the boot adds ``pull`` (its progress) to the heartbeat.
         """
-        phase = {"phase": "start"}
+        phase: dict[str, Any] = {"phase": "start"}
         try:
             async with heartbeating(lambda: dict(phase)):
-                graded = await evaluate(self.sandboxes, request, report=lambda name: phase.update(phase=name))
+                graded = await evaluate(
+                    self.sandboxes,
+                    request,
+                    report=lambda name: phase.update(phase=name),
+                    on_pull=lambda progress: phase.update(pull=progress.model_dump(mode="json")),
+                )
         except GRADING_FAILURES.handled as error:
             raise (BOOT_FAILURES if phase["phase"] == "boot" else GRADING_FAILURES)(error) from error
         log_bytes = await asyncio.to_thread(lambda: len(graded.log.encode("utf-8", errors="replace")))

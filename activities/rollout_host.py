@@ -177,7 +177,7 @@ class RolloutHost:
         """``sandbox.boot_sandbox``; a boot that fails for good (not retryable, cancelled, or its last
         attempt) gives the workflow's reserved slot back at once instead of holding it for the TTL."""
         try:
-            return await sandbox.boot_sandbox(self.sandboxes, request)
+            return await sandbox.boot_sandbox(self.sandboxes, request, self.client)
         except BaseException as error:
             if _final_failure(error):
                 self._reservations.pop(request.workflow_id, None)

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
-from durable_rollouts.contracts.rollout import CapturedDiff, SandboxHandle, SandboxRequest
-from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
+from durable_rollouts.contracts.rollout import CapturedDiff, ImagePull, SandboxHandle, SandboxRequest
+from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxError, SandboxGone, SandboxImageMissing
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import swebench
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.asynccontextmanager
@@ -38,24 +43,64 @@ async def heartbeating(details: Callable[[], Any], interval_s: float = 5.0) -> A
         task.cancel()
 
 
+PULL_SIGNAL_INTERVAL_S = 2.0
+
 BOOT_FAILURES = Translation(
     Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+    Failure(RegistryAuthFailed, ErrorType.REGISTRY_AUTH_FAILED),
+    Failure(RegistryUnavailable, ErrorType.REGISTRY_UNAVAILABLE, retryable=True),
     Failure(swebench.NotEvaluable, ErrorType.NOT_EVALUABLE),
     Failure(SandboxError, ErrorType.SANDBOX_BOOT_ERROR),
 )
 DIFF_FAILURES = Translation(Failure(SandboxGone, ErrorType.SANDBOX_GONE), Failure(SandboxError, ErrorType.GIT_DIFF_FAILED))
 
 
-async def boot_sandbox(sandboxes: DockerSandboxes, request: SandboxRequest) -> SandboxHandle:
-    """Boot with the worker's settings; non-transient failures are non-retryable (``SandboxImageMissing``,
-    ``SandboxBootError``). An agent sandbox is not booted for a SWE-bench row this worker could not grade
-    (``NotEvaluable``), so no agent run is spent on it. It heartbeats from its start (the workflow gives
-    it a short heartbeat timeout, so a worker lost mid-boot is noticed in seconds)."""
+@contextlib.asynccontextmanager
+async def signalling_pulls(client: Client | None, workflow_id: str) -> AsyncIterator[Callable[[ImagePull], None]]:
+    """A listener for an image pull's progress that sends the latest to the workflow's ``image_pull`` signal
+    at most every ``PULL_SIGNAL_INTERVAL_S`` (nothing when no pull happens, or without a client)."""
+    latest: dict[str, ImagePull] = {}
+
+    async def send() -> None:
+        sent: ImagePull | None = None
+        while client is not None:
+            await asyncio.sleep(PULL_SIGNAL_INTERVAL_S)
+            current = latest.get("pull")
+            if current is not None and current != sent:
+                sent = current
+                try:
+                    await client.get_workflow_handle(workflow_id).signal("image_pull", sent)
+                except RPCError as error:
+                    log.debug("image_pull signal to %s failed: %s", workflow_id, error)
+
+    def remember(progress: ImagePull) -> None:
+        latest["pull"] = progress
+
+    task = asyncio.create_task(send())
     try:
-        async with heartbeating(lambda: {"phase": "boot"}):
+        yield remember
+    finally:
+        task.cancel()
+
+
+async def boot_sandbox(sandboxes: DockerSandboxes, request: SandboxRequest, client: Client | None = None) -> SandboxHandle:
+    """Boot with the worker's settings; non-transient failures are non-retryable (``SandboxImageMissing``,
+    ``RegistryAuthFailed``, ``SandboxBootError``); ``RegistryUnavailable`` is retried. An agent sandbox is not
+    booted for a SWE-bench row this worker could not grade (``NotEvaluable``), so no agent run is spent on
+    it. It heartbeats from its start (the workflow gives it a short heartbeat timeout, so a worker lost
+    mid-boot is noticed in seconds); while the host pulls the task image the heartbeat carries the pull's
+    progress (``{"phase": "pull", "pull": ...}``) and, with ``client``, the workflow hears it too."""
+    details: dict[str, Any] = {"phase": "boot"}
+    try:
+        async with signalling_pulls(client, request.workflow_id) as tell_workflow, heartbeating(lambda: dict(details)):
+
+            def on_pull(progress: ImagePull) -> None:
+                details.update(phase="pull", pull=progress.model_dump(mode="json"))
+                tell_workflow(progress)
+
             if request.purpose == "agent" and request.task.grader == "swebench":
                 await swebench.require_eval_script(request.task)
-            return await sandboxes.boot(request)
+            return await sandboxes.boot(request, on_pull=on_pull)
     except BOOT_FAILURES.handled as error:
         raise BOOT_FAILURES(error) from error
 

@@ -77,6 +77,15 @@ if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then
 fi
 echo "nginx: $(/usr/sbin/nginx -v 2>&1 | sed -n 's/^nginx version: nginx\///p')"
 
+# 1f. A registry (Debian's docker-registry, distribution 2.8) and htpasswd (apache2-utils): the image tests
+# (tests/registry/) serve task images from one on loopback with htpasswd auth; RUNLEVEL=1 keeps the package's
+# service from starting.
+if ! command -v docker-registry >/dev/null || ! command -v htpasswd >/dev/null; then
+  echo "apt: installing docker-registry apache2-utils"
+  apt-get update -qq && RUNLEVEL=1 apt-get install -y -qq --no-install-recommends docker-registry apache2-utils >/dev/null
+fi
+echo "docker-registry: $(docker-registry --version 2>&1 | awk '{print $3}')"
+
 # 2. Claude Code: npm package whose optional dependency carries the native binary.
 case $(uname -m) in aarch64|arm64) ARCH=arm64 ;; *) ARCH=x64 ;; esac
 CLAUDE_BIN=.cache/claude-code/node_modules/@anthropic-ai/claude-code-linux-$ARCH/claude

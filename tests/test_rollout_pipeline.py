@@ -20,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 import slime_generate
 from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
@@ -58,7 +59,8 @@ class Cluster:
 async def cluster(renderer, tmp_path_factory):
     policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
     policy_url = await policy.start()
-    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), BUDGETS) as (env, settings):
+    # Pulls off: every example image is on the engine, and the missing row is image_not_found without asking Docker Hub.
+    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), BUDGETS, images=ImageSettings(pull_policy="never")) as (env, settings):
         yield Cluster(env, settings, policy)
     await policy.stop()
 
@@ -107,7 +109,7 @@ async def test_impossible_probes_of_every_example_run_the_whole_loop_and_the_ora
     for result in (noop, noop_swebench):
         assert (result.status, result.reward, result.solved) == ("completed", 0.0, False)
     assert (noop_swebench.evaluation.grader, noop_swebench.evaluation.tests_passed, noop_swebench.evaluation.tests_failed) == ("swebench", 3, 3)
-    assert (bad.status, bad.abort_reason) == ("aborted", "sandbox_boot_failed")
+    assert (bad.status, bad.abort_reason) == ("aborted", "image_not_found")
     assert (ungradable.status, ungradable.abort_reason, ungradable.agent) == ("aborted", "not_evaluable", None)
 
 

@@ -19,7 +19,9 @@ with workflow.unsafe.imports_passed_through():
     from durable_rollouts.contracts.rollout import AbortReason, exception_reason
 
 ABORT_REASONS: dict[str, AbortReason] = {
-    ErrorType.SANDBOX_IMAGE_MISSING: AbortReason.SANDBOX_BOOT_FAILED,
+    ErrorType.SANDBOX_IMAGE_MISSING: AbortReason.IMAGE_NOT_FOUND,
+    ErrorType.REGISTRY_AUTH_FAILED: AbortReason.REGISTRY_AUTH_FAILED,
+    ErrorType.REGISTRY_UNAVAILABLE: AbortReason.REGISTRY_UNAVAILABLE,
     ErrorType.SANDBOX_BOOT_ERROR: AbortReason.SANDBOX_BOOT_FAILED,
     ErrorType.NO_GRADER: AbortReason.NO_GRADER,
     ErrorType.NOT_EVALUABLE: AbortReason.NOT_EVALUABLE,

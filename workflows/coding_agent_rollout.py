@@ -58,7 +58,7 @@ from temporalio.workflow import ActivityCancellationType
 
 from workflows import rollout_metrics
 from workflows import search_attributes as attrs
-from workflows.activity_errors import Aborted, abort_reason, error_type, host_lost
+from workflows.activity_errors import ABORT_REASONS, Aborted, abort_reason, error_type, host_lost
 from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         EvalRequest,
         EvalResult,
         GraderKind,
+        ImagePull,
         MergeRequest,
         MergeResult,
         RolloutInput,
@@ -87,15 +88,16 @@ with workflow.unsafe.imports_passed_through():
     )
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
+BOOT_TIMEOUT = timedelta(minutes=5)  # beyond the image pull's own timeout
 # Deprecated ``workflow.patched`` ids: the branches before them are gone, the markers stay so that runs started by
 # the release that still patched (its history in tests/histories/previous_release.json) replay. Remove them once
 # no run of that release can be open.
 CAPTURE_DIFF_PATCH = "capture-diff-report"
 WAIT_FOR_GRADING_CANCEL_PATCH = "wait-for-grading-cancel"
-BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
+BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.REGISTRY_AUTH_FAILED, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
-CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.NO_GRADER)
+CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.REGISTRY_UNAVAILABLE, ErrorType.NO_GRADER)
 KNOWN_ABORT_REASONS = frozenset(AbortReason)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # The grade's rules, which a re-grade (``workflows.regrade_rollout``) shares: no grader, or a task no sandbox boots for, is not retried.
@@ -145,6 +147,13 @@ class CodingAgentRollout:
         self._show_details()
 
     @workflow.signal
+    def image_pull(self, update: ImagePull) -> None:
+        """The boot's pull of the task image on a host that lacks it (``RolloutHost.boot_sandbox`` sends it)."""
+        if self._progress.stage == "booting":
+            self._progress = self._progress.model_copy(update={"image_pull": update})
+            self._show_details()
+
+    @workflow.signal
     def abort(self, reason: str) -> None:
         """Stop this rollout gracefully; the result is ``aborted`` with ``reason`` (default ``cancelled``)."""
         self._abort_requested = reason or AbortReason.CANCELLED
@@ -190,6 +199,7 @@ class CodingAgentRollout:
             f"**stage** {p.stage} · **attempt** {p.attempt} · **host** `{p.host_queue or '-'}` · **sandbox** `{p.sandbox or '-'}`\n\n"
             f"**turns** {p.turns} · **tokens** {p.tokens} · **last model turn** {last} · **last tools** {', '.join(p.last_tools) or '-'}"
             + (f" · **weights** {p.oldest_weight_version}..{p.newest_weight_version}" if p.oldest_weight_version is not None else "")
+            + (f"\n\n**pulling** `{p.image_pull.image}`: {p.image_pull.summary()}" if p.image_pull is not None else "")
         )
 
     async def _rollout(self, rollout: RolloutInput) -> MergeResult:
@@ -210,8 +220,14 @@ class CodingAgentRollout:
                 workflow.deprecate_patch(WAIT_FOR_GRADING_CANCEL_PATCH)
                 self._evaluation = await workflow.execute_activity(
                     refs.evaluate,
-                    EvalRequest(task=rollout.task, diff=captured.diff, workflow_id=workflow.info().workflow_id, timeout_s=rollout.eval_timeout_s),
-                    start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s) + GRADING_OVERHEAD,
+                    EvalRequest(
+                        task=rollout.task,
+                        diff=captured.diff,
+                        workflow_id=workflow.info().workflow_id,
+                        timeout_s=rollout.eval_timeout_s,
+                        pull_timeout_s=rollout.pull_timeout_s,
+                    ),
+                    start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + rollout.pull_timeout_s) + GRADING_OVERHEAD,
                     heartbeat_timeout=GRADING_HEARTBEAT_TIMEOUT,
                     retry_policy=GRADING_RETRY,
                     # A stopped rollout waits for its cancelled grade to end, so the grading sandbox is gone when the result is.
@@ -246,7 +262,9 @@ class CodingAgentRollout:
 
     async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, CapturedDiff, str] | None:
         """One attempt in a fresh sandbox; ``None`` means the host was lost and the next attempt should run."""
-        self._enter("booting", attempt=attempt, sandbox="", host_queue="", session_id="", turns=0, tokens=0, last_turn_at=None, last_tools=[])
+        self._enter(
+            "booting", attempt=attempt, sandbox="", host_queue="", session_id="", turns=0, tokens=0, last_turn_at=None, last_tools=[], image_pull=None
+        )
         host_queue = await workflow.execute_activity(
             refs.pick_host,
             start_to_close_timeout=timedelta(seconds=10),
@@ -260,7 +278,7 @@ class CodingAgentRollout:
         session_to_discard: str | None = None
         try:
             handle = await self._boot(rollout, workflow_id, attempt, pinned)
-            self._enter("agent", sandbox=handle.name, host_queue=host_queue)
+            self._enter("agent", sandbox=handle.name, host_queue=host_queue, image_pull=None)
             agent = await workflow.execute_activity(
                 refs.run_claude_code,
                 AgentRunRequest(
@@ -309,12 +327,15 @@ class CodingAgentRollout:
         )
 
     async def _boot(self, rollout: RolloutInput, workflow_id: str, attempt: int, pinned: dict) -> SandboxHandle:
-        """Boot with retries for transient Docker errors; a boot that still fails aborts as ``sandbox_boot_failed``."""
+        """Boot with retries for transient Docker and registry errors, pulling the task image on a host that
+        lacks it (its own timeout, ``pull_timeout_s``); a boot that still fails aborts with its failure's reason
+        (``image_not_found``, ``registry_auth_failed``, ``registry_unavailable``, ``not_evaluable``), else
+        ``sandbox_boot_failed``."""
         try:
             return await workflow.execute_activity(
                 refs.boot_sandbox,
-                SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt),
-                start_to_close_timeout=timedelta(minutes=5),
+                SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt, pull_timeout_s=rollout.pull_timeout_s),
+                start_to_close_timeout=BOOT_TIMEOUT + timedelta(seconds=rollout.pull_timeout_s),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=BOOT_RETRY,
                 summary=f"boot {rollout.task.image}",
@@ -323,7 +344,8 @@ class CodingAgentRollout:
         except ActivityError as error:
             if host_lost(error):
                 raise
-            raise Aborted(AbortReason.NOT_EVALUABLE if error_type(error) == ErrorType.NOT_EVALUABLE else AbortReason.SANDBOX_BOOT_FAILED) from None
+            kind = error_type(error)
+            raise Aborted(ABORT_REASONS[kind] if kind in CLASSIFIED_ERRORS else AbortReason.SANDBOX_BOOT_FAILED) from None
 
     async def _clean_up_on_host(self, activity: Callable[[Any], Awaitable[None]], argument: Any, host_queue: str, summary: str) -> None:
         """Best effort: a dead host can neither destroy its container nor drop its session; the reaper

@@ -41,11 +41,12 @@ class RegradeRollout:
     @workflow.run
     async def run(self, regrade: RegradeInput) -> RegradeResult:
         workflow_id = workflow.info().workflow_id
+        request = EvalRequest(task=regrade.task, diff=regrade.patch, workflow_id=workflow_id, timeout_s=regrade.eval_timeout_s)
         try:
             evaluation = await workflow.execute_activity(
                 refs.evaluate,
-                EvalRequest(task=regrade.task, diff=regrade.patch, workflow_id=workflow_id, timeout_s=regrade.eval_timeout_s),
-                start_to_close_timeout=timedelta(seconds=regrade.eval_timeout_s) + GRADING_OVERHEAD,
+                request,
+                start_to_close_timeout=timedelta(seconds=request.timeout_s + request.pull_timeout_s) + GRADING_OVERHEAD,
                 heartbeat_timeout=GRADING_HEARTBEAT_TIMEOUT,
                 retry_policy=GRADING_RETRY,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

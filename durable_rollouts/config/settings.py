@@ -31,11 +31,13 @@ import shlex
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import get_args
+from typing import cast, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from durable_rollouts.contracts.rollout import FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy, TaskSpec
+from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings, PullPolicy, RegistryCredentials
 from durable_rollouts.docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.parsers import (
@@ -73,7 +75,9 @@ def default_agent_slots(cpus: int | None = None) -> int:
 class RolloutBudgets(BaseModel):
     agent_budget_s: int = Field(1800, ge=1)
     eval_timeout_s: int = Field(600, ge=1)
-    guard_s: int = Field(2580, ge=1)
+    # How long a host may take to pull a task image it lacks, apart from the boot.
+    pull_timeout_s: int = Field(600, ge=1)
+    guard_s: int = Field(3180, ge=1)
     # How long a rollout whose host went silent waits for it to come back before it moves to another host.
     resume_window_s: int = Field(120, ge=1)
 
@@ -121,6 +125,7 @@ class WorkerSettings(BaseModel):
     grading_offline: bool = True
     offline_tools: bool = True
     metrics_address: str | None = None
+    images: ImageSettings = ImageSettings()
 
     @property
     def host_queue(self) -> str:
@@ -240,18 +245,20 @@ def _metrics_address(env: Mapping[str, str]) -> str | None:
 def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
     agent = _int(env, "SWE_TIME_BUDGET_SEC", 1800)
     evaluation = _int(env, "SWE_EVAL_TIMEOUT_SEC", 600)
-    guard = _int(env, "SWE_GENERATE_GUARD_SEC", 0) or agent + evaluation + 180
+    pull = _int(env, "ROLLOUT_PULL_TIMEOUT_S", 600)
+    guard = _int(env, "SWE_GENERATE_GUARD_SEC", 0) or agent + evaluation + pull + 180
     resume = _int(env, "ROLLOUT_RESUME_WINDOW_S", 120)
     named = (
         ("SWE_TIME_BUDGET_SEC", agent),
         ("SWE_EVAL_TIMEOUT_SEC", evaluation),
+        ("ROLLOUT_PULL_TIMEOUT_S", pull),
         ("SWE_GENERATE_GUARD_SEC", guard),
         ("ROLLOUT_RESUME_WINDOW_S", resume),
     )
     for name, value in named:
         if value <= 0:
             raise SettingsError(f"{name}: must be positive, got {value}")
-    return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, guard_s=guard, resume_window_s=resume)
+    return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, pull_timeout_s=pull, guard_s=guard, resume_window_s=resume)
 
 
 def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | None:
@@ -282,6 +289,31 @@ def impossible_share_from_env(env: Mapping[str, str] = os.environ) -> float:
     return share
 
 
+def images_from_env(env: Mapping[str, str] = os.environ) -> ImageSettings:
+    """``ROLLOUT_PULL_POLICY`` (``missing``, ``always``, ``never``), ``ROLLOUT_IMAGE_MIRRORS``
+    (``SOURCE=TARGET,...``) and one registry's credentials (``ROLLOUT_REGISTRY``, ``ROLLOUT_REGISTRY_USERNAME``,
+    ``ROLLOUT_REGISTRY_PASSWORD``; without them, Docker's ``config.json``) and the task images' disk budget
+    (``ROLLOUT_IMAGE_CACHE_BYTES``, 0: none)."""
+    policy = env.get("ROLLOUT_PULL_POLICY", "").strip() or "missing"
+    if policy not in get_args(PullPolicy):
+        raise SettingsError(f"ROLLOUT_PULL_POLICY: one of {', '.join(get_args(PullPolicy))}, got {policy!r}")
+    try:
+        mirrors = parse_mirror_rules(env.get("ROLLOUT_IMAGE_MIRRORS", ""))
+    except ValueError as error:
+        raise SettingsError(f"ROLLOUT_IMAGE_MIRRORS: {error}") from None
+    registry, username = env.get("ROLLOUT_REGISTRY", "").strip(), env.get("ROLLOUT_REGISTRY_USERNAME", "").strip()
+    credentials = None
+    if registry or username:
+        for name in ("ROLLOUT_REGISTRY", "ROLLOUT_REGISTRY_USERNAME", "ROLLOUT_REGISTRY_PASSWORD"):
+            if not env.get(name, "").strip():
+                raise SettingsError(
+                    f"{name}: not set; a registry's credentials are ROLLOUT_REGISTRY, ROLLOUT_REGISTRY_USERNAME and ROLLOUT_REGISTRY_PASSWORD together"
+                )
+        credentials = RegistryCredentials(registry=registry, username=username, password=SecretStr(env["ROLLOUT_REGISTRY_PASSWORD"]))
+    cache_bytes = _byte_count(env, "ROLLOUT_IMAGE_CACHE_BYTES", 0)
+    return ImageSettings(pull_policy=cast(PullPolicy, policy), mirrors=mirrors, credentials=credentials, cache_bytes=cache_bytes)
+
+
 def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
     extra_env_raw = env.get("SLIME_AGENT_CC_EXTRA_ENVS", "")
     try:
@@ -307,6 +339,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "grading_offline": _flag(env, "ROLLOUT_GRADING_OFFLINE", True),
         "offline_tools": _flag(env, "ROLLOUT_OFFLINE_TOOLS", True),
         "metrics_address": _metrics_address(env),
+        "images": images_from_env(env),
         **_sandbox_limits(env),
     }
     for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):

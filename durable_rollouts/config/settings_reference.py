@@ -38,8 +38,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "SWE_GENERATE_GUARD_SEC",
         "both",
-        "budget + eval + 180",
+        "budget + eval + pull + 180",
         "the whole rollout's guard (a workflow timer); when it fires the rollout ends `aborted: wall_clock_timeout`",
+    ),
+    Setting(
+        "ROLLOUT_PULL_TIMEOUT_S",
+        "both",
+        "600",
+        "how long a host may take to pull a task image it lacks, apart from the boot; a pull past it is `registry_unavailable` (retried, refilled in a group)",
     ),
     Setting(
         "ROLLOUT_RESUME_WINDOW_S",
@@ -137,6 +143,27 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ROLLOUT_SANDBOX_OWNER", "worker", "the host name", "the owner label of every sandbox, so a test run finds what it leaked"),
     Setting("ROLLOUT_GRADING_OFFLINE", "worker", "1", "grading sandboxes get no network; `0` puts them on `rollouts-sandbox` like agent sandboxes"),
     Setting("ROLLOUT_OFFLINE_TOOLS", "worker", "1", "every sandbox gets the offline environment for pip, uv, conda, npm and Hugging Face"),
+    Setting(
+        "ROLLOUT_PULL_POLICY",
+        "worker",
+        "missing",
+        "task images: `missing` pulls one the engine lacks (once per host however many rollouts wait), `always` pulls before every boot, `never` boots only from what the engine holds (an absent image is `image_not_found`)",
+    ),
+    Setting(
+        "ROLLOUT_IMAGE_MIRRORS",
+        "worker",
+        "none",
+        "`SOURCE=TARGET` prefixes, comma-separated, that rewrite the name an image is pulled and booted by, e.g. `docker.io/swebench=mirror.local:5000/swebench` for a pull-through cache",
+    ),
+    Setting(
+        "ROLLOUT_IMAGE_CACHE_BYTES",
+        "worker",
+        "0 (no budget)",
+        "the disk budget of the task images a worker booted or pulled (same units as the sandbox sizes): past it, the least recently booted are removed, never one a container or a boot is using, never `rollout-base:bookworm`; an image's size counts the layers it shares",
+    ),
+    Setting("ROLLOUT_REGISTRY", "worker", "none", "the registry (`host[:port]` as image names spell it) the next two credentials are for"),
+    Setting("ROLLOUT_REGISTRY_USERNAME", "worker", "none: Docker's `config.json`", "the user pulls from `ROLLOUT_REGISTRY` log in as"),
+    Setting("ROLLOUT_REGISTRY_PASSWORD", "worker", "none", "that user's password or token"),
     Setting(
         "ROLLOUT_DATASET_ROOT",
         "both",

@@ -629,6 +629,24 @@ class SandboxRequest(BaseModel):
     workflow_id: str
     attempt: int
     purpose: Literal["agent", "grading"] = "agent"
+    # How long pulling the task image may take on a host that lacks it, apart from the boot itself.
+    pull_timeout_s: float = Field(600.0, gt=0)
+
+
+class ImagePull(BaseModel):
+    """How far a host's pull of a task image got: layers (``done`` of ``total`` known so far) and bytes
+    downloaded of those announced so far; ``image`` is the name pulled (after the mirror rewrite)."""
+
+    image: str
+    layers_total: int = 0
+    layers_done: int = 0
+    bytes_done: int = 0
+    bytes_total: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """``3/7 layers, 120.4/450.0 MB, 12 s``."""
+        return f"{self.layers_done}/{self.layers_total} layers, {self.bytes_done / 1e6:.1f}/{self.bytes_total / 1e6:.1f} MB, {self.seconds:.0f} s"
 
 
 class SandboxHandle(BaseModel):
@@ -683,6 +701,7 @@ class EvalRequest(BaseModel):
     diff: str
     workflow_id: str
     timeout_s: int = Field(600, ge=1)
+    pull_timeout_s: int = Field(600, ge=1)
 
 
 class EvalResult(BaseModel):
@@ -740,6 +759,10 @@ class AbortReason(StrEnum):
     CANCELLED = "cancelled"
     # rollouts
     MISSING_IMAGE_OR_WORKDIR = "missing_image_or_workdir"
+    # the task image is in no registry this host can reach by its name (or absent with pulls off)
+    IMAGE_NOT_FOUND = "image_not_found"
+    REGISTRY_AUTH_FAILED = "registry_auth_failed"
+    REGISTRY_UNAVAILABLE = "registry_unavailable"
     SANDBOX_BOOT_FAILED = "sandbox_boot_failed"
     NOT_EVALUABLE = "not_evaluable"
     NO_GRADER = "no_grader"
@@ -804,7 +827,8 @@ class RolloutInput(BaseModel):
     policy: PolicySpec = PolicySpec()
     agent_budget_s: int = Field(1800, ge=1)
     eval_timeout_s: int = Field(600, ge=1)
-    guard_s: int = Field(2580, ge=1)
+    pull_timeout_s: int = Field(600, ge=1)
+    guard_s: int = Field(3180, ge=1)
     max_agent_attempts: int = Field(3, ge=1)
     host_start_timeout_s: int = Field(10, ge=1)
     resume_window_s: int = Field(120, ge=1)
@@ -945,6 +969,8 @@ class RolloutProgress(BaseModel):
     stage_since: datetime | None = None
     oldest_weight_version: str | None = None
     newest_weight_version: str | None = None
+    # The task image's pull while the attempt boots on a host that lacks it (None once booted, or when none ran).
+    image_pull: ImagePull | None = None
 
 
 class RolloutResult(BaseModel):

@@ -48,6 +48,8 @@ CHILD_CLOSED_PREFIX = "child_"
 INFRASTRUCTURE_REASONS = frozenset(
     {
         AbortReason.SANDBOX_BOOT_FAILED,
+        AbortReason.REGISTRY_AUTH_FAILED,
+        AbortReason.REGISTRY_UNAVAILABLE,
         AbortReason.NO_HEALTHY_HOST,
         AbortReason.ADAPTER_SESSION_EMPTY,
         AbortReason.ADAPTER_SESSION_LOST,
@@ -60,6 +62,7 @@ INFRASTRUCTURE_REASONS = frozenset(
 TASK_REASONS = frozenset(
     {
         AbortReason.MISSING_IMAGE_OR_WORKDIR,
+        AbortReason.IMAGE_NOT_FOUND,
         AbortReason.NOT_EVALUABLE,
         AbortReason.NO_GRADER,
         AbortReason.UNKNOWN_TASK,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# The image every example task image is built FROM (scripts/build_base_image.sh); an image cache never removes it.
+BASE_IMAGE = "rollout-base:bookworm"
 LABEL_PREFIX = "io.rollouts"
 # Labels a container with its owner (default: the host name), so a test run finds what it leaked.
 OWNER_ENV = "ROLLOUT_SANDBOX_OWNER"

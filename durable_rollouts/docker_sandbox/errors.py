@@ -8,7 +8,16 @@ class SandboxError(RuntimeError):
 
 
 class SandboxImageMissing(SandboxError):
-    """The task image is not present locally (there is no registry to pull from)."""
+    """The task image is neither on the engine nor in its registry (or it is absent and pulls are off):
+    the row's fault, the same on every host."""
+
+
+class RegistryAuthFailed(SandboxError):
+    """The registry refused this host's credentials for the task image (the message names the registry)."""
+
+
+class RegistryUnavailable(RuntimeError):
+    """The registry could not be reached, failed, or the pull outlived its timeout: retrying may help."""
 
 
 class SandboxGone(SandboxError):

@@ -7,8 +7,9 @@ Invariants:
   stops on its own if every worker dies; the reaper removes what is left.
 * Blocking Docker SDK calls run in threads (``asyncio.to_thread``); a boot cancelled while its container is
   being created removes that container once the creation returns.
-* Root inside the sandbox only prepares the workspace (user, ownership, pre-commands); the agent runs as
-  ``agent``, and no-new-privileges keeps it from regaining the few capabilities preparation needs.
+* Root inside an agent sandbox only prepares the workspace (user, ownership, pre-commands); the agent runs
+  as ``agent``, and no-new-privileges keeps it from regaining the few capabilities preparation needs. A
+  grading sandbox runs everything as root and keeps the image's ownership.
 * Grading containers have no network (Docker's ``none``) unless ``SandboxSettings.grading_offline`` is
   off; agent containers join ``SandboxSettings.network``. With ``offline_tools`` every container's
   environment is ``offline_tools.OFFLINE_ENV``.
@@ -51,6 +52,8 @@ from durable_rollouts.docker_sandbox.detached import DetachedCommands
 from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxImageMissing
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.git_workspace import HARNESS_DIR, PROBLEM_STATEMENT_FILE
+from durable_rollouts.docker_sandbox.image_cache import ImageCache
+from durable_rollouts.docker_sandbox.image_pull import ImagePuller, ProgressListener
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings, task_limits
 from durable_rollouts.docker_sandbox.offline_tools import offline_environment
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
@@ -98,13 +101,17 @@ def expired_before(cutoff: float) -> Callable[[ManagedContainer], bool]:
 
 
 class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
-    """Needs ``settings`` (how to boot) and ``boot_slots`` (how many boots at once), given by ``DockerSandboxes``."""
+    """Needs ``settings`` (how to boot), ``boot_slots`` (how many boots at once) and ``images`` (the puller),
+    given by ``DockerSandboxes``."""
 
     settings: SandboxSettings
     boot_slots: asyncio.Semaphore
+    images: ImagePuller
+    image_cache: ImageCache
 
-    def _create_container(self, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits) -> tuple[str, str]:
-        """Create and start the container (blocking); a container that fails to start is removed."""
+    def _create_container(self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits) -> tuple[str, str]:
+        """Create and start the container from ``image`` (blocking); a container that fails to start is
+        removed. Raises ``docker.errors.ImageNotFound`` when the engine lacks ``image``."""
         name = _container_name(request)
         claude_code: Path | None = self.settings.claude_code if request.purpose == "agent" else None
         mounts = []
@@ -112,32 +119,27 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             target = CLAUDE_MOUNT_ROOT if claude_code.is_dir() else CLAUDE_MOUNT_PATH
             mounts.append(Mount(target, str(claude_code), type="bind", read_only=True))
         offline = request.purpose == "grading" and self.settings.grading_offline
-        try:
-            container = self.client.containers.create(
-                request.task.image,
-                entrypoint=["sleep"],
-                command=[str(lifetime_s)],
-                name=name,
-                labels=_labels(request, self.settings.host_queue, lifetime_s),
-                working_dir=request.task.workdir,
-                init=True,
-                auto_remove=False,
-                nano_cpus=int(limits.cpus * 1e9),
-                mem_limit=limits.memory_bytes,
-                memswap_limit=limits.memory_bytes,
-                pids_limit=limits.pids,
-                mounts=mounts,
-                network=None if offline else self.settings.network,
-                network_mode="none" if offline else None,
-                environment=offline_environment() if self.settings.offline_tools else None,
-                cap_drop=["ALL"],
-                cap_add=PREPARE_CAPABILITIES,
-                security_opt=["no-new-privileges"],
-            )
-        except docker.errors.ImageNotFound:
-            raise SandboxImageMissing(
-                f"image {request.task.image} is not present locally (no registry: build it, e.g. scripts/build_task_images.sh)"
-            ) from None
+        container = self.client.containers.create(
+            image,
+            entrypoint=["sleep"],
+            command=[str(lifetime_s)],
+            name=name,
+            labels=_labels(request, self.settings.host_queue, lifetime_s),
+            working_dir=request.task.workdir,
+            init=True,
+            auto_remove=False,
+            nano_cpus=int(limits.cpus * 1e9),
+            mem_limit=limits.memory_bytes,
+            memswap_limit=limits.memory_bytes,
+            pids_limit=limits.pids,
+            mounts=mounts,
+            network=None if offline else self.settings.network,
+            network_mode="none" if offline else None,
+            environment=offline_environment() if self.settings.offline_tools else None,
+            cap_drop=["ALL"],
+            cap_add=PREPARE_CAPABILITIES,
+            security_opt=["no-new-privileges"],
+        )
         try:
             container.start()
         except BaseException:
@@ -145,9 +147,36 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             raise
         return container.id, name
 
-    async def _create(self, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits) -> tuple[str, str]:
+    async def _create(self, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits, on_pull: ProgressListener | None) -> tuple[str, str]:
+        """Create the container from the task image, pulled first as the pull policy says (``image_pull``):
+        ``always`` before every boot, ``missing`` when the engine lacks it, never under ``never``."""
+        images = self.images.settings
+        image = images.local_name(request.task.image)
+        with self.image_cache.in_use(image):
+            if images.pull_policy == "always":
+                await self._pull(image, request, on_pull)
+            try:
+                created = await self._create_from(image, request, lifetime_s, limits)
+            except docker.errors.ImageNotFound:
+                if images.pull_policy == "never":
+                    raise SandboxImageMissing(f"image {image} is not on this host's engine and ROLLOUT_PULL_POLICY is never") from None
+                await self._pull(image, request, on_pull)
+                try:
+                    return await self._create_from(image, request, lifetime_s, limits)
+                except docker.errors.ImageNotFound as error:
+                    raise SandboxImageMissing(f"image {image} was pulled but the engine cannot run it: {error.explanation}") from None
+        if images.pull_policy != "always":
+            self.images.metrics.hit()
+        return created
+
+    async def _pull(self, image: str, request: SandboxRequest, on_pull: ProgressListener | None) -> None:
+        """Pull ``image`` (this boot holds it in the cache meanwhile), then bring the cache back under its budget."""
+        await self.images.pull(image, request.pull_timeout_s, on_pull)
+        await self.image_cache.enforce()
+
+    async def _create_from(self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits) -> tuple[str, str]:
         """Create the container; if cancelled meanwhile, wait for the thread and remove what it made."""
-        creation = asyncio.ensure_future(asyncio.to_thread(self._create_container, request, lifetime_s, limits))
+        creation = asyncio.ensure_future(asyncio.to_thread(self._create_container, image, request, lifetime_s, limits))
         try:
             return await asyncio.shield(creation)
         except asyncio.CancelledError:
@@ -156,17 +185,32 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
                 await asyncio.to_thread(self._remove, container_id)
             raise
 
-    async def _run_step(self, handle: SandboxHandle, command: str, label: str) -> None:
-        result = await self.exec(handle, "set -e\n" + command, user=AGENT_USER, timeout_s=PREPARE_TIMEOUT_S)
+    async def _run_step(self, handle: SandboxHandle, command: str, label: str, user: str) -> None:
+        result = await self.exec(handle, "set -e\n" + command, user=user, timeout_s=PREPARE_TIMEOUT_S)
         if result.exit_code != 0:
             why = "timed out" if result.timed_out else f"exit {result.exit_code}"
             raise SandboxError(f"{label} failed ({why}): {command[:300]!r}\n{result.output[-2000:]}")
 
     async def _prepare_workspace(self, handle: SandboxHandle, request: SandboxRequest) -> None:
         task = request.task
+        agent = request.purpose == "agent"
+        owned = self.owns_workdir(request)
+        user = AGENT_USER if owned else "root"
         setup = await self.exec_in(
             handle.container_id,
-            ["bash", "-c", _PREPARE.text, "prepare", task.workdir, HARNESS_DIR, AGENT_USER, str(AGENT_UID), AGENT_HOME, SWEBENCH_TESTBED_BIN],
+            [
+                "bash",
+                "-c",
+                _PREPARE.text,
+                "prepare",
+                task.workdir,
+                HARNESS_DIR,
+                AGENT_USER,
+                str(AGENT_UID),
+                AGENT_HOME,
+                SWEBENCH_TESTBED_BIN,
+                str(int(owned)),
+            ],
             user="root",
             cwd="/",
             timeout_s=PREPARE_TIMEOUT_S,
@@ -174,11 +218,11 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         if setup.exit_code != 0:
             raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
         if task.swepro is not None and task.swepro.before_repo_set_cmd:
-            await self._run_step(handle, task.swepro.before_repo_set_cmd, "before_repo_set_cmd")
+            await self._run_step(handle, task.swepro.before_repo_set_cmd, "before_repo_set_cmd", user)
         for index, command in enumerate(task.pre_commands):
-            await self._run_step(handle, command, f"pre_commands[{index}]")
-        await self.record_baseline(handle)
-        if request.purpose == "agent":
+            await self._run_step(handle, command, f"pre_commands[{index}]", user)
+        await self.record_baseline(handle, user)
+        if agent:
             await self.write_files(
                 handle,
                 [
@@ -187,26 +231,41 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
                 ],
             )
 
+    def owns_workdir(self, request: SandboxRequest) -> bool:
+        """Whether the boot gives the workdir to ``agent`` (and runs the pre-commands as ``agent``): in an agent
+        sandbox only; a grading sandbox runs everything as root and skips the ``chown -R``."""
+        return request.purpose == "agent"
+
     def limits_for(self, task: TaskSpec) -> SandboxLimits:
         """The limits ``task``'s sandboxes boot with and their disk budget: its resource request capped at the
         settings' limits (``limits.task_limits``)."""
         return task_limits(self.settings.limits, task.resources)
 
-    async def boot(self, request: SandboxRequest, *, lifetime_s: int | None = None, limits: SandboxLimits | None = None) -> SandboxHandle:
+    async def boot(
+        self,
+        request: SandboxRequest,
+        *,
+        lifetime_s: int | None = None,
+        limits: SandboxLimits | None = None,
+        on_pull: ProgressListener | None = None,
+    ) -> SandboxHandle:
         """Start a container from the task image and prepare its workspace; ``lifetime_s`` defaults to the
         settings', ``limits`` to ``limits_for(request.task)``.
 
-        Preparation: the ``agent`` user (uid 1000), ``safe.directory '*'``, the workdir owned by
-        ``agent``, then (as ``agent``, ``set -e``, in the workdir) ``before_repo_set_cmd`` and each
+        Preparation: the ``agent`` user (uid 1000), ``safe.directory '*'``, then in an agent sandbox the
+        workdir owned by ``agent`` (a grading sandbox, where everything runs as root, leaves ownership as the
+        image has it: no ``chown -R`` of a large repository), then (as the workdir's user: ``agent``, or
+        root in a grading sandbox; ``set -e``, in the workdir) ``before_repo_set_cmd`` and each
         pre-command, then the baseline snapshot for ``capture_diff``, then (purpose "agent" only)
         ``PROBLEM_STATEMENT.md`` and a Claude Code config that skips onboarding, then, with a disk budget,
         the writable layer's size (``disk_baseline_bytes``, the budget's zero). Any failure after the
-        container exists removes it before raising. At most ``boot_slots`` boots run at once.
+        container exists removes it before raising. At most ``boot_slots`` boots run at once. A pull of the
+        task image (``_create``) reports its progress to ``on_pull``.
         """
         lifetime_s = lifetime_s or self.settings.lifetime_s
         limits = limits or self.limits_for(request.task)
         async with self.boot_slots:
-            container_id, name = await self._create(request, lifetime_s, limits)
+            container_id, name = await self._create(request, lifetime_s, limits, on_pull)
             handle = SandboxHandle(
                 container_id=container_id, name=name, workdir=request.task.workdir, host_queue=self.settings.host_queue, attempt=request.attempt
             )

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from durable_rollouts.contracts.rollout import TaskResources
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 
 SANDBOX_MEMORY_BYTES = 4 << 30
 SANDBOX_DISK_BYTES = 10 << 30
@@ -49,7 +50,8 @@ def task_limits(caps: SandboxLimits, resources: TaskResources | None) -> Sandbox
 
 class SandboxSettings(BaseModel):
     """How a worker boots its sandboxes: Claude Code to mount into agent sandboxes, the network, the host
-    queue it labels them with, their caps, and how long a container lives if nobody removes it.
+    queue it labels them with, their caps, how long a container lives if nobody removes it, and where task
+    images come from (``images``: pull policy, mirrors, credentials).
 
     ``network`` is the agent sandboxes' network (they dial the adapter at its gateway). With
     ``grading_offline`` (the default) grading sandboxes get no network at all (Docker's ``none``: no
@@ -64,3 +66,4 @@ class SandboxSettings(BaseModel):
     host_queue: str = ""
     limits: SandboxLimits = DEFAULT_LIMITS
     lifetime_s: int = Field(3600, ge=60)
+    images: ImageSettings = ImageSettings()

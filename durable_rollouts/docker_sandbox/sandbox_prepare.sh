@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Prepares a booted sandbox's workspace as root; idempotent.
 # $1 = workdir, $2 = harness directory, $3 = agent user, $4 = its uid, $5 = its home,
-# $6 = the SWE-bench testbed bin directory.
+# $6 = the SWE-bench testbed bin directory, $7 = 1 to give the workdir to the agent user (an agent sandbox),
+# 0 to leave its ownership as the image has it (a grading sandbox, where everything runs as root).
 # Login shells (bash -l) reset PATH in /etc/profile; the first profile.d entry
 # restores the image's own PATH (e.g. a conda or venv bin). SWE-bench images
 # keep the repo's environment in the conda env "testbed", activated only in
 # root's .bashrc: the second entry puts it first on the agent's PATH too, so
 # the agent runs the tests the grader will run.
 set -e
-workdir=$1 harness=$2 user=$3 uid=$4 home=$5 testbed=$6
+workdir=$1 harness=$2 user=$3 uid=$4 home=$5 testbed=$6 own=$7
 [ -d "$workdir" ] || { echo "workdir $workdir does not exist in the image" >&2; exit 2; }
 mkdir -p /etc/profile.d
 printf 'PATH=%q\nexport PATH\n' "$PATH" >/etc/profile.d/00-rollout-image-path.sh
@@ -22,5 +23,6 @@ if ! id -u "$user" >/dev/null 2>&1; then
 fi
 mkdir -p "$home" "$harness"
 chmod 1777 "$harness"
-chown -R "$user": "$home" "$workdir"
+chown -R "$user": "$home"
+if [ "$own" = 1 ]; then chown -R "$user": "$workdir"; fi
 git config --system --add safe.directory '*'

@@ -63,9 +63,10 @@ class WorkspaceDiff(ContainerCommands, ContainerFiles):
         report = _diff_report(files["status"].decode(), files["omitted"])
         return CapturedDiff(diff=files.get("patch", b"").decode("utf-8", errors="replace"), report=report)
 
-    async def record_baseline(self, handle: SandboxHandle) -> None:
-        """Record the workspace's current tree as the baseline ``capture_diff`` compares against; a workdir in
-        no git repository is made one first (``git init``, everything committed once as the baseline)."""
-        result = await self.run_script(handle, git_workspace.SNAPSHOT_SCRIPT, *git_workspace.snapshot_args(), timeout_s=300, user=AGENT_USER)
+    async def record_baseline(self, handle: SandboxHandle, user: str = AGENT_USER) -> None:
+        """Record the workspace's current tree as the baseline ``capture_diff`` compares against, as ``user`` (the
+        workdir's owner); a workdir in no git repository is made one first (``git init``, everything committed
+        once as the baseline)."""
+        result = await self.run_script(handle, git_workspace.SNAPSHOT_SCRIPT, *git_workspace.snapshot_args(), timeout_s=300, user=user)
         if result.exit_code != 0:
             raise SandboxError(f"could not snapshot the workspace of {handle.name}: {result.output.strip()[-2000:]}")

@@ -74,6 +74,7 @@ from durable_rollouts.contracts.rollout import (
     EvalRequest,
     EvalResult,
     GraderKind,
+    ImagePull,
     ProbeFlip,
     ProbeVerdict,
     SandboxHandle,
@@ -399,9 +400,16 @@ async def _grade(
     return await _grade_eval_cmd(sandboxes, handle, task, bounds, guard, method)
 
 
-async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: Callable[[str], None] = _ignore_phase) -> Graded:
+async def evaluate(
+    sandboxes: DockerSandboxes,
+    request: EvalRequest,
+    *,
+    report: Callable[[str], None] = _ignore_phase,
+    on_pull: Callable[[ImagePull], None] | None = None,
+) -> Graded:
     """Grade ``request.diff`` in a fresh grading sandbox booted with ``sandboxes``' settings: the result and
-    the whole grading log; ``report`` hears each phase (boot, apply, reset, test)."""
+    the whole grading log; ``report`` hears each phase (boot, apply, reset, test), ``on_pull`` the progress of
+    a pull of the task image the boot needs (within ``request.pull_timeout_s``)."""
     task = request.task
     grader = task.grader
     if grader is None:
@@ -413,8 +421,9 @@ async def evaluate(sandboxes: DockerSandboxes, request: EvalRequest, *, report: 
     protected = task_tests.pathspecs(task)
     report("boot")
     handle = await sandboxes.boot(
-        SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading"),
+        SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading", pull_timeout_s=request.pull_timeout_s),
         lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
+        on_pull=on_pull,
     )
     try:
         report("apply")

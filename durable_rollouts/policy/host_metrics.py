@@ -1,14 +1,14 @@
 """What the adapter and the host's slot accounting report: instrument names and ``HostMetrics``.
 
-``HostMetrics`` records on any meter with the shape of Temporal's ``MetricMeter`` (the worker passes its
-runtime's, so these series come out of the one Prometheus endpoint); with none it records nothing.
+``HostMetrics`` records on a ``durable_rollouts.meters.Meter`` (the worker passes its runtime's, so these
+series come out of the one Prometheus endpoint); with none it records nothing.
 
 Invariant: labels are bounded (an error type, never a session or workflow id).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from durable_rollouts.meters import Meter, NoMeter
 
 ADAPTER_TURN_SECONDS = "rollout_adapter_turn_seconds"
 ADAPTER_TURNS = "rollout_adapter_turns_total"
@@ -18,39 +18,6 @@ SESSIONS_IN_FLIGHT = "rollout_sessions_in_flight"
 AGENT_SLOTS = "rollout_agent_slots"
 AGENT_SLOTS_IN_USE = "rollout_agent_slots_in_use"
 EVENT_LOOP_LAG = "rollout_event_loop_lag_seconds"
-
-
-class Meter(Protocol):
-    """The part of a metric meter (Temporal's ``MetricMeter``) that ``HostMetrics`` uses."""
-
-    def create_counter(self, name: str, description: str | None = None, unit: str | None = None) -> Any: ...
-
-    def create_histogram_float(self, name: str, description: str | None = None, unit: str | None = None) -> Any: ...
-
-    def create_gauge(self, name: str, description: str | None = None, unit: str | None = None) -> Any: ...
-
-
-class _Unrecorded:
-    """An instrument that drops what it is given."""
-
-    def add(self, value: int, attributes: dict[str, str] | None = None) -> None:
-        pass
-
-    def record(self, value: float, attributes: dict[str, str] | None = None) -> None:
-        pass
-
-    def set(self, value: int, attributes: dict[str, str] | None = None) -> None:
-        pass
-
-
-class NoMeter:
-    """A meter whose instruments record nothing."""
-
-    def create_counter(self, name: str, description: str | None = None, unit: str | None = None) -> _Unrecorded:
-        return _Unrecorded()
-
-    create_histogram_float = create_counter
-    create_gauge = create_counter
 
 
 class HostMetrics:

@@ -10,13 +10,13 @@ Invariants:
   nothing is pulled, so the Dockerfile builds ``FROM`` a local image (``rollout-base:bookworm``, say).
   Intermediate containers are removed even when the build fails. ``build_timeout_sec`` bounds how long the
   engine may stay silent while building (the SDK's read timeout), not the build's total time.
-* A prebuilt ``docker_image`` must be present on the engine (nothing is pulled); it is never rebuilt.
+* A prebuilt ``docker_image`` the engine lacks is pulled (its mirror rewrite and credentials as
+  ``ImageSettings`` say; under the ``never`` policy it must be present); it is never rebuilt.
 * The task's workdir is the image's ``WORKDIR``; an image without one (or with ``/``) is refused, since the
   agent's diff is taken over the workdir.
-* Images are found or built on the engine of the process reading the tasks (the starter's): on one machine
-  that is the workers' engine too. A fleet's workers boot only images present on their own engines, so
-  there each task names a ``docker_image`` pushed where the workers load it from (or the same directory
-  is built on every host first).
+* Images are found, pulled or built on the engine of the process reading the tasks (the starter's): on one
+  machine that is the workers' engine too. A fleet's workers pull what they lack, so there each task names a
+  ``docker_image`` pushed to a registry the workers reach (or the same directory is built on every host first).
 * Every failure is an ``ImageProblem`` naming the task's field (``environment.docker_image``,
   ``environment/Dockerfile``) and, for a build, the end of its log.
 """
@@ -33,6 +33,10 @@ from pathlib import Path
 import docker
 import docker.errors
 import requests.exceptions
+
+from durable_rollouts.docker_sandbox.errors import RegistryUnavailable, SandboxError
+from durable_rollouts.docker_sandbox.image_pull import pull_image
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 
 HASH_LABEL = "io.rollouts.harbor-environment-hash"
 BUILD_LOG_TAIL_BYTES = 2000
@@ -80,8 +84,9 @@ def image_tag(task_name: str, directory: Path) -> str:
 class HarborImages:
     """Finds or builds Harbor task images on one Docker engine (the client is made on first use unless given)."""
 
-    def __init__(self, client: docker.DockerClient | None = None):
+    def __init__(self, client: docker.DockerClient | None = None, images: ImageSettings | None = None):
         self._client = client
+        self.images = images or ImageSettings()
 
     @property
     def client(self) -> docker.DockerClient:
@@ -99,10 +104,7 @@ class HarborImages:
 
     def _resolve(self, task_name: str, environment: Path, docker_image: str | None, build_timeout_s: float) -> TaskImage:
         if docker_image:
-            image = self._present(docker_image)
-            if image is None:
-                raise ImageProblem("environment.docker_image", f"{docker_image} is not present on this Docker engine (nothing is pulled)")
-            return TaskImage(docker_image, self._workdir(image, "environment.docker_image"))
+            return TaskImage(docker_image, self._workdir(self._prebuilt(docker_image), "environment.docker_image"))
         if not (environment / "Dockerfile").is_file():
             raise ImageProblem("environment/Dockerfile", "missing (and task.toml names no environment.docker_image)")
         try:
@@ -117,6 +119,20 @@ class HarborImages:
             if image is None:
                 raise ImageProblem("environment/Dockerfile", f"the build reported success but {tag} is not on the engine")
         return TaskImage(tag, self._workdir(image, "environment/Dockerfile"), built)
+
+    def _prebuilt(self, docker_image: str) -> docker.models.images.Image:
+        """The task's ``docker_image`` on this engine, pulled if the engine lacks it and the policy allows."""
+        name = self.images.local_name(docker_image)
+        image = self._present(name)
+        if image is None and self.images.pull_policy != "never":
+            try:
+                pull_image(self.client, name, self.images.auth_for(name))
+            except (SandboxError, RegistryUnavailable) as error:
+                raise ImageProblem("environment.docker_image", str(error)) from None
+            image = self._present(name)
+        if image is None:
+            raise ImageProblem("environment.docker_image", f"{name} is not present on this Docker engine and ROLLOUT_PULL_POLICY is never")
+        return image
 
     def _present(self, name: str) -> docker.models.images.Image | None:
         try:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from durable_rollouts.contracts.rollout import HarborSpec, HarborTestFile, TaskResources, TaskSpec
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError
 from durable_rollouts.task_sources.row_limits import task_problem
 
@@ -85,9 +86,12 @@ if TYPE_CHECKING:
     from durable_rollouts.task_sources.harbor_images import HarborImages
 
 
-def read_harbor_tasks(path: str | Path, images: HarborImages | None = None) -> Iterator[DatasetRow | HarborTaskError]:
+def read_harbor_tasks(
+    path: str | Path, images: HarborImages | None = None, image_settings: ImageSettings | None = None
+) -> Iterator[DatasetRow | HarborTaskError]:
     """Yield each task directory's row (``line`` = the directory) or the error saying why it cannot be used;
-    images are found or built with ``images`` (default: this host's Docker engine) once the rest of the task is valid."""
+    images are found, pulled or built with ``images`` (default: this host's Docker engine, pulling as
+    ``image_settings`` say) once the rest of the task is valid."""
     root = Path(path)
     directories = task_directories(root)
     if not directories:
@@ -95,7 +99,7 @@ def read_harbor_tasks(path: str | Path, images: HarborImages | None = None) -> I
         return
     from durable_rollouts.task_sources.harbor_images import HarborImages  # docker: a worker's package, imported only to build images
 
-    images = images or HarborImages()
+    images = images or HarborImages(images=image_settings)
     seen: dict[str, Path] = {}
     for directory in directories:
         try:

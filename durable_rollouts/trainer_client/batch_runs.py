@@ -24,7 +24,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.config.settings import RolloutBudgets, images_from_env
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, TaskSpec
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, GroupResult
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset
@@ -67,10 +67,11 @@ def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], li
     """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field.
 
     A directory is read as Harbor tasks (``durable_rollouts.task_sources.harbor_tasks``: one task, or one per subdirectory; their
-    images found or built on this Docker engine), a row's ``line`` then being its task directory. Script paths in
+    images found, pulled (as the worker's ``ROLLOUT_PULL_POLICY``, mirror and registry settings say) or built on
+    this Docker engine), a row's ``line`` then being its task directory. Script paths in
     JSONL rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
     rows, errors = [], []
-    items = read_harbor_tasks(path) if path.is_dir() else read_dataset(path, root)
+    items = read_harbor_tasks(path, image_settings=images_from_env()) if path.is_dir() else read_dataset(path, root)
     for item in items:
         if isinstance(item, RowError):
             print(f"{path}: skipping bad row: {item}", file=sys.stderr)

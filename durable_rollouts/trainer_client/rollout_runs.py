@@ -42,6 +42,7 @@ def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: P
         policy=policy,
         agent_budget_s=budgets.agent_budget_s,
         eval_timeout_s=budgets.eval_timeout_s,
+        pull_timeout_s=budgets.pull_timeout_s,
         guard_s=budgets.guard_s,
         resume_window_s=budgets.resume_window_s,
     )

@@ -32,6 +32,7 @@ from durable_rollouts.contracts.rollout import (
 )
 from durable_rollouts.docker_sandbox import container_layout
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -49,9 +50,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 
 
-def host(adapter: AdapterServer, slots: int, host_queue: str = "rl-rollouts-host-test") -> RolloutHost:
+def host(adapter: AdapterServer, slots: int, host_queue: str = "rl-rollouts-host-test", images: ImageSettings | None = None) -> RolloutHost:
     return RolloutHost(
-        sandboxes=DockerSandboxes(SandboxSettings(host_queue=host_queue, lifetime_s=600)),
+        sandboxes=DockerSandboxes(SandboxSettings(host_queue=host_queue, lifetime_s=600, images=images or ImageSettings())),
         adapter=adapter,
         host_queue=host_queue,
         adapter_public_url="http://127.0.0.1:1",
@@ -109,10 +110,10 @@ def bad_row(image: str) -> RolloutInput:
 
 async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(renderer, caplog):
     """Real pick_host and boot_sandbox against real Docker and a real dev server (the time-skipping
-    server does not tell activities their retry policy): a missing image (non-retryable) and an
-    invalid image reference (an unexpected Docker error, retried to its last attempt) both end
-    ``sandbox_boot_failed`` and leave no reservation, so a good row is picked right after on a
-    one-slot host. The expected failure is one log line; the unexpected one keeps its traceback."""
+    server does not tell activities their retry policy): a missing image (pulls off: non-retryable,
+    ``image_not_found``) and an invalid image reference (an unexpected Docker error, retried to its
+    last attempt, ``sandbox_boot_failed``) leave no reservation, so a good row is picked right after on
+    a one-slot host. The expected failure is one log line; the unexpected one keeps its traceback."""
     activity_failure_log.install()
     caplog.set_level(logging.WARNING, logger="temporalio.activity")
     env = await start_dev_server()
@@ -120,15 +121,15 @@ async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(rende
     adapter = AdapterServer(renderer)
     await adapter.start()
     shared, host_queue = f"slots-{uuid.uuid4().hex[:6]}", f"slots-host-{uuid.uuid4().hex[:6]}"
-    rollout_host = host(adapter, slots=1, host_queue=host_queue)
+    rollout_host = host(adapter, slots=1, host_queue=host_queue, images=ImageSettings(pull_policy="never"))
     try:
         async with (
             Worker(env.client, task_queue=shared, workflows=[CodingAgentRollout], activities=[rollout_host.pick_host]),
             Worker(env.client, task_queue=host_queue, activities=[rollout_host.boot_sandbox]),
         ):
-            for image in ("rollout-task-does-not-exist:latest", "Not A Valid Reference!"):
+            for image, reason in (("rollout-task-does-not-exist:latest", "image_not_found"), ("Not A Valid Reference!", "sandbox_boot_failed")):
                 result = await env.client.execute_workflow(CodingAgentRollout.run, bad_row(image), id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=shared)
-                assert (result.status, result.abort_reason) == ("aborted", "sandbox_boot_failed")
+                assert (result.status, result.abort_reason) == ("aborted", reason)
                 assert rollout_host.reserved_slots == 0, f"the failed boot of {image} still holds its slot"
         assert await as_workflow("wf-good").run(rollout_host.pick_host) == host_queue
     finally:

@@ -19,7 +19,8 @@ from durable_rollouts.contracts.rollout import FINISH_GRACE_S, StalenessBound
 def test_defaults_match_the_reference():
     settings = settings_from_env({})
     budgets = settings.budgets
-    assert (budgets.agent_budget_s, budgets.eval_timeout_s, budgets.guard_s) == (1800, 600, 1800 + 600 + 180)
+    assert (budgets.agent_budget_s, budgets.eval_timeout_s, budgets.pull_timeout_s) == (1800, 600, 600)
+    assert budgets.guard_s == 1800 + 600 + 600 + 180, "the guard covers the agent, the grade and a pull"
     assert (settings.adapter_port, settings.adapter_bind_host, settings.public_host) == (18001, None, None)
     assert (settings.temporal_address, settings.task_queue) == (None, SHARED_TASK_QUEUE)
     assert (settings.cc_tarball, settings.node_tarball) == (None, None)
@@ -44,7 +45,7 @@ def test_every_knob_is_read(tmp_path):
             "ROLLOUT_TASK_QUEUE": "rl-swe",
         }
     )
-    assert settings.budgets.guard_s == 900 + 300 + 180
+    assert settings.budgets.guard_s == 900 + 300 + 600 + 180
     assert (settings.adapter_bind_host, settings.adapter_port, settings.public_host) == ("0.0.0.0", 19000, "10.0.0.5")
     assert (settings.cc_tarball, settings.node_tarball) == (Path(cc), Path(node))
     assert settings.claude_extra_args == ["--model", "qwen 3"] and settings.claude_extra_env == {"DISABLE_TELEMETRY": "1"}
@@ -161,3 +162,36 @@ def test_the_impossible_share_is_off_unless_set_and_a_bad_share_is_named():
     for value in ("1.5", "-0.1", "five"):
         with pytest.raises(SettingsError, match="^ROLLOUT_IMPOSSIBLE_SHARE:"):
             impossible_share_from_env({"ROLLOUT_IMPOSSIBLE_SHARE": value})
+
+
+def test_image_settings_come_from_the_environment():
+    images = settings_from_env(
+        {
+            "ROLLOUT_PULL_POLICY": "always",
+            "ROLLOUT_IMAGE_MIRRORS": "swebench=mirror.local:5000/swebench",
+            "ROLLOUT_REGISTRY": "mirror.local:5000",
+            "ROLLOUT_REGISTRY_USERNAME": "u",
+            "ROLLOUT_REGISTRY_PASSWORD": "s3cr3t",
+            "ROLLOUT_IMAGE_CACHE_BYTES": "200G",
+        }
+    ).images
+    assert (images.pull_policy, images.cache_bytes) == ("always", 200 << 30)
+    assert images.local_name("swebench/sweb.eval.x86_64.a_1776_b-1") == "mirror.local:5000/swebench/sweb.eval.x86_64.a_1776_b-1:latest"
+    assert images.auth_for("mirror.local:5000/x:1") == {"username": "u", "password": "s3cr3t"} and images.auth_for("ghcr.io/x:1") is None
+    assert "s3cr3t" not in repr(images), "the password stays out of logs"
+    assert settings_from_env({}).images.pull_policy == "missing"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"ROLLOUT_PULL_POLICY": "sometimes"}, "ROLLOUT_PULL_POLICY: one of missing, always, never"),
+        ({"ROLLOUT_IMAGE_MIRRORS": "swebench"}, "ROLLOUT_IMAGE_MIRRORS: rule 1"),
+        ({"ROLLOUT_REGISTRY": "mirror.local:5000", "ROLLOUT_REGISTRY_USERNAME": "u"}, "ROLLOUT_REGISTRY_PASSWORD: not set"),
+        ({"ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"}, "ROLLOUT_REGISTRY: not set"),
+        ({"ROLLOUT_PULL_TIMEOUT_S": "0"}, "ROLLOUT_PULL_TIMEOUT_S: must be positive"),
+    ],
+)
+def test_a_bad_image_setting_is_named(env, named):
+    with pytest.raises(SettingsError, match=named):
+        settings_from_env(env)

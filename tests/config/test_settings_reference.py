@@ -60,5 +60,6 @@ def test_the_stated_numeric_defaults_are_what_the_readers_return():
     }
     for name, value in read.items():
         assert float(stated[name].split()[0]) == value, f"{name}: the page says {stated[name]}, the reader returns {value}"
-    assert worker.budgets.guard_s == worker.budgets.agent_budget_s + worker.budgets.eval_timeout_s + 180
-    assert stated["SWE_GENERATE_GUARD_SEC"] == "budget + eval + 180"
+    budgets = worker.budgets
+    assert budgets.guard_s == budgets.agent_budget_s + budgets.eval_timeout_s + budgets.pull_timeout_s + 180
+    assert stated["SWE_GENERATE_GUARD_SEC"] == "budget + eval + pull + 180"

@@ -21,6 +21,7 @@ from activities import sandbox as sandbox_faces
 from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
 from durable_rollouts.contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxRequest, TaskSpec
 from durable_rollouts.docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, workspace_diff
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 
@@ -282,13 +283,14 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task):
         await SANDBOXES.destroy(handle)
 
 
-async def test_missing_image_raises_and_leaves_nothing(prefix, calc_task):
+async def test_missing_image_with_pulls_off_raises_and_leaves_nothing(prefix, calc_task):
     task = calc_task.model_copy(update={"image": "rollout-task-does-not-exist:latest"})
-    with pytest.raises(errors.SandboxImageMissing, match="rollout-task-does-not-exist:latest"):
-        await fresh(prefix, task, "missing")
+    sandboxes = DockerSandboxes(SandboxSettings(lifetime_s=600, images=ImageSettings(pull_policy="never")))
+    with pytest.raises(errors.SandboxImageMissing, match="rollout-task-does-not-exist:latest is not on this host's engine"):
+        await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-missing", attempt=0))
     with pytest.raises(ApplicationError) as caught:
         request = SandboxRequest(task=task, workflow_id=f"{prefix}-missing", attempt=0)
-        await ActivityEnvironment().run(sandbox_faces.boot_sandbox, SANDBOXES, request)
+        await ActivityEnvironment().run(sandbox_faces.boot_sandbox, sandboxes, request)
     assert caught.value.type == "SandboxImageMissing" and caught.value.non_retryable
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import HarborSpec, HarborTestFile, TaskSpec
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.task_sources.dataset_rows import DatasetRow
 from durable_rollouts.task_sources.harbor_images import HarborImages, image_tag
 from durable_rollouts.task_sources.harbor_tasks import MAX_TESTS_BYTES, HarborTaskError, read_harbor_tasks, reference_patches
@@ -216,19 +217,20 @@ def test_bad_directories_are_reported_and_the_others_still_run(tmp_path, engine,
     assert slashed["abort_reason"] == "invalid_row:tests.test.sh", "a documented open form (no '/')"
 
 
-def test_a_prebuilt_docker_image_is_used_as_is_and_must_be_present(tmp_path, engine, built_images):
+def test_a_prebuilt_docker_image_is_used_as_is_and_must_be_present_with_pulls_off(tmp_path, engine, built_images):
+    """(Pulled from a registry when pulls are on: ``tests/docker_sandbox/test_image_pull.py``.)"""
     stamp = uuid.uuid4().hex[:6]
     base = write_task(tmp_path / f"pytest-base-{stamp}")
     (built,) = read_harbor_tasks(base)
     image = built.task.image
     prebuilt = write_task(tmp_path / "sub" / "prebuilt", toml=f'[environment]\ndocker_image = "{image}"\n', dockerfile="FROM nothing-here\n")
     missing = write_task(tmp_path / "sub" / "missing", toml='[environment]\ndocker_image = "harbor-pytest-absent:nope"\n')
-    absent, used = read_harbor_tasks(tmp_path / "sub")
+    absent, used = read_harbor_tasks(tmp_path / "sub", image_settings=ImageSettings(pull_policy="never"))
     assert isinstance(absent, HarborTaskError) and isinstance(used, DatasetRow), (used, absent)
     assert (used.task.image, used.task.workdir) == (image, "/app"), "the Dockerfile is not built when an image is named"
     assert (
         str(absent)
-        == f"{missing}/task.toml: environment.docker_image: harbor-pytest-absent:nope is not present on this Docker engine (nothing is pulled)"
+        == f"{missing}/task.toml: environment.docker_image: harbor-pytest-absent:nope is not present on this Docker engine and ROLLOUT_PULL_POLICY is never"
     )
     assert prebuilt.exists()
 

@@ -172,6 +172,7 @@ class GroupCluster(FakeCluster):
     def __init__(self):
         super().__init__()
         self.failing_boots: set[str] = set()
+        self.missing_images: set[str] = set()
         self.hanging: set[str] = set()
         self.rewards: dict[str, float] = {}
         self.destroyed: list[str] = []
@@ -180,7 +181,9 @@ class GroupCluster(FakeCluster):
     async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
         self.calls.append("boot_sandbox")
         if request.workflow_id in self.failing_boots:
-            raise ApplicationError("no such image on this host", type=ErrorType.SANDBOX_IMAGE_MISSING)
+            raise ApplicationError("the Docker engine failed on this host", type=ErrorType.SANDBOX_BOOT_ERROR)
+        if request.task.image in self.missing_images:
+            raise ApplicationError(f"image {request.task.image} is not in registry docker.io", type=ErrorType.SANDBOX_IMAGE_MISSING)
         if self.boot_failures:
             raise self.boot_failures.pop(0)
         return SandboxHandle(container_id=request.workflow_id, name=f"box-{request.workflow_id}", workdir=request.task.workdir)

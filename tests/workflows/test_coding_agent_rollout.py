@@ -108,7 +108,12 @@ async def test_a_boot_that_keeps_failing_is_retried_then_aborted(env):
 
 
 @pytest.mark.parametrize(
-    ("error_type", "reason"), [(ErrorType.SANDBOX_IMAGE_MISSING, "sandbox_boot_failed"), (ErrorType.NOT_EVALUABLE, "not_evaluable")]
+    ("error_type", "reason"),
+    [
+        (ErrorType.SANDBOX_IMAGE_MISSING, "image_not_found"),
+        (ErrorType.REGISTRY_AUTH_FAILED, "registry_auth_failed"),
+        (ErrorType.NOT_EVALUABLE, "not_evaluable"),
+    ],
 )
 async def test_a_bad_image_or_an_ungradable_row_aborts_without_retrying(env, error_type, reason):
     """Marked retryable here, so the workflow's own non-retryable list is what stops the retries."""
@@ -117,6 +122,14 @@ async def test_a_bad_image_or_an_ungradable_row_aborts_without_retrying(env, err
     result = await run(env, cluster, rollout())
     assert result.status == "aborted" and result.abort_reason == reason
     assert cluster.calls.count("boot_sandbox") == 1 and "run_claude_code" not in cluster.calls and "destroy_sandbox" not in cluster.calls
+
+
+async def test_an_unreachable_registry_is_retried_then_reported_as_such(env):
+    cluster = FakeCluster()
+    cluster.boot_failures = [ApplicationError("dial tcp: connection refused", type=ErrorType.REGISTRY_UNAVAILABLE)] * 3
+    result = await run(env, cluster, rollout())
+    assert (result.status, result.abort_reason) == ("aborted", "registry_unavailable")
+    assert cluster.calls.count("boot_sandbox") == 3 and "run_claude_code" not in cluster.calls
 
 
 async def test_a_lost_host_queue_moves_to_the_next_attempt(env):

@@ -88,6 +88,15 @@ async def test_a_sample_that_keeps_failing_uses_up_the_refill_budget_and_the_gro
     assert "2 of 3 valid, 3 needed" in result.note and "sandbox_boot_failed" in result.note
 
 
+async def test_an_image_no_registry_has_is_the_rows_error_reported_once_and_never_refilled(env):
+    cluster = GroupCluster()
+    group = group_of(3, refill_budget=2)
+    cluster.missing_images = {group.rollouts[0].task.image}
+    result = await run_group(env, cluster, group)
+    assert (result.status, result.refilled, cluster.calls.count("boot_sandbox")) == ("insufficient", 0, 3), "one boot per sample, no refill"
+    assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("task", "image_not_found")}
+
+
 async def test_a_task_error_is_not_refilled_and_min_valid_decides_the_status(env):
     cluster = GroupCluster()
     broken = rollout()

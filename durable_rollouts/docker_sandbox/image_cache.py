@@ -1,0 +1,98 @@
+"""A host's task images kept under a disk budget, least recently booted removed first.
+
+Invariants:
+
+* The cache knows the images this process booted or pulled (by the name it boots them by); only those count
+  against the budget and only those are ever removed. An image's size is the engine's ``Size`` for it, which
+  counts the layers it shares with other images too, so the budget errs towards removing early.
+* Never removed: an image a boot is using (``in_use``: from before its pull until its container exists), an
+  image any container still uses (the engine refuses; that image is skipped), and the ``protected`` names
+  (the base image).
+* ``budget_bytes`` 0 means no budget: nothing is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import docker
+import docker.errors
+
+from durable_rollouts.docker_sandbox.image_metrics import ImageMetrics
+
+log = logging.getLogger(__name__)
+
+
+class ImageCache:
+    def __init__(self, client: Callable[[], docker.DockerClient], budget_bytes: int, metrics: ImageMetrics, protected: frozenset[str] = frozenset()):
+        self._client = client
+        self.budget_bytes = budget_bytes
+        self.metrics = metrics
+        self.protected = protected
+        self._last_used: dict[str, float] = {}
+        self._in_use: Counter[str] = Counter()
+        self._lock = asyncio.Lock()
+
+    @contextlib.contextmanager
+    def in_use(self, image: str) -> Iterator[None]:
+        """Hold ``image`` (a boot from it is under way) and mark it used now."""
+        self._in_use[image] += 1
+        self._last_used[image] = time.monotonic()
+        try:
+            yield
+        finally:
+            self._in_use[image] -= 1
+            if self._in_use[image] <= 0:
+                del self._in_use[image]
+
+    @property
+    def known(self) -> list[str]:
+        """The images the cache counts, least recently used first."""
+        return sorted(self._last_used, key=self._last_used.__getitem__)
+
+    async def enforce(self) -> list[str]:
+        """Remove least recently used images until the known ones fit the budget; returns those removed."""
+        if self.budget_bytes <= 0:
+            return []
+        async with self._lock:
+            return await asyncio.to_thread(self._enforce)
+
+    def _size(self, image: str) -> int | None:
+        try:
+            return int(self._client().images.get(image).attrs.get("Size") or 0)
+        except docker.errors.ImageNotFound:
+            return None
+
+    def _enforce(self) -> list[str]:
+        sizes: dict[str, int] = {}
+        for image in self.known:
+            size = self._size(image)
+            if size is None:
+                self._last_used.pop(image, None)
+            else:
+                sizes[image] = size
+        total = sum(sizes.values())
+        removed: list[str] = []
+        for image in list(sizes):
+            if total <= self.budget_bytes:
+                break
+            if image in self._in_use or image in self.protected:
+                continue
+            try:
+                self._client().images.remove(image)
+            except docker.errors.APIError as error:  # a container still uses it (409), or it went meanwhile
+                log.info("image cache kept %s: %s", image, error.explanation or error)
+                continue
+            total -= sizes[image]
+            self._last_used.pop(image, None)
+            removed.append(image)
+        if removed:
+            self.metrics.evicted(len(removed))
+            log.info("image cache removed %s to stay under %d bytes (%d bytes known now)", ", ".join(removed), self.budget_bytes, total)
+        self.metrics.cache_size(total)
+        return removed

@@ -1,0 +1,84 @@
+"""Rollouts whose task images come from a registry: example rows and a Harbor task, two samples each, on a worker
+whose mirror rule sends every Docker Hub library name (``rollout-task-calc-eval-cmd:latest`` is
+``docker.io/library/rollout-task-calc-eval-cmd:latest``) to a real registry on loopback (Debian's
+docker-registry, htpasswd auth) that holds copies of the images under ``examples/``.
+
+The engine never held the registry's names, so every image is pulled, once for both of its samples, and each
+sample's rollout completes with the oracle's reward. (The copies share their layers with the engine's own
+images, so the pulls move manifests, not layers: ``tests/docker_sandbox/test_image_pull.py`` pulls real bytes.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import docker
+import docker.errors
+import pytest
+
+from bench.harness.local_registry import LocalRegistry
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
+from durable_rollouts.docker_sandbox.image_settings import ImageSettings, RegistryCredentials
+from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
+from tests.local_cluster import containers_of_runs, local_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=180, pull_timeout_s=300, guard_s=900)
+HARBOR_TASK = PROJECT_ROOT / "examples" / "harbor_tasks" / "median-reward-json"
+ROWS = ("calc-eval-cmd", "textutil-f2p")
+
+
+async def test_rows_and_a_harbor_task_pull_their_images_once_and_complete(task_images, renderer, tmp_path):
+    client = docker.from_env()
+    rows = [r.task for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow) and r.task.instance_id in ROWS]
+    (harbor,) = [r.task for r in read_harbor_tasks(HARBOR_TASK) if isinstance(r, DatasetRow)]
+    tasks = [*rows, harbor]
+    registry = LocalRegistry(tmp_path / "registry")
+    registry.start()
+    pulled: list[str] = []
+    oracle = [*oracle_tasks_from(str(EXAMPLE_DATASET)), *oracle_tasks_from(str(HARBOR_TASK))]
+    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle)
+    policy_url = await policy.start()
+    try:
+        for task in tasks:
+            await asyncio.to_thread(registry.push, client, task.image, f"examples/{task.image}")
+            pulled.append(f"{registry.address}/examples/{task.image}")
+        assert not any(_present(client, name) for name in pulled), "the engine holds none of the registry's names"
+        images = ImageSettings(
+            mirrors=parse_mirror_rules(f"docker.io/library={registry.address}/examples"),
+            credentials=RegistryCredentials(registry=registry.address, username=registry.username, password=registry.password),
+        )
+        async with local_cluster(policy_url, tmp_path / "results", BUDGETS, images=images) as (env, settings):
+            run_id = f"reg{uuid.uuid4().hex[:6]}"
+            inputs = [rollout_input(task, sample, 0, PolicySpec(), BUDGETS) for task in tasks for sample in (0, 1)]
+            results = await run_rollouts(env.client, inputs, run_id, task_queue=settings.task_queue)
+        why = [(r.instance_id, r.status, r.abort_reason, r.error) for r in results]
+        assert [(r.status, r.reward) for r in results] == [("completed", 1.0)] * len(inputs), why
+        for task in tasks:
+            asked = registry.manifest_requests(f"examples/{task.image.split(':')[0]}", ("GET", "HEAD"))
+            assert asked == 1, f"{task.image}: one pull for both samples, asked {asked} times"
+        assert all(_present(client, name) for name in pulled)
+        assert await containers_of_runs([run_id]) == []
+    finally:
+        await policy.stop()
+        registry.stop()
+        for name in pulled:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(name)
+
+
+def _present(client: docker.DockerClient, name: str) -> bool:
+    try:
+        client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
