@@ -32,6 +32,7 @@ from durable_rollouts.trainer_client.batch_runs import read_rows
 from durable_rollouts.trainer_client.payload_storage import data_converter
 from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
 from tests.local_cluster import SERVER_STARTUP_TIMEOUT
+from tests.waiting import SLOW_TURN_S
 
 PROJECT = Path(__file__).resolve().parent.parent
 WORKFLOW_LABEL = f"{LABEL_PREFIX}.workflow_id"
@@ -156,12 +157,21 @@ async def adapter(renderer):
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def slow_policy(renderer):
-    """The scripted oracle, 3 s per turn: agents are still mid-run when a test kills a worker or the server."""
-    server = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=3.0)
+async def slow_policy_server(renderer):
+    server = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=SLOW_TURN_S)
     server.url = await server.start()
     yield server
     await server.stop()
+
+
+@pytest.fixture
+def slow_policy(slow_policy_server):
+    """The scripted oracle, ``SLOW_TURN_S`` per turn, so agents are still mid-run when a test kills a worker or the
+    server; the test may lower ``delay_s`` after that (the pace is read at every token), and the next test
+    starts slow again."""
+    slow_policy_server.delay_s = SLOW_TURN_S
+    yield slow_policy_server
+    slow_policy_server.delay_s = SLOW_TURN_S
 
 
 @pytest_asyncio.fixture

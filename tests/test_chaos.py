@@ -8,6 +8,7 @@ strike mid-run), and checks that nothing is lost, duplicated or leaked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
@@ -29,6 +31,7 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, run_rollouts, start_rollout
 from tests.local_cluster import start_dev_server
+from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -73,6 +76,7 @@ async def test_kill_9_then_restart_resumes_the_same_rollout(slow_policy, task, t
             handle = await start_rollout(env.client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"kill{uuid.uuid4().hex[:4]}", queue)
             await wait_for_turns(handle, 1)
             os.killpg(doomed.pid, signal.SIGKILL)
+        slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
         async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)):
             result = await handle.result()
         assert (result.status, result.reward, result.attempts) == ("completed", 1.0, 1), result
@@ -98,6 +102,7 @@ async def test_kill_9_without_restart_moves_to_another_host_and_reaps_the_orphan
             handle = await start_rollout(env.client, rollout, f"move{uuid.uuid4().hex[:4]}", queue)
             await wait_for_turns(handle, 1)
             os.killpg(doomed.pid, signal.SIGKILL)
+        slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
         async with worker_process(
             address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
         ):
@@ -137,6 +142,7 @@ async def test_a_temporal_server_restart_mid_run_loses_no_rollout(slow_policy, t
         await server.kill()
         await asyncio.sleep(2)
         await server.start()
+        slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
         results = await asyncio.gather(*(h.result() for h in handles))
     assert [(r.status, r.reward) for r in results] == [("completed", 1.0)] * 2
 
@@ -169,6 +175,7 @@ async def test_a_20s_server_restart_under_8_running_agents_loses_no_agent_work(s
         await server.kill()
         await asyncio.sleep(20)
         await server.start()
+        slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
         results = await run
         attempts = {r.workflow_id: await agent_attempts(client, r.workflow_id) for r in results}
     assert [(r.status, r.reward, r.attempts) for r in results] == [("completed", 1.0, 1)] * 8, results
@@ -185,7 +192,7 @@ async def containers_of(workflow_id: str, attempt: int | None = None) -> list[st
 
 
 async def kill_during_boot(doomed, workflow_id: str) -> list[str]:
-    """SIGKILL the worker once its sandbox for ``workflow_id`` exists (its boot is then in the slow pre-command)."""
+    """SIGKILL the worker once its sandbox for ``workflow_id`` exists (its boot then waits in the held pre-command)."""
     while not (names := await containers_of(workflow_id)):
         await asyncio.sleep(0.1)
     os.killpg(doomed.pid, signal.SIGKILL)
@@ -193,23 +200,54 @@ async def kill_during_boot(doomed, workflow_id: str) -> list[str]:
     return names
 
 
-def slow_booting(task):
-    return task.model_copy(update={"pre_commands": [*task.pre_commands, "sleep 12"]})
+RELEASE_FILE = "/tmp/rollout-boot-release"
+
+
+def held_booting(task):
+    """``task`` whose boots wait in their last pre-command until ``release_boots`` lets them go."""
+    return task.model_copy(update={"pre_commands": [*task.pre_commands, f"until [ -e {RELEASE_FILE} ]; do sleep 0.2; done"]})
+
+
+@contextlib.asynccontextmanager
+async def release_boots(workflow_id: str, held: str) -> AsyncIterator[None]:
+    """While the block runs, every boot of ``workflow_id`` but the ``held`` sandbox's goes on at once."""
+    sandboxes = DockerSandboxes()
+
+    async def release() -> None:
+        released: set[str] = set()
+        while True:
+            for container in await sandboxes.list_managed():
+                if container.labels.get("io.rollouts.workflow_id") == workflow_id and container.name not in {held, *released}:
+                    with contextlib.suppress(SandboxError):  # gone meanwhile
+                        result = await sandboxes.exec_in(container.id, ["touch", RELEASE_FILE], user="root", cwd="/", timeout_s=30)
+                        if result.exit_code == 0:
+                            released.add(container.name)
+            await asyncio.sleep(0.2)
+
+    task = asyncio.create_task(release())
+    try:
+        yield
+    finally:
+        task.cancel()
 
 
 async def test_kill_9_during_boot_moves_on_by_heartbeat_and_reaps_the_half_booted_sandbox(slow_policy, task, tmp_path):
     env = await start_dev_server()
     address = env.client.service_client.config.target_host
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
-    rollout = rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS).model_copy(update={"host_start_timeout_s": 3})
+    rollout = rollout_input(held_booting(task), 0, 0, PolicySpec(), BUDGETS).model_copy(update={"host_start_timeout_s": 3})
     try:
         async with worker_process(
             address, ["--host-id", f"doomed-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
         ) as doomed:
             handle = await start_rollout(env.client, rollout, f"boot{uuid.uuid4().hex[:4]}", queue)
             (half_booted,) = await kill_during_boot(doomed, handle.id)
-        async with worker_process(
-            address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+        slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
+        async with (
+            release_boots(handle.id, half_booted),
+            worker_process(
+                address, ["--host-id", f"other-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env(slow_policy, queue, tmp_path)
+            ),
         ):
             while half_booted in await containers_of(handle.id, attempt=1):
                 await asyncio.sleep(0.2)
@@ -233,10 +271,11 @@ async def test_kill_9_during_boot_then_restart_removes_the_half_booted_sandbox_a
     try:
         async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)) as doomed:
             handle = await start_rollout(
-                env.client, rollout_input(slow_booting(task), 0, 0, PolicySpec(), BUDGETS), f"reboot{uuid.uuid4().hex[:4]}", queue
+                env.client, rollout_input(held_booting(task), 0, 0, PolicySpec(), BUDGETS), f"reboot{uuid.uuid4().hex[:4]}", queue
             )
             (half_booted,) = await kill_during_boot(doomed, handle.id)
-        async with worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)):
+        slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
+        async with release_boots(handle.id, half_booted), worker_process(address, args, env=worker_env(slow_policy, queue, tmp_path)):
             while half_booted in await containers_of(handle.id):
                 await asyncio.sleep(0.2)
             status_when_reaped = (await handle.describe()).status

@@ -26,6 +26,7 @@ from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.payload_storage import data_converter
 from tests.local_cluster import start_dev_server
+from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -136,6 +137,7 @@ async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store,
             await until_placed("b")
             placed = await rollouts_by_host(client, hosts)
             os.killpg(doomed.pid, signal.SIGKILL)
+            slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
             exit_code = await asyncio.wait_for(starter.wait(), timeout=1800)
         assert exit_code == 0
         lines = [json.loads(line) for line in out.read_text().splitlines()]

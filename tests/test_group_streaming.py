@@ -28,7 +28,7 @@ from durable_rollouts.trainer_client.batch_runs import read_rows
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_runs import connect
 from tests.local_cluster import containers_of_runs
-from tests.waiting import until
+from tests.waiting import AFTER_DISRUPTION_TURN_S, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 K = 2
@@ -101,6 +101,7 @@ async def test_a_killed_starter_started_again_writes_every_group_exactly_once(sl
             assert 1 <= len(at_kill) < ROWS, "killed mid-run"
             assert seen[-1].done <= K * seen[-1].answered, f"the running groups' progress sums: {seen[-1]}"
 
+            slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
             starters.append(await run_starter(run_args, starter_env, tmp_path / "starter-2.log"))
             assert await starters[1].wait() == 0, (tmp_path / "starter-2.log").read_text()
 

@@ -33,7 +33,7 @@ from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.rollout_groups import fill_batch, group_id, start_group
 from durable_rollouts.trainer_client.rollout_runs import rollout_input
 from tests.local_cluster import containers_of_runs, local_cluster, start_dev_server
-from tests.waiting import HANG_GUARD_S
+from tests.waiting import AFTER_DISRUPTION_TURN_S, HANG_GUARD_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -98,6 +98,7 @@ async def test_a_child_whose_host_is_killed_is_refilled_and_the_group_ends_all_v
                 handle = await start_group(env.client, group, queue)
                 victim = await child_on_host(env.client, first_ids, doomed_host)
                 os.killpg(doomed.pid, signal.SIGKILL)
+                slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
                 result = await handle.result()
                 leftovers = await _containers_after_reaping(run_id)
         history_children = await child_ids_in_history(env.client, handle.id)

@@ -20,6 +20,7 @@ from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, run_rollouts, workflow_id_for
+from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -54,6 +55,7 @@ async def test_a_restart_is_waited_out_and_a_longer_outage_fails_cleanly_then_a_
             await server.kill()
             await asyncio.sleep(SDK_RETRY_S + 5)
             await server.start()
+            slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
             assert [(r.status, r.reward) for r in await run] == [("completed", 1.0)] * 2
 
             run = asyncio.create_task(run_rollouts(client, batch[2:], run_id, task_queue=queue, server_wait_s=2))

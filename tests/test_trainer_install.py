@@ -61,7 +61,21 @@ def trainer_venv(request, tmp_path_factory) -> tuple[Path, Path]:
     subprocess.run([found.stdout.strip(), "-m", "venv", str(root / "venv")], check=True)
     python = root / "venv" / "bin" / "python"
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", str(source), "pytest>=8", "pytest-asyncio>=0.23", "hypothesis>=6.100"],
+        # --no-compile: byte-compiling every installed file (botocore's thousands) is a third of the install; what
+        # the tests import is compiled as it is imported.
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            "--disable-pip-version-check",
+            str(source),
+            "pytest>=8",
+            "pytest-asyncio>=0.23",
+            "hypothesis>=6.100",
+        ],
         capture_output=True,
         text=True,
         timeout=900,

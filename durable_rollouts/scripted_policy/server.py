@@ -101,8 +101,8 @@ answer's rest takes the whole delay again, as with ``slow``), through the
 control's pacing, so a pause or an abort lands mid-output. ``prompt`` is the
 decoded prompt the policy scripts from (up to the last assistant header for
 a begun answer); ``turn_delay`` is called once per answer, when it starts
-(not for ``slow`` or ``error``), while ``delay_s`` and ``token_delay_s`` are
-read at every step.
+(not for ``slow`` or ``error``), and again when a test replaces it mid-answer,
+while ``delay_s`` and ``token_delay_s`` are read at every step.
 
 CLI: ``python -m durable_rollouts.scripted_policy.server --port 30000 --policy oracle
 --oracle-tasks TASKS.json --tokenizer DIR --weight-version default
@@ -511,13 +511,17 @@ class ScriptedPolicyServer:
         if policy == "error":
             return ERRORED
         plan = await asyncio.to_thread(self._plan, policy, generate)
-        turn_s = self.turn_delay(plan.prompt, routing_key) if policy != "slow" and self.turn_delay is not None else None
         finish_reason = plan.finish_reason
+        paced_by: TurnDelay | None = None
+        turn_s: float | None = None
         for position, token in enumerate(plan.ids):
             if not await self.control.next_step(generation):
                 finish_reason = abort_finish_reason()
                 break
             generation.sample(token, token_logprob(generate.rid, position), self.control.version)
+            if position == 0 or self.turn_delay is not paced_by:
+                paced_by = self.turn_delay
+                turn_s = paced_by(plan.prompt, routing_key) if policy != "slow" and paced_by is not None else None
             if step_s := self._step_s(policy, turn_s, len(plan.ids)):
                 await self.control.pace(step_s)
         in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
