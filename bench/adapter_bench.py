@@ -271,13 +271,8 @@ async def adapter_main(args: argparse.Namespace) -> None:
 
     renderer = PromptRenderer(args.tokenizer)
     counters = {"turns": 0, "prompt_tokens": 0}
-
-    async def on_turn(session, summary) -> None:
-        counters["turns"] += 1
-        counters["prompt_tokens"] += summary.prompt_tokens
-
     threads = {"cpu_threads": args.cpu_threads} if args.cpu_threads else {}
-    server = AdapterServer(renderer, on_turn=on_turn, **threads)
+    server = AdapterServer(renderer, **threads)
     url = await server.start()
     # What-if knobs (off by default): the shipped adapter sets neither.
     if args.what_if_switch_interval:
@@ -292,13 +287,16 @@ async def adapter_main(args: argparse.Namespace) -> None:
     plan_logs: dict[str, list[tuple[str, int]]] = {}
 
     def instrument(session_id: str, ledger) -> None:
-        """Log each plan's mode and how many tokens it tokenised (one list append per turn)."""
+        """Log each plan's mode and how many tokens it tokenised (one list append per turn), and count the turn
+        and its prompt's tokens (a turn is planned once)."""
         log = plan_logs[session_id] = []
         inner = ledger.plan
 
         def plan(*a, **kw):
             result = inner(*a, **kw)
             log.append((result.mode, result.rendered_tokens))
+            counters["turns"] += 1
+            counters["prompt_tokens"] += result.prompt_length
             return result
 
         ledger.plan = plan

@@ -35,7 +35,7 @@ whose result is not the scenario's expected outcome is not saved (the run
 fails). Re-record after an intentional, patched change to a workflow (all
 scenarios, the ones named, or ``drift`` for every drift scenario):
 
-    .venv/bin/python scripts/record_histories.py [scenario ... | drift | rollout | group | regrade]
+    .venv/bin/python -m scripts.record_histories [scenario ... | drift | rollout | group | regrade]
 """
 
 from __future__ import annotations
@@ -48,34 +48,32 @@ import tempfile
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
-
-from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
-from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult  # noqa: E402
-from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult  # noqa: E402
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult  # noqa: E402
-from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult  # noqa: E402
-from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id  # noqa: E402
-from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # noqa: E402
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult
+from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult
+from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult
+from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
+from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.paths import (
-    EXAMPLE_DATASET,  # noqa: E402
-    PROJECT_ROOT,  # noqa: E402
+    EXAMPLE_DATASET,
+    PROJECT_ROOT,
 )
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from durable_rollouts.trainer_client.drift_episodes import start_episode  # noqa: E402
-from durable_rollouts.trainer_client.local_services import worker_process  # noqa: E402
-from durable_rollouts.trainer_client.rollout_groups import start_group  # noqa: E402
-from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout  # noqa: E402
-from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
-from workflows.regrade_rollout import RegradeRollout  # noqa: E402
-from workflows.rollout_group import RolloutGroup  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.drift_episodes import start_episode
+from durable_rollouts.trainer_client.local_services import worker_process
+from durable_rollouts.trainer_client.rollout_groups import start_group
+from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout
+from workflows.coding_agent_rollout import CodingAgentRollout
+from workflows.regrade_rollout import RegradeRollout
+from workflows.rollout_group import RolloutGroup
 
 HISTORIES = PROJECT_ROOT / "tests" / "histories"
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"

@@ -8,7 +8,7 @@ its heartbeat details). Finally it cancels the rollout gracefully and stops
 everything. Images go to ``results/ui/`` (not committed).
 
     apt-get install -y chromium        # once
-    .venv/bin/python scripts/ui_screenshot.py [OUT_DIR]
+    .venv/bin/python -m scripts.ui_screenshot [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -21,23 +21,21 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from durable_rollouts.config.settings import RolloutBudgets  # noqa: E402
-from durable_rollouts.contracts.rollout import PolicySpec  # noqa: E402
+from durable_rollouts.config.settings import RolloutBudgets
+from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.paths import (
-    EXAMPLE_DATASET,  # noqa: E402
-    PROJECT_ROOT,  # noqa: E402
+    EXAMPLE_DATASET,
+    PROJECT_ROOT,
 )
-from durable_rollouts.policy.prompt_renderer import PromptRenderer  # noqa: E402
-from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
-from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from  # noqa: E402
-from durable_rollouts.scripted_policy.server import ScriptedPolicyServer  # noqa: E402
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset  # noqa: E402
-from durable_rollouts.trainer_client.local_services import temporal_dev_server, worker_process  # noqa: E402
-from durable_rollouts.trainer_client.rollout_queries import request_abort  # noqa: E402
-from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, start_rollout  # noqa: E402
-from workflows.coding_agent_rollout import CodingAgentRollout  # noqa: E402
+from durable_rollouts.policy.prompt_renderer import PromptRenderer
+from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.local_services import temporal_dev_server, worker_process
+from durable_rollouts.trainer_client.rollout_queries import request_abort
+from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, start_rollout
+from workflows.coding_agent_rollout import CodingAgentRollout
 
 PORT, UI_PORT = 7243, 8243
 CHROMIUM_FLAGS = [

@@ -55,7 +55,7 @@ def _top(module: str) -> str:
 
 def test_the_top_level_holds_the_entry_scripts_the_faces_and_one_library():
     packages = {path.name for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file()}
-    assert packages == {"activities", "workflows", LIBRARY, "tests", "bench"}
+    assert packages == {"activities", "workflows", LIBRARY, "tests", "bench", "scripts"}
     assert {path.name for path in PROJECT_ROOT.glob("*.py")} == ENTRY_SCRIPTS
 
 
@@ -104,3 +104,9 @@ def test_the_benchmarks_are_a_package_that_needs_no_tests_and_no_path_edits():
     for module, names in imported_tops(PROJECT_ROOT / "bench").items():
         assert "tests" not in names, f"bench/{module} imports the tests"
         assert "sys.path" not in (PROJECT_ROOT / "bench" / module).read_text(), f"bench/{module} edits sys.path"
+
+
+def test_the_maintenance_scripts_run_as_modules_without_path_edits():
+    """``python -m scripts.<name>`` from the checkout, as the benchmarks run."""
+    for module in imported_tops(PROJECT_ROOT / "scripts"):
+        assert "sys.path" not in (PROJECT_ROOT / "scripts" / module).read_text(), f"scripts/{module} edits sys.path"

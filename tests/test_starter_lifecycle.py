@@ -72,11 +72,27 @@ async def test_sigterm_stops_the_demo_and_its_worker_and_the_console_holds_no_li
 
 
 async def test_sigterm_while_run_waits_for_the_server_stops_at_once_in_one_line(tmp_path):
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    """The "server" accepts connections and never answers, so the test sees the starter trying to connect (by then
+    its handlers are in place) and the starter keeps waiting for it."""
+    dialled = asyncio.Event()
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        dialled.set()
+
+    silent = await asyncio.start_server(accept, "127.0.0.1", 0)
+    address = f"127.0.0.1:{silent.sockets[0].getsockname()[1]}"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}, "TEMPORAL_ADDRESS": address}
     dataset = PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl"
-    run = await started(env, "run", str(dataset), "--server-wait", "600", "--out", str(tmp_path / "out.jsonl"))
-    await asyncio.sleep(3)
-    assert run.returncode is None, "still waiting for the server"
-    run.send_signal(signal.SIGTERM)
-    _, err = await asyncio.wait_for(run.communicate(), 30)
-    assert (run.returncode, err.decode().strip()) == (130, "starter: stopped")
+    try:
+        run = await started(env, "run", str(dataset), "--server-wait", "600", "--out", str(tmp_path / "out.jsonl"))
+        await asyncio.wait_for(dialled.wait(), HANG_GUARD_S)
+        assert run.returncode is None, "still waiting for the server"
+        run.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(run.communicate(), 30)
+        assert (run.returncode, err.decode().strip()) == (130, "starter: stopped")
+    finally:
+        for writer in held:
+            writer.close()
+        silent.close()

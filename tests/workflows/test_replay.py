@@ -8,7 +8,7 @@ The second test proves it would catch one: a workflow that schedules one extra
 activity first must fail to replay every recorded history. The third checks
 the recorded result itself, so a history recorded from a broken run (a
 "solved" rollout that scored 0, an episode aborted for the wrong reason) is
-caught too. Re-record with ``scripts/record_histories.py`` (all but ``previous_release.json``, a run of the
+caught too. Re-record with ``python -m scripts.record_histories`` (all but ``previous_release.json``, a run of the
 release before the last deprecated patches, which stays until those patches are removed).
 """
 

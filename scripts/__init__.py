@@ -1,0 +1,1 @@
+"""Maintenance scripts run as modules from the checkout root (``.venv/bin/python -m scripts.<name>``)."""
