@@ -266,7 +266,9 @@ async def run_worker(
         client=client,
         pin_policy_url=policy_url is not None,
         parsers=settings.parser_defaults,
+        image_affinity=settings.image_affinity,
     )
+    await asyncio.to_thread(sandboxes.image_cache.refresh)
     drift = DriftEpisodeActivities(
         roles=AdapterRolePlayer(registry, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
         runner=SandboxScriptRunner(sandboxes),

@@ -37,6 +37,7 @@ from durable_rollouts.contracts.rollout import (
     EvalResult,
     MergeRequest,
     MergeResult,
+    PickRequest,
     SandboxHandle,
     SandboxRequest,
 )
@@ -51,7 +52,7 @@ def _stub(name: str) -> StubCalled:
 
 
 @activity.defn
-async def pick_host() -> str:
+async def pick_host(request: PickRequest) -> str:
     raise _stub("pick_host")
 
 

@@ -30,6 +30,8 @@ class ErrorType(StrEnum):
     GRADING_FAILED = "GradingFailed"
     # the rollout host: agent slots, adapter sessions, the policy
     HOST_FULL = "HostFull"
+    # the rollout's image is not on this host: left for a host that holds it (``pick_host``'s first attempts)
+    IMAGE_ELSEWHERE = "ImageElsewhere"
     WORKER_SHUTDOWN = "WorkerShutdown"
     SESSION_LOST = "SessionLost"
     NO_POLICY_SERVER = "NoPolicyServer"

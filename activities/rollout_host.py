@@ -62,6 +62,7 @@ from durable_rollouts.contracts.rollout import (
     AgentProgress,
     AgentRun,
     AgentRunRequest,
+    PickRequest,
     SandboxHandle,
     SandboxRequest,
 )
@@ -77,6 +78,9 @@ DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared,
 HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
+# Attempts of ``pick_host`` a host without the rollout's image refuses, so a host that holds it (and has a free
+# slot) can take it; from the next attempt any host with a free slot takes it and pulls the image.
+IMAGE_AFFINITY_ATTEMPTS = 3
 # The agent's log travels in its result: at most this much, so a rollout's result stays well under the
 # payload cap (``ROLLOUT_PAYLOAD_MAX_BYTES``) with the grading log and the trajectory beside it.
 LOG_LIMIT_BYTES = 8 * 1024 * 1024
@@ -87,6 +91,10 @@ LOG_END_BYTES = 1024 * 1024
 
 class HostFull(Exception):
     """Every agent slot of this host is taken (``pick_host`` refuses; another worker may take the rollout)."""
+
+
+class ImageElsewhere(Exception):
+    """This host lacks the rollout's image; ``pick_host`` leaves it for a host that holds it a few attempts long."""
 
 
 class WorkerShutdown(Exception):
@@ -127,6 +135,7 @@ class RolloutHost:
         client: Client | None = None,
         pin_policy_url: bool = False,
         parsers: ParserDefaults = DEFAULT_PARSERS,
+        image_affinity: bool = True,
     ):
         self.sandboxes = sandboxes
         self.adapter = adapter
@@ -137,6 +146,7 @@ class RolloutHost:
         self.client = client
         self.pin_policy_url = pin_policy_url
         self.parsers = parsers
+        self.image_affinity = image_affinity
         self._reservations: dict[str, float] = {}
         self.claude = claude
 
@@ -153,8 +163,13 @@ class RolloutHost:
         return (registry.live_count if registry is not None else 0) + self.reserved_slots
 
     @activity.defn(name="pick_host")
-    async def pick_host(self) -> str:
+    async def pick_host(self, request: PickRequest) -> str:
         """Reserve an agent slot on this worker and return its host queue, or refuse (retried elsewhere).
+
+        A full host refuses (``HostFull``). With ``image_affinity``, a host whose engine lacks the rollout's image
+        also refuses the first ``IMAGE_AFFINITY_ATTEMPTS`` attempts (``ImageElsewhere``), so a host that holds it
+        takes the rollout when one has a free slot; later attempts go to whichever host with a free slot polls
+        first, which pulls the image.
 
         A slot is held by a reservation from here until the attempt's agent
         activity starts, its boot fails for good, or ``RESERVATION_TTL_S``
@@ -169,8 +184,16 @@ class RolloutHost:
         assert key is not None, "pick_host is scheduled by a workflow"
         if key not in self._reservations and live + len(self._reservations) >= self.agent_slots:
             raise application_error(HostFull(f"{self.host_queue} is full ({self.agent_slots} agent slots)"), ErrorType.HOST_FULL, retryable=True)
+        if self.image_affinity and activity.info().attempt <= IMAGE_AFFINITY_ATTEMPTS and not self._holds(request.image):
+            raise application_error(ImageElsewhere(f"{self.host_queue} lacks {request.image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
         self._reservations[key] = now + RESERVATION_TTL_S
         return self.host_queue
+
+    def _holds(self, image: str) -> bool:
+        try:
+            return self.sandboxes.image_cache.holds(self.sandboxes.images.settings.local_name(image))
+        except ValueError:  # not an image reference: no host holds it, the boot reports it
+            return False
 
     @activity.defn(name="boot_sandbox")
     async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:

@@ -78,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
         ImagePull,
         MergeRequest,
         MergeResult,
+        PickRequest,
         RolloutInput,
         RolloutProgress,
         RolloutResult,
@@ -100,6 +101,9 @@ BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts
 CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.REGISTRY_UNAVAILABLE, ErrorType.NO_GRADER)
 KNOWN_ABORT_REASONS = frozenset(AbortReason)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# Quick at first (the refusals of hosts without the rollout's image, ``RolloutHost.pick_host``), then at most every
+# 5 s while every host is full.
+PICK_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5))
 # The grade's rules, which a re-grade (``workflows.regrade_rollout``) shares: no grader, or a task no sandbox boots for, is not retried.
 GRADING_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS])
 GRADING_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
@@ -267,8 +271,9 @@ class CodingAgentRollout:
         )
         host_queue = await workflow.execute_activity(
             refs.pick_host,
+            PickRequest(image=rollout.task.image),
             start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5)),
+            retry_policy=PICK_RETRY,
             summary="pick a worker with a free agent slot",
         )
         self._host_start = timedelta(seconds=rollout.host_start_timeout_s)

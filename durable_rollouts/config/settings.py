@@ -126,6 +126,7 @@ class WorkerSettings(BaseModel):
     offline_tools: bool = True
     metrics_address: str | None = None
     images: ImageSettings = ImageSettings()
+    image_affinity: bool = True
 
     @property
     def host_queue(self) -> str:
@@ -340,6 +341,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "offline_tools": _flag(env, "ROLLOUT_OFFLINE_TOOLS", True),
         "metrics_address": _metrics_address(env),
         "images": images_from_env(env),
+        "image_affinity": _flag(env, "ROLLOUT_IMAGE_AFFINITY", True),
         **_sandbox_limits(env),
     }
     for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):

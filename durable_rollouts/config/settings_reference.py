@@ -161,6 +161,12 @@ SETTINGS: tuple[Setting, ...] = (
         "0 (no budget)",
         "the disk budget of the task images a worker booted or pulled (same units as the sandbox sizes): past it, the least recently booted are removed, never one a container or a boot is using, never `rollout-base:bookworm`; an image's size counts the layers it shares",
     ),
+    Setting(
+        "ROLLOUT_IMAGE_AFFINITY",
+        "worker",
+        "1",
+        "a host whose engine lacks a rollout's image leaves it to hosts that hold it for `pick_host`'s first 3 attempts (about a second); `0`: the first host with a free slot takes it",
+    ),
     Setting("ROLLOUT_REGISTRY", "worker", "none", "the registry (`host[:port]` as image names spell it) the next two credentials are for"),
     Setting("ROLLOUT_REGISTRY_USERNAME", "worker", "none: Docker's `config.json`", "the user pulls from `ROLLOUT_REGISTRY` log in as"),
     Setting("ROLLOUT_REGISTRY_PASSWORD", "worker", "none", "that user's password or token"),

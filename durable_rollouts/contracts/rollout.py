@@ -622,6 +622,12 @@ class TaskSpec(BaseModel):
         return None
 
 
+class PickRequest(BaseModel):
+    """What ``pick_host`` weighs: the task image (a host that holds it is preferred)."""
+
+    image: str = ""
+
+
 class SandboxRequest(BaseModel):
     """What boot needs: the task, and labels tying the container to its workflow attempt."""
 

@@ -1,4 +1,5 @@
-"""A host's task images kept under a disk budget, least recently booted removed first.
+"""A host's task images: which ones the engine holds (for placement), and those kept under a disk budget, least
+recently booted removed first.
 
 Invariants:
 
@@ -9,6 +10,8 @@ Invariants:
   image any container still uses (the engine refuses; that image is skipped), and the ``protected`` names
   (the base image).
 * ``budget_bytes`` 0 means no budget: nothing is removed.
+* ``holds`` answers from memory: the engine's tags as ``refresh`` listed them (the worker does it at start),
+  plus every image a boot found or pulled since, minus every image the cache removed.
 """
 
 from __future__ import annotations
@@ -37,6 +40,19 @@ class ImageCache:
         self._last_used: dict[str, float] = {}
         self._in_use: Counter[str] = Counter()
         self._lock = asyncio.Lock()
+        self._held: set[str] = set()
+
+    def refresh(self) -> None:
+        """List the engine's image tags (blocking): what ``holds`` starts from."""
+        self._held = {tag for image in self._client().images.list() for tag in image.tags}
+
+    def holds(self, image: str) -> bool:
+        """Whether the engine holds ``image`` (as named; a name without a tag is ``:latest``)."""
+        return image in self._held or (":" not in image.rsplit("/", 1)[-1] and f"{image}:latest" in self._held)
+
+    def held(self, image: str) -> None:
+        """A boot found ``image`` on the engine or pulled it."""
+        self._held.add(image)
 
     @contextlib.contextmanager
     def in_use(self, image: str) -> Iterator[None]:
@@ -90,6 +106,7 @@ class ImageCache:
                 continue
             total -= sizes[image]
             self._last_used.pop(image, None)
+            self._held.discard(image)
             removed.append(image)
         if removed:
             self.metrics.evicted(len(removed))

@@ -162,9 +162,12 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
                     raise SandboxImageMissing(f"image {image} is not on this host's engine and ROLLOUT_PULL_POLICY is never") from None
                 await self._pull(image, request, on_pull)
                 try:
-                    return await self._create_from(image, request, lifetime_s, limits)
+                    created = await self._create_from(image, request, lifetime_s, limits)
                 except docker.errors.ImageNotFound as error:
                     raise SandboxImageMissing(f"image {image} was pulled but the engine cannot run it: {error.explanation}") from None
+                self.image_cache.held(image)
+                return created
+        self.image_cache.held(image)
         if images.pull_policy != "always":
             self.images.metrics.hit()
         return created

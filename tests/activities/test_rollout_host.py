@@ -20,10 +20,11 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
-from activities.rollout_host import RolloutHost, cut_log
+from activities.rollout_host import IMAGE_AFFINITY_ATTEMPTS, RolloutHost, cut_log
 from durable_rollouts.claude_code.binary import find_claude_code
 from durable_rollouts.contracts.rollout import (
     AgentRunRequest,
+    PickRequest,
     PolicySpec,
     RolloutInput,
     SandboxRequest,
@@ -50,7 +51,13 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 CONFIG = SessionConfig(policy_url="http://127.0.0.1:1")
 
 
-def host(adapter: AdapterServer, slots: int, host_queue: str = "rl-rollouts-host-test", images: ImageSettings | None = None) -> RolloutHost:
+ANY_IMAGE = PickRequest(image="rollout-task-calc-eval-cmd:latest")
+
+
+def host(
+    adapter: AdapterServer, slots: int, host_queue: str = "rl-rollouts-host-test", images: ImageSettings | None = None, image_affinity: bool = False
+) -> RolloutHost:
+    """A host whose ``pick_host`` weighs slots only, unless ``image_affinity``."""
     return RolloutHost(
         sandboxes=DockerSandboxes(SandboxSettings(host_queue=host_queue, lifetime_s=600, images=images or ImageSettings())),
         adapter=adapter,
@@ -58,23 +65,45 @@ def host(adapter: AdapterServer, slots: int, host_queue: str = "rl-rollouts-host
         adapter_public_url="http://127.0.0.1:1",
         default_policy_url="http://127.0.0.1:2",
         agent_slots=slots,
+        image_affinity=image_affinity,
     )
 
 
-def as_workflow(workflow_id: str) -> ActivityEnvironment:
+def as_workflow(workflow_id: str, attempt: int = 1) -> ActivityEnvironment:
     env = ActivityEnvironment()
-    env.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id)
+    env.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=attempt)
     return env
 
 
 async def test_slots_are_reserved_at_pick_time(renderer):
     rollout_host = host(AdapterServer(renderer), slots=2)
-    assert await as_workflow("wf-a").run(rollout_host.pick_host) == "rl-rollouts-host-test"
-    assert await as_workflow("wf-b").run(rollout_host.pick_host) == "rl-rollouts-host-test"
-    assert await as_workflow("wf-a").run(rollout_host.pick_host) == "rl-rollouts-host-test", "a retry keeps its slot"
+    assert await as_workflow("wf-a").run(rollout_host.pick_host, ANY_IMAGE) == "rl-rollouts-host-test"
+    assert await as_workflow("wf-b").run(rollout_host.pick_host, ANY_IMAGE) == "rl-rollouts-host-test"
+    assert await as_workflow("wf-a").run(rollout_host.pick_host, ANY_IMAGE) == "rl-rollouts-host-test", "a retry keeps its slot"
     with pytest.raises(ApplicationError) as refused:
-        await as_workflow("wf-c").run(rollout_host.pick_host)
+        await as_workflow("wf-c").run(rollout_host.pick_host, ANY_IMAGE)
     assert refused.value.type == "HostFull"
+
+
+async def test_a_host_without_the_image_leaves_the_first_attempts_to_a_host_that_holds_it(renderer):
+    """Two hosts, each holding one of two images: each takes its own image's rollout at once and refuses the
+    other's (``ImageElsewhere``) for ``IMAGE_AFFINITY_ATTEMPTS`` attempts, then takes it (and would pull); a
+    holder that is full refuses as ``HostFull``, so the rollout goes to the other host after those attempts."""
+    hosts = {name: host(AdapterServer(renderer), slots=2, host_queue=f"host-{name}", image_affinity=True) for name in "ab"}
+    images = {name: PickRequest(image=f"rollout-task-{name}:latest") for name in "ab"}
+    for name, rollout_host in hosts.items():
+        rollout_host.sandboxes.image_cache.held(images[name].image)
+    assert await as_workflow("wf-a").run(hosts["a"].pick_host, images["a"]) == "host-a"
+    for attempt in range(1, IMAGE_AFFINITY_ATTEMPTS + 1):
+        with pytest.raises(ApplicationError) as refused:
+            await as_workflow("wf-b", attempt).run(hosts["a"].pick_host, images["b"])
+        assert (refused.value.type, refused.value.non_retryable) == ("ImageElsewhere", False)
+    assert await as_workflow("wf-a1").run(hosts["a"].pick_host, images["a"]) == "host-a"
+    with pytest.raises(ApplicationError) as full:
+        await as_workflow("wf-a2").run(hosts["a"].pick_host, images["a"])
+    assert full.value.type == "HostFull", "a full holder leaves its image's next rollout to another host"
+    assert await as_workflow("wf-a2", IMAGE_AFFINITY_ATTEMPTS + 1).run(hosts["b"].pick_host, images["a"]) == "host-b"
+    assert hosts["b"].sandboxes.image_cache.holds("rollout-task-b"), "a name without a tag is :latest"
 
 
 async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(renderer, tmp_path):
@@ -89,7 +118,9 @@ async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(rendere
         assert sorted(registry.restore_spooled()) == sorted([kept.session_id, gone.session_id])
         assert registry.live_count == 0
         rollout_host = host(after, slots=1)
-        assert await as_workflow("wf-new").run(rollout_host.pick_host) == "rl-rollouts-host-test", "restored sessions must not fill the host"
+        assert await as_workflow("wf-new").run(rollout_host.pick_host, ANY_IMAGE) == "rl-rollouts-host-test", (
+            "restored sessions must not fill the host"
+        )
         assert registry.claim(kept.session_id) is not None and registry.live_count == 1
         assert registry.held_by(kept.session_id, 0) and registry.claim(kept.session_id, 2) is not None
         assert not registry.held_by(kept.session_id, 0), "a retry's claim wins: the attempt it superseded no longer holds the session"
@@ -131,7 +162,7 @@ async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(rende
                 result = await env.client.execute_workflow(CodingAgentRollout.run, bad_row(image), id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=shared)
                 assert (result.status, result.abort_reason) == ("aborted", reason)
                 assert rollout_host.reserved_slots == 0, f"the failed boot of {image} still holds its slot"
-        assert await as_workflow("wf-good").run(rollout_host.pick_host) == host_queue
+        assert await as_workflow("wf-good").run(rollout_host.pick_host, ANY_IMAGE) == host_queue
     finally:
         await adapter.stop()
         await env.shutdown()
@@ -150,7 +181,7 @@ async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retr
     rollout_host = host(AdapterServer(renderer), slots=1)
     workflow_id = f"boot-cancel-{uuid.uuid4().hex[:8]}"
     env = as_workflow(workflow_id)
-    assert await env.run(rollout_host.pick_host) == "rl-rollouts-host-test"
+    assert await env.run(rollout_host.pick_host, ANY_IMAGE) == "rl-rollouts-host-test"
     task = TaskSpec(
         instance_id="boot-cancel", image="rollout-base:bookworm", workdir="/tmp", problem_statement="p", eval_cmd="true", pre_commands=["sleep 120"]
     )

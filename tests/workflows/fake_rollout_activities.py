@@ -29,6 +29,7 @@ from durable_rollouts.contracts.rollout import (
     FinishReport,
     MergeRequest,
     MergeResult,
+    PickRequest,
     ProbeVerdict,
     RolloutInput,
     SandboxHandle,
@@ -73,7 +74,7 @@ class FakeCluster:
         self.grading_log = "[apply]\n$ git apply --3way\napplied\n1 passed\n"
 
     @activity.defn(name=name_of(refs.pick_host))
-    async def pick_host(self) -> str:
+    async def pick_host(self, request: PickRequest) -> str:
         self.calls.append("pick_host")
         return self.host_queues.pop(0) if len(self.host_queues) > 1 else self.host_queues[0]
 
