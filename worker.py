@@ -190,6 +190,7 @@ def activity_lists(
             sandbox_faces.destroy_sandbox,
             sessions.merge_segments,
             sessions.discard_session,
+            grading.evaluate,
         ],
     )
 

@@ -6,8 +6,8 @@ Sequence per attempt (fresh sandbox and fresh adapter session each time):
 that ``pick_host`` returned, because the container and the adapter session
 live in that worker process. A lost host shows up as a heartbeat (boot and
 agent both heartbeat) or schedule-to-start timeout; the next attempt starts on
-whichever worker picks it up. Then ``evaluate`` (any worker, its own clean sandbox) and
-``merge_segments`` (the host holding the session).
+whichever worker picks it up. Then ``evaluate`` (its own clean sandbox, on the same host, whose engine
+holds the task image; on any worker if that host is gone) and ``merge_segments`` (the host holding the session).
 
 Invariants:
 * a patch over the cap is not an abort: it is graded without a grading
@@ -95,6 +95,8 @@ BOOT_TIMEOUT = timedelta(minutes=5)  # beyond the image pull's own timeout
 # no run of that release can be open.
 CAPTURE_DIFF_PATCH = "capture-diff-report"
 WAIT_FOR_GRADING_CANCEL_PATCH = "wait-for-grading-cancel"
+# Grades on the agent's host first (``_grade``); runs recorded before it graded on the shared queue.
+GRADE_ON_AGENT_HOST_PATCH = "grade-on-agent-host"
 BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.REGISTRY_AUTH_FAILED, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
@@ -222,22 +224,7 @@ class CodingAgentRollout:
                 self._evaluation = _not_graded(rollout.task.grader, captured.report)
             else:
                 workflow.deprecate_patch(WAIT_FOR_GRADING_CANCEL_PATCH)
-                self._evaluation = await workflow.execute_activity(
-                    refs.evaluate,
-                    EvalRequest(
-                        task=rollout.task,
-                        diff=captured.diff,
-                        workflow_id=workflow.info().workflow_id,
-                        timeout_s=rollout.eval_timeout_s,
-                        pull_timeout_s=rollout.pull_timeout_s,
-                    ),
-                    start_to_close_timeout=timedelta(seconds=rollout.eval_timeout_s + rollout.pull_timeout_s) + GRADING_OVERHEAD,
-                    heartbeat_timeout=GRADING_HEARTBEAT_TIMEOUT,
-                    retry_policy=GRADING_RETRY,
-                    # A stopped rollout waits for its cancelled grade to end, so the grading sandbox is gone when the result is.
-                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                    summary="grade the diff in a fresh sandbox",
-                )
+                self._evaluation = await self._grade(rollout, captured, host_queue)
                 evaluation = self._evaluation
                 probe = evaluation.probe.verdict if evaluation.probe else ""
                 rollout_metrics.graded(evaluation.grader, evaluation.solved, bool(evaluation.tampered), probe)
@@ -263,6 +250,34 @@ class CodingAgentRollout:
         if merged.staleness is not None and merged.staleness.dropped:
             raise Aborted(AbortReason.STALE_POLICY)
         return merged
+
+    async def _grade(self, rollout: RolloutInput, captured: CapturedDiff, host_queue: str) -> EvalResult:
+        """Grade in a fresh sandbox on the host that ran the agent, whose engine holds the task image (a grade
+        elsewhere could first pull it); a host gone before or during the grade leaves it to any worker."""
+        request = EvalRequest(
+            task=rollout.task,
+            diff=captured.diff,
+            workflow_id=workflow.info().workflow_id,
+            timeout_s=rollout.eval_timeout_s,
+            pull_timeout_s=rollout.pull_timeout_s,
+        )
+        options: dict[str, Any] = {
+            "start_to_close_timeout": timedelta(seconds=rollout.eval_timeout_s + rollout.pull_timeout_s) + GRADING_OVERHEAD,
+            "heartbeat_timeout": GRADING_HEARTBEAT_TIMEOUT,
+            "retry_policy": GRADING_RETRY,
+            # A stopped rollout waits for its cancelled grade to end, so the grading sandbox is gone when the result is.
+            "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            "summary": "grade the diff in a fresh sandbox",
+        }
+        if workflow.patched(GRADE_ON_AGENT_HOST_PATCH):
+            try:
+                return await workflow.execute_activity(
+                    refs.evaluate, request, task_queue=host_queue, schedule_to_start_timeout=self._host_start, **options
+                )
+            except ActivityError as error:
+                if not host_lost(error):
+                    raise
+        return await workflow.execute_activity(refs.evaluate, request, **options)
 
     async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, CapturedDiff, str] | None:
         """One attempt in a fresh sandbox; ``None`` means the host was lost and the next attempt should run."""

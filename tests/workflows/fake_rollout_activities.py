@@ -72,6 +72,8 @@ class FakeCluster:
         self.staleness: StalenessReport | None = None
         self.agent_log = '{"type":"system"}\n{"type":"result","num_turns":3}\n'
         self.grading_log = "[apply]\n$ git apply --3way\napplied\n1 passed\n"
+        self.graded_on: list[str] = []
+        self.host_lost_before_grading: set[str] = set()
 
     @activity.defn(name=name_of(refs.pick_host))
     async def pick_host(self, request: PickRequest) -> str:
@@ -110,6 +112,9 @@ class FakeCluster:
     @activity.defn(name=name_of(refs.evaluate))
     async def evaluate(self, request: EvalRequest) -> EvalResult:
         self.calls.append("evaluate")
+        self.graded_on.append(activity.info().task_queue)
+        if activity.info().task_queue in self.host_lost_before_grading:
+            raise ApplicationError("the worker shut down", type=ErrorType.WORKER_SHUTDOWN)
         try:
             while self.grading_hangs:
                 activity.heartbeat()
@@ -149,7 +154,7 @@ QUICK_HEARTBEATS: dict[str, Any] = {
 
 
 def workers(env, cluster: FakeCluster, workflows: tuple[type, ...] = (CodingAgentRollout,)) -> tuple[Worker, Worker]:
-    """The shared-queue worker (``workflows``, pick_host, evaluate) and the live host's worker, both on the fakes."""
+    """The shared-queue worker (``workflows``, pick_host, evaluate) and the live host's worker (evaluate too), both on the fakes."""
     shared = Worker(env.client, task_queue=SHARED, workflows=list(workflows), activities=[cluster.pick_host, cluster.evaluate], **QUICK_HEARTBEATS)
     host = Worker(
         env.client,
@@ -162,6 +167,7 @@ def workers(env, cluster: FakeCluster, workflows: tuple[type, ...] = (CodingAgen
             cluster.destroy_sandbox,
             cluster.merge_segments,
             cluster.discard_session,
+            cluster.evaluate,
         ],
     )
     return shared, host

@@ -52,6 +52,18 @@ async def test_happy_path_completes_with_reward_and_destroys_the_sandbox(env):
     )
 
 
+async def test_the_grade_runs_on_the_agents_host_and_on_any_worker_once_that_host_is_gone(env):
+    """The agent's host holds the task image, so the fresh grading sandbox boots there; a host that shut down
+    before the grade leaves it to the shared queue."""
+    cluster = FakeCluster()
+    result = await run(env, cluster, rollout())
+    assert result.status == "completed" and cluster.graded_on == [LIVE]
+    gone = FakeCluster()
+    gone.host_lost_before_grading = {LIVE}
+    result = await run(env, gone, rollout())
+    assert (result.status, result.reward) == ("completed", 1.0) and gone.graded_on[0] == LIVE and gone.graded_on[-1] == SHARED
+
+
 async def test_logs_past_the_payload_threshold_reach_the_result_whole(env):
     """Past the payload folder's threshold (256 KiB) external storage carries them; the result holds them all the same."""
     cluster = FakeCluster()
