@@ -52,7 +52,7 @@ def _stub(name: str) -> StubCalled:
 
 
 @activity.defn
-async def pick_host(request: PickRequest) -> str:
+async def pick_host(request: PickRequest | None = None) -> str:
     raise _stub("pick_host")
 
 

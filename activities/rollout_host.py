@@ -78,8 +78,8 @@ DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared,
 HEARTBEAT_INTERVAL_S = 3.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
-# Attempts of ``pick_host`` a host without the rollout's image refuses, so a host that holds it (and has a free
-# slot) can take it; from the next attempt any host with a free slot takes it and pulls the image.
+# Refusals of ``pick_host`` by hosts without the rollout's image (and with a free slot), so a host that holds it
+# can take it; after that any host with a free slot takes it and pulls the image.
 IMAGE_AFFINITY_ATTEMPTS = 3
 # The agent's log travels in its result: at most this much, so a rollout's result stays well under the
 # payload cap (``ROLLOUT_PAYLOAD_MAX_BYTES``) with the grading log and the trajectory beside it.
@@ -163,13 +163,15 @@ class RolloutHost:
         return (registry.live_count if registry is not None else 0) + self.reserved_slots
 
     @activity.defn(name="pick_host")
-    async def pick_host(self, request: PickRequest) -> str:
+    async def pick_host(self, request: PickRequest | None = None) -> str:
         """Reserve an agent slot on this worker and return its host queue, or refuse (retried elsewhere).
 
-        A full host refuses (``HostFull``). With ``image_affinity``, a host whose engine lacks the rollout's image
-        also refuses the first ``IMAGE_AFFINITY_ATTEMPTS`` attempts (``ImageElsewhere``), so a host that holds it
-        takes the rollout when one has a free slot; later attempts go to whichever host with a free slot polls
-        first, which pulls the image.
+        A full host refuses (``HostFull``). With ``image_affinity``, a host with a free slot whose engine lacks the
+        rollout's image refuses too (``ImageElsewhere``), ``IMAGE_AFFINITY_ATTEMPTS`` times in all across the
+        fleet (counted in the activity's heartbeat details, which carry over to the next attempt; ``HostFull``
+        refusals do not count), so a host that holds it takes the rollout when one has a free slot; after that
+        whichever host with a free slot polls first takes it and pulls the image. A request without an image
+        (from a workflow of an earlier release) is placed by slots alone.
 
         A slot is held by a reservation from here until the attempt's agent
         activity starts, its boot fails for good, or ``RESERVATION_TTL_S``
@@ -182,10 +184,15 @@ class RolloutHost:
         live = registry.live_count if registry is not None else 0
         key = activity.info().workflow_id
         assert key is not None, "pick_host is scheduled by a workflow"
+        details = activity.info().heartbeat_details
+        refusals = int(details[0]) if details else 0
         if key not in self._reservations and live + len(self._reservations) >= self.agent_slots:
+            activity.heartbeat(refusals)
             raise application_error(HostFull(f"{self.host_queue} is full ({self.agent_slots} agent slots)"), ErrorType.HOST_FULL, retryable=True)
-        if self.image_affinity and activity.info().attempt <= IMAGE_AFFINITY_ATTEMPTS and not self._holds(request.image):
-            raise application_error(ImageElsewhere(f"{self.host_queue} lacks {request.image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
+        image = request.image if request is not None else ""
+        if self.image_affinity and image and refusals < IMAGE_AFFINITY_ATTEMPTS and not self._holds(image):
+            activity.heartbeat(refusals + 1)
+            raise application_error(ImageElsewhere(f"{self.host_queue} lacks {image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
         self._reservations[key] = now + RESERVATION_TTL_S
         return self.host_queue
 

@@ -43,7 +43,7 @@ async def heartbeating(details: Callable[[], Any], interval_s: float = 5.0) -> A
         task.cancel()
 
 
-PULL_SIGNAL_INTERVAL_S = 2.0
+PULL_SIGNAL_INTERVAL_S = 5.0
 
 BOOT_FAILURES = Translation(
     Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
@@ -70,7 +70,7 @@ async def signalling_pulls(client: Client | None, workflow_id: str) -> AsyncIter
                 sent = current
                 try:
                     await client.get_workflow_handle(workflow_id).signal("image_pull", sent)
-                except RPCError as error:
+                except (RPCError, RuntimeError) as error:
                     log.debug("image_pull signal to %s failed: %s", workflow_id, error)
 
     def remember(progress: ImagePull) -> None:
@@ -95,8 +95,9 @@ async def boot_sandbox(sandboxes: DockerSandboxes, request: SandboxRequest, clie
         async with signalling_pulls(client, request.workflow_id) as tell_workflow, heartbeating(lambda: dict(details)):
 
             def on_pull(progress: ImagePull) -> None:
-                details.update(phase="pull", pull=progress.model_dump(mode="json"))
-                tell_workflow(progress)
+                mine = progress.model_copy(update={"attempt": request.attempt})
+                details.update(phase="pull", pull=mine.model_dump(mode="json"))
+                tell_workflow(mine)
 
             if request.purpose == "agent" and request.task.grader == "swebench":
                 await swebench.require_eval_script(request.task)

@@ -155,7 +155,7 @@ class CodingAgentRollout:
     @workflow.signal
     def image_pull(self, update: ImagePull) -> None:
         """The boot's pull of the task image on a host that lacks it (``RolloutHost.boot_sandbox`` sends it)."""
-        if self._progress.stage == "booting":
+        if self._progress.stage == "booting" and update.attempt == self._progress.attempt:
             self._progress = self._progress.model_copy(update={"image_pull": update})
             self._show_details()
 

@@ -2,7 +2,7 @@
 
 Names and defaults follow slime's coding-agent example (``SWE_TIME_BUDGET_SEC``
 1800, ``SWE_EVAL_TIMEOUT_SEC`` 600, ``SWE_GENERATE_GUARD_SEC`` = budget +
-eval + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
+eval + pull (``ROLLOUT_PULL_TIMEOUT_S``) + 180 unless set, ``SHIM_BIND_HOST`` / ``SHIM_PORT`` for the adapter,
 ``SLIME_HEAD_HOST`` for the address sandboxes dial back to,
 ``SLIME_AGENT_CC_EXTRA_ARGS`` / ``_EXTRA_ENVS`` for Claude Code,
 ``SWE_HOST_CC_TARBALL`` / ``SWE_HOST_NODE_TARBALL`` for a Claude Code taken

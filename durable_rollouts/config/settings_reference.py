@@ -165,7 +165,7 @@ SETTINGS: tuple[Setting, ...] = (
         "ROLLOUT_IMAGE_AFFINITY",
         "worker",
         "1",
-        "a host whose engine lacks a rollout's image leaves it to hosts that hold it for `pick_host`'s first 3 attempts (about a second); `0`: the first host with a free slot takes it",
+        "a host with a free slot whose engine lacks a rollout's image refuses it, 3 refusals in all (about a second), so hosts that hold it take it first; `0`: the first host with a free slot takes it",
     ),
     Setting("ROLLOUT_REGISTRY", "worker", "none", "the registry (`host[:port]` as image names spell it) the next two credentials are for"),
     Setting("ROLLOUT_REGISTRY_USERNAME", "worker", "none: Docker's `config.json`", "the user pulls from `ROLLOUT_REGISTRY` log in as"),

@@ -644,6 +644,8 @@ class ImagePull(BaseModel):
     downloaded of those announced so far; ``image`` is the name pulled (after the mirror rewrite)."""
 
     image: str
+    # The rollout attempt whose boot pulls (set by the boot activity; a lost attempt's pull is not shown).
+    attempt: int = 0
     layers_total: int = 0
     layers_done: int = 0
     bytes_done: int = 0

@@ -27,8 +27,17 @@ import docker
 import docker.errors
 
 from durable_rollouts.docker_sandbox.image_metrics import ImageMetrics
+from durable_rollouts.docker_sandbox.image_refs import ImageReferenceError, canonical
 
 log = logging.getLogger(__name__)
+
+
+def _canonical(name: str) -> str:
+    """``name`` fully qualified, or "" for a name that is no reference (it is never held)."""
+    try:
+        return canonical(name)
+    except ImageReferenceError:
+        return ""
 
 
 class ImageCache:
@@ -44,15 +53,16 @@ class ImageCache:
 
     def refresh(self) -> None:
         """List the engine's image tags (blocking): what ``holds`` starts from."""
-        self._held = {tag for image in self._client().images.list() for tag in image.tags}
+        self._held = {name for image in self._client().images.list() for tag in image.tags if (name := _canonical(tag))}
 
     def holds(self, image: str) -> bool:
-        """Whether the engine holds ``image`` (as named; a name without a tag is ``:latest``)."""
-        return image in self._held or (":" not in image.rsplit("/", 1)[-1] and f"{image}:latest" in self._held)
+        """Whether the engine holds ``image``, under any spelling of its name (``image_refs.canonical``)."""
+        return _canonical(image) in self._held
 
     def held(self, image: str) -> None:
         """A boot found ``image`` on the engine or pulled it."""
-        self._held.add(image)
+        if name := _canonical(image):
+            self._held.add(name)
 
     @contextlib.contextmanager
     def in_use(self, image: str) -> Iterator[None]:
@@ -106,7 +116,7 @@ class ImageCache:
                 continue
             total -= sizes[image]
             self._last_used.pop(image, None)
-            self._held.discard(image)
+            self._held.discard(_canonical(image))
             removed.append(image)
         if removed:
             self.metrics.evicted(len(removed))

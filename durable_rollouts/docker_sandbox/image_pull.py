@@ -99,10 +99,10 @@ class PullTracker:
         self._layers[layer] = (done_bytes, total_bytes, done)
 
     def snapshot(self) -> ImagePull:
-        layers = self._layers.values()
+        layers = list(self._layers.values())  # the pull's thread may add a layer meanwhile
         return ImagePull(
             image=self.image,
-            layers_total=len(self._layers),
+            layers_total=len(layers),
             layers_done=sum(1 for _, _, done in layers if done),
             bytes_done=sum(b for b, _, _ in layers),
             bytes_total=sum(t for _, t, _ in layers),
@@ -162,8 +162,9 @@ class ImagePuller:
                 pull.listeners.discard(on_progress)
 
     async def _run(self, pull: _Pull, timeout_s: float) -> None:
-        """The pull itself, in a thread; once it fails or times out the next boot starts a fresh one (a thread
-        still reading a stalled stream stops at its next event or its socket timeout)."""
+        """The pull itself, in a thread; once it fails or times out the next boot starts a fresh one. A thread
+        still reading a stream that stalled stops at its next event (the Docker SDK reads a pull without a
+        timeout), so a registry that stalls for good keeps that thread."""
         image = pull.tracker.image
         loop = asyncio.get_running_loop()
 

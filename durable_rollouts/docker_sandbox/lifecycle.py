@@ -147,29 +147,39 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             raise
         return container.id, name
 
-    async def _create(self, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits, on_pull: ProgressListener | None) -> tuple[str, str]:
-        """Create the container from the task image, pulled first as the pull policy says (``image_pull``):
-        ``always`` before every boot, ``missing`` when the engine lacks it, never under ``never``."""
-        images = self.images.settings
-        image = images.local_name(request.task.image)
-        with self.image_cache.in_use(image):
-            if images.pull_policy == "always":
-                await self._pull(image, request, on_pull)
+    def _present(self, image: str) -> bool:
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            return False
+        return True
+
+    async def _ensure_image(self, image: str, request: SandboxRequest, on_pull: ProgressListener | None) -> bool:
+        """Pull ``image`` as the pull policy says (``image_pull``), before the boot takes a boot slot: ``always``
+        before every boot, ``missing`` when the engine lacks it (asked of the engine only when the cache does not
+        know it held), never under ``never``. Whether it pulled."""
+        policy = self.images.settings.pull_policy
+        if policy == "always" or (policy == "missing" and not self.image_cache.holds(image) and not await asyncio.to_thread(self._present, image)):
+            await self._pull(image, request, on_pull)
+            return True
+        return False
+
+    async def _create(
+        self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits, on_pull: ProgressListener | None
+    ) -> tuple[str, str]:
+        """Create the container from ``image``; an image gone since ``_ensure_image`` (evicted, removed by hand)
+        is pulled again, except under ``never``, where it is missing."""
+        try:
+            created = await self._create_from(image, request, lifetime_s, limits)
+        except docker.errors.ImageNotFound:
+            if self.images.settings.pull_policy == "never":
+                raise SandboxImageMissing(f"image {image} is not on this host's engine and ROLLOUT_PULL_POLICY is never") from None
+            await self._pull(image, request, on_pull)
             try:
                 created = await self._create_from(image, request, lifetime_s, limits)
-            except docker.errors.ImageNotFound:
-                if images.pull_policy == "never":
-                    raise SandboxImageMissing(f"image {image} is not on this host's engine and ROLLOUT_PULL_POLICY is never") from None
-                await self._pull(image, request, on_pull)
-                try:
-                    created = await self._create_from(image, request, lifetime_s, limits)
-                except docker.errors.ImageNotFound as error:
-                    raise SandboxImageMissing(f"image {image} was pulled but the engine cannot run it: {error.explanation}") from None
-                self.image_cache.held(image)
-                return created
+            except docker.errors.ImageNotFound as error:
+                raise SandboxImageMissing(f"image {image} was pulled but the engine cannot run it: {error.explanation}") from None
         self.image_cache.held(image)
-        if images.pull_policy != "always":
-            self.images.metrics.hit()
         return created
 
     async def _pull(self, image: str, request: SandboxRequest, on_pull: ProgressListener | None) -> None:
@@ -262,23 +272,28 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         pre-command, then the baseline snapshot for ``capture_diff``, then (purpose "agent" only)
         ``PROBLEM_STATEMENT.md`` and a Claude Code config that skips onboarding, then, with a disk budget,
         the writable layer's size (``disk_baseline_bytes``, the budget's zero). Any failure after the
-        container exists removes it before raising. At most ``boot_slots`` boots run at once. A pull of the
-        task image (``_create``) reports its progress to ``on_pull``.
+        container exists removes it before raising. At most ``boot_slots`` boots create and prepare containers
+        at once; a pull of the task image (``_ensure_image``) waits for no boot slot and reports its progress to
+        ``on_pull``.
         """
         lifetime_s = lifetime_s or self.settings.lifetime_s
         limits = limits or self.limits_for(request.task)
-        async with self.boot_slots:
-            container_id, name = await self._create(request, lifetime_s, limits, on_pull)
-            handle = SandboxHandle(
-                container_id=container_id, name=name, workdir=request.task.workdir, host_queue=self.settings.host_queue, attempt=request.attempt
-            )
-            try:
-                await self._prepare_workspace(handle, request)
-                if limits.disk_bytes > 0:
-                    handle.disk_baseline_bytes = await self.layer_bytes(container_id)
-            except BaseException:
-                await asyncio.shield(self.destroy(handle))
-                raise
+        image = self.images.settings.local_name(request.task.image)
+        with self.image_cache.in_use(image):
+            if not await self._ensure_image(image, request, on_pull):
+                self.images.metrics.hit()
+            async with self.boot_slots:
+                container_id, name = await self._create(image, request, lifetime_s, limits, on_pull)
+                handle = SandboxHandle(
+                    container_id=container_id, name=name, workdir=request.task.workdir, host_queue=self.settings.host_queue, attempt=request.attempt
+                )
+                try:
+                    await self._prepare_workspace(handle, request)
+                    if limits.disk_bytes > 0:
+                        handle.disk_baseline_bytes = await self.layer_bytes(container_id)
+                except BaseException:
+                    await asyncio.shield(self.destroy(handle))
+                    raise
         return handle
 
     def _remove(self, container_id: str) -> None:

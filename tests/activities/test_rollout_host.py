@@ -69,9 +69,12 @@ def host(
     )
 
 
-def as_workflow(workflow_id: str, attempt: int = 1) -> ActivityEnvironment:
+def as_workflow(workflow_id: str, refusals: int | None = None) -> ActivityEnvironment:
+    """An activity environment of ``workflow_id``'s activity; ``refusals``: the heartbeat details an earlier
+    attempt of ``pick_host`` left (the image refusals so far)."""
     env = ActivityEnvironment()
-    env.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=attempt)
+    details = [] if refusals is None else [refusals]
+    env.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, heartbeat_details=details)
     return env
 
 
@@ -87,23 +90,27 @@ async def test_slots_are_reserved_at_pick_time(renderer):
 
 async def test_a_host_without_the_image_leaves_the_first_attempts_to_a_host_that_holds_it(renderer):
     """Two hosts, each holding one of two images: each takes its own image's rollout at once and refuses the
-    other's (``ImageElsewhere``) for ``IMAGE_AFFINITY_ATTEMPTS`` attempts, then takes it (and would pull); a
-    holder that is full refuses as ``HostFull``, so the rollout goes to the other host after those attempts."""
+    other's (``ImageElsewhere``) until ``IMAGE_AFFINITY_ATTEMPTS`` refusals are counted, then takes it (and
+    would pull); ``HostFull`` refusals do not count; a holder that is full refuses as ``HostFull``, so the
+    rollout goes to the other host after the image refusals."""
     hosts = {name: host(AdapterServer(renderer), slots=2, host_queue=f"host-{name}", image_affinity=True) for name in "ab"}
     images = {name: PickRequest(image=f"rollout-task-{name}:latest") for name in "ab"}
     for name, rollout_host in hosts.items():
         rollout_host.sandboxes.image_cache.held(images[name].image)
     assert await as_workflow("wf-a").run(hosts["a"].pick_host, images["a"]) == "host-a"
-    for attempt in range(1, IMAGE_AFFINITY_ATTEMPTS + 1):
+    for refusals in range(IMAGE_AFFINITY_ATTEMPTS):
+        env = as_workflow("wf-b", refusals)
+        beats: list = []
+        env.on_heartbeat = beats.append
         with pytest.raises(ApplicationError) as refused:
-            await as_workflow("wf-b", attempt).run(hosts["a"].pick_host, images["b"])
-        assert (refused.value.type, refused.value.non_retryable) == ("ImageElsewhere", False)
+            await env.run(hosts["a"].pick_host, images["b"])
+        assert (refused.value.type, refused.value.non_retryable, beats) == ("ImageElsewhere", False, [refusals + 1])
     assert await as_workflow("wf-a1").run(hosts["a"].pick_host, images["a"]) == "host-a"
     with pytest.raises(ApplicationError) as full:
         await as_workflow("wf-a2").run(hosts["a"].pick_host, images["a"])
     assert full.value.type == "HostFull", "a full holder leaves its image's next rollout to another host"
-    assert await as_workflow("wf-a2", IMAGE_AFFINITY_ATTEMPTS + 1).run(hosts["b"].pick_host, images["a"]) == "host-b"
-    assert hosts["b"].sandboxes.image_cache.holds("rollout-task-b"), "a name without a tag is :latest"
+    assert await as_workflow("wf-a2", IMAGE_AFFINITY_ATTEMPTS).run(hosts["b"].pick_host, images["a"]) == "host-b"
+    assert hosts["b"].sandboxes.image_cache.holds("docker.io/library/rollout-task-b"), "any spelling of the name"
 
 
 async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(renderer, tmp_path):
@@ -137,6 +144,42 @@ async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(rendere
 def bad_row(image: str) -> RolloutInput:
     task = TaskSpec(instance_id=f"bad-{uuid.uuid4().hex[:6]}", image=image, workdir="/w", problem_statement="p", eval_cmd="true")
     return RolloutInput(task=task, host_start_timeout_s=5, guard_s=120)
+
+
+async def test_the_image_refusals_carry_over_between_attempts_on_a_real_server(renderer):
+    """A real dev server: a host that lacks the image refuses ``IMAGE_AFFINITY_ATTEMPTS`` attempts of
+    ``pick_host``, their count carried over by the attempts' heartbeat details, and takes the next one."""
+    env = await start_dev_server()
+    await ensure_search_attributes(env.client, "default")
+    adapter = AdapterServer(renderer)
+    await adapter.start()
+    shared, host_queue = f"affinity-{uuid.uuid4().hex[:6]}", f"affinity-host-{uuid.uuid4().hex[:6]}"
+    rollout_host = host(adapter, slots=1, host_queue=host_queue, images=ImageSettings(pull_policy="never"), image_affinity=True)
+    try:
+        async with (
+            Worker(env.client, task_queue=shared, workflows=[CodingAgentRollout], activities=[rollout_host.pick_host]),
+            Worker(env.client, task_queue=host_queue, activities=[rollout_host.boot_sandbox]),
+        ):
+            handle = await env.client.start_workflow(
+                CodingAgentRollout.run, bad_row("rollout-task-nowhere:latest"), id=f"wf-{uuid.uuid4().hex[:8]}", task_queue=shared
+            )
+            result = await handle.result()
+        history = await handle.fetch_history()
+    finally:
+        await adapter.stop()
+        await env.shutdown()
+    assert (result.status, result.abort_reason) == ("aborted", "image_not_found")
+    scheduled = {
+        e.event_id
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes") and e.activity_task_scheduled_event_attributes.activity_type.name == "pick_host"
+    }
+    picks = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.HasField("activity_task_started_event_attributes") and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+    ]
+    assert picks == [IMAGE_AFFINITY_ATTEMPTS + 1], "three refusals, then this host took it"
 
 
 async def test_a_failed_boot_gives_its_slot_back_at_once_and_logs_one_line(renderer, caplog):
