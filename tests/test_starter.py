@@ -13,9 +13,11 @@ import uuid
 
 import pytest
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
+from activities.error_types import ErrorType
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import (
     EvalRequest,
@@ -234,7 +236,7 @@ class ScoredCluster(FakeCluster):
     @activity.defn(name=name_of(refs.boot_sandbox))
     async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
         if activity.info().workflow_id.split("-refill")[0] in self.never_boots:
-            raise RuntimeError("docker down")
+            raise ApplicationError("docker down: the container would not start", type=ErrorType.SANDBOX_BOOT_ERROR)
         return await super().boot_sandbox(request)
 
     @activity.defn(name=name_of(refs.evaluate))
