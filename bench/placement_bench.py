@@ -24,11 +24,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import io
 import json
-import os
 import statistics
-import tarfile
 import tempfile
 import time
 import uuid
@@ -38,7 +35,7 @@ import docker
 import docker.errors
 from temporalio.client import Client
 
-from bench.harness.local_registry import LocalRegistry, ThrottledFront
+from bench.harness.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer
 from bench.harness.rollout_stack import bench_budgets, example_rows, oracle_policy, running_servers, sandbox_gateway, stack_env
 from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.trainer_client.local_services import worker_process
@@ -48,23 +45,11 @@ WORKERS = ("a", "b")
 ARMS = {"affinity": "1", "first_poller": "0"}
 
 
-def _context(base: str, blob_bytes: int) -> io.BytesIO:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in (("Dockerfile", f"FROM {base}\nCOPY blob /opt/placement-blob\n".encode()), ("blob", os.urandom(blob_bytes))):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    buffer.seek(0)
-    return buffer
-
-
 def push_copies(client: docker.DockerClient, registry: LocalRegistry, images: list[str], blob_bytes: int) -> None:
     """``a/X`` and ``b/X`` in the registry for every image X, each with a random layer of its own."""
     for image in images:
         for worker in WORKERS:
-            local = f"rollouts-placement-bench:{uuid.uuid4().hex[:10]}"
-            client.images.build(fileobj=_context(image, blob_bytes), custom_context=True, tag=local, rm=True)
+            local = build_with_random_layer(client, image, blob_bytes)
             try:
                 registry.push(client, local, f"{worker}/{image}")
             finally:

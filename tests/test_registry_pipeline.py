@@ -18,7 +18,7 @@ import docker
 import docker.errors
 import pytest
 
-from bench.harness.local_registry import LocalRegistry
+from bench.harness.local_registry import LocalRegistry, image_present
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
@@ -52,7 +52,7 @@ async def test_rows_and_a_harbor_task_pull_their_images_once_and_complete(task_i
         for task in tasks:
             await asyncio.to_thread(registry.push, client, task.image, f"examples/{task.image}")
             pulled.append(f"{registry.address}/examples/{task.image}")
-        assert not any(_present(client, name) for name in pulled), "the engine holds none of the registry's names"
+        assert not any(image_present(client, name) for name in pulled), "the engine holds none of the registry's names"
         images = ImageSettings(
             mirrors=parse_mirror_rules(f"docker.io/library={registry.address}/examples"),
             credentials=RegistryCredentials(registry=registry.address, username=registry.username, password=registry.password),
@@ -66,7 +66,7 @@ async def test_rows_and_a_harbor_task_pull_their_images_once_and_complete(task_i
         for task in tasks:
             asked = registry.manifest_requests(f"examples/{task.image.split(':')[0]}", ("GET", "HEAD"))
             assert asked == 1, f"{task.image}: one pull for both samples, asked {asked} times"
-        assert all(_present(client, name) for name in pulled)
+        assert all(image_present(client, name) for name in pulled)
         assert await containers_of_runs([run_id]) == []
     finally:
         await policy.stop()
@@ -74,11 +74,3 @@ async def test_rows_and_a_harbor_task_pull_their_images_once_and_complete(task_i
         for name in pulled:
             with contextlib.suppress(docker.errors.ImageNotFound):
                 client.images.remove(name)
-
-
-def _present(client: docker.DockerClient, name: str) -> bool:
-    try:
-        client.images.get(name)
-    except docker.errors.ImageNotFound:
-        return False
-    return True

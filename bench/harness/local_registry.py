@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import os
 import secrets
 import shutil
 import socket
 import subprocess
+import tarfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import docker
+import docker.errors
 
 REGISTRY = "docker-registry"
 STARTUP_LIMIT_S = 30.0
@@ -108,6 +113,29 @@ class LocalRegistry:
         text = (self.folder / "registry.log").read_text(errors="replace")
         wanted = tuple(f'"{method} /v2/{repository}/manifests/' for method in methods)
         return sum(1 for line in text.splitlines() if any(w in line for w in wanted) and '" 200 ' in line)
+
+
+def build_with_random_layer(client: docker.DockerClient, base: str, blob_bytes: int) -> str:
+    """A new local image: ``base`` plus ``blob_bytes`` of random bytes at ``/opt/random-layer`` (a layer no other
+    image shares, so pulling the image moves real bytes); its tag."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in (("Dockerfile", f"FROM {base}\nCOPY blob /opt/random-layer\n".encode()), ("blob", os.urandom(blob_bytes))):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    tag = f"rollouts-random-layer:{uuid.uuid4().hex[:10]}"
+    client.images.build(fileobj=buffer, custom_context=True, tag=tag, rm=True)
+    return tag
+
+
+def image_present(client: docker.DockerClient, name: str) -> bool:
+    try:
+        client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
 
 
 @contextmanager

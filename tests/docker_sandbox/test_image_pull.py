@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import os
-import tarfile
 import uuid
 
 import docker
@@ -23,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import sandbox as sandbox_faces
-from bench.harness.local_registry import LocalRegistry, ThrottledFront
+from bench.harness.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer, image_present
 from durable_rollouts.contracts.rollout import ImagePull, SandboxRequest, TaskSpec
 from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
 from durable_rollouts.docker_sandbox.image_metrics import ImageMetrics
@@ -32,8 +29,6 @@ from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings, RegistryCredentials
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
-from durable_rollouts.task_sources.dataset_rows import DatasetRow
-from durable_rollouts.task_sources.harbor_tasks import HarborTaskError, read_harbor_tasks
 
 BLOB_BYTES = 8 << 20
 
@@ -94,17 +89,6 @@ class Images:
         return self.calc.model_copy(update={"image": image, "instance_id": f"pull-{uuid.uuid4().hex[:6]}"})
 
 
-def _context(base: str, blob_bytes: int) -> io.BytesIO:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in (("Dockerfile", f"FROM {base}\nCOPY blob /opt/pull-test-blob\n".encode()), ("blob", os.urandom(blob_bytes))):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    buffer.seek(0)
-    return buffer
-
-
 def _forget(client: docker.DockerClient, name: str) -> None:
     with contextlib.suppress(docker.errors.ImageNotFound):
         client.images.remove(name, force=True)
@@ -113,8 +97,7 @@ def _forget(client: docker.DockerClient, name: str) -> None:
 async def push_new_image(client: docker.DockerClient, registry: LocalRegistry, base: str, name: str, blob_bytes: int = BLOB_BYTES) -> None:
     """Build ``base`` plus a random layer of ``blob_bytes``, push it to ``registry`` as ``name``, and remove it
     from the engine (its random layer with it)."""
-    local = f"rollouts-pull-test:{uuid.uuid4().hex[:10]}"
-    await asyncio.to_thread(client.images.build, fileobj=_context(base, blob_bytes), custom_context=True, tag=local, rm=True)
+    local = await asyncio.to_thread(build_with_random_layer, client, base, blob_bytes)
     try:
         await asyncio.to_thread(registry.push, client, local, name)
     finally:
@@ -169,7 +152,7 @@ async def test_waiting_boots_share_one_pull_through_the_mirror_and_see_its_progr
         assert last.image == found.remote() and last.bytes_done >= BLOB_BYTES // 2 and last.layers_total >= 1
         again = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-again", attempt=0))
         assert found.registry.manifest_requests(found.repository, ("GET", "HEAD")) == asked, "the image was in place: no request"
-        assert (await sandboxes.exec(again, "stat -c %s /opt/pull-test-blob")).output.strip() == str(BLOB_BYTES)
+        assert (await sandboxes.exec(again, "stat -c %s /opt/random-layer")).output.strip() == str(BLOB_BYTES)
     finally:
         await reap_prefix(prefix)
 
@@ -289,38 +272,9 @@ async def test_the_cache_removes_the_least_recently_booted_image_past_its_budget
         await sandboxes.destroy(first)
         running = await boot(1)
         await boot(2)
-        on_engine = {name for name in remote if _present(client, name)}
+        on_engine = {name for name in remote if image_present(client, name)}
         assert on_engine == {remote[1], remote[2]}, "the least recently booted image went; the running sandbox's stayed"
         assert sandboxes.image_cache.known == [remote[1], remote[2]]
         assert (await sandboxes.exec(running, "true")).exit_code == 0
     finally:
         await reap_prefix(prefix)
-
-
-def _present(client: docker.DockerClient, name: str) -> bool:
-    try:
-        client.images.get(name)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
-
-
-@pytest.mark.integration
-@pytest.mark.asyncio(loop_scope="session")
-async def test_a_harbor_task_naming_a_registry_image_is_pulled_to_read_its_workdir(images, tmp_path):
-    """The starter reads a Harbor task whose ``docker_image`` its engine lacks: it pulls it (with the
-    settings' credentials) and takes the image's WORKDIR; a tag the registry lacks is that task's error."""
-    found, pulled = images
-    image = found.remote()
-    pulled.append(image)
-    _forget(docker.from_env(), image)
-    for name, reference in (("present", image), ("absent", found.remote(tag="no-such-tag"))):
-        folder = tmp_path / "tasks" / name
-        (folder / "tests").mkdir(parents=True)
-        (folder / "task.toml").write_text(f'[environment]\ndocker_image = "{reference}"\n')
-        (folder / "instruction.md").write_text("do it\n")
-        (folder / "tests" / "test.sh").write_text("#!/bin/sh\nexit 0\n")
-    settings = ImageSettings(credentials=found.credentials)
-    absent, present = await asyncio.to_thread(lambda: list(read_harbor_tasks(tmp_path / "tasks", image_settings=settings)))
-    assert isinstance(present, DatasetRow) and (present.task.image, present.task.workdir) == (image, found.calc.workdir)
-    assert isinstance(absent, HarborTaskError) and "environment.docker_image" in str(absent) and "is not in registry" in str(absent)
