@@ -58,12 +58,14 @@ DIFF_FAILURES = Translation(Failure(SandboxGone, ErrorType.SANDBOX_GONE), Failur
 @contextlib.asynccontextmanager
 async def signalling_pulls(client: Client | None, workflow_id: str) -> AsyncIterator[Callable[[ImagePull], None]]:
     """A listener for an image pull's progress that sends the latest to the workflow's ``image_pull`` signal
-    at most every ``PULL_SIGNAL_INTERVAL_S`` (nothing when no pull happens, or without a client)."""
+    at most every ``PULL_SIGNAL_INTERVAL_S``; its sender starts with the first progress, so a boot that pulls
+    nothing (or has no client) runs no extra task."""
     latest: dict[str, ImagePull] = {}
 
     async def send() -> None:
         sent: ImagePull | None = None
-        while client is not None:
+        assert client is not None
+        while True:
             await asyncio.sleep(PULL_SIGNAL_INTERVAL_S)
             current = latest.get("pull")
             if current is not None and current != sent:
@@ -73,14 +75,18 @@ async def signalling_pulls(client: Client | None, workflow_id: str) -> AsyncIter
                 except (RPCError, RuntimeError) as error:
                     log.debug("image_pull signal to %s failed: %s", workflow_id, error)
 
+    sender: list[asyncio.Task[None]] = []
+
     def remember(progress: ImagePull) -> None:
         latest["pull"] = progress
+        if not sender and client is not None:
+            sender.append(asyncio.create_task(send()))
 
-    task = asyncio.create_task(send())
     try:
         yield remember
     finally:
-        task.cancel()
+        for task in sender:
+            task.cancel()
 
 
 async def boot_sandbox(sandboxes: DockerSandboxes, request: SandboxRequest, client: Client | None = None) -> SandboxHandle:
