@@ -42,6 +42,10 @@ Invariants:
   version in each sampled (slime masks a partial sample's earlier response).
   Without partial rollout they are cut (agents stopped, sandboxes destroyed)
   and, like finished groups beyond the batch, not kept.
+* **Images ahead**: with ``ROLLOUT_PREFETCH_IMAGES`` (default on), once a batch is full the images of the
+  next call's first ``over_sampling_batch_size`` prompts (read from the data source without drawing them,
+  ``next_prompts``) are announced to the fleet (``durable_rollouts.trainer_client.image_prefetch``), so hosts
+  pull them while slime trains.
 * **Impossible-task probes**: with ``ROLLOUT_IMPOSSIBLE_SHARE`` that share of
   the drawn groups run as probes of their rows (``durable_rollouts.task_sources.impossible_probes``):
   a probe's group is never in the batch (it is dropped, ``dropped_by="probe"``,
@@ -75,10 +79,11 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 import slime_generate
-from durable_rollouts.config.settings import SettingsError, impossible_share_from_env
+from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, prefetch_from_env
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
 from durable_rollouts.slime_samples.options import SampleOptions, sample_options
 from durable_rollouts.task_sources.dataset_rows import RowError
+from durable_rollouts.trainer_client.image_prefetch import ImagePrefetch
 from durable_rollouts.trainer_client.rollout_groups import Accept, Batch, StragglerPolicy, fill_batch, group_id
 from durable_rollouts.trainer_client.rollout_runs import task_queue_from_env
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
@@ -121,9 +126,36 @@ async def generate_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     if policy == "handover" and filled.batch.handed_over:
         data_source.add_samples([stamped(source.samples_of[group_id(group)], rollout_id) for group in filled.batch.handed_over])
     run_batch_functions(args, filled, data_source)
+    if prefetch_from_env():
+        await prefetch_next(client, queue, data_source, chunk)
     metrics = rollout_metrics(filled, len(source.unusable))
     log.info("rollout %s: %s", rollout_id, metrics)
     return train_output(filled.samples, metrics)
+
+
+def next_prompts(data_source: Any, n: int) -> list[Any]:
+    """The next ``n`` prompts slime's data source will hand out, read without drawing them: slime's
+    ``RolloutDataSource`` keeps them in ``dataset.samples`` from ``sample_offset``. None past the epoch's end (the
+    next epoch is shuffled as it is drawn) or from a data source laid out otherwise."""
+    samples, offset = getattr(getattr(data_source, "dataset", None), "samples", None), getattr(data_source, "sample_offset", None)
+    if samples is None or not isinstance(offset, int):
+        return []
+    return list(samples[offset : offset + n])
+
+
+async def prefetch_next(client: Any, queue: str, data_source: Any, n: int) -> None:
+    """Tell the fleet the images of the next call's first ``n`` prompts (``next_prompts``), so hosts pull them
+    while slime trains on this batch; a prompt whose row cannot run is left to the draw that sets it aside."""
+    images = []
+    for prompt in next_prompts(data_source, n):
+        try:
+            images.append(slime_generate.task_of(prompt).image)
+        except RowError:
+            continue
+    if images:
+        prefetch = ImagePrefetch(client, slime_generate.RUN_ID, queue)
+        prefetch.announce(images, budgets_from_env().pull_timeout_s)
+        await prefetch.settle()
 
 
 def stamped(samples: list[Any], rollout_id: int) -> list[Any]:

@@ -60,8 +60,8 @@ from typing import get_args
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
-from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutResult, SamplingParams, StalenessBound
+from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, prefetch_from_env, staleness_from_env
+from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutProgress, RolloutResult, SamplingParams, StalenessBound
 from durable_rollouts.contracts.rollout_group import GroupFilter
 from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
@@ -86,7 +86,7 @@ def group_options(args: argparse.Namespace) -> GroupOptions:
 
 
 def placement(args: argparse.Namespace) -> Placement:
-    return Placement(task_queue=args.task_queue, concurrency=args.concurrency, server_wait_s=args.server_wait)
+    return Placement(task_queue=args.task_queue, concurrency=args.concurrency, server_wait_s=args.server_wait, prefetch=prefetch_from_env())
 
 
 def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
@@ -203,6 +203,8 @@ async def status(client: Client, args: argparse.Namespace) -> int:
 async def show(client: Client, args: argparse.Namespace) -> int:
     state, detail, log_lines = await rollout_queries.rollout_details(client, args.workflow_id)
     print(f"{args.workflow_id}: {state}")
+    if isinstance(detail, RolloutProgress) and detail.image_pull is not None:
+        print(f"pulling {detail.image_pull.image}: {detail.image_pull.summary()}")
     record = detail.model_dump(mode="json")
     if isinstance(detail, RolloutResult):
         move_out_logs(record, Path(args.save_logs) if args.save_logs else None)

@@ -102,6 +102,7 @@ from durable_rollouts.trainer_client.temporal_connection import ConnectionSettin
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
+from workflows.image_prefetch import PrefetchImages
 from workflows.regrade_rollout import RegradeRollout
 from workflows.rollout_group import RolloutGroup
 
@@ -175,6 +176,7 @@ def activity_lists(
     return ActivityLists(
         shared=[
             host.pick_host,
+            host.prefetch_image,
             grading.evaluate,
             drift.sample_drift_task,
             drift.propose_drift,
@@ -281,7 +283,7 @@ async def run_worker(
     shared = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup, RegradeRollout],
+        workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup, RegradeRollout, PrefetchImages],
         activities=activities.shared,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,

@@ -29,6 +29,7 @@ from durable_rollouts.contracts.drift_repair import (
     RepairRequest,
     SampleRequest,
 )
+from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
 from durable_rollouts.contracts.rollout import (
     AgentRun,
     AgentRunRequest,
@@ -54,6 +55,11 @@ def _stub(name: str) -> StubCalled:
 @activity.defn
 async def pick_host(request: PickRequest | None = None) -> str:
     raise _stub("pick_host")
+
+
+@activity.defn
+async def prefetch_image(request: PrefetchRequest) -> Prefetched:
+    raise _stub("prefetch_image")
 
 
 @activity.defn
@@ -123,6 +129,7 @@ async def collect_role_segments(request: CollectRequest) -> MergeResult:
 
 WORKFLOW_ACTIVITIES = (
     pick_host,
+    prefetch_image,
     boot_sandbox,
     run_claude_code,
     capture_diff,

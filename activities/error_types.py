@@ -32,6 +32,8 @@ class ErrorType(StrEnum):
     HOST_FULL = "HostFull"
     # the rollout's image is not on this host: left for a host that holds it (``pick_host``'s first attempts)
     IMAGE_ELSEWHERE = "ImageElsewhere"
+    # this host already pulls as many images ahead as it takes at once (``prefetch_image``; another host may take it)
+    PULLS_BUSY = "PullsBusy"
     WORKER_SHUTDOWN = "WorkerShutdown"
     SESSION_LOST = "SessionLost"
     NO_POLICY_SERVER = "NoPolicyServer"

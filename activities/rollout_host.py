@@ -48,6 +48,7 @@ import json
 import logging
 import shlex
 import time
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
@@ -55,9 +56,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import sandbox
-from activities.activity_failures import SESSION_SETUP_FAILURES, application_error
+from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error
 from activities.error_types import ErrorType
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
 from durable_rollouts.contracts.rollout import (
     AgentProgress,
     AgentRun,
@@ -68,7 +70,9 @@ from durable_rollouts.contracts.rollout import (
 )
 from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
 from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
+from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
+from durable_rollouts.docker_sandbox.image_refs import ImageReferenceError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
@@ -81,6 +85,8 @@ RESERVATION_TTL_S = 300.0
 # Refusals of ``pick_host`` by hosts without the rollout's image (and with a free slot), so a host that holds it
 # can take it; after that any host with a free slot takes it and pulls the image.
 IMAGE_AFFINITY_ATTEMPTS = 3
+# Images one host pulls ahead at once (``prefetch_image``); a boot's own pull is never held back by them.
+PREFETCH_PULLS_PER_HOST = 2
 # The agent's log travels in its result: at most this much, so a rollout's result stays well under the
 # payload cap (``ROLLOUT_PAYLOAD_MAX_BYTES``) with the grading log and the trajectory beside it.
 LOG_LIMIT_BYTES = 8 * 1024 * 1024
@@ -95,6 +101,18 @@ class HostFull(Exception):
 
 class ImageElsewhere(Exception):
     """This host lacks the rollout's image; ``pick_host`` leaves it for a host that holds it a few attempts long."""
+
+
+class PullsBusy(Exception):
+    """This host already pulls ``PREFETCH_PULLS_PER_HOST`` images ahead; another host may take this one."""
+
+
+PREFETCH_FAILURES = Translation(
+    Failure(ImageReferenceError, ErrorType.SANDBOX_IMAGE_MISSING),
+    Failure(SandboxImageMissing, ErrorType.SANDBOX_IMAGE_MISSING),
+    Failure(RegistryAuthFailed, ErrorType.REGISTRY_AUTH_FAILED),
+    Failure(RegistryUnavailable, ErrorType.REGISTRY_UNAVAILABLE, retryable=True),
+)
 
 
 class WorkerShutdown(Exception):
@@ -148,6 +166,7 @@ class RolloutHost:
         self.parsers = parsers
         self.image_affinity = image_affinity
         self._reservations: dict[str, float] = {}
+        self._prefetching = 0
         self.claude = claude
 
     @property
@@ -197,10 +216,44 @@ class RolloutHost:
         return self.host_queue
 
     def _holds(self, image: str) -> bool:
+        """Whether this engine holds ``image`` (as the rows name it) or is pulling it now."""
         try:
-            return self.sandboxes.image_cache.holds(self.sandboxes.images.settings.local_name(image))
+            local = self.sandboxes.images.settings.local_name(image)
         except ValueError:  # not an image reference: no host holds it, the boot reports it
             return False
+        return self.sandboxes.image_cache.holds(local) or self.sandboxes.images.pulling(local)
+
+    @activity.defn(name="prefetch_image")
+    async def prefetch_image(self, request: PrefetchRequest) -> Prefetched:
+        """Have a task image on this host before the groups that need it start (``DockerSandboxes.prefetch``);
+        scheduled on the shared queue, so whichever host polls first takes it.
+
+        Refuses (retried, so another host may take it) while this host already pulls
+        ``PREFETCH_PULLS_PER_HOST`` images ahead, and, with ``image_affinity``, while it lacks the image
+        ``IMAGE_AFFINITY_ATTEMPTS`` times in all (counted in the heartbeat details, as ``pick_host`` counts), so
+        a host that holds it answers ``held`` rather than a second host pulling it. Heartbeats the pull's
+        progress (``ImagePull``) every ``HEARTBEAT_INTERVAL_S``.
+        """
+        details = activity.info().heartbeat_details
+        refusals = details[0] if details and isinstance(details[0], int) else (IMAGE_AFFINITY_ATTEMPTS if details else 0)
+        if self._prefetching >= PREFETCH_PULLS_PER_HOST:
+            activity.heartbeat(refusals)
+            raise application_error(
+                PullsBusy(f"{self.host_queue} already pulls {self._prefetching} images ahead"), ErrorType.PULLS_BUSY, retryable=True
+            )
+        if self.image_affinity and refusals < IMAGE_AFFINITY_ATTEMPTS and not self._holds(request.image):
+            activity.heartbeat(refusals + 1)
+            raise application_error(ImageElsewhere(f"{self.host_queue} lacks {request.image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
+        started, latest = time.monotonic(), dict[str, dict[str, Any]]()
+        self._prefetching += 1
+        try:
+            async with sandbox.heartbeating(lambda: latest.get("pull"), HEARTBEAT_INTERVAL_S):
+                outcome = await self.sandboxes.prefetch(request.image, request.pull_timeout_s, lambda pull: latest.update(pull=pull.model_dump()))
+        except PREFETCH_FAILURES.handled as error:
+            raise PREFETCH_FAILURES(error) from None
+        finally:
+            self._prefetching -= 1
+        return Prefetched(image=request.image, outcome=outcome, host_queue=self.host_queue, seconds=round(time.monotonic() - started, 1))
 
     @activity.defn(name="boot_sandbox")
     async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:

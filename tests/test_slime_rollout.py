@@ -12,13 +12,15 @@ import uuid
 
 import pytest
 import pytest_asyncio
+from temporalio.worker import Worker
 
 import slime_generate
 import slime_rollout
 from durable_rollouts.config.settings import RolloutBudgets, SettingsError
+from durable_rollouts.contracts.image_prefetch import PrefetchResult
 from durable_rollouts.contracts.rollout import RolloutResult, TokenSegment
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
-from durable_rollouts.contracts.workflow_ids import group_workflow_id
+from durable_rollouts.contracts.workflow_ids import group_workflow_id, prefetch_workflow_id
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
@@ -30,6 +32,8 @@ from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, f
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_args import slime_args
 from tests.slime_sample import Sample
+from tests.workflows.fake_rollout_activities import FakePrefetchHost
+from workflows.image_prefetch import PrefetchImages
 
 ROWS = [json.loads(line) for line in EXAMPLE_DATASET.read_text().splitlines() if line.strip()]
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
@@ -435,3 +439,22 @@ def test_groups_handed_back_carry_their_start_rollout_id_and_mask_older_weights_
     slime_rollout.mask_older_versions(sample)
     assert (sample.loss_mask, sample.rollout_log_probs, sample.weight_versions) == ([0, 0, 0, 1], [0.0, 0.0, 0.0, -1.0], ["4"])
     assert sample.metadata["weight_version_spans"] == [spans[1]]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_images_of_the_next_calls_prompts_are_announced_without_drawing_them(env, monkeypatch):
+    """A data source laid out as slime's (``dataset.samples`` from ``sample_offset``): the next prompts' images go to
+    one ``PrefetchImages`` (a row that cannot run is left out), and the data source hands out the same prompts next."""
+    monkeypatch.setattr(slime_generate, "RUN_ID", f"pf{uuid.uuid4().hex[:6]}")
+    no_image = {**ROWS[0], "metadata": {k: v for k, v in ROWS[0]["metadata"].items() if k != "image"}}
+    prompts = [
+        Sample(prompt=row["prompt"], label=row.get("label"), metadata=copy.deepcopy(row["metadata"])) for row in [ROWS[0], no_image, *ROWS[1:]]
+    ]
+    source = types.SimpleNamespace(dataset=types.SimpleNamespace(samples=prompts), sample_offset=1)
+    fake, queue = FakePrefetchHost(busy=set(), missing=set()), f"pf-{uuid.uuid4().hex[:6]}"
+    images = [slime_generate.task_of(prompt).image for prompt in prompts[2:4]]
+    async with Worker(env.client, task_queue=queue, workflows=[PrefetchImages], activities=[fake.prefetch_image]):
+        await slime_rollout.prefetch_next(env.client, queue, source, 3)
+        handle = env.client.get_workflow_handle(prefetch_workflow_id(slime_generate.RUN_ID, images), result_type=PrefetchResult)
+        result = await handle.result()
+    assert [p.image for p in result.images] == list(dict.fromkeys(images)) and source.sample_offset == 1

@@ -22,10 +22,12 @@ from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import (
     EvalRequest,
     EvalResult,
+    ImagePull,
     MergeRequest,
     MergeResult,
     PolicySpec,
     ProbeVerdict,
+    RolloutProgress,
     RolloutResult,
     SandboxHandle,
     SandboxRequest,
@@ -38,11 +40,12 @@ from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_w
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from durable_rollouts.task_sources.impossible_probes import probe_seed
+from durable_rollouts.trainer_client import rollout_queries
 from durable_rollouts.trainer_client.batch_runs import group_input, groups_in_flight, read_rows
 from durable_rollouts.trainer_client.rollout_queries import HostSlots
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, workflow_id_for
 from durable_rollouts.trainer_client.run_summary import hosts_line, summary_lines
-from starter import group_options, parse_args, run_dataset, staleness_bound
+from starter import group_options, parse_args, run_dataset, show, staleness_bound
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
@@ -155,6 +158,25 @@ def test_the_default_results_file_is_one_per_run():
     assert parse_args(["run", "d.jsonl", "--run-id", "step-7"]).out.endswith("results/run-step-7.jsonl")
     assert parse_args(["demo", "--run-id", "a/../b"]).out.endswith("results/demo-a_.._b.jsonl"), "a run id never names another folder"
     assert parse_args(["episodes", "--run-id", "e1", "--out", "x.jsonl"]).out == "x.jsonl"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_show_gives_a_rollout_pulling_its_image_a_line_of_its_own(monkeypatch, capsys):
+    pull = ImagePull(
+        image="mirror.local:5000/swebench/sweb.eval.x86_64.a:latest",
+        layers_total=7,
+        layers_done=3,
+        bytes_done=120_400_000,
+        bytes_total=450_000_000,
+        seconds=12,
+    )
+
+    async def details(client, workflow_id):
+        return "RUNNING", RolloutProgress(stage="booting", image_pull=pull), []
+
+    monkeypatch.setattr(rollout_queries, "rollout_details", details)
+    assert await show(None, parse_args(["show", "rollout-r-a-0-0"])) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "pulling mirror.local:5000/swebench/sweb.eval.x86_64.a:latest: 3/7 layers, 120.4/450.0 MB, 12 s"
 
 
 def test_the_run_options_set_the_staleness_bound_and_fall_back_to_the_environment(monkeypatch):

@@ -66,13 +66,13 @@ with workflow.unsafe.imports_passed_through():
         SampleRequest,
         VisibleBreakdown,
     )
-    from durable_rollouts.contracts.rollout import AbortReason, MergeResult
+    from durable_rollouts.contracts.rollout import DEFAULT_PULL_TIMEOUT_S, AbortReason, MergeResult
     from durable_rollouts.drift_repair.scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
 
 # Activities heartbeat every 2 s; the SDK sends at most one heartbeat per 0.8 x this timeout, and a cancel
 # (guard, abort) reaches an activity only with a heartbeat's answer, so this also bounds how fast one stops.
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-SANDBOX_BOOT_BUDGET_S = 300
+SANDBOX_BOOT_BUDGET_S = 300  # plus the pull of a task image the host lacks (``DEFAULT_PULL_TIMEOUT_S``)
 HARNESS_SLACK_S = 60
 NON_RETRYABLE = [ErrorType.UNKNOWN_TASK, ErrorType.NO_DRIFT, ErrorType.NO_POLICY_SERVER, ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_ERROR]
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
@@ -199,7 +199,7 @@ class DriftRepairEpisode:
 
     @staticmethod
     def _sandbox_budget(inputs: int, run_timeout_s: float) -> timedelta:
-        return timedelta(seconds=SANDBOX_BOOT_BUDGET_S + inputs * run_timeout_s + HARNESS_SLACK_S)
+        return timedelta(seconds=SANDBOX_BOOT_BUDGET_S + DEFAULT_PULL_TIMEOUT_S + inputs * run_timeout_s + HARNESS_SLACK_S)
 
     async def _call(self, activity: Callable[[A], Awaitable[R]], argument: A, budget: timedelta, summary: str) -> R:
         try:

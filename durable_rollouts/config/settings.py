@@ -35,7 +35,7 @@ from typing import cast, get_args
 
 from pydantic import BaseModel, Field, SecretStr
 
-from durable_rollouts.contracts.rollout import FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy, TaskSpec
+from durable_rollouts.contracts.rollout import DEFAULT_PULL_TIMEOUT_S, FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy, TaskSpec
 from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings, PullPolicy, RegistryCredentials
 from durable_rollouts.docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
@@ -76,7 +76,7 @@ class RolloutBudgets(BaseModel):
     agent_budget_s: int = Field(1800, ge=1)
     eval_timeout_s: int = Field(600, ge=1)
     # How long a host may take to pull a task image it lacks, apart from the boot.
-    pull_timeout_s: int = Field(600, ge=1)
+    pull_timeout_s: int = Field(DEFAULT_PULL_TIMEOUT_S, ge=1)
     guard_s: int = Field(3180, ge=1)
     # How long a rollout whose host went silent waits for it to come back before it moves to another host.
     resume_window_s: int = Field(120, ge=1)
@@ -288,6 +288,11 @@ def impossible_share_from_env(env: Mapping[str, str] = os.environ) -> float:
     if not 0 <= share <= 1:
         raise SettingsError(f"ROLLOUT_IMPOSSIBLE_SHARE: must lie between 0 and 1, got {raw}")
     return share
+
+
+def prefetch_from_env(env: Mapping[str, str] = os.environ) -> bool:
+    """``ROLLOUT_PREFETCH_IMAGES``: whether the trainer side tells the fleet which images its next groups need."""
+    return _flag(env, "ROLLOUT_PREFETCH_IMAGES", True)
 
 
 def images_from_env(env: Mapping[str, str] = os.environ) -> ImageSettings:

@@ -167,6 +167,12 @@ SETTINGS: tuple[Setting, ...] = (
         "1",
         "a host with a free slot whose engine lacks a rollout's image refuses it, 3 refusals in all (about a second), so hosts that hold it take it first; `0`: the first host with a free slot takes it",
     ),
+    Setting(
+        "ROLLOUT_PREFETCH_IMAGES",
+        "trainer",
+        "1",
+        "the starter tells the fleet the images of the groups it starts next (one round of groups in flight ahead) and `slime_rollout` those of each group it draws, so hosts pull them while they run the current ones (`PrefetchImages`); `0`: boots pull what they lack",
+    ),
     Setting("ROLLOUT_REGISTRY", "worker", "none", "the registry (`host[:port]` as image names spell it) the next two credentials are for"),
     Setting("ROLLOUT_REGISTRY_USERNAME", "worker", "none: Docker's `config.json`", "the user pulls from `ROLLOUT_REGISTRY` log in as"),
     Setting("ROLLOUT_REGISTRY_PASSWORD", "worker", "none", "that user's password or token"),

@@ -622,6 +622,10 @@ class TaskSpec(BaseModel):
         return None
 
 
+# How long a host may take to pull a task image it lacks, apart from the boot (``ROLLOUT_PULL_TIMEOUT_S``).
+DEFAULT_PULL_TIMEOUT_S = 600
+
+
 class PickRequest(BaseModel):
     """What ``pick_host`` weighs: the task image (a host that holds it is preferred)."""
 
@@ -636,7 +640,7 @@ class SandboxRequest(BaseModel):
     attempt: int
     purpose: Literal["agent", "grading"] = "agent"
     # How long pulling the task image may take on a host that lacks it, apart from the boot itself.
-    pull_timeout_s: float = Field(600.0, gt=0)
+    pull_timeout_s: float = Field(DEFAULT_PULL_TIMEOUT_S, gt=0)
 
 
 class ImagePull(BaseModel):
@@ -709,7 +713,7 @@ class EvalRequest(BaseModel):
     diff: str
     workflow_id: str
     timeout_s: int = Field(600, ge=1)
-    pull_timeout_s: int = Field(600, ge=1)
+    pull_timeout_s: int = Field(DEFAULT_PULL_TIMEOUT_S, ge=1)
 
 
 class EvalResult(BaseModel):
@@ -835,7 +839,7 @@ class RolloutInput(BaseModel):
     policy: PolicySpec = PolicySpec()
     agent_budget_s: int = Field(1800, ge=1)
     eval_timeout_s: int = Field(600, ge=1)
-    pull_timeout_s: int = Field(600, ge=1)
+    pull_timeout_s: int = Field(DEFAULT_PULL_TIMEOUT_S, ge=1)
     guard_s: int = Field(3180, ge=1)
     max_agent_attempts: int = Field(3, ge=1)
     host_start_timeout_s: int = Field(10, ge=1)

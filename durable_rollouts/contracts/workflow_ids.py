@@ -6,6 +6,8 @@ a ``RolloutGroup``'s children keep the ids a flat run gives the same samples.
 
 from __future__ import annotations
 
+import hashlib
+
 from durable_rollouts.contracts.drift_repair import EpisodeInput
 
 
@@ -30,3 +32,9 @@ def refill_workflow_id(first_id: str, attempt: int) -> str:
 def regrade_workflow_id(regrade_id: str, original_id: str) -> str:
     """One re-grade of one rollout per ``regrade_id``: the same id attaches to that re-grade, a new one grades again."""
     return f"regrade-{regrade_id}-{original_id}"
+
+
+def prefetch_workflow_id(run_id: str, images: list[str]) -> str:
+    """One prefetch per (run, set of images): announcing the same images again attaches to it."""
+    digest = hashlib.sha256("\n".join(sorted(set(images))).encode()).hexdigest()[:16]
+    return f"prefetch-{run_id}-{digest}"

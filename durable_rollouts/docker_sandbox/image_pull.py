@@ -142,6 +142,10 @@ class ImagePuller:
         self.metrics = metrics
         self._inflight: dict[str, _Pull] = {}
 
+    def pulling(self, image: str) -> bool:
+        """Whether a pull of ``image`` (the name pulled) is in flight on this host."""
+        return image in self._inflight
+
     async def pull(self, image: str, timeout_s: float, on_progress: ProgressListener | None = None) -> None:
         """Pull ``image`` (joining a pull of it in flight), waiting at most ``timeout_s``; ``on_progress`` hears
         each change of its progress (on the event loop)."""

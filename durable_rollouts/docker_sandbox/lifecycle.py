@@ -30,6 +30,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import docker
 import docker.errors
@@ -163,6 +164,23 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             await self._pull(image, request, on_pull)
             return True
         return False
+
+    async def prefetch(self, image: str, timeout_s: float, on_pull: ProgressListener | None = None) -> Literal["pulled", "held", "skipped"]:
+        """Have ``image`` (as the rows name it) on this engine before a boot asks for it: ``held`` if it is already
+        here, ``skipped`` under the pull policy ``never``, else pulled (joining a pull in flight) and then
+        ``pulled``. Either way the cache counts it as just used, so it is the last one a budget removes (and not
+        the one this pull's own budget check removes)."""
+        local = self.images.settings.local_name(image)
+        if self.images.settings.pull_policy == "never":
+            return "skipped"
+        with self.image_cache.in_use(local):
+            if self.image_cache.holds(local) or await asyncio.to_thread(self._present, local):
+                self.image_cache.held(local)
+                return "held"
+            await self.images.pull(local, timeout_s, on_pull)
+            self.image_cache.held(local)
+            await self.image_cache.enforce()
+        return "pulled"
 
     async def _create(
         self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits, on_pull: ProgressListener | None

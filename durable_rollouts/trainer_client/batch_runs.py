@@ -7,7 +7,9 @@ rollouts or episodes, into a results file.
 Invariants of ``run_groups``:
 * only groups without a final line in the file are started or attached to (workflow ids are fixed per run,
   group and sample), so a re-run of the same run id collects what is missing and nothing twice;
-* at most ``max(1, concurrency // K)`` groups are in flight (``concurrency`` counts samples);
+* at most ``max(1, concurrency // K)`` groups are in flight (``concurrency`` counts samples), and with
+  ``Placement.prefetch`` the images of as many groups after them are announced to the fleet
+  (``image_prefetch``) as they come up, so hosts pull them while the current groups run;
 * each group is appended as one line as soon as it finishes; a line that cannot be written is reported on
   stderr and the run goes on (that group then has no final line, so the run is not complete);
 * the run is complete when every group has a final line with status ``completed``.
@@ -30,6 +32,7 @@ from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, Gr
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
 from durable_rollouts.task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
+from durable_rollouts.trainer_client.image_prefetch import ImagePrefetch
 from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, record_key
 from durable_rollouts.trainer_client.rollout_groups import group_id, stream_groups
 from durable_rollouts.trainer_client.rollout_runs import rollout_input
@@ -53,6 +56,8 @@ class Placement:
     task_queue: str
     concurrency: int
     server_wait_s: float
+    # Tell the fleet the images of the next round of groups while the current one runs (``image_prefetch``).
+    prefetch: bool = True
 
 
 @dataclass(frozen=True)
@@ -144,10 +149,16 @@ async def run_groups(
                 sink.write_record(line)
         todo = sink.pending(groups, group_id, what)
         in_flight = groups_in_flight(placement.concurrency, max((group.size for group in groups), default=1))
+        prefetch = ImagePrefetch(client, todo[0].run_id, placement.task_queue) if todo and placement.prefetch else None
+        upcoming = prefetch.announce_groups if prefetch is not None else None
         results = []
-        async for result in stream_groups(client, todo, placement.task_queue, in_flight, server_wait_s=placement.server_wait_s, child_logs=True):
+        async for result in stream_groups(
+            client, todo, placement.task_queue, in_flight, server_wait_s=placement.server_wait_s, child_logs=True, upcoming=upcoming
+        ):
             _write(sink, result)
             results.append(result)
+        if prefetch is not None:
+            await prefetch.settle()
     return BatchRun(results, all(sink.final_status.get(group_id(group)) == "completed" for group in groups))
 
 

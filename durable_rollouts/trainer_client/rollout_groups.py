@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -85,14 +87,19 @@ async def stream_groups(
     *,
     server_wait_s: float = DEFAULT_SERVER_WAIT_S,
     child_logs: bool = False,
+    upcoming: Callable[[list[GroupInput]], None] | None = None,
 ) -> AsyncIterator[GroupResult]:
-    """Each group's result as soon as it finishes (``collect_group``), at most ``concurrency`` groups in flight."""
-    pending = iter(groups)
+    """Each group's result as soon as it finishes (``collect_group``), at most ``concurrency`` groups in flight.
+    After each round of starts, ``upcoming`` hears the next ``concurrency`` groups to start (e.g.
+    ``ImagePrefetch.announce``)."""
+    pending = deque(groups)
     running: set[asyncio.Task[GroupResult]] = set()
     try:
         while True:
-            while len(running) < concurrency and (group := next(pending, None)) is not None:
-                running.add(asyncio.create_task(collect_group(client, group, task_queue, server_wait_s, child_logs)))
+            while len(running) < concurrency and pending:
+                running.add(asyncio.create_task(collect_group(client, pending.popleft(), task_queue, server_wait_s, child_logs)))
+            if upcoming is not None and pending:
+                upcoming(list(itertools.islice(pending, concurrency)))
             if not running:
                 return
             done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)

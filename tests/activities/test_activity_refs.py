@@ -18,10 +18,10 @@ from activities.evaluate import GradingActivities
 from activities.rollout_host import RolloutHost
 from activities.sandbox import SandboxActivities
 from durable_rollouts.paths import PROJECT_ROOT
-from workflows import coding_agent_rollout, drift_repair_episode, regrade_rollout
+from workflows import coding_agent_rollout, drift_repair_episode, image_prefetch, regrade_rollout
 
 ROOT = PROJECT_ROOT
-WORKFLOW_MODULES = (coding_agent_rollout, drift_repair_episode, regrade_rollout)
+WORKFLOW_MODULES = (coding_agent_rollout, drift_repair_episode, image_prefetch, regrade_rollout)
 
 
 def signature(fn) -> tuple[str | None, tuple[type, ...] | None, type | None]:

@@ -20,8 +20,9 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
-from activities.rollout_host import IMAGE_AFFINITY_ATTEMPTS, RolloutHost, cut_log
+from activities.rollout_host import IMAGE_AFFINITY_ATTEMPTS, PREFETCH_PULLS_PER_HOST, RolloutHost, cut_log
 from durable_rollouts.claude_code.binary import find_claude_code
+from durable_rollouts.contracts.image_prefetch import PrefetchRequest
 from durable_rollouts.contracts.rollout import (
     AgentRunRequest,
     PickRequest,
@@ -111,6 +112,26 @@ async def test_a_host_without_the_image_leaves_the_first_attempts_to_a_host_that
     assert full.value.type == "HostFull", "a full holder leaves its image's next rollout to another host"
     assert await as_workflow("wf-a2", IMAGE_AFFINITY_ATTEMPTS).run(hosts["b"].pick_host, images["a"]) == "host-b"
     assert hosts["b"].sandboxes.image_cache.holds("docker.io/library/rollout-task-b"), "any spelling of the name"
+
+
+async def test_a_prefetch_is_refused_where_the_image_is_not_while_the_host_pulls_its_share_and_skipped_with_pulls_off(renderer):
+    """``prefetch_image``: a host that holds the image answers ``held`` at once; one that lacks it refuses
+    (``ImageElsewhere``, counted like ``pick_host``'s) and one already pulling its share refuses (``PullsBusy``),
+    both retryable; under ``ROLLOUT_PULL_POLICY=never`` a host past the refusals skips it."""
+    holder = host(AdapterServer(renderer), slots=2, host_queue="host-a", image_affinity=True)
+    holder.sandboxes.image_cache.held("rollout-task-a:latest")
+    done = await as_workflow("prefetch-1").run(holder.prefetch_image, PrefetchRequest(image="docker.io/library/rollout-task-a"))
+    assert (done.outcome, done.host_queue) == ("held", "host-a")
+    with pytest.raises(ApplicationError) as elsewhere:
+        await as_workflow("prefetch-1").run(holder.prefetch_image, PrefetchRequest(image="rollout-task-b:latest"))
+    assert (elsewhere.value.type, elsewhere.value.non_retryable) == ("ImageElsewhere", False)
+    holder._prefetching = PREFETCH_PULLS_PER_HOST
+    with pytest.raises(ApplicationError) as busy:
+        await as_workflow("prefetch-1", IMAGE_AFFINITY_ATTEMPTS).run(holder.prefetch_image, PrefetchRequest(image="rollout-task-a:latest"))
+    assert (busy.value.type, busy.value.non_retryable) == ("PullsBusy", False)
+    pulls_off = host(AdapterServer(renderer), slots=2, images=ImageSettings(pull_policy="never"), image_affinity=True)
+    skipped = await as_workflow("prefetch-1", IMAGE_AFFINITY_ATTEMPTS).run(pulls_off.prefetch_image, PrefetchRequest(image="rollout-task-b:latest"))
+    assert skipped.outcome == "skipped"
 
 
 async def test_restored_sessions_hold_no_slot_until_an_agent_claims_them(renderer, tmp_path):

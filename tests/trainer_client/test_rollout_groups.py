@@ -10,21 +10,11 @@ from durable_rollouts.contracts.rollout_group import GroupInput
 from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
 from durable_rollouts.trainer_client.rollout_groups import fill_batch, stream_groups
 from tests.waiting import until
-from tests.workflows.fake_rollout_activities import SHARED, GroupCluster, rollout, workers
+from tests.workflows.fake_rollout_activities import SHARED, GroupCluster, one_sample_groups, workers
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-def groups(n: int, run_id: str) -> list[GroupInput]:
-    """``n`` one-sample groups, one per instance ``p<g>``."""
-    made = []
-    for g in range(n):
-        base = rollout()
-        task = base.task.model_copy(update={"instance_id": f"p{g}"})
-        made.append(GroupInput(run_id=run_id, group_index=g, rollouts=[base.model_copy(update={"task": task, "group_index": g})]))
-    return made
 
 
 def child(run_id: str, g: int) -> str:
@@ -46,7 +36,7 @@ class Source:
 async def test_over_sampling_returns_once_enough_groups_finished_and_cuts_the_stragglers(env):
     cluster, run_id = GroupCluster(), f"os{uuid.uuid4().hex[:6]}"
     cluster.hanging = {child(run_id, 1), child(run_id, 3)}
-    source = Source(groups(6, run_id))
+    source = Source(one_sample_groups(6, run_id))
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
         batch = await fill_batch(env.client, source, n_groups=2, over_sample=4, task_queue=SHARED)
@@ -63,7 +53,9 @@ async def test_handed_over_stragglers_keep_running_and_the_next_batch_attaches_t
     cluster.hanging = {child(run_id, 1)}
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
-        first = await fill_batch(env.client, Source(groups(3, run_id)), n_groups=2, over_sample=3, straggler_policy="handover", task_queue=SHARED)
+        first = await fill_batch(
+            env.client, Source(one_sample_groups(3, run_id)), n_groups=2, over_sample=3, straggler_policy="handover", task_queue=SHARED
+        )
         assert [g.group_index for g in first.handed_over] == [1] and first.cut == []
         agent_runs = cluster.calls.count("run_claude_code")
         cluster.hanging.clear()
@@ -77,7 +69,7 @@ async def test_a_group_the_trainer_rejects_is_replaced_and_reported(env):
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
         batch = await fill_batch(
-            env.client, Source(groups(3, run_id)), n_groups=2, task_queue=SHARED, accept=lambda result, remaining: result.group_index != 0
+            env.client, Source(one_sample_groups(3, run_id)), n_groups=2, task_queue=SHARED, accept=lambda result, remaining: result.group_index != 0
         )
     assert sorted(g.group_index for g in batch.groups) == [1, 2]
     assert [(g.group_index, g.kept, g.dropped_by) for g in batch.dropped] == [(0, False, "trainer_filter")]
@@ -88,7 +80,7 @@ async def test_slimes_over_sampling_refetches_a_whole_chunk_once_too_few_started
     """slime's ``over_sampling_batch_size`` is a refetch chunk: 3 started for a batch of 2; two dropped leave 1
     undropped, under 2, so 3 more are drawn and started; ``remaining`` is what slime's filter rule reads."""
     cluster, run_id = GroupCluster(), f"rf{uuid.uuid4().hex[:6]}"
-    source, seen = Source(groups(9, run_id)), []
+    source, seen = Source(one_sample_groups(9, run_id)), []
 
     def accept(result, remaining):
         seen.append((result.group_index, remaining))
@@ -108,7 +100,7 @@ async def test_stream_groups_yields_each_group_as_it_finishes(env):
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     seen: list[int] = []
     async with shared, host:
-        async for result in stream_groups(env.client, groups(3, run_id), SHARED, concurrency=3):
+        async for result in stream_groups(env.client, one_sample_groups(3, run_id), SHARED, concurrency=3):
             seen.append(result.group_index)
             if len(seen) == 2:
                 await until(lambda: cluster.calls.count("run_claude_code") == 3)

@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.error_types import ErrorType
+from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
 from durable_rollouts.contracts.rollout import (
     AgentRun,
     AgentRunRequest,
@@ -39,6 +40,7 @@ from durable_rollouts.contracts.rollout import (
     TaskSpec,
     TokenSegment,
 )
+from durable_rollouts.contracts.rollout_group import GroupInput
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -143,6 +145,39 @@ class FakeCluster:
 def rollout(**overrides) -> RolloutInput:
     task = TaskSpec(instance_id="demo-1", image="img", workdir="/w", problem_statement="p", eval_cmd="true")
     return RolloutInput(task=task, host_start_timeout_s=2, **overrides)
+
+
+def one_sample_groups(n: int, run_id: str) -> list[GroupInput]:
+    """``n`` one-sample groups, one per instance ``p<g>``."""
+    made = []
+    for g in range(n):
+        base = rollout()
+        task = base.task.model_copy(update={"instance_id": f"p{g}"})
+        made.append(GroupInput(run_id=run_id, group_index=g, rollouts=[base.model_copy(update={"task": task, "group_index": g})]))
+    return made
+
+
+class FakePrefetchHost:
+    """``prefetch_image`` of one host: pulls take a moment; ``busy`` images are refused once as ``PullsBusy``; ``missing`` ones are not in the registry."""
+
+    def __init__(self, busy: set[str], missing: set[str]):
+        self.busy, self.missing = busy, missing
+        self.attempts: list[str] = []
+        self.running = self.most_at_once = 0
+
+    @activity.defn(name=name_of(refs.prefetch_image))
+    async def prefetch_image(self, request: PrefetchRequest) -> Prefetched:
+        self.attempts.append(request.image)
+        if request.image in self.missing:
+            raise ApplicationError(f"image {request.image} is not in registry r:5000", type=ErrorType.SANDBOX_IMAGE_MISSING, non_retryable=True)
+        if request.image in self.busy:
+            self.busy.discard(request.image)
+            raise ApplicationError("host-a already pulls 2 images ahead", type=ErrorType.PULLS_BUSY)
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        await asyncio.sleep(0.05)
+        self.running -= 1
+        return Prefetched(image=request.image, outcome="pulled", host_queue="host-a", seconds=0.05)
 
 
 # Test workers send heartbeats (and so hear of a cancel) every half second: the SDK's default throttle, 80 % of
