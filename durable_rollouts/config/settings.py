@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import cast, get_args
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from durable_rollouts.contracts.rollout import DEFAULT_PULL_TIMEOUT_S, FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy, TaskSpec
 from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
@@ -307,15 +307,22 @@ def images_from_env(env: Mapping[str, str] = os.environ) -> ImageSettings:
         mirrors = parse_mirror_rules(env.get("ROLLOUT_IMAGE_MIRRORS", ""))
     except ValueError as error:
         raise SettingsError(f"ROLLOUT_IMAGE_MIRRORS: {error}") from None
-    registry, username = env.get("ROLLOUT_REGISTRY", "").strip(), env.get("ROLLOUT_REGISTRY_USERNAME", "").strip()
+    names = ("ROLLOUT_REGISTRY", "ROLLOUT_REGISTRY_USERNAME", "ROLLOUT_REGISTRY_PASSWORD")
     credentials = None
-    if registry or username:
-        for name in ("ROLLOUT_REGISTRY", "ROLLOUT_REGISTRY_USERNAME", "ROLLOUT_REGISTRY_PASSWORD"):
+    if any(env.get(name, "").strip() for name in names):
+        for name in names:
             if not env.get(name, "").strip():
                 raise SettingsError(
                     f"{name}: not set; a registry's credentials are ROLLOUT_REGISTRY, ROLLOUT_REGISTRY_USERNAME and ROLLOUT_REGISTRY_PASSWORD together"
                 )
-        credentials = RegistryCredentials(registry=registry, username=username, password=SecretStr(env["ROLLOUT_REGISTRY_PASSWORD"]))
+        try:
+            credentials = RegistryCredentials(
+                registry=env["ROLLOUT_REGISTRY"],
+                username=env["ROLLOUT_REGISTRY_USERNAME"].strip(),
+                password=SecretStr(env["ROLLOUT_REGISTRY_PASSWORD"]),
+            )
+        except ValidationError as error:
+            raise SettingsError(f"ROLLOUT_REGISTRY: {error.errors()[0]['msg']}") from None
     cache_bytes = _byte_count(env, "ROLLOUT_IMAGE_CACHE_BYTES", 0)
     return ImageSettings(pull_policy=cast(PullPolicy, policy), mirrors=mirrors, credentials=credentials, cache_bytes=cache_bytes)
 

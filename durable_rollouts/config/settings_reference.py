@@ -173,7 +173,12 @@ SETTINGS: tuple[Setting, ...] = (
         "1",
         "the starter tells the fleet the images of the groups it starts next (one round of groups in flight ahead) and `slime_rollout` those of each group it draws, so hosts pull them while they run the current ones (`PrefetchImages`); `0`: boots pull what they lack",
     ),
-    Setting("ROLLOUT_REGISTRY", "worker", "none", "the registry (`host[:port]` as image names spell it) the next two credentials are for"),
+    Setting(
+        "ROLLOUT_REGISTRY",
+        "worker",
+        "none",
+        "the registry (`host[:port]` as image names spell it; a URL's scheme and path are dropped, Docker Hub's other host names read as `docker.io`) the next two credentials are for; the three are set together or not at all",
+    ),
     Setting("ROLLOUT_REGISTRY_USERNAME", "worker", "none: Docker's `config.json`", "the user pulls from `ROLLOUT_REGISTRY` log in as"),
     Setting("ROLLOUT_REGISTRY_PASSWORD", "worker", "none", "that user's password or token"),
     Setting(

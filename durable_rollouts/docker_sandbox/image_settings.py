@@ -6,19 +6,32 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from durable_rollouts.docker_sandbox.image_refs import MirrorRule, registry_of, rewrite
 
 PullPolicy = Literal["missing", "always", "never"]
 
 
+# Docker Hub's other spellings; image names (``registry_of``) call it ``docker.io``.
+DOCKER_HUB_ALIASES = frozenset({"index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"})
+
+
 class RegistryCredentials(BaseModel):
-    """A user and password for one registry host (``registry`` as an image name spells it, e.g. ``mirror.local:5000``)."""
+    """A user and password for one registry host, ``registry`` as an image name spells it (``mirror.local:5000``,
+    ``docker.io``): a URL's scheme and path and Docker Hub's other host names are read as that."""
 
     registry: str
     username: str
     password: SecretStr
+
+    @field_validator("registry")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        host = value.strip().lower().split("://", 1)[-1].split("/", 1)[0]
+        if not host:
+            raise ValueError(f"{value!r} names no registry host")
+        return "docker.io" if host in DOCKER_HUB_ALIASES else host
 
 
 class ImageSettings(BaseModel):

@@ -180,6 +180,10 @@ def test_image_settings_come_from_the_environment():
     assert images.auth_for("mirror.local:5000/x:1") == {"username": "u", "password": "s3cr3t"} and images.auth_for("ghcr.io/x:1") is None
     assert "s3cr3t" not in repr(images), "the password stays out of logs"
     assert settings_from_env({}).images.pull_policy == "missing"
+    for spelled, host in (("https://Mirror.local:5000/", "mirror.local:5000"), ("https://index.docker.io/v1/", "docker.io")):
+        env = {"ROLLOUT_REGISTRY": spelled, "ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"}
+        credentials = settings_from_env(env).images.credentials
+        assert credentials is not None and credentials.registry == host, "a URL or Docker Hub's other names read as the image names spell the host"
 
 
 @pytest.mark.parametrize(
@@ -189,6 +193,8 @@ def test_image_settings_come_from_the_environment():
         ({"ROLLOUT_IMAGE_MIRRORS": "swebench"}, "ROLLOUT_IMAGE_MIRRORS: rule 1"),
         ({"ROLLOUT_REGISTRY": "mirror.local:5000", "ROLLOUT_REGISTRY_USERNAME": "u"}, "ROLLOUT_REGISTRY_PASSWORD: not set"),
         ({"ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"}, "ROLLOUT_REGISTRY: not set"),
+        ({"ROLLOUT_REGISTRY_PASSWORD": "p"}, "ROLLOUT_REGISTRY: not set"),
+        ({"ROLLOUT_REGISTRY": "https:///v2", "ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"}, "ROLLOUT_REGISTRY: Value error"),
         ({"ROLLOUT_PULL_TIMEOUT_S": "0"}, "ROLLOUT_PULL_TIMEOUT_S: must be positive"),
     ],
 )
