@@ -13,7 +13,8 @@ half, and nothing else of the copies.
 Each arm runs every example row ``--samples`` times (all at once) with ``ROLLOUT_IMAGE_AFFINITY`` 1 (``affinity``,
 shipped) or 0 (``first_poller``), the arms alternating over ``--rounds``. Per arm it prints the share of rollouts
 whose agent ran on the worker that held their image when the batch started (from each rollout's ``pick_host``
-result), the pulls the registry served (agent and grading sandboxes, by the copies' manifests), and the seconds
+result), the pulls the registry served (agent and grading sandboxes: a pull resolves the copy's tag with one
+``HEAD``), and the seconds
 from the batch's start to its last result. No thresholds. Run from the repository root::
 
     .venv/bin/python -m bench.placement_bench [--samples 2] [--slots 4] [--blob-mb 32] [--mbps 8] [--rounds 1]
@@ -72,7 +73,7 @@ def reset_engine(client: docker.DockerClient, registry: LocalRegistry, front: st
 
 
 def copy_pulls(registry: LocalRegistry, images: list[str]) -> int:
-    return sum(registry.manifest_requests(f"{w}/{image.split(':')[0]}", ("GET", "HEAD")) for w in WORKERS for image in images)
+    return sum(registry.manifest_requests(f"{w}/{image.split(':')[0]}", ("HEAD",)) for w in WORKERS for image in images)
 
 
 async def agent_host(client: Client, workflow_id: str) -> str:

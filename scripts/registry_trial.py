@@ -4,7 +4,7 @@ Starts Debian's ``docker-registry`` on loopback with htpasswd auth (``bench.harn
 image of every example row and Harbor task to it under ``examples/``, removes those images from this engine, then
 runs ``starter.py demo`` (a local dev server, a worker and ``starter.py run``'s path) over the example rows and
 over the Harbor tasks with a mirror rule sending Docker Hub library names to the registry and its credentials in
-the settings. It prints each image's manifest fetches (one per host: this machine is one host) and each run's
+the settings. It prints each image's pulls (one per host: this machine is one host) and each run's
 exit code, and puts the engine's images back under their own names however it ends. Needs ``make setup``.
 """
 
@@ -72,10 +72,10 @@ def main() -> int:
                 out = Path(folder) / f"{name.split()[0]}.jsonl"
                 argv = [sys.executable, "starter.py", "demo", "--dataset", str(dataset), "--run-id", f"{run_id}-{name.split()[0]}", "--out", str(out)]
                 codes[name] = subprocess.run(argv, cwd=PROJECT_ROOT, env=env).returncode
-            print("\nmanifest requests per image (one pull is a HEAD that resolves the tag and a GET):")
+            print("\npulls per image (a pull resolves the tag with a HEAD, then GETs the manifest by digest if the engine lacks it):")
             for image in images:
                 repository = f"examples/{image.rpartition(':')[0]}"
-                print(f"  {image}: GET {registry.manifest_requests(repository)}, HEAD {registry.manifest_requests(repository, ('HEAD',))}")
+                print(f"  {image}: {registry.manifest_requests(repository, ('HEAD',))} (GET {registry.manifest_requests(repository)})")
             print("runs: " + ", ".join(f"{name} exit {code}" for name, code in codes.items()))
         finally:
             for image in images:

@@ -109,7 +109,8 @@ class LocalRegistry:
 
     def manifest_requests(self, repository: str, methods: tuple[str, ...] = ("GET",)) -> int:
         """How many ``methods`` requests for ``repository``'s manifests the registry answered 200 (from its access
-        log): ``GET`` counts pulls that fetched the manifest; an engine checking a tag it holds sends ``HEAD``."""
+        log). Every pull by tag starts with a ``HEAD`` of the tag (so ``HEAD`` counts pulls); the engine then
+        ``GET``s the manifest by digest unless it already has that manifest (an image pushed from it, say)."""
         text = (self.folder / "registry.log").read_text(errors="replace")
         wanted = tuple(f'"{method} /v2/{repository}/manifests/' for method in methods)
         return sum(1 for line in text.splitlines() if any(w in line for w in wanted) and '" 200 ' in line)
