@@ -1,8 +1,10 @@
-"""The trainer side installs alone (``pip install .``, no worker extra) into a fresh venv of slime's Python (3.12)
-and of 3.11, imports there without a worker's packages, and passes its own tests there."""
+"""The trainer side installs alone (``pip install .``, no worker extra) into a venv of slime's Python (3.12) and of
+3.11 that holds only its dependencies, imports there without a worker's packages, and passes its own tests there."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import shutil
 import subprocess
@@ -51,36 +53,48 @@ def project_copy(target: Path) -> Path:
     return target
 
 
+# Each interpreter's venv of the trainer side's dependencies, kept between runs; its key covers what decides them.
+VENV_CACHE = PROJECT_ROOT / ".cache" / "trainer-venvs"
+TEST_PACKAGES = ["pytest>=8", "pytest-asyncio>=0.23", "hypothesis>=6.100"]
+
+
+def pip(python: Path, *args: str) -> None:
+    # --no-compile: byte-compiling every installed file (botocore's thousands) is a third of an install; what the
+    # tests import is compiled as it is imported.
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", *args], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def dependency_venv(interpreter: str, source: Path) -> Path:
+    """A venv where ``pip install <source>`` (no worker extra) and the test packages were installed once, reused
+    while ``pyproject.toml``, the interpreter and the test packages are the same: installing the dependencies is
+    most of the install's time, and they follow from those alone. Returns its python."""
+    version = subprocess.run([interpreter, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True).stdout
+    key = hashlib.sha256("\n".join([(source / "pyproject.toml").read_text(), interpreter, version, *TEST_PACKAGES]).encode()).hexdigest()[:16]
+    venv = VENV_CACHE / key
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    with (VENV_CACHE / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / "installed").is_file():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([interpreter, "-m", "venv", str(venv)], check=True)
+            pip(venv / "bin" / "python", str(source), *TEST_PACKAGES)
+            (venv / "installed").write_text(version)
+    return venv / "bin" / "python"
+
+
 @pytest.fixture(scope="module", params=["3.12", "3.11"])
 def trainer_venv(request, tmp_path_factory) -> tuple[Path, Path]:
+    """The trainer side installed from a copy of this checkout, over its kept dependencies (``dependency_venv``):
+    the project itself is installed afresh every run, and only it (``--no-deps --force-reinstall``)."""
     found = subprocess.run(["bash", str(PROJECT_ROOT / "scripts" / "find_python.sh"), request.param], capture_output=True, text=True)
     if found.returncode != 0:
         pytest.fail(found.stderr.strip())
-    root = tmp_path_factory.mktemp(f"trainer-py{request.param}")
-    source = project_copy(root / "src")
-    subprocess.run([found.stdout.strip(), "-m", "venv", str(root / "venv")], check=True)
-    python = root / "venv" / "bin" / "python"
-    install = subprocess.run(
-        # --no-compile: byte-compiling every installed file (botocore's thousands) is a third of the install; what
-        # the tests import is compiled as it is imported.
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-compile",
-            "--disable-pip-version-check",
-            str(source),
-            "pytest>=8",
-            "pytest-asyncio>=0.23",
-            "hypothesis>=6.100",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
+    source = project_copy(tmp_path_factory.mktemp(f"trainer-py{request.param}") / "src")
+    python = dependency_venv(found.stdout.strip(), source)
+    pip(python, "--no-deps", "--force-reinstall", str(source))
     return python, source
 
 
