@@ -25,6 +25,9 @@ from durable_rollouts.contracts.workflow_ids import prefetch_workflow_id
 from durable_rollouts.trainer_client.workflow_runs import start_or_attach
 from workflows.image_prefetch import PrefetchImages
 
+# How long ``settle`` waits for announcements still being started.
+SETTLE_TIMEOUT_S = 10.0
+
 
 class ImagePrefetch:
     def __init__(self, client: Client, run_id: str, task_queue: str, parallel: int = DEFAULT_PREFETCH_PARALLEL):
@@ -67,7 +70,8 @@ class ImagePrefetch:
                 flush=True,
             )
 
-    async def settle(self) -> None:
-        """Wait for the prefetches announced so far to be started (or reported as not started)."""
+    async def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """Wait for the prefetches announced so far to be started (or reported as not started), at most
+        ``timeout_s``: a server slow to answer delays the caller no longer, and those starts go on meanwhile."""
         if self._starting:
-            await asyncio.gather(*self._starting, return_exceptions=True)
+            await asyncio.wait(set(self._starting), timeout=timeout_s)
