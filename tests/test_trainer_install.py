@@ -104,13 +104,15 @@ def test_the_trainer_side_imports_without_the_workers_packages(trainer_venv):
         "import importlib, importlib.metadata as md, json;"
         f"[importlib.import_module(m) for m in {TRAINER_MODULES!r}];"
         f"print(json.dumps(sorted({{d.metadata['Name'].lower() for d in md.distributions()}} & set({WORKER_PACKAGES!r}))));"
-        "print(importlib.import_module('slime_generate').__file__)"
+        "print(importlib.import_module('slime_generate').__file__);"
+        "print(importlib.import_module('durable_rollouts.config.payload_store').DEFAULT_FOLDER)"
     )
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=python.parent, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    present, location = done.stdout.splitlines()
+    present, location, payloads = done.stdout.splitlines()
     assert present == "[]", f"worker packages installed by the trainer install: {present}"
     assert "site-packages" in location, "imported from the installed package, not a checkout"
+    assert Path(payloads) == python.parent / "results" / "payloads", "an installed package writes under the working directory, not site-packages"
 
 
 def test_the_trainer_sides_tests_pass_there(trainer_venv):
