@@ -10,6 +10,7 @@ killed) on exit, so nothing is left behind.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import signal
 import socket
@@ -121,6 +122,17 @@ async def temporal_dev_server(port: int = 7233, ui_port: int = 8233, db_file: Pa
         await server.stop()
 
 
+def worker_script() -> str:
+    """The checkout's ``worker.py``, else the installed ``worker`` module's file (a non-editable install)."""
+    script = PROJECT_ROOT / "worker.py"
+    if script.is_file():
+        return str(script)
+    spec = importlib.util.find_spec("worker")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("no worker.py in this checkout and no installed worker module: install the worker side, pip install '.[worker]'")
+    return spec.origin
+
+
 @asynccontextmanager
 async def worker_process(
     temporal_address: str, extra_args: list[str], env: dict[str, str] | None = None, log_path: Path | None = None
@@ -133,7 +145,7 @@ async def worker_process(
         log = log_path.open("ab")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        str(PROJECT_ROOT / "worker.py"),
+        worker_script(),
         "--temporal-address",
         temporal_address,
         *extra_args,
