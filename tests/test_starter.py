@@ -28,23 +28,20 @@ from durable_rollouts.contracts.rollout import (
     PolicySpec,
     ProbeVerdict,
     RolloutProgress,
-    RolloutResult,
     SandboxHandle,
     SandboxRequest,
     SegmentSummary,
     StalenessBound,
     TokenSegment,
 )
-from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
+from durable_rollouts.contracts.rollout_group import GroupFilter
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from durable_rollouts.task_sources.impossible_probes import probe_seed
 from durable_rollouts.trainer_client import rollout_queries
 from durable_rollouts.trainer_client.batch_runs import group_input, groups_in_flight, read_rows
-from durable_rollouts.trainer_client.rollout_queries import HostSlots
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, workflow_id_for
-from durable_rollouts.trainer_client.run_summary import hosts_line, summary_lines
 from starter import group_options, parse_args, run_dataset, show, staleness_bound
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -190,62 +187,6 @@ def test_the_run_options_set_the_staleness_bound_and_fall_back_to_the_environmen
     assert staleness_bound(parse_args(["demo", "--max-staleness", "4"])) == StalenessBound(max_staleness=4, policy="mask")
 
 
-def sample_of(workflow_id: str, index: int, reward: float, reason: str | None = None) -> GroupSample:
-    status = "aborted" if reason else "completed"
-    rollout = RolloutResult(
-        workflow_id=workflow_id, instance_id="calc-1", sample_index=index, group_index=0, status=status, abort_reason=reason, reward=reward
-    )
-    outcome = "infrastructure" if reason else "model"
-    return GroupSample(
-        sample_index=index,
-        valid=not reason,
-        outcome=outcome,
-        invalid_reason=reason,
-        rollout=rollout,
-        runs=[ChildRun(workflow_id=workflow_id, status=status, abort_reason=reason, outcome=outcome)],
-    )
-
-
-def test_the_summary_has_a_line_per_group_then_one_per_sample(capsys):
-    done = GroupResult(
-        workflow_id="g0",
-        prompt_key="calc-1",
-        group_index=0,
-        status="completed",
-        samples=[sample_of("a", 0, 1.0), sample_of("b", 1, 0.0)],
-        refill_budget=2,
-        kept=True,
-    )
-    short = GroupResult(
-        workflow_id="g1",
-        prompt_key="calc-1",
-        group_index=1,
-        status="insufficient",
-        note="1 of 2 valid",
-        samples=[sample_of("c", 0, 1.0), sample_of("d", 1, 0.0, "sandbox_boot_failed")],
-        refilled=2,
-        refill_budget=2,
-        dropped_by="min_valid",
-    )
-    print("\n".join(summary_lines([short, done])))
-    out = capsys.readouterr().out.splitlines()
-    assert out[2] == "group 0 calc-1: completed  valid 2/2  refilled 0/2  kept"
-    assert out[3].split()[:6] == ["calc-1", "0", "completed", "1.00", "True", "False"]
-    assert out[5] == "group 1 calc-1: insufficient  valid 1/2  refilled 2/2  dropped_by min_valid  (1 of 2 valid)"
-    assert out[7].split()[:5] == ["calc-1", "1", "aborted", "0.00", "False"] and out[7].endswith("sandbox_boot_failed")
-    assert out[-1] == "groups 2: 1 completed, 1 insufficient, 1 dropped; samples valid 3/4, mean reward 0.667"
-
-
-def test_a_sample_whose_patch_was_empty_says_so(capsys):
-    sample = sample_of("e", 0, 0.0)
-    assert sample.rollout is not None
-    sample.rollout.evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader="eval_cmd", apply_method="empty")
-    group = GroupResult(workflow_id="g0", prompt_key="calc-1", group_index=0, status="completed", samples=[sample], refill_budget=0, kept=True)
-    print("\n".join(summary_lines([group])))
-    line = capsys.readouterr().out.splitlines()[3]
-    assert line.split()[:6] == ["calc-1", "0", "completed", "0.00", "True", "False"] and line.endswith("patch: empty")
-
-
 class ScoredCluster(FakeCluster):
     """The fakes with real trajectories (of ``SEGMENT``), a reward per first workflow id (default 1.0), and samples
     whose every run fails to boot (``never_boots``: an infrastructure failure each time)."""
@@ -325,14 +266,6 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
         assert await run_dataset(env.client, filtered) == 0, "every group completed: a group the filter drops is its verdict, not a loss"
     verdicts = {g["group_index"]: (g["status"], g["kept"], g["dropped_by"]) for g in lines_of(tmp_path / "filtered.jsonl")}
     assert verdicts == {0: ("completed", False, "zero_variance"), 1: ("completed", True, None), 2: ("completed", False, "zero_variance")}
-
-
-def test_the_hosts_line_shows_slots_in_use_and_hosts_no_worker_polls_for():
-    hosts = [HostSlots("rl-rollouts-host-a", 8, 3, 1), HostSlots("rl-rollouts-host-b", None, 2, 0)]
-    assert (
-        hosts_line(hosts, 1) == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet recorded)"
-    )
-    assert hosts_line([], 0) == "hosts: none; 0 booting (host not yet recorded)"
 
 
 class ProbedCluster(ScoredCluster):
