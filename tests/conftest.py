@@ -38,13 +38,6 @@ PROJECT = Path(__file__).resolve().parent.parent
 WORKFLOW_LABEL = f"{LABEL_PREFIX}.workflow_id"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with integration tests run first, the quick files after them (each file's own order kept): the
-    workers (``--dist loadfile``) then end on short files instead of one waiting on the other's long one."""
-    slow = {item.path for item in items if item.get_closest_marker("integration")}
-    items.sort(key=lambda item: item.path not in slow)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_sandbox_outlives_the_suite():
     """After the whole suite, no sandbox this test session created may remain (removed, then reported).
