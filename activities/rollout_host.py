@@ -228,22 +228,23 @@ class RolloutHost:
         """Have a task image on this host before the groups that need it start (``DockerSandboxes.prefetch``);
         scheduled on the shared queue, so whichever host polls first takes it.
 
-        Refuses (retried, so another host may take it) while this host already pulls
-        ``PREFETCH_PULLS_PER_HOST`` images ahead, and, with ``image_affinity``, while it lacks the image
-        ``IMAGE_AFFINITY_ATTEMPTS`` times in all (counted in the heartbeat details, as ``pick_host`` counts), so
-        a host that holds it answers ``held`` rather than a second host pulling it. Heartbeats the pull's
-        progress (``ImagePull``) every ``HEARTBEAT_INTERVAL_S``.
+        A host that holds the image (or is pulling it) takes it at once. One that lacks it refuses (retried, so
+        another host may take it): with ``image_affinity``, ``IMAGE_AFFINITY_ATTEMPTS`` times in all (counted in
+        the heartbeat details, as ``pick_host`` counts), so a host that holds it answers ``held`` rather than a
+        second host pulling it; then while it already pulls ``PREFETCH_PULLS_PER_HOST`` images ahead.
+        Heartbeats the pull's progress (``ImagePull``) every ``HEARTBEAT_INTERVAL_S``.
         """
         details = activity.info().heartbeat_details
         refusals = details[0] if details and isinstance(details[0], int) else (IMAGE_AFFINITY_ATTEMPTS if details else 0)
-        if self._prefetching >= PREFETCH_PULLS_PER_HOST:
-            activity.heartbeat(refusals)
-            raise application_error(
-                PullsBusy(f"{self.host_queue} already pulls {self._prefetching} images ahead"), ErrorType.PULLS_BUSY, retryable=True
-            )
-        if self.image_affinity and refusals < IMAGE_AFFINITY_ATTEMPTS and not self._holds(request.image):
-            activity.heartbeat(refusals + 1)
-            raise application_error(ImageElsewhere(f"{self.host_queue} lacks {request.image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
+        if not self._holds(request.image):
+            if self.image_affinity and refusals < IMAGE_AFFINITY_ATTEMPTS:
+                activity.heartbeat(refusals + 1)
+                raise application_error(ImageElsewhere(f"{self.host_queue} lacks {request.image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
+            if self._prefetching >= PREFETCH_PULLS_PER_HOST:
+                activity.heartbeat(refusals)
+                raise application_error(
+                    PullsBusy(f"{self.host_queue} already pulls {self._prefetching} images ahead"), ErrorType.PULLS_BUSY, retryable=True
+                )
         started, latest = time.monotonic(), dict[str, dict[str, Any]]()
         self._prefetching += 1
         try:

@@ -91,7 +91,7 @@ async def stream_groups(
 ) -> AsyncIterator[GroupResult]:
     """Each group's result as soon as it finishes (``collect_group``), at most ``concurrency`` groups in flight.
     After each round of starts, ``upcoming`` hears the next ``concurrency`` groups to start (e.g.
-    ``ImagePrefetch.announce``)."""
+    ``ImagePrefetch.announce_groups``)."""
     pending = deque(groups)
     running: set[asyncio.Task[GroupResult]] = set()
     try:

@@ -115,9 +115,10 @@ async def test_a_host_without_the_image_leaves_the_first_attempts_to_a_host_that
 
 
 async def test_a_prefetch_is_refused_where_the_image_is_not_while_the_host_pulls_its_share_and_skipped_with_pulls_off(renderer):
-    """``prefetch_image``: a host that holds the image answers ``held`` at once; one that lacks it refuses
-    (``ImageElsewhere``, counted like ``pick_host``'s) and one already pulling its share refuses (``PullsBusy``),
-    both retryable; under ``ROLLOUT_PULL_POLICY=never`` a host past the refusals skips it."""
+    """``prefetch_image``: a host that holds the image answers ``held`` at once, even while it pulls its share of
+    others; one that lacks it refuses (``ImageElsewhere``, counted like ``pick_host``'s), then, past those
+    refusals, while it pulls its share (``PullsBusy``), both retryable; under ``ROLLOUT_PULL_POLICY=never`` a host
+    past the refusals skips it."""
     holder = host(AdapterServer(renderer), slots=2, host_queue="host-a", image_affinity=True)
     holder.sandboxes.image_cache.held("rollout-task-a:latest")
     done = await as_workflow("prefetch-1").run(holder.prefetch_image, PrefetchRequest(image="docker.io/library/rollout-task-a"))
@@ -127,8 +128,10 @@ async def test_a_prefetch_is_refused_where_the_image_is_not_while_the_host_pulls
     assert (elsewhere.value.type, elsewhere.value.non_retryable) == ("ImageElsewhere", False)
     holder._prefetching = PREFETCH_PULLS_PER_HOST
     with pytest.raises(ApplicationError) as busy:
-        await as_workflow("prefetch-1", IMAGE_AFFINITY_ATTEMPTS).run(holder.prefetch_image, PrefetchRequest(image="rollout-task-a:latest"))
+        await as_workflow("prefetch-1", IMAGE_AFFINITY_ATTEMPTS).run(holder.prefetch_image, PrefetchRequest(image="rollout-task-b:latest"))
     assert (busy.value.type, busy.value.non_retryable) == ("PullsBusy", False)
+    held = await as_workflow("prefetch-2").run(holder.prefetch_image, PrefetchRequest(image="rollout-task-a:latest"))
+    assert held.outcome == "held", "a busy host that holds the image still answers at once"
     pulls_off = host(AdapterServer(renderer), slots=2, images=ImageSettings(pull_policy="never"), image_affinity=True)
     skipped = await as_workflow("prefetch-1", IMAGE_AFFINITY_ATTEMPTS).run(pulls_off.prefetch_image, PrefetchRequest(image="rollout-task-b:latest"))
     assert skipped.outcome == "skipped"
