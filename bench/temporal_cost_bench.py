@@ -82,6 +82,22 @@ from durable_rollouts.trainer_client.rollout_runs import start_rollout, workflow
 
 PLAIN, WORKFLOWS = "plain", "workflows"
 STACK_PARTS = ("driver", "driver_children", "temporal", "docker_daemons", "sandboxes")
+# Docker calls that show as events of a batch's containers, by kind (inspections, lists and size queries do not).
+DOCKER_CALLS = {
+    "execs": ("exec_create",),
+    "archives": ("extract-to-dir", "archive-path"),
+    "lifecycle": ("create", "start", "kill", "die", "destroy"),
+}
+# The breakdown's components, in the order its table prints them: (key in cpu_s_per_rollout, heading).
+COMPONENTS = (
+    ("claude_code", "Claude Code"),
+    ("agent_rest", "rest of agent sandbox"),
+    ("grading_sandboxes", "grading sandbox"),
+    ("docker_daemons", "dockerd + containerd"),
+    ("driver_all", "driver (worker) + children"),
+    ("temporal", "Temporal server"),
+    ("stack", "stack"),
+)
 
 
 # --------------------------------------------------------------------------- CPU accounting
@@ -249,10 +265,17 @@ async def run_batch(
         "temporal": used["temporal"] if name == WORKFLOWS else 0.0,
         "docker_daemons": used["docker_daemons"],
         "sandboxes": sum(watcher.container_cpu_s.get(c, 0.0) for c in containers),
+        "agent_sandboxes": sum(watcher.container_cpu_s.get(c, 0.0) for c, purpose in containers.items() if purpose == "agent"),
     }
+    parts["grading_sandboxes"] = parts["sandboxes"] - parts["agent_sandboxes"]
     parts["claude_code"] = sum(s.cpu_s for s in claude if s is not None)
+    parts["agent_rest"] = parts["agent_sandboxes"] - parts["claude_code"]
+    for kind, actions in DOCKER_CALLS.items():
+        parts[f"docker_{kind}"] = float(sum(e.action in actions for e in events.events if e.container_id in containers))
+    parts["turns"] = float(sum(o.extra.get("turns", 0) for o in outcomes))
     parts["stack"] = sum(parts[k] for k in STACK_PARTS)
-    parts["orchestration"] = parts["driver"] + parts["driver_children"] + parts["temporal"]
+    parts["driver_all"] = parts["driver"] + parts["driver_children"]
+    parts["orchestration"] = parts["driver_all"] + parts["temporal"]
     parts["bench"] = used["bench"]
     parts["machine"] = used["machine"]
     parts["other"] = used["machine"] - parts["stack"] - used["bench"]
@@ -348,6 +371,25 @@ def print_tables(summaries: list[dict]) -> None:
         )
 
 
+def print_breakdown(summaries: list[dict]) -> None:
+    """Per N: each component's core-seconds per rollout and per turn for both drivers, and the Docker calls per rollout."""
+    by = {(s["n"], s["driver"]): s for s in summaries}
+    print("\nper component, core-s per rollout (per turn), workflows against the same run's plain driver:\n")
+    print("| N | turns/rollout | component | plain | workflows | workflows / plain |")
+    print("|---|---|---|---|---|---|")
+    for n in sorted({s["n"] for s in summaries}):
+        wf, plain = by.get((n, WORKFLOWS)), by.get((n, PLAIN))
+        if wf is None or plain is None:
+            continue
+        wc, pc = wf["cpu_s_per_rollout"], plain["cpu_s_per_rollout"]
+        turns = f"{pc['turns']:.1f} / {wc['turns']:.1f}"
+        for key, heading in COMPONENTS:
+            cells = [f"{c[key]:.2f} ({c[key] / c['turns']:.3f})" if c["turns"] else f"{c[key]:.2f}" for c in (pc, wc)]
+            print(f"| {n} | {turns} | {heading} | {cells[0]} | {cells[1]} | {_ratio(wc[key], pc[key])} |")
+        calls = [" + ".join(f"{c[f'docker_{kind}']:.1f}" for kind in DOCKER_CALLS) for c in (pc, wc)]
+        print(f"| {n} | {turns} | Docker calls seen as events ({' + '.join(DOCKER_CALLS)}) | {calls[0]} | {calls[1]} | |")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -361,7 +403,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"tasks: {[r.task.instance_id for r in rows]} (repeated round-robin); N = {args.n}", flush=True)
 
     gateway = await sandbox_gateway()
-    policy = await oracle_policy()
+    policy = await oracle_policy(oracle_explore_turns=args.explore_turns)
     watcher = ProcWatcher()
     events = DockerEvents()
     summaries: list[dict] = []
@@ -407,6 +449,7 @@ async def main_async(args: argparse.Namespace) -> int:
             summaries.extend(summarize(batches[name]) for name in (PLAIN, WORKFLOWS))
 
     print_tables(summaries)
+    print_breakdown(summaries)
     print(
         "\nwall/rollout = batch handed over -> that rollout's result in this process; stack CPU = driver process (+ reaped docker CLI "
         "children) + Temporal dev server + dockerd/containerd + the batch's sandbox cgroups; orchestration = driver + children + Temporal; "
@@ -424,6 +467,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="batches per N and driver; the drivers alternate, plain first in odd rounds")
     parser.add_argument("--agent-budget", type=int, default=600, help="SWE_TIME_BUDGET_SEC for every rollout")
     parser.add_argument("--eval-timeout", type=int, default=300, help="SWE_EVAL_TIMEOUT_SEC for every rollout")
+    parser.add_argument(
+        "--explore-turns", type=int, default=0, help="read-only turns the oracle takes before its patch (40: a 43-turn rollout)"
+    )
     parser.add_argument("--json", help="also write the summaries (with per-rollout outcomes) here")
     parser.add_argument("--keep-temp", action="store_true", help="keep the temp dir (worker and plain driver logs)")
     return parser.parse_args(argv)

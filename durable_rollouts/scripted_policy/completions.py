@@ -79,26 +79,43 @@ def heredoc(patch: str) -> tuple[str, str]:
     return body, delimiter
 
 
-class OraclePolicy:
-    """Reads the problem statement, applies the matching task's patch, then finishes.
+EXPLORE_COMMANDS = ("git status --short", "ls -la", "git log --oneline -3", "wc -l " + PROBLEM_STATEMENT_FILE)
 
-    The turn is the number of earlier assistant turns in the prompt. A task
-    matches when its ``match`` string occurs in the prompt, either as is or
-    with the line numbers of Claude Code's ``Read`` output removed; the
-    longest matching ``match`` wins.
+
+class OraclePolicy:
+    """Reads the problem statement, looks around for ``explore_turns`` turns, applies the matching task's patch,
+    then finishes: ``explore_turns + 3`` assistant turns in all.
+
+    The turn is the number of earlier assistant turns in the prompt. An exploring
+    turn runs one read-only Bash command of ``EXPLORE_COMMANDS`` (in turn), so a
+    long rollout changes nothing the patch depends on. A task matches when its
+    ``match`` string occurs in the prompt, either as is or with the line numbers
+    of Claude Code's ``Read`` output removed; the longest matching ``match`` wins.
     """
 
-    def __init__(self, tasks: Sequence[OracleTask]):
+    def __init__(self, tasks: Sequence[OracleTask], explore_turns: int = 0):
+        if explore_turns < 0:
+            raise ValueError(f"explore_turns must be >= 0, got {explore_turns}")
         self.tasks = list(tasks)
+        self.explore_turns = explore_turns
 
     def __call__(self, prompt: str, max_new_tokens: int) -> str:
         turn = completed_assistant_turns(prompt)
         cwd = working_directory(prompt)
         if turn == 0:
             return self._read_problem_statement(cwd)
-        if turn == 1:
+        if turn <= self.explore_turns:
+            return self._explore(turn - 1, cwd)
+        if turn == self.explore_turns + 1:
             return self._apply_patch(prompt, cwd)
         return final_answer("The patch applied cleanly.", "The fix is applied.")
+
+    @staticmethod
+    def _explore(index: int, cwd: str | None) -> str:
+        command = EXPLORE_COMMANDS[index % len(EXPLORE_COMMANDS)]
+        if cwd:
+            command = f"cd {shlex.quote(cwd)} && {command}"
+        return tool_call("I should look around before changing anything.", "Looking around.", "Bash", {"command": command})
 
     def _read_problem_statement(self, cwd: str | None) -> str:
         reasoning = "I should read the problem statement first."

@@ -82,7 +82,8 @@ Invariants:
   ``{"type": "error"}``, HTTP 500) included. Rejected (400) requests are not.
 
 Policies (``POLICIES``; their text is ``durable_rollouts.scripted_policy.completions``'s):
-``oracle`` (Read the problem statement, apply the
+``oracle`` (Read the problem statement, run
+``oracle_explore_turns`` read-only Bash commands (0 by default), apply the
 known patch with Bash, then finish), ``noop`` (finish at once), ``malformed``
 (an ill-formed tool call), ``length`` (always hits ``max_new_tokens``),
 ``error`` (HTTP 500), ``slow`` (``oracle`` with its tokens spread over
@@ -396,6 +397,7 @@ class ScriptedPolicyServer:
         token_delay_s: float = 0.0,
         turn_delay: TurnDelay | None = None,
         moe: MoEShape = DEFAULT_MOE,
+        oracle_explore_turns: int = 0,
     ):
         self.renderer = renderer
         self.default_policy = self._known(default_policy)
@@ -412,7 +414,7 @@ class ScriptedPolicyServer:
         self._overrides: dict[str, str] = {}
         self._inflight: set[str] = set()
         self._runner: web.AppRunner | None = None
-        oracle = OraclePolicy(oracle_tasks)
+        oracle = OraclePolicy(oracle_tasks, oracle_explore_turns)
         self._completions: dict[str, Callable[[str, int], str]] = {
             "oracle": oracle,
             "slow": oracle,
@@ -711,6 +713,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokenizer", type=Path, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the 'slow' policy spreads its tokens over")
     parser.add_argument("--weight-version", default="default", help="the weight version served at start (sglang's default)")
+    parser.add_argument("--oracle-explore-turns", type=int, default=0, help="read-only Bash turns the oracle takes before its patch (long rollouts)")
     parser.add_argument(
         "--lognormal-turn-delay",
         type=parse_lognormal,
@@ -724,7 +727,15 @@ async def serve(args: argparse.Namespace) -> None:
     tokenizer_dir = args.tokenizer or await asyncio.to_thread(ensure_qwen_tokenizer)
     renderer = await asyncio.to_thread(PromptRenderer, tokenizer_dir)
     tasks = load_oracle_tasks(args.oracle_tasks) if args.oracle_tasks else []
-    server = ScriptedPolicyServer(renderer, args.policy, tasks, args.delay, args.weight_version, turn_delay=args.lognormal_turn_delay)
+    server = ScriptedPolicyServer(
+        renderer,
+        args.policy,
+        tasks,
+        args.delay,
+        args.weight_version,
+        turn_delay=args.lognormal_turn_delay,
+        oracle_explore_turns=args.oracle_explore_turns,
+    )
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
