@@ -467,9 +467,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="batches per N and driver; the drivers alternate, plain first in odd rounds")
     parser.add_argument("--agent-budget", type=int, default=600, help="SWE_TIME_BUDGET_SEC for every rollout")
     parser.add_argument("--eval-timeout", type=int, default=300, help="SWE_EVAL_TIMEOUT_SEC for every rollout")
-    parser.add_argument(
-        "--explore-turns", type=int, default=0, help="read-only turns the oracle takes before its patch (40: a 43-turn rollout)"
-    )
+    parser.add_argument("--explore-turns", type=int, default=0, help="read-only turns the oracle takes before its patch (40: a 43-turn rollout)")
     parser.add_argument("--json", help="also write the summaries (with per-rollout outcomes) here")
     parser.add_argument("--keep-temp", action="store_true", help="keep the temp dir (worker and plain driver logs)")
     return parser.parse_args(argv)
