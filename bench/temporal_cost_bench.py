@@ -22,7 +22,7 @@ Per N and driver, over its rounds:
   -> that rollout's result is in this process; mean, p50, max over every rollout of the rounds.
   **Throughput**: rollouts / the batches' summed time (hand-over -> last result) per minute.
 * **CPU core-seconds per rollout** (snapshots around the batch, ``bench.harness.procfs``):
-  the driver process with its reaped children (the docker CLI calls), the Temporal dev server (workflows
+  the driver process with its reaped children (iptables, git; before the exec API, every docker CLI call), the Temporal dev server (workflows
   only), dockerd + containerd, and every sandbox of the batch by its cgroup (``cpuacct.usage``, cgroup
   v1), of which the Claude Code processes (``bench.harness.proc_watch.ProcWatcher``); containers are tied to the
   batch by their workflow-id label (``docker events``). **stack** = driver + Temporal + daemons +
@@ -451,7 +451,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print_tables(summaries)
     print_breakdown(summaries)
     print(
-        "\nwall/rollout = batch handed over -> that rollout's result in this process; stack CPU = driver process (+ reaped docker CLI "
+        "\nwall/rollout = batch handed over -> that rollout's result in this process; stack CPU = driver process (+ reaped children) "
         "children) + Temporal dev server + dockerd/containerd + the batch's sandbox cgroups; orchestration = driver + children + Temporal; "
         "'this process' = policy server, /proc watcher, workflow client (not compared)."
     )

@@ -1,11 +1,11 @@
-"""Commands inside a container: ``docker exec`` as a killable subprocess, bounded by ``timeout(1)`` inside.
+"""Commands inside a container: ``docker exec`` through the engine's API, bounded by ``timeout(1)`` inside.
 
 Invariants:
 
-* A command runs through the ``docker exec`` CLI as an asyncio subprocess: a timeout or a cancellation
-  kills that client, and the command itself runs under ``timeout(1)`` inside the container, so it stops too.
-* Environment values reach container processes through ``docker exec -e NAME`` with the value in the CLI's
-  own environment: never interpolated into a shell string, never visible on the host's command lines.
+* A command runs as one exec on the event loop (``engine_exec``): a timeout or a cancellation drops the
+  call, and the command itself runs under ``timeout(1)`` inside the container, so it stops too.
+* Environment values reach container processes in the exec's own environment: never interpolated into a
+  shell string, never visible on the host's command lines.
 * Packaged scripts (``shell_scripts``) run as the ``bash -c`` text of one exec, their values as
   positional parameters.
 * A failed command in a container that is gone raises ``SandboxGone``, never a bare exit code.
@@ -14,8 +14,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import threading
 import time
 
@@ -25,10 +23,11 @@ from pydantic import BaseModel
 
 from durable_rollouts.contracts.rollout import SandboxHandle
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER
-from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone
+from durable_rollouts.docker_sandbox.engine_exec import EngineEndpoint, exec_output
+from durable_rollouts.docker_sandbox.errors import SandboxGone
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
-_CLI_SLACK_S = 15.0
+_EXEC_SLACK_S = 15.0
 _TIMEOUT_EXIT_CODES = (124, 137)
 
 
@@ -40,46 +39,20 @@ class ExecResult(BaseModel):
     timed_out: bool = False
 
 
-def _docker_cli() -> str:
-    """Absolute path of the docker CLI (a caller's PATH in ``env`` must not change which binary runs)."""
-    found = shutil.which("docker")
-    if found is None:
-        raise SandboxError("the docker CLI is not on PATH")
-    return found
-
-
-async def _run_cli(args: list[str], env: dict[str, str] | None, timeout_s: float) -> tuple[int, bytes]:
-    """Run ``docker <args>``; on timeout or cancellation kill the client before re-raising."""
-    proc = await asyncio.create_subprocess_exec(
-        _docker_cli(),
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-    )
-    try:
-        output, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except BaseException:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
-        raise
-    assert proc.returncode is not None
-    return proc.returncode, output
-
-
-def _exec_args(container_id: str, user: str, cwd: str, env: dict[str, str] | None) -> list[str]:
-    names = [arg for key in (env or {}) for arg in ("-e", key)]
-    return ["exec", "-u", user, "-w", cwd, *names, container_id]
-
-
 class DockerAccess:
     """The Docker client one ``DockerSandboxes`` uses: given, or made once on first use (from any thread)."""
 
     def __init__(self, client: docker.DockerClient | None = None):
         self._client = client
         self._client_lock = threading.Lock()
+        self._endpoint: EngineEndpoint | None = None
+
+    @property
+    def endpoint(self) -> EngineEndpoint:
+        """The same engine as ``docker.from_env``, for calls made on the event loop."""
+        if self._endpoint is None:
+            self._endpoint = EngineEndpoint.from_env()
+        return self._endpoint
 
     @property
     def client(self) -> docker.DockerClient:
@@ -126,10 +99,12 @@ class ContainerCommands(DockerAccess):
     ) -> ExecResult:
         """Run ``argv`` under ``timeout(1)`` in the container; a dead container raises ``SandboxGone``."""
         limit = f"{max(timeout_s, 0.001):.3f}"
-        args = _exec_args(container_id, user, cwd, env) + ["timeout", "-k", "5", limit, *argv]
+        bounded = ["timeout", "-k", "5", limit, *argv]
         started = time.monotonic()
         try:
-            code, raw = await _run_cli(args, env, timeout_s + _CLI_SLACK_S)
+            code, raw = await asyncio.wait_for(
+                exec_output(self.endpoint, container_id, bounded, user=user, cwd=cwd, env=env), timeout_s + _EXEC_SLACK_S
+            )
         except TimeoutError:
             await self.ensure_running(container_id)
             return ExecResult(exit_code=124, output="", timed_out=True)
