@@ -452,7 +452,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print_breakdown(summaries)
     print(
         "\nwall/rollout = batch handed over -> that rollout's result in this process; stack CPU = driver process (+ reaped children) "
-        "children) + Temporal dev server + dockerd/containerd + the batch's sandbox cgroups; orchestration = driver + children + Temporal; "
+        "+ Temporal dev server + dockerd/containerd + the batch's sandbox cgroups; orchestration = driver + children + Temporal; "
         "'this process' = policy server, /proc watcher, workflow client (not compared)."
     )
     if args.json:
