@@ -20,27 +20,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import statistics
-import tarfile
 import time
 import uuid
 
 import docker
 
+from bench.harness.repo_image import PATCH, build_repo_image, repo_task
 from durable_rollouts.contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
-from durable_rollouts.docker_sandbox.container_layout import BASE_IMAGE
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders
-
-PATCH = """diff --git a/pkg/m0.py b/pkg/m0.py
---- a/pkg/m0.py
-+++ b/pkg/m0.py
-@@ -1 +1 @@
--VALUE = 0
-+VALUE = 42
-"""
 
 
 class ChowningSandboxes(DockerSandboxes):
@@ -48,32 +38,6 @@ class ChowningSandboxes(DockerSandboxes):
 
     def owns_workdir(self, request: SandboxRequest) -> bool:
         return True
-
-
-def repository_context(files: int) -> io.BytesIO:
-    """A build context: the base image plus ``files`` modules in ``pkg/`` (spread over folders), committed."""
-    dockerfile = (
-        f"FROM {BASE_IMAGE}\n"
-        "COPY testbed /testbed\n"
-        "RUN cd /testbed && git init -q && git add -A && "
-        "git -c user.email=b@b -c user.name=bench commit -qm base\n"
-        "WORKDIR /testbed\n"
-    )
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-
-        def add(name: str, text: str) -> None:
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-        add("Dockerfile", dockerfile)
-        for index in range(files):
-            folder = "pkg" if index == 0 else f"pkg/sub{index % 50}"
-            add(f"testbed/{folder}/m{index}.py", f"VALUE = {index if index else 0}\n" + "# filler line\n" * 20)
-    buffer.seek(0)
-    return buffer
 
 
 async def grade(sandboxes: DockerSandboxes, task: TaskSpec) -> tuple[float, bool]:
@@ -86,16 +50,8 @@ async def grade(sandboxes: DockerSandboxes, task: TaskSpec) -> tuple[float, bool
 
 async def main(files: int, rounds: int) -> None:
     client = docker.from_env()
-    image = f"rollouts-bench-repo:{uuid.uuid4().hex[:8]}"
-    print(f"building {image}: {BASE_IMAGE} + a git repository of {files} files at /testbed")
-    await asyncio.to_thread(client.images.build, fileobj=repository_context(files), custom_context=True, tag=image, rm=True)
-    task = TaskSpec(
-        instance_id="grading-boot-bench",
-        image=image,
-        workdir="/testbed",
-        problem_statement="set VALUE to 42",
-        eval_cmd="python3 -c 'import pkg.m0 as m; assert m.VALUE == 42'",
-    )
+    image = await build_repo_image(client, files)
+    task = repo_task(image, "grading-boot-bench")
     settings = SandboxSettings(lifetime_s=900)
     variants = {"chown": ChowningSandboxes(settings), "as-image": DockerSandboxes(settings)}
     seconds: dict[str, list[float]] = {name: [] for name in variants}

@@ -76,6 +76,17 @@ class ContainerCommands(DockerAccess):
             raise SandboxGone(f"container {container_id[:12]} no longer exists")
         return value
 
+    async def init_pid(self, container_id: str) -> int:
+        """The host pid of the container's first process (0 when it is not running)."""
+
+        def pid() -> int:
+            return int(self.client.api.inspect_container(container_id)["State"]["Pid"])
+
+        try:
+            return await asyncio.to_thread(pid)
+        except docker.errors.NotFound:
+            raise SandboxGone(f"container {container_id[:12]} no longer exists") from None
+
     async def ensure_running(self, container_id: str) -> None:
         def state() -> str:
             return self.client.containers.get(container_id).status

@@ -10,10 +10,23 @@ Invariants:
   sizes, so a sparse file counts in full) minus its size when boot finished
   (``SandboxHandle.disk_baseline_bytes``); files in the workdir, ``/tmp`` and
   the agent's home all count;
-* the watch samples at once and then every ``CHECK_INTERVAL_S``, or less
-  often when one sample is slow (Docker walks the layer's files): sampling
-  never takes more than ``MAX_BUSY_SHARE`` of the time. A fast writer can
-  therefore overshoot the budget by what it writes in one interval;
+* Docker computes that size by walking the layer's files (a chowned repository
+  is all in the layer), so it is asked rarely. Between two exact sizes the
+  watch reads the container's written bytes from the host's ``/proc``
+  (``write_counter``, a bound that never under-counts a ``write``): the usage
+  is at most the last exact size plus what was written since. Only when that
+  bound passes the budget, or ``EXACT_INTERVAL_S`` after the last exact size
+  (to catch ``fallocate`` and sparse files, which the counter does not see),
+  is Docker asked again;
+* the bound is read every ``TICK_S``, sooner as it nears the budget (the time
+  a ``FAST_WRITER_BPS`` writer takes to fill the headroom, at least
+  ``MIN_TICK_S``), so a writer overshoots by about what it writes in
+  ``MIN_TICK_S`` plus one exact size, not in a whole interval;
+* where the counter is unavailable (the engine on another host, say) the
+  watch samples Docker every ``POLL_INTERVAL_S`` instead, and a writer can
+  overshoot by what it writes in one interval;
+* exact sizes never take more than ``MAX_BUSY_SHARE`` of the watch's time:
+  after a slow one the next waits longer;
 * a failed sample (a Docker hiccup) is logged and retried, never raised: a
   container that is really gone shows up in the agent's own wait;
 * a budget of 0 is no budget: nothing is sampled.
@@ -29,9 +42,14 @@ from typing import TypeVar
 
 from durable_rollouts.contracts.rollout import SandboxHandle
 from durable_rollouts.docker_sandbox.commands import ContainerCommands
+from durable_rollouts.docker_sandbox.write_counter import WriteCounter
 
 log = logging.getLogger(__name__)
-CHECK_INTERVAL_S = 5.0
+POLL_INTERVAL_S = 5.0
+EXACT_INTERVAL_S = 120.0
+TICK_S = 2.0
+MIN_TICK_S = 0.05
+FAST_WRITER_BPS = 1 << 30
 MAX_BUSY_SHARE = 0.05
 T = TypeVar("T")
 
@@ -42,13 +60,16 @@ async def used_bytes(sandboxes: ContainerCommands, handle: SandboxHandle) -> int
 
 
 class DiskWatch:
-    """Samples one sandbox's usage while entered; ``first`` races an awaitable against the budget."""
+    """Watches one sandbox's usage while entered; ``first`` races an awaitable against the budget.
+    ``use_write_counter=False`` samples Docker alone (as where the counter is unavailable)."""
 
-    def __init__(self, sandboxes: ContainerCommands, handle: SandboxHandle, budget_bytes: int):
+    def __init__(self, sandboxes: ContainerCommands, handle: SandboxHandle, budget_bytes: int, *, use_write_counter: bool = True):
         self.sandboxes = sandboxes
         self.handle = handle
         self.budget_bytes = budget_bytes
+        self.use_write_counter = use_write_counter
         self.used = 0
+        self.exact_samples = 0
         self._over = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -58,7 +79,7 @@ class DiskWatch:
 
     async def __aenter__(self) -> DiskWatch:
         if self.budget_bytes > 0:
-            self._task = asyncio.create_task(self._sample_until_over())
+            self._task = asyncio.create_task(self._watch())
         return self
 
     async def __aexit__(self, *exc_info) -> None:
@@ -80,23 +101,59 @@ class DiskWatch:
         return None if work.cancelled() else work.result()
 
     async def check(self) -> bool:
-        """Sample once now; whether the budget is exceeded."""
+        """Take one exact size now; whether the budget is exceeded."""
         if self.budget_bytes > 0 and not self.exceeded:
             await self._sample()
         return self.exceeded
 
-    async def _sample(self) -> None:
+    async def _sample(self) -> float:
+        """One exact size; the seconds it took."""
+        started = time.monotonic()
+        self.exact_samples += 1
         try:
             self.used = await used_bytes(self.sandboxes, self.handle)
         except Exception as error:  # noqa: BLE001 - a hiccup must not stop the agent
             log.warning("disk usage of %s unavailable: %s", self.handle.name, error)
-            return
+            return time.monotonic() - started
         if self.used > self.budget_bytes:
             log.info("%s wrote %d bytes, over its disk budget of %d", self.handle.name, self.used, self.budget_bytes)
             self._over.set()
+        return time.monotonic() - started
 
-    async def _sample_until_over(self) -> None:
+    async def _counter(self) -> WriteCounter | None:
+        if not self.use_write_counter:
+            return None
+        try:
+            init_pid = await self.sandboxes.init_pid(self.handle.container_id)
+        except Exception as error:  # noqa: BLE001 - without the counter the watch polls Docker
+            log.warning("no write counter for %s: %s", self.handle.name, error)
+            return None
+        counter = WriteCounter.for_container(self.handle.container_id, init_pid)
+        if counter is None:
+            log.info("no write counter for %s (engine not on this host's /proc): polling its layer size", self.handle.name)
+        return counter
+
+    async def _watch(self) -> None:
+        counter = await self._counter()
+        if counter is None:
+            await self._poll()
+            return
+        written = counter.read()
+        took = await self._sample()
+        exact_at = time.monotonic()
         while not self.exceeded:
-            started = time.monotonic()
-            await self._sample()
-            await asyncio.sleep(max(CHECK_INTERVAL_S, (time.monotonic() - started) / MAX_BUSY_SHARE))
+            now = time.monotonic()
+            calm_until = exact_at + took / MAX_BUSY_SHARE
+            headroom = self.budget_bytes - self.used - (counter.read() - written)
+            if (headroom < 0 and now >= calm_until) or now >= max(exact_at + EXACT_INTERVAL_S, calm_until):
+                written = counter.read()
+                exact_at = now
+                took = await self._sample()
+                continue
+            tick = calm_until - now if headroom < 0 else min(TICK_S, headroom / FAST_WRITER_BPS)
+            await asyncio.sleep(max(MIN_TICK_S, tick))
+
+    async def _poll(self) -> None:
+        while not self.exceeded:
+            took = await self._sample()
+            await asyncio.sleep(max(POLL_INTERVAL_S, took / MAX_BUSY_SHARE))

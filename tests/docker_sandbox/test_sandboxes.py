@@ -264,13 +264,14 @@ async def test_a_patch_over_the_cap_comes_back_empty_and_marked(prefix, calc_tas
         await SANDBOXES.destroy(handle)
 
 
-async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task):
+@pytest.mark.parametrize("use_write_counter", [True, False], ids=["write-counter", "docker-only"])
+async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task, use_write_counter):
     """Usage counts from the end of boot; a command writing past a small budget loses the race to the watch."""
-    handle = await fresh(prefix, calc_task, "disk")
+    handle = await fresh(prefix, calc_task, f"disk-{int(use_write_counter)}")
     try:
         assert handle.disk_baseline_bytes > 0, "the boot's chown copies the workspace up into the layer"
         assert await disk_watch.used_bytes(SANDBOXES, handle) < 1 << 20
-        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=8 << 20) as watch:
+        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=8 << 20, use_write_counter=use_write_counter) as watch:
             await SANDBOXES.start_detached(handle, "writer", "head -c 32000000 /dev/zero > fill.bin && sleep 300")
             assert await watch.first(SANDBOXES.wait_detached(handle, "writer", timeout_s=120)) is None
             assert watch.exceeded and watch.used >= 8 << 20
@@ -279,6 +280,22 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task):
             assert not await unbounded.check()
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=64 << 20) as roomy:
             assert not await roomy.check() and 32_000_000 <= roomy.used < 64 << 20
+    finally:
+        await SANDBOXES.destroy(handle)
+
+
+async def test_the_disk_watch_asks_docker_for_the_layer_size_only_when_the_written_bytes_could_pass_the_budget(prefix, calc_task):
+    """Between exact sizes the watch reads the container's written bytes: writes well under the budget cost no
+    exact size; a rewrite of the same file that adds up past it costs one, which finds the layer under it."""
+    handle = await fresh(prefix, calc_task, "disk-counter")
+    try:
+        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=24 << 20) as watch:
+            await SANDBOXES.exec(handle, "head -c 8000000 /dev/zero > small.bin")
+            await asyncio.sleep(3 * disk_watch.TICK_S)
+            assert watch.exact_samples == 1, "the first exact size only"
+            await SANDBOXES.exec(handle, "for i in 1 2 3 4; do head -c 8000000 /dev/zero > small.bin; sync; done")
+            await asyncio.sleep(3 * disk_watch.TICK_S)
+            assert watch.exact_samples >= 2 and not watch.exceeded and watch.used < 24 << 20
     finally:
         await SANDBOXES.destroy(handle)
 
