@@ -161,6 +161,23 @@ async def test_detached_wait_timeout_kill_and_cancel(booted):
     assert await SANDBOXES.detached_status(booted, "nothing") == detached.DetachedStatus(started=False, running=False)
 
 
+async def test_a_wait_wakes_on_the_runners_fifo_and_falls_back_to_polling_without_it(booted):
+    """The runner's FIFO wakes a waiter blocked before the command ended; a waiter whose FIFO is gone polls, with the
+    same answers; while it waits, a FIFO waiter forks nothing (its bash has no child)."""
+    await SANDBOXES.start_detached(booted, "fifo-wait", "sleep 2; exit 7")
+    waiter = asyncio.create_task(SANDBOXES.wait_detached(booted, "fifo-wait", timeout_s=60))
+    await asyncio.sleep(1)
+    listing = (await SANDBOXES.exec(booted, "ps -eo pid=,ppid=,args=", user="root")).output.splitlines()
+    processes = [line.split(None, 2) for line in listing if line.strip()]
+    waiting = [pid for pid, _, args in processes if args.startswith("bash -c") and "sandbox_wait.sh" in args and "fifo-wait" in args]
+    assert len(waiting) == 1, listing
+    assert [args for _, ppid, args in processes if ppid == waiting[0]] == [], "the waiting bash forks nothing"
+    assert await waiter == 7
+    await SANDBOXES.start_detached(booted, "poll-wait", "sleep 1; exit 5")
+    await SANDBOXES.exec(booted, f"rm {git_workspace.HARNESS_DIR}/poll-wait.done", user="root")
+    assert await SANDBOXES.wait_detached(booted, "poll-wait", timeout_s=60) == 5
+
+
 async def test_read_file_tail_and_missing(booted):
     await SANDBOXES.exec(booted, "seq 1 10000 > /tmp/numbers")
     assert (await SANDBOXES.read_file(booted, "/tmp/numbers", 6, tail=True)) == b"10000\n"
