@@ -20,6 +20,8 @@ from durable_rollouts.docker_sandbox.files import ContainerFiles, SandboxFile
 from durable_rollouts.docker_sandbox.git_workspace import HARNESS_DIR
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
+# A script this long or shorter is an exec argument: the kernel allows 128 KiB an argument (MAX_ARG_STRLEN).
+MAX_SCRIPT_BYTES = 120 * 1024
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # The detached-command scripts take the harness directory and the name as $1 and $2.
 _RUNNER = ShellScript("durable_rollouts.docker_sandbox", "sandbox_runner.sh")
@@ -48,24 +50,18 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         """Start ``cmd`` (a bash script, run as ``bash -l``) in the background in the workdir.
 
         Starting an already-started name raises ``SandboxError`` (re-attach with ``wait_detached``
-        instead) and leaves the running command's files alone. Two Docker round trips: the script and
-        runner are staged in one archive, and one exec checks, moves them into place and launches.
+        instead) and leaves the running command's files alone. One Docker round trip: the exec that
+        checks the name writes the script and the runner (its arguments) and launches the runner; a
+        script over ``MAX_SCRIPT_BYTES`` is staged by an archive first (two round trips). ``cmd`` is an
+        exec argument, so it holds no secret (those go in ``env``).
         """
         _checked_name(name)
-        uid = uid_of(user)
-        staged = [
-            SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid, 0o755),
-            SandboxFile(git_workspace.harness_file(f"{name}.run.new"), _RUNNER.text, uid, 0o755),
-        ]
-        await self.write_files(handle, staged)
-        result = await self.exec_in(
-            handle.container_id,
-            ["bash", "-c", _LAUNCH.text, "launch", HARNESS_DIR, name],
-            user=user,
-            cwd=handle.workdir,
-            timeout_s=30,
-            env=env,
-        )
+        argv = ["bash", "-c", _LAUNCH.text, "launch", HARNESS_DIR, name, _RUNNER.text]
+        if len(cmd.encode()) <= MAX_SCRIPT_BYTES:
+            argv.append(cmd)
+        else:
+            await self.write_files(handle, [SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid_of(user), 0o755)])
+        result = await self.exec_in(handle.container_id, argv, user=user, cwd=handle.workdir, timeout_s=30, env=env)
         if result.exit_code == 5:
             raise SandboxError(f"detached command {name} already started in {handle.name}")
         if result.exit_code != 0:
