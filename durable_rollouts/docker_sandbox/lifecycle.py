@@ -216,12 +216,6 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
                 await asyncio.to_thread(self._remove, container_id)
             raise
 
-    async def _run_step(self, handle: SandboxHandle, command: str, label: str, user: str) -> None:
-        result = await self.exec(handle, "set -e\n" + command, user=user, timeout_s=PREPARE_TIMEOUT_S)
-        if result.exit_code != 0:
-            why = "timed out" if result.timed_out else f"exit {result.exit_code}"
-            raise SandboxError(f"{label} failed ({why}): {command[:300]!r}\n{result.output[-2000:]}")
-
     async def _prepare_workspace(self, handle: SandboxHandle, request: SandboxRequest) -> None:
         task = request.task
         agent = request.purpose == "agent"
@@ -248,11 +242,10 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         )
         if setup.exit_code != 0:
             raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
+        steps = [(f"pre_commands[{index}]", command) for index, command in enumerate(task.pre_commands)]
         if task.swepro is not None and task.swepro.before_repo_set_cmd:
-            await self._run_step(handle, task.swepro.before_repo_set_cmd, "before_repo_set_cmd", user)
-        for index, command in enumerate(task.pre_commands):
-            await self._run_step(handle, command, f"pre_commands[{index}]", user)
-        await self.record_baseline(handle, user)
+            steps.insert(0, ("before_repo_set_cmd", task.swepro.before_repo_set_cmd))
+        await self.record_baseline(handle, user, steps, PREPARE_TIMEOUT_S)
         if agent:
             await self.write_files(
                 handle,

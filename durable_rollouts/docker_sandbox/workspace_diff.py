@@ -7,6 +7,9 @@ than ``MAX_NEW_FILES_BYTES`` are not even hashed: their patch is taken to be ove
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from durable_rollouts.contracts.rollout import CapturedDiff, DiffReport, OmittedFile, SandboxHandle
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.commands import ContainerCommands
@@ -14,7 +17,12 @@ from durable_rollouts.docker_sandbox.container_layout import AGENT_USER
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.files import ContainerFiles
 from durable_rollouts.docker_sandbox.git_workspace import DIFF_OUT
+from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
+_SETUP_STEPS = ShellScript("durable_rollouts.docker_sandbox", "sandbox_setup_steps.sh")
+_STEP_FAILED = 86
+_FAILED_STEP = re.compile(r"(?m)^step (\d+) (timed out|exit (\d+))\n?\Z")
+SNAPSHOT_TIMEOUT_S = 300.0
 MAX_DIFF_BYTES = 1 << 20
 MAX_DIFF_FILE_BYTES = 1 << 20
 MAX_NEW_FILES_BYTES = 256 << 20
@@ -63,10 +71,37 @@ class WorkspaceDiff(ContainerCommands, ContainerFiles):
         report = _diff_report(files["status"].decode(), files["omitted"])
         return CapturedDiff(diff=files.get("patch", b"").decode("utf-8", errors="replace"), report=report)
 
-    async def record_baseline(self, handle: SandboxHandle, user: str = AGENT_USER) -> None:
-        """Record the workspace's current tree as the baseline ``capture_diff`` compares against, as ``user`` (the
-        workdir's owner); a workdir in no git repository is made one first (``git init``, everything committed
-        once as the baseline)."""
-        result = await self.run_script(handle, git_workspace.SNAPSHOT_SCRIPT, *git_workspace.snapshot_args(), timeout_s=300, user=user)
+    async def record_baseline(
+        self, handle: SandboxHandle, user: str = AGENT_USER, steps: Sequence[tuple[str, str]] = (), step_timeout_s: float = 900.0
+    ) -> None:
+        """Run the set-up ``steps`` (label, shell text) in order, then record the workspace's tree as the baseline
+        ``capture_diff`` compares against: one exec as ``user`` (the workdir's owner). Each step runs as
+        ``bash -lc`` under ``set -e`` for at most ``step_timeout_s``; the first that fails raises ``SandboxError``
+        naming its label, and nothing after it runs. A workdir in no git repository is made one first (``git
+        init``, everything committed once as the baseline)."""
+        limit = step_timeout_s * len(steps) + SNAPSHOT_TIMEOUT_S
+        result = await self.exec_in(
+            handle.container_id,
+            [
+                "bash",
+                "-c",
+                _SETUP_STEPS.text,
+                _SETUP_STEPS.name,
+                f"{step_timeout_s:g}",
+                str(len(steps)),
+                *(command for _, command in steps),
+                git_workspace.SNAPSHOT_SCRIPT.text,
+                *git_workspace.snapshot_args(),
+            ],
+            user=user,
+            cwd=handle.workdir,
+            timeout_s=limit,
+        )
+        failed = _FAILED_STEP.search(result.output) if result.exit_code == _STEP_FAILED else None
+        if failed is not None:
+            label, command = steps[int(failed.group(1))]
+            why = "timed out" if failed.group(2) == "timed out" else f"exit {failed.group(3)}"
+            raise SandboxError(f"{label} failed ({why}): {command[:300]!r}\n{result.output[: failed.start()][-2000:]}")
         if result.exit_code != 0:
-            raise SandboxError(f"could not snapshot the workspace of {handle.name}: {result.output.strip()[-2000:]}")
+            why = " (timed out)" if result.timed_out else ""
+            raise SandboxError(f"could not snapshot the workspace of {handle.name}{why}: {result.output.strip()[-2000:]}")
