@@ -80,6 +80,8 @@ from durable_rollouts.policy.session_config import DEFAULT_PARSERS, ParserDefaul
 log = logging.getLogger(__name__)
 DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared, never mutated
 HEARTBEAT_INTERVAL_S = 3.0
+# The workflow hears of new turns at most this often (each signal is a workflow task and a search-attribute update).
+PROGRESS_SIGNAL_INTERVAL_S = 10.0
 WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
 # Refusals of ``pick_host`` by hosts without the rollout's image (and with a free slot), so a host that holds it
@@ -391,9 +393,11 @@ class RolloutHost:
         return None, "agent_budget_exceeded"
 
     async def _heartbeat(self, session_id: str, started_at: float, request: AgentRunRequest) -> None:
-        """Heartbeat every few seconds; tell the workflow (signal) whenever the turn count moved."""
+        """Heartbeat every few seconds; tell the workflow (signal) when the turn count moved, at once the first
+        time and then at most every ``PROGRESS_SIGNAL_INTERVAL_S``."""
         registry = self.adapter.registry
         signalled_turns = 0
+        signalled_at = -PROGRESS_SIGNAL_INTERVAL_S
         workflow_id = activity.info().workflow_id
         assert workflow_id is not None, "run_claude_code is scheduled by a workflow"
         workflow = self.client.get_workflow_handle(workflow_id) if self.client else None
@@ -411,10 +415,11 @@ class RolloutHost:
                 newest_weight_version=newest,
             )
             activity.heartbeat(progress.model_dump(mode="json") | {"sandbox": request.handle.name, "started_at": started_at})
-            if workflow is not None and progress.turns != signalled_turns:
+            due = time.monotonic() - signalled_at >= PROGRESS_SIGNAL_INTERVAL_S
+            if workflow is not None and progress.turns != signalled_turns and due:
                 try:
                     await workflow.signal("agent_progress", progress)
-                    signalled_turns = progress.turns
+                    signalled_turns, signalled_at = progress.turns, time.monotonic()
                 except RPCError as error:
                     log.warning("progress signal for %s failed: %s", request.workflow_id, error)
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
