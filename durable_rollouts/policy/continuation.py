@@ -18,6 +18,9 @@ Invariants:
 * the last piece's matched stop string (``Generation.stop_sequence``) is the stitched one's; SGLang
   matches stop strings in a request's own output only, so one that straddles two pieces is not seen
   here (``PolicySession`` finds it in the stitched output and cuts the generation after it);
+* the ids sent are the caller's ``prompt_ids`` object itself until something has been sampled, then one
+  new sequence of the same kind (an ``array`` stays an ``array``): a 100k-token prompt is never turned
+  into 100k Python ints on the event loop (the JSON encoding, in a worker thread, reads the buffer);
 * every request sent has its own rid (``<rid>``, then ``<rid>-c1``, ``<rid>-c2``, …), so a retry never
   collides with an attempt the server may still be running;
 * once a generation has been aborted, it fails when ``resume_budget_s`` passes without progress (no
@@ -32,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +87,16 @@ def stitch(pieces: Sequence[Generation], finish_reason: str, stop_sequence: str 
     )
 
 
+def _with_sampled(prompt_ids: Sequence[int], sampled: list[int]) -> Sequence[int]:
+    """``prompt_ids`` then ``sampled``: the prompt itself while nothing is sampled (no copy), else a new ``array``
+    of the prompt's type code when the prompt is one (one buffer copy), else a list."""
+    if not sampled:
+        return prompt_ids
+    if isinstance(prompt_ids, array):
+        return prompt_ids + array(prompt_ids.typecode, sampled)
+    return [*prompt_ids, *sampled]
+
+
 def _retryable(error: PolicyServerError) -> bool:
     """Transport failures, 429 and 5xx; a 4xx (a bad request, a duplicate rid) will not get better."""
     return error.status is None or error.status == 429 or error.status >= 500
@@ -116,7 +130,7 @@ async def generate_through_aborts(
 
     while True:
         params = {**sampling_params, "max_new_tokens": budget - len(sampled)}
-        request = client.generate(base_url, [*prompt_ids, *sampled], params, f"{rid}-c{sent}" if sent else rid, routing_key, routed_width)
+        request = client.generate(base_url, _with_sampled(prompt_ids, sampled), params, f"{rid}-c{sent}" if sent else rid, routing_key, routed_width)
         sent += 1
         try:
             if deadline is None:

@@ -359,7 +359,7 @@ class TokenLedger:
         start = len(segment.tokens)
         segment.tokens.extend(delta.prompt_tail)
         segment.loss_mask.frombytes(bytes(len(delta.prompt_tail)))
-        segment.log_probs.extend([0.0] * len(delta.prompt_tail))
+        segment.log_probs.frombytes(bytes(segment.log_probs.itemsize * len(delta.prompt_tail)))  # 0.0 per context token, as one copy, not a list
         prompt_end = len(segment.tokens)
         segment.tokens.extend(delta.output_ids)
         segment.loss_mask.frombytes(b"\x01" * len(delta.output_ids))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from array import array
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -236,3 +237,23 @@ async def test_every_request_has_its_own_rid_and_only_transient_refusals_are_ret
     with pytest.raises(PolicyServerError, match="already in flight"):
         await generate_through_aborts(refused, "http://x", [1, 2], params, "r", "k", resume_budget_s=60, retry_first_s=0.001)
     assert refused.rids == ["r", "r-c1"], "a 4xx is not retried"
+
+
+async def test_the_prompt_goes_out_as_given_and_a_resubmission_keeps_its_array_type():
+    """A session's prompt is an ``array`` of up to 100k ids: it is handed on as it is (no copy into Python ints on
+    the event loop), and a resubmission is one new array of the same type code."""
+    seen: list = []
+
+    class Recording(Scripted):
+        async def generate(self, base_url, input_ids, sampling_params, rid, routing_key, routed_width=None):
+            seen.append(input_ids)
+            return await super().generate(base_url, input_ids, sampling_params, rid, routing_key, routed_width)
+
+    prompt = array("i", [7, 8, 9])
+    server = Recording([aborted([4, 5]), Generation([0], [-0.1], "stop", [(0, 1, "2")])])
+    params = {"max_new_tokens": 8, "stop_token_ids": [0]}
+    continued = await generate_through_aborts(server, "http://x", prompt, params, "r", "k", resume_budget_s=60, retry_first_s=0.001)
+    assert continued.generation.output_ids == [4, 5, 0]
+    assert seen[0] is prompt
+    assert isinstance(seen[1], array) and seen[1].typecode == "i" and seen[1].tolist() == [7, 8, 9, 4, 5]
+    assert prompt.tolist() == [7, 8, 9], "the caller's prompt is never changed"
