@@ -38,8 +38,8 @@ Scenarios (both run by default):
   every loop is busy throughout. With a zero-latency policy this is a
   saturating, closed-loop load (``--policy-delay-ms`` adds policy latency).
 
-Diagnostics: ``--profile DIR`` (cProfile of the adapter's loop thread during
-the lag windows), ``--what-if-switch-interval S`` and ``--what-if-gc-freeze``
+Diagnostics: ``--profile DIR`` (cProfile of the adapter process during the lag
+windows; since Python 3.12 cProfile records every thread, the CPU pool's with the loop's), ``--what-if-switch-interval S`` and ``--what-if-gc-freeze``
 (knobs the shipped adapter does not set, to test a suggestion), and
 ``--cpu-threads`` (the adapter's CPU pool size; default: the adapter's own, max(2, cpu_count - 1)).
 
@@ -209,7 +209,7 @@ class Meter:
         if profile_path:
             import cProfile
 
-            self._profiler = cProfile.Profile()  # the loop thread only
+            self._profiler = cProfile.Profile()  # every thread since Python 3.12 (sys.monitoring), not the loop alone
             self._profiler.enable()
         self._lags = []
         self._gc = []
@@ -1032,7 +1032,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile",
         type=Path,
         default=None,
-        help="cProfile the adapter's loop thread during the [lag] windows, .prof files into this directory (inflates the numbers)",
+        help="cProfile the adapter during the [lag] windows (every thread on Python 3.12+), .prof files into this directory (inflates the numbers)",
     )
     parser.add_argument("--turns", type=int, default=0, help="cap on turns per session (default: until the context target)")
     parser.add_argument("--scenarios", type=lambda s: s.split(","), default=["cpu", "lag"], help="comma list of cpu,lag")
