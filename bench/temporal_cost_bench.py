@@ -339,6 +339,12 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or not b else f"{a / b:.2f}x"
 
 
+def _paired(summaries: list[dict]) -> list[tuple[int, dict, dict]]:
+    """(N, plain summary, workflows summary) for every N both drivers ran, in order of N."""
+    by = {(s["n"], s["driver"]): s for s in summaries}
+    return [(n, by[n, PLAIN], by[n, WORKFLOWS]) for n in sorted({s["n"] for s in summaries}) if (n, PLAIN) in by and (n, WORKFLOWS) in by]
+
+
 def print_tables(summaries: list[dict]) -> None:
     print(
         "\n| N | driver | rollouts ok / failed | wall/rollout mean / p50 / max s | rollouts/min | CPU s/rollout: stack (driver + children, "
@@ -354,14 +360,10 @@ def print_tables(summaries: list[dict]) -> None:
             f"{c['docker_daemons']:.2f}, {c['sandboxes']:.2f} [{c['claude_code']:.2f}]) | {c['orchestration']:.2f} | {c['bench']:.2f} "
             f"| {c['other']:.2f} | {s['driver_rss_peak_mb']:.0f} |"
         )
-    by = {(s["n"], s["driver"]): s for s in summaries}
     print("\nworkflows / plain, same run:\n")
     print("| N | wall/rollout mean | p50 | max | CPU/rollout (stack) | CPU/rollout (orchestration) | throughput |")
     print("|---|---|---|---|---|---|---|")
-    for n in sorted({s["n"] for s in summaries}):
-        wf, plain = by.get((n, WORKFLOWS)), by.get((n, PLAIN))
-        if wf is None or plain is None:
-            continue
+    for n, plain, wf in _paired(summaries):
         ww, pw = wf["wall_per_rollout_s"], plain["wall_per_rollout_s"]
         wc, pc = wf["cpu_s_per_rollout"], plain["cpu_s_per_rollout"]
         print(
@@ -373,14 +375,10 @@ def print_tables(summaries: list[dict]) -> None:
 
 def print_breakdown(summaries: list[dict]) -> None:
     """Per N: each component's core-seconds per rollout and per turn for both drivers, and the Docker calls per rollout."""
-    by = {(s["n"], s["driver"]): s for s in summaries}
     print("\nper component, core-s per rollout (per turn), workflows against the same run's plain driver:\n")
     print("| N | turns/rollout | component | plain | workflows | workflows / plain |")
     print("|---|---|---|---|---|---|")
-    for n in sorted({s["n"] for s in summaries}):
-        wf, plain = by.get((n, WORKFLOWS)), by.get((n, PLAIN))
-        if wf is None or plain is None:
-            continue
+    for n, plain, wf in _paired(summaries):
         wc, pc = wf["cpu_s_per_rollout"], plain["cpu_s_per_rollout"]
         turns = f"{pc['turns']:.1f} / {wc['turns']:.1f}"
         for key, heading in COMPONENTS:
