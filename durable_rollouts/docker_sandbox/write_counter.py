@@ -15,8 +15,10 @@ Invariants:
   written twice counts twice and writes to bind mounts count. It does not see ``fallocate`` or a file
   made sparse (``truncate -s``): those show only in Docker's size.
 * ``for_container`` returns None where the signal cannot be trusted: the engine on another host (its init
-  pid is not a process of this host's ``/proc`` in that container's cgroup), a ``/proc`` without I/O
-  accounting, or a cgroup layout it does not know. The caller then samples Docker alone.
+  pid is not a process of this host's ``/proc`` in that container's cgroup), a worker without the right to
+  read the container's init's I/O counts (root's; a worker that can read those can read every process's),
+  a ``/proc`` without I/O accounting, or a cgroup layout it does not know. The caller then samples Docker
+  alone.
 """
 
 from __future__ import annotations
