@@ -69,11 +69,13 @@ def _signed(folder: Path, name: str, subject: str, extensions: str) -> None:
     )
 
 
-def make_certificates(folder: Path) -> Certificates:
+def make_certificates(folder: Path, server_alt_name: str = f"DNS:{SERVER_NAME}") -> Certificates:
+    """The test CA, an unrelated one, a client certificate and the server's for ``server_alt_name`` (``DNS:<name>``
+    or ``IP:<address>``)."""
     folder.mkdir(parents=True, exist_ok=True)
     _ca(folder, "ca")
     _ca(folder, "other-ca")
-    _signed(folder, "server", f"/CN={SERVER_NAME}", f"subjectAltName=DNS:{SERVER_NAME}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n")
+    _signed(folder, "server", f"/CN={SERVER_NAME}", f"subjectAltName={server_alt_name}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n")
     _signed(folder, "client", "/CN=rollouts-trainer", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n")
     return Certificates(
         ca=folder / "ca.pem",
@@ -133,21 +135,75 @@ http {{
 """
 
 
+def _nginx(folder: Path, config: str, ports: tuple[int, ...]) -> subprocess.Popen:
+    """nginx on ``config`` in ``folder``, once it listens on every port."""
+    assert NGINX is not None, "nginx is missing: scripts/setup.sh installs the Debian package nginx-light"
+    path = folder / "nginx.conf"
+    path.write_text(config)
+    process = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(path), "-e", str(folder / "error.log"), "-g", "daemon off;"])
+    deadline = time.monotonic() + 20
+    while not all(port_open("127.0.0.1", port) for port in ports):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"nginx did not listen within 20 s: {(folder / 'error.log').read_text()}")
+        time.sleep(0.1)
+    return process
+
+
+@contextmanager
+def docker_tls_front(certs: Certificates, folder: Path, socket: str = "/var/run/docker.sock") -> Iterator[str]:
+    """nginx in front of the Docker engine's unix socket, demanding a client certificate (what ``dockerd
+    --tlsverify`` does): its ``host:port`` until the block ends. Responses are not buffered, so an exec's stream
+    reaches the client as the engine writes it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    temp = {name: folder / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    for path in temp.values():
+        path.mkdir(exist_ok=True)
+    port = free_port()
+    config = f"""
+user root;
+worker_processes 1;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log info;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {temp["client_body"]};
+    proxy_temp_path {temp["proxy"]};
+    fastcgi_temp_path {temp["fastcgi"]};
+    uwsgi_temp_path {temp["uwsgi"]};
+    scgi_temp_path {temp["scgi"]};
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {certs.server_cert};
+        ssl_certificate_key {certs.server_key};
+        ssl_client_certificate {certs.ca};
+        ssl_verify_client on;
+        client_max_body_size 0;
+        location / {{
+            proxy_pass http://unix:{socket}:;
+            proxy_http_version 1.1;
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }}
+    }}
+}}
+"""
+    process = _nginx(folder, config, (port,))
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
 @contextmanager
 def tls_front(backend: str, certs: Certificates, folder: Path) -> Iterator[TlsFront]:
     """nginx in front of ``backend`` (a dev server's host:port) until the block ends."""
-    assert NGINX is not None, "nginx is missing: scripts/setup.sh installs the Debian package nginx-light"
     folder.mkdir(parents=True, exist_ok=True)
     mtls_port, key_port = free_port(), free_port()
-    config = folder / "nginx.conf"
-    config.write_text(_config(folder, backend, certs, mtls_port, key_port))
-    process = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(config), "-e", str(folder / "error.log"), "-g", "daemon off;"])
+    process = _nginx(folder, _config(folder, backend, certs, mtls_port, key_port), (mtls_port, key_port))
     try:
-        deadline = time.monotonic() + 20
-        while not (port_open("127.0.0.1", mtls_port) and port_open("127.0.0.1", key_port)):
-            assert process.poll() is None, (folder / "error.log").read_text()
-            assert time.monotonic() < deadline, "nginx did not listen within 20 s"
-            time.sleep(0.1)
         yield TlsFront(f"127.0.0.1:{mtls_port}", f"127.0.0.1:{key_port}")
     finally:
         process.terminate()

@@ -12,7 +12,7 @@ Invariants:
 * The output is stdout and stderr interleaved as the engine framed them: each stream in its own order
   (the engine reads them from two pipes, so their relative order is not kept).
 * A container that is gone or stopped raises ``SandboxGone``; any other refusal raises ``SandboxError``
-  with the engine's message.
+  with the engine's message, and so does an engine it cannot reach (with its address).
 """
 
 from __future__ import annotations
@@ -92,7 +92,18 @@ async def _read_frames(stream: aiohttp.StreamReader) -> bytes:
 async def exec_output(
     endpoint: EngineEndpoint, container_id: str, argv: list[str], *, user: str, cwd: str, env: dict[str, str] | None
 ) -> tuple[int, bytes]:
-    """Run ``argv`` in the container as ``user`` in ``cwd``; its exit code and its output."""
+    """Run ``argv`` in the container as ``user`` in ``cwd``; its exit code and its output. An engine it cannot
+    reach (refused, a certificate it does not trust) raises ``SandboxError`` naming the engine's address."""
+    try:
+        return await _exec(endpoint, container_id, argv, user=user, cwd=cwd, env=env)
+    except aiohttp.ClientConnectionError as error:
+        where = endpoint.socket_path or endpoint.base_url
+        raise SandboxError(f"cannot reach the Docker engine at {where} (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH): {error}") from None
+
+
+async def _exec(
+    endpoint: EngineEndpoint, container_id: str, argv: list[str], *, user: str, cwd: str, env: dict[str, str] | None
+) -> tuple[int, bytes]:
     config = {
         "Cmd": argv,
         "User": user,

@@ -12,6 +12,7 @@ import pytest
 from durable_rollouts.docker_sandbox.container_layout import BASE_IMAGE, LABEL_PREFIX
 from durable_rollouts.docker_sandbox.engine_exec import EngineEndpoint, exec_output
 from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone
+from tests.tls_front import NGINX, docker_tls_front, make_certificates
 
 TEST_LABEL = f"{LABEL_PREFIX}.test"
 
@@ -68,3 +69,29 @@ def test_an_engine_over_ssh_is_refused_naming_docker_host(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "ssh://builder@10.0.0.5")
     with pytest.raises(SandboxError, match="DOCKER_HOST='ssh://builder@10.0.0.5'"):
         EngineEndpoint.from_env()
+
+
+def _cert_path(folder, ca, cert, key):
+    """A DOCKER_CERT_PATH folder: ``ca.pem``, ``cert.pem`` and ``key.pem``, as the docker CLI and docker-py read them."""
+    folder.mkdir()
+    for name, source in (("ca.pem", ca), ("cert.pem", cert), ("key.pem", key)):
+        (folder / name).write_bytes(source.read_bytes())
+    return folder
+
+
+@pytest.mark.skipif(NGINX is None, reason="nginx is missing: scripts/setup.sh installs nginx-light")
+async def test_an_engine_behind_mutual_tls_runs_execs_and_a_wrong_ca_is_refused_naming_the_engine(container, tmp_path, monkeypatch):
+    """A real TLS endpoint (nginx with a test CA, demanding a client certificate) in front of the engine, reached
+    through DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH as docker.from_env reads them."""
+    certs = make_certificates(tmp_path / "certs", server_alt_name="IP:127.0.0.1")
+    with docker_tls_front(certs, tmp_path / "nginx") as address:
+        monkeypatch.setenv("DOCKER_HOST", f"tcp://{address}")
+        monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+        monkeypatch.setenv("DOCKER_CERT_PATH", str(_cert_path(tmp_path / "good", certs.ca, certs.client_cert, certs.client_key)))
+        endpoint = EngineEndpoint.from_env()
+        assert endpoint.base_url == f"https://{address}" and endpoint.ssl_context is not None
+        code, output = await exec_output(endpoint, container.id, ["sh", "-c", "echo over tls; exit 4"], user="root", cwd="/", env=None)
+        assert (code, output) == (4, b"over tls\n")
+        monkeypatch.setenv("DOCKER_CERT_PATH", str(_cert_path(tmp_path / "wrong", certs.other_ca, certs.client_cert, certs.client_key)))
+        with pytest.raises(SandboxError, match=f"cannot reach the Docker engine at https://{address}.*certificate"):
+            await exec_output(EngineEndpoint.from_env(), container.id, ["true"], user="root", cwd="/", env=None)
