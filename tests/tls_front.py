@@ -95,16 +95,12 @@ class TlsFront:
     api_key_address: str
 
 
-def _config(folder: Path, backend: str, certs: Certificates, mtls_port: int, key_port: int) -> str:
+def _preamble(folder: Path) -> str:
+    """An nginx config's head up to inside its ``http`` block: root, one worker, pid, logs and every temp path
+    in ``folder`` (made here), so a test's nginx writes nothing outside it."""
     temp = {name: folder / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     for path in temp.values():
         path.mkdir(exist_ok=True)
-    common = f"""
-        ssl_certificate {certs.server_cert};
-        ssl_certificate_key {certs.server_key};
-        grpc_read_timeout 300s;
-        grpc_send_timeout 300s;
-        client_max_body_size 0;"""
     return f"""
 user root;
 worker_processes 1;
@@ -117,7 +113,17 @@ http {{
     proxy_temp_path {temp["proxy"]};
     fastcgi_temp_path {temp["fastcgi"]};
     uwsgi_temp_path {temp["uwsgi"]};
-    scgi_temp_path {temp["scgi"]};
+    scgi_temp_path {temp["scgi"]};"""
+
+
+def _config(folder: Path, backend: str, certs: Certificates, mtls_port: int, key_port: int) -> str:
+    common = f"""
+        ssl_certificate {certs.server_cert};
+        ssl_certificate_key {certs.server_key};
+        grpc_read_timeout 300s;
+        grpc_send_timeout 300s;
+        client_max_body_size 0;"""
+    return f"""{_preamble(folder)}
     server {{
         listen 127.0.0.1:{mtls_port} ssl http2;{common}
         ssl_client_certificate {certs.ca};
@@ -156,23 +162,8 @@ def docker_tls_front(certs: Certificates, folder: Path, socket: str = "/var/run/
     --tlsverify`` does): its ``host:port`` until the block ends. Responses are not buffered, so an exec's stream
     reaches the client as the engine writes it."""
     folder.mkdir(parents=True, exist_ok=True)
-    temp = {name: folder / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
-    for path in temp.values():
-        path.mkdir(exist_ok=True)
     port = free_port()
-    config = f"""
-user root;
-worker_processes 1;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log info;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {temp["client_body"]};
-    proxy_temp_path {temp["proxy"]};
-    fastcgi_temp_path {temp["fastcgi"]};
-    uwsgi_temp_path {temp["uwsgi"]};
-    scgi_temp_path {temp["scgi"]};
+    config = f"""{_preamble(folder)}
     server {{
         listen 127.0.0.1:{port} ssl;
         ssl_certificate {certs.server_cert};
