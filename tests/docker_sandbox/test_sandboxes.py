@@ -178,6 +178,19 @@ async def test_a_wait_wakes_on_the_runners_fifo_and_falls_back_to_polling_withou
     assert await SANDBOXES.wait_detached(booted, "poll-wait", timeout_s=60) == 5
 
 
+async def test_a_script_too_long_for_an_argument_is_staged_by_archive_and_runs_the_same(booted):
+    """Over ``MAX_SCRIPT_BYTES`` the script cannot be an exec argument (the kernel allows 128 KiB one): it is staged
+    as a file first, and runs as a short one does."""
+    padding = "# " + "x" * 1000 + "\n"
+    script = padding * (detached.MAX_SCRIPT_BYTES // len(padding) + 8) + "echo long script ran; exit 6\n"
+    assert len(script.encode()) > detached.MAX_SCRIPT_BYTES
+    await SANDBOXES.start_detached(booted, "long-script", script)
+    assert await SANDBOXES.wait_detached(booted, "long-script", timeout_s=60) == 6
+    assert await SANDBOXES.read_file(booted, f"{git_workspace.HARNESS_DIR}/long-script.out", 100) == b"long script ran\n"
+    with pytest.raises(errors.SandboxError, match="already started"):
+        await SANDBOXES.start_detached(booted, "long-script", script)
+
+
 async def test_read_file_tail_and_missing(booted):
     await SANDBOXES.exec(booted, "seq 1 10000 > /tmp/numbers")
     assert (await SANDBOXES.read_file(booted, "/tmp/numbers", 6, tail=True)) == b"10000\n"
@@ -335,6 +348,19 @@ async def test_failing_pre_command_removes_the_container(prefix, calc_task):
     assert str(caught.value).endswith("\nabout to fail\n"), "set -e stops at the failing line"
     left = [c for c in await SANDBOXES.list_managed() if c.labels.get(WORKFLOW_LABEL) == f"{prefix}-prefail"]
     assert left == []
+
+
+async def test_a_set_up_step_past_its_time_is_reported_by_its_label_and_stops_the_rest(prefix, calc_task):
+    """The steps and the snapshot share one exec; each step keeps its own timeout, and the one that ran out is named."""
+    handle = await fresh(prefix, calc_task, "steptimeout")
+    try:
+        steps = [("pre_commands[0]", "touch first.txt"), ("pre_commands[1]", "sleep 30"), ("pre_commands[2]", "touch third.txt")]
+        with pytest.raises(errors.SandboxError, match=r"pre_commands\[1\] failed \(timed out\): 'sleep 30'"):
+            await SANDBOXES.record_baseline(handle, "agent", steps, step_timeout_s=1)
+        listing = await SANDBOXES.exec(handle, "ls first.txt third.txt 2>&1; true")
+        assert "first.txt" in listing.output and "cannot access 'third.txt'" in listing.output
+    finally:
+        await SANDBOXES.destroy(handle)
 
 
 async def test_destroy_is_idempotent(prefix, calc_task):
