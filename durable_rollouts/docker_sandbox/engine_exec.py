@@ -96,7 +96,7 @@ async def exec_output(
     reach (refused, a certificate it does not trust) raises ``SandboxError`` naming the engine's address."""
     try:
         return await _exec(endpoint, container_id, argv, user=user, cwd=cwd, env=env)
-    except aiohttp.ClientConnectionError as error:
+    except aiohttp.ClientConnectorError as error:  # connecting (refused, TLS); a stream cut mid-exec is the caller's to judge
         where = endpoint.socket_path or endpoint.base_url
         raise SandboxError(f"cannot reach the Docker engine at {where} (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH): {error}") from None
 
