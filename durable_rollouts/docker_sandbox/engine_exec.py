@@ -79,14 +79,16 @@ async def _refusal(response: aiohttp.ClientResponse, container_id: str) -> Excep
 
 
 async def _read_frames(stream: aiohttp.StreamReader) -> bytes:
+    """The frames' payloads until the stream ends; a stream cut short (the container killed under the exec) ends
+    it too, and the inspect after it says what became of the command."""
     output = bytearray()
     while True:
         try:
             header = await stream.readexactly(_FRAME_HEADER.size)
-        except asyncio.IncompleteReadError:
+            _, size = _FRAME_HEADER.unpack(header)
+            output += await stream.readexactly(size)
+        except (asyncio.IncompleteReadError, aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
             return bytes(output)
-        _, size = _FRAME_HEADER.unpack(header)
-        output += await stream.readexactly(size)
 
 
 async def exec_output(

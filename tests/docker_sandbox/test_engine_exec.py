@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 
@@ -95,3 +96,12 @@ async def test_an_engine_behind_mutual_tls_runs_execs_and_a_wrong_ca_is_refused_
         monkeypatch.setenv("DOCKER_CERT_PATH", str(_cert_path(tmp_path / "wrong", certs.other_ca, certs.client_cert, certs.client_key)))
         with pytest.raises(SandboxError, match=f"cannot reach the Docker engine at https://{address}.*certificate"):
             await exec_output(EngineEndpoint.from_env(), container.id, ["true"], user="root", cwd="/", env=None)
+
+
+async def test_a_container_removed_under_a_running_exec_raises_sandbox_gone(container):
+    """The stream is cut mid-exec; what became of the command is then the engine's to say: the container is gone."""
+    running = asyncio.create_task(exec_output(EngineEndpoint.from_env(), container.id, ["sleep", "60"], user="root", cwd="/", env=None))
+    await asyncio.sleep(1)
+    container.remove(force=True)
+    with pytest.raises(SandboxGone):
+        await asyncio.wait_for(running, 30)
