@@ -7,6 +7,8 @@ CLI::
     python starter.py demo [--policy oracle|noop] [--keep-ui]
     python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck, hosts and slots
     python starter.py show WORKFLOW_ID                              # live progress + agent log tail; grading summary + log paths
+    python starter.py show WORKFLOW_ID --html FILE                  # the rollout as one HTML page: tokens, samples, patch, verdict
+    python starter.py report --run-id R --html DIR                  # a run's groups as an HTML index with plots, a page per rollout
     python starter.py cancel WORKFLOW_ID [--reason R]               # graceful: sandbox destroyed, result aborted
     python starter.py episodes --n 32 --difficulty easy [--k K]     # drift -> repair self-play episodes
     python starter.py regrade --run-id R [--out F] [--dataset ROWS] # grade run R's kept patches again
@@ -27,7 +29,9 @@ This script only parses arguments and prints; what it runs is the library's
 into a results file), ``rollout_runs`` (flat rollouts: ``start_rollout``,
 ``run_rollouts``), ``rollout_groups`` (``stream_groups``, ``fill_batch``, what the
 slime drop-ins use), ``rollout_queries`` and ``regrade_runs`` (the operator
-commands) and ``run_summary`` (the tables and status lines).
+commands), ``rollout_pages`` (``show --html`` and ``report``) and ``run_summary`` (the tables and status lines).
+``show`` and ``report`` with no Temporal server configured and none on the default address read the demo's
+dev server state (``local_services.stored_demo_server``), so they work after ``make demo`` has stopped.
 
 ``run`` and ``demo`` read the dataset (a JSONL file, or a directory of Harbor
 tasks: ``durable_rollouts.task_sources.harbor_tasks``, a bad task directory reported by its path
@@ -64,17 +68,22 @@ from durable_rollouts.config.settings import SettingsError, budgets_from_env, im
 from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutProgress, RolloutResult, SamplingParams, StalenessBound
 from durable_rollouts.contracts.rollout_group import GroupFilter
 from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
+from durable_rollouts.grading import grading_summary
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
-from durable_rollouts.trainer_client import grading_summary, regrade_runs, rollout_queries
+from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
+from durable_rollouts.slime_samples.options import sample_options
+from durable_rollouts.slime_samples.registry import contract_in_force
+from durable_rollouts.trainer_client import regrade_runs, rollout_pages, rollout_queries
 from durable_rollouts.trainer_client.batch_runs import GroupOptions, Placement, dataset_groups, invalid_row_record, read_rows, run_groups
 from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs
-from durable_rollouts.trainer_client.local_services import embedded_cluster, worker_log_path
+from durable_rollouts.trainer_client.local_services import embedded_cluster, stored_demo_server, worker_log_path
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable
 from durable_rollouts.trainer_client.results_file import group_record_with_segments, move_out_logs
 from durable_rollouts.trainer_client.rollout_runs import connect, task_queue_from_env
 from durable_rollouts.trainer_client.run_summary import episode_summary_lines, groups_line, hosts_line, running_line, summary_lines
 from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
+from durable_rollouts.trajectory_view.token_text import TokenTexts
 
 MAX_RUN_ID_BYTES = 128
 
@@ -216,6 +225,38 @@ async def show(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def page_settings(args: argparse.Namespace) -> rollout_pages.PageSettings:
+    """How pages read tokens (``--tokenizer``) and make samples (the contract in force, ``--max-sample-tokens``)."""
+    return rollout_pages.PageSettings(
+        TokenTexts.from_dir(args.tokenizer),
+        contract_in_force(),
+        sample_options(argparse.Namespace(rollout_max_context_len=args.max_sample_tokens)),
+    )
+
+
+async def show_html(client: Client, args: argparse.Namespace) -> int:
+    view = await rollout_pages.write_rollout_page(client, args.workflow_id, Path(args.html), page_settings(args))
+    size = Path(args.html).stat().st_size
+    print(f"{args.workflow_id}: {view.state}; page {args.html} ({size:,} bytes)")
+    return 0
+
+
+async def report(client: Client, args: argparse.Namespace) -> int:
+    try:
+        files = await rollout_pages.write_run_report(client, args.run_id, Path(args.html), page_settings(args))
+    except ValueError as error:
+        print(f"starter: {error}", file=sys.stderr)
+        return 1
+    if not files.pages:
+        print(f"starter: no rollouts of run {args.run_id!r} on this Temporal server", file=sys.stderr)
+        return 1
+    for workflow_id, why in files.unreadable:
+        print(f"not written: {workflow_id}: {why}", file=sys.stderr)
+    running = f"; {files.running_groups} groups still running (not in the index)" if files.running_groups else ""
+    print(f"run {args.run_id}: {files.index} and {len(files.pages)} rollout pages{running}")
+    return 0 if not files.unreadable else 1
+
+
 async def regrade(client: Client, args: argparse.Namespace) -> int:
     """Re-grade run ``--run-id``'s kept patches (``durable_rollouts.trainer_client.regrade_runs``); exit 1 for an unknown run or a
     re-grade that did not grade."""
@@ -309,6 +350,15 @@ def add_group_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--refill-budget", type=count_arg(0), help="fresh samples a group may start to replace infrastructure failures (default: K)")
 
 
+def add_page_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--tokenizer", default=str(DEFAULT_TOKENIZER_DIR), help="the policy's tokenizer folder (its tokenizer.json; default: ROLLOUT_TOKENIZER_DIR)"
+    )
+    sub.add_argument(
+        "--max-sample-tokens", type=count_arg(0), default=0, help="the trainer's cut of a sample (slime's rollout_max_context_len; 0: none)"
+    )
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -321,6 +371,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     show_cmd = commands.add_parser("show", help="one rollout's progress and agent log tail")
     show_cmd.add_argument("workflow_id")
     show_cmd.add_argument("--save-logs", metavar="DIR", help="write a finished rollout's whole agent and grading logs into DIR")
+    show_cmd.add_argument("--html", metavar="FILE", help="write the rollout as one self-contained HTML page instead of printing it")
+    add_page_options(show_cmd)
+    report_cmd = commands.add_parser("report", help="a run's groups as an HTML index with plots, and every rollout's page")
+    report_cmd.add_argument("--run-id", type=run_id_arg, required=True, help="the run whose groups and rollouts are shown")
+    report_cmd.add_argument("--html", metavar="DIR", required=True, help="folder for index.html and pages/")
+    add_page_options(report_cmd)
     cancel_cmd = commands.add_parser("cancel", help="stop one rollout gracefully")
     cancel_cmd.add_argument("workflow_id")
     cancel_cmd.add_argument("--reason", default="cancelled")
@@ -415,6 +471,9 @@ async def main_async(args: argparse.Namespace) -> int:
         return await demo(args)
     if args.command == "episodes":
         return await episodes(args)
+    if args.command == "report" or (args.command == "show" and args.html):
+        async with stored_demo_server() as address:
+            return await (report if args.command == "report" else show_html)(await connect(address), args)
     client = await connect(server_wait_s=args.server_wait if args.command == "run" else 0.0)
     operator_commands = {"status": status, "show": show, "cancel": cancel, "regrade": regrade}
     if args.command in operator_commands:
@@ -430,7 +489,7 @@ def main() -> None:
         sys.exit(2)
     try:
         code = asyncio.run(main_async(args))
-    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable) as error:
+    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable, FileNotFoundError, ImportError) as error:
         print(f"starter: {error}", file=sys.stderr)
         sys.exit(1)
     except (KeyboardInterrupt, asyncio.CancelledError):

@@ -86,6 +86,14 @@ if ! command -v docker-registry >/dev/null || ! command -v htpasswd >/dev/null; 
 fi
 echo "docker-registry: $(docker-registry --version 2>&1 | awk '{print $3}')"
 
+# 1g. Chromium (Debian package, no recommends): the trajectory pages' browser test (tests/trajectory_view/)
+# renders them headless; scripts/ui_screenshot.py screenshots the Temporal UI with it.
+if ! command -v chromium >/dev/null; then
+  echo "apt: installing chromium"
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+echo "chromium: $(chromium --version 2>/dev/null | awk '{print $2}')"
+
 # 2. Claude Code: npm package whose optional dependency carries the native binary.
 case $(uname -m) in aarch64|arm64) ARCH=arm64 ;; *) ARCH=x64 ;; esac
 CLAUDE_BIN=.cache/claude-code/node_modules/@anthropic-ai/claude-code-linux-$ARCH/claude

@@ -22,7 +22,7 @@ LAYERS = [
     {"contracts", "paths", "meters"},
     {"policy", "docker_sandbox", "task_sources"},
     {"config", "grading", "claude_code", "drift_repair", "slime_samples"},
-    {"scripted_policy"},
+    {"scripted_policy", "trajectory_view"},
 ]
 MACHINERY = set().union(*LAYERS)
 UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate", "slime_rollout", "bench", "tests"}

@@ -25,7 +25,7 @@ TRAINER_MODULES = [
     "durable_rollouts.trainer_client.rollout_runs",
     "durable_rollouts.trainer_client.rollout_groups",
     "durable_rollouts.trainer_client.rollout_queries",
-    "durable_rollouts.trainer_client.grading_summary",
+    "durable_rollouts.grading.grading_summary",
     "starter",
 ]
 INSTALLED_TOP_LEVEL = {"durable_rollouts", "activities", "workflows", "worker", "starter", "slime_generate", "slime_rollout"}

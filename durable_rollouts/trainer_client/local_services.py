@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 
@@ -23,8 +23,11 @@ from temporalio.client import Client
 
 from durable_rollouts.paths import CACHE_DIR, PROJECT_ROOT
 from durable_rollouts.trainer_client.rollout_runs import connect
+from durable_rollouts.trainer_client.temporal_connection import DEFAULT_ADDRESS, target_from_env
 
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
+DEMO_STATE = CACHE_DIR / "temporal" / "dev.db"
+DEMO_PORT = 7233
 
 
 def free_port() -> int:
@@ -109,17 +112,36 @@ class DevServer:
 
 
 @asynccontextmanager
-async def temporal_dev_server(port: int = 7233, ui_port: int = 8233, db_file: Path | None = None) -> AsyncIterator[str]:
+async def temporal_dev_server(port: int = DEMO_PORT, ui_port: int = 8233, db_file: Path | None = None) -> AsyncIterator[str]:
     """Yield the address of a running dev server; start one unless something already serves ``port``."""
     if port_open("127.0.0.1", port):
         yield f"127.0.0.1:{port}"
         return
-    server = DevServer(port, ui_port, db_file or CACHE_DIR / "temporal" / "dev.db")
+    server = DevServer(port, ui_port, db_file or DEMO_STATE)
     try:
         await server.start()
         yield server.address
     finally:
         await server.stop()
+
+
+@asynccontextmanager
+async def stored_demo_server(env: Mapping[str, str] | None = None, state: Path = DEMO_STATE) -> AsyncIterator[str | None]:
+    """The address of a dev server over the demo's state file, started for the block (and said on stderr), when
+    no server is configured (no ``TEMPORAL_ADDRESS``, no address in the profile), none listens on the default
+    address and ``state`` exists; else None: connect as configured."""
+    variables = os.environ if env is None else env
+    configured = bool(variables.get("TEMPORAL_ADDRESS")) or target_from_env(variables).address != DEFAULT_ADDRESS
+    if configured or port_open("127.0.0.1", DEMO_PORT) or not state.is_file():
+        yield None
+        return
+    print(
+        f"no Temporal server at {DEFAULT_ADDRESS}: reading the demo's stored state ({state}) with a dev server started for this command",
+        file=sys.stderr,
+        flush=True,
+    )
+    async with temporal_dev_server(db_file=state) as address:
+        yield address
 
 
 def worker_script() -> str:

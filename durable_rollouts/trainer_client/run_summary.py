@@ -9,7 +9,8 @@ import statistics
 from datetime import datetime
 
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample, ProbeTally
-from durable_rollouts.trainer_client import grading_summary, rollout_queries
+from durable_rollouts.grading import grading_summary
+from durable_rollouts.trainer_client import rollout_queries
 
 SAMPLE_HEADER = f"{'instance':28} {'sample':>6} {'status':9} {'reward':>6} {'valid':>5} {'applied':>7} {'turns':>5} {'tokens':>7} {'secs':>6}  reason"
 EPISODE_HEADER = (

@@ -16,50 +16,18 @@ begins. What the trainer gets:
 
 from __future__ import annotations
 
-import copy
-
-import aiohttp
 import numpy as np
 import pytest
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples import current, seed
 from durable_rollouts.slime_samples.message_tree import common_prefix
 from durable_rollouts.slime_samples.options import SampleOptions
 from tests.slime_sample import Sample
 from tests.slime_samples.segments import result_of
-from tests.wire_fixtures import captured
+from tests.wire_fixtures import session_from_captures
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-async def post(adapter, secret: str, headers: dict, body: dict) -> dict:
-    sent = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "content-length", "host")}
-    sent["Authorization"] = f"Bearer {secret}"
-    async with aiohttp.ClientSession() as http:
-        async with http.post(f"{adapter.url}/v1/messages", json={**body, "stream": False}, headers=sent) as response:
-            assert response.status == 200, await response.text()
-            return await response.json()
-
-
-async def session_from_captures(adapter, policy_server):
-    ticket = adapter.registry.open_session(SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=512)))
-    policy_server.set_policy(ticket.session_id, "oracle")
-    headers, compaction = captured("compact_request.json")
-    main = copy.deepcopy(compaction)
-    main["messages"] = main["messages"][:2]
-    reply = await post(adapter, ticket.secret, captured("turn1_body.json")[0], main)
-    (call,) = [block for block in reply["content"] if block["type"] == "tool_use"]
-    history = compaction["messages"]
-    history[2] = {"role": "assistant", "content": reply["content"]}
-    for block in history[3]["content"]:
-        if block["type"] == "tool_result":
-            block["tool_use_id"] = call["id"]
-    await post(adapter, ticket.secret, headers, compaction)
-    await post(adapter, ticket.secret, *captured("post_compact_request.json"))
-    await post(adapter, ticket.secret, *captured("subagent_request.json"))
-    return await adapter.registry.finish_session(ticket.session_id)
 
 
 async def test_both_contracts_over_real_claude_code_requests(adapter, policy_server):

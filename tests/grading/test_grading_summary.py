@@ -4,7 +4,7 @@ both logs are: the files a results file (or ``--save-logs``) wrote, else their s
 from __future__ import annotations
 
 from durable_rollouts.contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult
-from durable_rollouts.trainer_client.grading_summary import patch_state, summary_lines, verdict_line
+from durable_rollouts.grading.grading_summary import patch_state, summary_lines, verdict_line
 
 
 def result_with(evaluation: EvalResult | None, agent_log: dict[str, str] | None = None, **fields) -> RolloutResult:

@@ -1,0 +1,124 @@
+"""The pages' plots as inline SVG: a time bar of a rollout's activities, bars per group, dots per group, a
+histogram. Each function returns one ``<svg>`` element with its own axis labels and a ``<title>`` per mark (the
+browser's hover), sized in pixels; no script, no external resource."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+from durable_rollouts.trajectory_view.activity_timeline import ActivitySpan
+
+STAGE_COLOURS = {"boot": "#8da0cb", "agent": "#66c2a5", "diff": "#fc8d62", "grading": "#e78ac3", "merge": "#a6d854", "other": "#c7cbd3"}
+WIDTH = 960
+ROW = 22
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _ticks(top: float, count: int = 5) -> list[float]:
+    """Round steps from 0 covering ``top``."""
+    if top <= 0:
+        return [0.0]
+    raw = top / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    ticks, value = [], 0.0
+    while value <= top * 1.0001:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def time_bar(spans: Sequence[ActivitySpan], start: datetime, end: datetime) -> str:
+    """One row per rollout attempt; per activity a light bar for its wait and a solid one, in its stage's colour,
+    for its run (outlined red when it did not complete)."""
+    total = max((end - start).total_seconds(), 1e-6)
+    left, right = 70, 20
+    scale = (WIDTH - left - right) / total
+    rows = sorted({s.rollout_attempt for s in spans})
+    height = 30 + ROW * len(rows)
+    marks = []
+    for span in spans:
+        y = 8 + ROW * rows.index(span.rollout_attempt)
+        colour = STAGE_COLOURS.get(span.stage, STAGE_COLOURS["other"])
+        began = span.started or end
+        x0 = left + (span.scheduled - start).total_seconds() * scale
+        x1 = left + (began - start).total_seconds() * scale
+        x2 = left + ((span.ended or end) - start).total_seconds() * scale
+        what = f"{span.activity}: {span.summary} ({span.outcome}{': ' + span.failure if span.failure and span.failure != span.outcome else ''})"
+        if x1 - x0 >= 0.5:
+            marks.append(
+                f'<rect x="{x0:.1f}" y="{y}" width="{x1 - x0:.1f}" height="{ROW - 6}" fill="{colour}" opacity="0.3"><title>{_esc("waiting: " + what)}</title></rect>'
+            )
+        if span.started is not None:
+            outline = ' stroke="#c0262d" stroke-width="2"' if span.outcome not in ("completed", "running") else ""
+            marks.append(
+                f'<rect class="stage-{span.stage}" x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.0):.1f}" height="{ROW - 6}" fill="{colour}"{outline}>'
+                f"<title>{_esc(what + f' ran {(span.ended or end) - began}')}</title></rect>"
+            )
+    labels = "".join(f'<text x="4" y="{8 + ROW * i + 12}">attempt {r}</text>' for i, r in enumerate(rows))
+    axis_y = 12 + ROW * len(rows)
+    ticks = "".join(
+        f'<line x1="{left + t * scale:.1f}" y1="4" x2="{left + t * scale:.1f}" y2="{axis_y - 4}" stroke="#e3e6eb"/>'
+        f'<text x="{left + t * scale:.1f}" y="{axis_y + 10}" text-anchor="middle">{t:g} s</text>'
+        for t in _ticks(total)
+    )
+    return f'<svg class="time-bar" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}">{ticks}{labels}{"".join(marks)}</svg>'
+
+
+def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], top: float | None = None, unit: str = "", width: int = 460) -> str:
+    """Vertical bars, one per label, from 0 to ``top`` (default: the largest value)."""
+    height, left, bottom = 200, 44, 34
+    top = top if top is not None else max([*values, 1e-9])
+    n = max(len(values), 1)
+    slot = (width - left - 8) / n
+    scale = (height - bottom - 24) / (top or 1)
+    marks = []
+    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
+        h = max(value, 0) * scale
+        x = left + i * slot + slot * 0.15
+        marks.append(
+            f'<rect x="{x:.1f}" y="{height - bottom - h:.1f}" width="{slot * 0.7:.1f}" height="{h:.1f}" fill="#5b8def">'
+            f"<title>{_esc(f'{label}: {value:g}{unit}')}</title></rect>"
+        )
+        if n <= 40:
+            marks.append(f'<text x="{x + slot * 0.35:.1f}" y="{height - bottom + 13}" text-anchor="middle">{_esc(label)}</text>')
+    return _frame(title, width, height, left, bottom, top, scale, unit, "".join(marks))
+
+
+def dot_chart(title: str, labels: Sequence[str], series: Sequence[Sequence[float]], unit: str = "", width: int = 460) -> str:
+    """One column of dots per label (a group's samples), from 0 to the largest value."""
+    height, left, bottom = 200, 44, 34
+    top = max([v for s in series for v in s] + [1e-9])
+    n = max(len(series), 1)
+    slot = (width - left - 8) / n
+    scale = (height - bottom - 24) / top
+    marks = []
+    for i, (label, values) in enumerate(zip(labels, series, strict=True)):
+        x = left + i * slot + slot / 2
+        for value in values:
+            marks.append(
+                f'<circle cx="{x:.1f}" cy="{height - bottom - value * scale:.1f}" r="3.5" fill="#e7743b" opacity="0.8">'
+                f"<title>{_esc(f'{label}: {value:.1f}{unit}')}</title></circle>"
+            )
+        if n <= 40:
+            marks.append(f'<text x="{x:.1f}" y="{height - bottom + 13}" text-anchor="middle">{_esc(label)}</text>')
+    return _frame(title, width, height, left, bottom, top, scale, unit, "".join(marks))
+
+
+def _frame(title: str, width: int, height: int, left: int, bottom: int, top: float, scale: float, unit: str, marks: str) -> str:
+    grid = "".join(
+        f'<line x1="{left}" y1="{height - bottom - t * scale:.1f}" x2="{width - 8}" y2="{height - bottom - t * scale:.1f}" stroke="#e3e6eb"/>'
+        f'<text x="{left - 4}" y="{height - bottom - t * scale + 4:.1f}" text-anchor="end">{t:g}{_esc(unit)}</text>'
+        for t in _ticks(top, 4)
+    )
+    return (
+        f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+        f'<text x="{left}" y="14" font-weight="600">{_esc(title)}</text>{grid}'
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 8}" y2="{height - bottom}" stroke="#6b7280"/>{marks}</svg>'
+    )
