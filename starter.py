@@ -53,6 +53,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import signal
 import sys
 import time
@@ -140,6 +141,8 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     )
     print("\n".join(summary_lines(run.results)))
     print(f"results: {args.out}")
+    pages = PROJECT_ROOT / "results" / f"pages-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}"
+    print(f"pages: python starter.py report --run-id {shlex.quote(args.run_id)} --html {shlex.quote(str(pages))}")
     return 0 if rows and not errors and run.complete else 1
 
 

@@ -30,6 +30,7 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.task_sources.impossible_probes import probe_of
 from durable_rollouts.trainer_client.results_file import file_stem
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
+from durable_rollouts.trajectory_view.headless_chromium import HeadlessChromium
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -65,6 +66,13 @@ async def cluster(renderer, tmp_path_factory):
     await policy.stop()
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def example_results(cluster):
+    """Every example task rolled out once by the oracle (one batch, shared by the tests that read them)."""
+    cluster.policy.set_policy(None, "oracle")
+    return await cluster.run([cluster.rollout(row.task) for row in cluster.rows])
+
+
 def sampled_runs(segment):
     runs, start = [], None
     for i, m in enumerate(segment.loss_mask + [0]):
@@ -76,9 +84,8 @@ def sampled_runs(segment):
     return runs
 
 
-async def test_oracle_solves_every_example_task_with_exact_token_capture(cluster):
-    cluster.policy.set_policy(None, "oracle")
-    results = await cluster.run([cluster.rollout(row.task) for row in cluster.rows])
+async def test_oracle_solves_every_example_task_with_exact_token_capture(cluster, example_results):
+    results = example_results
     why = [(r.instance_id, r.abort_reason, r.agent and r.agent.reason, r.evaluation and r.evaluation.log_tail[-500:]) for r in results]
     assert [(r.status, r.reward, r.solved, r.applied_cleanly) for r in results] == [("completed", 1.0, True, True)] * len(results), why
     for result in results:
@@ -113,21 +120,47 @@ async def test_impossible_probes_of_every_example_run_the_whole_loop_and_the_ora
     assert (ungradable.status, ungradable.abort_reason, ungradable.agent) == ("aborted", "not_evaluable", None)
 
 
-async def show(cluster: Cluster, workflow_id: str, *flags: str) -> list[str]:
-    """``starter.py show`` of ``workflow_id`` in a subprocess: the lines from its grading summary on."""
+async def starter(cluster: Cluster, *arguments: str) -> str:
+    """``starter.py`` with ``arguments`` in a subprocess against the cluster's server: its output (exit 0)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "starter.py",
-        "show",
-        workflow_id,
-        *flags,
+        *arguments,
         env={**os.environ, "TEMPORAL_ADDRESS": cluster.settings.temporal_address},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
     output = (await process.communicate())[0].decode()
     assert process.returncode == 0, output
-    return output.split("--- grading ---\n", 1)[1].splitlines()
+    return output
+
+
+async def show(cluster: Cluster, workflow_id: str, *flags: str) -> list[str]:
+    """``starter.py show`` of ``workflow_id``: the lines from its grading summary on."""
+    return (await starter(cluster, "show", workflow_id, *flags)).split("--- grading ---\n", 1)[1].splitlines()
+
+
+async def test_each_example_tasks_page_shows_its_turns_tokens_time_line_and_verdict_in_a_browser(cluster, example_results, tmp_path):
+    """``starter.py show WF --html FILE`` for every example rollout, each page opened in headless Chromium."""
+    async with HeadlessChromium() as browser:
+        for result in example_results:
+            page = tmp_path / f"{result.instance_id}.html"
+            printed = await starter(cluster, "show", result.workflow_id, "--html", str(page))
+            assert f"{result.workflow_id}: COMPLETED; page {page} (" in printed, printed
+            segments = unpack_trajectory(result.trajectory)
+            await browser.open(page)
+            seen = await browser.evaluate(
+                "({replies: document.querySelectorAll('.reply').length, tokens: document.querySelectorAll('.toks > span').length,"
+                " stages: [...new Set([...document.querySelectorAll('svg.time-bar rect[class]')].map(r => r.getAttribute('class')))],"
+                " attempts: document.querySelectorAll('#timeline li').length, added: document.querySelectorAll('#patch .add').length,"
+                " grading: document.getElementById('grading').textContent, fates: [...document.querySelectorAll('.reply-head .badge')].map(b => b.className)})"
+            )
+            assert seen["replies"] == result.agent.turns == 3 and seen["tokens"] == sum(sum(s.loss_mask) for s in segments)
+            assert {"stage-boot", "stage-agent", "stage-diff", "stage-grading", "stage-merge"} <= set(seen["stages"]), seen["stages"]
+            assert seen["attempts"] == 1 and seen["added"] > 0, "one attempt; the patch's added lines marked"
+            assert result.evaluation.grader in seen["grading"] and "no evidence" in seen["grading"]
+            assert seen["fates"].count("badge trains") == 3, "under today's contract every turn of a 3-turn rollout trains"
+        assert browser.network_requests == []
 
 
 async def test_show_prints_the_grading_summary_and_where_the_logs_are(cluster, tmp_path):

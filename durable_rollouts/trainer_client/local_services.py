@@ -126,13 +126,13 @@ async def temporal_dev_server(port: int = DEMO_PORT, ui_port: int = 8233, db_fil
 
 
 @asynccontextmanager
-async def stored_demo_server(env: Mapping[str, str] | None = None, state: Path = DEMO_STATE) -> AsyncIterator[str | None]:
-    """The address of a dev server over the demo's state file, started for the block (and said on stderr), when
-    no server is configured (no ``TEMPORAL_ADDRESS``, no address in the profile), none listens on the default
-    address and ``state`` exists; else None: connect as configured."""
+async def stored_demo_server(env: Mapping[str, str] | None = None, state: Path = DEMO_STATE, port: int = DEMO_PORT) -> AsyncIterator[str | None]:
+    """The address of a headless dev server on ``port`` over the demo's state file, started for the block (and
+    said on stderr), when no server is configured (no ``TEMPORAL_ADDRESS``, no address in the profile), none
+    listens on ``port`` and ``state`` exists; else None: connect as configured."""
     variables = os.environ if env is None else env
     configured = bool(variables.get("TEMPORAL_ADDRESS")) or target_from_env(variables).address != DEFAULT_ADDRESS
-    if configured or port_open("127.0.0.1", DEMO_PORT) or not state.is_file():
+    if configured or port_open("127.0.0.1", port) or not state.is_file():
         yield None
         return
     print(
@@ -140,8 +140,12 @@ async def stored_demo_server(env: Mapping[str, str] | None = None, state: Path =
         file=sys.stderr,
         flush=True,
     )
-    async with temporal_dev_server(db_file=state) as address:
-        yield address
+    server = DevServer(port, free_port(), state, ui=False)
+    try:
+        await server.start()
+        yield server.address
+    finally:
+        await server.stop()
 
 
 def worker_script() -> str:

@@ -8,7 +8,8 @@ Invariants:
   all three shadings: ``p0``-``p4`` by its probability (``P_BUCKETS``), ``m1`` / ``m0`` by its loss mask,
   ``v0``-``v7`` by its weight version (``vx``: none); the page's JSON (``#token-data``) holds each reply's ids,
   log-probs, versions and mask, read by position, for the hover;
-* context is text: folded when it is a system prompt (tool definitions included) or long (``FOLD_LINES``);
+* context is text: folded when it is a system prompt (tool definitions included) or long (``FOLD_LINES``); the
+  blank text between two messages is not drawn, nor is the label of a reply's blank part (its tokens are);
 * a rollout without a trajectory (running, aborted before its merge) still gets its facts and time line.
 """
 
@@ -273,11 +274,13 @@ def _conversation_section(view: RolloutView, texts: TokenTexts, versions: list[s
             f'<h3 id="segment-{conversation.index}">segment {conversation.index}: {esc(segment.kind)}'
             f" · lane {esc(segment.lane)} · {len(segment.tokens):,} tokens</h3>"
         )
+        per_token = segment.token_weight_versions()
         for block in conversation.blocks:
             if isinstance(block, ContextMessage):
-                out.append(_context_block(block))
+                if block.role or block.body.strip():
+                    out.append(_context_block(block))
             else:
-                out.append(_reply_block(block, conversation, texts, index, newest, view.plan, data))
+                out.append(_reply_block(block, conversation, per_token, texts, index, newest, view.plan, data))
     return "".join(out)
 
 
@@ -295,14 +298,20 @@ def _context_block(message: ContextMessage) -> str:
 
 
 def _reply_block(
-    reply: Reply, conversation: SegmentConversation, texts: TokenTexts, index: dict[str, int], newest: int, plan: SamplePlan | None, data: dict
+    reply: Reply,
+    conversation: SegmentConversation,
+    versions: list[str | None],
+    texts: TokenTexts,
+    index: dict[str, int],
+    newest: int,
+    plan: SamplePlan | None,
+    data: dict,
 ) -> str:
     segment = conversation.segment
     ids = segment.tokens[reply.start : reply.end]
     log_probs = np.asarray(segment.rollout_log_probs[reply.start : reply.end], dtype=np.float64)
     mask = segment.loss_mask[reply.start : reply.end]
-    per_token = segment.token_weight_versions()[reply.start : reply.end]
-    version_ids = [index[v] if v is not None else -1 for v in per_token]
+    version_ids = [index[v] if v is not None else -1 for v in versions[reply.start : reply.end]]
     buckets = len(P_BUCKETS) - np.searchsorted(np.log(np.asarray(P_BUCKETS[::-1])), log_probs, side="right")
     pieces = texts.pieces(ids)
     number = len(data["replies"])
@@ -324,8 +333,10 @@ def _reply_block(
             for k in range(part.start - reply.start, part.end - reply.start)
         )
         label = {"thinking": "thinking", "tool_call": "tool call", "text": "text"}[part.kind]
+        blank = not "".join(pieces[part.start - reply.start : part.end - reply.start]).strip()
+        heading = "" if blank else f'<span class="label">{label}</span>'
         parts.append(
-            f'<div class="part {part.kind}"><span class="label">{label}</span><div class="toks" data-r="{number}" data-o="{part.start - reply.start}">{spans}</div></div>'
+            f'<div class="part {part.kind}{" blank" if blank else ""}">{heading}<div class="toks" data-r="{number}" data-o="{part.start - reply.start}">{spans}</div></div>'
         )
     badges = []
     if plan is not None and reply.number in plan.fates:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from durable_rollouts.contracts.rollout import RolloutResult
-from durable_rollouts.contracts.rollout_group import GroupResult
+from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
 from durable_rollouts.trajectory_view.rollout_page import esc, page
 from durable_rollouts.trajectory_view.svg_charts import bar_chart, dot_chart
 
@@ -93,50 +93,57 @@ def _link(workflow_id: str, pages: Mapping[str, str]) -> str:
 
 
 def _groups_table(groups: list[GroupResult], pages: Mapping[str, str], newest: int | None) -> str:
+    """One row per group; each sample a badge (green: valid, red: not) linking to its final run's page, with its
+    reward, time, versions and lag on hover, and the runs a refill replaced listed after it."""
     if not groups:
         return ""
-    out = ["<h2>Groups</h2>"]
+    rows = []
     for group in groups:
         verdict = "kept" if group.kept else f"dropped ({group.dropped_by or '-'})"
         versions = sorted({v for s in group.samples for v in _versions(s.rollout)}, key=lambda v: (_as_int(v) is None, _as_int(v) or 0, v))
-        badges = [
-            f'<span class="badge {"ok" if group.status == "completed" else "bad"}">{esc(group.status)}</span>',
-            f'<span class="badge">{esc(verdict)}</span>',
-        ]
-        if any(s.tampered for s in group.samples):
-            badges.append(f'<span class="badge bad">tampered {sum(s.tampered for s in group.samples)}</span>')
-        out.append(
-            f'<h3 id="group-{group.group_index}">group {group.group_index}: {esc(group.prompt_key)} {" ".join(badges)}</h3>'
-            f'<div class="facts"><span>valid <b>{sum(s.valid for s in group.samples)} / {len(group.samples)}</b></span>'
-            f"<span>valid mask <b>{esc(''.join('1' if s.valid else '0' for s in group.samples))}</b></span>"
-            f"<span>rewards <b>{esc(', '.join(f'{s.reward:g}' for s in group.samples))}</b></span>"
-            f"<span>refilled <b>{group.refilled} / {group.refill_budget}</b></span><span>filter <b>{esc(group.filter.value)}</b></span>"
-            f"<span>versions <b>{esc(', '.join(versions) or '-')}</b></span><span>elapsed <b>{group.elapsed_s:.1f} s</b></span></div>"
-            + (f"<p>{esc(group.note)}</p>" if group.note else "")
+        samples = " ".join(_sample_badge(sample, pages, newest) for sample in group.samples) or "-"
+        tampered = sum(s.tampered for s in group.samples)
+        tampered_cell = f'<span class="badge bad">{tampered}</span>' if tampered else "0"
+        status = f'<span class="badge {"ok" if group.status == "completed" else "bad"}">{esc(group.status)}</span>'
+        rows.append(
+            f'<tr id="group-{group.group_index}"><td>{group.group_index}</td><td>{esc(group.prompt_key)}</td><td>{status}</td><td>{esc(verdict)}</td>'
+            f"<td>{samples}</td><td>{esc(', '.join(f'{s.reward:g}' for s in group.samples))}</td>"
+            f'<td class="num">{group.refilled} / {group.refill_budget}</td><td>{esc(group.filter.value)}</td><td>{esc(", ".join(versions) or "-")}</td>'
+            f'<td>{tampered_cell}</td><td class="num">{group.elapsed_s:.1f} s</td>'
+            f"<td>{esc(group.note)}</td></tr>"
         )
-        rows = []
-        for sample in group.samples:
-            rollout = sample.rollout
-            runs = sample.runs or ([] if rollout is None else [])
-            run_links = ", ".join(
-                _link(r.workflow_id, pages) + f" ({esc(r.status)}{', ' + esc(r.abort_reason) if r.abort_reason else ''})" for r in runs
-            )
-            if not run_links and rollout is not None:
-                run_links = _link(rollout.workflow_id, pages)
-            oldest = _oldest(rollout) if rollout else None
-            lag = newest - oldest if newest is not None and oldest is not None else None
-            tampered = '<span class="badge bad">tampered</span>' if sample.tampered else ""
-            rows.append(
-                f"<tr><td>{sample.sample_index}</td><td>{'valid' if sample.valid else esc('invalid: ' + (sample.invalid_reason or sample.outcome))}</td>"
-                f'<td class="num">{sample.reward:g}</td><td class="num">{(rollout.elapsed_s if rollout else 0):.1f} s</td>'
-                f'<td>{esc(", ".join(_versions(rollout)) or "-")}</td><td class="num">{"" if lag is None else lag}</td>'
-                f"<td>{esc(rollout.evaluation.grader if rollout and rollout.evaluation else '-')} {tampered}</td><td>{run_links}</td></tr>"
-            )
-        out.append(
-            '<table><tr><th>sample</th><th>validity</th><th class="num">reward</th><th class="num">time</th><th>versions</th>'
-            f'<th class="num">lag</th><th>grader</th><th>runs (refills after the first)</th></tr>{"".join(rows)}</table>'
-        )
-    return "".join(out)
+    return (
+        "<h2>Groups</h2><table><tr><th>group</th><th>prompt</th><th>status</th><th>filter verdict</th><th>samples (valid mask)</th>"
+        '<th>rewards</th><th class="num">refilled</th><th>filter</th><th>versions</th><th>tampered</th><th class="num">elapsed</th><th>note</th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _sample_badge(sample: GroupSample, pages: Mapping[str, str], newest: int | None) -> str:
+    rollout = sample.rollout
+    oldest = _oldest(rollout) if rollout else None
+    facts = [
+        f"sample {sample.sample_index}",
+        "valid" if sample.valid else f"invalid: {sample.invalid_reason or sample.outcome}",
+        f"reward {sample.reward:g}",
+    ]
+    if rollout is not None:
+        facts += [f"{rollout.elapsed_s:.1f} s", f"versions {', '.join(_versions(rollout)) or '-'}"]
+    if newest is not None and oldest is not None:
+        facts.append(f"lag {newest - oldest}")
+    if sample.tampered:
+        facts.append("tampered")
+    kind = "bad" if sample.tampered or not sample.valid else "ok"
+    label = f"{sample.sample_index}: {sample.reward:g}"
+    final = rollout.workflow_id if rollout is not None else (sample.runs[-1].workflow_id if sample.runs else "")
+    badge = f'<span class="badge {kind}" title="{esc("; ".join(facts))}">{esc(label)}</span>'
+    if final in pages:
+        badge = f'<a href="{esc(pages[final])}">{badge}</a>'
+    replaced = [r for r in sample.runs if r.workflow_id != final]
+    if replaced:
+        badge += " (" + ", ".join(_link(r.workflow_id, pages) + f": {esc(r.abort_reason or r.status)}" for r in replaced) + ")"
+    return badge
 
 
 def _ungrouped(rollouts: list[RolloutResult], pages: Mapping[str, str]) -> str:

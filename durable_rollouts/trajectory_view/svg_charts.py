@@ -21,14 +21,15 @@ def _esc(value: object) -> str:
 
 
 def _ticks(top: float, count: int = 5) -> list[float]:
-    """Round steps from 0 covering ``top``."""
+    """Round steps from 0 to the first at or above ``top``."""
     if top <= 0:
         return [0.0]
     raw = top / count
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    ticks, value = [], 0.0
-    while value <= top * 1.0001:
+    ticks: list[float] = []
+    value = 0.0
+    while not ticks or ticks[-1] < top * 0.9999:
         ticks.append(round(value, 10))
         value += step
     return ticks
@@ -67,6 +68,7 @@ def time_bar(spans: Sequence[ActivitySpan], start: datetime, end: datetime) -> s
         f'<line x1="{left + t * scale:.1f}" y1="4" x2="{left + t * scale:.1f}" y2="{axis_y - 4}" stroke="#e3e6eb"/>'
         f'<text x="{left + t * scale:.1f}" y="{axis_y + 10}" text-anchor="middle">{t:g} s</text>'
         for t in _ticks(total)
+        if t <= total
     )
     return f'<svg class="time-bar" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}">{ticks}{labels}{"".join(marks)}</svg>'
 
@@ -74,7 +76,7 @@ def time_bar(spans: Sequence[ActivitySpan], start: datetime, end: datetime) -> s
 def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], top: float | None = None, unit: str = "", width: int = 460) -> str:
     """Vertical bars, one per label, from 0 to ``top`` (default: the largest value)."""
     height, left, bottom = 200, 44, 34
-    top = top if top is not None else max([*values, 1e-9])
+    top = _ticks(top if top is not None else max([*values, 1e-9]), 4)[-1]
     n = max(len(values), 1)
     slot = (width - left - 8) / n
     scale = (height - bottom - 24) / (top or 1)
@@ -94,7 +96,7 @@ def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], top: f
 def dot_chart(title: str, labels: Sequence[str], series: Sequence[Sequence[float]], unit: str = "", width: int = 460) -> str:
     """One column of dots per label (a group's samples), from 0 to the largest value."""
     height, left, bottom = 200, 44, 34
-    top = max([v for s in series for v in s] + [1e-9])
+    top = _ticks(max([v for s in series for v in s] + [1e-9]), 4)[-1]
     n = max(len(series), 1)
     slot = (width - left - 8) / n
     scale = (height - bottom - 24) / top

@@ -125,9 +125,13 @@ async def test_a_run_index_plots_its_groups_and_links_every_rollout(adapter, ren
             "time to finish per sample (s), per group",
             "weight version lag of the oldest token (samples)",
         ]
-        links = await browser.evaluate("[...document.querySelectorAll('#group-0 ~ table a')].map(a => a.getAttribute('href'))")
-        assert links[:2] == ["pages/a.html", "pages/b.html"], "each sample links to its rollout's page; the refilled run has none"
-        assert "tampered 1" in await browser.evaluate("document.getElementById('group-0').textContent")
+        links = await browser.evaluate("[...document.querySelectorAll('#group-0 a')].map(a => [a.getAttribute('href'), a.textContent])")
+        assert [href for href, _ in links] == ["pages/a.html", "pages/b.html"], "each sample links to its final run's page"
+        assert "rollout-captures-calc-1-0-x: sandbox_boot_failed" in await browser.evaluate("document.getElementById('group-0').textContent")
+        badges = await browser.evaluate("[...document.querySelectorAll('#group-0 .badge')].map(b => [b.className, b.title])")
+        status, tampered, clean, count = badges
+        assert status == ["badge ok", ""] and tampered[0] == "badge bad" and "tampered" in tampered[1] and "versions 1, 2, 3" in tampered[1], badges
+        assert clean == ["badge ok", "sample 1; valid; reward 1; 30.0 s; versions 1, 2, 3; lag 2"] and count == ["badge bad", ""]
         assert "cut" in await browser.evaluate("document.getElementById('group-1').textContent")
         dots = await browser.evaluate("document.querySelectorAll('svg.chart circle').length")
         assert dots == 2 and browser.network_requests == []
