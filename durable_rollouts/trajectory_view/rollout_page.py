@@ -5,7 +5,8 @@ Invariants:
 
 * the page needs nothing beside itself: its style, script and data are inline, it names no network address;
 * every sampled token of every reply is one ``<span>`` inside its part's ``.toks`` element, with classes for
-  all three shadings: ``p0``-``p4`` by its probability (``P_BUCKETS``), ``m1`` / ``m0`` by its loss mask,
+  all three shadings: ``p0``-``p4`` by its probability (``P_BUCKETS``), ``m1`` / ``m0`` by its loss mask (a
+  reply's ``fate-<kind>`` class tells the mask shading whether the sample contract trains it),
   ``v0``-``v7`` by its weight version (``vx``: none); the page's JSON (``#token-data``) holds each reply's ids,
   log-probs, versions and mask, read by position, for the hover;
 * context is text: folded when it is a system prompt (tool definitions included) or long (``FOLD_LINES``); the
@@ -106,6 +107,10 @@ def render_rollout(view: RolloutView, texts: TokenTexts | None) -> str:
     return page(f"rollout {view.workflow_id}", body, data)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _header(view: RolloutView) -> str:
     result, progress = view.result, view.progress
     facts: list[tuple[str, object]] = [("state", view.state)]
@@ -122,9 +127,7 @@ def _header(view: RolloutView) -> str:
             ("elapsed", f"{result.elapsed_s:.1f} s"),
         ]
         if result.evaluation is not None and result.evaluation.tampered:
-            banners += (
-                f'<div class="banner tampered">TAMPERED grading: reward 0 ({len(result.evaluation.tampered)} evidence lines, see Grading)</div>'
-            )
+            banners += f'<div class="banner tampered">TAMPERED grading: reward 0 ({_count(len(result.evaluation.tampered), "line")} of evidence, see Grading)</div>'
         if result.status != "completed":
             where = f" in stage {result.stopped_in}" if result.stopped_in else ""
             banners += f'<div class="banner aborted">{esc(result.status)}{esc(where)}: {esc(result.abort_reason or result.error or "-")}</div>'
@@ -189,7 +192,11 @@ def _attempts(view: RolloutView, timeline: Timeline) -> str:
         failed = next((s for s in spans if s.outcome not in ("completed", "running") and s.stage != "other"), None)
         if agent is not None and agent.outcome == "completed":
             run = view.result.agent if view.result is not None and number == len(attempts) else None
-            why = f"agent ended: {run.reason}" + (f" ({run.terminal_reason})" if run.terminal_reason else "") if run else "agent completed"
+            why = (
+                f"agent ended: {run.reason}" + (f" ({run.terminal_reason})" if run.terminal_reason not in ("", run.reason) else "")
+                if run
+                else "agent completed"
+            )
             if run is not None:
                 why += f", {run.turns} turns, exit code {run.exit_code}"
         elif failed is not None:
@@ -236,7 +243,7 @@ def _plan(plan: SamplePlan) -> str:
     untrained = [f'<a href="#turn-{n}">turn {n}</a>: {esc(f.label)}' for n, f in sorted(plan.fates.items()) if f.kind not in ("trains",)]
     return (
         f"<h3>Training samples: contract <code>{esc(plan.contract)}</code></h3>"
-        f"<p>{esc(plan.reason)}; {esc(options)}. {len(plan.samples)} samples.</p>"
+        f"<p>{esc(plan.reason)}; {esc(options)}. {_count(len(plan.samples), 'sample')}.</p>"
         '<table><tr><th>sample</th><th class="num">tokens</th><th class="num">response from</th><th class="num">trained</th>'
         f'<th>segments</th><th>turns trained</th><th class="num">reward share</th><th></th></tr>{rows}</table>'
         + (f"<p>Turns not trained as sampled: {'; '.join(untrained)}.</p>" if untrained else "<p>Every turn trains.</p>")
@@ -262,7 +269,7 @@ def _conversation_section(view: RolloutView, texts: TokenTexts, versions: list[s
         + " ".join(f'<span class="sw p{k}">{label}</span>' for k, label in enumerate(("≥ 0.9", "0.5–0.9", "0.1–0.5", "0.01–0.1", "< 0.01")))
         + "</div>"
         '<div class="legend mask">loss mask: <span class="sw m1">1: trained</span> <span class="sw m0">0: sampled but masked</span>'
-        " (context is never trained)</div>"
+        ' <span class="sw m1 untrained">1, but the sample contract does not train this turn</span> (context is never trained)</div>'
         '<div class="legend ver">weight version that sampled it: '
         + " ".join(f'<span class="sw v{i % VERSION_CLASSES}">{esc(v)}</span>' for i, v in enumerate(versions))
         + ' <span class="sw vx">none reported</span></div>'
@@ -339,8 +346,10 @@ def _reply_block(
             f'<div class="part {part.kind}{" blank" if blank else ""}">{heading}<div class="toks" data-r="{number}" data-o="{part.start - reply.start}">{spans}</div></div>'
         )
     badges = []
+    fate_kind = "unknown"
     if plan is not None and reply.number in plan.fates:
         fate = plan.fates[reply.number]
+        fate_kind = fate.kind
         badges.append(f'<span class="badge {fate.kind}">{esc(fate.label)}</span>')
     used = sorted({v for v in version_ids if v >= 0})
     if used:
@@ -352,7 +361,7 @@ def _reply_block(
         badges.append(f'<span class="badge bad">{low} tokens with p &lt; {P_BUCKETS[-1]}</span>')
     lead = f'<div class="lead">prompt ends: <code>{esc(reply.lead.strip())}</code></div>' if reply.lead.strip() else ""
     return (
-        f'<div class="reply" id="turn-{reply.number}"><div class="reply-head"><b>assistant · turn {reply.number}</b>'
+        f'<div class="reply fate-{fate_kind}" id="turn-{reply.number}"><div class="reply-head"><b>assistant · turn {reply.number}</b>'
         f"<span>{reply.end - reply.start:,} tokens · finish {esc(reply.finish_reason or '-')}</span>{''.join(badges)}</div>"
         f"{lead}{''.join(parts)}</div>"
     )
