@@ -190,7 +190,7 @@ async def test_show_prints_the_grading_summary_and_where_the_logs_are(cluster, t
     assert grading_file.read_bytes() == grading_log.encode() and agent_file.read_bytes() == agent_log.encode()
 
 
-async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_returns(cluster):
+async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_returns(cluster, tmp_path):
     cluster.policy.set_policy(None, "slow")
     budgets = RolloutBudgets(agent_budget_s=8, eval_timeout_s=120, guard_s=300)
     (result,) = await cluster.run([cluster.rollout(cluster.rows[0].task, budgets)])
@@ -198,8 +198,19 @@ async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_re
     assert result.status == "aborted" and result.abort_reason == "adapter_session_empty"
     assert [r.finish_reason["type"] for r in cluster.policy.records_for(result.agent.session_id)] == ["abort"]
 
+    page = tmp_path / "aborted.html"
+    await starter(cluster, "show", result.workflow_id, "--html", str(page))
+    async with HeadlessChromium() as browser:
+        await browser.open(page)
+        seen = await browser.evaluate(
+            "({banner: document.querySelector('.banner.aborted').textContent, replies: document.querySelectorAll('.reply').length,"
+            " segments: document.getElementById('segments').textContent, attempts: document.querySelector('#timeline li').textContent})"
+        )
+    assert "adapter_session_empty" in seen["banner"] and seen["replies"] == 0, "an aborted rollout's page says why, with no conversation"
+    assert "No trajectory: adapter_session_empty" in seen["segments"] and "agent ended: agent_budget_exceeded" in seen["attempts"], seen
 
-async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
+
+async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster, tmp_path):
     cluster.policy.set_policy(None, "slow")
     cluster.policy.delay_s = 4.0
     client = cluster.env.client
@@ -222,6 +233,8 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
+        page = tmp_path / "running.html"
+        shown = asyncio.create_task(starter(cluster, "show", handle.id, "--html", str(page)))
         turns_seen = []
         while len(set(turns_seen)) < 3:
             progress = await handle.query(CodingAgentRollout.progress)
@@ -230,6 +243,12 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster):
             turns_seen.append(progress.turns)
             await asyncio.sleep(0.5)
         assert turns_seen == sorted(turns_seen) and len(set(turns_seen)) >= 2, turns_seen
+        await shown
+        async with HeadlessChromium() as browser:
+            await browser.open(page)
+            banner = await browser.evaluate("document.querySelector('.banner.running').textContent")
+            running = await browser.evaluate("[...document.querySelectorAll('svg.time-bar rect.stage-agent title')].map(t => t.textContent)")
+        assert "still running" in banner and any("(running" in title for title in running), (banner, running)
         output = (await status.communicate())[0].decode()
         assert status.returncode == 0 and handle.id in output, output
         result = await handle.result()

@@ -1,14 +1,16 @@
 """A workflow's history read as a ``trajectory_view.activity_timeline.Timeline`` (that module's invariants): only the
-history's data is read; the summaries are the JSON strings the workflow set."""
+history's data is read, and for a running workflow its pending activities (``with_pending``); the summaries are the
+JSON strings the workflow set."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflow.v1 import PendingActivityInfo
 
 from durable_rollouts.trajectory_view.activity_timeline import ActivitySpan, Timeline
 
@@ -42,7 +44,8 @@ def timeline(events: Iterable[HistoryEvent]) -> Timeline:
             name = event.activity_task_scheduled_event_attributes.activity_type.name
             if name == "pick_host":
                 picks += 1
-            by_scheduled[event.event_id] = ActivitySpan(name, _summary(event), at, rollout_attempt=max(picks, 1))
+            activity_id = event.activity_task_scheduled_event_attributes.activity_id
+            by_scheduled[event.event_id] = ActivitySpan(name, _summary(event), at, rollout_attempt=max(picks, 1), activity_id=activity_id)
             result.spans.append(by_scheduled[event.event_id])
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = event.activity_task_started_event_attributes
@@ -60,6 +63,22 @@ def timeline(events: Iterable[HistoryEvent]) -> Timeline:
         elif kind in _CLOSED:
             result.ended = at
     return result
+
+
+def with_pending(line: Timeline, pending: Iterable[PendingActivityInfo]) -> Timeline:
+    """``line`` with its open spans' start, attempt and last failure as the server's pending activities give them
+    (a running activity's start is written to the history only when it ends)."""
+    by_id = {span.activity_id: span for span in line.spans if span.ended is None}
+    for activity in pending:
+        span = by_id.get(activity.activity_id)
+        if span is None:
+            continue
+        if activity.state in (PendingActivityState.PENDING_ACTIVITY_STATE_STARTED, PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED):
+            span.started = activity.last_started_time.ToDatetime()
+        span.attempt = activity.attempt
+        if activity.HasField("last_failure"):
+            span.failure = f"attempt {activity.attempt - 1} failed: {_one_line(activity.last_failure)}"
+    return line
 
 
 def _summary(event: HistoryEvent) -> str:

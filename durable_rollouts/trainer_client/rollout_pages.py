@@ -23,7 +23,7 @@ from durable_rollouts.contracts.rollout_group import GroupResult
 from durable_rollouts.policy.trajectory_packing import TrajectoryUnreadable, read_trajectory
 from durable_rollouts.slime_samples.options import SampleOptions
 from durable_rollouts.slime_samples.registry import ContractChoice
-from durable_rollouts.trainer_client.history_timeline import timeline
+from durable_rollouts.trainer_client.history_timeline import timeline, with_pending
 from durable_rollouts.trainer_client.regrade_runs import belongs_to_run, rollouts_query
 from durable_rollouts.trainer_client.results_file import file_stem
 from durable_rollouts.trajectory_view.conversation import conversations
@@ -65,6 +65,7 @@ async def read_rollout(client: Client, workflow_id: str, history: WorkflowHistor
     state = description.status.name if description.status else "UNKNOWN"
     line = timeline(history.events)
     if description.status == WorkflowExecutionStatus.RUNNING:
+        line = with_pending(line, description.raw_description.pending_activities)
         progress = await handle.query(CodingAgentRollout.progress)
         return RolloutView(workflow_id, state, progress=progress, timeline=line, trajectory_note="the rollout is still running"), rollout
     try:

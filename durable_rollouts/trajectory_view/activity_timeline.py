@@ -4,7 +4,9 @@ the workflow's history by ``trainer_client.history_timeline``).
 Invariants:
 
 * one ``ActivitySpan`` per scheduled activity, in schedule order; ``started`` / ``ended`` are None while it has
-  not (a span still open when the history ends is ``running``); ``attempt`` is the attempt that started last;
+  not (a span still open when the history ends is ``running``); ``attempt`` is the attempt that started last
+  (a running activity's start is not in the history until it ends: a running workflow's pending activities
+  give it, with their last failure);
 * ``outcome`` is ``completed``, ``failed``, ``timed_out``, ``canceled`` or ``running``; ``failure`` the failure's
   message and its causes' (``message: cause``), one line, for every outcome but ``completed``;
 * ``stage`` groups activities as the page draws them (``STAGES``: boot, agent, diff, grading, merge), ``other``
@@ -32,6 +34,7 @@ class ActivitySpan:
     outcome: str = "running"
     failure: str = ""
     rollout_attempt: int = 1
+    activity_id: str = ""
 
     @property
     def stage(self) -> str:

@@ -1,11 +1,15 @@
 """Time lines read off recorded rollout histories (tests/histories)."""
 
 import json
+from datetime import timedelta
 
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import WorkflowHistory
 
 from durable_rollouts.paths import PROJECT_ROOT
-from durable_rollouts.trainer_client.history_timeline import timeline
+from durable_rollouts.trainer_client.history_timeline import timeline, with_pending
 
 
 def recorded(name: str):
@@ -29,3 +33,21 @@ def test_a_guarded_rollout_shows_its_agent_cancelled():
     line = recorded("guard")
     (agent,) = [s for s in line.spans if s.stage == "agent"]
     assert (agent.outcome, agent.failure, agent.attempt) == ("canceled", "canceled", 1)
+
+
+def test_a_running_activity_takes_its_start_attempt_and_last_failure_from_the_pending_activities():
+    events = WorkflowHistory.from_json("lost_host", json.loads((PROJECT_ROOT / "tests" / "histories" / "lost_host.json").read_text())).events
+    second_agent = [e for e in events if e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"][1]
+    cut = timeline(e for e in events if e.event_id <= second_agent.event_id)
+    running = cut.spans[-1]
+    assert (running.activity, running.outcome, running.started) == ("run_claude_code", "running", None), "not started in the history yet"
+    pending = PendingActivityInfo(
+        activity_id=second_agent.activity_task_scheduled_event_attributes.activity_id,
+        state=PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+        attempt=2,
+        last_failure=Failure(message="activity Heartbeat timeout"),
+    )
+    pending.last_started_time.FromDatetime(second_agent.event_time.ToDatetime() + timedelta(seconds=3))
+    with_pending(cut, [pending, PendingActivityInfo(activity_id="someone-else")])
+    assert running.started == second_agent.event_time.ToDatetime() + timedelta(seconds=3) and running.attempt == 2
+    assert running.failure == "attempt 1 failed: activity Heartbeat timeout" and running.outcome == "running"
