@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from durable_rollouts.trajectory_view.activity_timeline import ActivitySpan
@@ -73,54 +74,70 @@ def time_bar(spans: Sequence[ActivitySpan], start: datetime, end: datetime) -> s
     return f'<svg class="time-bar" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}">{ticks}{labels}{"".join(marks)}</svg>'
 
 
-def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], top: float | None = None, unit: str = "", width: int = 460) -> str:
+@dataclass(frozen=True)
+class _Plot:
+    """A chart's geometry: ``columns`` slots across, values from 0 to ``top`` (rounded up to a tick) upwards."""
+
+    title: str
+    columns: int
+    top: float
+    unit: str = ""
+    width: int = 460
+    height: int = 200
+    left: int = 44
+    bottom: int = 34
+
+    @property
+    def slot(self) -> float:
+        return (self.width - self.left - 8) / max(self.columns, 1)
+
+    @property
+    def scale(self) -> float:
+        return (self.height - self.bottom - 24) / (self.top or 1)
+
+    def y(self, value: float) -> float:
+        return self.height - self.bottom - max(value, 0) * self.scale
+
+    def label(self, centre: float, text: str) -> str:
+        """A column's label under the axis (none when there are too many columns to read them)."""
+        return f'<text x="{centre:.1f}" y="{self.height - self.bottom + 13}" text-anchor="middle">{_esc(text)}</text>' if self.columns <= 40 else ""
+
+    def svg(self, marks: str) -> str:
+        base = self.height - self.bottom
+        grid = "".join(
+            f'<line x1="{self.left}" y1="{self.y(t):.1f}" x2="{self.width - 8}" y2="{self.y(t):.1f}" stroke="#e3e6eb"/>'
+            f'<text x="{self.left - 4}" y="{self.y(t) + 4:.1f}" text-anchor="end">{t:g}{_esc(self.unit)}</text>'
+            for t in _ticks(self.top, 4)
+        )
+        return (
+            f'<svg class="chart" width="{self.width}" height="{self.height}" viewBox="0 0 {self.width} {self.height}">'
+            f'<text x="{self.left}" y="14" font-weight="600">{_esc(self.title)}</text>{grid}'
+            f'<line x1="{self.left}" y1="{base}" x2="{self.width - 8}" y2="{base}" stroke="#6b7280"/>{marks}</svg>'
+        )
+
+
+def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], top: float | None = None, unit: str = "") -> str:
     """Vertical bars, one per label, from 0 to ``top`` (default: the largest value)."""
-    height, left, bottom = 200, 44, 34
-    top = _ticks(top if top is not None else max([*values, 1e-9]), 4)[-1]
-    n = max(len(values), 1)
-    slot = (width - left - 8) / n
-    scale = (height - bottom - 24) / (top or 1)
+    plot = _Plot(title, len(values), _ticks(top if top is not None else max([*values, 1e-9]), 4)[-1], unit)
     marks = []
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
-        h = max(value, 0) * scale
-        x = left + i * slot + slot * 0.15
+        x = plot.left + i * plot.slot + plot.slot * 0.15
         marks.append(
-            f'<rect x="{x:.1f}" y="{height - bottom - h:.1f}" width="{slot * 0.7:.1f}" height="{h:.1f}" fill="#5b8def">'
-            f"<title>{_esc(f'{label}: {value:g}{unit}')}</title></rect>"
+            f'<rect x="{x:.1f}" y="{plot.y(value):.1f}" width="{plot.slot * 0.7:.1f}" height="{plot.y(0) - plot.y(value):.1f}" fill="#5b8def">'
+            f"<title>{_esc(f'{label}: {value:g}{unit}')}</title></rect>" + plot.label(x + plot.slot * 0.35, label)
         )
-        if n <= 40:
-            marks.append(f'<text x="{x + slot * 0.35:.1f}" y="{height - bottom + 13}" text-anchor="middle">{_esc(label)}</text>')
-    return _frame(title, width, height, left, bottom, top, scale, unit, "".join(marks))
+    return plot.svg("".join(marks))
 
 
-def dot_chart(title: str, labels: Sequence[str], series: Sequence[Sequence[float]], unit: str = "", width: int = 460) -> str:
+def dot_chart(title: str, labels: Sequence[str], series: Sequence[Sequence[float]], unit: str = "") -> str:
     """One column of dots per label (a group's samples), from 0 to the largest value."""
-    height, left, bottom = 200, 44, 34
-    top = _ticks(max([v for s in series for v in s] + [1e-9]), 4)[-1]
-    n = max(len(series), 1)
-    slot = (width - left - 8) / n
-    scale = (height - bottom - 24) / top
+    plot = _Plot(title, len(series), _ticks(max([v for s in series for v in s] + [1e-9]), 4)[-1], unit)
     marks = []
     for i, (label, values) in enumerate(zip(labels, series, strict=True)):
-        x = left + i * slot + slot / 2
-        for value in values:
-            marks.append(
-                f'<circle cx="{x:.1f}" cy="{height - bottom - value * scale:.1f}" r="3.5" fill="#e7743b" opacity="0.8">'
-                f"<title>{_esc(f'{label}: {value:.1f}{unit}')}</title></circle>"
-            )
-        if n <= 40:
-            marks.append(f'<text x="{x:.1f}" y="{height - bottom + 13}" text-anchor="middle">{_esc(label)}</text>')
-    return _frame(title, width, height, left, bottom, top, scale, unit, "".join(marks))
-
-
-def _frame(title: str, width: int, height: int, left: int, bottom: int, top: float, scale: float, unit: str, marks: str) -> str:
-    grid = "".join(
-        f'<line x1="{left}" y1="{height - bottom - t * scale:.1f}" x2="{width - 8}" y2="{height - bottom - t * scale:.1f}" stroke="#e3e6eb"/>'
-        f'<text x="{left - 4}" y="{height - bottom - t * scale + 4:.1f}" text-anchor="end">{t:g}{_esc(unit)}</text>'
-        for t in _ticks(top, 4)
-    )
-    return (
-        f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f'<text x="{left}" y="14" font-weight="600">{_esc(title)}</text>{grid}'
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 8}" y2="{height - bottom}" stroke="#6b7280"/>{marks}</svg>'
-    )
+        x = plot.left + i * plot.slot + plot.slot / 2
+        marks += [
+            f'<circle cx="{x:.1f}" cy="{plot.y(value):.1f}" r="3.5" fill="#e7743b" opacity="0.8"><title>{_esc(f"{label}: {value:.1f}{unit}")}</title></circle>'
+            for value in values
+        ]
+        marks.append(plot.label(x, label))
+    return plot.svg("".join(marks))
