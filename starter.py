@@ -30,8 +30,8 @@ into a results file), ``rollout_runs`` (flat rollouts: ``start_rollout``,
 ``run_rollouts``), ``rollout_groups`` (``stream_groups``, ``fill_batch``, what the
 slime drop-ins use), ``rollout_queries`` and ``regrade_runs`` (the operator
 commands), ``rollout_pages`` (``show --html`` and ``report``) and ``run_summary`` (the tables and status lines).
-``show`` and ``report`` with no Temporal server configured and none on the default address read the demo's
-dev server state (``local_services.stored_demo_server``), so they work after ``make demo`` has stopped.
+``show --html`` and ``report`` with no Temporal server configured and none on the default address read the
+demo's dev server state (``local_services.stored_demo_server``), so they work after ``make demo`` has stopped.
 
 ``run`` and ``demo`` read the dataset (a JSONL file, or a directory of Harbor
 tasks: ``durable_rollouts.task_sources.harbor_tasks``, a bad task directory reported by its path
@@ -79,7 +79,7 @@ from durable_rollouts.trainer_client.batch_runs import GroupOptions, Placement, 
 from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs
 from durable_rollouts.trainer_client.local_services import embedded_cluster, stored_demo_server, worker_log_path
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable
-from durable_rollouts.trainer_client.results_file import group_record_with_segments, move_out_logs
+from durable_rollouts.trainer_client.results_file import file_stem, group_record_with_segments, move_out_logs
 from durable_rollouts.trainer_client.rollout_runs import connect, task_queue_from_env
 from durable_rollouts.trainer_client.run_summary import episode_summary_lines, groups_line, hosts_line, running_line, summary_lines
 from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
@@ -141,7 +141,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     )
     print("\n".join(summary_lines(run.results)))
     print(f"results: {args.out}")
-    pages = PROJECT_ROOT / "results" / f"pages-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}"
+    pages = PROJECT_ROOT / "results" / f"pages-{file_stem(args.run_id)}"
     print(f"pages: python starter.py report --run-id {shlex.quote(args.run_id)} --html {shlex.quote(str(pages))}")
     return 0 if rows and not errors and run.complete else 1
 
@@ -229,18 +229,23 @@ async def show(client: Client, args: argparse.Namespace) -> int:
 
 
 def page_settings(args: argparse.Namespace) -> rollout_pages.PageSettings:
-    """How pages read tokens (``--tokenizer``) and make samples (the contract in force, ``--max-sample-tokens``)."""
-    return rollout_pages.PageSettings(
-        TokenTexts.from_dir(args.tokenizer),
-        contract_in_force(),
-        sample_options(argparse.Namespace(rollout_max_context_len=args.max_sample_tokens)),
-    )
+    """How pages read tokens (``--tokenizer``) and make samples (the contract in force, ``--max-sample-tokens``);
+    a tokenizer that cannot be read is a ``SettingsError`` naming the flag."""
+    try:
+        texts = TokenTexts.from_dir(args.tokenizer)
+    except (FileNotFoundError, ImportError) as error:
+        raise SettingsError(f"--tokenizer: {error}") from None
+    return rollout_pages.PageSettings(texts, contract_in_force(), sample_options(argparse.Namespace(rollout_max_context_len=args.max_sample_tokens)))
 
 
 async def show_html(client: Client, args: argparse.Namespace) -> int:
-    view = await rollout_pages.write_rollout_page(client, args.workflow_id, Path(args.html), page_settings(args))
-    size = Path(args.html).stat().st_size
-    print(f"{args.workflow_id}: {view.state}; page {args.html} ({size:,} bytes)")
+    settings = page_settings(args)
+    try:
+        view = await rollout_pages.write_rollout_page(client, args.workflow_id, Path(args.html), settings)
+    except RPCError as error:
+        print(f"starter: {args.workflow_id}: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.workflow_id}: {view.state}; page {args.html} ({Path(args.html).stat().st_size:,} bytes)")
     return 0
 
 
@@ -250,11 +255,11 @@ async def report(client: Client, args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"starter: {error}", file=sys.stderr)
         return 1
-    if not files.pages:
-        print(f"starter: no rollouts of run {args.run_id!r} on this Temporal server", file=sys.stderr)
-        return 1
     for workflow_id, why in files.unreadable:
         print(f"not written: {workflow_id}: {why}", file=sys.stderr)
+    if not files.pages and not files.unreadable:
+        print(f"starter: no rollouts of run {args.run_id!r} on this Temporal server", file=sys.stderr)
+        return 1
     running = f"; {files.running_groups} groups still running (not in the index)" if files.running_groups else ""
     print(f"run {args.run_id}: {files.index} and {len(files.pages)} rollout pages{running}")
     return 0 if not files.unreadable else 1
@@ -492,7 +497,7 @@ def main() -> None:
         sys.exit(2)
     try:
         code = asyncio.run(main_async(args))
-    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable, FileNotFoundError, ImportError) as error:
+    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable) as error:
         print(f"starter: {error}", file=sys.stderr)
         sys.exit(1)
     except (KeyboardInterrupt, asyncio.CancelledError):

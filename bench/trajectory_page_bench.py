@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.harness.headless_chromium import HeadlessChromium
 from bench.harness.long_trajectory import long_trajectory
 from durable_rollouts.contracts.rollout import RolloutResult
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
@@ -36,7 +37,6 @@ from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import read_trajectory
 from durable_rollouts.slime_samples.options import SampleOptions
 from durable_rollouts.trajectory_view.conversation import conversations
-from durable_rollouts.trajectory_view.headless_chromium import HeadlessChromium
 from durable_rollouts.trajectory_view.rollout_page import RolloutView, page, render_rollout
 from durable_rollouts.trajectory_view.token_text import TokenTexts
 from durable_rollouts.trajectory_view.training_samples import sample_plan

@@ -96,9 +96,12 @@ async def test_a_patch_over_the_cap_is_graded_zero_and_marked_and_keeps_its_toke
 
 async def test_an_agent_writing_past_the_disk_budget_is_stopped_and_graded(cluster, calc_task):
     """The hook fills 96 MB (budget 64 MiB) after the fix and then hangs: the watch stops the agent, and what
-    it had done is graded like a run stopped at its time budget."""
+    it had done is graded like a run stopped at its time budget. The written-bytes watch can stop the writer
+    before it is done (docs/rollouts.md: the overshoot is bounded), so the file is left out at whatever size it
+    reached past about half the budget."""
     result = await run_one(cluster, writing_after_bash(calc_task, "head -c 96000000 /dev/zero > fill.bin\nsleep 600"))
     assert result.agent.reason == "sandbox_disk_exceeded" and result.agent.exit_code is None
     assert (result.status, result.reward, result.solved) == ("completed", 1.0, True)
-    assert result.diff.omitted == [OmittedFile(path="fill.bin", size_bytes=96_000_000)]
+    (omitted,) = result.diff.omitted
+    assert omitted.path == "fill.bin" and 32 * 2**20 < omitted.size_bytes <= 96_000_000, omitted
     assert sampled_tokens(result) > 0

@@ -18,6 +18,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
+from bench.harness.headless_chromium import HeadlessChromium
 from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
@@ -30,7 +31,6 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.task_sources.impossible_probes import probe_of
 from durable_rollouts.trainer_client.results_file import file_stem
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
-from durable_rollouts.trajectory_view.headless_chromium import HeadlessChromium
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -233,8 +233,11 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster, tmp
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
+        cluster.policy.delay_s = 600
         page = tmp_path / "running.html"
-        shown = asyncio.create_task(starter(cluster, "show", handle.id, "--html", str(page)))
+        printed = await starter(cluster, "show", handle.id, "--html", str(page))
+        assert f"{handle.id}: RUNNING; page {page}" in printed, printed
+        cluster.policy.delay_s = 4.0
         turns_seen = []
         while len(set(turns_seen)) < 3:
             progress = await handle.query(CodingAgentRollout.progress)
@@ -243,7 +246,6 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster, tmp
             turns_seen.append(progress.turns)
             await asyncio.sleep(0.5)
         assert turns_seen == sorted(turns_seen) and len(set(turns_seen)) >= 2, turns_seen
-        await shown
         async with HeadlessChromium() as browser:
             await browser.open(page)
             banner = await browser.evaluate("document.querySelector('.banner.running').textContent")

@@ -3,7 +3,7 @@ turn with the policy's chat template (the project's Qwen3.6 tokenizer), every re
 log-prob drawn from a seeded model-like mix, the weight version rising every ``turns_per_version`` turns.
 
 The content is the repository's own text: the system prompt is the docs (standing for Claude Code's system
-prompt and tool definitions, ~16k tokens), each reply reasons over a paragraph of the docs and reads a source
+prompt and tool definitions; ~20k tokens), each reply reasons over a paragraph of the docs and reads a source
 file, whose text comes back as the tool result. The segment and its turn log obey the adapter's invariants
 (each prompt extends the last turn's tokens; loss mask 1 exactly on the replies).
 """

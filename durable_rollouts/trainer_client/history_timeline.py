@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.failure.v1 import Failure
@@ -65,9 +66,11 @@ def timeline(events: Iterable[HistoryEvent]) -> Timeline:
     return result
 
 
-def with_pending(line: Timeline, pending: Iterable[PendingActivityInfo]) -> Timeline:
-    """``line`` with its open spans' start, attempt and last failure as the server's pending activities give them
-    (a running activity's start is written to the history only when it ends)."""
+def with_pending(line: Timeline, pending: Iterable[PendingActivityInfo], observed: datetime) -> Timeline:
+    """``line`` read at ``observed`` (naive UTC, as the history's times), with its open spans' start, attempt and
+    last failure as the server's pending activities give them (a running activity's start is written to the
+    history only when it ends)."""
+    line.observed = observed
     by_id = {span.activity_id: span for span in line.spans if span.ended is None}
     for activity in pending:
         span = by_id.get(activity.activity_id)

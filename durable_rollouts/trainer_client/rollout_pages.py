@@ -6,7 +6,7 @@ line and the attempts) and its trajectory read with the policy's tokenizer, unde
 (``slime_samples.registry.contract_in_force``, the trainer's own environment variables). A run's report holds
 its ``RolloutGroup`` s (``GroupResult``) and the rollouts started outside any group, and writes every child run's
 page beside the index (``pages/``). Nothing is written for a workflow that cannot be read: it is listed with
-why, and the other pages are written.
+why (a group's too), and the other pages are written.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.service import RPCError
 
 from durable_rollouts.contracts.rollout import RolloutInput, RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupResult
@@ -36,6 +38,7 @@ from workflows.rollout_group import RolloutGroup
 
 log = logging.getLogger(__name__)
 PAGE_READS = 4
+QUERY_TIMEOUT = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -55,18 +58,23 @@ class ReportFiles:
     running_groups: int = 0
 
 
-async def read_rollout(client: Client, workflow_id: str, history: WorkflowHistory | None = None) -> tuple[RolloutView, RolloutInput | None]:
-    """The rollout's view without its conversation (``with_conversation`` adds it), and its input."""
+async def read_rollout(client: Client, workflow_id: str) -> tuple[RolloutView, RolloutInput]:
+    """The rollout's view without its conversation (``with_conversation`` adds it), and its input. A running
+    rollout's progress is asked of its worker for ``QUERY_TIMEOUT`` at most: with none answering (a stopped
+    demo's stored state) the page has its time line and says why it has no progress."""
     handle = client.get_workflow_handle(workflow_id)
-    history = history or await handle.fetch_history()
+    history = await handle.fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes
     (rollout,) = await client.data_converter.decode(started.input.payloads, [RolloutInput])
     description = await handle.describe()
     state = description.status.name if description.status else "UNKNOWN"
     line = timeline(history.events)
     if description.status == WorkflowExecutionStatus.RUNNING:
-        line = with_pending(line, description.raw_description.pending_activities)
-        progress = await handle.query(CodingAgentRollout.progress)
+        line = with_pending(line, description.raw_description.pending_activities, datetime.now(UTC).replace(tzinfo=None))
+        try:
+            progress = await handle.query(CodingAgentRollout.progress, rpc_timeout=QUERY_TIMEOUT)
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as error:
+            return RolloutView(workflow_id, state, timeline=line, trajectory_note=f"no worker answered for its progress ({error})"), rollout
         return RolloutView(workflow_id, state, progress=progress, timeline=line, trajectory_note="the rollout is still running"), rollout
     try:
         result = await client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id).result()
@@ -99,12 +107,12 @@ async def write_rollout_page(client: Client, workflow_id: str, path: Path, setti
 
 async def write_run_report(client: Client, run_id: str, folder: Path, settings: PageSettings) -> ReportFiles:
     """The run's index (``folder/index.html``) and every rollout's page (``folder/pages/<workflow id>.html``)."""
-    groups, running = await _groups_of(client, run_id)
+    groups, running, unreadable_groups = await _groups_of(client, run_id)
     in_groups = {run.workflow_id for g in groups for s in g.samples for run in s.runs} | {
         s.rollout.workflow_id for g in groups for s in g.samples if s.rollout is not None
     }
     listed = sorted({execution.id async for execution in client.list_workflows(rollouts_query(run_id))})
-    files = ReportFiles(folder / "index.html", running_groups=running)
+    files = ReportFiles(folder / "index.html", running_groups=running, unreadable=unreadable_groups)
     gate = asyncio.Semaphore(PAGE_READS)
     ungrouped: list[RolloutResult] = []
 
@@ -113,12 +121,13 @@ async def write_run_report(client: Client, run_id: str, folder: Path, settings: 
         try:
             async with gate:
                 view, rollout = await read_rollout(client, workflow_id)
-                if rollout is None or not belongs_to_run(workflow_id, run_id, rollout):
+                if not belongs_to_run(workflow_id, run_id, rollout):
                     return
                 view = with_conversation(view, settings)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(render_rollout(view, settings.texts), encoding="utf-8")
         except Exception as error:
+            log.warning("the page of %s was not written", workflow_id, exc_info=True)
             files.unreadable.append((workflow_id, f"{type(error).__name__}: {error}"))
             return
         files.pages[workflow_id] = path
@@ -132,12 +141,13 @@ async def write_run_report(client: Client, run_id: str, folder: Path, settings: 
     return files
 
 
-async def _groups_of(client: Client, run_id: str) -> tuple[list[GroupResult], int]:
-    """The run's closed groups' results, and how many of its groups are still running."""
+async def _groups_of(client: Client, run_id: str) -> tuple[list[GroupResult], int, list[tuple[str, str]]]:
+    """The run's closed groups' results, how many of its groups are still running, and the groups whose result
+    could not be read, with why."""
     if "'" in run_id or "\\" in run_id:
         raise ValueError(f"--run-id {run_id!r}: a run id with a quote or backslash cannot be looked up")
     query = f"WorkflowType='RolloutGroup' AND WorkflowId STARTS_WITH 'group-{run_id}-'"
-    groups, running = [], 0
+    groups, running, unreadable = [], 0, []
     async for execution in client.list_workflows(query):
         if execution.status == WorkflowExecutionStatus.RUNNING:
             running += 1
@@ -145,8 +155,8 @@ async def _groups_of(client: Client, run_id: str) -> tuple[list[GroupResult], in
         try:
             result = await client.get_workflow_handle_for(RolloutGroup.run, execution.id, run_id=execution.run_id).result()
         except Exception as error:
-            log.warning("the result of group %s was not read: %s: %s", execution.id, type(error).__name__, error)
+            unreadable.append((execution.id, f"{type(error).__name__}: {error}"))
             continue
         if result.run_id == run_id and result.kind == "rollout":
             groups.append(result)
-    return groups, running
+    return groups, running, unreadable

@@ -43,6 +43,9 @@ class ActivitySpan:
 
 @dataclass
 class Timeline:
+    """``ended``: when the workflow closed; ``observed``: when a running one was read (its open bars end there)."""
+
     started: datetime | None = None
     ended: datetime | None = None
     spans: list[ActivitySpan] = field(default_factory=list)
+    observed: datetime | None = None

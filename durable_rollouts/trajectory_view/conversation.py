@@ -6,7 +6,7 @@ Invariants:
 * the blocks of a segment cover its tokens exactly once, in order: every position lies in one
   ``ContextMessage`` or one ``Reply`` (its lead and its sampled output);
 * a ``Reply`` is one model call's sampled output (``tokens[prompt_end:end]`` of a ``SampledTurn`` of the turn
-  log, numbered by record order from 1); without a turn log (a drift -> repair role, an old result) each run
+  log, numbered by record order from 1; every turn has one, an empty output an empty reply); without a turn log (a drift -> repair role, an old result) each run
   of sampled (loss_mask 1) positions is one reply, so a turn the staleness bound masked reads as context;
 * context is split where a chat message starts (``<|im_start|>``): its role is the header's, ``tool`` when a
   user message carries ``<tool_response>``; a context message that is only a reply's generation prompt
@@ -26,9 +26,13 @@ from durable_rollouts.trajectory_view.token_text import TokenTexts
 MESSAGE_START = "<|im_start|>"
 MESSAGE_END = "<|im_end|>"
 TOOL_RESPONSE = "<tool_response>"
-MARKERS = {"<think>": ("thinking", True), "</think>": ("thinking", False), "<tool_call>": ("tool_call", True), "</tool_call>": ("tool_call", False)}
-
 PartKind = Literal["text", "thinking", "tool_call"]
+MARKERS: dict[str, tuple[PartKind, bool]] = {
+    "<think>": ("thinking", True),
+    "</think>": ("thinking", False),
+    "<tool_call>": ("tool_call", True),
+    "</tool_call>": ("tool_call", False),
+}
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,7 @@ def _blocks(segment: TokenSegment, turns: list[tuple[int, int, int, str]], texts
     cursor = 0
     for number, prompt_end, end, finish_reason in turns:
         start = max(prompt_end, cursor)
-        if end <= start:
-            continue
+        end = max(end, start)
         context = _context(segment.tokens, cursor, start, texts)
         lead, lead_start = "", start
         if context and context[-1].role == "assistant":
@@ -148,7 +151,7 @@ def _parts(tokens: list[int], start: int, end: int, texts: TokenTexts) -> list[R
         if opens:
             if position > begun:
                 parts.append(ReplyPart(kind, begun, position))
-            kind, begun = marked, position  # type: ignore[assignment]
+            kind, begun = marked, position
         elif kind == marked:
             parts.append(ReplyPart(kind, begun, position + 1))
             kind, begun = "text", position + 1

@@ -4,6 +4,7 @@
   function mode(name) { document.body.className = "shade-" + name; }
   document.querySelectorAll("input[name=shade]").forEach(function (input) {
     input.addEventListener("change", function () { mode(input.value); });
+    if (input.checked) { mode(input.value); }
   });
   function describe(span) {
     var part = span.parentElement;
@@ -21,7 +22,8 @@
     var span = event.target;
     if (!span.parentElement || !span.parentElement.classList.contains("toks")) { tip.style.display = "none"; return; }
     var t = describe(span);
-    tip.textContent = "id " + t.id + "  " + t.text + "\nlog-prob " + t.logprob.toFixed(4) + "  (p " + t.p.toFixed(3) + ")" +
+    var odds = t.logprob === null ? "not a number" : t.logprob.toFixed(4) + "  (p " + t.p.toFixed(3) + ")";
+    tip.textContent = "id " + t.id + "  " + t.text + "\nlog-prob " + odds +
       "\nversion " + t.version + "  loss mask " + t.mask + "\nturn " + t.turn + "  segment " + t.segment + "  position " + t.position;
     tip.style.display = "block";
   });

@@ -16,30 +16,25 @@ Invariants:
 
 from __future__ import annotations
 
-import html
-import json
 import math
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 
-from durable_rollouts.contracts.rollout import RolloutProgress, RolloutResult, TokenSegment
-from durable_rollouts.grading.grading_summary import patch_state, verdict_line
+from durable_rollouts.contracts.rollout import RolloutProgress, RolloutResult
 from durable_rollouts.policy.trajectory_packing import Trajectory
-from durable_rollouts.trajectory_view.activity_timeline import ActivitySpan, Timeline
+from durable_rollouts.trajectory_view.activity_timeline import Timeline
 from durable_rollouts.trajectory_view.conversation import ContextMessage, Reply, SegmentConversation
-from durable_rollouts.trajectory_view.svg_charts import STAGE_COLOURS, time_bar
+from durable_rollouts.trajectory_view.markup import count, esc, ordered_versions, page
+from durable_rollouts.trajectory_view.timeline_section import timeline_section
 from durable_rollouts.trajectory_view.token_text import TokenTexts
 from durable_rollouts.trajectory_view.training_samples import SamplePlan, SampleView
+from durable_rollouts.trajectory_view.verdict_sections import agent_log_section, grading_section, patch_section
 
-ASSETS = Path(__file__).parent
 P_BUCKETS = (0.9, 0.5, 0.1, 0.01)
 VERSION_CLASSES = 8
 FOLD_LINES = 40
 FOLD_CHARS = 4000
-LOG_TAIL_LINES = 40
 
 
 @dataclass(frozen=True)
@@ -58,40 +53,18 @@ class RolloutView:
     trajectory_note: str = ""
 
 
-def esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def page(title: str, body: str, data: dict | None = None, shade: str = "lp") -> str:
-    """A whole page around ``body``: inline style, the hover tip, the token data and the script."""
-    script = ""
-    if data is not None:
-        script = (
-            '<script type="application/json" id="token-data">'
-            + json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-            + "</script><script>"
-            + (ASSETS / "page.js").read_text()
-            + "</script>"
-        )
-    return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<style>{(ASSETS / 'page.css').read_text()}</style></head>"
-        f'<body class="shade-{shade}">{body}<div id="tip"></div>{script}</body></html>'
-    )
-
-
 def render_rollout(view: RolloutView, texts: TokenTexts | None) -> str:
     """The page of ``view``; ``texts`` reads the tokens (needed only when the view has a trajectory)."""
-    versions = _versions(view.trajectory.segments) if view.trajectory else []
+    segments = view.trajectory.segments if view.trajectory else []
+    versions = ordered_versions(span.version for s in segments for span in s.weight_version_spans)
     data: dict = {"versions": versions, "replies": []}
     sections = [
-        ("timeline", "Time line", _timeline_section(view)),
-        ("segments", "Segments and samples", _segments_section(view, versions)),
+        ("timeline", "Time line", timeline_section(view.timeline, view.result.agent if view.result else None)),
+        ("segments", "Segments and samples", _segments_section(view)),
         ("conversation", "Conversation", _conversation_section(view, texts, versions, data) if texts else ""),
-        ("patch", "Patch", _patch_section(view.result)),
-        ("grading", "Grading", _grading_section(view.result)),
-        ("agent-log", "Agent log", _agent_log_section(view.result)),
+        ("patch", "Patch", patch_section(view.result)),
+        ("grading", "Grading", grading_section(view.result)),
+        ("agent-log", "Agent log", agent_log_section(view.result)),
     ]
     nav = "".join(f'<a href="#{key}">{title}</a>' for key, title, _ in sections)
     if view.conversations:
@@ -105,10 +78,6 @@ def render_rollout(view: RolloutView, texts: TokenTexts | None) -> str:
         _header(view) + f"<nav>{nav}</nav>" + "".join(f'<section id="{key}"><h2>{title}</h2>{content}</section>' for key, title, content in sections)
     )
     return page(f"rollout {view.workflow_id}", body, data)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _header(view: RolloutView) -> str:
@@ -127,13 +96,15 @@ def _header(view: RolloutView) -> str:
             ("elapsed", f"{result.elapsed_s:.1f} s"),
         ]
         if result.evaluation is not None and result.evaluation.tampered:
-            banners += f'<div class="banner tampered">TAMPERED grading: reward 0 ({_count(len(result.evaluation.tampered), "line")} of evidence, see Grading)</div>'
+            banners += f'<div class="banner tampered">TAMPERED grading: reward 0 ({count(len(result.evaluation.tampered), "line")} of evidence, see Grading)</div>'
         if result.status != "completed":
             where = f" in stage {result.stopped_in}" if result.stopped_in else ""
             banners += f'<div class="banner aborted">{esc(result.status)}{esc(where)}: {esc(result.abort_reason or result.error or "-")}</div>'
     elif progress is not None:
         facts += [("stage", progress.stage), ("attempt", progress.attempt), ("turns", progress.turns), ("tokens", progress.tokens)]
         banners += f'<div class="banner running">still running, in stage {esc(progress.stage)}: the trajectory comes with the result</div>'
+    elif view.state == "RUNNING":
+        banners += f'<div class="banner running">still running; {esc(view.trajectory_note)}</div>'
     if view.trajectory is not None:
         n = sum(len(s.tokens) for s in view.trajectory.segments)
         sampled = sum(sum(s.loss_mask) for s in view.trajectory.segments)
@@ -142,79 +113,7 @@ def _header(view: RolloutView) -> str:
     return f'<h1>{esc(view.workflow_id)}</h1><div class="facts">{row}</div>{banners}'
 
 
-def _timeline_section(view: RolloutView) -> str:
-    timeline = view.timeline
-    if timeline is None or not timeline.spans:
-        return "<p>No activity in the workflow's history.</p>"
-    ended = timeline.ended or max((s.ended or s.started or s.scheduled for s in timeline.spans), default=timeline.started)
-    assert timeline.started is not None and ended is not None
-    totals: dict[str, float] = {}
-    for span in timeline.spans:
-        if span.started is not None:
-            totals[span.stage] = totals.get(span.stage, 0.0) + ((span.ended or ended) - span.started).total_seconds()
-    legend = " ".join(
-        f'<span class="badge" style="background:{STAGE_COLOURS[stage]}">{stage} {totals.get(stage, 0.0):.1f} s</span>' for stage in STAGE_COLOURS
-    )
-    rows = "".join(_span_row(span, timeline.started) for span in timeline.spans)
-    return (
-        time_bar(timeline.spans, timeline.started, ended)
-        + f'<p class="legend-row">{legend} (time running; a lighter bar before one is its wait to be picked up)</p>'
-        + _attempts(view, timeline)
-        + "<details><summary>every activity</summary><table><tr><th>activity</th><th>summary</th><th>attempt</th>"
-        + '<th class="num">queued at</th><th class="num">waited</th><th class="num">ran</th><th>outcome</th></tr>'
-        + rows
-        + "</table></details>"
-    )
-
-
-def _seconds(a: datetime | None, b: datetime | None) -> str:
-    return f"{(b - a).total_seconds():.2f} s" if a is not None and b is not None else "-"
-
-
-def _span_row(span: ActivitySpan, origin: datetime) -> str:
-    outcome = span.outcome + (f": {span.failure}" if span.failure and span.failure != span.outcome else "")
-    return (
-        f"<tr><td>{esc(span.activity)}</td><td>{esc(span.summary)}</td><td>{span.rollout_attempt}.{span.attempt}</td>"
-        f'<td class="num">+{(span.scheduled - origin).total_seconds():.2f} s</td>'
-        f'<td class="num">{_seconds(span.scheduled, span.started)}</td><td class="num">{_seconds(span.started, span.ended)}</td>'
-        f"<td>{esc(outcome)}</td></tr>"
-    )
-
-
-def _attempts(view: RolloutView, timeline: Timeline) -> str:
-    """One line per attempt of the workflow: how its agent run (or what stopped before it) ended."""
-    attempts: dict[int, list[ActivitySpan]] = {}
-    for span in timeline.spans:
-        attempts.setdefault(span.rollout_attempt, []).append(span)
-    items = []
-    for number, spans in sorted(attempts.items()):
-        agent = next((s for s in spans if s.stage == "agent"), None)
-        failed = next((s for s in spans if s.outcome not in ("completed", "running") and s.stage != "other"), None)
-        if agent is not None and agent.outcome == "completed":
-            run = view.result.agent if view.result is not None and number == len(attempts) else None
-            why = (
-                f"agent ended: {run.reason}" + (f" ({run.terminal_reason})" if run.terminal_reason not in ("", run.reason) else "")
-                if run
-                else "agent completed"
-            )
-            if run is not None:
-                why += f", {run.turns} turns, exit code {run.exit_code}"
-        elif failed is not None:
-            why = f"{failed.activity} {failed.outcome}: {failed.failure}"
-        elif agent is not None:
-            why = "agent running"
-        else:
-            why = "no agent run"
-        items.append(f"<li>attempt {number}: {esc(why)}</li>")
-    return f"<h3>Attempts</h3><ul>{''.join(items)}</ul>"
-
-
-def _versions(segments: list[TokenSegment]) -> list[str]:
-    seen = list(dict.fromkeys(span.version for s in segments for span in s.weight_version_spans))
-    return sorted(seen, key=int) if all(v.lstrip("-").isdigit() for v in seen) else seen
-
-
-def _segments_section(view: RolloutView, versions: list[str]) -> str:
+def _segments_section(view: RolloutView) -> str:
     if view.trajectory is None:
         return f"<p>No trajectory: {esc(view.trajectory_note or 'none recorded')}.</p>"
     rows = "".join(
@@ -234,6 +133,8 @@ def _plan(plan: SamplePlan) -> str:
     options = f"fork threshold {plan.options.fork_threshold} tokens" + (
         f", cut to {plan.options.max_sample_tokens} tokens" if plan.options.max_sample_tokens else ", no cut"
     )
+    if plan.contract == "seed":
+        options = "one sample per segment, no cut and no fork threshold (the seed knew neither)"
     rows = "".join(
         f'<tr><td>{s.index + 1}</td><td class="num">{s.n_tokens:,}</td><td class="num">{s.response_start:,}</td><td class="num">{s.trained:,}</td>'
         f"<td>{esc(', '.join(map(str, s.segments)))}</td><td>{_turn_links(s.turns)}</td>"
@@ -243,7 +144,7 @@ def _plan(plan: SamplePlan) -> str:
     untrained = [f'<a href="#turn-{n}">turn {n}</a>: {esc(f.label)}' for n, f in sorted(plan.fates.items()) if f.kind not in ("trains",)]
     return (
         f"<h3>Training samples: contract <code>{esc(plan.contract)}</code></h3>"
-        f"<p>{esc(plan.reason)}; {esc(options)}. {_count(len(plan.samples), 'sample')}.</p>"
+        f"<p>{esc(plan.reason)}; {esc(options)}. {count(len(plan.samples), 'sample')}.</p>"
         '<table><tr><th>sample</th><th class="num">tokens</th><th class="num">response from</th><th class="num">trained</th>'
         f'<th>segments</th><th>turns trained</th><th class="num">reward share</th><th></th></tr>{rows}</table>'
         + (f"<p>Turns not trained as sampled: {'; '.join(untrained)}.</p>" if untrained else "<p>Every turn trains.</p>")
@@ -262,8 +163,6 @@ def _turn_links(turns: list[int]) -> str:
 def _conversation_section(view: RolloutView, texts: TokenTexts, versions: list[str], data: dict) -> str:
     if not view.conversations:
         return "<p>No conversation without a trajectory.</p>"
-    index = {v: i for i, v in enumerate(versions)}
-    newest = len(versions) - 1
     legends = (
         '<div class="legend lp">probability of the sampled token: '
         + " ".join(f'<span class="sw p{k}">{label}</span>' for k, label in enumerate(("≥ 0.9", "0.5–0.9", "0.1–0.5", "0.01–0.1", "< 0.01")))
@@ -287,7 +186,7 @@ def _conversation_section(view: RolloutView, texts: TokenTexts, versions: list[s
                 if block.role or block.body.strip():
                     out.append(_context_block(block))
             else:
-                out.append(_reply_block(block, conversation, per_token, texts, index, newest, view.plan, data))
+                out.append(_reply_block(block, conversation, per_token, texts, versions, view.plan, data))
     return "".join(out)
 
 
@@ -307,18 +206,20 @@ def _context_block(message: ContextMessage) -> str:
 def _reply_block(
     reply: Reply,
     conversation: SegmentConversation,
-    versions: list[str | None],
+    per_token: list[str | None],
     texts: TokenTexts,
-    index: dict[str, int],
-    newest: int,
+    distinct: list[str],
     plan: SamplePlan | None,
     data: dict,
 ) -> str:
+    """The reply's header (tokens, finish, fate, versions, unlikely tokens) and its parts' token spans; its ids,
+    log-probs (None when not finite), versions and mask are appended to ``data``."""
     segment = conversation.segment
     ids = segment.tokens[reply.start : reply.end]
     log_probs = np.asarray(segment.rollout_log_probs[reply.start : reply.end], dtype=np.float64)
     mask = segment.loss_mask[reply.start : reply.end]
-    version_ids = [index[v] if v is not None else -1 for v in versions[reply.start : reply.end]]
+    index = {v: i for i, v in enumerate(distinct)}
+    version_ids = [index[v] if v is not None else -1 for v in per_token[reply.start : reply.end]]
     buckets = len(P_BUCKETS) - np.searchsorted(np.log(np.asarray(P_BUCKETS[::-1])), log_probs, side="right")
     pieces = texts.pieces(ids)
     number = len(data["replies"])
@@ -328,7 +229,7 @@ def _reply_block(
             "segment": conversation.index,
             "start": reply.start,
             "ids": ids,
-            "lp": [round(float(x), 5) for x in log_probs],
+            "lp": [round(float(x), 5) if math.isfinite(x) else None for x in log_probs],
             "v": version_ids,
             "m": mask,
         }
@@ -353,8 +254,8 @@ def _reply_block(
         badges.append(f'<span class="badge {fate.kind}">{esc(fate.label)}</span>')
     used = sorted({v for v in version_ids if v >= 0})
     if used:
-        names = ", ".join(next(k for k, i in index.items() if i == v) for v in used)
-        old = used[0] < newest
+        names = ", ".join(distinct[v] for v in used)
+        old = used[0] < len(distinct) - 1
         badges.append(f'<span class="badge{" old" if old else ""}">version {esc(names)}{" (older than the newest)" if old else ""}</span>')
     low = int((log_probs < math.log(P_BUCKETS[-1])).sum())
     if low:
@@ -365,73 +266,3 @@ def _reply_block(
         f"<span>{reply.end - reply.start:,} tokens · finish {esc(reply.finish_reason or '-')}</span>{''.join(badges)}</div>"
         f"{lead}{''.join(parts)}</div>"
     )
-
-
-def _patch_section(result: RolloutResult | None) -> str:
-    report = result.diff if result is not None else None
-    if report is None:
-        return "<p>No patch captured.</p>"
-    notes = []
-    if report.over_cap:
-        notes.append(f"over the patch cap ({report.patch_bytes:,} bytes): not kept, graded 0")
-    if report.omitted_count:
-        omitted = ", ".join(f"{o.path} ({o.size_bytes:,} bytes)" for o in report.omitted)
-        notes.append(f"{report.omitted_count} files left out: {omitted}")
-    if report.note:
-        notes.append(report.note)
-    head = f"<p>{report.patch_bytes:,} bytes{'; ' + esc('; '.join(notes)) if notes else ''}</p>"
-    if not report.kept_patch:
-        return head + "<p>Empty patch.</p>"
-    return head + f'<pre class="diff body">{"".join(_diff_line(line) for line in report.kept_patch.splitlines())}</pre>'
-
-
-def _diff_line(line: str) -> str:
-    kind = ""
-    if line.startswith(("+++", "---", "diff --git")):
-        kind = "file"
-    elif line.startswith("+"):
-        kind = "add"
-    elif line.startswith("-"):
-        kind = "del"
-    elif line.startswith("@@"):
-        kind = "hunk"
-    return f'<span class="{kind}">{esc(line)}</span>\n' if kind else f"{esc(line)}\n"
-
-
-def _grading_section(result: RolloutResult | None) -> str:
-    evaluation = result.evaluation if result is not None else None
-    if evaluation is None:
-        reason = (result.abort_reason or result.status) if result is not None else "not finished"
-        return f"<p>Not graded ({esc(reason)}).</p>"
-    rows: list[tuple[str, str]] = [
-        ("grader", esc(evaluation.grader)),
-        ("patch", esc(patch_state(evaluation))),
-        ("tests", f"{evaluation.tests_passed} passed, {evaluation.tests_failed} failed"),
-        ("reward", f"<b>{evaluation.reward:g}</b>" + (f" ({esc(json.dumps(evaluation.rewards))})" if evaluation.rewards else "")),
-        ("solved", esc(evaluation.solved)),
-        ("reset paths", esc(", ".join(evaluation.reset_paths) or "-")),
-        ("pytest sessions", esc(evaluation.pytest_sessions)),
-        ("verdict line", esc(verdict_line(evaluation.log_tail) or "-")),
-    ]
-    if evaluation.tampered:
-        evidence = "".join(f"<li>{esc(line)}</li>" for line in evaluation.tampered)
-        rows.append(("tampered", f'<span class="badge bad">reward 0</span><ul>{evidence}</ul>'))
-    else:
-        rows.append(("tampered", '<span class="badge ok">no evidence</span>'))
-    if evaluation.probe is not None:
-        rows.append(("impossible-task probe", esc(f"{evaluation.probe.verdict}: {evaluation.probe.note}")))
-    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    tail = evaluation.log_tail or evaluation.log
-    return f'<table>{table}</table><h3>Grading log, last lines</h3><pre class="body">{esc(_tail(tail))}</pre>'
-
-
-def _agent_log_section(result: RolloutResult | None) -> str:
-    agent = result.agent if result is not None else None
-    if agent is None:
-        return "<p>No agent run recorded.</p>"
-    facts = f"<p>{esc(agent.reason)}; exit code {esc(agent.exit_code)}; {agent.turns} turns; {agent.duration_s:.1f} s</p>"
-    return facts + f'<pre class="body">{esc(_tail(agent.log or agent.log_tail))}</pre>'
-
-
-def _tail(text: str) -> str:
-    return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from durable_rollouts.contracts.rollout import RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
-from durable_rollouts.trajectory_view.rollout_page import esc, page
+from durable_rollouts.trajectory_view.markup import esc, ordered_versions, page, version_number
 from durable_rollouts.trajectory_view.svg_charts import bar_chart, dot_chart
 
 
@@ -32,13 +32,9 @@ def _versions(rollout: RolloutResult | None) -> list[str]:
     return list(dict.fromkeys(v for segment in rollout.segments for v in segment.weight_version_runs))
 
 
-def _as_int(version: str) -> int | None:
-    return int(version) if version.lstrip("-").isdigit() else None
-
-
 def render_run_report(report: RunReport, pages: Mapping[str, str]) -> str:
     rollouts = [s.rollout for g in report.groups for s in g.samples if s.rollout is not None] + report.ungrouped
-    numbers = [n for r in rollouts for v in _versions(r) if (n := _as_int(v)) is not None]
+    numbers = [n for r in rollouts for v in _versions(r) if (n := version_number(v)) is not None]
     newest = max(numbers, default=None)
     groups = sorted(report.groups, key=lambda g: g.group_index)
     samples = sum(len(g.samples) for g in groups)
@@ -83,7 +79,7 @@ def _plots(groups: list[GroupResult], rollouts: list[RolloutResult], newest: int
 
 
 def _oldest(rollout: RolloutResult) -> int | None:
-    numbers = [n for v in _versions(rollout) if (n := _as_int(v)) is not None]
+    numbers = [n for v in _versions(rollout) if (n := version_number(v)) is not None]
     return min(numbers, default=None)
 
 
@@ -100,7 +96,7 @@ def _groups_table(groups: list[GroupResult], pages: Mapping[str, str], newest: i
     rows = []
     for group in groups:
         verdict = "kept" if group.kept else f"dropped ({group.dropped_by or '-'})"
-        versions = sorted({v for s in group.samples for v in _versions(s.rollout)}, key=lambda v: (_as_int(v) is None, _as_int(v) or 0, v))
+        versions = ordered_versions(v for s in group.samples for v in _versions(s.rollout))
         samples = " ".join(_sample_badge(sample, pages, newest) for sample in group.samples) or "-"
         tampered = sum(s.tampered for s in group.samples)
         tampered_cell = f'<span class="badge bad">{tampered}</span>' if tampered else "0"

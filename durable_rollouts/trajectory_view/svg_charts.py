@@ -4,21 +4,17 @@ browser's hover), sized in pixels; no script, no external resource."""
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from durable_rollouts.trajectory_view.activity_timeline import ActivitySpan
+from durable_rollouts.trajectory_view.markup import esc
 
 STAGE_COLOURS = {"boot": "#8da0cb", "agent": "#66c2a5", "diff": "#fc8d62", "grading": "#e78ac3", "merge": "#a6d854", "other": "#c7cbd3"}
 WIDTH = 960
 ROW = 22
-
-
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _ticks(top: float, count: int = 5) -> list[float]:
@@ -55,13 +51,13 @@ def time_bar(spans: Sequence[ActivitySpan], start: datetime, end: datetime) -> s
         what = f"{span.activity}: {span.summary} ({span.outcome}{': ' + span.failure if span.failure and span.failure != span.outcome else ''})"
         if x1 - x0 >= 0.5:
             marks.append(
-                f'<rect x="{x0:.1f}" y="{y}" width="{x1 - x0:.1f}" height="{ROW - 6}" fill="{colour}" opacity="0.3"><title>{_esc("waiting: " + what)}</title></rect>'
+                f'<rect x="{x0:.1f}" y="{y}" width="{x1 - x0:.1f}" height="{ROW - 6}" fill="{colour}" opacity="0.3"><title>{esc("waiting: " + what)}</title></rect>'
             )
         if span.started is not None:
             outline = ' stroke="#c0262d" stroke-width="2"' if span.outcome not in ("completed", "running") else ""
             marks.append(
                 f'<rect class="stage-{span.stage}" x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.0):.1f}" height="{ROW - 6}" fill="{colour}"{outline}>'
-                f"<title>{_esc(what + f' ran {(span.ended or end) - began}')}</title></rect>"
+                f"<title>{esc(what + f' ran {(span.ended or end) - began}')}</title></rect>"
             )
     labels = "".join(f'<text x="4" y="{8 + ROW * i + 12}">attempt {r}</text>' for i, r in enumerate(rows))
     axis_y = 12 + ROW * len(rows)
@@ -100,18 +96,18 @@ class _Plot:
 
     def label(self, centre: float, text: str) -> str:
         """A column's label under the axis (none when there are too many columns to read them)."""
-        return f'<text x="{centre:.1f}" y="{self.height - self.bottom + 13}" text-anchor="middle">{_esc(text)}</text>' if self.columns <= 40 else ""
+        return f'<text x="{centre:.1f}" y="{self.height - self.bottom + 13}" text-anchor="middle">{esc(text)}</text>' if self.columns <= 40 else ""
 
     def svg(self, marks: str) -> str:
         base = self.height - self.bottom
         grid = "".join(
             f'<line x1="{self.left}" y1="{self.y(t):.1f}" x2="{self.width - 8}" y2="{self.y(t):.1f}" stroke="#e3e6eb"/>'
-            f'<text x="{self.left - 4}" y="{self.y(t) + 4:.1f}" text-anchor="end">{t:g}{_esc(self.unit)}</text>'
+            f'<text x="{self.left - 4}" y="{self.y(t) + 4:.1f}" text-anchor="end">{t:g}{esc(self.unit)}</text>'
             for t in _ticks(self.top, 4)
         )
         return (
             f'<svg class="chart" width="{self.width}" height="{self.height}" viewBox="0 0 {self.width} {self.height}">'
-            f'<text x="{self.left}" y="14" font-weight="600">{_esc(self.title)}</text>{grid}'
+            f'<text x="{self.left}" y="14" font-weight="600">{esc(self.title)}</text>{grid}'
             f'<line x1="{self.left}" y1="{base}" x2="{self.width - 8}" y2="{base}" stroke="#6b7280"/>{marks}</svg>'
         )
 
@@ -124,7 +120,7 @@ def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], top: f
         x = plot.left + i * plot.slot + plot.slot * 0.15
         marks.append(
             f'<rect x="{x:.1f}" y="{plot.y(value):.1f}" width="{plot.slot * 0.7:.1f}" height="{plot.y(0) - plot.y(value):.1f}" fill="#5b8def">'
-            f"<title>{_esc(f'{label}: {value:g}{unit}')}</title></rect>" + plot.label(x + plot.slot * 0.35, label)
+            f"<title>{esc(f'{label}: {value:g}{unit}')}</title></rect>" + plot.label(x + plot.slot * 0.35, label)
         )
     return plot.svg("".join(marks))
 
@@ -136,7 +132,7 @@ def dot_chart(title: str, labels: Sequence[str], series: Sequence[Sequence[float
     for i, (label, values) in enumerate(zip(labels, series, strict=True)):
         x = plot.left + i * plot.slot + plot.slot / 2
         marks += [
-            f'<circle cx="{x:.1f}" cy="{plot.y(value):.1f}" r="3.5" fill="#e7743b" opacity="0.8"><title>{_esc(f"{label}: {value:.1f}{unit}")}</title></circle>'
+            f'<circle cx="{x:.1f}" cy="{plot.y(value):.1f}" r="3.5" fill="#e7743b" opacity="0.8"><title>{esc(f"{label}: {value:.1f}{unit}")}</title></circle>'
             for value in values
         ]
         marks.append(plot.label(x, label))

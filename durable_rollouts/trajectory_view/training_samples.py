@@ -5,8 +5,8 @@ Invariants:
 * ``current``: the samples are ``message_tree.sequences_of`` the trajectory with the options' fork threshold and
   cut, exactly what ``slime_samples.current`` hands slime; a turn *trains* in the samples whose origins overlap
   its reply (``cut`` when the sample's cap shortened it), else it is *masked* (the staleness bound zeroed its loss
-  mask), *context* (its reply's ids sit untrained in a sample: merged or shared), *realigned* (a sample holds its
-  segment but a later prompt's tokens in its place) or *dropped* (in no sample);
+  mask), *past the cap* (it would train in a sample the cap ended before it), *context* (its reply's ids sit untrained in a sample: merged or shared), *realigned* (a sample holds its
+  segment but a later prompt's tokens in its place), *dropped* (in no sample) or *empty* (no output);
 * ``seed``: one sample per segment, every sampled token of it trained, each carrying ``1 / segments`` of the
   reward, as ``slime_samples.seed``;
 * every turn of the trajectory has one fate; turn numbers are the conversation's (record order from 1).
@@ -41,7 +41,6 @@ class SampleView:
 class TurnFate:
     kind: str
     samples: list[int]
-    note: str = ""
 
     @property
     def label(self) -> str:
@@ -49,11 +48,13 @@ class TurnFate:
         return {
             "trains": f"trains in sample {where}",
             "cut": f"cut: part trains in sample {where}",
+            "past_cap": f"past the cap of sample {where}: not trained",
             "context": f"context only, in sample {where}",
             "realigned": f"realigned: a later prompt's tokens replace it in sample {where}",
             "masked": "masked by the staleness bound",
             "dropped": "in no sample",
-        }[self.kind] + (f" ({self.note})" if self.note else "")
+            "empty": "empty output: nothing to train",
+        }[self.kind]
 
 
 @dataclass(frozen=True)
@@ -71,26 +72,25 @@ def sample_plan(conversations: list[SegmentConversation], turn_log: TurnLog | No
         return _seed(conversations, reason, options)
     segments = [c.segment for c in conversations]
     sequences = sequences_of(segments, turn_log, options.fork_threshold, options.max_sample_tokens)
-    samples: list[SampleView] = []
-    trained_in: dict[int, list[int]] = {}
-    cut: set[int] = set()
-    for j, sequence in enumerate(sequences):
-        numbers = []
-        for origin in sequence.origins:
-            for reply in conversations[origin.segment].replies:
-                if reply.start < origin.at + origin.length and origin.at < reply.end:
-                    numbers.append(reply.number)
-                    trained_in.setdefault(reply.number, []).append(j)
-                    if origin.at + origin.length < reply.end:
-                        cut.add(reply.number)
-        samples.append(_view(j, sequence, numbers, options.max_sample_tokens))
+    uncut = sequences_of(segments, turn_log, options.fork_threshold) if options.max_sample_tokens else sequences
+    beyond = _trained_in(conversations, uncut)
+    trained_in = _trained_in(conversations, sequences)
+    samples = [
+        _view(j, sequence, [n for n, where in trained_in.items() if j in where], len(uncut[j].tokens) > len(sequence.tokens))
+        for j, sequence in enumerate(sequences)
+    ]
+    cut = {n for n, where in trained_in.items() if any(_origin_cut(conversations, sequences[j], n) for j in where)}
     fates = {}
     for c in conversations:
         for reply in c.replies:
-            if not any(c.segment.loss_mask[reply.start : reply.end]):
+            if reply.end == reply.start:
+                fates[reply.number] = TurnFate("empty", [])
+            elif not any(c.segment.loss_mask[reply.start : reply.end]):
                 fates[reply.number] = TurnFate("masked", [])
             elif reply.number in trained_in:
                 fates[reply.number] = TurnFate("cut" if reply.number in cut else "trains", trained_in[reply.number])
+            elif reply.number in beyond:
+                fates[reply.number] = TurnFate("past_cap", beyond[reply.number])
             else:
                 found = _context_in(np.asarray(c.segment.tokens[reply.start : reply.end], dtype=np.int32), sequences)
                 realigned = [s.index for s in samples if c.index in s.segments]
@@ -103,8 +103,28 @@ def sample_plan(conversations: list[SegmentConversation], turn_log: TurnLog | No
     return SamplePlan("current", reason, options, samples, fates)
 
 
-def _view(index: int, sequence: TrainingSequence, turns: list[int], cap: int) -> SampleView:
-    """``truncated``: slime's metadata (a turn of it finished by length); ``at_cap``: the cut made it ``cap`` long."""
+def _trained_in(conversations: list[SegmentConversation], sequences: list[TrainingSequence]) -> dict[int, list[int]]:
+    """Each reply's number -> the sequences whose trained origins overlap it."""
+    found: dict[int, list[int]] = {}
+    for j, sequence in enumerate(sequences):
+        for origin in sequence.origins:
+            for reply in conversations[origin.segment].replies:
+                if reply.start < origin.at + origin.length and origin.at < reply.end and j not in found.get(reply.number, []):
+                    found.setdefault(reply.number, []).append(j)
+    return found
+
+
+def _origin_cut(conversations: list[SegmentConversation], sequence: TrainingSequence, number: int) -> bool:
+    """Reply ``number`` trains in ``sequence`` only up to the sequence's cap."""
+    for origin in sequence.origins:
+        for reply in conversations[origin.segment].replies:
+            if reply.number == number and reply.start < origin.at + origin.length < reply.end:
+                return True
+    return False
+
+
+def _view(index: int, sequence: TrainingSequence, turns: list[int], at_cap: bool) -> SampleView:
+    """``truncated``: slime's metadata (a turn of it finished by length); ``at_cap``: the cut shortened it."""
     return SampleView(
         index=index,
         n_tokens=len(sequence.tokens),
@@ -114,7 +134,7 @@ def _view(index: int, sequence: TrainingSequence, turns: list[int], cap: int) ->
         turns=turns,
         reward_share=1.0,
         truncated=sequence.truncated,
-        at_cap=bool(cap) and len(sequence.tokens) >= cap,
+        at_cap=at_cap,
     )
 
 
@@ -150,5 +170,8 @@ def _seed(conversations: list[SegmentConversation], reason: str, options: Sample
             )
         )
         for reply in c.replies:
-            fates[reply.number] = TurnFate("trains", [c.index]) if reply.number in numbers else TurnFate("masked", [])
+            if reply.end == reply.start:
+                fates[reply.number] = TurnFate("empty", [])
+            else:
+                fates[reply.number] = TurnFate("trains", [c.index]) if reply.number in numbers else TurnFate("masked", [])
     return SamplePlan("seed", reason, options, samples, fates)

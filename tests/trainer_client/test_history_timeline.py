@@ -48,6 +48,6 @@ def test_a_running_activity_takes_its_start_attempt_and_last_failure_from_the_pe
         last_failure=Failure(message="activity Heartbeat timeout"),
     )
     pending.last_started_time.FromDatetime(second_agent.event_time.ToDatetime() + timedelta(seconds=3))
-    with_pending(cut, [pending, PendingActivityInfo(activity_id="someone-else")])
+    with_pending(cut, [pending, PendingActivityInfo(activity_id="someone-else")], second_agent.event_time.ToDatetime() + timedelta(seconds=9))
     assert running.started == second_agent.event_time.ToDatetime() + timedelta(seconds=3) and running.attempt == 2
     assert running.failure == "attempt 1 failed: activity Heartbeat timeout" and running.outcome == "running"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench.harness.headless_chromium import HeadlessChromium
 from durable_rollouts.contracts.rollout import SegmentSummary
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, GroupSample
 from durable_rollouts.policy.trajectory_packing import read_trajectory
-from durable_rollouts.trajectory_view.headless_chromium import HeadlessChromium
 from durable_rollouts.trajectory_view.run_report import RunReport, render_run_report
 from tests.trajectory_view.captured_pages import captured_result, captured_session, write_captured_page
 
@@ -55,6 +55,12 @@ async def test_a_rollout_page_shows_turns_shading_hover_samples_and_verdict(adap
         first = trajectory.turn_log.turns[1].prompt_end
         assert tip[0] == "block" and f"id {compaction.tokens[first]} " in tip[1] and "version 2" in tip[1] and "loss mask 1" in tip[1], tip
         assert info["logprob"] == pytest.approx(compaction.rollout_log_probs[first], abs=1e-5) and info["position"] == first
+        calls = await browser.evaluate(
+            "[...document.querySelectorAll('#turn-4 .part.tool_call .toks > span')].slice(-3).map(s => window.tokenInfo(s))"
+        )
+        subagent, last = trajectory.segments[3], trajectory.turn_log.turns[3]
+        assert [c["position"] for c in calls] == [last.end - 4, last.end - 3, last.end - 2], "the tool call ends just before <|im_end|>\n"
+        assert [c["id"] for c in calls] == subagent.tokens[last.end - 4 : last.end - 1] and calls[-1]["text"] == '"</tool_call>"'
 
         for mode, expected in (("mask", "rgb(201, 236, 210)"), ("ver", None)):
             box = await browser.evaluate(

@@ -1,3 +1,6 @@
+import re
+
+import pytest
 from tokenizers import Tokenizer
 
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
@@ -18,9 +21,5 @@ def test_pieces_split_the_decoded_text_token_by_token_and_join_back_to_it():
 
 
 def test_a_folder_without_a_tokenizer_is_named(tmp_path):
-    try:
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "tokenizer.json"))):
         TokenTexts.from_dir(tmp_path)
-    except FileNotFoundError as error:
-        assert str(tmp_path / "tokenizer.json") in str(error)
-    else:
-        raise AssertionError("no error")

@@ -29,6 +29,10 @@ async def test_the_plan_is_what_each_contract_hands_slime(adapter, renderer):
     cut = sample_plan(read, session.turn_log, "current", "test", SampleOptions(max_sample_tokens=19_270))
     assert cut.fates[3].kind == "cut" and cut.samples[1].at_cap and cut.samples[1].n_tokens == 19_270, "a sample cut inside a reply trains part of it"
 
+    early = sample_plan(read, session.turn_log, "current", "test", SampleOptions(max_sample_tokens=19_100))
+    assert [early.fates[n].kind for n in (1, 2, 3, 4)] == ["realigned", "past_cap", "past_cap", "trains"], "a cap before a reply leaves it out"
+    assert early.fates[3].label == "past the cap of sample 2: not trained" and [s.at_cap for s in early.samples] == [True, True, False]
+
     seed = sample_plan(read, session.turn_log, "seed", "test", SampleOptions())
     assert [(s.segments, s.turns, s.reward_share) for s in seed.samples] == [([i], [i + 1], 0.25) for i in range(4)]
     assert all(f.kind == "trains" for f in seed.fates.values())
