@@ -84,6 +84,7 @@ from durable_rollouts.trainer_client.rollout_runs import connect, task_queue_fro
 from durable_rollouts.trainer_client.run_summary import episode_summary_lines, groups_line, hosts_line, running_line, summary_lines
 from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
+from durable_rollouts.trajectory_view.rollout_page import PageSettings
 from durable_rollouts.trajectory_view.token_text import TokenTexts
 
 MAX_RUN_ID_BYTES = 128
@@ -228,14 +229,14 @@ async def show(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def page_settings(args: argparse.Namespace) -> rollout_pages.PageSettings:
+def page_settings(args: argparse.Namespace) -> PageSettings:
     """How pages read tokens (``--tokenizer``) and make samples (the contract in force, ``--max-sample-tokens``);
     a tokenizer that cannot be read is a ``SettingsError`` naming the flag."""
     try:
         texts = TokenTexts.from_dir(args.tokenizer)
     except (FileNotFoundError, ImportError) as error:
         raise SettingsError(f"--tokenizer: {error}") from None
-    return rollout_pages.PageSettings(texts, contract_in_force(), sample_options(argparse.Namespace(rollout_max_context_len=args.max_sample_tokens)))
+    return PageSettings(texts, contract_in_force(), sample_options(argparse.Namespace(rollout_max_context_len=args.max_sample_tokens)))
 
 
 async def show_html(client: Client, args: argparse.Namespace) -> int:

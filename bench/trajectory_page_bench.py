@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import html
 import json
 import statistics
 import tempfile
@@ -35,21 +34,19 @@ from durable_rollouts.contracts.rollout import RolloutResult
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import read_trajectory
-from durable_rollouts.slime_samples.options import SampleOptions
+from durable_rollouts.slime_samples.registry import ContractChoice
 from durable_rollouts.trajectory_view.conversation import conversations
-from durable_rollouts.trajectory_view.rollout_page import RolloutView, page, render_rollout
+from durable_rollouts.trajectory_view.markup import esc, page
+from durable_rollouts.trajectory_view.rollout_page import PageSettings, RolloutView, render_rollout, with_conversation
 from durable_rollouts.trajectory_view.token_text import TokenTexts
-from durable_rollouts.trajectory_view.training_samples import sample_plan
 
 
-def rollout_page(result: RolloutResult, texts: TokenTexts) -> tuple[str, float]:
+def rollout_page(result: RolloutResult, settings: PageSettings) -> tuple[str, float]:
+    """The page as ``starter.py show --html`` makes it from a finished result, and the seconds it took."""
     began = time.perf_counter()
     assert result.trajectory is not None
-    trajectory = read_trajectory(result.trajectory)
-    read = conversations(trajectory.segments, trajectory.turn_log, texts)
-    plan = sample_plan(read, trajectory.turn_log, "current", "bench", SampleOptions())
-    view = RolloutView(result.workflow_id, "COMPLETED", result, trajectory=trajectory, conversations=read, plan=plan)
-    text = render_rollout(view, texts)
+    view = with_conversation(RolloutView(result.workflow_id, "COMPLETED", result, trajectory=read_trajectory(result.trajectory)), settings)
+    text = render_rollout(view, settings.texts)
     return text, time.perf_counter() - began
 
 
@@ -58,7 +55,7 @@ def plain_page(result: RolloutResult, texts: TokenTexts) -> str:
     assert result.trajectory is not None
     trajectory = read_trajectory(result.trajectory)
     read = conversations(trajectory.segments, trajectory.turn_log, texts)
-    blocks = [f"<pre>{html.escape(texts.text(c.segment.tokens[b.start : b.end]))}</pre>" for c in read for b in c.blocks]
+    blocks = [f"<pre>{esc(texts.text(c.segment.tokens[b.start : b.end]))}</pre>" for c in read for b in c.blocks]
     return page(result.workflow_id, "".join(blocks))
 
 
@@ -77,12 +74,13 @@ async def open_page(browser: HeadlessChromium, path: Path, hover: bool) -> tuple
 async def main(args: argparse.Namespace) -> dict:
     folder = ensure_qwen_tokenizer()
     renderer, texts = PromptRenderer(folder), TokenTexts.from_dir(folder)
+    settings = PageSettings(texts, ContractChoice("current", "bench"))
     results = {"long": long_trajectory(renderer, args.tokens), "small": long_trajectory(renderer, 22_000)}
     work = Path(tempfile.mkdtemp(prefix="page-bench-"))
     pages: dict[str, dict] = {}
     for name, result in results.items():
-        text, render_s = rollout_page(result, texts)
-        renders = [render_s] + [rollout_page(result, texts)[1] for _ in range(args.rounds - 1)]
+        text, render_s = rollout_page(result, settings)
+        renders = [render_s] + [rollout_page(result, settings)[1] for _ in range(args.rounds - 1)]
         (work / f"{name}.html").write_text(text)
         assert result.trajectory is not None
         pages[name] = {

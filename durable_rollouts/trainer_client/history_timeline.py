@@ -5,7 +5,7 @@ JSON strings the workflow set."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
@@ -82,6 +82,14 @@ def with_pending(line: Timeline, pending: Iterable[PendingActivityInfo], observe
         if activity.HasField("last_failure"):
             span.failure = f"attempt {activity.attempt - 1} failed: {_one_line(activity.last_failure)}"
     return line
+
+
+def closing_failure(events: Sequence[HistoryEvent]) -> str:
+    """The failure a failed workflow's history ends with, one line; "" for any other ending."""
+    last = events[-1] if events else None
+    if last is None or not last.HasField("workflow_execution_failed_event_attributes"):
+        return ""
+    return _one_line(last.workflow_execution_failed_event_attributes.failure)
 
 
 def _summary(event: HistoryEvent) -> str:

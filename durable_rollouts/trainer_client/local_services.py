@@ -112,12 +112,12 @@ class DevServer:
 
 
 @asynccontextmanager
-async def temporal_dev_server(port: int = DEMO_PORT, ui_port: int = 8233, db_file: Path | None = None) -> AsyncIterator[str]:
+async def temporal_dev_server(port: int = DEMO_PORT, ui_port: int = 8233, db_file: Path | None = None, ui: bool = True) -> AsyncIterator[str]:
     """Yield the address of a running dev server; start one unless something already serves ``port``."""
     if port_open("127.0.0.1", port):
         yield f"127.0.0.1:{port}"
         return
-    server = DevServer(port, ui_port, db_file or DEMO_STATE)
+    server = DevServer(port, ui_port, db_file or DEMO_STATE, ui=ui)
     try:
         await server.start()
         yield server.address
@@ -140,12 +140,8 @@ async def stored_demo_server(env: Mapping[str, str] | None = None, state: Path =
         file=sys.stderr,
         flush=True,
     )
-    server = DevServer(port, free_port(), state, ui=False)
-    try:
-        await server.start()
-        yield server.address
-    finally:
-        await server.stop()
+    async with temporal_dev_server(port, free_port(), state, ui=False) as address:
+        yield address
 
 
 def worker_script() -> str:

@@ -58,9 +58,19 @@ class StoredRollout:
 def rollouts_query(run_id: str) -> str:
     """The visibility query for the run's rollout workflows (ids ``rollout-<run id>-...``; ``belongs_to_run``
     sorts out other runs whose id starts the same way)."""
+    return _run_query("CodingAgentRollout", "rollout", run_id)
+
+
+def groups_query(run_id: str) -> str:
+    """The visibility query for the run's group workflows (ids ``group-<run id>-...``; a group's ``run_id``
+    sorts out other runs whose id starts the same way)."""
+    return _run_query("RolloutGroup", "group", run_id)
+
+
+def _run_query(workflow_type: str, prefix: str, run_id: str) -> str:
     if "'" in run_id or "\\" in run_id:
         raise ValueError(f"--run-id {run_id!r}: a run id with a quote or backslash cannot be looked up")
-    return f"WorkflowType='CodingAgentRollout' AND WorkflowId STARTS_WITH 'rollout-{run_id}-'"
+    return f"WorkflowType='{workflow_type}' AND WorkflowId STARTS_WITH '{prefix}-{run_id}-'"
 
 
 def belongs_to_run(workflow_id: str, run_id: str, rollout: RolloutInput) -> bool:
@@ -90,7 +100,7 @@ async def rollouts_of_run(client: Client, run_id: str) -> RunRollouts:
         try:
             async with gate:
                 history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
-            rollout, result = await _input_and_result(client, history)
+            rollout, result = await input_and_result(client, history)
         except Exception as error:
             return execution.id, f"history unreadable ({type(error).__name__}: {error})"
         return StoredRollout(execution.id, rollout, result, execution.status.name if execution.status else "UNKNOWN")
@@ -105,7 +115,8 @@ async def rollouts_of_run(client: Client, run_id: str) -> RunRollouts:
     return RunRollouts(stored, unreadable)
 
 
-async def _input_and_result(client: Client, history: WorkflowHistory) -> tuple[RolloutInput, RolloutResult | None]:
+async def input_and_result(client: Client, history: WorkflowHistory) -> tuple[RolloutInput, RolloutResult | None]:
+    """A rollout's input and, when its history ends in completion, its result, both decoded from the history."""
     started = history.events[0].workflow_execution_started_event_attributes
     (rollout,) = await client.data_converter.decode(started.input.payloads, [RolloutInput])
     last = history.events[-1]

@@ -17,18 +17,20 @@ Invariants:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from durable_rollouts.contracts.rollout import RolloutProgress, RolloutResult
+from durable_rollouts.contracts.rollout import RolloutProgress, RolloutResult, order_weight_versions
 from durable_rollouts.policy.trajectory_packing import Trajectory
+from durable_rollouts.slime_samples.options import SampleOptions
+from durable_rollouts.slime_samples.registry import ContractChoice
 from durable_rollouts.trajectory_view.activity_timeline import Timeline
-from durable_rollouts.trajectory_view.conversation import ContextMessage, Reply, SegmentConversation
-from durable_rollouts.trajectory_view.markup import count, esc, ordered_versions, page
+from durable_rollouts.trajectory_view.conversation import ContextMessage, Reply, SegmentConversation, conversations
+from durable_rollouts.trajectory_view.markup import count, esc, page
 from durable_rollouts.trajectory_view.timeline_section import timeline_section
 from durable_rollouts.trajectory_view.token_text import TokenTexts
-from durable_rollouts.trajectory_view.training_samples import SamplePlan, SampleView
+from durable_rollouts.trajectory_view.training_samples import SamplePlan, SampleView, sample_plan
 from durable_rollouts.trajectory_view.verdict_sections import agent_log_section, grading_section, patch_section
 
 P_BUCKETS = (0.9, 0.5, 0.1, 0.01)
@@ -53,10 +55,28 @@ class RolloutView:
     trajectory_note: str = ""
 
 
+@dataclass(frozen=True)
+class PageSettings:
+    """How tokens are read (``texts``) and which contract and options turn them into samples."""
+
+    texts: TokenTexts
+    contract: ContractChoice
+    options: SampleOptions = SampleOptions()
+
+
+def with_conversation(view: RolloutView, settings: PageSettings) -> RolloutView:
+    """``view`` with its trajectory read as conversations and the samples ``settings``' contract makes of them."""
+    if view.trajectory is None:
+        return view
+    read = conversations(view.trajectory.segments, view.trajectory.turn_log, settings.texts)
+    plan = sample_plan(read, view.trajectory.turn_log, settings.contract.name, settings.contract.log_line, settings.options)
+    return replace(view, conversations=read, plan=plan)
+
+
 def render_rollout(view: RolloutView, texts: TokenTexts | None) -> str:
     """The page of ``view``; ``texts`` reads the tokens (needed only when the view has a trajectory)."""
     segments = view.trajectory.segments if view.trajectory else []
-    versions = ordered_versions(span.version for s in segments for span in s.weight_version_spans)
+    versions = order_weight_versions(span.version for s in segments for span in s.weight_version_spans)
     data: dict = {"versions": versions, "replies": []}
     sections = [
         ("timeline", "Time line", timeline_section(view.timeline, view.result.agent if view.result else None)),

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollout import RolloutResult, is_integer_version, order_weight_versions
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
-from durable_rollouts.trajectory_view.markup import esc, ordered_versions, page, version_number
+from durable_rollouts.trajectory_view.markup import esc, page
 from durable_rollouts.trajectory_view.svg_charts import bar_chart, dot_chart
 
 
@@ -27,15 +27,18 @@ class RunReport:
 
 
 def _versions(rollout: RolloutResult | None) -> list[str]:
-    if rollout is None:
-        return []
-    return list(dict.fromkeys(v for segment in rollout.segments for v in segment.weight_version_runs))
+    """The weight versions that sampled ``rollout``'s tokens, oldest first."""
+    return order_weight_versions(v for segment in rollout.segments for v in segment.weight_version_runs) if rollout else []
+
+
+def _number(version: str | None) -> int | None:
+    """An integer version's number (the lag is counted in those only)."""
+    return int(version) if version is not None and is_integer_version(version) else None
 
 
 def render_run_report(report: RunReport, pages: Mapping[str, str]) -> str:
     rollouts = [s.rollout for g in report.groups for s in g.samples if s.rollout is not None] + report.ungrouped
-    numbers = [n for r in rollouts for v in _versions(r) if (n := version_number(v)) is not None]
-    newest = max(numbers, default=None)
+    newest = max((n for r in rollouts if (n := _number(r.newest_weight_version)) is not None), default=None)
     groups = sorted(report.groups, key=lambda g: g.group_index)
     samples = sum(len(g.samples) for g in groups)
     valid = sum(s.valid for g in groups for s in g.samples)
@@ -71,16 +74,11 @@ def _plots(groups: list[GroupResult], rollouts: list[RolloutResult], newest: int
                 "time to finish per sample (s), per group", labels, [[s.rollout.elapsed_s for s in g.samples if s.rollout] for g in groups], " s"
             )
         )
-    lags = [newest - oldest for r in rollouts if newest is not None and (oldest := _oldest(r)) is not None]
+    lags = [newest - oldest for r in rollouts if newest is not None and (oldest := _number(r.oldest_weight_version)) is not None]
     if lags:
         counts = [lags.count(k) for k in range(max(lags) + 1)]
         plots.append(bar_chart("weight version lag of the oldest token (samples)", [str(k) for k in range(len(counts))], counts))
     return f'<h2>Plots</h2><div class="plots">{"".join(plots)}</div>'
-
-
-def _oldest(rollout: RolloutResult) -> int | None:
-    numbers = [n for v in _versions(rollout) if (n := version_number(v)) is not None]
-    return min(numbers, default=None)
 
 
 def _link(workflow_id: str, pages: Mapping[str, str]) -> str:
@@ -96,7 +94,7 @@ def _groups_table(groups: list[GroupResult], pages: Mapping[str, str], newest: i
     rows = []
     for group in groups:
         verdict = "kept" if group.kept else f"dropped ({group.dropped_by or '-'})"
-        versions = ordered_versions(v for s in group.samples for v in _versions(s.rollout))
+        versions = order_weight_versions(v for s in group.samples for v in _versions(s.rollout))
         samples = " ".join(_sample_badge(sample, pages, newest) for sample in group.samples) or "-"
         tampered = sum(s.tampered for s in group.samples)
         tampered_cell = f'<span class="badge bad">{tampered}</span>' if tampered else "0"
@@ -118,7 +116,7 @@ def _groups_table(groups: list[GroupResult], pages: Mapping[str, str], newest: i
 
 def _sample_badge(sample: GroupSample, pages: Mapping[str, str], newest: int | None) -> str:
     rollout = sample.rollout
-    oldest = _oldest(rollout) if rollout else None
+    oldest = _number(rollout.oldest_weight_version) if rollout else None
     facts = [
         f"sample {sample.sample_index}",
         "valid" if sample.valid else f"invalid: {sample.invalid_reason or sample.outcome}",

@@ -73,13 +73,10 @@ def sample_plan(conversations: list[SegmentConversation], turn_log: TurnLog | No
     segments = [c.segment for c in conversations]
     sequences = sequences_of(segments, turn_log, options.fork_threshold, options.max_sample_tokens)
     uncut = sequences_of(segments, turn_log, options.fork_threshold) if options.max_sample_tokens else sequences
-    beyond = _trained_in(conversations, uncut)
-    trained_in = _trained_in(conversations, sequences)
-    samples = [
-        _view(j, sequence, [n for n, where in trained_in.items() if j in where], len(uncut[j].tokens) > len(sequence.tokens))
-        for j, sequence in enumerate(sequences)
-    ]
-    cut = {n for n, where in trained_in.items() if any(_origin_cut(conversations, sequences[j], n) for j in where)}
+    trained = _Coverage.of(conversations, sequences)
+    beyond = _Coverage.of(conversations, uncut).samples if uncut is not sequences else {}
+    samples = [_view(j, sequence, trained.per_sequence[j], len(uncut[j].tokens) > len(sequence.tokens)) for j, sequence in enumerate(sequences)]
+    held = [(np.asarray(s.tokens, dtype=np.int32).tobytes(), s.loss_mask) for s in sequences]
     fates = {}
     for c in conversations:
         for reply in c.replies:
@@ -87,40 +84,44 @@ def sample_plan(conversations: list[SegmentConversation], turn_log: TurnLog | No
                 fates[reply.number] = TurnFate("empty", [])
             elif not any(c.segment.loss_mask[reply.start : reply.end]):
                 fates[reply.number] = TurnFate("masked", [])
-            elif reply.number in trained_in:
-                fates[reply.number] = TurnFate("cut" if reply.number in cut else "trains", trained_in[reply.number])
+            elif reply.number in trained.samples:
+                fates[reply.number] = TurnFate("cut" if reply.number in trained.cut else "trains", trained.samples[reply.number])
             elif reply.number in beyond:
                 fates[reply.number] = TurnFate("past_cap", beyond[reply.number])
+            elif found := _context_in(np.asarray(c.segment.tokens[reply.start : reply.end], dtype=np.int32), held):
+                fates[reply.number] = TurnFate("context", found)
+            elif realigned := [s.index for s in samples if c.index in s.segments]:
+                fates[reply.number] = TurnFate("realigned", realigned)
             else:
-                found = _context_in(np.asarray(c.segment.tokens[reply.start : reply.end], dtype=np.int32), sequences)
-                realigned = [s.index for s in samples if c.index in s.segments]
-                if found:
-                    fates[reply.number] = TurnFate("context", found)
-                elif realigned:
-                    fates[reply.number] = TurnFate("realigned", realigned)
-                else:
-                    fates[reply.number] = TurnFate("dropped", [])
+                fates[reply.number] = TurnFate("dropped", [])
     return SamplePlan("current", reason, options, samples, fates)
 
 
-def _trained_in(conversations: list[SegmentConversation], sequences: list[TrainingSequence]) -> dict[int, list[int]]:
-    """Each reply's number -> the sequences whose trained origins overlap it."""
-    found: dict[int, list[int]] = {}
-    for j, sequence in enumerate(sequences):
-        for origin in sequence.origins:
-            for reply in conversations[origin.segment].replies:
-                if reply.start < origin.at + origin.length and origin.at < reply.end and j not in found.get(reply.number, []):
-                    found.setdefault(reply.number, []).append(j)
-    return found
+@dataclass
+class _Coverage:
+    """Which sequences train which replies: ``samples`` by reply number, ``per_sequence`` by sequence, and
+    ``cut``, the replies a sequence trains only up to its end."""
 
+    samples: dict[int, list[int]]
+    per_sequence: list[list[int]]
+    cut: set[int]
 
-def _origin_cut(conversations: list[SegmentConversation], sequence: TrainingSequence, number: int) -> bool:
-    """Reply ``number`` trains in ``sequence`` only up to the sequence's cap."""
-    for origin in sequence.origins:
-        for reply in conversations[origin.segment].replies:
-            if reply.number == number and reply.start < origin.at + origin.length < reply.end:
-                return True
-    return False
+    @classmethod
+    def of(cls, conversations: list[SegmentConversation], sequences: list[TrainingSequence]) -> _Coverage:
+        replies = [c.replies for c in conversations]
+        coverage = cls({}, [[] for _ in sequences], set())
+        for j, sequence in enumerate(sequences):
+            for origin in sequence.origins:
+                stop = origin.at + origin.length
+                for reply in replies[origin.segment]:
+                    if not (reply.start < stop and origin.at < reply.end):
+                        continue
+                    if j not in coverage.samples.setdefault(reply.number, []):
+                        coverage.samples[reply.number].append(j)
+                        coverage.per_sequence[j].append(reply.number)
+                    if stop < reply.end:
+                        coverage.cut.add(reply.number)
+        return coverage
 
 
 def _view(index: int, sequence: TrainingSequence, turns: list[int], at_cap: bool) -> SampleView:
@@ -138,15 +139,14 @@ def _view(index: int, sequence: TrainingSequence, turns: list[int], at_cap: bool
     )
 
 
-def _context_in(reply: np.ndarray, sequences: list[TrainingSequence]) -> list[int]:
-    """The sequences holding ``reply``'s ids as a contiguous untrained run."""
+def _context_in(reply: np.ndarray, held: list[tuple[bytes, list[int]]]) -> list[int]:
+    """The sequences (as int32 bytes and loss mask) holding ``reply``'s ids as a contiguous untrained run."""
     needle = reply.tobytes()
     found = []
-    for j, sequence in enumerate(sequences):
-        tokens = np.asarray(sequence.tokens, dtype=np.int32)
-        haystack, at = tokens.tobytes(), 0
+    for j, (haystack, mask) in enumerate(held):
+        at = 0
         while (at := haystack.find(needle, at)) >= 0:
-            if at % 4 == 0 and not any(sequence.loss_mask[at // 4 : at // 4 + len(reply)]):
+            if at % 4 == 0 and not any(mask[at // 4 : at // 4 + len(reply)]):
                 found.append(j)
                 break
             at += 1

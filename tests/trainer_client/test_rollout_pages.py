@@ -12,6 +12,7 @@ from durable_rollouts.slime_samples.registry import ContractChoice
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client import rollout_pages
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout
+from durable_rollouts.trajectory_view.rollout_page import PageSettings
 from durable_rollouts.trajectory_view.token_text import TokenTexts
 from tests.local_cluster import start_dev_server
 
@@ -24,7 +25,7 @@ async def test_a_running_rollout_no_worker_answers_for_still_gets_its_page(tmp_p
     try:
         task = next(row.task for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow))
         handle = await start_rollout(env.client, rollout_input(task, 0, 0, PolicySpec(), RolloutBudgets()), "nobody", task_queue="nobody-polls")
-        settings = rollout_pages.PageSettings(TokenTexts.from_dir(ensure_qwen_tokenizer()), ContractChoice("current", "test"))
+        settings = PageSettings(TokenTexts.from_dir(ensure_qwen_tokenizer()), ContractChoice("current", "test"))
         view = await rollout_pages.write_rollout_page(env.client, handle.id, tmp_path / "running.html", settings)
     finally:
         await env.shutdown()

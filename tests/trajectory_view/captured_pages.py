@@ -9,11 +9,9 @@ from durable_rollouts.contracts.rollout import AgentRun, DiffReport, EvalResult,
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import pack_trajectory, read_trajectory
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
-from durable_rollouts.slime_samples.options import SampleOptions
-from durable_rollouts.trajectory_view.conversation import conversations
-from durable_rollouts.trajectory_view.rollout_page import RolloutView, render_rollout
+from durable_rollouts.slime_samples.registry import ContractChoice
+from durable_rollouts.trajectory_view.rollout_page import PageSettings, RolloutView, render_rollout, with_conversation
 from durable_rollouts.trajectory_view.token_text import TokenTexts
-from durable_rollouts.trajectory_view.training_samples import sample_plan
 from tests.wire_fixtures import session_from_captures
 
 PATCH = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
@@ -65,11 +63,9 @@ def captured_result(session) -> RolloutResult:
 
 
 def write_captured_page(result: RolloutResult, path: Path, contract: str = "current") -> RolloutView:
-    texts = TokenTexts.from_dir(ensure_qwen_tokenizer())
+    """``result``'s page at ``path`` as ``starter.py show --html`` makes it, under ``contract``."""
     assert result.trajectory is not None
-    trajectory = read_trajectory(result.trajectory)
-    read = conversations(trajectory.segments, trajectory.turn_log, texts)
-    plan = sample_plan(read, trajectory.turn_log, contract, f"ROLLOUT_SLIME_SAMPLE_CONTRACT={contract}", SampleOptions())
-    view = RolloutView(result.workflow_id, "COMPLETED", result, trajectory=trajectory, conversations=read, plan=plan)
-    path.write_text(render_rollout(view, texts), encoding="utf-8")
+    settings = PageSettings(TokenTexts.from_dir(ensure_qwen_tokenizer()), ContractChoice(contract, f"ROLLOUT_SLIME_SAMPLE_CONTRACT={contract}"))
+    view = with_conversation(RolloutView(result.workflow_id, "COMPLETED", result, trajectory=read_trajectory(result.trajectory)), settings)
+    path.write_text(render_rollout(view, settings.texts), encoding="utf-8")
     return view

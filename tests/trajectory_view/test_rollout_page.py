@@ -9,11 +9,9 @@ from tokenizers import Tokenizer
 from durable_rollouts.contracts.rollout import AgentRun, DiffReport, EvalResult, RolloutResult, SampledTurn, TokenSegment, TurnLog
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import Trajectory
-from durable_rollouts.slime_samples.options import SampleOptions
-from durable_rollouts.trajectory_view.conversation import conversations
-from durable_rollouts.trajectory_view.rollout_page import RolloutView, render_rollout
+from durable_rollouts.slime_samples.registry import ContractChoice
+from durable_rollouts.trajectory_view.rollout_page import PageSettings, RolloutView, render_rollout, with_conversation
 from durable_rollouts.trajectory_view.token_text import TokenTexts
-from durable_rollouts.trajectory_view.training_samples import sample_plan
 
 HOSTILE = "<img src=x onerror=alert(1)></script><script>alert(2)</script><!--<script>"
 
@@ -49,14 +47,9 @@ def test_hostile_text_is_escaped_everywhere_and_the_token_data_stays_json():
         evaluation=EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", tampered=[HOSTILE], log_tail=HOSTILE),
         diff=DiffReport(kept_patch=f"+{HOSTILE}\n", note=HOSTILE),
     )
-    read = conversations([segment], log, texts)
-    view = RolloutView(
-        result.workflow_id,
-        "COMPLETED",
-        result,
-        trajectory=Trajectory([segment], log),
-        conversations=read,
-        plan=sample_plan(read, log, "current", HOSTILE, SampleOptions()),
+    view = with_conversation(
+        RolloutView(result.workflow_id, "COMPLETED", result, trajectory=Trajectory([segment], log)),
+        PageSettings(texts, ContractChoice("current", HOSTILE)),
     )
     page = render_rollout(view, texts)
     assert "<img" not in page and "<!--" not in page and "alert(2)</script>" not in page
