@@ -111,7 +111,7 @@ async def test_a_probes_samples_are_judged_never_valid_its_infrastructure_failur
     probe = rollout()
     probe.task.probe = ImpossibleProbe(source="demo-1", seed=5)
     group = group_of(3, template=probe)
-    cluster.boot_failures = [ApplicationError("docker daemon gone", type=ErrorType.SANDBOX_BOOT_ERROR)]
+    cluster.failing_boots = {child_id(group, 0)}
     cluster.rewards = {child_id(group, 1): 0.0}
     result = await run_group(env, cluster, group)
     assert (result.status, result.valid_mask, result.refilled) == ("completed", [False] * 3, 1)
