@@ -87,6 +87,19 @@ class ContainerCommands(DockerAccess):
         except docker.errors.NotFound:
             raise SandboxGone(f"container {container_id[:12]} no longer exists") from None
 
+    async def image_and_env(self, container_id: str) -> tuple[str, tuple[str, ...]]:
+        """The ID of the image the container runs (a content address: the same ID is the same filesystem on
+        any engine) and its environment as the engine set it."""
+
+        def inspect() -> tuple[str, tuple[str, ...]]:
+            attrs = self.client.api.inspect_container(container_id)
+            return str(attrs["Image"]), tuple(attrs["Config"].get("Env") or ())
+
+        try:
+            return await asyncio.to_thread(inspect)
+        except docker.errors.NotFound:
+            raise SandboxGone(f"container {container_id[:12]} no longer exists") from None
+
     async def ensure_running(self, container_id: str) -> None:
         def state() -> str:
             return self.client.containers.get(container_id).status

@@ -81,13 +81,22 @@ def _first_member(chunks: Iterable[bytes], max_bytes: int, tail: bool) -> bytes:
         return b"".join(kept)[-max_bytes:] if max_bytes > 0 else b""
 
 
-def _regular_members(chunks: Iterable[bytes], max_bytes: int) -> dict[str, bytes]:
-    files = {}
+class TooManyFiles(Exception):
+    """A directory holds more regular files than its reader takes."""
+
+
+def _regular_members(chunks: Iterable[bytes], max_bytes: int, max_files: int | None) -> dict[str, bytes]:
+    """The regular files directly in the archived directory (its members one level down), by name."""
+    files: dict[str, bytes] = {}
     with tarfile.open(fileobj=io.BufferedReader(_ChunkStream(chunks)), mode="r|") as archive:
         for member in archive:
-            stream = archive.extractfile(member) if member.isfile() else None
-            if stream is not None:
-                files[PurePosixPath(member.name).name] = stream.read(max_bytes)
+            parts = PurePosixPath(member.name).parts
+            stream = archive.extractfile(member) if member.isfile() and len(parts) == 2 else None
+            if stream is None:
+                continue
+            if max_files is not None and len(files) == max_files:
+                raise TooManyFiles(f"more than {max_files} files")
+            files[parts[1]] = stream.read(max_bytes)
     return files
 
 
@@ -118,9 +127,10 @@ class ContainerFiles(DockerAccess):
 
         return await asyncio.to_thread(get)
 
-    async def read_directory(self, handle: SandboxHandle, path: str, max_bytes: int) -> dict[str, bytes]:
-        """The first ``max_bytes`` of every regular file in the directory ``path``, by file name, in one round trip."""
-        return await self._read_archive(handle, path, lambda chunks: _regular_members(chunks, max_bytes))
+    async def read_directory(self, handle: SandboxHandle, path: str, max_bytes: int, *, max_files: int | None = None) -> dict[str, bytes]:
+        """The first ``max_bytes`` of every regular file directly in the directory ``path``, by file name, in one
+        round trip; ``FileNotFoundError`` if it is missing, ``TooManyFiles`` past ``max_files`` files."""
+        return await self._read_archive(handle, path, lambda chunks: _regular_members(chunks, max_bytes, max_files))
 
     async def read_file(self, handle: SandboxHandle, path: str, max_bytes: int, *, tail: bool = False) -> bytes:
         """The first (or, with ``tail``, the last) ``max_bytes`` of a file; ``FileNotFoundError`` if it is missing."""

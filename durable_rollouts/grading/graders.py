@@ -202,11 +202,16 @@ def _swepro_scripts(task: TaskSpec) -> tuple[str, str]:
     return spec.run_script, spec.parser_script
 
 
+def _patch_file(diff: str) -> list[SandboxFile]:
+    """The diff as the ladder reads it (``PATCH_FILE``, newline-terminated); nothing for an empty diff."""
+    return [SandboxFile(PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")] if diff.strip() else []
+
+
 async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
-    """Walk the apply ladder; returns (the rung that applied, "empty" or None; the rungs' output)."""
+    """Walk the apply ladder over ``PATCH_FILE`` (already written); returns (the rung that applied, "empty" or
+    None; the rungs' output)."""
     if not diff.strip():
         return "empty", "empty diff: nothing to apply"
-    await sandboxes.write_file(handle, PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")
     failures: list[str] = []
     for rung, (method, command) in enumerate(APPLY_LADDER):
         script = PREPARE_APPLY + command if rung == 0 else command
@@ -428,7 +433,10 @@ async def evaluate(
     try:
         report("apply")
         flip: ProbeFlip | str | None = await probe_verdicts.flip_of(sandboxes, handle, task) if task.probe is not None else None
-        envs = await python_envs.probe(sandboxes, handle)
+        envs = await python_envs.probe(sandboxes, handle, task)
+        guard, guard_files = run_guard.prepare(envs, handle.workdir)
+        if files := [*_patch_file(request.diff), *guard_files]:
+            await sandboxes.write_files(handle, files)
         before = await shadowing.entries(sandboxes, handle, envs)
         if request.diff.strip():
             await task_tests.record(sandboxes, handle, protected)
@@ -444,7 +452,6 @@ async def evaluate(
             shadows = shadowing.shadowing(before, await shadowing.entries(sandboxes, handle, envs), envs)
             reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
         report("test")
-        guard = await run_guard.install(sandboxes, handle, envs)
         bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
         run = await _grade(sandboxes, handle, task, guard, bounds, method, scripts)
         expected = guard.active and tamper_checks.pytest_expected(*_commands(task, scripts.swebench))

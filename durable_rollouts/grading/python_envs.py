@@ -14,20 +14,29 @@ Invariants:
   and pytest's rootdir insertion put the workdir): a new module there shadows an installed one.
 * ``site_dirs`` are the probed interpreters' site-packages directories outside the workdir, absolute: a
   module written there is importable by that interpreter whatever the row's command sets ``PYTHONPATH`` to.
+* The answer is fixed by what the probe runs in: the image (by its ID, a content address, so a rebuilt or
+  re-tagged image is a new key), the container's environment, the workdir and the setup steps the boot ran
+  (``before_repo_set_cmd``, ``pre_commands``). ``probe`` asks each such key once per process and answers
+  later gradings of the same key from memory (at most ``MAX_REMEMBERED`` keys, the least recently used
+  forgotten first): a worker grading thousands of samples of one task image probes it once. Only a fresh
+  grading sandbox, before its diff applies, is ever probed, so nothing a diff does reaches the memory; a
+  probe cut short (its timeout) is used once and not remembered.
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.rollout import SandboxHandle, TaskSpec
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
 PROBE_TIMEOUT_S = 120.0
+MAX_REMEMBERED = 256
 PROBE_FILE = git_workspace.harness_file("python_env_probe.py")
 _PROBE = ShellScript("durable_rollouts.grading", "sandbox_scripts/python_env_probe.py")
 _RUN_PROBE = ShellScript("durable_rollouts.grading", "sandbox_scripts/python_env_probe.sh")
@@ -78,8 +87,24 @@ def fold(lines: list[str]) -> PythonEnvs:
     )
 
 
-async def probe(sandboxes: DockerSandboxes, handle: SandboxHandle) -> PythonEnvs:
-    """The sandbox's Python environments as they are now (call it before the diff is applied)."""
+_remembered: OrderedDict[tuple[object, ...], PythonEnvs] = OrderedDict()
+
+
+async def probe(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec) -> PythonEnvs:
+    """The Python environments of the fresh grading sandbox ``handle`` booted for ``task``, as they are before the
+    diff is applied: probed there, or remembered from a sandbox booted alike (see the module docstring)."""
+    image, env = await sandboxes.image_and_env(handle.container_id)
+    before_repo_set_cmd = task.swepro.before_repo_set_cmd if task.swepro is not None else ""
+    key = (image, env, task.workdir, before_repo_set_cmd, tuple(task.pre_commands))
+    if (known := _remembered.get(key)) is not None:
+        _remembered.move_to_end(key)
+        return known
     await sandboxes.write_files(handle, [SandboxFile(PROBE_FILE, _PROBE.text)])
     result = await sandboxes.exec(handle, _RUN_PROBE.invocation(handle.workdir, PROBE_FILE), user="root", timeout_s=PROBE_TIMEOUT_S)
-    return fold(result.output.splitlines())
+    envs = fold(result.output.splitlines())
+    if result.timed_out or result.exit_code != 0:
+        return envs
+    _remembered[key] = envs
+    while len(_remembered) > MAX_REMEMBERED:
+        _remembered.popitem(last=False)
+    return envs

@@ -2,8 +2,9 @@
 
 Invariants:
 
-* ``install`` runs after the diff applied and the protected paths were reset. In a sandbox with Python it
-  writes the grader's pytest plugin (``sandbox_scripts/pytest_guard.py``) under a module name drawn fresh
+* ``prepare`` gives the guard of one grading and its files, written before the diff applies (with the patch,
+  one write), all outside the workdir, where neither the diff nor the reset of the protected paths reaches.
+  In a sandbox with Python they are the grader's pytest plugin (``sandbox_scripts/pytest_guard.py``) under a module name drawn fresh
   for this grading, in a fresh directory outside the workdir that also receives the reports, and the same
   module into every probed interpreter's site-packages (``PythonEnvs.site_dirs``: a row's command that sets
   ``PYTHONPATH`` itself still imports it); the names of
@@ -29,7 +30,7 @@ import shlex
 from dataclasses import dataclass
 
 from durable_rollouts.contracts.rollout import SandboxHandle
-from durable_rollouts.docker_sandbox.files import SandboxFile
+from durable_rollouts.docker_sandbox.files import SandboxFile, TooManyFiles
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 from durable_rollouts.grading import session_reports
@@ -39,7 +40,6 @@ from durable_rollouts.grading.session_reports import SessionReport
 MAX_REPORTS = 64
 REPORT_BYTES = 64 << 20
 MAX_CANARY_MODULES = 16
-LIST_TIMEOUT_S = 60.0
 _PLUGIN = ShellScript("durable_rollouts.grading", "sandbox_scripts/pytest_guard.py")
 _CONFIG_LINE = re.compile(r"^CONFIG = \{.*\}$", re.MULTILINE)
 
@@ -98,32 +98,31 @@ def plugin_text(guard: Guard, envs: PythonEnvs, secret: str, workdir: str) -> st
     return text
 
 
-async def install(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: PythonEnvs) -> Guard:
-    """Write this grading's plugin and report directory; an inactive ``Guard`` when the sandbox has no Python."""
+def prepare(envs: PythonEnvs, workdir: str) -> tuple[Guard, list[SandboxFile]]:
+    """This grading's guard and the files that install it (its plugin and report directory); an inactive
+    ``Guard`` and no files when the sandbox has no Python."""
     if not envs.found:
-        return Guard()
+        return Guard(), []
     directory = f"/tmp/{_token()}"
     guard = Guard(directory=directory, module=f"m{_token()}", must_fail=f"test_{_token()}", must_pass=f"test_{_token()}")
-    plugin = plugin_text(guard, envs, _token(), handle.workdir)
+    plugin = plugin_text(guard, envs, _token(), workdir)
     homes = [directory, *envs.site_dirs]
     files = [SandboxFile(f"{home}/{guard.module}.py", plugin) for home in homes]
-    await sandboxes.write_files(handle, [*files, SandboxFile(f"{guard.report_dir}/.keep", "")])
-    return guard
+    return guard, [*files, SandboxFile(f"{guard.report_dir}/.keep", "")]
 
 
 async def reports(sandboxes: DockerSandboxes, handle: SandboxHandle, guard: Guard) -> list[SessionReport]:
     """The plugin's reports of this grading run, by file name."""
     if not guard.active:
         return []
-    listing = await sandboxes.exec(handle, f"ls -1 {shlex.quote(guard.report_dir)}; true", user="root", timeout_s=LIST_TIMEOUT_S)
-    names = sorted(name for name in listing.output.split() if name.endswith(".xml"))
+    too_many = [SessionReport(name="reports", problem=f"more than {MAX_REPORTS} report files in the grader's report directory")]
+    try:  # one round trip; the directory's own .keep is the one file besides the reports
+        files = await sandboxes.read_directory(handle, guard.report_dir, REPORT_BYTES, max_files=MAX_REPORTS + 1)
+    except FileNotFoundError:
+        return []
+    except TooManyFiles:
+        return too_many
+    names = sorted(name for name in files if name.endswith(".xml"))
     if len(names) > MAX_REPORTS:
-        return [SessionReport(name="reports", problem=f"{len(names)} report files in the grader's report directory, over {MAX_REPORTS}")]
-    found = []
-    for name in names:
-        try:
-            data = await sandboxes.read_file(handle, f"{guard.report_dir}/{name}", REPORT_BYTES)
-        except (FileNotFoundError, IsADirectoryError):
-            continue
-        found.append(await asyncio.to_thread(session_reports.parse, name, data, guard))  # up to REPORT_BYTES of XML: off the event loop
-    return found
+        return too_many
+    return [await asyncio.to_thread(session_reports.parse, name, files[name], guard) for name in names]  # XML parsed off the event loop

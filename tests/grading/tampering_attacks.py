@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
+from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, run_guard, shadowing, task_tests
@@ -258,12 +259,12 @@ def unprotected(monkeypatch: pytest.MonkeyPatch) -> None:
     async def nothing_reset(*args: object) -> list[str]:
         return []
 
-    async def no_guard(*args: object) -> run_guard.Guard:
-        return run_guard.Guard()
+    def no_guard(*args: object) -> tuple[run_guard.Guard, list[SandboxFile]]:
+        return run_guard.Guard(), []
 
     monkeypatch.setattr(task_tests, "reset", nothing_reset)
     monkeypatch.setattr(shadowing, "shadowing", lambda *args: [])
-    monkeypatch.setattr(run_guard, "install", no_guard)
+    monkeypatch.setattr(run_guard, "prepare", no_guard)
 
 
 SANDBOXES = DockerSandboxes(SandboxSettings(lifetime_s=600))
