@@ -9,11 +9,16 @@ Invariants:
 * Packaged scripts (``shell_scripts``) run as the ``bash -c`` text of one exec, their values as
   positional parameters.
 * A failed command in a container that is gone raises ``SandboxGone``, never a bare exit code.
+* ``exec_steps`` runs several shell texts in one exec, each in a subshell of its own with its stderr joined
+  to its stdout, and splits their output on a boundary line drawn fresh for that exec (nothing a step
+  prints can name it in advance): each step's exit code and output, as if it had been an exec of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import secrets
 import threading
 import time
 
@@ -28,6 +33,9 @@ from durable_rollouts.docker_sandbox.errors import SandboxGone
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
 _EXEC_SLACK_S = 15.0
+# $1 = the boundary, then one shell text per step; after each step a line "<boundary> <its exit code>", and
+# nothing more after the first step that fails.
+_STEPS = 'b=$1; shift; for step; do (eval "$step") 2>&1; rc=$?; printf \'\\n%s %d\\n\' "$b" "$rc"; [ "$rc" -eq 0 ] || exit 0; done'
 _TIMEOUT_EXIT_CODES = (124, 137)
 
 
@@ -158,3 +166,17 @@ class ContainerCommands(DockerAccess):
         killed and the result says ``timed_out``.
         """
         return await self.exec_in(handle.container_id, ["bash", "-lc", cmd], user=user, cwd=handle.workdir, timeout_s=timeout_s, env=env)
+
+    async def exec_steps(self, handle: SandboxHandle, steps: list[str], *, user: str = AGENT_USER, timeout_s: float = 120) -> list[ExecResult]:
+        """Run the shell texts ``steps`` in order in one login shell in the workdir, within ``timeout_s`` in all,
+        stopping after the first that exits non-zero: the result of each step that ran, in order. A step the
+        timeout cut is the last result, ``timed_out``, with what it printed."""
+        boundary = secrets.token_hex(16)
+        ran = await self.exec_in(
+            handle.container_id, ["bash", "-lc", _STEPS, "steps", boundary, *steps], user=user, cwd=handle.workdir, timeout_s=timeout_s
+        )
+        parts = re.split(rf"\n{boundary} (\d+)\n", ran.output)
+        results = [ExecResult(exit_code=int(code), output=output) for output, code in zip(parts[0:-1:2], parts[1::2], strict=True)]
+        if len(results) < len(steps) and (ran.exit_code != 0 or not results or results[-1].exit_code == 0):
+            results.append(ExecResult(exit_code=ran.exit_code or 1, output=parts[-1], timed_out=ran.timed_out))
+        return results

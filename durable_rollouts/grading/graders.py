@@ -83,6 +83,7 @@ from durable_rollouts.contracts.rollout import (
     TaskSpec,
 )
 from durable_rollouts.docker_sandbox import git_workspace
+from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -95,6 +96,8 @@ from durable_rollouts.grading.session_reports import SessionReport
 from durable_rollouts.grading.tamper_checks import Claims
 
 APPLY_TIMEOUT_S = 120.0
+# The exec before the tests: two listings, the tests' snapshot and the ladder's first rung.
+BEFORE_TESTS_TIMEOUT_S = 2 * shadowing.LIST_TIMEOUT_S + task_tests.RESET_TIMEOUT_S + APPLY_TIMEOUT_S
 GRADING_LIFETIME_SLACK_S = 1800
 GRADE_JOB = "grade"
 PATCH_FILE = git_workspace.harness_file("agent.patch")
@@ -207,15 +210,14 @@ def _patch_file(diff: str) -> list[SandboxFile]:
     return [SandboxFile(PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")] if diff.strip() else []
 
 
-async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str) -> tuple[str | None, str]:
-    """Walk the apply ladder over ``PATCH_FILE`` (already written); returns (the rung that applied, "empty" or
-    None; the rungs' output)."""
-    if not diff.strip():
+async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str, three_way: ExecResult | None) -> tuple[str | None, str]:
+    """Walk the apply ladder over ``PATCH_FILE`` (already written) from its first rung's result (``three_way``,
+    run after ``PREPARE_APPLY``); returns (the rung that applied, "empty" or None; the rungs' output)."""
+    if not diff.strip() or three_way is None:
         return "empty", "empty diff: nothing to apply"
     failures: list[str] = []
     for rung, (method, command) in enumerate(APPLY_LADDER):
-        script = PREPARE_APPLY + command if rung == 0 else command
-        result = await sandboxes.exec(handle, script, user="root", timeout_s=APPLY_TIMEOUT_S)
+        result = three_way if rung == 0 else await sandboxes.exec(handle, command, user="root", timeout_s=APPLY_TIMEOUT_S)
         if result.exit_code == 0:
             return method, "\n".join([*failures, f"$ {method}\n{result.output.strip()}".strip(), "applied"])
         failures.append(f"$ {method}\n{result.output.strip()}")
@@ -437,10 +439,15 @@ async def evaluate(
         guard, guard_files = run_guard.prepare(envs, handle.workdir)
         if files := [*_patch_file(request.diff), *guard_files]:
             await sandboxes.write_files(handle, files)
-        before = await shadowing.entries(sandboxes, handle, envs)
-        if request.diff.strip():
-            await task_tests.record(sandboxes, handle, protected)
-        method, apply_log = await _apply(sandboxes, handle, request.diff)
+        # One exec: the import roots' entries before the diff; with a diff, then the tests' snapshot, the
+        # ladder's first rung and the entries after it, stopping at the first that fails.
+        listing = shadowing.listing(envs)
+        applying = [task_tests.record_script(protected), PREPARE_APPLY + APPLY_LADDER[0][1], listing] if request.diff.strip() else []
+        steps = await sandboxes.exec_steps(handle, [listing, *applying], user="root", timeout_s=BEFORE_TESTS_TIMEOUT_S)
+        before = shadowing.entries_from(handle, steps[0])
+        if applying:
+            task_tests.check_recorded(handle, steps[1])
+        method, apply_log = await _apply(sandboxes, handle, request.diff, steps[2] if applying else None)
         if method is None:
             unapplied = _GraderRun(_result(grader, False, "", apply_log), "[no rung applied the diff: not graded]", Claims(solved=False))
             if flip is not None:
@@ -449,7 +456,8 @@ async def evaluate(
         report("reset")
         reset: list[str] = []
         if method != "empty":
-            shadows = shadowing.shadowing(before, await shadowing.entries(sandboxes, handle, envs), envs)
+            after = shadowing.entries_from(handle, steps[3]) if method == _THREE_WAY else await shadowing.entries(sandboxes, handle, envs)
+            shadows = shadowing.shadowing(before, after, envs)
             reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
         report("test")
         bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)

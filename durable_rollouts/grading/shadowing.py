@@ -19,6 +19,7 @@ import posixpath
 import shlex
 
 from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading.python_envs import PythonEnvs
@@ -28,23 +29,28 @@ LIST_TIMEOUT_S = 60.0
 _MARKER = "import-roots:"
 
 
-def _listing(roots: tuple[str, ...]) -> str:
-    """Shell listing each root's entries as ``root/entry`` (workdir-relative), NUL-separated; a missing root lists nothing."""
-    quoted = " ".join(shlex.quote(root) for root in roots)
+def listing(envs: PythonEnvs) -> str:
+    """Shell text listing each import root's entries as ``root/entry`` (workdir-relative), NUL-separated, after a
+    marker; a missing root lists nothing. ``entries_from`` reads its result."""
+    quoted = " ".join(shlex.quote(root) for root in envs.import_roots)
     return (
         f"printf '{_MARKER}\\0'; for root in {quoted}; do [ -d \"$root\" ] && find \"$root\" -mindepth 1 -maxdepth 1 -printf '%h/%f\\0'; done; true"
     )
 
 
-async def entries(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: PythonEnvs) -> frozenset[str]:
-    """The workdir-relative paths of what sits directly in each import root now."""
-    result = await sandboxes.exec(handle, _listing(envs.import_roots), user="root", timeout_s=LIST_TIMEOUT_S)
+def entries_from(handle: SandboxHandle, result: ExecResult) -> frozenset[str]:
+    """The workdir-relative paths ``listing`` found directly in each import root."""
     if result.exit_code != 0:
         raise SandboxError(f"could not list the import roots in {handle.name}: {result.output.strip()[-2000:]}")
-    _, marker, listing = result.output.partition(_MARKER + "\0")
+    _, marker, found = result.output.partition(_MARKER + "\0")
     if not marker:
         raise SandboxError(f"listing the import roots in {handle.name} printed no listing: {result.output[-2000:]}")
-    return frozenset(posixpath.normpath(path) for path in listing.split("\0") if path.strip())
+    return frozenset(posixpath.normpath(path) for path in found.split("\0") if path.strip())
+
+
+async def entries(sandboxes: DockerSandboxes, handle: SandboxHandle, envs: PythonEnvs) -> frozenset[str]:
+    """The workdir-relative paths of what sits directly in each import root now."""
+    return entries_from(handle, await sandboxes.exec(handle, listing(envs), user="root", timeout_s=LIST_TIMEOUT_S))
 
 
 def shadowing(before: frozenset[str], after: frozenset[str], envs: PythonEnvs) -> list[str]:

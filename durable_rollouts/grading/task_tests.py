@@ -11,7 +11,7 @@ Invariants:
   to case) and, literally, a ``swepro`` row's ``selected_test_files``.
   ``reset`` also takes further pathspecs for one grading (``durable_rollouts.grading.shadowing``:
   new modules that shadow the image's).
-* ``record`` runs in the fresh grading sandbox before the diff is applied and
+* ``record_script`` runs in the fresh grading sandbox before the diff is applied and
   snapshots the protected paths as they are there (the boot's baseline tree,
   plus the files ``.gitignore`` hides, such as build products).
 * ``reset`` runs after the diff applied and before the grader: every
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from durable_rollouts.contracts.rollout import DEFAULT_TEST_FILES, SandboxHandle, TaskSpec
 from durable_rollouts.docker_sandbox import git_workspace
+from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
@@ -90,15 +91,20 @@ def _script(mode: str, specs: list[str]) -> str:
     return ShellScript("durable_rollouts.grading", "task_tests.sh").invocation(mode, _INDEX, _SNAPSHOT, git_workspace.BASELINE_FILE, _MARKER, *specs)
 
 
-async def record(sandboxes: DockerSandboxes, handle: SandboxHandle, specs: list[str]) -> None:
-    """Snapshot the protected paths before the diff is applied; raises ``SandboxError`` if git fails."""
-    result = await sandboxes.exec(handle, _script("record", specs), user="root", timeout_s=RESET_TIMEOUT_S)
+def record_script(specs: list[str]) -> str:
+    """Shell text that snapshots the protected paths before the diff is applied (run as root in the workdir;
+    ``check_recorded`` reads its result)."""
+    return _script("record", specs)
+
+
+def check_recorded(handle: SandboxHandle, result: ExecResult) -> None:
+    """Raises ``SandboxError`` if ``record_script`` failed."""
     if result.exit_code != 0:
         raise SandboxError(f"could not snapshot the task's tests in {handle.name}: {result.output.strip()[-2000:]}")
 
 
 async def reset(sandboxes: DockerSandboxes, handle: SandboxHandle, specs: list[str]) -> list[str]:
-    """Put the protected paths back to the snapshot ``record`` took; the paths that differed, sorted."""
+    """Put the protected paths back to the snapshot ``record_script`` took; the paths that differed, sorted."""
     result = await sandboxes.exec(handle, _script("reset", specs), user="root", timeout_s=RESET_TIMEOUT_S)
     if result.exit_code != 0:
         raise SandboxError(f"could not reset the task's tests in {handle.name}: {result.output.strip()[-2000:]}")

@@ -129,6 +129,17 @@ async def test_exec_env_reaches_the_command_verbatim(booted):
     assert result.output == value
 
 
+async def test_steps_in_one_exec_come_back_one_result_each_and_stop_at_the_first_failure(booted):
+    steps = ["printf 'no newline'; echo err >&2", "set -e; false; echo not reached", "echo never run"]
+    ok, failed = await SANDBOXES.exec_steps(booted, steps)
+    assert (ok.exit_code, ok.output) == (0, "no newlineerr\n"), "stderr joins stdout, nothing of the boundary is left"
+    assert (failed.exit_code, failed.output) == (1, ""), "a step's set -e and exit stay in its subshell; the rest do not run"
+    whoami, listing = await SANDBOXES.exec_steps(booted, ["id -un", "printf 'a\\0b\\0'; exit 0"], user="root")
+    assert (whoami.output, listing.output) == ("root\n", "a\0b\0")
+    done, cut = await SANDBOXES.exec_steps(booted, ["true", "echo begun; sleep 31", "echo never run"], timeout_s=1)
+    assert done.exit_code == 0 and cut.timed_out and cut.output.startswith("begun")
+
+
 async def test_detached_command_exit_marker_and_reattach(booted):
     env = {"GREETING": "hello 'world' $x"}
     await SANDBOXES.start_detached(booted, "job", 'echo "$GREETING"; echo oops >&2; sleep 1; exit 7', env=env)
