@@ -2,8 +2,8 @@
 
 Each worker runs from its own results folder with its own host id; the starter runs in a third folder. Every
 payload over 1 KiB goes through the bucket, so each process can only read what another wrote through Temporal's
-external storage. One host is SIGKILLed while its agents run: its rollouts start again on the other host, and the
-starter still writes every rollout with its full segments and logs.
+external storage. One host is SIGKILLed while its agents run: its rollouts start again on the other host, the
+starter still writes every rollout with its full segments and logs, and the other host reaps the dead one's sandboxes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from bench.harness.seaweed_s3 import SeaweedS3, seaweed_s3
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.payload_storage import data_converter
-from tests.local_cluster import start_dev_server
+from tests.local_cluster import containers_of_runs, start_dev_server
 from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -69,6 +69,11 @@ async def agent_queues(client: Client, workflow_id: str) -> list[str]:
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"
     ]
+
+
+async def no_containers_left(run_id: str) -> None:
+    while await containers_of_runs([run_id]):
+        await asyncio.sleep(0.5)
 
 
 async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store, slow_policy, tmp_path):
@@ -139,6 +144,8 @@ async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store,
             os.killpg(doomed.pid, signal.SIGKILL)
             slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
             exit_code = await asyncio.wait_for(starter.wait(), timeout=1800)
+            # A's sandboxes of the attempts that moved are B's to reap once their rollouts closed (every 2 s).
+            await asyncio.wait_for(no_containers_left(run_id), timeout=120)
         assert exit_code == 0
         lines = [json.loads(line) for line in out.read_text().splitlines()]
         rollouts = [sample["rollout"] for line in lines for sample in line["samples"]]

@@ -90,6 +90,12 @@ def fold(lines: list[str]) -> PythonEnvs:
 _remembered: OrderedDict[tuple[object, ...], PythonEnvs] = OrderedDict()
 
 
+def forget() -> None:
+    """Forget every remembered answer: the next grading of each key probes again (``bench.grading_calls_bench``
+    measures a worker's first grading of an image this way)."""
+    _remembered.clear()
+
+
 async def probe(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec) -> PythonEnvs:
     """The Python environments of the fresh grading sandbox ``handle`` booted for ``task``, as they are before the
     diff is applied: probed there, or remembered from a sandbox booted alike (see the module docstring)."""
