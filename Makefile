@@ -23,11 +23,11 @@ lint:
 	git ls-files -z --cached --others --exclude-standard '*.sh' | xargs -0 shellcheck
 
 # Three xdist workers on two cores (tests also wait on timers, so a third fills the CPU), each taking whole files
-# (a module's shared cluster stays on one worker), in collection order: integration modules first (docs/testing.md).
+# (a module's shared cluster stays on one worker; docs/testing.md).
 # pytest exit 5 = no tests collected: report it, but don't fail.
 test: setup
 	@$(MAKE) --no-print-directory lint
-	@.venv/bin/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests; rc=$$?; \
+	@.venv/bin/python -m pytest -q -n 3 --dist loadfile tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests"; exit 0; fi; exit $$rc
 
 # The inner loop: unit tests and Temporal's time-skipping server, nothing marked integration, over every core.

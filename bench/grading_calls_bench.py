@@ -1,13 +1,13 @@
 """Grading calls: how many Docker calls a grading makes and what they cost the host, a worker's first grading of
 an image against the ones after it.
 
-The bench grades every example task's reference patch with the library (``durable_rollouts.grading.graders.evaluate``
-over ``DockerSandboxes``, no Temporal), one grading at a time, ``--rounds`` times per variant, variants alternating
-so drift on a shared machine hits both alike:
+The bench grades the reference patch of each row of the example dataset with the library (``durable_rollouts.grading.graders.evaluate``
+over ``DockerSandboxes``, no Temporal), one grading at a time, ``--rounds`` times per task, each round one grading
+per variant back to back so drift on a shared machine hits both alike:
 
-* ``first`` (the baseline): the Python-environment probe's memory forgotten before each grading
+* ``first`` (the baseline): the Python-environment probe's memory forgotten just before
   (``python_envs.forget``), as on a worker's first grading of an image;
-* ``remembered`` (shipped, every later grading): the probe answered from memory.
+* ``remembered`` (shipped, every later grading): right after it, the probe answered from memory.
 
 Per grading it prints the engine calls (execs, archives written and read, container creates and removals: every
 call this process makes through ``DockerSandboxes``), the seconds from ``evaluate`` called to returned, the CPU of
@@ -111,12 +111,11 @@ async def main_async(rounds: int) -> dict[str, Any]:
     sandboxes = CountingSandboxes()
     run_id = uuid.uuid4().hex[:6]
     gradings = []
-    for task in tasks:  # warm-up, untimed: the image's pages in the cache, the probe remembered once
-        await grade(sandboxes, task, run_id, "remembered")
+    for task in tasks:  # warm-up, untimed: the image's pages in the cache
+        await grade(sandboxes, task, run_id, "first")
     for round_index in range(rounds):
-        order = VARIANTS if round_index % 2 == 0 else tuple(reversed(VARIANTS))
-        for variant in order:
-            for task in tasks:
+        for task in tasks:
+            for variant in VARIANTS:
                 result = await grade(sandboxes, task, run_id, variant)
                 gradings.append(result)
                 print(

@@ -38,14 +38,6 @@ PROJECT = Path(__file__).resolve().parent.parent
 WORKFLOW_LABEL = f"{LABEL_PREFIX}.workflow_id"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with integration tests run first, each module's tests in their own order: ``--dist loadfile``
-    hands modules to the workers in this order, so the quick unit modules fill the run's last minutes
-    instead of a long module starting last on one worker while the others idle."""
-    integration = {item.path for item in items if item.get_closest_marker("integration")}
-    items.sort(key=lambda item: item.path not in integration)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_sandbox_outlives_the_suite():
     """After the whole suite, no sandbox this test session created may remain (removed, then reported).
