@@ -213,8 +213,9 @@ def _patch_file(diff: str) -> list[SandboxFile]:
 async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str, three_way: ExecResult | None) -> tuple[str | None, str]:
     """Walk the apply ladder over ``PATCH_FILE`` (already written) from its first rung's result (``three_way``,
     run after ``PREPARE_APPLY``); returns (the rung that applied, "empty" or None; the rungs' output)."""
-    if not diff.strip() or three_way is None:
+    if not diff.strip():
         return "empty", "empty diff: nothing to apply"
+    assert three_way is not None, "a diff's first rung ran in the exec before the tests"
     failures: list[str] = []
     for rung, (method, command) in enumerate(APPLY_LADDER):
         result = three_way if rung == 0 else await sandboxes.exec(handle, command, user="root", timeout_s=APPLY_TIMEOUT_S)
