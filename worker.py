@@ -215,7 +215,7 @@ async def run_worker(
     activity_failure_log.install()
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io"))
     claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
-    renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
+    renderer = await asyncio.to_thread(PromptRenderer.from_folder, settings.tokenizer_dir)
     scripted: ScriptedPolicyServer | None = None
     policy_url = settings.policy_url
     if scripted_policy:

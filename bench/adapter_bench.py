@@ -87,7 +87,7 @@ VARIANTS = ("ours", "naive")
 async def policy_main(args: argparse.Namespace) -> None:
     from durable_rollouts.policy.prompt_renderer import PromptRenderer
 
-    renderer = PromptRenderer(args.tokenizer)
+    renderer = PromptRenderer.from_folder(args.tokenizer)
     end_id = renderer.end_of_turn_id
     if end_id != END_OF_TURN_ID:
         print(f"note: end-of-turn id is {end_id}, not {END_OF_TURN_ID}", file=sys.stderr)
@@ -269,7 +269,7 @@ async def adapter_main(args: argparse.Namespace) -> None:
     from durable_rollouts.policy.adapter_server import AdapterServer
     from durable_rollouts.policy.prompt_renderer import PromptRenderer
 
-    renderer = PromptRenderer(args.tokenizer)
+    renderer = PromptRenderer.from_folder(args.tokenizer)
     counters = {"turns": 0, "prompt_tokens": 0}
     threads = {"cpu_threads": args.cpu_threads} if args.cpu_threads else {}
     server = AdapterServer(renderer, **threads)

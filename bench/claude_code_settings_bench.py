@@ -113,7 +113,7 @@ async def one_run(adapter: AdapterServer, policy_url: str, variant: Variant, rep
 
 async def main_async(args: argparse.Namespace) -> int:
     binary = str(await asyncio.to_thread(find_claude_binary))
-    renderer = await asyncio.to_thread(PromptRenderer, ensure_qwen_tokenizer())
+    renderer = await asyncio.to_thread(PromptRenderer.from_folder, ensure_qwen_tokenizer())
     short_policy = ScriptedPolicyServer(renderer, "oracle")
     long_policy = ScriptedPolicyServer(renderer, "oracle", oracle_explore_turns=args.explore_turns)
     adapter = AdapterServer(renderer, spool=None)

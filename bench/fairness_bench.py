@@ -97,7 +97,7 @@ async def adapter_main(args: argparse.Namespace) -> None:
     from durable_rollouts.policy.adapter_server import MAX_BODY_BYTES, AdapterServer
     from durable_rollouts.policy.prompt_renderer import PromptRenderer
 
-    renderer = PromptRenderer(args.tokenizer)
+    renderer = PromptRenderer.from_folder(args.tokenizer)
     unfair = args.variant == "unfair"
     options: dict[str, Any] = {}
     if args.variant == "fair-1":

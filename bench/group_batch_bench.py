@@ -239,7 +239,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     prefix = f"gbench{time.strftime('%H%M%S')}{uuid.uuid4().hex[:4]}"
     task_queue, containers = f"bench-groups-{prefix}", Containers(f"bench-{prefix}")
     print(f"run {prefix}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
-    renderer = await asyncio.to_thread(PromptRenderer, ensure_qwen_tokenizer())
+    renderer = await asyncio.to_thread(PromptRenderer.from_folder, ensure_qwen_tokenizer())
     policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
     policy_url = await policy.start("127.0.0.1", 0)
     rows: list[dict[str, Any]] = []

@@ -87,7 +87,7 @@ class PlainHost:
             ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
         )
         claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
-        renderer = await asyncio.to_thread(PromptRenderer, settings.tokenizer_dir)
+        renderer = await asyncio.to_thread(PromptRenderer.from_folder, settings.tokenizer_dir)
         docker_client = await asyncio.to_thread(docker.from_env)
         network = await asyncio.to_thread(ensure_network, docker_client)
         self.adapter = AdapterServer(renderer, spool=None, finish_grace_s=settings.finish_grace_s)

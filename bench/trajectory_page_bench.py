@@ -73,7 +73,7 @@ async def open_page(browser: HeadlessChromium, path: Path, hover: bool) -> tuple
 
 async def main(args: argparse.Namespace) -> dict:
     folder = ensure_qwen_tokenizer()
-    renderer, texts = PromptRenderer(folder), TokenTexts.from_dir(folder)
+    renderer, texts = PromptRenderer.from_folder(folder), TokenTexts.from_dir(folder)
     settings = PageSettings(texts, ContractChoice("current", "bench"))
     results = {"long": long_trajectory(renderer, args.tokens), "small": long_trajectory(renderer, 22_000)}
     work = Path(tempfile.mkdtemp(prefix="page-bench-"))

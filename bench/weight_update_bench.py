@@ -189,7 +189,7 @@ def report(args: argparse.Namespace, answer_tokens: int, summary: dict[str, dict
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    renderer = await asyncio.to_thread(PromptRenderer, args.tokenizer or ensure_qwen_tokenizer())
+    renderer = await asyncio.to_thread(PromptRenderer.from_folder, args.tokenizer or ensure_qwen_tokenizer())
     words = " ".join(f"Step {i}: check the failing assertion and the value it compares." for i in range(args.tokens // 12 + 1))
     text = final_answer("I should explain the fix.", words)
     server = PacedServer(renderer, text, args.token_ms / 1000)

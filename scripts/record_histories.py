@@ -265,7 +265,7 @@ async def main(named: list[str]) -> None:
     unknown = sorted(set(wanted) - set(SCENARIOS))
     if unknown:
         raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)} (or {', '.join(GROUPS)})")
-    renderer = PromptRenderer(ensure_qwen_tokenizer())
+    renderer = PromptRenderer.from_folder(ensure_qwen_tokenizer())
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
     policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
     policy.url = await policy.start()

@@ -59,7 +59,7 @@ async def shoot_index(run_id: str, out: Path) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     out = Path(args.out)
-    renderer = PromptRenderer(ensure_qwen_tokenizer())
+    renderer = PromptRenderer.from_folder(ensure_qwen_tokenizer())
     adapter = AdapterServer(renderer, keepalive_s=0.2)
     await adapter.start()
     try:

@@ -73,7 +73,7 @@ async def screenshot(url: str, path: Path) -> None:
 
 async def main(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    renderer = PromptRenderer(ensure_qwen_tokenizer())
+    renderer = PromptRenderer.from_folder(ensure_qwen_tokenizer())
     policy = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=90.0)
     policy_url = await policy.start()
     queue = f"ui-shot-{uuid.uuid4().hex[:6]}"

@@ -130,7 +130,7 @@ def reap_prefix(sandboxes: DockerSandboxes) -> Callable[[str], Awaitable[list[st
 @pytest.fixture(scope="session")
 def renderer() -> PromptRenderer:
     """The Qwen3.6 chat-template renderer; loading the tokenizer takes about 2 s, so once per session."""
-    return PromptRenderer(ensure_qwen_tokenizer())
+    return PromptRenderer.from_folder(ensure_qwen_tokenizer())
 
 
 @pytest_asyncio.fixture

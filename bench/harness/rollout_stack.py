@@ -92,7 +92,7 @@ async def sandbox_gateway() -> str:
 
 async def oracle_policy(server_class: type[ScriptedPolicyServer] = ScriptedPolicyServer, **options: Any) -> ScriptedPolicyServer:
     """A policy server of ``server_class`` whose default policy is the oracle of the example tasks (not started)."""
-    renderer = await asyncio.to_thread(PromptRenderer, DEFAULT_TOKENIZER_DIR)
+    renderer = await asyncio.to_thread(PromptRenderer.from_folder, DEFAULT_TOKENIZER_DIR)
     return server_class(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), **options)
 
 

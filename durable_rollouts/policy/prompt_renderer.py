@@ -3,7 +3,8 @@
 Any HF tokenizer directory works (``--tokenizer PATH``, like slime's
 ``--hf-checkpoint``). Encoding goes through the Rust backend's batch call,
 which releases the GIL, so rendering in an executor thread does not stall the
-event loop that serves other sessions. Importing it turns off transformers' advisory warnings
+event loop that serves other sessions. ``PromptRenderer.from_folder`` loads a folder once per process (until its
+files change; ``durable_rollouts.folder_loads``), so workers and servers sharing a process share one. Importing it turns off transformers' advisory warnings
 (``TRANSFORMERS_NO_ADVISORY_WARNINGS``) unless the environment sets them.
 """
 
@@ -18,6 +19,8 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 from transformers import AutoTokenizer  # noqa: E402
 
+from durable_rollouts.folder_loads import load_once  # noqa: E402
+
 
 class PromptRenderer:
     def __init__(self, tokenizer_dir: str | Path):
@@ -28,6 +31,11 @@ class PromptRenderer:
         assert isinstance(end_of_turn_id, int), "one token converts to one id"
         self.end_of_turn_id = end_of_turn_id
         self.vocab_size: int = len(self.tokenizer)
+
+    @classmethod
+    def from_folder(cls, tokenizer_dir: str | Path) -> PromptRenderer:
+        """The renderer of ``tokenizer_dir``, shared by every caller in this process while its files stay put."""
+        return load_once(cls, tokenizer_dir)
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool) -> str:
         # list(tools): transformers asks for a list of dicts or callables (a list is invariant in its items).

@@ -725,7 +725,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def serve(args: argparse.Namespace) -> None:
     tokenizer_dir = args.tokenizer or await asyncio.to_thread(ensure_qwen_tokenizer)
-    renderer = await asyncio.to_thread(PromptRenderer, tokenizer_dir)
+    renderer = await asyncio.to_thread(PromptRenderer.from_folder, tokenizer_dir)
     tasks = load_oracle_tasks(args.oracle_tasks) if args.oracle_tasks else []
     server = ScriptedPolicyServer(
         renderer,

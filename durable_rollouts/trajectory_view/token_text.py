@@ -7,7 +7,8 @@ Invariants:
 * ``TokenTexts.pieces(ids)`` splits that same text over the ids: piece ``i`` holds the characters completed by
   token ``i`` (empty when token ``i`` only starts a character the next one ends), so ``"".join(pieces) == text``;
 * added tokens (``<|im_start|>``, ``<think>``, ...) read as their content; an id outside the vocabulary reads as
-  ``<|id:N|>``, never an error.
+  ``<|id:N|>``, never an error;
+* ``TokenTexts.from_dir`` loads a folder once per process while its files stay put (``durable_rollouts.folder_loads``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from durable_rollouts.folder_loads import load_once
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -51,11 +54,7 @@ class TokenTexts:
         path = Path(tokenizer_dir) / "tokenizer.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no tokenizer.json (name the policy's tokenizer folder)")
-        try:
-            from tokenizers import Tokenizer
-        except ImportError:
-            raise ImportError("reading token ids needs the tokenizers package: pip install tokenizers (or the worker extra)") from None
-        return cls(Tokenizer.from_file(str(path)))
+        return load_once(_load, path.parent)
 
     def token_id(self, content: str) -> int | None:
         """The id of the token spelled ``content``, None when the vocabulary has none."""
@@ -86,3 +85,11 @@ class TokenTexts:
         if pieces:
             pieces[-1] += decoder.decode(b"", final=True)
         return pieces
+
+
+def _load(folder: Path) -> TokenTexts:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise ImportError("reading token ids needs the tokenizers package: pip install tokenizers (or the worker extra)") from None
+    return TokenTexts(Tokenizer.from_file(str(folder / "tokenizer.json")))

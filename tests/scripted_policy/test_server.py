@@ -35,11 +35,6 @@ PATCH = """\
 """
 
 
-@pytest.fixture(scope="module")
-def renderer() -> PromptRenderer:
-    return PromptRenderer(ensure_qwen_tokenizer())
-
-
 @pytest.fixture
 async def server(renderer: PromptRenderer) -> AsyncIterator[ScriptedPolicyServer]:
     tasks = [

@@ -16,7 +16,6 @@ import aiohttp
 import pytest
 
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
-from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer, parse_args
 from durable_rollouts.scripted_policy.turn_delays import LogNormalSessionDelay, MarkedPromptDelay
 from tests.scripted_policy.generate_requests import conversation, generate_body, prompt_ids
@@ -34,11 +33,6 @@ class RecordingDelay:
     def __call__(self, prompt: str, routing_key: str | None) -> float:
         self.calls.append((prompt, routing_key))
         return self.seconds
-
-
-@pytest.fixture(scope="module")
-def renderer() -> PromptRenderer:
-    return PromptRenderer(ensure_qwen_tokenizer())
 
 
 @pytest.fixture

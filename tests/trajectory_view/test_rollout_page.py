@@ -4,8 +4,6 @@ leave the token data's script."""
 import json
 import re
 
-from tokenizers import Tokenizer
-
 from durable_rollouts.contracts.rollout import AgentRun, DiffReport, EvalResult, RolloutResult, SampledTurn, TokenSegment, TurnLog
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import Trajectory
@@ -16,11 +14,10 @@ from durable_rollouts.trajectory_view.token_text import TokenTexts
 HOSTILE = "<img src=x onerror=alert(1)></script><script>alert(2)</script><!--<script>"
 
 
-def test_hostile_text_is_escaped_everywhere_and_the_token_data_stays_json():
+def test_hostile_text_is_escaped_everywhere_and_the_token_data_stays_json(renderer):
     texts = TokenTexts.from_dir(ensure_qwen_tokenizer())
-    encode = Tokenizer.from_file(str(ensure_qwen_tokenizer() / "tokenizer.json")).encode
-    prompt = encode(f"<|im_start|>user\n{HOSTILE}<|im_end|>\n<|im_start|>assistant\n").ids
-    reply = encode(f"{HOSTILE}<|im_end|>").ids
+    prompt = renderer.encode(f"<|im_start|>user\n{HOSTILE}<|im_end|>\n<|im_start|>assistant\n")
+    reply = renderer.encode(f"{HOSTILE}<|im_end|>")
     n = len(prompt) + len(reply)
     segment = TokenSegment(
         kind="main",

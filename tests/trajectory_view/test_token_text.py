@@ -1,7 +1,6 @@
 import re
 
 import pytest
-from tokenizers import Tokenizer
 
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.trajectory_view.token_text import TokenTexts
@@ -9,10 +8,9 @@ from durable_rollouts.trajectory_view.token_text import TokenTexts
 TEXT = "<|im_start|>assistant\n<think>\nhé 你好 ünïcode 🎉\ttabs\r\n</think>\n<tool_call>{}</tool_call><|im_end|>"
 
 
-def test_pieces_split_the_decoded_text_token_by_token_and_join_back_to_it():
-    folder = ensure_qwen_tokenizer()
-    ids = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(TEXT).ids
-    texts = TokenTexts.from_dir(folder)
+def test_pieces_split_the_decoded_text_token_by_token_and_join_back_to_it(renderer):
+    ids = renderer.encode(TEXT)
+    texts = TokenTexts.from_dir(ensure_qwen_tokenizer())
     pieces = texts.pieces(ids)
     assert texts.text(ids) == TEXT and "".join(pieces) == TEXT and len(pieces) == len(ids)
     assert pieces[0] == "<|im_start|>" and "<think>" in pieces and "</think>" in pieces, "added tokens read as their content"
