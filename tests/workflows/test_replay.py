@@ -5,7 +5,9 @@ A change to a workflow's command sequence that is not guarded by
 catches it in CI. Each history is replayed against the workflow it records
 (``CodingAgentRollout``, ``DriftRepairEpisode``, ``RolloutGroup`` or ``RegradeRollout``, from its started event).
 The second test proves it would catch one: a workflow that schedules one extra
-activity first must fail to replay every recorded history. The third checks
+activity first (``unpatched_extra_step``) must fail to replay every recorded history. Each set of workflows
+replays every history in one replayer pass per module (a pass validates its workflows in the sandbox once), and
+each history's test reads its own outcome. The third checks
 the recorded result itself, so a history recorded from a broken run (a
 "solved" rollout that scored 0, an episode aborted for the wrong reason) is
 caught too. Re-record with ``python -m scripts.record_histories`` (all but ``previous_release.json``, a run of the
@@ -14,20 +16,22 @@ release before the last deprecated patches, which stays until those patches are 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult
-from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult
-from durable_rollouts.contracts.rollout import RolloutInput, RolloutResult
-from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult
+from durable_rollouts.contracts.drift_repair import EpisodeResult
+from durable_rollouts.contracts.regrade import RegradeResult
+from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollout_group import GroupResult
+from tests.workflows.unpatched_extra_step import UNPATCHED
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 from workflows.regrade_rollout import RegradeRollout
@@ -69,38 +73,6 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
-@workflow.defn(name="CodingAgentRollout")
-class RolloutWithAnUnpatchedExtraStep(CodingAgentRollout):
-    @workflow.run
-    async def run(self, rollout: RolloutInput) -> RolloutResult:
-        await workflow.execute_activity("pick_host", result_type=str, start_to_close_timeout=timedelta(seconds=10))
-        return await super().run(rollout)
-
-
-@workflow.defn(name="DriftRepairEpisode")
-class EpisodeWithAnUnpatchedExtraStep(DriftRepairEpisode):
-    @workflow.run
-    async def run(self, episode: EpisodeInput) -> EpisodeResult:
-        await workflow.execute_activity("pick_host", result_type=str, start_to_close_timeout=timedelta(seconds=10))
-        return await super().run(episode)
-
-
-@workflow.defn(name="RolloutGroup")
-class GroupWithAnUnpatchedExtraStep(RolloutGroup):
-    @workflow.run
-    async def run(self, group: GroupInput) -> GroupResult:
-        await workflow.execute_activity("pick_host", result_type=str, start_to_close_timeout=timedelta(seconds=10))
-        return await super().run(group)
-
-
-@workflow.defn(name="RegradeRollout")
-class RegradeWithAnUnpatchedExtraStep(RegradeRollout):
-    @workflow.run
-    async def run(self, regrade: RegradeInput) -> RegradeResult:
-        await workflow.execute_activity("pick_host", result_type=str, start_to_close_timeout=timedelta(seconds=10))
-        return await super().run(regrade)
-
-
 def history(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(path.stem, path.read_text())
 
@@ -123,22 +95,38 @@ async def test_the_recorded_scenarios_are_all_there():
     }
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
-async def test_recorded_history_replays_on_current_code(path):
-    replayer = Replayer(workflows=[CodingAgentRollout, DriftRepairEpisode, RolloutGroup, RegradeRollout], data_converter=pydantic_data_converter)
-    recorded = history(path)
-    assert workflow_type(recorded) in RESULT_TYPES
-    await replayer.replay_workflow(recorded)
+async def replay_failures(workflows: list[type]) -> dict[str, Exception]:
+    """Every recorded history replayed on ``workflows`` in one pass: the failures by history file name."""
+
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        for path in HISTORIES:
+            yield history(path)
+
+    names = {history(path).run_id: path.stem for path in HISTORIES}
+    results = await Replayer(workflows=workflows, data_converter=pydantic_data_converter).replay_workflows(histories(), raise_on_replay_failure=False)
+    return {names[run_id]: failure for run_id, failure in results.replay_failures.items()}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def current_code_failures() -> dict[str, Exception]:
+    return await replay_failures([CodingAgentRollout, DriftRepairEpisode, RolloutGroup, RegradeRollout])
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def unpatched_change_failures() -> dict[str, Exception]:
+    return await replay_failures(UNPATCHED)
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
-async def test_an_unpatched_change_to_the_command_sequence_is_caught(path):
-    replayer = Replayer(
-        workflows=[RolloutWithAnUnpatchedExtraStep, EpisodeWithAnUnpatchedExtraStep, GroupWithAnUnpatchedExtraStep, RegradeWithAnUnpatchedExtraStep],
-        data_converter=pydantic_data_converter,
-    )
-    with pytest.raises(workflow.NondeterminismError):
-        await replayer.replay_workflow(history(path))
+async def test_recorded_history_replays_on_current_code(path, current_code_failures):
+    assert workflow_type(history(path)) in RESULT_TYPES
+    if path.stem in current_code_failures:
+        raise current_code_failures[path.stem]
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_an_unpatched_change_to_the_command_sequence_is_caught(path, unpatched_change_failures):
+    assert isinstance(unpatched_change_failures.get(path.stem), workflow.NondeterminismError)
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
