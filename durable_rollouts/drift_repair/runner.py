@@ -68,14 +68,12 @@ def _execute(path: str) -> int:
         return 1
 
 
-def _child(path: str, stdin_path: str, stdout_path: str, stderr_path: str) -> None:
+def _child(path: str, stdin_fd: int, stdout_fd: int, stderr_fd: int) -> None:
     code = 1
     try:
         os.setpgid(0, 0)
-        for fd, name, flags in ((0, stdin_path, os.O_RDONLY), (1, stdout_path, os.O_WRONLY), (2, stderr_path, os.O_WRONLY)):
-            opened = os.open(name, flags)
-            os.dup2(opened, fd)
-            os.close(opened)
+        for fd, inherited in ((0, stdin_fd), (1, stdout_fd), (2, stderr_fd)):
+            os.dup2(inherited, fd)
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
@@ -89,31 +87,37 @@ def _child(path: str, stdin_path: str, stdout_path: str, stderr_path: str) -> No
         os._exit(code & 0xFF if code >= 0 else 1)
 
 
-def _tail(path: str) -> str:
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        size = handle.tell()
-        handle.seek(max(0, size - 4 * OUTPUT_LIMIT))
-        text = handle.read().decode("utf-8", errors="replace")
-    return text[-OUTPUT_LIMIT:]
+def _scratch_file(path: str, content: bytes = b"") -> int:
+    """A new file at ``path`` holding ``content``, open for reading and writing at offset 0."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    view = memoryview(content)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _tail(fd: int) -> str:
+    size = os.fstat(fd).st_size
+    os.lseek(fd, max(0, size - 4 * OUTPUT_LIMIT), os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")[-OUTPUT_LIMIT:]
 
 
 class _Running:
     def __init__(self, index: int, job: dict, workdir: str, timeout_s: float):
         self.index = index
         base = os.path.join(workdir, str(index))
-        self.stdin, self.stdout, self.stderr = base + ".in", base + ".out", base + ".err"
-        with open(self.stdin, "w", encoding="utf-8") as handle:
-            handle.write(job.get("stdin", ""))
-        for name in (self.stdout, self.stderr):
-            open(name, "w").close()
+        self.files = [_scratch_file(base + ".in", job.get("stdin", "").encode("utf-8")), _scratch_file(base + ".out"), _scratch_file(base + ".err")]
         sys.stdout.flush()
         sys.stderr.flush()
         self.started = time.monotonic()
         self.deadline = self.started + timeout_s
         self.pid = os.fork()
         if self.pid == 0:
-            _child(job["script"], self.stdin, self.stdout, self.stderr)
+            _child(job["script"], *self.files)
         self.pidfd = os.pidfd_open(self.pid)
         self.timed_out = False
 
@@ -128,17 +132,21 @@ class _Running:
     def reap(self) -> dict:
         _, status = os.waitpid(self.pid, 0)
         os.close(self.pidfd)
+        _, stdout, stderr = self.files
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        return {
+        result = {
             "exit_code": os.waitstatus_to_exitcode(status),
             "timed_out": self.timed_out,
-            "stdout": _tail(self.stdout),
-            "stderr": _tail(self.stderr),
+            "stdout": _tail(stdout),
+            "stderr": _tail(stderr),
             "duration_s": round(time.monotonic() - self.started, 4),
         }
+        for fd in self.files:
+            os.close(fd)
+        return result
 
 
 def run_jobs(jobs: list[dict], timeout_s: float, parallel: int = 4) -> list[dict]:
