@@ -106,7 +106,7 @@ class ContainerFiles(DockerAccess):
         archive = _tar(files)
 
         def put() -> bool:
-            return self.client.containers.get(handle.container_id).put_archive("/", archive)
+            return bool(self.client.api.put_archive(handle.container_id, "/", archive))
 
         if not await asyncio.to_thread(put):
             raise SandboxError(f"could not write {', '.join(file.path for file in files)}")
@@ -120,7 +120,7 @@ class ContainerFiles(DockerAccess):
 
         def get() -> T:
             try:
-                chunks, _ = self.client.containers.get(handle.container_id).get_archive(path)
+                chunks, _ = self.client.api.get_archive(handle.container_id, path)
             except docker.errors.NotFound as error:
                 raise FileNotFoundError(f"{path} in {handle.name}: {error.explanation}") from None
             return read(chunks)

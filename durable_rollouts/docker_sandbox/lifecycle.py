@@ -309,7 +309,7 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
 
     def _remove(self, container_id: str) -> None:
         try:
-            self.client.containers.get(container_id).remove(force=True)
+            self.client.api.remove_container(container_id, force=True)
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as error:
