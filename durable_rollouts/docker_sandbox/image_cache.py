@@ -52,8 +52,11 @@ class ImageCache:
         self._held: set[str] = set()
 
     def refresh(self) -> None:
-        """List the engine's image tags (blocking): what ``holds`` starts from."""
-        self._held = {name for image in self._client().images.list() for tag in image.tags if (name := _canonical(tag))}
+        """List the engine's image tags (blocking): what ``holds`` starts from. One listing call, which carries
+        the tags: an image removed while it runs is simply not listed (the high-level list inspects each image
+        after listing, and one removed in between failed the whole refresh)."""
+        listed = self._client().api.images()
+        self._held = {name for image in listed for tag in image.get("RepoTags") or () if (name := _canonical(tag))}
 
     def holds(self, image: str) -> bool:
         """Whether the engine holds ``image``, under any spelling of its name (``image_refs.canonical``)."""
