@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import json
 import statistics
 import time
@@ -30,44 +29,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.harness.call_counts import CountingSandboxes
 from bench.harness.procfs import machine_busy_s, total_cpu_s
 from bench.harness.rollout_stack import docker_daemon_pids, example_rows
-from durable_rollouts.contracts.rollout import EvalRequest, SandboxHandle, TaskSpec
-from durable_rollouts.docker_sandbox.commands import ExecResult
-from durable_rollouts.docker_sandbox.files import SandboxFile
+from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
-from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, python_envs
 
 VARIANTS = ("first", "remembered")
-
-
-class CountingSandboxes(DockerSandboxes):
-    """``DockerSandboxes`` counting the Docker calls made through it, by kind."""
-
-    def __init__(self) -> None:
-        super().__init__(SandboxSettings(lifetime_s=900))
-        self.calls: collections.Counter[str] = collections.Counter()
-
-    async def exec_in(self, *args: Any, **kwargs: Any) -> ExecResult:
-        self.calls["exec"] += 1
-        return await super().exec_in(*args, **kwargs)
-
-    async def write_files(self, handle: SandboxHandle, files: list[SandboxFile]) -> None:
-        self.calls["archive written"] += 1
-        await super().write_files(handle, files)
-
-    async def _read_archive(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["archive read"] += 1
-        return await super()._read_archive(*args, **kwargs)
-
-    def _create_container(self, *args: Any, **kwargs: Any) -> tuple[str, str]:
-        self.calls["create"] += 1
-        return super()._create_container(*args, **kwargs)
-
-    def _remove(self, container_id: str) -> None:
-        self.calls["remove"] += 1
-        super()._remove(container_id)
 
 
 async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, variant: str) -> dict[str, Any]:
@@ -108,7 +77,7 @@ def summary(gradings: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 async def main_async(rounds: int) -> dict[str, Any]:
     tasks = [row.task for row in example_rows() if row.task.grader is not None]
-    sandboxes = CountingSandboxes()
+    sandboxes = CountingSandboxes(SandboxSettings(lifetime_s=900))
     run_id = uuid.uuid4().hex[:6]
     gradings = []
     for task in tasks:  # warm-up, untimed: the image's pages in the cache

@@ -4,13 +4,14 @@ see), and the guard's reports, read in one round trip."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
+from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.contracts.rollout import SandboxRequest, TaskSpec
-from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
-from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import python_envs, run_guard
 from durable_rollouts.grading.python_envs import PythonEnvs
 
@@ -20,46 +21,39 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 VENDOR_ON_PATH = 'mkdir -p vendor && echo "$PWD/vendor" > "$(python3 -c \'import sysconfig; print(sysconfig.get_paths()["purelib"])\')/zz_vendor.pth"'
 
 
-class CountingSandboxes(DockerSandboxes):
-    """Counts the commands it runs."""
-
-    def __init__(self) -> None:
-        super().__init__(SandboxSettings(lifetime_s=600))
-        self.commands = 0
-
-    async def exec(self, *args, **kwargs) -> ExecResult:  # noqa: A003 - the sandbox's verb
-        self.commands += 1
-        return await super().exec(*args, **kwargs)
+def counting_sandboxes() -> CountingSandboxes:
+    return CountingSandboxes(SandboxSettings(lifetime_s=600))
 
 
-async def probed(sandboxes: CountingSandboxes, task: TaskSpec, workflow_id: str) -> tuple[PythonEnvs, int]:
-    """The probe's answer in a fresh grading sandbox of ``task``, and how many commands the probe ran there."""
+async def probed(sandboxes: CountingSandboxes, task: TaskSpec, workflow_id: str) -> tuple[PythonEnvs, Counter[str]]:
+    """The probe's answer in a fresh grading sandbox of ``task``, and the engine calls the probe made there."""
     handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=0, purpose="grading"))
     try:
-        before = sandboxes.commands
+        before = sandboxes.calls.copy()
         envs = await python_envs.probe(sandboxes, handle, task)
-        return envs, sandboxes.commands - before
+        return envs, sandboxes.calls - before
     finally:
         await sandboxes.destroy(handle)
 
 
 async def test_a_probe_is_remembered_for_sandboxes_booted_alike_and_asked_again_when_the_set_up_differs(prefix, tasks):
-    sandboxes = CountingSandboxes()
+    sandboxes = counting_sandboxes()
     task = tasks["calc-eval-cmd"].model_copy(update={"pre_commands": ["true"]})
-    first, first_commands = await probed(sandboxes, task, f"{prefix}-first")
-    again, again_commands = await probed(sandboxes, task, f"{prefix}-again")
+    first, first_calls = await probed(sandboxes, task, f"{prefix}-first")
+    again, again_calls = await probed(sandboxes, task, f"{prefix}-again")
     assert first.found and "." in first.import_roots and "vendor" not in first.import_roots
-    assert (first_commands, again_commands) == (1, 0), "the second sandbox of the same image and set-up is answered from memory"
+    assert first_calls == Counter({"archive written": 1, "exec": 1}), "the probe script written, then run"
+    assert again_calls == Counter(), "the second sandbox of the same image and set-up is answered from memory"
     assert again == first
 
     vendored = task.model_copy(update={"pre_commands": [VENDOR_ON_PATH]})
-    changed, changed_commands = await probed(sandboxes, vendored, f"{prefix}-vendored")
-    assert changed_commands == 1, "another set-up is probed afresh"
+    changed, changed_calls = await probed(sandboxes, vendored, f"{prefix}-vendored")
+    assert changed_calls == first_calls, "another set-up is probed afresh"
     assert "vendor" in changed.import_roots, "the .pth file the set-up wrote puts vendor/ among the import roots"
 
 
 async def test_reports_are_the_xml_files_directly_in_the_report_directory_and_too_many_is_a_problem(prefix, tasks):
-    sandboxes = CountingSandboxes()
+    sandboxes = counting_sandboxes()
     task = tasks["calc-eval-cmd"]
     handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-reports", attempt=0, purpose="grading"))
     try:
