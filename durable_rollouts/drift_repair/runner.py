@@ -22,11 +22,18 @@ Invariants (each job behaves like ``python3 PATH < stdin``):
 * a job still running at ``timeout_s`` has its process group killed:
   ``timed_out`` true and ``exit_code`` -9; a signal gives ``-signum``;
 * at most ``parallel`` jobs run at once; outputs keep their last
-  ``OUTPUT_LIMIT`` characters.
+  ``OUTPUT_LIMIT`` characters;
+* before forking, the runner imports the standard-library modules drift
+  scripts commonly use (``PRELOADED``, each skipped if this Python lacks it),
+  so a job finds them loaded, as it finds the modules the runner itself uses:
+  the same modules a fresh import would give (each job's folder holds only its
+  script, so nothing of the job's own is shadowed), without importing them
+  again in every job.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -36,6 +43,27 @@ import tempfile
 import time
 
 OUTPUT_LIMIT = 16384
+PRELOADED = (
+    "calendar",
+    "collections",
+    "configparser",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "heapq",
+    "itertools",
+    "math",
+    "operator",
+    "re",
+    "statistics",
+    "string",
+    "textwrap",
+    "traceback",
+)
 
 
 def _exit_code_of(exit: SystemExit) -> int:
@@ -171,8 +199,17 @@ def run_jobs(jobs: list[dict], timeout_s: float, parallel: int = 4) -> list[dict
     return [result for result in results if result is not None]
 
 
+def _preload() -> None:
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def main(argv: list[str]) -> int:
     jobs_path, results_path = argv
+    _preload()
     with open(jobs_path, encoding="utf-8") as handle:
         spec = json.load(handle)
     results = run_jobs(spec["jobs"], float(spec.get("timeout_s", 5.0)), int(spec.get("parallel", 4)))
