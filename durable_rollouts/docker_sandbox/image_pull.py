@@ -150,6 +150,7 @@ class ImagePuller:
         """Pull ``image`` (joining a pull of it in flight), waiting at most ``timeout_s``; ``on_progress`` hears
         each change of its progress (on the event loop)."""
         pull = self._inflight.get(image)
+        started = pull is None
         if pull is None:
             pull = self._inflight[image] = _Pull(image)
             pull.task = asyncio.create_task(self._run(pull, timeout_s))
@@ -158,7 +159,12 @@ class ImagePuller:
         if on_progress is not None:
             pull.listeners.add(on_progress)
         try:
-            await asyncio.wait_for(asyncio.shield(pull.task), timeout_s)
+            if started:
+                # The pull's budget is this caller's: it ends, leaving the in-flight table, before this caller
+                # hears of it, so a pull asked for right after its timeout starts afresh instead of joining it.
+                await asyncio.shield(pull.task)
+            else:
+                await asyncio.wait_for(asyncio.shield(pull.task), timeout_s)
         except TimeoutError:
             raise _timed_out(pull, timeout_s) from None
         finally:
