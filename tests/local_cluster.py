@@ -75,3 +75,9 @@ async def containers_of_runs(run_ids: list[str]) -> list[str]:
         for c in await DockerSandboxes().list_managed()
         if any(f"-{run_id}-" in c.labels.get(f"{container_layout.LABEL_PREFIX}.workflow_id", "") for run_id in run_ids)
     ]
+
+
+async def until_no_containers_of(run_id: str) -> None:
+    """Return once no managed container of ``run_id`` is left (a worker's reaper removes those of closed runs)."""
+    while await containers_of_runs([run_id]):
+        await asyncio.sleep(0.5)

@@ -25,7 +25,7 @@ from bench.harness.seaweed_s3 import SeaweedS3, seaweed_s3
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.payload_storage import data_converter
-from tests.local_cluster import containers_of_runs, start_dev_server
+from tests.local_cluster import start_dev_server, until_no_containers_of
 from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -69,11 +69,6 @@ async def agent_queues(client: Client, workflow_id: str) -> list[str]:
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"
     ]
-
-
-async def no_containers_left(run_id: str) -> None:
-    while await containers_of_runs([run_id]):
-        await asyncio.sleep(0.5)
 
 
 async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store, slow_policy, tmp_path):
@@ -145,7 +140,7 @@ async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store,
             slow_policy.delay_s = AFTER_DISRUPTION_TURN_S
             exit_code = await asyncio.wait_for(starter.wait(), timeout=1800)
             # A's sandboxes of the attempts that moved are B's to reap once their rollouts closed (every 2 s).
-            await asyncio.wait_for(no_containers_left(run_id), timeout=120)
+            await asyncio.wait_for(until_no_containers_of(run_id), timeout=120)
         assert exit_code == 0
         lines = [json.loads(line) for line in out.read_text().splitlines()]
         rollouts = [sample["rollout"] for line in lines for sample in line["samples"]]

@@ -20,6 +20,7 @@ from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, run_rollouts, workflow_id_for
+from tests.local_cluster import until_no_containers_of
 from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
@@ -44,7 +45,14 @@ async def test_a_restart_is_waited_out_and_a_longer_outage_fails_cleanly_then_a_
     task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
     server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
     queue, run_id = f"restart-{uuid.uuid4().hex[:6]}", f"rs{uuid.uuid4().hex[:6]}"
-    env = {"ROLLOUT_POLICY_URL": slow_policy.url, "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": str(tmp_path / "results")}
+    # The reaper sweeps every 2 s: a sandbox orphaned by the outage (a boot whose completion the dead server never
+    # heard, booted again on retry) is removed once its rollout closed, before the worker stops.
+    env = {
+        "ROLLOUT_POLICY_URL": slow_policy.url,
+        "ROLLOUT_TASK_QUEUE": queue,
+        "ROLLOUT_RESULTS_DIR": str(tmp_path / "results"),
+        "ROLLOUT_REAP_INTERVAL_S": "2",
+    }
     batch = [rollout_input(task, sample, 0, PolicySpec(), BUDGETS) for sample in range(3)]
     await server.start()
     try:
@@ -67,5 +75,6 @@ async def test_a_restart_is_waited_out_and_a_longer_outage_fails_cleanly_then_a_
             await server.start()
             (collected,) = await run_rollouts(client, batch[2:], run_id, task_queue=queue)
             assert (collected.status, collected.reward, collected.workflow_id) == ("completed", 1.0, failed.workflow_id)
+            await asyncio.wait_for(until_no_containers_of(run_id), timeout=120)
     finally:
         await server.stop()
