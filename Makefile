@@ -5,7 +5,7 @@
 help:
 	@echo "make setup             venv, Claude Code, tokenizer, Docker engine + base image (idempotent)"
 	@echo "make lint              ruff check, ruff format --check, mypy, shellcheck (needs the venv)"
-	@echo "make test              setup, then lint, then pytest over two xdist workers by file"
+	@echo "make test              setup, then lint, then pytest over three xdist workers by file"
 	@echo "make test-fast         the tests that need no Docker, no Claude Code and no dev server (the venv must exist)"
 	@echo "make docs              the documentation site, built strictly into site/ (the venv must exist)"
 	@echo "make demo ARGS='...'   setup, then starter.py demo ARGS"
