@@ -72,6 +72,7 @@ from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
 from durable_rollouts.grading import grading_summary
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR
+from durable_rollouts.process_exit import leave
 from durable_rollouts.slime_samples.options import sample_options
 from durable_rollouts.slime_samples.registry import contract_in_force
 from durable_rollouts.trainer_client import regrade_runs, rollout_pages, rollout_queries
@@ -499,19 +500,12 @@ def main() -> None:
     try:
         code = asyncio.run(main_async(args))
     except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable) as error:
-        print(f"starter: {error}", file=sys.stderr)
-        sys.exit(1)
+        leave(1, f"starter: {error}")
     except (KeyboardInterrupt, asyncio.CancelledError):
         # SIGINT or SIGTERM: the main task was cancelled and every context it opened (the embedded dev server and
         # worker included) has closed; a re-run with the same --run-id attaches to what kept running on a server.
-        print("starter: stopped", file=sys.stderr, flush=True)
-        os._exit(130)
-    # Every resource is closed by now. Skip interpreter finalization: the Temporal
-    # client's Rust threads can abort it (temporalio/sdk-python#300), which would
-    # turn a finished command into exit -6.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        leave(130, "starter: stopped")
+    leave(code)
 
 
 if __name__ == "__main__":

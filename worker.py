@@ -92,6 +92,7 @@ from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.host_metrics import HostMetrics
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.session_spool import SessionSpool
+from durable_rollouts.process_exit import leave
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import OracleTask, ScriptedPolicyServer
 from durable_rollouts.slime_samples.registry import contract_in_force
@@ -357,13 +358,8 @@ def main() -> None:
     try:
         asyncio.run(serve())
     except (ClaudeTarballError, FileNotFoundError, MetricsAddressError, PayloadStoreUnusable, TemporalUnreachable) as error:
-        sys.exit(f"worker: {error}")
-    # Stopped cleanly. Skip interpreter finalization, which the Temporal client's
-    # Rust threads can abort (temporalio/sdk-python#300).
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        leave(1, f"worker: {error}")
+    leave(0)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from durable_rollouts.paths import PROJECT_ROOT
 LIBRARY = "durable_rollouts"
 # Bottom first: a subpackage may import subpackages of its own layer or a lower one.
 LAYERS = [
-    {"contracts", "paths", "meters", "folder_loads"},
+    {"contracts", "paths", "meters", "folder_loads", "process_exit"},
     {"policy", "docker_sandbox", "task_sources"},
     {"config", "grading", "claude_code", "drift_repair", "slime_samples"},
     {"scripted_policy", "trajectory_view"},
