@@ -32,7 +32,8 @@ from bench.harness.seaweed_s3 import seaweed_s3
 from bench.harness.synthetic_results import rollout_result, trajectory_segment
 from durable_rollouts.config.payload_store import PayloadFolderSettings
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
-from durable_rollouts.trainer_client.payload_storage import CappedS3Driver, FolderDriver, data_converter
+from durable_rollouts.trainer_client.payload_storage import FolderDriver, data_converter
+from durable_rollouts.trainer_client.s3_payloads import CappedS3Driver
 
 
 async def measure(driver: StorageDriver, payloads: list, rounds: int) -> dict[str, float]:

@@ -9,6 +9,9 @@ the SDK's ``temporalio.contrib.aws.s3driver`` keeps it, so hosts share nothing b
 the bucket; in the folder ``FolderDriver`` keeps it, one file per distinct payload named by its SHA-256, which
 only processes on the same machine see. A payload over ``max_bytes`` is refused with a non-retryable
 ``PayloadTooLarge`` error naming its size, in either store.
+
+Importing this module does not import boto (about 0.3 s of every worker, starter and drop-in start): the
+bucket's driver and check live in ``s3_payloads``, imported the first time a bucket store is used.
 """
 
 from __future__ import annotations
@@ -19,15 +22,10 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import aioboto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
-from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
@@ -40,9 +38,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from durable_rollouts.config.payload_store import (
-    BUCKET_ENV,
     FOLDER_ENV,
-    KEY_ENVS,
     MAX_ENV,
     PayloadFolderSettings,
     PayloadStorageSettings,
@@ -52,50 +48,10 @@ from durable_rollouts.config.payload_store import (
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 # The failure type of a payload over the cap: raised by the data converter itself, under every activity face.
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
-# The driver's calls retry a passing fault a few times; an outage longer than that fails the
-# activity, and its retry policy retries it with backoff.
-_DRIVER_RETRIES = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60)
-# The start-up check fails fast: one line, exit 1.
-_CHECK_RETRIES = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=5, read_timeout=10)
 
 
 class PayloadStoreUnusable(Exception):
     """The bucket cannot be used; the message is one line naming the setting to fix."""
-
-
-def _client_kwargs(store: PayloadStoreSettings, config: Config) -> dict:
-    return {
-        "endpoint_url": store.endpoint_url,
-        "region_name": store.region,
-        "aws_access_key_id": store.access_key_id,
-        "aws_secret_access_key": store.secret_access_key,
-        "config": config,
-    }
-
-
-class _ClientPerCall(S3StorageDriverClient):
-    """An aioboto3 client opened for each call, so the converter is a plain value: no client to close,
-    usable on whichever event loop the process runs."""
-
-    def __init__(self, store: PayloadStoreSettings) -> None:
-        self._session = aioboto3.Session()
-        self._kwargs = _client_kwargs(store, _DRIVER_RETRIES)
-        self._region = store.region
-
-    def describe(self) -> Mapping[str, str]:
-        return {"client_region": self._region}
-
-    async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
-        async with self._session.client("s3", **self._kwargs) as s3:
-            await new_aioboto3_client(s3).put_object(bucket=bucket, key=key, data=data)
-
-    async def object_exists(self, *, bucket: str, key: str) -> bool:
-        async with self._session.client("s3", **self._kwargs) as s3:
-            return await new_aioboto3_client(s3).object_exists(bucket=bucket, key=key)
-
-    async def get_object(self, *, bucket: str, key: str) -> bytes:
-        async with self._session.client("s3", **self._kwargs) as s3:
-            return await new_aioboto3_client(s3).get_object(bucket=bucket, key=key)
 
 
 def refuse_oversized(payloads: Sequence[Payload], store: PayloadStorageSettings) -> None:
@@ -106,24 +62,6 @@ def refuse_oversized(payloads: Sequence[Payload], store: PayloadStorageSettings)
         if size > store.max_bytes:
             too_large = f"payload of {size} bytes ({size / (1 << 20):.1f} MiB) is over {MAX_ENV}={store.max_bytes} of {store.where}"
             raise ApplicationError(too_large, type=PAYLOAD_TOO_LARGE, non_retryable=True)
-
-
-class CappedS3Driver(S3StorageDriver):
-    """The SDK's S3 driver, refusing a payload over ``max_bytes`` (``refuse_oversized``)."""
-
-    def __init__(self, store: PayloadStoreSettings) -> None:
-        super().__init__(client=_ClientPerCall(store), bucket=store.bucket, max_payload_size=store.max_bytes)
-        self._store = store
-
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        refuse_oversized(payloads, self._store)
-        return await super().store(context, payloads)
-
-    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        try:
-            return await super().retrieve(context, claims)
-        except (RuntimeError, ValueError) as error:  # the SDK's message names bucket and key
-            raise PayloadUnreadable(str(error)) from error
 
 
 class PayloadUnreadable(Exception):
@@ -181,7 +119,13 @@ class FolderDriver(StorageDriver):
 
 def data_converter(store: PayloadStorageSettings) -> DataConverter:
     """The pydantic converter with external storage on ``store``: the bucket, or the payload folder."""
-    driver = CappedS3Driver(store) if isinstance(store, PayloadStoreSettings) else FolderDriver(store)
+    driver: StorageDriver
+    if isinstance(store, PayloadStoreSettings):
+        from durable_rollouts.trainer_client.s3_payloads import CappedS3Driver
+
+        driver = CappedS3Driver(store)
+    else:
+        driver = FolderDriver(store)
     return dataclasses.replace(
         pydantic_data_converter,
         external_storage=ExternalStorage(drivers=[driver], payload_size_threshold=store.threshold_bytes),
@@ -198,23 +142,9 @@ async def check_payload_store(store: PayloadStorageSettings) -> None:
         except OSError as error:
             raise PayloadStoreUnusable(f"{FOLDER_ENV}: cannot write {store.where} ({error.strerror or error})") from None
         return
-    async with aioboto3.Session().client("s3", **_client_kwargs(store, _CHECK_RETRIES)) as s3:
-        try:
-            await s3.head_bucket(Bucket=store.bucket)
-        except ClientError as error:
-            code = str(error.response.get("Error", {}).get("Code", ""))
-            if code in ("404", "NoSuchBucket"):
-                raise PayloadStoreUnusable(f"{BUCKET_ENV}: no bucket {store.bucket!r} at {store.endpoint_url or 'AWS S3'}") from None
-            if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-                keys = " / ".join(KEY_ENVS) if store.access_key_id else f"{' / '.join(KEY_ENVS)} (unset: boto's default chain)"
-                raise PayloadStoreUnusable(f"{keys}: {store.where} refused the credentials ({code})") from None
-            raise PayloadStoreUnusable(f"{BUCKET_ENV}: {store.where} answered {code or error}") from None
-        except NoCredentialsError:
-            raise PayloadStoreUnusable(
-                f"{' / '.join(KEY_ENVS)}: unset, and boto's default chain (profile, instance role) found no credentials"
-            ) from None
-        except BotoCoreError as error:
-            raise PayloadStoreUnusable(f"{store.endpoint_env}: cannot reach the payload store ({error})") from None
+    from durable_rollouts.trainer_client.s3_payloads import check_bucket
+
+    await check_bucket(store)
 
 
 def _check_folder(root: Path) -> None:
