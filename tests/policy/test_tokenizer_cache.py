@@ -1,4 +1,5 @@
-"""The cached tokenizer folder declares its added tokens in its config, and that changes nothing it encodes."""
+"""The cached tokenizer folder declares its added tokens in its config, that changes nothing it encodes, and a
+folder outside the project's cache is never written."""
 
 from __future__ import annotations
 
@@ -7,26 +8,38 @@ import shutil
 
 from transformers import AutoTokenizer
 
-from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from durable_rollouts.policy.tokenizer_cache import declare_added_tokens, ensure_qwen_tokenizer
 
 TEXT = "<|im_start|>user\nfix <think> the bug<|im_end|>\n<|endoftext|><tool_call>{}</tool_call>"
 
 
-def test_a_folder_without_declared_added_tokens_gets_them_and_encodes_the_same(tmp_path):
-    cached = ensure_qwen_tokenizer()
+def _undeclared_copy(cached, folder):
     config = json.loads((cached / "tokenizer_config.json").read_text())
     declared = config.pop("added_tokens_decoder")
-    assert {token["content"] for token in declared.values()} >= {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
-
-    folder = tmp_path / "tokenizer"
     shutil.copytree(cached, folder)
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return declared
+
+
+def test_declaring_the_added_tokens_changes_nothing_the_tokenizer_encodes(tmp_path):
+    cached = ensure_qwen_tokenizer()
+    folder = tmp_path / "tokenizer"
+    declared = _undeclared_copy(cached, folder)
+    assert {token["content"] for token in declared.values()} >= {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
     undeclared = AutoTokenizer.from_pretrained(str(folder))
 
-    assert ensure_qwen_tokenizer(folder) == folder
+    declare_added_tokens(folder)
     assert json.loads((folder / "tokenizer_config.json").read_text())["added_tokens_decoder"] == declared
     assert sorted(path.name for path in folder.iterdir()) == sorted(path.name for path in cached.iterdir())
     completed = AutoTokenizer.from_pretrained(str(folder))
     assert completed.encode(TEXT) == undeclared.encode(TEXT)
     assert completed.added_tokens_decoder == undeclared.added_tokens_decoder
     assert (completed.eos_token, completed.pad_token) == (undeclared.eos_token, undeclared.pad_token) == ("<|im_end|>", "<|endoftext|>")
+
+
+def test_a_tokenizer_folder_outside_the_cache_is_left_as_it_is(tmp_path):
+    folder = tmp_path / "policy-tokenizer"
+    _undeclared_copy(ensure_qwen_tokenizer(), folder)
+    before = (folder / "tokenizer_config.json").read_bytes()
+    assert ensure_qwen_tokenizer(folder) == folder
+    assert (folder / "tokenizer_config.json").read_bytes() == before
