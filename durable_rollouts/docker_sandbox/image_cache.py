@@ -52,9 +52,9 @@ class ImageCache:
         self._held: set[str] = set()
 
     def refresh(self) -> None:
-        """List the engine's image tags (blocking): what ``holds`` starts from. One listing call, which carries
-        the tags: an image removed while it runs is simply not listed (the high-level list inspects each image
-        after listing, and one removed in between failed the whole refresh)."""
+        """List the engine's image tags (blocking): what ``holds`` starts from. One listing call that carries the
+        tags and inspects nothing, so an image removed meanwhile (another worker's cache, an operator) is absent
+        from the listing, never an error."""
         listed = self._client().api.images()
         self._held = {name for image in listed for tag in image.get("RepoTags") or () if (name := _canonical(tag))}
 
