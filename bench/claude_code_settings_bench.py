@@ -98,7 +98,7 @@ async def one_run(adapter: AdapterServer, policy_url: str, variant: Variant, rep
         proc = await asyncio.create_subprocess_exec(
             *claude_code_argv(binary, settings),
             cwd=repo,
-            env={"PATH": os.environ["PATH"], **env},
+            env={"PATH": os.environ["PATH"], "CLAUDE_CODE_TMPDIR": home, **env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

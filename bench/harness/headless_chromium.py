@@ -1,8 +1,8 @@
 """Debian's Chromium, headless, driven over the DevTools protocol (a websocket, ``aiohttp``): open a page, run
 script in it, move the mouse, take a screenshot, count what it asked of the network.
 
-Invariants: one browser per ``HeadlessChromium`` block, with a profile folder of its own removed at exit and
-the process killed with it; ``open`` waits for the page's load event; every request the page makes other than
+Invariants: one browser per ``HeadlessChromium`` block, with a profile folder of its own (also its ``TMPDIR``, where
+Chromium keeps its singleton socket) removed at exit and the browser's process group killed with it; ``open`` waits for the page's load event; every request the page makes other than
 ``file:`` and ``data:`` URLs is kept in ``network_requests``, so a test can assert a page fetched nothing.
 """
 
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
+import os
 import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -56,12 +59,15 @@ class HeadlessChromium:
         if binary is None:
             raise ChromiumMissing("chromium not found on PATH: make setup installs Debian's chromium")
         self._profile = tempfile.mkdtemp(prefix="rollout-chromium-")
+        scratch = Path(self._profile, "tmp")
+        scratch.mkdir()
         self._process = await asyncio.create_subprocess_exec(
             binary,
             *FLAGS,
             f"--user-data-dir={self._profile}",
             f"--window-size={self.width},{self.height}",
             "about:blank",
+            env={**os.environ, "TMPDIR": str(scratch)},
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -88,7 +94,8 @@ class HeadlessChromium:
         if self._http is not None:
             await self._http.close()
         if self._process is not None and self._process.returncode is None:
-            self._process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
             await self._process.wait()
         shutil.rmtree(self._profile, ignore_errors=True)
 

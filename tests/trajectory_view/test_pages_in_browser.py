@@ -5,6 +5,9 @@ anything."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from bench.harness.headless_chromium import HeadlessChromium
@@ -13,6 +16,7 @@ from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, Grou
 from durable_rollouts.policy.trajectory_packing import read_trajectory
 from durable_rollouts.trajectory_view.run_report import RunReport, render_run_report
 from tests.trajectory_view.captured_pages import captured_result, captured_session, write_captured_page
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -142,3 +146,20 @@ async def test_a_run_index_plots_its_groups_and_links_every_rollout(adapter, ren
         assert "cut" in await browser.evaluate("document.getElementById('group-1').textContent")
         dots = await browser.evaluate("document.querySelectorAll('svg.chart circle').length")
         assert dots == 2 and browser.network_requests == []
+
+
+async def test_the_browser_keeps_its_files_in_its_own_folder_and_leaves_nothing_behind():
+    async with HeadlessChromium() as browser:
+        profile = Path(browser._profile)
+        assert list(profile.glob("tmp/org.chromium.Chromium.*")), "Chromium's singleton folder is under the profile, not the machine's /tmp"
+        group = browser._process.pid
+    assert not profile.exists()
+    await until(lambda: not group_alive(group))
+
+
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
