@@ -11,15 +11,16 @@ Invariants:
   (``SandboxHandle.disk_baseline_bytes``); files in the workdir, ``/tmp`` and
   the agent's home all count;
 * Docker computes that size by walking the layer's files (a chowned repository
-  is all in the layer), so it is asked rarely. The watch starts from the boot's
-  exact size (usage 0) and reads the container's written bytes from the host's
-  ``/proc`` (``write_counter``, a bound that never under-counts a ``write``):
-  the usage is at most the last exact size plus what was written since. Only
+  is all in the layer), so it is asked rarely. The watch reads the container's
+  written bytes from the host's ``/proc`` (``write_counter``, a bound that
+  never under-counts a ``write``), then takes one exact size at once: what was
+  written before the watch started (the harness's files, the grader's patch, a
+  job started just before the watch, a resumed attempt's whole run so far)
+  counts from its first moment. From then on the usage is at most the last
+  exact size plus what was written since that size's counter reading. Only
   when that bound passes the budget, or ``EXACT_INTERVAL_S`` after the last
   exact size (to catch ``fallocate`` and sparse files, which the counter does
-  not see), is Docker asked. What was written between the boot and the watch's
-  start (the harness's own files, the grader's patch) shows at the first exact
-  size;
+  not see), is Docker asked again;
 * the bound is read every ``TICK_S``, sooner as it nears the budget (the time
   a ``FAST_WRITER_BPS`` writer takes to fill the headroom, at least
   ``MIN_TICK_S``), so a writer overshoots by about what it writes in
@@ -143,6 +144,7 @@ class DiskWatch:
             await self._poll()
             return
         written = counter.read()
+        await self._sample()
         exact_at = calm_until = time.monotonic()
         while not self.exceeded:
             now = time.monotonic()

@@ -24,6 +24,7 @@ from durable_rollouts.docker_sandbox import container_layout, detached, disk_wat
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from tests.waiting import HANG_GUARD_S, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -326,17 +327,35 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task, 
 
 
 async def test_the_disk_watch_asks_docker_for_the_layer_size_only_when_the_written_bytes_could_pass_the_budget(prefix, calc_task):
-    """The watch starts from the boot's exact size and reads the container's written bytes: writes well under the
-    budget cost no exact size; a rewrite of the same file that adds up past it costs one, which finds the layer under it."""
+    """The watch takes one exact size as it starts, then reads the container's written bytes: writes well under the
+    budget cost no further exact size; a rewrite of the same file that adds up past it costs one, which finds the
+    layer under it."""
     handle = await fresh(prefix, calc_task, "disk-counter")
     try:
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=24 << 20) as watch:
+            await until(lambda: watch.exact_samples == 1)
             await SANDBOXES.exec(handle, "head -c 8000000 /dev/zero > small.bin")
             await asyncio.sleep(3 * disk_watch.TICK_S)
-            assert watch.exact_samples == 0
+            assert watch.exact_samples == 1
             await SANDBOXES.exec(handle, "for i in 1 2 3 4; do head -c 8000000 /dev/zero > small.bin; sync; done")
             await asyncio.sleep(3 * disk_watch.TICK_S)
-            assert watch.exact_samples >= 1 and not watch.exceeded and watch.used < 24 << 20
+            assert watch.exact_samples >= 2 and not watch.exceeded and watch.used < 24 << 20
+    finally:
+        await SANDBOXES.destroy(handle)
+
+
+async def test_what_was_written_before_the_disk_watch_started_counts_from_its_first_moment(prefix, calc_task, monkeypatch):
+    """A job can write past the budget before its watch reads the written-bytes counter (a grader starts its tests,
+    then its watch; a loaded engine answers the watch's first calls late; a resumed attempt watches a run already
+    under way): the counter's origin then already holds those bytes, so only an exact size can see them, and
+    the watch takes one as it starts rather than ``EXACT_INTERVAL_S`` later."""
+    monkeypatch.setattr(disk_watch, "EXACT_INTERVAL_S", 3600.0)
+    handle = await fresh(prefix, calc_task, "disk-before")
+    try:
+        await SANDBOXES.exec(handle, "head -c 32000000 /dev/zero > fill.bin")
+        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=8 << 20) as watch:
+            assert await asyncio.wait_for(watch.first(asyncio.Event().wait()), HANG_GUARD_S) is None
+            assert watch.exceeded and watch.exact_samples == 1 and watch.used >= 32_000_000
     finally:
         await SANDBOXES.destroy(handle)
 
