@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from durable_rollouts.contracts.rollout import SandboxHandle
 from durable_rollouts.docker_sandbox import git_workspace
-from durable_rollouts.docker_sandbox.commands import ContainerCommands
+from durable_rollouts.docker_sandbox.commands import ContainerCommands, ExecResult
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER, uid_of
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.files import ContainerFiles, SandboxFile
@@ -29,6 +29,9 @@ _LAUNCH = ShellScript("durable_rollouts.docker_sandbox", "sandbox_launch.sh")
 _STATUS = ShellScript("durable_rollouts.docker_sandbox", "sandbox_status.sh")
 _WAIT = ShellScript("durable_rollouts.docker_sandbox", "sandbox_wait.sh")
 _KILL = ShellScript("durable_rollouts.docker_sandbox", "sandbox_kill.sh")
+_RUN = ShellScript("durable_rollouts.docker_sandbox", "sandbox_run.sh")
+# The launch script waits at most this long for the runner to record its pid.
+LAUNCH_S = 10.0
 
 
 class DetachedStatus(BaseModel):
@@ -55,17 +58,33 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         script over ``MAX_SCRIPT_BYTES`` is staged by an archive first (two round trips). ``cmd`` is an
         exec argument, so it holds no secret (those go in ``env``).
         """
-        _checked_name(name)
-        argv = ["bash", "-c", _LAUNCH.text, "launch", HARNESS_DIR, name, _RUNNER.text]
-        if len(cmd.encode()) <= MAX_SCRIPT_BYTES:
-            argv.append(cmd)
-        else:
-            await self.write_files(handle, [SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid_of(user), 0o755)])
-        result = await self.exec_in(handle.container_id, argv, user=user, cwd=handle.workdir, timeout_s=30, env=env)
-        if result.exit_code == 5:
-            raise SandboxError(f"detached command {name} already started in {handle.name}")
+        argv = await self._launch_argv(handle, _checked_name(name), cmd, user)
+        result = await self.exec_in(
+            handle.container_id, ["bash", "-c", _LAUNCH.text, "launch", *argv], user=user, cwd=handle.workdir, timeout_s=30, env=env
+        )
         if result.exit_code != 0:
-            raise SandboxError(f"could not start {name} in {handle.name}: {result.output.strip()}")
+            raise _launch_failed(handle, name, result.exit_code, result.output)
+
+    async def run_detached(
+        self, handle: SandboxHandle, name: str, cmd: str, timeout_s: float, *, user: str = AGENT_USER, env: dict[str, str] | None = None
+    ) -> int | None:
+        """``start_detached`` then ``wait_detached`` in one round trip: ``cmd``'s exit code, or None once
+        ``timeout_s`` has passed (the command keeps running: stop it with ``kill_detached``). Raises as
+        ``start_detached`` does; cancelling the awaiting task is as for ``wait_detached``."""
+        argv = await self._launch_argv(handle, _checked_name(name), cmd, user)
+        script = ["bash", "-c", _RUN.text, "run", _LAUNCH.text, _WAIT.text, *argv]
+        result = await self.exec_in(handle.container_id, script, user=user, cwd=handle.workdir, timeout_s=timeout_s + LAUNCH_S, env=env)
+        if result.exit_code > 100 and not result.timed_out:
+            raise _launch_failed(handle, name, result.exit_code - 100, result.output)
+        return _waited(handle, name, result)
+
+    async def _launch_argv(self, handle: SandboxHandle, name: str, cmd: str, user: str) -> list[str]:
+        """The launch script's arguments for ``cmd``: the script inline, or staged by an archive when it is too long."""
+        argv = [HARNESS_DIR, name, _RUNNER.text]
+        if len(cmd.encode()) <= MAX_SCRIPT_BYTES:
+            return [*argv, cmd]
+        await self.write_files(handle, [SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid_of(user), 0o755)])
+        return argv
 
     async def detached_status(self, handle: SandboxHandle, name: str) -> DetachedStatus:
         result = await self.run_script(handle, _STATUS, HARNESS_DIR, _checked_name(name))
@@ -84,16 +103,27 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         best done in slices.
         """
         result = await self.run_script(handle, _WAIT, HARNESS_DIR, _checked_name(name), timeout_s=timeout_s)
-        if result.timed_out:
-            return None
-        if result.exit_code == 3:
-            raise SandboxError(f"detached command {name} was never started in {handle.name}")
-        if result.exit_code == 4:
-            raise SandboxError(f"detached command {name} in {handle.name} lost its runner before exiting")
-        if result.exit_code != 0 or not result.output.strip().lstrip("-").isdigit():
-            raise SandboxError(f"waiting for {name} in {handle.name} was interrupted: {result.output.strip()[:200]!r}")
-        return int(result.output.strip())
+        return _waited(handle, name, result)
 
     async def kill_detached(self, handle: SandboxHandle, name: str) -> None:
         """TERM the command's process group, KILL it after 5 s; the runner then records 143 or 137."""
         await self.run_script(handle, _KILL, HARNESS_DIR, _checked_name(name))
+
+
+def _launch_failed(handle: SandboxHandle, name: str, code: int, output: str) -> SandboxError:
+    if code == 5:
+        return SandboxError(f"detached command {name} already started in {handle.name}")
+    return SandboxError(f"could not start {name} in {handle.name}: {output.strip()}")
+
+
+def _waited(handle: SandboxHandle, name: str, result: ExecResult) -> int | None:
+    """The exit code a run of the wait script printed; None when it timed out."""
+    if result.timed_out:
+        return None
+    if result.exit_code == 3:
+        raise SandboxError(f"detached command {name} was never started in {handle.name}")
+    if result.exit_code == 4:
+        raise SandboxError(f"detached command {name} in {handle.name} lost its runner before exiting")
+    if result.exit_code != 0 or not result.output.strip().lstrip("-").isdigit():
+        raise SandboxError(f"waiting for {name} in {handle.name} was interrupted: {result.output.strip()[:200]!r}")
+    return int(result.output.strip())

@@ -244,9 +244,8 @@ async def _run_grader(
     """Run the grading command detached as root after the guard's prelude: its exit code and "", or None and why
     it was killed (its timeout, or the sandbox's disk budget: the task's tests run the agent's code, which may
     fill the disk)."""
-    await sandboxes.start_detached(handle, GRADE_JOB, guard.prelude + command, user="root", env=env)
     async with DiskWatch(sandboxes, handle, bounds.disk_bytes) as disk:
-        code = await disk.first(sandboxes.wait_detached(handle, GRADE_JOB, bounds.timeout_s))
+        code = await disk.first(sandboxes.run_detached(handle, GRADE_JOB, guard.prelude + command, bounds.timeout_s, user="root", env=env))
     if code is not None:
         return code, ""
     await sandboxes.kill_detached(handle, GRADE_JOB)

@@ -173,6 +173,20 @@ async def test_detached_wait_timeout_kill_and_cancel(booted):
     assert await SANDBOXES.detached_status(booted, "nothing") == detached.DetachedStatus(started=False, running=False)
 
 
+async def test_run_detached_starts_and_waits_in_one_exec_and_its_timeout_leaves_the_command_running(booted):
+    """One round trip for a start and its wait (a grader's tests); when the wait times out, the exec's ``timeout``
+    takes neither the command nor its runner, so ``kill_detached`` still ends it with an exit marker."""
+    env = {"GREETING": "hi"}
+    assert await SANDBOXES.run_detached(booted, "run-job", 'echo "$GREETING"; exit 9', timeout_s=30, env=env) == 9
+    assert await SANDBOXES.read_file(booted, f"{git_workspace.HARNESS_DIR}/run-job.out", 100) == b"hi\n"
+    with pytest.raises(errors.SandboxError, match="already started"):
+        await SANDBOXES.run_detached(booted, "run-job", "true", timeout_s=30)
+    assert await SANDBOXES.run_detached(booted, "run-sleeper", "sleep 300", timeout_s=0.5) is None
+    assert (await SANDBOXES.detached_status(booted, "run-sleeper")).running
+    await SANDBOXES.kill_detached(booted, "run-sleeper")
+    assert await SANDBOXES.wait_detached(booted, "run-sleeper", timeout_s=10) == 143, "the runner outlived the exec's timeout"
+
+
 async def test_a_wait_wakes_on_the_runners_fifo_and_falls_back_to_polling_without_it(booted):
     """The runner's FIFO wakes a waiter blocked before the command ended; a waiter whose FIFO is gone polls, with the
     same answers; while it waits, a FIFO waiter forks nothing (its bash has no child)."""
