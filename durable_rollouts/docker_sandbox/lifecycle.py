@@ -38,6 +38,7 @@ from docker.types import Mount
 from pydantic import BaseModel
 
 from durable_rollouts.contracts.rollout import SandboxHandle, SandboxRequest, TaskSpec
+from durable_rollouts.docker_sandbox import workspace_diff
 from durable_rollouts.docker_sandbox.container_layout import (
     AGENT_HOME,
     AGENT_UID,
@@ -63,6 +64,7 @@ from durable_rollouts.docker_sandbox.workspace_diff import WorkspaceDiff
 PREPARE_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
 PREPARE_TIMEOUT_S = 900.0
 _PREPARE = ShellScript("durable_rollouts.docker_sandbox", "sandbox_prepare.sh")
+_PREPARE_FAILED = 85
 
 
 class ManagedContainer(BaseModel):
@@ -217,35 +219,28 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             raise
 
     async def _prepare_workspace(self, handle: SandboxHandle, request: SandboxRequest) -> None:
+        """The workspace set-up and the set-up steps with the baseline: two execs in an agent sandbox (the steps
+        run as ``agent``), one in a grading sandbox (both as root: the prepare script becomes the steps' exec)."""
         task = request.task
         agent = request.purpose == "agent"
         owned = self.owns_workdir(request)
         user = AGENT_USER if owned else "root"
-        setup = await self.exec_in(
-            handle.container_id,
-            [
-                "bash",
-                "-c",
-                _PREPARE.text,
-                "prepare",
-                task.workdir,
-                HARNESS_DIR,
-                AGENT_USER,
-                str(AGENT_UID),
-                AGENT_HOME,
-                SWEBENCH_TESTBED_BIN,
-                str(int(owned)),
-            ],
-            user="root",
-            cwd="/",
-            timeout_s=PREPARE_TIMEOUT_S,
-        )
-        if setup.exit_code != 0:
-            raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
         steps = [(f"pre_commands[{index}]", command) for index, command in enumerate(task.pre_commands)]
         if task.swepro is not None and task.swepro.before_repo_set_cmd:
             steps.insert(0, ("before_repo_set_cmd", task.swepro.before_repo_set_cmd))
-        await self.record_baseline(handle, user, steps, PREPARE_TIMEOUT_S)
+        prepare = ["bash", "-c", _PREPARE.text, "prepare", task.workdir, HARNESS_DIR, AGENT_USER, str(AGENT_UID), AGENT_HOME, SWEBENCH_TESTBED_BIN]
+        prepare.append(str(int(owned)))
+        if user == "root":
+            then, limit = workspace_diff.baseline_command(steps, PREPARE_TIMEOUT_S)
+            result = await self.exec_in(handle.container_id, [*prepare, *then], user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S + limit)
+            if result.exit_code == _PREPARE_FAILED:
+                raise SandboxError(f"workspace setup failed in {handle.name}: {result.output.strip()[-2000:]}")
+            workspace_diff.check_baseline(handle, steps, result)
+        else:
+            setup = await self.exec_in(handle.container_id, prepare, user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S)
+            if setup.exit_code != 0:
+                raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
+            await self.record_baseline(handle, user, steps, PREPARE_TIMEOUT_S)
         if agent:
             await self.write_files(
                 handle,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from durable_rollouts.contracts.rollout import CapturedDiff, DiffReport, OmittedFile, SandboxHandle
 from durable_rollouts.docker_sandbox import git_workspace
-from durable_rollouts.docker_sandbox.commands import ContainerCommands
+from durable_rollouts.docker_sandbox.commands import ContainerCommands, ExecResult
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.files import ContainerFiles
@@ -79,29 +79,34 @@ class WorkspaceDiff(ContainerCommands, ContainerFiles):
         ``bash -lc`` under ``set -e`` for at most ``step_timeout_s``; the first that fails raises ``SandboxError``
         naming its label, and nothing after it runs. A workdir in no git repository is made one first (``git
         init``, everything committed once as the baseline)."""
-        limit = step_timeout_s * len(steps) + SNAPSHOT_TIMEOUT_S
-        result = await self.exec_in(
-            handle.container_id,
-            [
-                "bash",
-                "-c",
-                _SETUP_STEPS.text,
-                _SETUP_STEPS.name,
-                f"{step_timeout_s:g}",
-                str(len(steps)),
-                *(command for _, command in steps),
-                git_workspace.SNAPSHOT_SCRIPT.text,
-                *git_workspace.snapshot_args(),
-            ],
-            user=user,
-            cwd=handle.workdir,
-            timeout_s=limit,
-        )
-        failed = _FAILED_STEP.search(result.output) if result.exit_code == _STEP_FAILED else None
-        if failed is not None:
-            label, command = steps[int(failed.group(1))]
-            why = "timed out" if failed.group(2) == "timed out" else f"exit {failed.group(3)}"
-            raise SandboxError(f"{label} failed ({why}): {command[:300]!r}\n{result.output[: failed.start()][-2000:]}")
-        if result.exit_code != 0:
-            why = " (timed out)" if result.timed_out else ""
-            raise SandboxError(f"could not snapshot the workspace of {handle.name}{why}: {result.output.strip()[-2000:]}")
+        argv, limit = baseline_command(steps, step_timeout_s)
+        result = await self.exec_in(handle.container_id, argv, user=user, cwd=handle.workdir, timeout_s=limit)
+        check_baseline(handle, steps, result)
+
+
+def baseline_command(steps: Sequence[tuple[str, str]], step_timeout_s: float) -> tuple[list[str], float]:
+    """The argv that runs ``record_baseline``'s steps and snapshot in the workdir, and the time it may take."""
+    argv = [
+        "bash",
+        "-c",
+        _SETUP_STEPS.text,
+        _SETUP_STEPS.name,
+        f"{step_timeout_s:g}",
+        str(len(steps)),
+        *(command for _, command in steps),
+        git_workspace.SNAPSHOT_SCRIPT.text,
+        *git_workspace.snapshot_args(),
+    ]
+    return argv, step_timeout_s * len(steps) + SNAPSHOT_TIMEOUT_S
+
+
+def check_baseline(handle: SandboxHandle, steps: Sequence[tuple[str, str]], result: ExecResult) -> None:
+    """Raise ``SandboxError`` naming the failed step (label, why, what it printed) or the failed snapshot."""
+    failed = _FAILED_STEP.search(result.output) if result.exit_code == _STEP_FAILED else None
+    if failed is not None:
+        label, command = steps[int(failed.group(1))]
+        why = "timed out" if failed.group(2) == "timed out" else f"exit {failed.group(3)}"
+        raise SandboxError(f"{label} failed ({why}): {command[:300]!r}\n{result.output[: failed.start()][-2000:]}")
+    if result.exit_code != 0:
+        why = " (timed out)" if result.timed_out else ""
+        raise SandboxError(f"could not snapshot the workspace of {handle.name}{why}: {result.output.strip()[-2000:]}")

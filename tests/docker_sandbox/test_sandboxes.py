@@ -18,9 +18,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import sandbox as sandbox_faces
+from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
 from durable_rollouts.contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxRequest, TaskSpec
-from durable_rollouts.docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, workspace_diff
+from durable_rollouts.docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, lifecycle, workspace_diff
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -392,6 +393,33 @@ async def test_failing_pre_command_removes_the_container(prefix, calc_task):
     assert str(caught.value).endswith("\nabout to fail\n"), "set -e stops at the failing line"
     left = [c for c in await SANDBOXES.list_managed() if c.labels.get(WORKFLOW_LABEL) == f"{prefix}-prefail"]
     assert left == []
+
+
+async def test_a_grading_sandbox_prepares_and_records_its_baseline_in_one_exec_and_reports_either_failure(prefix, calc_task, monkeypatch):
+    """A grading sandbox runs everything as root, so its workspace set-up becomes the set-up steps' exec: one exec
+    for both, a failure of either still reported as its own (the set-up's, or the step's by its label), and the
+    container removed."""
+
+    async def boot(task: TaskSpec, name: str) -> SandboxHandle:
+        return await SANDBOXES.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-{name}", attempt=0, purpose="grading"))
+
+    stepped = calc_task.model_copy(update={"pre_commands": ["echo one > one.txt"]})
+    counting = CountingSandboxes(SandboxSettings(lifetime_s=600))
+    handle = await counting.boot(SandboxRequest(task=stepped, workflow_id=f"{prefix}-grading-boot", attempt=0, purpose="grading"))
+    try:
+        assert counting.calls["exec"] == 1
+        assert (await SANDBOXES.exec(handle, "cat one.txt", user="root")).output == "one\n"
+        assert (await SANDBOXES.capture_diff(handle)).diff == "", "the step ran before the baseline was recorded"
+    finally:
+        await SANDBOXES.destroy(handle)
+    with monkeypatch.context() as patched, pytest.raises(errors.SandboxError, match="workspace setup failed in .*/proc/no-home"):
+        patched.setattr(lifecycle, "AGENT_HOME", "/proc/no-home")
+        await boot(calc_task, "grading-missing")
+    failing = calc_task.model_copy(update={"pre_commands": ["true", "echo about to fail; exit 3"]})
+    with pytest.raises(errors.SandboxError, match=r"pre_commands\[1\] failed \(exit 3\)"):
+        await boot(failing, "grading-failing")
+    names = {f"{prefix}-grading-missing", f"{prefix}-grading-failing"}
+    assert [c.name for c in await SANDBOXES.list_managed() if c.labels.get(WORKFLOW_LABEL) in names] == []
 
 
 async def test_a_set_up_step_past_its_time_is_reported_by_its_label_and_stops_the_rest(prefix, calc_task):
