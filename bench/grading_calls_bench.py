@@ -5,14 +5,16 @@ The bench grades the reference patch of each row of the example dataset with the
 over ``DockerSandboxes``, no Temporal), one grading at a time, ``--rounds`` times per task, each round one grading
 per variant back to back so drift on a shared machine hits both alike:
 
-* ``first`` (the baseline): the Python-environment probe's memory forgotten just before
+* ``first`` (a baseline): the Python-environment probe's memory forgotten just before
   (``python_envs.forget``), as on a worker's first grading of an image;
-* ``remembered`` (shipped, every later grading): right after it, the probe answered from memory.
+* ``split`` (a baseline): the probe remembered, but the grading sandbox's workspace set-up and its set-up steps
+  in two execs, and the grader's start and its wait in two, as before 2026-12-07 (``SplitCalls``);
+* ``remembered`` (shipped, every later grading): the probe answered from memory, one exec for each pair.
 
 Per grading it prints the engine calls (execs, archives written and read, container creates and removals: every
 call this process makes through ``DockerSandboxes``), the seconds from ``evaluate`` called to returned, the CPU of
 dockerd + containerd, and the machine's busy CPU (containers, shims and ``runc`` included), medians per variant,
-and the ratio first / remembered. Every grading must solve its task. No thresholds. From the repository root
+and the ratio of each baseline to remembered. Every grading must solve its task. No thresholds. From the repository root
 (about 3 minutes with the defaults)::
 
     flock /tmp/bench.lock .venv/bin/python -m bench.grading_calls_bench [--rounds 3] [--json out.json]
@@ -32,15 +34,41 @@ from typing import Any
 from bench.harness.call_counts import CountingSandboxes
 from bench.harness.procfs import machine_busy_s, total_cpu_s
 from bench.harness.rollout_stack import docker_daemon_pids, example_rows
-from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
+from durable_rollouts.contracts.rollout import EvalRequest, SandboxHandle, TaskSpec
+from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.grading import graders, python_envs
 
-VARIANTS = ("first", "remembered")
+VARIANTS = ("first", "split", "remembered")
+
+
+class SplitCalls(CountingSandboxes):
+    """Gradings as they were before 2026-12-07: a grader started by one exec and waited for by another, and the
+    grading sandbox's workspace set-up exec'd apart from the set-up steps it now hands over to."""
+
+    async def run_detached(
+        self, handle: SandboxHandle, name: str, cmd: str, timeout_s: float, *, user: str = "agent", env: dict[str, str] | None = None
+    ) -> int | None:
+        await self.start_detached(handle, name, cmd, user=user, env=env)
+        return await self.wait_detached(handle, name, timeout_s)
+
+    async def exec_in(self, container_id: str, argv: list[str], **kwargs: Any) -> ExecResult:
+        if argv[3:4] != ["prepare"] or len(argv) <= PREPARE_ARGV:
+            return await super().exec_in(container_id, argv, **kwargs)
+        setup = await super().exec_in(container_id, argv[:PREPARE_ARGV], **kwargs)
+        if setup.exit_code != 0:
+            return setup
+        workdir = argv[4]
+        return await super().exec_in(container_id, argv[PREPARE_ARGV:], **{**kwargs, "cwd": workdir})
+
+
+# ``bash -c <prepare script> prepare`` and its seven arguments; what follows is the command it hands over to.
+PREPARE_ARGV = 11
 
 
 async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, variant: str) -> dict[str, Any]:
-    """One grading of ``task``'s reference patch under ``variant``: its calls, seconds and CPU."""
+    """One grading of ``task``'s reference patch under ``variant`` (``sandboxes`` is that variant's): its calls,
+    seconds and CPU."""
     if variant == "first":
         python_envs.forget()
     daemons = docker_daemon_pids()
@@ -77,15 +105,17 @@ def summary(gradings: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 async def main_async(rounds: int) -> dict[str, Any]:
     tasks = [row.task for row in example_rows() if row.task.grader is not None]
-    sandboxes = CountingSandboxes(SandboxSettings(lifetime_s=900))
+    settings = SandboxSettings(lifetime_s=900)
+    shipped = CountingSandboxes(settings)
+    sandboxes = {"first": shipped, "split": SplitCalls(settings), "remembered": shipped}
     run_id = uuid.uuid4().hex[:6]
     gradings = []
     for task in tasks:  # warm-up, untimed: the image's pages in the cache
-        await grade(sandboxes, task, run_id, "first")
+        await grade(shipped, task, run_id, "first")
     for round_index in range(rounds):
         for task in tasks:
             for variant in VARIANTS:
-                result = await grade(sandboxes, task, run_id, variant)
+                result = await grade(sandboxes[variant], task, run_id, variant)
                 gradings.append(result)
                 print(
                     f"round {round_index + 1} {variant:10s} {task.instance_id:28s} {sum(result['calls'].values()):3d} calls"
@@ -98,9 +128,13 @@ def print_report(report: dict[str, Any]) -> None:
     medians = report["summary"]
     print(f"\nmedian per grading over {len(report['tasks'])} tasks x {report['rounds']} rounds")
     for measure in medians["first"]:
-        first, remembered = medians["first"][measure], medians["remembered"].get(measure, 0.0)
-        ratio = f"{first / remembered:5.2f}x" if remembered else "   - "
-        print(f"  {measure:24s} first {first:7.2f}  remembered {remembered:7.2f}  first / remembered {ratio}")
+        remembered = medians["remembered"].get(measure, 0.0)
+        cells = []
+        for baseline in ("first", "split"):
+            value = medians[baseline].get(measure, 0.0)
+            ratio = f"{value / remembered:5.2f}x" if remembered else "   - "
+            cells.append(f"{baseline} {value:7.2f} ({ratio})")
+        print(f"  {measure:24s} {'  '.join(cells)}  remembered {remembered:7.2f}")
 
 
 def main() -> None:
