@@ -37,6 +37,8 @@ _EXEC_SLACK_S = 15.0
 # nothing more after the first step that fails.
 _STEPS = 'b=$1; shift; for step; do (eval "$step") 2>&1; rc=$?; printf \'\\n%s %d\\n\' "$b" "$rc"; [ "$rc" -eq 0 ] || exit 0; done'
 _TIMEOUT_EXIT_CODES = (124, 137)
+# A value this long or shorter can be one exec argument: the kernel allows 128 KiB an argument (MAX_ARG_STRLEN).
+MAX_ARGUMENT_BYTES = 120 * 1024
 
 
 class ExecResult(BaseModel):

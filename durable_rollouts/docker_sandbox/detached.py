@@ -13,15 +13,13 @@ from pydantic import BaseModel
 
 from durable_rollouts.contracts.rollout import SandboxHandle
 from durable_rollouts.docker_sandbox import git_workspace
-from durable_rollouts.docker_sandbox.commands import ContainerCommands, ExecResult
+from durable_rollouts.docker_sandbox.commands import MAX_ARGUMENT_BYTES, ContainerCommands, ExecResult
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER, uid_of
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.files import ContainerFiles, SandboxFile
 from durable_rollouts.docker_sandbox.git_workspace import HARNESS_DIR
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
-# A script this long or shorter is an exec argument: the kernel allows 128 KiB an argument (MAX_ARG_STRLEN).
-MAX_SCRIPT_BYTES = 120 * 1024
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # The detached-command scripts take the harness directory and the name as $1 and $2.
 _RUNNER = ShellScript("durable_rollouts.docker_sandbox", "sandbox_runner.sh")
@@ -55,7 +53,7 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         Starting an already-started name raises ``SandboxError`` (re-attach with ``wait_detached``
         instead) and leaves the running command's files alone. One Docker round trip: the exec that
         checks the name writes the script and the runner (its arguments) and launches the runner; a
-        script over ``MAX_SCRIPT_BYTES`` is staged by an archive first (two round trips). ``cmd`` is an
+        script over ``MAX_ARGUMENT_BYTES`` is staged by an archive first (two round trips). ``cmd`` is an
         exec argument, so it holds no secret (those go in ``env``).
         """
         argv = await self._launch_argv(handle, _checked_name(name), cmd, user)
@@ -81,7 +79,7 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
     async def _launch_argv(self, handle: SandboxHandle, name: str, cmd: str, user: str) -> list[str]:
         """The launch script's arguments for ``cmd``: the script inline, or staged by an archive when it is too long."""
         argv = [HARNESS_DIR, name, _RUNNER.text]
-        if len(cmd.encode()) <= MAX_SCRIPT_BYTES:
+        if len(cmd.encode()) <= MAX_ARGUMENT_BYTES:
             return [*argv, cmd]
         await self.write_files(handle, [SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid_of(user), 0o755)])
         return argv

@@ -1,4 +1,5 @@
-"""Files into and out of a container: ``put_archive`` of an in-memory tar, ``get_archive`` streamed; nothing is shell-quoted."""
+"""Files into and out of a container: ``put_archive`` of an in-memory tar, ``get_archive`` streamed; or, for a root
+exec about to run anyway, small files written by that exec from its arguments (``files_step``)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from typing import TypeVar
 import docker.errors
 
 from durable_rollouts.contracts.rollout import SandboxHandle
-from durable_rollouts.docker_sandbox.commands import DockerAccess
+from durable_rollouts.docker_sandbox.commands import MAX_ARGUMENT_BYTES, DockerAccess
 from durable_rollouts.docker_sandbox.errors import SandboxError
+from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
 T = TypeVar("T")
+_WRITE = ShellScript("durable_rollouts.docker_sandbox", "sandbox_write_files.sh")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,23 @@ def _tar(files: Iterable[SandboxFile]) -> bytes:
             info.uid = info.gid = file.uid
             archive.addfile(info, io.BytesIO(payload))
     return buffer.getvalue()
+
+
+def files_step(files: Iterable[SandboxFile]) -> str | None:
+    """Shell text that writes ``files`` as ``write_files`` does (owner, group, mode, missing parents), to run as the
+    first step of a root exec (``exec_steps``) instead of an archive of its own; None when it would not fit in one
+    exec argument (``MAX_ARGUMENT_BYTES``) or a file is not text a shell can hold (not UTF-8, or a NUL byte)."""
+    args: list[str] = []
+    for file in files:
+        try:
+            text = file.data.decode() if isinstance(file.data, bytes) else file.data
+        except UnicodeDecodeError:
+            return None
+        if "\0" in text:
+            return None
+        args += [file.path, str(file.uid), f"{file.mode:o}", text]
+    step = _WRITE.invocation(*args)
+    return step if len(step.encode()) <= MAX_ARGUMENT_BYTES else None
 
 
 class _ChunkStream(io.RawIOBase):

@@ -85,7 +85,8 @@ from durable_rollouts.contracts.rollout import (
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
-from durable_rollouts.docker_sandbox.files import SandboxFile
+from durable_rollouts.docker_sandbox.errors import SandboxError
+from durable_rollouts.docker_sandbox.files import SandboxFile, files_step
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 from durable_rollouts.grading import harbor_verifier, probe_verdicts, python_envs, run_guard, shadowing, swebench, tamper_checks, task_tests
@@ -293,16 +294,9 @@ def _swepro_outcome(raw: str, spec: SweProSpec) -> tuple[bool, frozenset[str], i
 
 
 async def _grade_swepro(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, spec: SweProSpec, scripts: tuple[str, str], bounds: GraderBounds, guard: Guard, method: str
+    sandboxes: DockerSandboxes, handle: SandboxHandle, spec: SweProSpec, bounds: GraderBounds, guard: Guard, method: str
 ) -> _GraderRun:
-    run_script, parser_script = scripts
-    await sandboxes.write_files(
-        handle,
-        [
-            SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755),
-            SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script),
-        ],
-    )
+    """Run the row's scripts (written with the diff: ``_Scripts.files``) and judge ``result.json``."""
     env = {"SWEPRO_TEST_FILES": ",".join(spec.selected_test_files)}
     code, killed = await _run_grader(sandboxes, handle, SWEPRO_COMMAND, env, bounds, guard)
     stdout = await read_log(sandboxes, handle, f"{SWEPRO_DIR}/stdout.log")
@@ -326,9 +320,9 @@ async def _grade_swepro(
 
 
 async def _grade_swebench(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, script: str, bounds: GraderBounds, guard: Guard, method: str
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, bounds: GraderBounds, guard: Guard, method: str
 ) -> _GraderRun:
-    await sandboxes.write_file(handle, SWEBENCH_SCRIPT, script, mode=0o755)
+    """Run the SWE-bench eval script (written with the diff: ``_Scripts.files``) and judge its log."""
     code, killed = await _run_grader(sandboxes, handle, f"exec 2>&1\nbash {SWEBENCH_SCRIPT}", {}, bounds, guard)
     log = await read_log(sandboxes, handle, git_workspace.detached_output(GRADE_JOB))
     whole = f"[grader swebench: eval log]\n{log}"
@@ -390,6 +384,16 @@ class _Scripts:
     swepro: tuple[str, str] | None = None
     swebench: str | None = None
 
+    def files(self) -> list[SandboxFile]:
+        """The scripts as the graders run them, written with the diff (no agent code has run by then)."""
+        written = []
+        if self.swepro is not None:
+            run_script, parser_script = self.swepro
+            written += [SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755), SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script)]
+        if self.swebench is not None:
+            written.append(SandboxFile(SWEBENCH_SCRIPT, self.swebench, mode=0o755))
+        return written
+
 
 async def _grade(
     sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, guard: Guard, bounds: GraderBounds, method: str, scripts: _Scripts
@@ -401,9 +405,9 @@ async def _grade(
         return _GraderRun(result, output, Claims(solved=result.solved))
     if scripts.swepro is not None:
         assert task.swepro is not None, "scripts.swepro is read from it"
-        return await _grade_swepro(sandboxes, handle, task.swepro, scripts.swepro, bounds, guard, method)
+        return await _grade_swepro(sandboxes, handle, task.swepro, bounds, guard, method)
     if scripts.swebench is not None:
-        return await _grade_swebench(sandboxes, handle, task, scripts.swebench, bounds, guard, method)
+        return await _grade_swebench(sandboxes, handle, task, bounds, guard, method)
     return await _grade_eval_cmd(sandboxes, handle, task, bounds, guard, method)
 
 
@@ -437,13 +441,22 @@ async def evaluate(
         flip: ProbeFlip | str | None = await probe_verdicts.flip_of(sandboxes, handle, task) if task.probe is not None else None
         envs = await python_envs.probe(sandboxes, handle, task)
         guard, guard_files = run_guard.prepare(envs, handle.workdir)
-        if files := [*_patch_file(request.diff), *guard_files]:
+        files = [*_patch_file(request.diff), *guard_files, *scripts.files()]
+        written = files_step(files) if files else None
+        if files and written is None:
             await sandboxes.write_files(handle, files)
-        # One exec: the import roots' entries before the diff; with a diff, then the tests' snapshot, the
-        # ladder's first rung and the entries after it, stopping at the first that fails.
+        # One exec: the files (when small enough to be its argument), the import roots' entries before the diff;
+        # with a diff, then the tests' snapshot, the ladder's first rung and the entries after it, stopping at the
+        # first that fails.
         listing = shadowing.listing(envs)
         applying = [task_tests.record_script(protected), PREPARE_APPLY + APPLY_LADDER[0][1], listing] if request.diff.strip() else []
-        steps = await sandboxes.exec_steps(handle, [listing, *applying], user="root", timeout_s=BEFORE_TESTS_TIMEOUT_S)
+        steps = await sandboxes.exec_steps(
+            handle, [*([written] if written else []), listing, *applying], user="root", timeout_s=BEFORE_TESTS_TIMEOUT_S
+        )
+        if written is not None:
+            if steps[0].exit_code != 0:
+                raise SandboxError(f"could not write {', '.join(file.path for file in files)} in {handle.name}: {steps[0].output.strip()[-2000:]}")
+            steps = steps[1:]
         before = shadowing.entries_from(handle, steps[0])
         if applying:
             task_tests.check_recorded(handle, steps[1])

@@ -21,7 +21,8 @@ from activities import sandbox as sandbox_faces
 from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
 from durable_rollouts.contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxRequest, TaskSpec
-from durable_rollouts.docker_sandbox import container_layout, detached, disk_watch, errors, git_workspace, lifecycle, workspace_diff
+from durable_rollouts.docker_sandbox import commands, container_layout, detached, disk_watch, errors, git_workspace, lifecycle, workspace_diff
+from durable_rollouts.docker_sandbox import files as files_module
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -206,16 +207,39 @@ async def test_a_wait_wakes_on_the_runners_fifo_and_falls_back_to_polling_withou
 
 
 async def test_a_script_too_long_for_an_argument_is_staged_by_archive_and_runs_the_same(booted):
-    """Over ``MAX_SCRIPT_BYTES`` the script cannot be an exec argument (the kernel allows 128 KiB one): it is staged
+    """Over ``MAX_ARGUMENT_BYTES`` the script cannot be an exec argument (the kernel allows 128 KiB one): it is staged
     as a file first, and runs as a short one does."""
     padding = "# " + "x" * 1000 + "\n"
-    script = padding * (detached.MAX_SCRIPT_BYTES // len(padding) + 8) + "echo long script ran; exit 6\n"
-    assert len(script.encode()) > detached.MAX_SCRIPT_BYTES
+    script = padding * (commands.MAX_ARGUMENT_BYTES // len(padding) + 8) + "echo long script ran; exit 6\n"
+    assert len(script.encode()) > commands.MAX_ARGUMENT_BYTES
     await SANDBOXES.start_detached(booted, "long-script", script)
     assert await SANDBOXES.wait_detached(booted, "long-script", timeout_s=60) == 6
     assert await SANDBOXES.read_file(booted, f"{git_workspace.HARNESS_DIR}/long-script.out", 100) == b"long script ran\n"
     with pytest.raises(errors.SandboxError, match="already started"):
         await SANDBOXES.start_detached(booted, "long-script", script)
+
+
+async def test_files_written_by_a_step_are_the_files_an_archive_writes(booted):
+    """``files_step`` writes what ``write_files`` would (content byte for byte, owner and group, mode, missing
+    parents, a file replaced whole) from inside a root exec; what cannot be one exec argument is left to the archive."""
+    text = 'it\'s "quoted" $HOME `x` \\n ünïcode\n\nlast line without newline'
+    files = [
+        files_module.SandboxFile("/tmp/step-files/new/dir/a.txt", text, 1000, 0o600),
+        files_module.SandboxFile("/tmp/step-files/b.sh", b"#!/bin/sh\necho b\n", 0, 0o755),
+    ]
+    step = files_module.files_step(files)
+    assert step is not None
+    await SANDBOXES.exec(booted, "mkdir -p /tmp/step-files && echo old old old old > /tmp/step-files/b.sh", user="root")
+    (done,) = await SANDBOXES.exec_steps(booted, [step], user="root")
+    assert done.exit_code == 0, done.output
+    stat = await SANDBOXES.exec(booted, "stat -c '%u %g %a' /tmp/step-files/new/dir/a.txt /tmp/step-files/new /tmp/step-files/b.sh", user="root")
+    assert stat.output.split("\n")[:3] == ["1000 1000 600", "0 0 755", "0 0 755"]
+    assert await SANDBOXES.read_file(booted, "/tmp/step-files/new/dir/a.txt", 1000) == text.encode()
+    assert await SANDBOXES.read_file(booted, "/tmp/step-files/b.sh", 1000) == b"#!/bin/sh\necho b\n"
+    big = files_module.SandboxFile("/tmp/big", "x" * commands.MAX_ARGUMENT_BYTES)
+    assert files_module.files_step([big]) is None
+    assert files_module.files_step([files_module.SandboxFile("/tmp/nul", b"a\0b")]) is None
+    assert files_module.files_step([files_module.SandboxFile("/tmp/latin1", "é".encode("latin-1"))]) is None
 
 
 async def test_read_file_tail_and_missing(booted):
