@@ -8,8 +8,10 @@ per variant back to back so drift on a shared machine hits both alike:
 * ``first`` (a baseline): the Python-environment probe's memory forgotten just before
   (``python_envs.forget``), as on a worker's first grading of an image;
 * ``split`` (a baseline): the probe remembered, but the grading sandbox's workspace set-up and its set-up steps
-  in two execs, and the grader's start and its wait in two, as before 2026-12-07 (``SplitCalls``);
-* ``remembered`` (shipped, every later grading): the probe answered from memory, one exec for each pair.
+  in two execs, the grader's start and its wait in two (``SplitCalls``), and the patch, guard files and scripts
+  written by archives (``graders.files_step`` answering None), as before 2026-12-07;
+* ``remembered`` (shipped, every later grading): the probe answered from memory, one exec for each pair, the
+  files written by the first exec.
 
 Per grading it prints the engine calls (execs, archives written and read, container creates and removals: every
 call this process makes through ``DockerSandboxes``), the seconds from ``evaluate`` called to returned, the CPU of
@@ -74,9 +76,15 @@ async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, varia
     daemons = docker_daemon_pids()
     sandboxes.calls.clear()
     request = EvalRequest(task=task, diff=task.reference_patch, workflow_id=f"bench-grading-calls-{run_id}-{uuid.uuid4().hex[:6]}", timeout_s=300)
-    daemons_before, machine_before, started = total_cpu_s(daemons), machine_busy_s(), time.monotonic()
-    graded = await graders.evaluate(sandboxes, request)
-    seconds = time.monotonic() - started
+    shipped_files_step = graders.files_step
+    if variant == "split":
+        graders.files_step = lambda files: None
+    try:
+        daemons_before, machine_before, started = total_cpu_s(daemons), machine_busy_s(), time.monotonic()
+        graded = await graders.evaluate(sandboxes, request)
+        seconds = time.monotonic() - started
+    finally:
+        graders.files_step = shipped_files_step
     if not graded.result.solved:
         raise RuntimeError(f"{task.instance_id}: the reference patch did not solve it ({variant}): {graded.result.log_tail[-2000:]}")
     return {
