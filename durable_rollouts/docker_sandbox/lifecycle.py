@@ -228,8 +228,19 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         steps = [(f"pre_commands[{index}]", command) for index, command in enumerate(task.pre_commands)]
         if task.swepro is not None and task.swepro.before_repo_set_cmd:
             steps.insert(0, ("before_repo_set_cmd", task.swepro.before_repo_set_cmd))
-        prepare = ["bash", "-c", _PREPARE.text, "prepare", task.workdir, HARNESS_DIR, AGENT_USER, str(AGENT_UID), AGENT_HOME, SWEBENCH_TESTBED_BIN]
-        prepare.append(str(int(owned)))
+        prepare = [
+            "bash",
+            "-c",
+            _PREPARE.text,
+            "prepare",
+            task.workdir,
+            HARNESS_DIR,
+            AGENT_USER,
+            str(AGENT_UID),
+            AGENT_HOME,
+            SWEBENCH_TESTBED_BIN,
+            str(int(owned)),
+        ]
         if user == "root":
             then, limit = workspace_diff.baseline_command(steps, PREPARE_TIMEOUT_S)
             result = await self.exec_in(handle.container_id, [*prepare, *then], user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S + limit)
