@@ -52,7 +52,7 @@ from durable_rollouts.docker_sandbox.container_layout import (
 )
 from durable_rollouts.docker_sandbox.detached import DetachedCommands
 from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxImageMissing
-from durable_rollouts.docker_sandbox.files import SandboxFile
+from durable_rollouts.docker_sandbox.files import SandboxFile, files_step
 from durable_rollouts.docker_sandbox.git_workspace import HARNESS_DIR, PROBLEM_STATEMENT_FILE
 from durable_rollouts.docker_sandbox.image_cache import ImageCache
 from durable_rollouts.docker_sandbox.image_pull import ImagePuller, ProgressListener
@@ -219,8 +219,9 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             raise
 
     async def _prepare_workspace(self, handle: SandboxHandle, request: SandboxRequest) -> None:
-        """The workspace set-up and the set-up steps with the baseline: two execs in an agent sandbox (the steps
-        run as ``agent``), one in a grading sandbox (both as root: the prepare script becomes the steps' exec)."""
+        """The workspace set-up, then the set-up steps, the baseline and the agent's files (``_agent_files``, by the
+        same exec when they fit in its arguments, else by an archive after it): two execs in an agent sandbox (the
+        steps run as ``agent``), one in a grading sandbox (all as root: the prepare script becomes the steps' exec)."""
         task = request.task
         agent = request.purpose == "agent"
         owned = self.owns_workdir(request)
@@ -241,25 +242,31 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             SWEBENCH_TESTBED_BIN,
             str(int(owned)),
         ]
+        files = self._agent_files(task) if agent else []
+        written = files_step(files) if files else None
+        then, limit = workspace_diff.baseline_command(steps, PREPARE_TIMEOUT_S, written or "")
         if user == "root":
-            then, limit = workspace_diff.baseline_command(steps, PREPARE_TIMEOUT_S)
             result = await self.exec_in(handle.container_id, [*prepare, *then], user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S + limit)
             if result.exit_code == _PREPARE_FAILED:
                 raise SandboxError(f"workspace setup failed in {handle.name}: {result.output.strip()[-2000:]}")
-            workspace_diff.check_baseline(handle, steps, result)
         else:
             setup = await self.exec_in(handle.container_id, prepare, user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S)
             if setup.exit_code != 0:
                 raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
-            await self.record_baseline(handle, user, steps, PREPARE_TIMEOUT_S)
-        if agent:
-            await self.write_files(
-                handle,
-                [
-                    SandboxFile(f"{AGENT_HOME}/.claude.json", json.dumps(CLAUDE_CONFIG), AGENT_UID, 0o600),
-                    SandboxFile(f"{task.workdir.rstrip('/')}/{PROBLEM_STATEMENT_FILE}", task.problem_statement, AGENT_UID),
-                ],
-            )
+            result = await self.exec_in(handle.container_id, then, user=user, cwd=handle.workdir, timeout_s=limit)
+        workspace_diff.check_baseline(handle, steps, result)
+        if files and written is None:
+            await self.write_files(handle, files)
+
+    @staticmethod
+    def _agent_files(task: TaskSpec) -> list[SandboxFile]:
+        """What an agent sandbox holds besides the image: a Claude Code config that skips onboarding and the task's
+        problem statement, both the agent's, written after the baseline (and after the set-up steps, which may clean
+        the workdir)."""
+        return [
+            SandboxFile(f"{AGENT_HOME}/.claude.json", json.dumps(CLAUDE_CONFIG), AGENT_UID, 0o600),
+            SandboxFile(f"{task.workdir.rstrip('/')}/{PROBLEM_STATEMENT_FILE}", task.problem_statement, AGENT_UID),
+        ]
 
     def owns_workdir(self, request: SandboxRequest) -> bool:
         """Whether the boot gives the workdir to ``agent`` (and runs the pre-commands as ``agent``): in an agent

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs a sandbox's set-up steps, then records the workspace baseline, in one exec as the workdir's user:
-# $1 = seconds a step may take, $2 = how many steps, then the steps' texts, then the snapshot
-# script's text and its arguments.
+# Runs a sandbox's set-up steps, then records the workspace baseline, then runs a last shell text (the
+# agent's files written: ``files.files_step``; "" for none), in one exec as the workdir's user:
+# $1 = seconds a step may take, $2 = how many steps, $3 = the last text, then the steps' texts, then the
+# snapshot script's text and its arguments.
 # Each step runs in the workdir as `bash -lc` under `set -e` and `timeout` (a login shell of its
 # own, as a separate exec of it would). The first failing step stops the rest and says why on the
-# last line ("step <i> exit <code>" or "step <i> timed out"), exit 86.
-t=$1 count=$2
-shift 2
+# last line ("step <i> exit <code>" or "step <i> timed out"), exit 86. A failing last text exits 87.
+t=$1 count=$2 last=$3
+shift 3
 for ((i = 0; i < count; i++)); do
   started=$SECONDS
   timeout -k 5 "$t" bash -lc "set -e
@@ -24,4 +25,7 @@ $1"
 done
 snapshot=$1
 shift
-exec bash -c "$snapshot" git_workspace_snapshot.sh "$@"
+bash -c "$snapshot" git_workspace_snapshot.sh "$@" || exit
+if [ -n "$last" ]; then
+  (eval "$last") || exit 87
+fi

@@ -21,6 +21,7 @@ from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 
 _SETUP_STEPS = ShellScript("durable_rollouts.docker_sandbox", "sandbox_setup_steps.sh")
 _STEP_FAILED = 86
+_LAST_FAILED = 87
 _FAILED_STEP = re.compile(r"(?m)^step (\d+) (timed out|exit (\d+))\n?\Z")
 SNAPSHOT_TIMEOUT_S = 300.0
 MAX_DIFF_BYTES = 1 << 20
@@ -84,8 +85,9 @@ class WorkspaceDiff(ContainerCommands, ContainerFiles):
         check_baseline(handle, steps, result)
 
 
-def baseline_command(steps: Sequence[tuple[str, str]], step_timeout_s: float) -> tuple[list[str], float]:
-    """The argv that runs ``record_baseline``'s steps and snapshot in the workdir, and the time it may take."""
+def baseline_command(steps: Sequence[tuple[str, str]], step_timeout_s: float, last: str = "") -> tuple[list[str], float]:
+    """The argv that runs ``record_baseline``'s steps and snapshot in the workdir, then the shell text ``last`` (files
+    the baseline must not hold, written by the same exec: the agent's), and the time it may take."""
     argv = [
         "bash",
         "-c",
@@ -93,6 +95,7 @@ def baseline_command(steps: Sequence[tuple[str, str]], step_timeout_s: float) ->
         _SETUP_STEPS.name,
         f"{step_timeout_s:g}",
         str(len(steps)),
+        last,
         *(command for _, command in steps),
         git_workspace.SNAPSHOT_SCRIPT.text,
         *git_workspace.snapshot_args(),
@@ -101,7 +104,10 @@ def baseline_command(steps: Sequence[tuple[str, str]], step_timeout_s: float) ->
 
 
 def check_baseline(handle: SandboxHandle, steps: Sequence[tuple[str, str]], result: ExecResult) -> None:
-    """Raise ``SandboxError`` naming the failed step (label, why, what it printed) or the failed snapshot."""
+    """Raise ``SandboxError`` naming the failed step (label, why, what it printed), the failed snapshot or the
+    failed last text."""
+    if result.exit_code == _LAST_FAILED:
+        raise SandboxError(f"writing files after the baseline failed in {handle.name}: {result.output.strip()[-2000:]}")
     failed = _FAILED_STEP.search(result.output) if result.exit_code == _STEP_FAILED else None
     if failed is not None:
         label, command = steps[int(failed.group(1))]

@@ -446,6 +446,26 @@ async def test_a_grading_sandbox_prepares_and_records_its_baseline_in_one_exec_a
     assert [c.name for c in await SANDBOXES.list_managed() if c.labels.get(WORKFLOW_LABEL) in names] == []
 
 
+async def test_an_agent_sandbox_writes_its_files_in_the_baseline_exec_or_by_archive_when_too_long(prefix, calc_task):
+    """The agent's config and problem statement are written by the exec that recorded the baseline (two execs, no
+    archive, for a boot); a problem statement too long for an exec argument goes by archive, the same bytes."""
+    counting = CountingSandboxes(SandboxSettings(lifetime_s=600))
+    long_statement = "A long problem statement.\n" * (commands.MAX_ARGUMENT_BYTES // 20)
+    for name, statement, calls in (("short", calc_task.problem_statement, {"exec": 2}), ("long", long_statement, {"exec": 2, "archive written": 1})):
+        task = calc_task.model_copy(update={"problem_statement": statement})
+        counting.calls.clear()
+        handle = await counting.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-agent-files-{name}", attempt=0))
+        try:
+            assert {kind: count for kind, count in counting.calls.items() if kind not in ("create",)} == calls
+            written = await SANDBOXES.read_file(handle, f"{task.workdir}/{git_workspace.PROBLEM_STATEMENT_FILE}", 1 << 20)
+            assert written.decode() == statement
+            modes = await SANDBOXES.exec(handle, f"stat -c '%U %a' /home/agent/.claude.json {git_workspace.PROBLEM_STATEMENT_FILE}")
+            assert modes.output.split("\n")[:2] == ["agent 600", "agent 644"], modes.output
+            assert (await SANDBOXES.capture_diff(handle)).diff == "", "the problem statement is in neither the baseline nor the patch"
+        finally:
+            await SANDBOXES.destroy(handle)
+
+
 async def test_a_set_up_step_past_its_time_is_reported_by_its_label_and_stops_the_rest(prefix, calc_task):
     """The steps and the snapshot share one exec; each step keeps its own timeout, and the one that ran out is named."""
     handle = await fresh(prefix, calc_task, "steptimeout")
