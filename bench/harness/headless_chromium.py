@@ -1,9 +1,10 @@
 """Debian's Chromium, headless, driven over the DevTools protocol (a websocket, ``aiohttp``): open a page, run
 script in it, move the mouse, take a screenshot, count what it asked of the network.
 
-Invariants: one browser per ``HeadlessChromium`` block, with a profile folder of its own (also its ``TMPDIR``, where
-Chromium keeps its singleton socket) removed at exit and the browser's process group killed with it; ``open`` waits for the page's load event; every request the page makes other than
-``file:`` and ``data:`` URLs is kept in ``network_requests``, so a test can assert a page fetched nothing.
+Invariants: one browser per ``HeadlessChromium`` block, with a profile folder of its own (also its ``TMPDIR``,
+where Chromium keeps its singleton socket) removed at exit and the browser's process group killed with it;
+``open`` waits for the page's load event; every request the page makes other than ``file:`` and ``data:`` URLs
+is kept in ``network_requests``, so a test can assert a page fetched nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ class HeadlessChromium:
         self._http: aiohttp.ClientSession | None = None
         self._socket: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task | None = None
+
+    @property
+    def profile(self) -> Path:
+        """The browser's own folder (its profile and its ``TMPDIR``), gone once the block exits."""
+        return Path(self._profile)
+
+    @property
+    def process_group(self) -> int:
+        """The browser's process group (its session's), killed once the block exits."""
+        assert self._process is not None, "inside the block"
+        return self._process.pid
 
     async def __aenter__(self) -> HeadlessChromium:
         binary = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -6,7 +6,6 @@ anything."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -150,9 +149,8 @@ async def test_a_run_index_plots_its_groups_and_links_every_rollout(adapter, ren
 
 async def test_the_browser_keeps_its_files_in_its_own_folder_and_leaves_nothing_behind():
     async with HeadlessChromium() as browser:
-        profile = Path(browser._profile)
+        profile, group = browser.profile, browser.process_group
         assert list(profile.glob("tmp/org.chromium.Chromium.*")), "Chromium's singleton folder is under the profile, not the machine's /tmp"
-        group = browser._process.pid
     assert not profile.exists()
     await until(lambda: not group_alive(group))
 
