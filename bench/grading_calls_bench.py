@@ -37,6 +37,7 @@ from bench.harness.call_counts import CountingSandboxes
 from bench.harness.procfs import machine_busy_s, total_cpu_s
 from bench.harness.rollout_stack import docker_daemon_pids, example_rows
 from durable_rollouts.contracts.rollout import EvalRequest, SandboxHandle, TaskSpec
+from durable_rollouts.docker_sandbox import workspace_diff
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.grading import graders, python_envs
@@ -55,17 +56,18 @@ class SplitCalls(CountingSandboxes):
         return await self.wait_detached(handle, name, timeout_s)
 
     async def exec_in(self, container_id: str, argv: list[str], **kwargs: Any) -> ExecResult:
-        if argv[3:4] != ["prepare"] or len(argv) <= PREPARE_ARGV:
+        cut = next((i for i in range(4, len(argv)) if argv[i : i + 3] == _STEPS_HEAD), None) if argv[3:4] == ["prepare"] else None
+        if cut is None:
             return await super().exec_in(container_id, argv, **kwargs)
-        setup = await super().exec_in(container_id, argv[:PREPARE_ARGV], **kwargs)
+        setup = await super().exec_in(container_id, argv[:cut], **kwargs)
         if setup.exit_code != 0:
             return setup
-        workdir = argv[4]
-        return await super().exec_in(container_id, argv[PREPARE_ARGV:], **{**kwargs, "cwd": workdir})
+        workdir = argv[4]  # the prepare script's $1
+        return await super().exec_in(container_id, argv[cut:], **{**kwargs, "cwd": workdir})
 
 
-# ``bash -c <prepare script> prepare`` and its seven arguments; what follows is the command it hands over to.
-PREPARE_ARGV = 11
+# How the set-up steps' command begins (``bash -c <script>``): where a grading sandbox's prepare exec hands over.
+_STEPS_HEAD = workspace_diff.baseline_command([], 0.0)[0][:3]
 
 
 async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, variant: str) -> dict[str, Any]:

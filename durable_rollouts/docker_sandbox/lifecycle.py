@@ -243,8 +243,8 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             str(int(owned)),
         ]
         files = self._agent_files(task) if agent else []
-        written = files_step(files) if files else None
-        then, limit = workspace_diff.baseline_command(steps, PREPARE_TIMEOUT_S, written or "")
+        write_step = files_step(files) if files else None
+        then, limit = workspace_diff.baseline_command(steps, PREPARE_TIMEOUT_S, write_step or "")
         if user == "root":
             result = await self.exec_in(handle.container_id, [*prepare, *then], user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S + limit)
             if result.exit_code == _PREPARE_FAILED:
@@ -255,7 +255,7 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
                 raise SandboxError(f"workspace setup failed in {handle.name}: {setup.output.strip()[-2000:]}")
             result = await self.exec_in(handle.container_id, then, user=user, cwd=handle.workdir, timeout_s=limit)
         workspace_diff.check_baseline(handle, steps, result)
-        if files and written is None:
+        if files and write_step is None:
             await self.write_files(handle, files)
 
     @staticmethod

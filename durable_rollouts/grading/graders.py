@@ -442,8 +442,8 @@ async def evaluate(
         envs = await python_envs.probe(sandboxes, handle, task)
         guard, guard_files = run_guard.prepare(envs, handle.workdir)
         files = [*_patch_file(request.diff), *guard_files, *scripts.files()]
-        written = files_step(files) if files else None
-        if files and written is None:
+        write_step = files_step(files) if files else None
+        if files and write_step is None:
             await sandboxes.write_files(handle, files)
         # One exec: the files (when small enough to be its argument), the import roots' entries before the diff;
         # with a diff, then the tests' snapshot, the ladder's first rung and the entries after it, stopping at the
@@ -451,9 +451,9 @@ async def evaluate(
         listing = shadowing.listing(envs)
         applying = [task_tests.record_script(protected), PREPARE_APPLY + APPLY_LADDER[0][1], listing] if request.diff.strip() else []
         steps = await sandboxes.exec_steps(
-            handle, [*([written] if written else []), listing, *applying], user="root", timeout_s=BEFORE_TESTS_TIMEOUT_S
+            handle, [*([write_step] if write_step else []), listing, *applying], user="root", timeout_s=BEFORE_TESTS_TIMEOUT_S
         )
-        if written is not None:
+        if write_step is not None:
             if steps[0].exit_code != 0:
                 raise SandboxError(f"could not write {', '.join(file.path for file in files)} in {handle.name}: {steps[0].output.strip()[-2000:]}")
             steps = steps[1:]
