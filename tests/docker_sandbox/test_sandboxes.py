@@ -357,6 +357,8 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task, 
             assert await watch.first(SANDBOXES.wait_detached(handle, "writer", timeout_s=120)) is None
             assert watch.exceeded and watch.used >= 8 << 20
         assert (await SANDBOXES.detached_status(handle, "writer")).running, "the watch only reports; its caller stops the agent"
+        written = await SANDBOXES.exec(handle, "timeout 60 sh -c 'until [ \"$(stat -c %s fill.bin)\" = 32000000 ]; do sleep 0.1; done'")
+        assert written.exit_code == 0, "the watch may fire while the writer is still writing: the roomy watch below needs all of it"
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=0) as unbounded:
             assert not await unbounded.check()
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=64 << 20) as roomy:
