@@ -16,8 +16,9 @@ failure is retried: another attempt would fail the same way.
 ``run_claude_code`` starts the CLI detached inside the sandbox (exit-code
 marker in the container), heartbeats every few seconds with the session's
 progress, and enforces the wall-clock budget itself, since the CLI never
-aborts a stalled stream, and the sandbox's disk budget (``disk_watch``); an
-agent stopped at either returns normally, so its work is graded. The adapter
+aborts a stalled stream, and the sandbox's disk budget
+(``durable_rollouts.claude_code.agent_wait``); an agent stopped at either
+returns normally, so its work is graded. The adapter
 session it opens lives until ``merge_segments`` or ``discard_session``
 (``activities.adapter``) collects it; every finish here (a stopped agent, a
 failed launch) aborts its turns in flight at once.
@@ -46,7 +47,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import shlex
 import time
 from typing import Any
 
@@ -58,7 +58,8 @@ from temporalio.service import RPCError
 from activities import sandbox
 from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error
 from activities.error_types import ErrorType
-from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from durable_rollouts.claude_code.agent_wait import AgentLaunch, wait_for_agent
+from durable_rollouts.claude_code.harness import ClaudeCodeSettings, judge_run
 from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
 from durable_rollouts.contracts.rollout import (
     AgentProgress,
@@ -68,9 +69,7 @@ from durable_rollouts.contracts.rollout import (
     SandboxHandle,
     SandboxRequest,
 )
-from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
-from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
-from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
+from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed, RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from durable_rollouts.docker_sandbox.image_refs import ImageReferenceError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -82,7 +81,6 @@ DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared,
 HEARTBEAT_INTERVAL_S = 3.0
 # The workflow hears of new turns at most this often (each signal is a workflow task and a search-attribute update).
 PROGRESS_SIGNAL_INTERVAL_S = 10.0
-WAIT_SLICE_S = 30.0
 RESERVATION_TTL_S = 300.0
 # Refusals of ``pick_host`` by hosts without the rollout's image (and with a free slot), so a host that holds it
 # can take it; after that any host with a free slot takes it and pulls the image.
@@ -94,7 +92,6 @@ PREFETCH_PULLS_PER_HOST = 2
 LOG_LIMIT_BYTES = 8 * 1024 * 1024
 # Of a log over the limit, the end kept after its head (the ``result`` line the verdict reads is last).
 LOG_END_BYTES = 1024 * 1024
-# A session that cannot be opened for the rollout's spec, reported under its own type, never retried.
 
 
 class HostFull(Exception):
@@ -283,18 +280,21 @@ class RolloutHost:
         assert registry is not None
         self._reservations.pop(request.workflow_id, None)
         resumed = await self._resumable(request)
+        launch: AgentLaunch | None = None
         if resumed is not None:
             session_id, started_at = resumed
         else:
             try:
-                session_id, started_at = await self._launch(request), time.time()
+                session_id, launch = self._open_session(request)
             except SESSION_SETUP_FAILURES.handled as error:
                 raise SESSION_SETUP_FAILURES(error) from None
+            started_at = time.time()
         attempt = activity.info().attempt
         session = registry.claim(session_id, attempt)
         beat = asyncio.create_task(self._heartbeat(session_id, started_at, request))
         try:
-            exit_code, stopped = await self._wait_for_agent(request, deadline=started_at + request.time_budget_s)
+            disk_bytes = self.sandboxes.limits_for(request.task).disk_bytes
+            exit_code, stopped = await wait_for_agent(self.sandboxes, request.handle, disk_bytes, launch, deadline=started_at + request.time_budget_s)
             if exit_code is None:
                 await self.sandboxes.kill_detached(request.handle, AGENT_JOB)
             agent_log = await self._agent_log(request.handle)
@@ -304,7 +304,9 @@ class RolloutHost:
                     WorkerShutdown("worker shut down while the agent ran; its session stays spooled"), ErrorType.WORKER_SHUTDOWN, retryable=True
                 ) from None
             if registry.held_by(session_id, attempt):
-                if _stopped_by_workflow(error):
+                if isinstance(error, DetachedLaunchFailed):
+                    await registry.finish_session(session_id, grace_s=0)  # no agent runs: nothing to re-attach to
+                elif _stopped_by_workflow(error):
                     await registry.finish_session(session_id, grace_s=0)  # the rollout is stopped: abort its turns at once
                     with contextlib.suppress(Exception):
                         await asyncio.shield(self.sandboxes.kill_detached(request.handle, AGENT_JOB))
@@ -336,15 +338,19 @@ class RolloutHost:
 
     async def _agent_log(self, handle: SandboxHandle) -> bytes:
         """The agent's stream-json log, whole up to ``LOG_LIMIT_BYTES``; a longer one keeps its head and its
-        last ``LOG_END_BYTES`` with a ``rollout_log_cut`` line between them, never cut silently."""
-        head = await self.sandboxes.read_file(handle, AGENT_LOG, LOG_LIMIT_BYTES + 1)
+        last ``LOG_END_BYTES`` with a ``rollout_log_cut`` line between them, never cut silently. Empty when no
+        agent started (the runner creates the file as it starts)."""
+        try:
+            head = await self.sandboxes.read_file(handle, AGENT_LOG, LOG_LIMIT_BYTES + 1)
+        except FileNotFoundError:
+            return b""
         if len(head) <= LOG_LIMIT_BYTES:
             return head
         end = await self.sandboxes.read_file(handle, AGENT_LOG, LOG_END_BYTES, tail=True)
         return cut_log(head, end, LOG_LIMIT_BYTES)
 
-    async def _launch(self, request: AgentRunRequest) -> str:
-        """Open a fresh adapter session and start Claude Code detached in the sandbox; returns the session id."""
+    def _open_session(self, request: AgentRunRequest) -> tuple[str, AgentLaunch]:
+        """Open a fresh adapter session; returns its id and the Claude Code command that uses it."""
         registry = self.adapter.registry
         assert registry is not None
         policy = request.policy
@@ -352,14 +358,7 @@ class RolloutHost:
             policy, self.default_policy_url, self.pin_policy_url, f"{request.workflow_id}#{request.attempt}", parsers=self.parsers
         )
         ticket = registry.open_session(config)
-        try:
-            argv = claude_code_argv(CLAUDE_MOUNT_PATH, self.claude)
-            env = claude_code_env(self.adapter_public_url, ticket.secret, AGENT_HOME, policy.context_budget, self.claude)
-            await self.sandboxes.start_detached(request.handle, AGENT_JOB, shlex.join(argv), user="agent", env=env)
-        except BaseException:
-            await registry.finish_session(ticket.session_id, grace_s=0)
-            raise
-        return ticket.session_id
+        return ticket.session_id, AgentLaunch.for_session(self.claude, self.adapter_public_url, ticket.secret, policy.context_budget)
 
     async def _resumable(self, request: AgentRunRequest) -> tuple[str, float] | None:
         info = activity.info()
@@ -377,20 +376,6 @@ class RolloutHost:
             raise application_error(SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST)
         log.info("re-attaching to %s (session %s, agent %s)", request.handle.name, session_id, "running" if status.running else "finished")
         return session_id, float(details.get("started_at") or time.time())
-
-    async def _wait_for_agent(self, request: AgentRunRequest, deadline: float) -> tuple[int | None, str]:
-        """The agent's exit code (waited in short slices), or None when it must be stopped; and why it was or
-        should have been: "", ``agent_budget_exceeded`` (the deadline passed) or ``sandbox_disk_exceeded`` (its
-        sandbox wrote past the disk budget; checked once more after an exit, so the mark does not depend on
-        when the watch sampled)."""
-        async with DiskWatch(self.sandboxes, request.handle, self.sandboxes.limits_for(request.task).disk_bytes) as disk:
-            while (left := deadline - time.time()) > 0:
-                exit_code = await disk.first(self.sandboxes.wait_detached(request.handle, AGENT_JOB, timeout_s=min(WAIT_SLICE_S, left)))
-                if exit_code is not None:
-                    return exit_code, "sandbox_disk_exceeded" if await disk.check() else ""
-                if disk.exceeded:
-                    return None, "sandbox_disk_exceeded"
-        return None, "agent_budget_exceeded"
 
     async def _heartbeat(self, session_id: str, started_at: float, request: AgentRunRequest) -> None:
         """Heartbeat every few seconds; tell the workflow (signal) when the turn count moved, at once the first

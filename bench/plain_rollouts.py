@@ -6,10 +6,9 @@ rollout, every step a direct call into the same code the workflow's activities r
 * boot the agent sandbox (``DockerSandboxes.boot``; a SWE-bench row's eval script is checked first,
   ``durable_rollouts.grading.swebench.require_eval_script``, as the boot activity does);
 * open an adapter session (``durable_rollouts.policy.session_config.session_config_for``, ``SessionRegistry.open_session``)
-  and start Claude Code detached in the sandbox (``durable_rollouts.claude_code.harness`` argv and env,
-  ``DockerSandboxes.start_detached``);
-* wait for it in slices under the disk budget (``DiskWatch``, ``wait_detached``), stop it at the agent
-  budget (``kill_detached``), read its stream-json log and judge the run (``judge_run``);
+  and start Claude Code detached in the sandbox and wait for it in slices under the disk budget
+  (``durable_rollouts.claude_code.agent_wait``, as the agent activity does), stop it at the agent budget
+  (``kill_detached``), read its stream-json log and judge the run (``judge_run``);
 * take the git diff (``DockerSandboxes.capture_diff``) and destroy the sandbox (always);
 * grade the diff in a fresh sandbox (``durable_rollouts.grading.graders.evaluate``; a patch over the cap is not graded);
 * finish the session and take its token segments (``SessionRegistry.finish_session``).
@@ -34,7 +33,6 @@ import contextlib
 import json
 import logging
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -44,13 +42,12 @@ from typing import Any
 
 import docker
 
+from durable_rollouts.claude_code.agent_wait import AgentLaunch, wait_for_agent
 from durable_rollouts.claude_code.binary import find_claude_code
-from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
+from durable_rollouts.claude_code.harness import ClaudeCodeSettings, judge_run
 from durable_rollouts.config.settings import WorkerSettings, settings_from_env
-from durable_rollouts.contracts.rollout import EvalRequest, RolloutInput, SandboxHandle, SandboxRequest, SegmentSummary
+from durable_rollouts.contracts.rollout import EvalRequest, RolloutInput, SandboxRequest, SegmentSummary
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
-from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
-from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
@@ -64,7 +61,6 @@ from durable_rollouts.policy.session_config import session_config_for
 from durable_rollouts.trainer_client.local_services import _stop
 
 log = logging.getLogger("plain_rollouts")
-WAIT_SLICE_S = 30.0  # as the agent activity waits: one docker exec per slice
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 READY_LINE = "plain driver ready"
 
@@ -135,11 +131,10 @@ class PlainHost:
             config = session_config_for(rollout.policy, self.policy_url, True, f"{workflow_id}#1", parsers=self.settings.parser_defaults)
             ticket = registry.open_session(config, durable=False)
             session_id = ticket.session_id
-            argv = claude_code_argv(CLAUDE_MOUNT_PATH, self.claude)
-            env = claude_code_env(self.public_url, ticket.secret, AGENT_HOME, rollout.policy.context_budget, self.claude)
+            launch = AgentLaunch.for_session(self.claude, self.public_url, ticket.secret, rollout.policy.context_budget)
             agent_started = time.time()
-            await sandboxes.start_detached(handle, AGENT_JOB, shlex.join(argv), user="agent", env=env)
-            exit_code, stopped = await self._wait_for_agent(handle, rollout, deadline=agent_started + rollout.agent_budget_s)
+            disk_bytes = sandboxes.limits_for(task).disk_bytes
+            exit_code, stopped = await wait_for_agent(sandboxes, handle, disk_bytes, launch, deadline=agent_started + rollout.agent_budget_s)
             if exit_code is None:
                 await sandboxes.kill_detached(handle, AGENT_JOB)
             agent_log = await sandboxes.read_file(handle, AGENT_LOG, LOG_LIMIT_BYTES)
@@ -179,19 +174,6 @@ class PlainHost:
             "segments": len(summaries),
             "sampled_tokens": sum(s.n_sampled for s in summaries),
         }
-
-    async def _wait_for_agent(self, handle: SandboxHandle, rollout: RolloutInput, deadline: float) -> tuple[int | None, str]:
-        """The agent's exit code, or None when it must be stopped (budget or disk), and why (as the agent activity waits)."""
-        assert self.sandboxes is not None
-        sandboxes = self.sandboxes
-        async with DiskWatch(sandboxes, handle, sandboxes.limits_for(rollout.task).disk_bytes) as disk:
-            while (left := deadline - time.time()) > 0:
-                exit_code = await disk.first(sandboxes.wait_detached(handle, AGENT_JOB, timeout_s=min(WAIT_SLICE_S, left)))
-                if exit_code is not None:
-                    return exit_code, "sandbox_disk_exceeded" if await disk.check() else ""
-                if disk.exceeded:
-                    return None, "sandbox_disk_exceeded"
-        return None, "agent_budget_exceeded"
 
 
 async def _serve(host: PlainHost) -> None:

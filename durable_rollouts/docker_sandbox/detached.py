@@ -15,7 +15,7 @@ from durable_rollouts.contracts.rollout import SandboxHandle
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.commands import MAX_ARGUMENT_BYTES, ContainerCommands, ExecResult
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER, uid_of
-from durable_rollouts.docker_sandbox.errors import SandboxError
+from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed, SandboxError
 from durable_rollouts.docker_sandbox.files import ContainerFiles, SandboxFile
 from durable_rollouts.docker_sandbox.git_workspace import HARNESS_DIR
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
@@ -50,7 +50,7 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
     async def start_detached(self, handle: SandboxHandle, name: str, cmd: str, *, user: str = AGENT_USER, env: dict[str, str] | None = None) -> None:
         """Start ``cmd`` (a bash script, run as ``bash -l``) in the background in the workdir.
 
-        Starting an already-started name raises ``SandboxError`` (re-attach with ``wait_detached``
+        Starting an already-started name raises ``DetachedLaunchFailed`` (re-attach with ``wait_detached``
         instead) and leaves the running command's files alone. One Docker round trip: the exec that
         checks the name writes the script and the runner (its arguments) and launches the runner; a
         script over ``MAX_ARGUMENT_BYTES`` is staged by an archive first (two round trips). ``cmd`` is an
@@ -67,8 +67,9 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         self, handle: SandboxHandle, name: str, cmd: str, timeout_s: float, *, user: str = AGENT_USER, env: dict[str, str] | None = None
     ) -> int | None:
         """``start_detached`` then ``wait_detached`` in one round trip: ``cmd``'s exit code, or None once
-        ``timeout_s`` has passed (the command keeps running: stop it with ``kill_detached``). Raises as
-        ``start_detached`` does; cancelling the awaiting task is as for ``wait_detached``."""
+        ``timeout_s`` has passed (the command keeps running: stop it with ``kill_detached``). A launch that
+        fails raises ``DetachedLaunchFailed`` as ``start_detached`` does, a wait that fails ``SandboxError`` as
+        ``wait_detached`` does; cancelling the awaiting task is as for ``wait_detached``."""
         argv = await self._launch_argv(handle, _checked_name(name), cmd, user)
         script = ["bash", "-c", _RUN.text, "run", _LAUNCH.text, _WAIT.text, *argv]
         result = await self.exec_in(handle.container_id, script, user=user, cwd=handle.workdir, timeout_s=timeout_s + LAUNCH_S, env=env)
@@ -108,10 +109,10 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         await self.run_script(handle, _KILL, HARNESS_DIR, _checked_name(name))
 
 
-def _launch_failed(handle: SandboxHandle, name: str, code: int, output: str) -> SandboxError:
+def _launch_failed(handle: SandboxHandle, name: str, code: int, output: str) -> DetachedLaunchFailed:
     if code == 5:
-        return SandboxError(f"detached command {name} already started in {handle.name}")
-    return SandboxError(f"could not start {name} in {handle.name}: {output.strip()}")
+        return DetachedLaunchFailed(f"detached command {name} already started in {handle.name}")
+    return DetachedLaunchFailed(f"could not start {name} in {handle.name}: {output.strip()}")
 
 
 def _waited(handle: SandboxHandle, name: str, result: ExecResult) -> int | None:

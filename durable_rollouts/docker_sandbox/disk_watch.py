@@ -76,6 +76,7 @@ class DiskWatch:
         self.used = 0
         self.exact_samples = 0
         self._over = asyncio.Event()
+        self._sized = asyncio.Event()
         self._task: asyncio.Task | None = None
 
     @property
@@ -85,7 +86,15 @@ class DiskWatch:
     async def __aenter__(self) -> DiskWatch:
         if self.budget_bytes > 0:
             self._task = asyncio.create_task(self._watch())
+        else:
+            self._sized.set()
         return self
+
+    async def over_at_start(self) -> bool:
+        """Whether the first exact size, which the watch takes as it starts, is over the budget (waits for it;
+        False at once without a budget, and after a failed first sample)."""
+        await self._sized.wait()
+        return self.exceeded
 
     async def __aexit__(self, *exc_info) -> None:
         if self._task is not None:
@@ -120,6 +129,8 @@ class DiskWatch:
         except Exception as error:  # noqa: BLE001 - a hiccup must not stop the agent
             log.warning("disk usage of %s unavailable: %s", self.handle.name, error)
             return time.monotonic() - started
+        finally:
+            self._sized.set()
         if self.used > self.budget_bytes:
             log.info("%s wrote %d bytes, over its disk budget of %d", self.handle.name, self.used, self.budget_bytes)
             self._over.set()

@@ -20,5 +20,9 @@ class RegistryUnavailable(RuntimeError):
     """The registry could not be reached, failed, or the pull outlived its timeout: retrying may help."""
 
 
+class DetachedLaunchFailed(SandboxError):
+    """A detached command did not start (its name was already started, or its launch failed): nothing of it runs."""
+
+
 class SandboxGone(SandboxError):
     """The container no longer exists or is not running."""

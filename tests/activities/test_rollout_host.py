@@ -7,6 +7,7 @@ activity keeps its slot for the retry.
 """
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -21,6 +22,8 @@ from temporalio.worker import Worker
 
 from activities import activity_failure_log
 from activities.rollout_host import IMAGE_AFFINITY_ATTEMPTS, PREFETCH_PULLS_PER_HOST, RolloutHost, cut_log
+from bench.harness.call_counts import CountingSandboxes
+from durable_rollouts.claude_code import agent_wait
 from durable_rollouts.claude_code.binary import find_claude_code
 from durable_rollouts.contracts.image_prefetch import PrefetchRequest
 from durable_rollouts.contracts.rollout import (
@@ -34,8 +37,9 @@ from durable_rollouts.contracts.rollout import (
 )
 from durable_rollouts.docker_sandbox import container_layout
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
+from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
-from durable_rollouts.docker_sandbox.limits import SandboxSettings
+from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.paths import EXAMPLE_DATASET
@@ -262,64 +266,123 @@ async def test_a_boot_cancelled_for_a_lost_heartbeat_keeps_its_slot_for_the_retr
     assert not [c for c in await rollout_host.sandboxes.list_managed() if c.labels.get(f"{container_layout.LABEL_PREFIX}.workflow_id") == workflow_id]
 
 
+@contextlib.asynccontextmanager
+async def agent_host(renderer, policy: ScriptedPolicyServer, sandboxes_class: type[DockerSandboxes] = DockerSandboxes, **settings):
+    """A host running real Claude Code in real sandboxes against a real adapter and ``policy``; ``settings``
+    go to its ``SandboxSettings``. Yields the host and its adapter."""
+    sandbox_network = await asyncio.to_thread(ensure_network, docker.from_env())
+    adapter = AdapterServer(renderer)
+    await adapter.start(sandbox_network.gateway, 0)
+    policy_url = await policy.start()
+    try:
+        assert await asyncio.to_thread(sandbox_firewall.protect, sandbox_network.bridge, adapter.port)
+        sandboxes = sandboxes_class(SandboxSettings(network=sandbox_network.name, claude_code=find_claude_code(), lifetime_s=600, **settings))
+        yield (
+            RolloutHost(
+                sandboxes=sandboxes,
+                adapter=adapter,
+                host_queue="rl-rollouts-host-test",
+                adapter_public_url=f"http://{sandbox_network.gateway}:{adapter.port}",
+                default_policy_url=policy_url,
+                agent_slots=2,
+                pin_policy_url=True,
+            ),
+            adapter,
+        )
+    finally:
+        await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
+        await policy.stop()
+        await adapter.stop()
+
+
+def oracle_policy(renderer, name: str = "oracle", **options) -> ScriptedPolicyServer:
+    return ScriptedPolicyServer(renderer, default_policy=name, oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), **options)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("cause", ["lost_heartbeat", "workflow_cancel"])
 async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, cause):
     """Real sandbox, real Claude Code, real adapter. An agent activity cancelled because its heartbeat
     was lost (what a Temporal restart does) leaves the agent running and its session unclaimed, and the
     retry re-attaches to both; a cancel the workflow asked for finishes the session and stops the agent."""
-    sandbox_network = await asyncio.to_thread(ensure_network, docker.from_env())
-    adapter = AdapterServer(renderer)
-    await adapter.start(sandbox_network.gateway, 0)
-    policy = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=2.0)
-    policy_url = await policy.start()
     task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
     workflow_id = f"cancel-{uuid.uuid4().hex[:8]}"
-    handle = None
-    try:
-        assert await asyncio.to_thread(sandbox_firewall.protect, sandbox_network.bridge, adapter.port)
-        sandboxes = DockerSandboxes(SandboxSettings(network=sandbox_network.name, claude_code=find_claude_code(), lifetime_s=600))
-        rollout_host = RolloutHost(
-            sandboxes=sandboxes,
-            adapter=adapter,
-            host_queue="rl-rollouts-host-test",
-            adapter_public_url=f"http://{sandbox_network.gateway}:{adapter.port}",
-            default_policy_url=policy_url,
-            agent_slots=2,
-            pin_policy_url=True,
-        )
+    async with agent_host(renderer, oracle_policy(renderer, "slow", delay_s=2.0)) as (rollout_host, adapter):
+        sandboxes = rollout_host.sandboxes
         handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
-        request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
-        beats: list[dict] = []
-        first = as_workflow(workflow_id)
-        first.on_heartbeat = lambda *details: beats.append(details[0])
-        run = asyncio.create_task(first.run(rollout_host.run_claude_code, request))
-        while not beats or not (session := adapter.registry.get(beats[-1]["session_id"])) or not session.turns:
-            await asyncio.sleep(0.2)
-        session_id = beats[-1]["session_id"]
-        first.cancel(ActivityCancellationDetails(timed_out=True) if cause == "lost_heartbeat" else ActivityCancellationDetails(cancel_requested=True))
-        with pytest.raises(asyncio.CancelledError):
-            await run
-        status = await sandboxes.detached_status(handle, "claude")
-        if cause == "workflow_cancel":
-            assert adapter.registry.get(session_id) is None and not status.running
-            return
-        assert adapter.registry.get(session_id) is not None and status.running, "the agent and its session outlive the lost heartbeat"
-        assert adapter.registry.live_count == 1, "a let-go session keeps its slot while its agent runs on"
-        retry = ActivityEnvironment()
-        retry.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=2, heartbeat_details=[beats[-1]])
-        agent = await retry.run(rollout_host.run_claude_code, request)
-        assert (agent.session_id, agent.exit_code, agent.turns) == (session_id, 0, 3), agent
-        lines = agent.log.splitlines()
-        assert json.loads(lines[-1])["type"] == "result" and agent.log_tail == "\n".join(lines[-5:])[-2000:], "the whole log is in the result"
-        assert agent.log_path == "", "only a results file names a log file"
-        assert adapter.registry.live_count == 1, "the retry holds the session until it is merged"
-    finally:
-        if handle is not None:
-            await rollout_host.sandboxes.destroy(handle)
-        await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
-        await policy.stop()
-        await adapter.stop()
+        try:
+            request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
+            beats: list[dict] = []
+            first = as_workflow(workflow_id)
+            first.on_heartbeat = lambda *details: beats.append(details[0])
+            run = asyncio.create_task(first.run(rollout_host.run_claude_code, request))
+            while not beats or not (session := adapter.registry.get(beats[-1]["session_id"])) or not session.turns:
+                await asyncio.sleep(0.2)
+            session_id = beats[-1]["session_id"]
+            first.cancel(
+                ActivityCancellationDetails(timed_out=True) if cause == "lost_heartbeat" else ActivityCancellationDetails(cancel_requested=True)
+            )
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            status = await sandboxes.detached_status(handle, "claude")
+            if cause == "workflow_cancel":
+                assert adapter.registry.get(session_id) is None and not status.running
+                return
+            assert adapter.registry.get(session_id) is not None and status.running, "the agent and its session outlive the lost heartbeat"
+            assert adapter.registry.live_count == 1, "a let-go session keeps its slot while its agent runs on"
+            retry = ActivityEnvironment()
+            retry.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=2, heartbeat_details=[beats[-1]])
+            agent = await retry.run(rollout_host.run_claude_code, request)
+            assert (agent.session_id, agent.exit_code, agent.turns) == (session_id, 0, 3), agent
+            lines = agent.log.splitlines()
+            assert json.loads(lines[-1])["type"] == "result" and agent.log_tail == "\n".join(lines[-5:])[-2000:], "the whole log is in the result"
+            assert agent.log_path == "", "only a results file names a log file"
+            assert adapter.registry.live_count == 1, "the retry holds the session until it is merged"
+        finally:
+            await sandboxes.destroy(handle)
+
+
+@pytest.mark.integration
+async def test_one_exec_starts_the_agent_and_waits_for_it_and_a_failed_start_finishes_its_session(renderer, monkeypatch):
+    """The launch rides on the exec that waits the first slice (a slice long enough for the whole run here);
+    a launch that fails (the name already started) fails the activity with its session finished at once."""
+    monkeypatch.setattr(agent_wait, "WAIT_SLICE_S", 600.0)
+    task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
+    workflow_id = f"one-exec-{uuid.uuid4().hex[:8]}"
+    async with agent_host(renderer, oracle_policy(renderer), CountingSandboxes) as (rollout_host, adapter):
+        sandboxes = rollout_host.sandboxes
+        assert isinstance(sandboxes, CountingSandboxes)
+        handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
+        try:
+            request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
+            sandboxes.calls.clear()
+            agent = await as_workflow(workflow_id).run(rollout_host.run_claude_code, request)
+            assert (agent.exit_code, agent.reason) == (0, "completed") and agent.turns > 0, agent
+            assert dict(sandboxes.calls) == {"exec": 1, "archive read": 1}, "one exec to start and wait, one read of the log"
+            assert adapter.registry.live_count == 1, "the run's session stays until it is merged"
+            with pytest.raises(DetachedLaunchFailed, match="already started"):
+                await as_workflow(workflow_id).run(rollout_host.run_claude_code, request)
+            assert adapter.registry.live_count == 1, "the failed start's session is finished, not left for a retry"
+        finally:
+            await sandboxes.destroy(handle)
+
+
+@pytest.mark.integration
+async def test_a_sandbox_over_its_disk_budget_before_the_agent_starts_starts_no_agent(renderer):
+    """The agent starts only once the disk watch's first size is under the budget."""
+    task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
+    workflow_id = f"full-{uuid.uuid4().hex[:8]}"
+    async with agent_host(renderer, oracle_policy(renderer), limits=SandboxLimits(disk_bytes=1 << 20)) as (rollout_host, adapter):
+        sandboxes = rollout_host.sandboxes
+        handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
+        try:
+            assert (await sandboxes.exec(handle, "head -c 3000000 /dev/zero > /tmp/filler")).exit_code == 0
+            request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
+            agent = await as_workflow(workflow_id).run(rollout_host.run_claude_code, request)
+            assert (agent.exit_code, agent.reason, agent.turns, agent.log) == (None, "sandbox_disk_exceeded", 0, "")
+            assert not (await sandboxes.detached_status(handle, "claude")).started
+        finally:
+            await sandboxes.destroy(handle)
 
 
 async def test_an_agent_log_over_the_limit_keeps_whole_lines_of_its_head_and_end_with_a_line_saying_so():

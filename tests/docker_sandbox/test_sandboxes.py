@@ -360,9 +360,12 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task, 
         written = await SANDBOXES.exec(handle, "timeout 60 sh -c 'until [ \"$(stat -c %s fill.bin)\" = 32000000 ]; do sleep 0.1; done'")
         assert written.exit_code == 0, "the watch may fire while the writer is still writing: the roomy watch below needs all of it"
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=0) as unbounded:
-            assert not await unbounded.check()
+            assert not await unbounded.over_at_start() and not await unbounded.check()
+        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=16 << 20) as tight:
+            assert await tight.over_at_start() and tight.exact_samples == 1, "the first size, taken as the watch starts"
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=64 << 20) as roomy:
-            assert not await roomy.check() and 32_000_000 <= roomy.used < 64 << 20
+            assert not await roomy.over_at_start() and 32_000_000 <= roomy.used < 64 << 20
+            assert not await roomy.check()
     finally:
         await SANDBOXES.destroy(handle)
 
