@@ -11,9 +11,8 @@ import posixpath
 import re
 import shlex
 from collections.abc import Sequence
-from pathlib import Path
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 ASSISTANT_TURN = "<|im_start|>assistant"
 PROBLEM_STATEMENT_FILE = "PROBLEM_STATEMENT.md"
@@ -28,11 +27,6 @@ class OracleTask(BaseModel):
 
     match: str
     patch: str
-
-
-def load_oracle_tasks(path: str | Path) -> list[OracleTask]:
-    """Read a JSON list of ``{"match": ..., "patch": ...}`` objects."""
-    return TypeAdapter(list[OracleTask]).validate_json(Path(path).read_bytes())
 
 
 def final_answer(reasoning: str, text: str) -> str:

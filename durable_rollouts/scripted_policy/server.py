@@ -106,8 +106,9 @@ a begun answer); ``turn_delay`` is called once per answer, when it starts
 while ``delay_s`` and ``token_delay_s`` are read at every step.
 
 CLI: ``python -m durable_rollouts.scripted_policy.server --port 30000 --policy oracle
---oracle-tasks TASKS.json --tokenizer DIR --weight-version default
-[--lognormal-turn-delay MEDIAN,SIGMA[,SEED]]`` serves until SIGINT/SIGTERM;
+--oracle-tasks DATASET [--dataset-root DIR] --tokenizer DIR --weight-version default
+[--lognormal-turn-delay MEDIAN,SIGMA[,SEED]]`` serves until SIGINT/SIGTERM; ``--oracle-tasks`` takes
+what ``worker.py --oracle-tasks`` takes (``oracle_tasks.oracle_tasks_from``);
 ``--lognormal-turn-delay`` sets a ``LogNormalSessionDelay`` (seed 0 unless
 given).
 """
@@ -140,7 +141,6 @@ from durable_rollouts.scripted_policy.completions import (
     OraclePolicy,
     OracleTask,
     length_completion,
-    load_oracle_tasks,
     malformed_completion,
     noop_completion,
 )
@@ -153,6 +153,7 @@ from durable_rollouts.scripted_policy.control import (
     weight_version_spans,
 )
 from durable_rollouts.scripted_policy.drift_roles import RepairCompletion, SelfPlayCompletion, drift_completion
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.replay_data import DEFAULT_MOE, MoEShape, nucleus, routing
 from durable_rollouts.scripted_policy.turn_delays import TurnDelay, parse_lognormal
 
@@ -709,7 +710,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--policy", choices=POLICIES, default="oracle", help="the server-wide default policy")
-    parser.add_argument("--oracle-tasks", type=Path, help="JSON list of {match, patch} objects")
+    parser.add_argument("--oracle-tasks", help="dataset JSONL (or directory of Harbor tasks) whose reference patches the oracle knows")
+    parser.add_argument("--dataset-root", help="where --oracle-tasks rows' script paths resolve (default: ROLLOUT_DATASET_ROOT)")
     parser.add_argument("--tokenizer", type=Path, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the 'slow' policy spreads its tokens over")
     parser.add_argument("--weight-version", default="default", help="the weight version served at start (sglang's default)")
@@ -726,7 +728,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def serve(args: argparse.Namespace) -> None:
     tokenizer_dir = args.tokenizer or await asyncio.to_thread(ensure_qwen_tokenizer)
     renderer = await asyncio.to_thread(PromptRenderer.from_folder, tokenizer_dir)
-    tasks = load_oracle_tasks(args.oracle_tasks) if args.oracle_tasks else []
+    tasks = await asyncio.to_thread(oracle_tasks_from, args.oracle_tasks, args.dataset_root)
     server = ScriptedPolicyServer(
         renderer,
         args.policy,

@@ -15,10 +15,11 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from durable_rollouts.paths import PROJECT_ROOT
+from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
-from durable_rollouts.scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, load_oracle_tasks, noop_completion
+from durable_rollouts.scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, noop_completion
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
 from tests.scripted_policy.generate_requests import END_ID, STATEMENT, conversation, generate_body, prompt_ids
 
@@ -190,12 +191,6 @@ def test_heredoc_keeps_trailing_newline_and_avoids_collisions():
     assert delimiter not in body
 
 
-def test_load_oracle_tasks(tmp_path):
-    path = tmp_path / "tasks.json"
-    path.write_text(json.dumps([{"match": "frobnicator", "patch": PATCH}]))
-    assert load_oracle_tasks(path) == [OracleTask(match="frobnicator", patch=PATCH)]
-
-
 async def test_policy_override_per_routing_key(server, http, renderer):
     input_ids = prompt_ids(renderer, conversation("/tmp/x", 0))
     async with http.post(f"{server.url}/scripted/policy", json={"routing_key": "sess-noop", "policy": "noop"}) as r:
@@ -310,12 +305,10 @@ async def test_garbage_policy_returns_invalid_ids(server, http, renderer):
     assert server.records_for("sess-junk")[0].output_ids == ids
 
 
-def test_cli_serves_until_sigterm(tmp_path):
+def test_cli_serves_until_sigterm():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    tasks = tmp_path / "tasks.json"
-    tasks.write_text(json.dumps([{"match": "frobnicator", "patch": PATCH}]))
     command = [
         sys.executable,
         "-m",
@@ -325,7 +318,7 @@ def test_cli_serves_until_sigterm(tmp_path):
         "--policy",
         "noop",
         "--oracle-tasks",
-        str(tasks),
+        str(EXAMPLE_DATASET),
         "--tokenizer",
         str(ensure_qwen_tokenizer()),
         "--lognormal-turn-delay",
@@ -334,7 +327,9 @@ def test_cli_serves_until_sigterm(tmp_path):
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         banner = process.stdout.readline()
-        assert f"http://127.0.0.1:{port}" in banner and "1 oracle tasks" in banner
+        assert f"http://127.0.0.1:{port}" in banner and f"{len(oracle_tasks_from(EXAMPLE_DATASET))} oracle tasks" in banner, (
+            "the worker's dataset reader"
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_model_info", timeout=5) as response:
             assert json.load(response)["model_path"] == "scripted-noop"
         process.send_signal(signal.SIGTERM)
