@@ -39,3 +39,17 @@ def test_every_relative_link_resolves(page):
 
 def test_the_readme_stays_a_front_page():
     assert len((PROJECT_ROOT / "README.md").read_text().splitlines()) <= 80, "guides belong in docs/"
+
+
+CITED_TEST = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(PROJECT_ROOT)))
+def test_every_test_a_page_cites_exists(page):
+    """A cited ``tests/<file>.py::<name>`` is a test function in that file (a bare ``tests/…`` path may be a task's)."""
+    missing = []
+    for path, name in CITED_TEST.findall(page.read_text()):
+        module = PROJECT_ROOT / path
+        if not module.is_file() or not re.search(rf"^(async )?def {name}\(", module.read_text(), re.MULTILINE):
+            missing.append(f"{path}::{name}")
+    assert missing == []

@@ -41,3 +41,10 @@ def test_the_heartbeat_the_pages_state_is_the_codes():
     stated = re.search(r"`run_claude_code` heartbeats every (\d+(?:\.\d+)?) s \(.*?; (\d+) s heartbeat timeout\)", text, re.DOTALL)
     assert stated, "rollouts.md states the agent's heartbeat"
     assert (float(stated.group(1)), int(stated.group(2))) == (HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT.total_seconds())
+
+
+def test_the_search_attributes_an_operator_is_told_to_create_are_the_workflows():
+    from workflows.search_attributes import ALL
+
+    stated = re.findall(r"search-attribute create --name (\w+) --type (\w+)", (DOCS / "operations.md").read_text())
+    assert stated == [(key.name, key.indexed_value_type.name.capitalize()) for key in ALL]

@@ -756,7 +756,7 @@ class EvalResult(BaseModel):
 
 
 class AbortReason(StrEnum):
-    """The fixed reasons a workflow ends ``aborted`` with (both workflows; the README's abort table lists them).
+    """The fixed reasons a workflow ends ``aborted`` with (both workflows; docs/groups.md's table classifies them).
 
     ``abort_reason`` also carries open-ended forms, which ``is_documented_abort_reason``
     recognises: ``exception:<Type>`` (an activity failure no table classifies;
