@@ -92,8 +92,11 @@ class DiskWatch:
 
     async def over_at_start(self) -> bool:
         """Whether the first exact size, which the watch takes as it starts, is over the budget (waits for it;
-        False at once without a budget, and after a failed first sample)."""
-        await self._sized.wait()
+        False at once without a budget, after a failed first sample, and once the watch ended without one)."""
+        if self._task is not None and not self._sized.is_set():
+            sized = asyncio.ensure_future(self._sized.wait())
+            await asyncio.wait({sized, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            sized.cancel()
         return self.exceeded
 
     async def __aexit__(self, *exc_info) -> None:
