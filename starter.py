@@ -57,7 +57,6 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args
@@ -65,8 +64,17 @@ from typing import get_args
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from durable_rollouts.config.arg_types import count_arg, existing_path_arg, number_arg, share_arg
 from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, prefetch_from_env, staleness_from_env
-from durable_rollouts.contracts.rollout import PinnableSamplingKey, PolicySpec, RolloutProgress, RolloutResult, SamplingParams, StalenessBound
+from durable_rollouts.contracts.rollout import (
+    MIN_CONTEXT_BUDGET,
+    PinnableSamplingKey,
+    PolicySpec,
+    RolloutProgress,
+    RolloutResult,
+    SamplingParams,
+    StalenessBound,
+)
 from durable_rollouts.contracts.rollout_group import GroupFilter
 from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
 from durable_rollouts.grading import grading_summary
@@ -215,7 +223,11 @@ async def status(client: Client, args: argparse.Namespace) -> int:
 
 
 async def show(client: Client, args: argparse.Namespace) -> int:
-    state, detail, log_lines = await rollout_queries.rollout_details(client, args.workflow_id)
+    try:
+        state, detail, log_lines = await rollout_queries.rollout_details(client, args.workflow_id)
+    except RPCError as error:
+        print(f"starter: {args.workflow_id}: {error}", file=sys.stderr)
+        return 1
     print(f"{args.workflow_id}: {state}")
     if isinstance(detail, RolloutProgress) and detail.image_pull is not None:
         print(f"pulling {detail.image_pull.image}: {detail.image_pull.summary()}")
@@ -290,7 +302,11 @@ async def regrade(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cancel(client: Client, args: argparse.Namespace) -> int:
-    await rollout_queries.request_abort(client, args.workflow_id, args.reason)
+    try:
+        await rollout_queries.request_abort(client, args.workflow_id, args.reason)
+    except RPCError as error:
+        print(f"starter: {args.workflow_id}: {error}", file=sys.stderr)
+        return 1
     print(f"asked {args.workflow_id} to stop ({args.reason}); its result will be aborted: {args.reason}")
     return 0
 
@@ -306,32 +322,6 @@ def run_id_arg(value: str) -> str:
     return value
 
 
-def share_arg(value: str) -> float:
-    """A share flag's type: a number from 0 to 1."""
-    try:
-        share = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0 <= share <= 1:
-        raise argparse.ArgumentTypeError(f"{share} is not between 0 and 1")
-    return share
-
-
-def count_arg(least: int) -> Callable[[str], int]:
-    """An integer flag's type: at least ``least``."""
-
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-        if number < least:
-            raise argparse.ArgumentTypeError(f"{number} is less than {least}")
-        return number
-
-    return parse
-
-
 def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
     sub.add_argument(
         "--run-id", type=run_id_arg, default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach and complete --out"
@@ -341,7 +331,7 @@ def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
     sub.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)")
     sub.add_argument(
         "--server-wait",
-        type=float,
+        type=number_arg(0),
         default=server_wait_from_env(),
         help="seconds to wait out one Temporal outage before a rollout is failed: server_unavailable (default: ROLLOUT_SERVER_WAIT_S or 300)",
     )
@@ -373,8 +363,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     status_cmd = commands.add_parser("status", help="counts by stage, oldest running, stale agents")
-    status_cmd.add_argument("--stale-minutes", type=float, default=10.0)
-    status_cmd.add_argument("--oldest", type=int, default=10)
+    status_cmd.add_argument("--stale-minutes", type=number_arg(0), default=10.0)
+    status_cmd.add_argument("--oldest", type=count_arg(0), default=10)
     status_cmd.add_argument(
         "--task-queue", default=task_queue_from_env(), help="the shared queue whose workers are listed (default: ROLLOUT_TASK_QUEUE)"
     )
@@ -393,9 +383,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("run", "demo"):
         sub = commands.add_parser(name)
         if name == "run":
-            sub.add_argument("dataset", help="a JSONL dataset, or a directory of Harbor tasks (one task, or one per subdirectory)")
+            sub.add_argument(
+                "dataset", type=existing_path_arg, help="a JSONL dataset, or a directory of Harbor tasks (one task, or one per subdirectory)"
+            )
         else:
-            sub.add_argument("--dataset", help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)")
+            sub.add_argument(
+                "--dataset", type=existing_path_arg, help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)"
+            )
             sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
         add_run_options(sub, name)
@@ -411,7 +405,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             help="share of rows that also run as an impossible-task probe, never trained on (default: ROLLOUT_IMPOSSIBLE_SHARE or 0)",
         )
         sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
-        sub.add_argument("--temperature", type=float, default=1.0)
+        sub.add_argument("--temperature", type=number_arg(0), default=1.0)
         sub.add_argument(
             "--pin-sampling",
             action="append",
@@ -420,11 +414,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             metavar="KEY",
             help="a sampling key Claude Code may not change (temperature, top_p, top_k, stop_sequences); repeat for more",
         )
-        sub.add_argument("--max-new-tokens", type=int, default=8192)
-        sub.add_argument("--context-budget", type=int, default=65536)
+        sub.add_argument("--max-new-tokens", type=count_arg(1), default=8192)
+        sub.add_argument("--context-budget", type=count_arg(MIN_CONTEXT_BUDGET), default=65536)
         sub.add_argument(
             "--max-staleness",
-            type=int,
+            type=count_arg(0),
             help="versions a sampled token may lie behind the policy server's at merge time (default: ROLLOUT_MAX_STALENESS; unset: no bound)",
         )
         sub.add_argument(
@@ -441,26 +435,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="names the re-grade workflows; reuse it to attach to a re-grade and complete --out (default: a new one, so it grades again)",
     )
     regrade_cmd.add_argument("--out", help="results JSONL, appended to; default results/regrade-<run id>-<regrade id>.jsonl")
-    regrade_cmd.add_argument("--dataset", help="take each task's current grader spec from this dataset's row of the same instance id")
+    regrade_cmd.add_argument(
+        "--dataset", type=existing_path_arg, help="take each task's current grader spec from this dataset's row of the same instance id"
+    )
     regrade_cmd.add_argument("--dataset-root", help="folder the --dataset rows' script paths resolve in (default: ROLLOUT_DATASET_ROOT)")
     regrade_cmd.add_argument("--concurrency", type=count_arg(1), default=8, help="re-grades in flight (default 8)")
     regrade_cmd.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE)")
-    regrade_cmd.add_argument("--server-wait", type=float, default=server_wait_from_env(), help="seconds to wait out one Temporal outage")
+    regrade_cmd.add_argument("--server-wait", type=number_arg(0), default=server_wait_from_env(), help="seconds to wait out one Temporal outage")
     episodes_cmd = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
-    episodes_cmd.add_argument("--n", type=int, default=32, help="number of episodes")
+    episodes_cmd.add_argument("--n", type=count_arg(1), default=32, help="number of episodes")
     episodes_cmd.add_argument("--k", type=count_arg(1), default=1, help="episodes per task (one GRPO group)")
     episodes_cmd.add_argument("--difficulty", choices=["easy", "medium", "hard"], help="default: any")
     episodes_cmd.add_argument("--seed", type=int, default=0, help="task order and drift seeds")
     episodes_cmd.add_argument("--drift-policy", choices=["model", "baseline", "noop"], default="model")
     episodes_cmd.add_argument("--repair-policy", choices=["model", "oracle", "noop"], default="model")
     episodes_cmd.add_argument("--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial")
-    episodes_cmd.add_argument("--run-timeout", type=float, default=5.0, help="seconds per script run")
+    episodes_cmd.add_argument("--run-timeout", type=number_arg(0, above=True), default=5.0, help="seconds per script run")
     add_run_options(episodes_cmd, "episodes")
     add_group_options(episodes_cmd)
     episodes_cmd.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
-    episodes_cmd.add_argument("--temperature", type=float, default=1.0)
-    episodes_cmd.add_argument("--max-new-tokens", type=int, default=4096)
-    episodes_cmd.add_argument("--context-budget", type=int, default=16384)
+    episodes_cmd.add_argument("--temperature", type=number_arg(0), default=1.0)
+    episodes_cmd.add_argument("--max-new-tokens", type=count_arg(1), default=4096)
+    episodes_cmd.add_argument("--context-budget", type=count_arg(MIN_CONTEXT_BUDGET), default=16384)
     args = parser.parse_args(argv)
     group_size = {"run": "n_samples_per_prompt", "demo": "n_samples_per_prompt", "episodes": "k"}.get(args.command)
     if group_size and args.min_valid is not None and args.min_valid > getattr(args, group_size):

@@ -79,6 +79,7 @@ from activities.sandbox import SandboxActivities
 from durable_rollouts.claude_code.binary import find_claude_code
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings
 from durable_rollouts.claude_code.tarballs import ClaudeTarballError
+from durable_rollouts.config.arg_types import existing_path_arg, port_arg
 from durable_rollouts.config.payload_store import PayloadStorageSettings, payload_store_from_env
 from durable_rollouts.config.settings import SettingsError, WorkerSettings, settings_from_env
 from durable_rollouts.contracts.host_identity import worker_identity
@@ -94,7 +95,7 @@ from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.session_spool import SessionSpool
 from durable_rollouts.process_exit import leave
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
-from durable_rollouts.scripted_policy.server import OracleTask, ScriptedPolicyServer
+from durable_rollouts.scripted_policy.server import POLICIES, OracleTask, ScriptedPolicyServer
 from durable_rollouts.slime_samples.registry import contract_in_force
 from durable_rollouts.trainer_client import temporal_connection
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
@@ -122,9 +123,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"host:port (default: the Temporal settings, TEMPORAL_ADDRESS or a temporal.toml profile, else {temporal_connection.DEFAULT_ADDRESS})",
     )
     parser.add_argument("--host-id", help="this host's queue identity (default: ROLLOUT_HOST_ID or the hostname)")
-    parser.add_argument("--adapter-port", type=int, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
-    parser.add_argument("--scripted-policy", help="serve the scripted policy in-process with this default policy")
-    parser.add_argument("--oracle-tasks", help="dataset JSONL (or directory of Harbor tasks) whose reference patches the scripted oracle knows")
+    parser.add_argument("--adapter-port", type=port_arg, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
+    parser.add_argument("--scripted-policy", choices=POLICIES, help="serve the scripted policy in-process with this default policy")
+    parser.add_argument(
+        "--oracle-tasks",
+        type=existing_path_arg,
+        help="dataset JSONL (or directory of Harbor tasks) whose reference patches the scripted oracle knows",
+    )
     parser.add_argument(
         "--dataset-root", help="where --oracle-tasks rows' script paths resolve, as the starter's --dataset-root (default: ROLLOUT_DATASET_ROOT)"
     )
@@ -205,9 +210,11 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
     payload_store: PayloadStorageSettings | None = None,
+    server_wait_s: float | None = None,
 ) -> None:
     """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll. Large payloads go to
-    ``payload_store`` (default: the environment's, ``durable_rollouts.config.payload_store``), checked first (``PayloadStoreUnusable``)."""
+    ``payload_store`` (default: the environment's, ``durable_rollouts.config.payload_store``), checked first (``PayloadStoreUnusable``).
+    ``server_wait_s``: how long an unreachable Temporal server is waited for at start (default: ``ROLLOUT_SERVER_WAIT_S``)."""
     payload_store = payload_store or payload_store_from_env()
     await check_payload_store(payload_store)
     stop = stop or asyncio.Event()
@@ -239,7 +246,7 @@ async def run_worker(
     target = target_from_env(address=settings.temporal_address)
     client = await temporal_connection.connect(
         target,
-        server_wait_from_env(),
+        server_wait_from_env() if server_wait_s is None else server_wait_s,
         data_converter=data_converter(payload_store),
         runtime=runtime,
         identity=worker_identity(os.getpid(), socket.gethostname(), host_queue, settings.agent_slots),
@@ -337,8 +344,9 @@ def main() -> None:
         payload_store = payload_store_from_env()
         contract = contract_in_force()
         target_from_env(address=args.temporal_address)
+        server_wait_s = server_wait_from_env()
         oracle_tasks = oracle_tasks_from(args.oracle_tasks, args.dataset_root)
-    except (SettingsError, ConnectionSettingsError) as error:
+    except (SettingsError, ConnectionSettingsError, ValueError) as error:
         sys.exit(f"worker: {error}")
     log.info("%s (what trainers on this host get from slime_generate / slime_rollout)", contract.log_line)
     overrides = {
@@ -353,11 +361,11 @@ def main() -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await run_worker(settings, args.scripted_policy, oracle_tasks, stop, payload_store=payload_store)
+        await run_worker(settings, args.scripted_policy, oracle_tasks, stop, payload_store=payload_store, server_wait_s=server_wait_s)
 
     try:
         asyncio.run(serve())
-    except (ClaudeTarballError, FileNotFoundError, MetricsAddressError, PayloadStoreUnusable, TemporalUnreachable) as error:
+    except (ClaudeTarballError, ConnectionSettingsError, FileNotFoundError, MetricsAddressError, PayloadStoreUnusable, TemporalUnreachable) as error:
         leave(1, f"worker: {error}")
     leave(0)
 

@@ -130,6 +130,7 @@ async def test_a_finished_run_is_regraded_from_its_kept_patches(oracle_cluster, 
 
     assert await regrade(monkeypatch, address, "--run-id", f"{run_id}-nope", "--out", str(tmp_path / "none.jsonl")) == 1
     assert f"no rollouts of run '{run_id}-nope'" in capsys.readouterr().err
-    assert await regrade(monkeypatch, address, *run, "--dataset", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x.jsonl")) == 1
-    assert "missing.jsonl" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        await regrade(monkeypatch, address, *run, "--dataset", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x.jsonl"))
+    assert refused.value.code == 2 and "missing.jsonl': no such file or folder" in capsys.readouterr().err
     assert await containers_of_runs([run_id]) == [], "every grading sandbox is gone"

@@ -47,6 +47,8 @@ from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
 
+# An existing dataset: the starter refuses a dataset path that does not exist before it contacts a server.
+ROWS = str(EXAMPLE_DATASET)
 SEGMENT = TokenSegment(
     kind="main", tokens=[5, 6, 7], loss_mask=[0, 1, 1], rollout_log_probs=[0.0, -0.1, -0.2], prompt_length=1, turns=1, finish_reason="stop"
 )
@@ -76,13 +78,13 @@ def test_workflow_ids_are_deterministic_per_run_sample_and_group():
 
 def test_a_row_becomes_a_group_of_k_samples_under_the_run_flags():
     (row,) = read_rows(EXAMPLE_DATASET)[0][:1]
-    args = parse_args(["run", "d", "--run-id", "r1", "--n-samples-per-prompt", "3", "--min-valid", "2", "--group-filter", "nonzero_variance"])
+    args = parse_args(["run", ROWS, "--run-id", "r1", "--n-samples-per-prompt", "3", "--min-valid", "2", "--group-filter", "nonzero_variance"])
     group = group_input(row.task, 4, PolicySpec(), RolloutBudgets(), group_options(args))
     assert [(r.sample_index, r.group_index, r.task) for r in group.rollouts] == [(i, 4, row.task) for i in range(3)]
     assert (group.run_id, group.group_index, group.valid_needed, group.refills_allowed, group.filter) == ("r1", 4, 2, 3, GroupFilter.NONZERO_VARIANCE)
-    defaults = group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", "d", "--n-samples-per-prompt", "2"])))
+    defaults = group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", ROWS, "--n-samples-per-prompt", "2"])))
     assert (defaults.size, defaults.valid_needed, defaults.refills_allowed, defaults.filter) == (2, 2, 2, GroupFilter.KEEP_ALL)
-    assert group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", "d"]))).size == 1, "K defaults to 1"
+    assert group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", ROWS]))).size == 1, "K defaults to 1"
     assert groups_in_flight(8, 3) == 2
     assert groups_in_flight(2, 3) == 1, "at least one group"
 
@@ -99,7 +101,7 @@ def test_a_row_becomes_a_group_of_k_samples_under_the_run_flags():
 )
 def test_a_bad_group_flag_is_refused_by_name(flags, named, capsys):
     with pytest.raises(SystemExit):
-        parse_args(["run", "d", *flags])
+        parse_args(["run", ROWS, *flags])
     assert named in capsys.readouterr().err
 
 
@@ -112,21 +114,21 @@ def test_episode_groups_take_the_same_group_flags_against_k(capsys):
 
 def test_run_and_episodes_use_the_workers_task_queue_and_refuse_unusable_run_ids(monkeypatch, capsys):
     monkeypatch.setenv("ROLLOUT_TASK_QUEUE", "team-a-rollouts")
-    assert parse_args(["run", "data.jsonl"]).task_queue == "team-a-rollouts"
+    assert parse_args(["run", ROWS]).task_queue == "team-a-rollouts"
     assert parse_args(["episodes"]).task_queue == "team-a-rollouts"
-    assert parse_args(["run", "data.jsonl", "--task-queue", "other"]).task_queue == "other"
+    assert parse_args(["run", ROWS, "--task-queue", "other"]).task_queue == "other"
     monkeypatch.delenv("ROLLOUT_TASK_QUEUE")
     assert parse_args(["demo"]).task_queue == "rl-rollouts"
-    assert parse_args(["run", "d", "--run-id", "étape-42"]).run_id == "étape-42"
+    assert parse_args(["run", ROWS, "--run-id", "étape-42"]).run_id == "étape-42"
     for bad in ("x" * 200, "two\nlines", "bad\udc80", ""):
         with pytest.raises(SystemExit):
-            parse_args(["run", "d", "--run-id", bad])
+            parse_args(["run", ROWS, "--run-id", bad])
         assert "--run-id" in capsys.readouterr().err
 
 
 def test_the_server_wait_comes_from_the_environment_and_a_bad_value_is_named(monkeypatch):
     monkeypatch.setenv("ROLLOUT_SERVER_WAIT_S", "45")
-    assert parse_args(["run", "d"]).server_wait == 45.0
+    assert parse_args(["run", ROWS]).server_wait == 45.0
     monkeypatch.setenv("ROLLOUT_SERVER_WAIT_S", "soon")
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "starter.py"), "run", "d"], capture_output=True, text=True, env={**os.environ})
     assert (done.returncode, done.stderr.strip()) == (2, "starter: ROLLOUT_SERVER_WAIT_S='soon': must be a number of seconds")
@@ -152,7 +154,7 @@ def test_dataset_root_flag_is_where_row_script_paths_resolve(tmp_path, monkeypat
 
 
 def test_the_default_results_file_is_one_per_run():
-    assert parse_args(["run", "d.jsonl", "--run-id", "step-7"]).out.endswith("results/run-step-7.jsonl")
+    assert parse_args(["run", ROWS, "--run-id", "step-7"]).out.endswith("results/run-step-7.jsonl")
     assert parse_args(["demo", "--run-id", "a/../b"]).out.endswith("results/demo-a_.._b.jsonl"), "a run id never names another folder"
     assert parse_args(["episodes", "--run-id", "e1", "--out", "x.jsonl"]).out == "x.jsonl"
 
@@ -178,8 +180,8 @@ async def test_show_gives_a_rollout_pulling_its_image_a_line_of_its_own(monkeypa
 
 def test_the_run_options_set_the_staleness_bound_and_fall_back_to_the_environment(monkeypatch):
     monkeypatch.delenv("ROLLOUT_MAX_STALENESS", raising=False)
-    assert staleness_bound(parse_args(["run", "d.jsonl"])) is None
-    assert staleness_bound(parse_args(["run", "d.jsonl", "--max-staleness", "3", "--staleness-policy", "drop"])) == StalenessBound(
+    assert staleness_bound(parse_args(["run", ROWS])) is None
+    assert staleness_bound(parse_args(["run", ROWS, "--max-staleness", "3", "--staleness-policy", "drop"])) == StalenessBound(
         max_staleness=3, policy="drop"
     )
     monkeypatch.setenv("ROLLOUT_MAX_STALENESS", "1")
@@ -314,8 +316,33 @@ async def test_an_impossible_share_runs_probes_beside_the_rows_never_kept_and_th
 
 
 def test_the_impossible_share_falls_back_to_the_environment_and_is_checked(monkeypatch, capsys):
-    assert parse_args(["run", "data.jsonl"]).impossible_share is None
-    assert parse_args(["run", "data.jsonl", "--impossible-share", "0.05"]).impossible_share == 0.05
+    assert parse_args(["run", ROWS]).impossible_share is None
+    assert parse_args(["run", ROWS, "--impossible-share", "0.05"]).impossible_share == 0.05
     with pytest.raises(SystemExit):
-        parse_args(["run", "data.jsonl", "--impossible-share", "1.5"])
+        parse_args(["run", ROWS, "--impossible-share", "1.5"])
     assert "1.5 is not between 0 and 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["run", "no/such/rows.jsonl"], "'no/such/rows.jsonl': no such file or folder"),
+        (["demo", "--dataset", "no/such/rows.jsonl"], "argument --dataset: 'no/such/rows.jsonl': no such file or folder"),
+        (["regrade", "--run-id", "r", "--dataset", "no/such/rows.jsonl"], "argument --dataset: 'no/such/rows.jsonl'"),
+        (["run", ROWS, "--max-new-tokens", "-5"], "argument --max-new-tokens: -5 is less than 1"),
+        (["run", ROWS, "--context-budget", "0"], "argument --context-budget: 0 is less than 256"),
+        (["run", ROWS, "--temperature", "-3"], "argument --temperature: -3 is not at least 0"),
+        (["demo", "--temperature", "nan"], "argument --temperature: 'nan' is not a finite number"),
+        (["run", ROWS, "--max-staleness", "-2"], "argument --max-staleness: -2 is less than 0"),
+        (["run", ROWS, "--server-wait", "nan"], "argument --server-wait: 'nan' is not a finite number"),
+        (["regrade", "--run-id", "r", "--server-wait", "-5"], "argument --server-wait: -5 is not at least 0"),
+        (["episodes", "--n", "0"], "argument --n: 0 is less than 1"),
+        (["episodes", "--run-timeout", "0"], "argument --run-timeout: 0 is not more than 0"),
+        (["status", "--oldest", "-3"], "argument --oldest: -3 is less than 0"),
+        (["status", "--stale-minutes", "inf"], "argument --stale-minutes: 'inf' is not a finite number"),
+    ],
+)
+def test_a_bad_value_is_refused_by_the_flags_name_before_anything_runs(argv, named, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    assert exited.value.code == 2 and named in capsys.readouterr().err

@@ -103,7 +103,7 @@ class WorkerSettings(BaseModel):
     temporal_address: str | None = None
     task_queue: str = SHARED_TASK_QUEUE
     adapter_bind_host: str | None = None
-    adapter_port: int = 18001
+    adapter_port: int = Field(18001, ge=0, le=65535)
     public_host: str | None = None
     policy_url: str | None = None
     tool_call_parser: str = DEFAULT_TOOL_CALL_PARSER
@@ -155,14 +155,21 @@ def default_sandbox_cpus(agent_slots: int, cpus: int | None = None) -> float:
     return max(1.0, round((cpus or host_cpus()) / agent_slots, 2))
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _int(env: Mapping[str, str], name: str, default: int, least: int | None = None, most: int | None = None) -> int:
+    """An integer from ``least`` to ``most`` (either bound optional)."""
     raw = env.get(name, "")
     if raw == "":
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
+    if (least is not None and value < least) or (most is not None and value > most):
+        bounds = (
+            f"from {least} to {most}" if least is not None and most is not None else f"at least {least}" if least is not None else f"at most {most}"
+        )
+        raise SettingsError(f"{name}: must be {bounds}, got {value}")
+    return value
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float, most: float = float("inf")) -> float:
@@ -338,13 +345,13 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
     values = {
         "task_queue": env.get("ROLLOUT_TASK_QUEUE") or SHARED_TASK_QUEUE,
         "adapter_bind_host": env.get("SHIM_BIND_HOST") or None,
-        "adapter_port": _int(env, "SHIM_PORT", 18001),
+        "adapter_port": _int(env, "SHIM_PORT", 18001, least=0, most=65535),
         "public_host": env.get("SLIME_HEAD_HOST") or None,
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
         "tool_call_parser": _parser_name(env, "ROLLOUT_TOOL_CALL_PARSER", tool_call_parser_named, DEFAULT_TOOL_CALL_PARSER),
         "reasoning_parser": _parser_name(env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER),
-        "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", default_agent_slots()),
-        "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60),
+        "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", default_agent_slots(), least=1),
+        "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60, least=1),
         "finish_grace_s": _seconds(env, "ROLLOUT_FINISH_GRACE_S", FINISH_GRACE_S, MAX_FINISH_GRACE_S),
         "claude_extra_args": shlex.split(env.get("SLIME_AGENT_CC_EXTRA_ARGS", "")),
         "claude_extra_env": {str(k): str(v) for k, v in extra_env.items()},

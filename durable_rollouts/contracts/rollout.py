@@ -24,6 +24,10 @@ SegmentKind = Literal["main", "subagent", "compaction", "continuation", "role"]
 PinnableSamplingKey = Literal["temperature", "top_p", "top_k", "stop_sequences"]
 
 
+# The least context budget (tokens) a session accepts, and the starter's --context-budget.
+MIN_CONTEXT_BUDGET = 256
+
+
 class SamplingParams(BaseModel):
     """Sampling parameters the trainer wants: every turn's defaults (``durable_rollouts.policy.sampling`` states the whole rule).
 
@@ -110,7 +114,7 @@ class SessionConfig(BaseModel):
 
     policy_url: str
     sampling: SamplingParams = SamplingParams()
-    context_budget: int = Field(65536, ge=256)
+    context_budget: int = Field(65536, ge=MIN_CONTEXT_BUDGET)
     max_turns: int = Field(200, ge=1)
     max_concurrent_requests: int = Field(8, ge=1)
     tool_parser: str = "auto"
@@ -817,7 +821,7 @@ class PolicySpec(BaseModel):
 
     policy_url: str | None = None
     sampling: SamplingParams = SamplingParams()
-    context_budget: int = Field(65536, ge=256)
+    context_budget: int = Field(65536, ge=MIN_CONTEXT_BUDGET)
     max_turns: int = Field(200, ge=1)
     # SGLang parser names (policy.parsers.registry); None: the worker's (ROLLOUT_TOOL_CALL_PARSER / ROLLOUT_REASONING_PARSER).
     tool_parser: str | None = None

@@ -16,10 +16,10 @@ Run ``python -m durable_rollouts.policy.tokenizer_cache [DIR]`` to build it ahea
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,4 +105,6 @@ def declare_added_tokens(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    print(ensure_qwen_tokenizer(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_TOKENIZER_DIR))
+    parser = argparse.ArgumentParser(prog="python -m durable_rollouts.policy.tokenizer_cache", description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_TOKENIZER_DIR, help=f"where to build it (default: {DEFAULT_TOKENIZER_DIR})")
+    print(ensure_qwen_tokenizer(parser.parse_args().folder))

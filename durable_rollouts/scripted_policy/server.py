@@ -126,13 +126,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from aiohttp import web
 from pydantic import BaseModel
 
+from durable_rollouts.config.arg_types import count_arg, existing_path_arg, number_arg, port_arg
 from durable_rollouts.drift_repair.corpus import load_corpus
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import DEFAULT_TOKENIZER_DIR, ensure_qwen_tokenizer
@@ -708,14 +708,18 @@ class ScriptedPolicyServer:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m durable_rollouts.scripted_policy.server", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--port", type=port_arg, default=30000)
     parser.add_argument("--policy", choices=POLICIES, default="oracle", help="the server-wide default policy")
-    parser.add_argument("--oracle-tasks", help="dataset JSONL (or directory of Harbor tasks) whose reference patches the oracle knows")
+    parser.add_argument(
+        "--oracle-tasks", type=existing_path_arg, help="dataset JSONL (or directory of Harbor tasks) whose reference patches the oracle knows"
+    )
     parser.add_argument("--dataset-root", help="where --oracle-tasks rows' script paths resolve (default: ROLLOUT_DATASET_ROOT)")
-    parser.add_argument("--tokenizer", type=Path, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
-    parser.add_argument("--delay", type=float, default=2.0, help="seconds the 'slow' policy spreads its tokens over")
+    parser.add_argument("--tokenizer", type=existing_path_arg, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
+    parser.add_argument("--delay", type=number_arg(0), default=2.0, help="seconds the 'slow' policy spreads its tokens over")
     parser.add_argument("--weight-version", default="default", help="the weight version served at start (sglang's default)")
-    parser.add_argument("--oracle-explore-turns", type=int, default=0, help="read-only Bash turns the oracle takes before its patch (long rollouts)")
+    parser.add_argument(
+        "--oracle-explore-turns", type=count_arg(0), default=0, help="read-only Bash turns the oracle takes before its patch (long rollouts)"
+    )
     parser.add_argument(
         "--lognormal-turn-delay",
         type=parse_lognormal,

@@ -103,8 +103,10 @@ async def connect(target: TemporalTarget, server_wait_s: float = 0.0, **options:
     while True:
         try:
             return await Client.connect(**{**target.config, **options})
+        except ValueError as error:
+            raise ConnectionSettingsError(f"Temporal address {target.address!r}: {_one_line(error)}") from None
         except (RuntimeError, OSError) as error:
             waited = monotonic() - began
-            if waited + RETRY_INTERVAL_S > server_wait_s:
+            if waited >= server_wait_s:
                 raise TemporalUnreachable(target.address, waited, _one_line(error)) from None
-            await sleep(RETRY_INTERVAL_S)
+            await sleep(min(RETRY_INTERVAL_S, server_wait_s - waited))

@@ -20,7 +20,7 @@ from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, noop_completion
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
-from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer
+from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer, parse_args
 from tests.scripted_policy.generate_requests import END_ID, STATEMENT, conversation, generate_body, prompt_ids
 
 END = "<|im_end|>"
@@ -349,3 +349,18 @@ async def test_a_begun_answer_is_continued_and_a_wrong_one_refused(server, http,
     assert head + rest["output_ids"] == whole["output_ids"]
     wrong = await generate(http, server, generate_body(ids + [head[0] + 1], "wrong"), status=400)
     assert wrong["field"] == "input_ids"
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--port", "70000"], "argument --port: 70000 is more than 65535"),
+        (["--tokenizer", "no/such/tokenizer"], "argument --tokenizer: 'no/such/tokenizer': no such file or folder"),
+        (["--oracle-tasks", "no/such/rows.jsonl"], "argument --oracle-tasks: 'no/such/rows.jsonl': no such file or folder"),
+        (["--oracle-explore-turns", "-2"], "argument --oracle-explore-turns: -2 is less than 0"),
+    ],
+)
+def test_a_bad_cli_flag_is_refused_by_its_name(argv, named, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    assert exited.value.code == 2 and named in capsys.readouterr().err

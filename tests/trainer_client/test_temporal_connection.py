@@ -99,6 +99,24 @@ async def test_a_server_that_never_answers_is_retried_for_the_wait_then_named_in
     target = target_from_env({"TEMPORAL_ADDRESS": "127.0.0.1:1"})
     with pytest.raises(TemporalUnreachable) as caught:
         await asyncio.wait_for(connect(target, server_wait_s=7.0), 30)
-    assert slept == [temporal_connection.RETRY_INTERVAL_S] * 2, "retried while the wait lasted, then gave up"
-    assert str(caught.value).startswith("cannot reach Temporal at 127.0.0.1:1 (waited 6 s)")
+    assert slept == [2.0, 2.0, 1.0], "retried every RETRY_INTERVAL_S while the wait lasted, the last sleep what was left of it"
+    assert temporal_connection.RETRY_INTERVAL_S == 2.0
+    assert str(caught.value).startswith("cannot reach Temporal at 127.0.0.1:1 (waited 8 s)")
     assert "Connection refused" in str(caught.value) and "\n" not in str(caught.value)
+
+
+async def test_a_wait_shorter_than_one_retry_is_still_waited_and_an_address_that_is_no_address_is_a_settings_error(monkeypatch):
+    slept: list[float] = []
+
+    async def counted_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(temporal_connection, "sleep", counted_sleep)
+    clock = iter([0.0, 0.5, 3.0])
+    monkeypatch.setattr(temporal_connection, "monotonic", lambda: next(clock))
+    with pytest.raises(TemporalUnreachable):
+        await asyncio.wait_for(connect(target_from_env({"TEMPORAL_ADDRESS": "127.0.0.1:1"}), server_wait_s=1.5), 30)
+    assert slept == [1.0]
+    monkeypatch.setattr(temporal_connection, "monotonic", lambda: 0.0)
+    with pytest.raises(ConnectionSettingsError, match="^Temporal address 'not a host': ValueError: .*invalid"):
+        await asyncio.wait_for(connect(target_from_env({"TEMPORAL_ADDRESS": "not a host"}), server_wait_s=60), 30)
