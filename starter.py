@@ -86,7 +86,7 @@ from durable_rollouts.slime_samples.registry import contract_in_force
 from durable_rollouts.trainer_client import regrade_runs, rollout_pages, rollout_queries
 from durable_rollouts.trainer_client.batch_runs import GroupOptions, Placement, dataset_groups, invalid_row_record, read_rows, run_groups
 from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs
-from durable_rollouts.trainer_client.local_services import embedded_cluster, stored_demo_server, worker_log_path
+from durable_rollouts.trainer_client.local_services import LocalServiceFailed, embedded_cluster, stored_demo_server, worker_log_path
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable
 from durable_rollouts.trainer_client.results_file import file_stem, group_record_with_segments, move_out_logs
 from durable_rollouts.trainer_client.rollout_runs import connect, task_queue_from_env
@@ -495,7 +495,9 @@ def main() -> None:
         sys.exit(2)
     try:
         code = asyncio.run(main_async(args))
-    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable) as error:
+    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable, LocalServiceFailed) as error:
+        leave(1, f"starter: {error}")
+    except OSError as error:  # a file or folder it was given cannot be read or written: the message names it
         leave(1, f"starter: {error}")
     except (KeyboardInterrupt, asyncio.CancelledError):
         # SIGINT or SIGTERM: the main task was cancelled and every context it opened (the embedded dev server and

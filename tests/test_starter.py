@@ -15,6 +15,7 @@ import pytest
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+import starter
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.error_types import ErrorType
@@ -346,3 +347,20 @@ def test_a_bad_value_is_refused_by_the_flags_name_before_anything_runs(argv, nam
     with pytest.raises(SystemExit) as exited:
         parse_args(argv)
     assert exited.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_a_file_or_folder_that_cannot_be_written_or_read_ends_the_starter_in_one_line(monkeypatch, tmp_path):
+    """An ``--out`` that is a folder, a ``--save-logs`` that is a file, ...: the OS error names the path."""
+
+    async def unwritable(args):
+        raise IsADirectoryError(21, "Is a directory", str(tmp_path))
+
+    def leave(code: int, line: str | None = None):
+        raise SystemExit((code, line))  # starter's own leave ends the process at once (os._exit)
+
+    monkeypatch.setattr(starter, "main_async", unwritable)
+    monkeypatch.setattr(starter, "leave", leave)
+    monkeypatch.setattr(sys, "argv", ["starter.py", "run", ROWS, "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        starter.main()
+    assert exited.value.code == (1, f"starter: [Errno 21] Is a directory: '{tmp_path}'")

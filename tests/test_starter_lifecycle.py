@@ -96,3 +96,19 @@ async def test_sigterm_while_run_waits_for_the_server_stops_at_once_in_one_line(
         for writer in held:
             writer.close()
         silent.close()
+
+
+async def test_a_demo_whose_worker_cannot_start_says_why_in_one_line(tmp_path):
+    """The worker's own one-line refusal (here: no agent slots) is what the starter reports, with the log's path."""
+    server = await start_dev_server()
+    address = server.client.service_client.config.target_host
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, "ROLLOUT_RESULTS_DIR": str(tmp_path / "results"), "ROLLOUT_AGENT_SLOTS": "0"}
+    try:
+        demo = await started(env, "demo", "--out", str(tmp_path / "demo.jsonl"))
+        _, err = await asyncio.wait_for(demo.communicate(), HANG_GUARD_S)
+        lines = err.decode().strip().splitlines()
+        assert demo.returncode == 1 and len(lines) == 1, err.decode()
+        assert lines[0].startswith("starter: worker exited with 1 before it was ready: worker: ROLLOUT_AGENT_SLOTS: must be at least 1, got 0")
+        assert lines[0].endswith(f"(its log: {tmp_path / 'demo.worker.log'})")
+    finally:
+        await server.shutdown()

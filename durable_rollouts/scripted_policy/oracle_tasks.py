@@ -9,11 +9,14 @@ task matches on the first non-empty line of its problem statement.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from durable_rollouts.scripted_policy.completions import OracleTask
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.task_sources.harbor_tasks import reference_patches
+
+log = logging.getLogger(__name__)
 
 
 def oracle_tasks_from(path: str | Path | None, root: str | Path | None = None) -> list[OracleTask]:
@@ -23,11 +26,12 @@ def oracle_tasks_from(path: str | Path | None, root: str | Path | None = None) -
     if Path(path).is_dir():
         pairs = reference_patches(path)
     else:
-        pairs = [
-            (row.task.problem_statement, row.task.reference_patch)
-            for row in read_dataset(path, root)
-            if isinstance(row, DatasetRow) and row.task.reference_patch
-        ]
+        pairs = []
+        for row in read_dataset(path, root):
+            if not isinstance(row, DatasetRow):
+                log.warning("oracle tasks: %s: %s (the oracle does not know this row)", path, row)
+            elif row.task.reference_patch:
+                pairs.append((row.task.problem_statement, row.task.reference_patch))
     tasks = []
     for statement, patch in pairs:
         first_line = next(line for line in statement.splitlines() if line.strip())

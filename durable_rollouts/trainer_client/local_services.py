@@ -57,6 +57,20 @@ async def _stop(proc: asyncio.subprocess.Process, grace_s: float = 15.0) -> None
         await proc.wait()
 
 
+class LocalServiceFailed(RuntimeError):
+    """A service the starter runs on this machine (the dev server, a worker) did not come up; the message says
+    why as far as its log tells, and names the log."""
+
+
+def _last_line(log_path: Path) -> str:
+    """The last non-empty line of a log (where a worker that exits at start-up says why), at most 300 characters."""
+    try:
+        lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "its log could not be read"
+    return lines[-1].strip()[:300] if lines else "its log is empty"
+
+
 class DevServer:
     """A dev server on a fixed port that keeps its state in ``db_file``: after ``kill`` (SIGKILL) a ``start`` brings
     back every workflow, so a server restart can be staged under running rollouts. Logs go to ``log_path``."""
@@ -96,9 +110,9 @@ class DevServer:
             if port_open("127.0.0.1", self.port):
                 return
             if self.proc.returncode is not None:
-                raise RuntimeError(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
+                raise LocalServiceFailed(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
             await asyncio.sleep(0.1)
-        raise RuntimeError(f"temporal dev server did not listen on {self.address} within 30 s; see {self.log_path}")
+        raise LocalServiceFailed(f"temporal dev server did not listen on {self.address} within 30 s; see {self.log_path}")
 
     async def kill(self) -> None:
         """SIGKILL, as a crash would: no shutdown, the SQLite file as it was."""
@@ -151,7 +165,7 @@ def worker_script() -> str:
         return str(script)
     spec = importlib.util.find_spec("worker")
     if spec is None or spec.origin is None:
-        raise RuntimeError("no worker.py in this checkout and no installed worker module: install the worker side, pip install '.[worker]'")
+        raise LocalServiceFailed("no worker.py in this checkout and no installed worker module: install the worker side, pip install '.[worker]'")
     return spec.origin
 
 
@@ -181,8 +195,10 @@ async def worker_process(
         while True:
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
             if not line:
-                where = f"; its log: {log_path}" if log_path else ""
-                raise RuntimeError(f"worker exited with {await proc.wait()} before it was ready{where}")
+                code = await proc.wait()
+                cause = f": {_last_line(log_path)}" if log_path else ""
+                where = f" (its log: {log_path})" if log_path else ""
+                raise LocalServiceFailed(f"worker exited with {code} before it was ready{cause}{where}")
             if line.startswith(b"worker ready"):
                 print(line.decode().rstrip(), flush=True)
                 break

@@ -24,6 +24,7 @@ import os
 from asyncio import sleep
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from time import monotonic
 from typing import Any
 
@@ -77,10 +78,13 @@ def target_from_env(env: Mapping[str, str] | None = None, address: str | None = 
     """The connection the profile and the ``TEMPORAL_*`` variables of ``env`` (default: this process's) describe,
     at ``address`` when one is given (module invariants)."""
     variables = dict(os.environ if env is None else env)
+    named_file = variables.get("TEMPORAL_CONFIG_FILE")
+    if named_file and not Path(named_file).is_file():
+        raise ConnectionSettingsError(f"TEMPORAL_CONFIG_FILE: no such file {named_file!r}")
     try:
         profile = ClientConfigProfile.load(override_env_vars=variables)
         config = profile.to_client_connect_config()
-    except FileNotFoundError as error:
+    except OSError as error:
         raise ConnectionSettingsError(f"Temporal TLS settings: cannot read {error.filename}: {error.strerror}") from None
     except (RuntimeError, ValueError) as error:
         source = variables.get("TEMPORAL_CONFIG_FILE") or "the Temporal config file"

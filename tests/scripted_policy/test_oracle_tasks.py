@@ -32,3 +32,15 @@ def test_every_example_row_with_a_reference_patch_is_known_and_no_dataset_gives_
     rows = [row for row in read_dataset(dataset) if getattr(row, "task", None) and row.task.reference_patch]
     assert [task.patch for task in oracle_tasks_from(dataset)] == [row.task.reference_patch for row in rows]
     assert oracle_tasks_from(None) == []
+
+
+def test_a_row_the_oracle_cannot_know_is_named_in_a_warning_and_the_others_are_known(tmp_path, caplog):
+    good = (PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl").read_text().splitlines()
+    dataset = tmp_path / "mixed.jsonl"
+    dataset.write_text("\n".join(["{not json", *good]) + "\n")
+    with caplog.at_level("WARNING", logger="durable_rollouts.scripted_policy.oracle_tasks"):
+        known = oracle_tasks_from(dataset)
+    assert known == oracle_tasks_from(PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl")
+    assert [record.getMessage() for record in caplog.records] == [
+        f"oracle tasks: {dataset}: line 1: row: invalid JSON (Expecting property name enclosed in double quotes) (the oracle does not know this row)"
+    ]

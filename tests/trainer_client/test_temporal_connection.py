@@ -120,3 +120,10 @@ async def test_a_wait_shorter_than_one_retry_is_still_waited_and_an_address_that
     monkeypatch.setattr(temporal_connection, "monotonic", lambda: 0.0)
     with pytest.raises(ConnectionSettingsError, match="^Temporal address 'not a host': ValueError: .*invalid"):
         await asyncio.wait_for(connect(target_from_env({"TEMPORAL_ADDRESS": "not a host"}), server_wait_s=60), 30)
+
+
+def test_a_config_file_that_is_not_there_or_a_certificate_that_is_a_folder_is_named(tmp_path):
+    with pytest.raises(ConnectionSettingsError, match="^TEMPORAL_CONFIG_FILE: no such file '/no/such/temporal.toml'$"):
+        target_from_env({"TEMPORAL_CONFIG_FILE": "/no/such/temporal.toml"})
+    with pytest.raises(ConnectionSettingsError, match=f"^Temporal TLS settings: cannot read {tmp_path}: Is a directory$"):
+        target_from_env({"TEMPORAL_ADDRESS": "127.0.0.1:7233", "TEMPORAL_TLS": "true", "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(tmp_path)})
