@@ -132,6 +132,8 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     unreadable (a re-run retries those).
     """
     rows, errors = read_rows(Path(args.dataset), args.dataset_root)
+    if not rows and not errors:
+        print(f"starter: {args.dataset}: no rows", file=sys.stderr)
     policy = PolicySpec(
         policy_url=args.policy_url,
         sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens, pinned=args.pin_sampling),

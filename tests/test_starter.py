@@ -364,3 +364,12 @@ def test_a_file_or_folder_that_cannot_be_written_or_read_ends_the_starter_in_one
     with pytest.raises(SystemExit) as exited:
         starter.main()
     assert exited.value.code == (1, f"starter: [Errno 21] Is a directory: '{tmp_path}'")
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_dataset_without_rows_says_so_and_exits_1(env, tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    args = parse_args(["run", str(empty), "--out", str(tmp_path / "out.jsonl"), "--task-queue", SHARED])
+    assert await run_dataset(env.client, args) == 1
+    assert f"starter: {empty}: no rows" in capsys.readouterr().err
