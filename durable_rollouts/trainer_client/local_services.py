@@ -71,9 +71,20 @@ def _last_line(log_path: Path) -> str:
     return lines[-1].strip()[:300] if lines else "its log is empty"
 
 
+async def _takes_clients(address: str) -> bool:
+    """Whether the server at ``address`` accepts a client: its port opens before its frontend is healthy, and a
+    client connecting in between is refused ("Frontend is not healthy yet")."""
+    try:
+        await asyncio.wait_for(Client.connect(address), 5)
+    except (RuntimeError, TimeoutError):
+        return False
+    return True
+
+
 class DevServer:
     """A dev server on a fixed port that keeps its state in ``db_file``: after ``kill`` (SIGKILL) a ``start`` brings
-    back every workflow, so a server restart can be staged under running rollouts. Logs go to ``log_path``."""
+    back every workflow, so a server restart can be staged under running rollouts. ``start`` returns once it takes
+    clients. Logs go to ``log_path``."""
 
     def __init__(self, port: int, ui_port: int, db_file: Path, log_path: Path | None = None, ui: bool = True):
         self.port, self.ui_port, self.db_file, self.ui = port, ui_port, db_file, ui
@@ -107,12 +118,12 @@ class DevServer:
                 start_new_session=True,
             )
         for _ in range(300):
-            if port_open("127.0.0.1", self.port):
+            if port_open("127.0.0.1", self.port) and await _takes_clients(self.address):
                 return
             if self.proc.returncode is not None:
                 raise LocalServiceFailed(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
             await asyncio.sleep(0.1)
-        raise LocalServiceFailed(f"temporal dev server did not listen on {self.address} within 30 s; see {self.log_path}")
+        raise LocalServiceFailed(f"temporal dev server did not answer on {self.address} within 30 s; see {self.log_path}")
 
     async def kill(self) -> None:
         """SIGKILL, as a crash would: no shutdown, the SQLite file as it was."""
