@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
@@ -28,6 +29,8 @@ from durable_rollouts.trainer_client.temporal_connection import DEFAULT_ADDRESS,
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
 DEMO_STATE = CACHE_DIR / "temporal" / "dev.db"
 DEMO_PORT = 7233
+# How long a dev server may take to take clients after its start.
+START_TIMEOUT_S = 30.0
 
 
 def free_port() -> int:
@@ -117,13 +120,14 @@ class DevServer:
                 stderr=log,
                 start_new_session=True,
             )
-        for _ in range(300):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
             if port_open("127.0.0.1", self.port) and await _takes_clients(self.address):
                 return
             if self.proc.returncode is not None:
                 raise LocalServiceFailed(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
             await asyncio.sleep(0.1)
-        raise LocalServiceFailed(f"temporal dev server did not answer on {self.address} within 30 s; see {self.log_path}")
+        raise LocalServiceFailed(f"temporal dev server did not answer on {self.address} within {START_TIMEOUT_S:g} s; see {self.log_path}")
 
     async def kill(self) -> None:
         """SIGKILL, as a crash would: no shutdown, the SQLite file as it was."""
