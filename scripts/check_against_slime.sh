@@ -27,4 +27,6 @@ if [[ ! -f $VENV/.installed || $(<"$VENV/.installed") != "$KEY" ]]; then
 fi
 COMMIT=$(git -C "$SLIME_DIR" rev-parse --short HEAD 2>/dev/null || echo "unknown (not a git checkout)")
 echo "check_against_slime: slime at $SLIME_DIR, commit $COMMIT"
-SLIME_DIR=$SLIME_DIR "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/against_slime "${@:2}"
+# Importing torch makes its compile cache folder, by default /tmp/torchinductor_<user>: keep it beside the venv.
+SLIME_DIR=$SLIME_DIR TORCHINDUCTOR_CACHE_DIR=$REPO/.cache/slime-check/torchinductor \
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/against_slime "${@:2}"
