@@ -44,6 +44,7 @@ from durable_rollouts.trainer_client import rollout_queries
 from durable_rollouts.trainer_client.batch_runs import group_input, groups_in_flight, read_rows
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, workflow_id_for
 from starter import group_options, parse_args, run_dataset, show, staleness_bound
+from tests.argparse_refusals import refusal
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, workers
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup
@@ -344,9 +345,7 @@ def test_the_impossible_share_falls_back_to_the_environment_and_is_checked(monke
     ],
 )
 def test_a_bad_value_is_refused_by_the_flags_name_before_anything_runs(argv, named, capsys):
-    with pytest.raises(SystemExit) as exited:
-        parse_args(argv)
-    assert exited.value.code == 2 and named in capsys.readouterr().err
+    assert named in refusal(parse_args, argv, capsys)
 
 
 def test_a_file_or_folder_that_cannot_be_written_or_read_ends_the_starter_in_one_line(monkeypatch, tmp_path):

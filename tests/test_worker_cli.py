@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.argparse_refusals import refusal
 from worker import parse_args
 
 
@@ -17,6 +18,4 @@ from worker import parse_args
     ],
 )
 def test_a_bad_flag_is_refused_by_its_name(argv, named, capsys):
-    with pytest.raises(SystemExit) as exited:
-        parse_args(argv)
-    assert exited.value.code == 2 and named in capsys.readouterr().err
+    assert named in refusal(parse_args, argv, capsys)

@@ -164,11 +164,10 @@ def _int(env: Mapping[str, str], name: str, default: int, least: int | None = No
         value = int(raw)
     except ValueError:
         raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
-    if (least is not None and value < least) or (most is not None and value > most):
-        bounds = (
-            f"from {least} to {most}" if least is not None and most is not None else f"at least {least}" if least is not None else f"at most {most}"
-        )
-        raise SettingsError(f"{name}: must be {bounds}, got {value}")
+    if least is not None and value < least:
+        raise SettingsError(f"{name}: must be at least {least}, got {value}")
+    if most is not None and value > most:
+        raise SettingsError(f"{name}: must be at most {most}, got {value}")
     return value
 
 
@@ -273,9 +272,7 @@ def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | 
     """``ROLLOUT_MAX_STALENESS`` (versions; unset: no bound) and ``ROLLOUT_STALENESS_POLICY`` (``mask``, the default, or ``drop``)."""
     if env.get("ROLLOUT_MAX_STALENESS", "").strip() == "":
         return None
-    bound = _int(env, "ROLLOUT_MAX_STALENESS", 0)
-    if bound < 0:
-        raise SettingsError(f"ROLLOUT_MAX_STALENESS: must be 0 or more, got {bound}")
+    bound = _int(env, "ROLLOUT_MAX_STALENESS", 0, least=0)
     policy = env.get("ROLLOUT_STALENESS_POLICY", "mask") or "mask"
     if policy not in get_args(StalenessPolicy):
         raise SettingsError(f"ROLLOUT_STALENESS_POLICY: one of {', '.join(get_args(StalenessPolicy))}, got {policy!r}")

@@ -273,8 +273,8 @@ async def agent_host(renderer, policy: ScriptedPolicyServer, sandboxes_class: ty
     sandbox_network = await asyncio.to_thread(ensure_network, docker.from_env())
     adapter = AdapterServer(renderer)
     await adapter.start(sandbox_network.gateway, 0)
-    policy_url = await policy.start()
     try:
+        policy_url = await policy.start()
         assert await asyncio.to_thread(sandbox_firewall.protect, sandbox_network.bridge, adapter.port)
         sandboxes = sandboxes_class(SandboxSettings(network=sandbox_network.name, claude_code=find_claude_code(), lifetime_s=600, **settings))
         yield (

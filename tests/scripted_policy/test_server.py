@@ -21,6 +21,7 @@ from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.scripted_policy.completions import PATCH_DELIMITER, OracleTask, heredoc, noop_completion
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ROUTING_KEY_HEADER, ScriptedPolicyServer, parse_args
+from tests.argparse_refusals import refusal
 from tests.scripted_policy.generate_requests import END_ID, STATEMENT, conversation, generate_body, prompt_ids
 
 END = "<|im_end|>"
@@ -361,6 +362,4 @@ async def test_a_begun_answer_is_continued_and_a_wrong_one_refused(server, http,
     ],
 )
 def test_a_bad_cli_flag_is_refused_by_its_name(argv, named, capsys):
-    with pytest.raises(SystemExit) as exited:
-        parse_args(argv)
-    assert exited.value.code == 2 and named in capsys.readouterr().err
+    assert named in refusal(parse_args, argv, capsys)
