@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 from transformers import AutoTokenizer
@@ -61,3 +63,11 @@ def test_a_build_encodes_as_the_cached_folder_and_leaves_nothing_in_the_temp_fol
     assert fresh.apply_chat_template([{"role": "user", "content": TEXT}], tokenize=False) == cached.apply_chat_template(
         [{"role": "user", "content": TEXT}], tokenize=False
     )
+
+
+def test_the_command_line_takes_help_as_help_not_as_the_folder_to_build(tmp_path):
+    shown = subprocess.run(
+        [sys.executable, "-m", "durable_rollouts.policy.tokenizer_cache", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: python -m durable_rollouts.policy.tokenizer_cache [-h] [folder]")
+    assert list(tmp_path.iterdir()) == [], "nothing built"
