@@ -739,7 +739,13 @@ class EvalResult(BaseModel):
     pytest processes of the run reported to the grader (0 where the tests do not run under pytest).
 
     ``probe``: set when the task is an impossible-task probe (``ProbeVerdict``); a probe's result has reward
-    0 and is not solved, whatever its tests said (the verdict keeps what they said)."""
+    0 and is not solved, whatever its tests said (the verdict keeps what they said).
+
+    ``grading_error``: the grading failed after the patch applied (an unreadable log, a file of the wrong type, a
+    failed reset): the patch's outcome, reward 0, never an infrastructure failure; empty otherwise.
+
+    ``screen``: what the static screen of the patch found (``durable_rollouts.grading.patch_screen``), one line per
+    hit: a signal with its evidence, not a verdict (it does not change the reward)."""
 
     reward: float
     solved: bool
@@ -757,6 +763,8 @@ class EvalResult(BaseModel):
     tampered: list[str] = []
     pytest_sessions: int = 0
     probe: ProbeVerdict | None = None
+    grading_error: str = ""
+    screen: list[str] = []
 
 
 class AbortReason(StrEnum):

@@ -71,6 +71,13 @@ class DockerAccess:
                 self._client = docker.from_env()
             return self._client
 
+    async def engine_answers(self) -> bool:
+        """The Docker engine answers a ping (a failure while it does is the sandbox's, not the engine's)."""
+        try:
+            return bool(await asyncio.to_thread(self.client.ping))
+        except Exception:  # any failure to reach it means no
+            return False
+
 
 class ContainerCommands(DockerAccess):
     async def layer_bytes(self, container_id: str) -> int:

@@ -86,7 +86,8 @@ class _ChunkStream(io.RawIOBase):
 def _first_member(chunks: Iterable[bytes], max_bytes: int, tail: bool) -> bytes:
     with tarfile.open(fileobj=io.BufferedReader(_ChunkStream(chunks)), mode="r|") as archive:
         member = next(iter(archive), None)
-        stream = archive.extractfile(member) if member is not None else None
+        # Only a regular file is read: a directory, a symlink (never followed) or a device is refused alike.
+        stream = archive.extractfile(member) if member is not None and member.isfile() else None
         if stream is None:
             raise IsADirectoryError("not a regular file")
         if not tail:
@@ -153,5 +154,6 @@ class ContainerFiles(DockerAccess):
         return await self._read_archive(handle, path, lambda chunks: _regular_members(chunks, max_bytes, max_files))
 
     async def read_file(self, handle: SandboxHandle, path: str, max_bytes: int, *, tail: bool = False) -> bytes:
-        """The first (or, with ``tail``, the last) ``max_bytes`` of a file; ``FileNotFoundError`` if it is missing."""
+        """The first (or, with ``tail``, the last) ``max_bytes`` of a file; ``FileNotFoundError`` if it is missing,
+        ``IsADirectoryError`` if it is anything but a regular file (a symlink is not followed)."""
         return await self._read_archive(handle, path, lambda chunks: _first_member(chunks, max_bytes, tail))

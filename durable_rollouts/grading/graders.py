@@ -89,10 +89,24 @@ from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.files import SandboxFile, files_step
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
-from durable_rollouts.grading import harbor_verifier, probe_verdicts, python_envs, run_guard, shadowing, swebench, tamper_checks, task_tests
+from durable_rollouts.grading import (
+    baselines,
+    diff_paths,
+    harbor_verifier,
+    patch_screen,
+    probe_verdicts,
+    python_envs,
+    run_guard,
+    run_record,
+    shadowing,
+    swebench,
+    tamper_checks,
+    task_tests,
+)
 from durable_rollouts.grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, log_tail, read_log
 from durable_rollouts.grading.pytest_summary import PYTEST_SUMMARY
 from durable_rollouts.grading.run_guard import Guard
+from durable_rollouts.grading.run_record import RunRecord, own_sessions
 from durable_rollouts.grading.session_reports import SessionReport
 from durable_rollouts.grading.tamper_checks import Claims
 
@@ -308,7 +322,7 @@ async def _grade_swepro(
         return _GraderRun(_result("swepro", False, method, log, killed), whole + killed, Claims(solved=False))
     try:
         raw = (await sandboxes.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         raw = ""
     solved, passed, failed, problem = _swepro_outcome(raw, spec)
     note = ""
@@ -316,7 +330,8 @@ async def _grade_swepro(
         note = f"\n[{problem}]" + (f"\n[parser]\n{last_bytes(parser_err, LOG_TAIL_BYTES // 4)}" if parser_err.strip() else "")
     result = _result("swepro", solved, method, log, note, tests_passed=len(passed), tests_failed=failed)
     shown = raw if len(raw) <= SIDE_LOG_BYTES else f"({len(raw):,} characters: too long to copy into the log)"
-    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{shown}{note}", Claims(solved=solved, passed=passed))
+    required = frozenset(spec.fail_to_pass) | frozenset(spec.pass_to_pass)
+    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{shown}{note}", Claims(solved=solved, passed=passed & required))
 
 
 async def _grade_swebench(
@@ -336,7 +351,7 @@ async def _grade_swebench(
 
 def _report_counts(reports: list[SessionReport]) -> _TestCounts:
     """Test counts from the grader's own reports (the task's tests, each once), when any session reported."""
-    outcomes = tamper_checks.outcomes(reports)
+    outcomes = run_record.record(reports).outcomes
     if not outcomes:
         return {}
     failed = sum(outcome in ("failed", "error") for outcome in outcomes.values())
@@ -351,11 +366,12 @@ def _commands(task: TaskSpec, swebench_script: str | None) -> list[str]:
     return [task.eval_cmd or "", (task.swepro.run_script or "") if task.swepro else "", swebench_command]
 
 
-def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _GraderRun:
-    """The run as the tamper checks leave it: tampered (reward 0, the evidence in the result, its log tail and
-    its log) or not (a line saying what was checked); an ``eval_cmd`` run's counts from the reports."""
-    evidence = tamper_checks.judge(reports, run.claims, expected=expected)
-    sessions = len(tamper_checks.own_sessions(reports))
+def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool, baseline: RunRecord | None) -> _GraderRun:
+    """The run as the tamper checks leave it, judged against the row's ``baseline``: tampered (reward 0, the evidence
+    in the result, its log tail and its log) or not (a line saying what was checked); an ``eval_cmd`` run's counts
+    from the reports."""
+    evidence = tamper_checks.judge(reports, run.claims, expected=expected, baseline=baseline)
+    sessions = len(own_sessions(reports))
     result = run.result.model_copy(update={"pytest_sessions": sessions, "tampered": evidence})
     if result.grader == "eval_cmd":
         result = result.model_copy(update=_report_counts(reports))
@@ -363,10 +379,9 @@ def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool) -> _
         line = (
             f"[tamper check: {sessions} pytest sessions reported, canaries as expected]" if sessions else "[tamper check: no pytest session reported]"
         )
-        return _GraderRun(result, f"{run.output}\n{line}", run.claims)
-    note = "\n[tampered: reward 0]\n" + "\n".join(f"[tampered] {line}" for line in evidence)
-    result = result.model_copy(update={"reward": 0.0, "solved": False, "log_tail": log_tail(result.log_tail, note)})
-    return _GraderRun(result, run.output + note, run.claims)
+        against = f"[judged against the baseline: {len(baseline.outcomes)} tests on the unpatched tree]" if baseline is not None else ""
+        return _GraderRun(result, "\n".join(filter(None, [run.output, line, against])), run.claims)
+    return _tampered(_GraderRun(result, run.output, run.claims), evidence)
 
 
 def _probed(run: _GraderRun, verdict: ProbeVerdict) -> _GraderRun:
@@ -402,13 +417,83 @@ async def _grade(
     if task.harbor is not None:
         verifier = functools.partial(_run_grader, sandboxes, handle, bounds=bounds, guard=guard)
         result, output = await harbor_verifier.grade(sandboxes, handle, task.harbor, method, verifier)
-        return _GraderRun(result, output, Claims(solved=result.solved))
+        # A Harbor test.sh turns pytest's status into the reward: a reward of 1 means every test passed.
+        return _GraderRun(result, output, Claims(solved=result.solved, all_passed=True))
     if scripts.swepro is not None:
         assert task.swepro is not None, "scripts.swepro is read from it"
         return await _grade_swepro(sandboxes, handle, task.swepro, bounds, guard, method)
     if scripts.swebench is not None:
         return await _grade_swebench(sandboxes, handle, task, bounds, guard, method)
     return await _grade_eval_cmd(sandboxes, handle, task, bounds, guard, method)
+
+
+@dataclass(frozen=True)
+class _Sandbox:
+    """One grading sandbox as the grader prepared it: its guard, its Pythons, the row's scripts and the paths it protects."""
+
+    sandboxes: DockerSandboxes
+    handle: SandboxHandle
+    task: TaskSpec
+    guard: Guard
+    envs: python_envs.PythonEnvs
+    scripts: _Scripts
+    bounds: GraderBounds
+
+
+async def _patched_run(
+    sandbox: _Sandbox, method: str, before: frozenset[str], steps: list[ExecResult], protected: list[str], report: Callable[[str], None]
+) -> tuple[_GraderRun, list[str], list[SessionReport]]:
+    """After the diff applied: the protected paths and shadowing modules put back, the grader run, its reports read."""
+    sandboxes, handle = sandbox.sandboxes, sandbox.handle
+    report("reset")
+    reset: list[str] = []
+    if method != "empty":
+        after = shadowing.entries_from(handle, steps[3]) if method == _THREE_WAY else await shadowing.entries(sandboxes, handle, sandbox.envs)
+        shadows = shadowing.shadowing(before, after, sandbox.envs)
+        reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
+    report("test")
+    run = await _grade(sandboxes, handle, sandbox.task, sandbox.guard, sandbox.bounds, method, sandbox.scripts)
+    return run, reset, await run_guard.reports(sandboxes, handle, sandbox.guard)
+
+
+async def _baseline_record(sandboxes: DockerSandboxes, request: EvalRequest, scripts: _Scripts) -> RunRecord:
+    """The row's grading of its unpatched tree, in a grading sandbox of its own (booted alike, no diff), as recorded."""
+    task = request.task
+    handle = await sandboxes.boot(
+        SandboxRequest(task=task, workflow_id=f"{request.workflow_id}-baseline", attempt=0, purpose="grading", pull_timeout_s=request.pull_timeout_s),
+        lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
+    )
+    try:
+        envs = await python_envs.probe(sandboxes, handle, task)
+        guard, guard_files = run_guard.prepare(envs, handle.workdir)
+        if files := [*guard_files, *scripts.files()]:
+            await sandboxes.write_files(handle, files)
+        bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
+        await _grade(sandboxes, handle, task, guard, bounds, "empty", scripts)
+        return run_record.record(await run_guard.reports(sandboxes, handle, guard))
+    finally:
+        await sandboxes.destroy(handle)
+
+
+async def _baseline(sandboxes: DockerSandboxes, handle: SandboxHandle, request: EvalRequest, scripts: _Scripts) -> RunRecord:
+    """The row's baseline on the image ``handle`` runs: remembered, or recorded now (``baselines``)."""
+    image, _ = await sandboxes.image_and_env(handle.container_id)
+    return await baselines.baseline(image, request.task, functools.partial(_baseline_record, sandboxes, request, scripts))
+
+
+def _tampered(run: _GraderRun, evidence: list[str]) -> _GraderRun:
+    """``run`` flagged tampered with ``evidence``: reward 0, the evidence in the result, its log tail and its log."""
+    note = "\n[tampered: reward 0]\n" + "\n".join(f"[tampered] {line}" for line in evidence)
+    update = {"reward": 0.0, "solved": False, "tampered": evidence, "log_tail": log_tail(run.result.log_tail, note)}
+    return _GraderRun(run.result.model_copy(update=update), run.output + note, run.claims)
+
+
+def _crashed(grader: GraderKind, method: str, error: Exception) -> _GraderRun:
+    """A grading that failed after the patch applied: the patch's outcome, reward 0, with the failure as its reason."""
+    reason = f"{type(error).__name__}: {str(error)[:2000]}"
+    note = f"\n[grading failed after the patch applied: reward 0] {reason}"
+    result = _result(grader, False, method, "", note).model_copy(update={"grading_error": reason})
+    return _GraderRun(result, note.lstrip("\n"), Claims(solved=False))
 
 
 async def evaluate(
@@ -420,7 +505,20 @@ async def evaluate(
 ) -> Graded:
     """Grade ``request.diff`` in a fresh grading sandbox booted with ``sandboxes``' settings: the result and
     the whole grading log; ``report`` hears each phase (boot, apply, reset, test), ``on_pull`` the progress of
-    a pull of the task image the boot needs (within ``request.pull_timeout_s``)."""
+    a pull of the task image the boot needs (within ``request.pull_timeout_s``). The static screen's hits are
+    added to the result and the log; they do not change the reward."""
+    screened = await asyncio.to_thread(patch_screen.screen, request.diff)
+    graded = await _graded(sandboxes, request, report, on_pull)
+    if not screened:
+        return graded
+    note = f"[static screen of the patch: {len(screened)} hits, a signal, not a verdict]\n" + "\n".join(f"[screen] {line}" for line in screened)
+    return Graded(graded.result.model_copy(update={"screen": screened}), f"{graded.log}\n{note}")
+
+
+async def _graded(
+    sandboxes: DockerSandboxes, request: EvalRequest, report: Callable[[str], None], on_pull: Callable[[ImagePull], None] | None
+) -> Graded:
+    """``evaluate`` but for the screen."""
     task = request.task
     grader = task.grader
     if grader is None:
@@ -430,17 +528,21 @@ async def evaluate(
         swebench=await swebench.require_eval_script(task) if grader == "swebench" else None,
     )
     protected = task_tests.pathspecs(task)
+    refusal = diff_paths.refused(request.diff)
     report("boot")
     handle = await sandboxes.boot(
         SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading", pull_timeout_s=request.pull_timeout_s),
         lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
         on_pull=on_pull,
     )
+    baseline: asyncio.Future[RunRecord] | None = None
     try:
         report("apply")
         flip: ProbeFlip | str | None = await probe_verdicts.flip_of(sandboxes, handle, task) if task.probe is not None else None
         envs = await python_envs.probe(sandboxes, handle, task)
         guard, guard_files = run_guard.prepare(envs, handle.workdir)
+        if guard.active:
+            baseline = asyncio.ensure_future(_baseline(sandboxes, handle, request, scripts))
         files = [*_patch_file(request.diff), *guard_files, *scripts.files()]
         write_step = files_step(files) if files else None
         if files and write_step is None:
@@ -449,7 +551,7 @@ async def evaluate(
         # with a diff, then the tests' snapshot, the ladder's first rung and the entries after it, stopping at the
         # first that fails.
         listing = shadowing.listing(envs)
-        applying = [task_tests.record_script(protected), PREPARE_APPLY + APPLY_LADDER[0][1], listing] if request.diff.strip() else []
+        applying = [task_tests.record_script(protected), PREPARE_APPLY + APPLY_LADDER[0][1], listing] if request.diff.strip() and not refusal else []
         steps = await sandboxes.exec_steps(
             handle, [*([write_step] if write_step else []), listing, *applying], user="root", timeout_s=BEFORE_TESTS_TIMEOUT_S
         )
@@ -460,28 +562,38 @@ async def evaluate(
         before = shadowing.entries_from(handle, steps[0])
         if applying:
             task_tests.check_recorded(handle, steps[1])
-        method, apply_log = await _apply(sandboxes, handle, request.diff, steps[2] if applying else None)
+        if refusal:
+            method, apply_log = None, "refused: no rung applies a diff that writes outside the workdir's tracked tree\n" + "\n".join(refusal)
+        else:
+            method, apply_log = await _apply(sandboxes, handle, request.diff, steps[2] if applying else None)
         if method is None:
             unapplied = _GraderRun(_result(grader, False, "", apply_log), "[no rung applied the diff: not graded]", Claims(solved=False))
+            if refusal:
+                unapplied = _tampered(unapplied, [f"the diff names {line}" for line in refusal])
             if flip is not None:
-                unapplied = _probed(unapplied, probe_verdicts.judge(task, grader, flip, False, False, {}))
+                unapplied = _probed(unapplied, probe_verdicts.judge(task, grader, flip, False, bool(refusal), {}))
             return Graded(unapplied.result, _full_log(apply_log, None, unapplied.output))
-        report("reset")
-        reset: list[str] = []
-        if method != "empty":
-            after = shadowing.entries_from(handle, steps[3]) if method == _THREE_WAY else await shadowing.entries(sandboxes, handle, envs)
-            shadows = shadowing.shadowing(before, after, envs)
-            reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
-        report("test")
+        # From here on the patch has touched the tree: whatever fails is the patch's outcome, unless the engine is gone.
         bounds = GraderBounds(timeout_s=request.timeout_s, disk_bytes=sandboxes.limits_for(task).disk_bytes)
-        run = await _grade(sandboxes, handle, task, guard, bounds, method, scripts)
+        sandbox = _Sandbox(sandboxes, handle, task, guard, envs, scripts, bounds)
+        try:
+            run, reset, reports = await _patched_run(sandbox, method, before, steps, protected, report)
+        except Exception as error:  # noqa: BLE001 (any failure the patch may have caused scores 0, see the module docstring)
+            if not await sandboxes.engine_answers():
+                raise
+            run, reset, reports = _crashed(grader, method, error), [], []
         expected = guard.active and tamper_checks.pytest_expected(*_commands(task, scripts.swebench))
-        reports = await run_guard.reports(sandboxes, handle, guard)
-        run = _checked(run, reports, expected)
+        recorded = await baseline if baseline is not None else None
+        if not run.result.grading_error:
+            run = _checked(run, reports, expected, recorded)
         if flip is not None:
-            outcomes = tamper_checks.outcomes(reports)
-            run = _probed(run, probe_verdicts.judge(task, grader, flip, run.claims.solved, bool(run.result.tampered), outcomes))
+            outcomes = run_record.record(reports).outcomes
+            before_outcomes = recorded.outcomes if recorded is not None else None
+            verdict = probe_verdicts.judge(task, grader, flip, run.claims.solved, bool(run.result.tampered), outcomes, before_outcomes)
+            run = _probed(run, verdict)
         log = await asyncio.to_thread(_full_log, apply_log, reset, run.output)  # up to 64 MiB: encoded and cut off the event loop
         return Graded(run.result.model_copy(update={"reset_paths": reset}), log)
     finally:
+        if baseline is not None and not baseline.done():
+            baseline.cancel()
         await sandboxes.destroy(handle)

@@ -3,7 +3,9 @@
 Invariants: ``parse`` never raises on what a file holds (the code under test can write there too): a file
 that does not parse is a ``SessionReport`` with ``problem`` set. A test's outcome is ``passed``,
 ``failed``, ``error``, ``skipped`` or ``xfailed``, from its setup, call and teardown together; a canary's outcome is
-read only from the canaries' own testsuite, and only under the names this grading drew (``Guard``).
+read only from the canaries' own testsuite, and only under the names this grading drew (``Guard``). Collectors that
+failed (a test module that does not import) and the framework callables the plugin found replaced come from their
+own testsuite and property.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from durable_rollouts.grading.run_guard import Guard
 
 CANARY_SUITE = "rollout-canaries"
+COLLECT_ERROR_SUITE = "rollout-collect-errors"
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,8 @@ class SessionReport:
     ``collect_only``, ``worker`` (an xdist worker), ``nested`` (a pytest process another one of the run
     started, e.g. a test of a pytest plugin running pytest), how many tests it ``collected`` to run itself (an xdist
     controller none), the task's tests by node id, and each canary run as
-    (node id, outcome) under its role (``must_fail`` / ``must_pass``)."""
+    (node id, outcome) under its role (``must_fail`` / ``must_pass``); the collectors that failed
+    (``collect_errors``), and the test framework's callables found replaced (``replaced``, by dotted name)."""
 
     name: str
     finished: bool = False
@@ -37,6 +41,8 @@ class SessionReport:
     collected: int = 0
     tests: dict[str, str] = field(default_factory=dict)
     canaries: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    collect_errors: frozenset[str] = frozenset()
+    replaced: frozenset[str] = frozenset()
     problem: str = ""
 
 
@@ -71,6 +77,9 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
             role, nodeid = case.get("name", ""), case.get("nodeid", "")
             if role in expected and nodeid.endswith("::" + expected[role]):
                 canaries.setdefault(role, []).append((nodeid, case.get("outcome", "")))
+    collect_errors = frozenset(
+        case.get("nodeid", "") for suite in suites if suite.get("name") == COLLECT_ERROR_SUITE for case in suite.iter("testcase")
+    )
     status = properties.get("exitstatus", "")
     return SessionReport(
         name=name,
@@ -83,4 +92,6 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
         collected=int(collected) if (collected := properties.get("collected", "")).isdigit() else 0,
         tests={nodeid: outcome for nodeid, outcome in tests.items() if nodeid},
         canaries=canaries,
+        collect_errors=collect_errors - {""},
+        replaced=frozenset(filter(None, properties.get("replaced", "").split(","))),
     )

@@ -22,14 +22,22 @@ What it does in every pytest process of the grading run:
   module is imported: handlers run last-registered first, so a process ended by ``os._exit``, a signal or
   a cleared handler list after its session never says ``exited``. A pytest process started by another
   one of the run (not an xdist worker) is marked ``nested``. A report that cannot be written is left out;
-  pytest carries on.
+  pytest carries on. Collection errors are reported by collector node id (a test module that does not import);
+* snapshots the test framework's callables (``_FRAMEWORK``: pytest's, ``_pytest``'s, pluggy's and unittest's run
+  and report paths) and this plugin's own functions when it is imported, before any conftest or test module, and
+  names in every report those replaced since (``replaced``);
+* ends a process whose program is pytest (``pytest``, ``py.test``, ``python -m pytest``) with its session's own exit
+  status, from the last exit handler, flushing stdout and stderr first: nothing that runs later in the interpreter's
+  teardown (a finalizer calling ``os._exit(0)``) can change the status the record holds.
 
 Runs in the image's own Python and pytest (3.6 and pytest 3 onwards): standard library and pytest only.
 """
 
 import atexit
 import importlib
+import inspect
 import os
+import sys
 import xml.etree.ElementTree as ElementTree
 from typing import Any
 
@@ -38,11 +46,66 @@ import pytest
 # Annotated apart (quoted: a 3.6 interpreter cannot subscript dict) so the grader's one-line CONFIG pattern still matches.
 CONFIG: "dict[str, Any]"
 CONFIG = {"report_dir": "", "workdir": "", "must_fail": "", "must_pass": "", "secret": "", "plugins": [], "max_modules": 16}
-_STATE = {"outcomes": {}, "canaries": {}, "collected": 0, "pid": os.getpid(), "config": None, "exitstatus": None}
+_STATE = {"outcomes": {}, "canaries": {}, "collect_errors": [], "collected": 0, "pid": os.getpid(), "config": None, "exitstatus": None}
 _LEFT_OUT_MARKERS = ("skip", "skipif", "xfail", "parametrize", "asyncio", "anyio", "trio")
 _PARENT_KEY = "ROLLOUT_GUARD_" + CONFIG["must_fail"].upper()
 _NESTED = os.environ.get(_PARENT_KEY, str(os.getpid())) != str(os.getpid())
 os.environ[_PARENT_KEY] = str(os.getpid())
+# What a verdict rests on: the run protocol, reports, outcomes, skipping, collection, the hook machinery and unittest's
+# runner. A name missing from this pytest version is left out of the snapshot.
+_FRAMEWORK = (
+    ("pytest", ("skip", "xfail", "fail", "exit", "main", "importorskip")),
+    ("_pytest.outcomes", ("skip", "xfail", "fail", "exit", "importorskip", "OutcomeException.__init__")),
+    ("_pytest.python", ("Function.runtest", "Function.setup", "Function._getobj", "pytest_pyfunc_call", "PyCollector.collect", "Module.collect")),
+    ("_pytest.runner", ("runtestprotocol", "call_and_report", "call_runtest_hook", "pytest_runtest_protocol", "pytest_runtest_makereport")),
+    (
+        "_pytest.runner",
+        ("CallInfo.from_call", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown", "check_interactive_exception"),
+    ),
+    ("_pytest.reports", ("TestReport.__init__", "TestReport.from_item_and_call", "BaseReport.passed", "BaseReport.failed", "BaseReport.skipped")),
+    ("_pytest.skipping", ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_makereport", "evaluate_skip_marks", "evaluate_xfail_marks")),
+    ("_pytest.main", ("Session.perform_collect", "Session.genitems", "pytest_collection_modifyitems", "pytest_runtestloop", "wrap_session")),
+    ("_pytest.main", ("pytest_cmdline_main", "_main")),
+    ("_pytest.unittest", ("TestCaseFunction.runtest", "TestCaseFunction.setup", "pytest_runtest_makereport")),
+    ("_pytest.config", ("main", "Config.getoption")),
+    ("pluggy._callers", ("_multicall",)),
+    ("pluggy._hooks", ("HookCaller.__call__", "_HookCaller.__call__")),
+    ("pluggy._manager", ("PluginManager._hookexec",)),
+    ("unittest.case", ("TestCase.run", "TestCase.__call__", "TestCase.fail", "TestCase.assertEqual", "TestCase.assertTrue")),
+    ("unittest.case", ("TestCase.assertFalse", "TestCase.assertIn", "TestCase.assertRaises", "TestCase.assertIsNone", "TestCase.skipTest")),
+    ("unittest.result", ("TestResult.addError", "TestResult.addFailure", "TestResult.addSuccess", "TestResult.addSkip", "TestResult.wasSuccessful")),
+)
+_MISSING = object()
+
+
+def _lookup(module_name, path):
+    """The attribute at ``path`` in the module, without calling descriptors (a classmethod stays itself)."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:
+            return _MISSING
+    value = module
+    for part in path.split("."):
+        try:
+            value = inspect.getattr_static(value, part)
+        except AttributeError:
+            return _MISSING
+    return value
+
+
+def _framework_snapshot():
+    snapshot = {}
+    for module_name, paths in _FRAMEWORK:
+        for path in paths:
+            value = _lookup(module_name, path)
+            if value is not _MISSING:
+                snapshot[(module_name, path)] = value
+    return snapshot
+
+
+_FRAMEWORK_SNAPSHOT = _framework_snapshot()
 
 
 def _inside_workdir(path):
@@ -170,6 +233,10 @@ class _Watcher:
     def pytest_runtest_logreport(self, report):
         _STATE["outcomes"].setdefault(report.nodeid, []).append(report)
 
+    def pytest_collectreport(self, report):
+        if report.failed:
+            _STATE["collect_errors"].append(report.nodeid)
+
     def pytest_sessionstart(self, session):
         _write("started")
 
@@ -179,11 +246,28 @@ class _Watcher:
         _write("finished", int(exitstatus))
 
 
+def _pytest_is_the_program():
+    """This process was started as pytest itself (its console script or ``python -m pytest``), so its exit status is
+    its session's."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return getattr(spec, "name", "") in ("pytest", "pytest.__main__") or program in ("pytest", "py.test")
+
+
 @atexit.register
 def _exited():
-    """The interpreter is exiting normally: the session's report, if it finished here, says so."""
-    if os.getpid() == _STATE["pid"] and _STATE["exitstatus"] is not None:
-        _write("exited", _STATE["exitstatus"])
+    """The interpreter is exiting normally: the session's report, if it finished here, says so; pytest as the program
+    then ends with the session's status (see the module docstring)."""
+    if os.getpid() != _STATE["pid"] or _STATE["exitstatus"] is None:
+        return
+    _write("exited", _STATE["exitstatus"])
+    if _pytest_is_the_program() and not _is_worker(_STATE["config"]):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(_STATE["exitstatus"])
 
 
 def _testcase(suite, nodeid, outcome, message=""):
@@ -195,6 +279,12 @@ def _testcase(suite, nodeid, outcome, message=""):
         ElementTree.SubElement(case, "skipped", type="pytest.xfail" if outcome == "xfailed" else "pytest.skip")
     elif outcome != "passed":
         ElementTree.SubElement(case, "error", message=outcome)
+
+
+def _replaced():
+    """The snapshot's names whose callables were replaced (or removed) since, and this plugin's own replaced functions."""
+    names = [module + "." + path for (module, path), value in _FRAMEWORK_SNAPSHOT.items() if _lookup(module, path) is not value]
+    return names + ["rollout guard " + path for (_, path), value in _OWN_SNAPSHOT.items() if _lookup(__name__, path) is not value]
 
 
 def _write(stage, exitstatus=None):
@@ -220,10 +310,14 @@ def _write(stage, exitstatus=None):
         ("worker", str(int(worker))),
         ("nested", str(int(_NESTED and not worker))),
         ("pid", str(os.getpid())),
+        ("replaced", ",".join(_replaced())),
     ):
         ElementTree.SubElement(properties, "property", name=name, value=value)
     for nodeid, outcome in outcomes.items():
         _testcase(suite, nodeid, outcome)
+    collection = ElementTree.SubElement(root, "testsuite", name="rollout-collect-errors")
+    for nodeid in _STATE["collect_errors"]:
+        ElementTree.SubElement(collection, "testcase", name="collect", nodeid=nodeid)
     canaries = ElementTree.SubElement(root, "testsuite", name="rollout-canaries")
     for role, runs in _STATE["canaries"].items():
         for nodeid, outcome in runs:
@@ -235,3 +329,10 @@ def _write(stage, exitstatus=None):
         os.replace(path + ".tmp", path)
     except OSError:
         pass
+
+
+# This plugin's own functions, taken last (every one is defined by now).
+_OWN = ("_write", "_replaced", "_run_canaries", "_outcome", "_exited", "_must_fail", "_must_pass", "_canary", "_testcase") + tuple(
+    "_Watcher." + name for name in vars(_Watcher) if name.startswith("pytest_")
+)
+_OWN_SNAPSHOT = {(__name__, path): _lookup(__name__, path) for path in _OWN}
