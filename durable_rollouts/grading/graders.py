@@ -124,13 +124,13 @@ SIDE_LOG_BYTES = FULL_LOG_BYTES // 8
 _THREE_WAY = "git apply --3way"
 _APPLY = ShellScript("durable_rollouts.grading", "evaluate_apply.sh")
 APPLY_LADDER = (
-    (_THREE_WAY, _APPLY.invocation("3way", PATCH_FILE)),
-    ("git apply", _APPLY.invocation("apply", PATCH_FILE)),
-    ("patch --fuzz=3", _APPLY.invocation("patch", PATCH_FILE)),
+    (_THREE_WAY, task_tests.GIT_SAFE_CONFIG + _APPLY.invocation("3way", PATCH_FILE)),
+    ("git apply", task_tests.GIT_SAFE_CONFIG + _APPLY.invocation("apply", PATCH_FILE)),
+    ("patch --fuzz=3", task_tests.GIT_SAFE_CONFIG + _APPLY.invocation("patch", PATCH_FILE)),
 )
 # Run in the same exec before the three-way rung; RESTORE_BASELINE undoes a conflicted three-way apply.
-PREPARE_APPLY = git_workspace.BACKUP_SCRIPT.invocation(*git_workspace.backup_args())
-RESTORE_BASELINE = git_workspace.RESTORE_SCRIPT.invocation(*git_workspace.restore_args())
+PREPARE_APPLY = task_tests.GIT_SAFE_CONFIG + git_workspace.BACKUP_SCRIPT.invocation(*git_workspace.backup_args())
+RESTORE_BASELINE = task_tests.GIT_SAFE_CONFIG + git_workspace.RESTORE_SCRIPT.invocation(*git_workspace.restore_args())
 # Run detached as root with SWEPRO_TEST_FILES in its environment.
 SWEPRO_COMMAND = ShellScript("durable_rollouts.grading", "evaluate_swepro.sh").invocation(SWEPRO_DIR)
 

@@ -87,8 +87,16 @@ def pathspecs(task: TaskSpec) -> list[str]:
     return list(dict.fromkeys(specs))
 
 
+# Before every git command the grader runs: no hook and no fsmonitor from any configuration (the diff never reaches
+# the repository's own, ``diff_paths``; this closes what the image's could start).
+GIT_SAFE_CONFIG = "export GIT_CONFIG_PARAMETERS=\"'core.hookspath=/dev/null' 'core.fsmonitor='\"\n"
+
+
 def _script(mode: str, specs: list[str]) -> str:
-    return ShellScript("durable_rollouts.grading", "task_tests.sh").invocation(mode, _INDEX, _SNAPSHOT, git_workspace.BASELINE_FILE, _MARKER, *specs)
+    invocation = ShellScript("durable_rollouts.grading", "task_tests.sh").invocation(
+        mode, _INDEX, _SNAPSHOT, git_workspace.BASELINE_FILE, _MARKER, *specs
+    )
+    return GIT_SAFE_CONFIG + invocation
 
 
 def record_script(specs: list[str]) -> str:

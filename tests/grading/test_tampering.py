@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from durable_rollouts.contracts.rollout import EvalResult, TaskSpec
-from tests.grading.tampering_attacks import ATTACKS, TARGETS, WORKS_ON, Target, diff_after, grade_all, unprotected
+from tests.grading.tampering_attacks import ATTACKS, DEFUSED, TARGETS, WORKS_ON, Target, diff_after, grade_all, unprotected
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -33,13 +33,16 @@ async def test_every_attack_earns_1_unprotected_where_it_works_and_0_protected(p
         unprotected(patched)
         control = await grade_all(prefix, task, working)
     not_working = [_line(name, graded.result) for name, graded in control.items() if graded.result.reward != 1.0]
-    assert not_working == [], f"attacks WORKS_ON lists for {target_name} that did not earn 1.0 unprotected"
+    assert not_working == [], f"attacks WORKS_ON lists for {target_name} that did not earn 1.0 unprotected: {not_working}"
 
     protected = await grade_all(prefix, task, diffs)
     rewarded = [_line(name, graded.result) for name, graded in protected.items() if graded.result.reward != 0.0 or graded.result.solved]
     assert rewarded == [], f"attacks rewarded on {target_name} with the protection on"
     for name in working:
         result, log = protected[name].result, protected[name].log
+        if name in DEFUSED and not result.tampered:
+            assert "[tamper check:" in log, "the guard ran and the run failed on its own"
+            continue
         assert result.reset_paths or result.tampered, f"{name} on {target_name} scored 0 but was neither reset nor flagged: {log[-3000:]}"
         if result.tampered:
             assert "[tampered: reward 0]" in log and "[tampered: reward 0]" in result.log_tail
