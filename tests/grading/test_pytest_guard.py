@@ -22,8 +22,11 @@ NO_PLUGINS = PythonEnvs(found=True)
 PATCHED_RUNTEST = "import _pytest.python as p\n\np.Function.runtest = lambda self: None\n"
 
 
-def _run(tmp_path: Path, files: dict[str, str], *args: str, envs: PythonEnvs = NO_PLUGINS) -> tuple[int, list[session_reports.SessionReport], Guard]:
-    """Run pytest in a fresh project under the plugin, as a grading run does; its exit code and reports."""
+def _run(
+    tmp_path: Path, files: dict[str, str], *args: str, envs: PythonEnvs = NO_PLUGINS, script: str = ""
+) -> tuple[int, list[session_reports.SessionReport], Guard]:
+    """Run pytest (or the project's ``script``) in a fresh project under the plugin, as a grading run does; its exit
+    code and reports."""
     guard = Guard(directory=str(tmp_path / "guard"), module="m0123abcd", must_fail="test_f00d", must_pass="test_beef")
     (tmp_path / "guard" / "reports").mkdir(parents=True)
     (tmp_path / "guard" / f"{guard.module}.py").write_text(run_guard.plugin_text(guard, envs, "canary secret", str(tmp_path / "project")))
@@ -38,7 +41,7 @@ def _run(tmp_path: Path, files: dict[str, str], *args: str, envs: PythonEnvs = N
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    command = [sys.executable, script] if script else [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
     code = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=120).returncode
     reports = [
         session_reports.parse(path.name, path.read_bytes(), guard) for path in sorted(Path(guard.report_dir).iterdir()) if path.suffix == ".xml"
@@ -222,3 +225,12 @@ def test_a_module_that_does_not_import_is_reported_as_a_collection_error(tmp_pat
     [report] = reports
     assert report.collect_errors == {"tests/test_new.py"} and _record(reports).has_file_of("tests/test_new.py::test_feature")
     assert report.replaced == frozenset(), "an honest run replaces nothing the guard watches"
+
+
+def test_a_framework_callable_replaced_before_pytest_started_is_seen_by_where_its_code_lives(tmp_path):
+    runner = "import sys\n\nimport lib\nimport pytest\n\nsys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'tests']))\n"
+    files = {"tests/test_math.py": BROKEN, "lib/__init__.py": PATCHED_RUNTEST, "run_tests.py": runner}
+    code, reports, _ = _run(tmp_path, files, script="run_tests.py")
+    assert code == 0, "the script patched pytest before pytest.main loaded the guard"
+    [report] = reports
+    assert "_pytest.python.Function.runtest" in report.replaced

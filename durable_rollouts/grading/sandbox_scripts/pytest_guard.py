@@ -25,7 +25,8 @@ What it does in every pytest process of the grading run:
   pytest carries on. Collection errors are reported by collector node id (a test module that does not import);
 * snapshots the test framework's callables (``_FRAMEWORK``: pytest's, ``_pytest``'s, pluggy's and unittest's run
   and report paths) and this plugin's own functions when it is imported, before any conftest or test module, and
-  names in every report those replaced since (``replaced``);
+  names in every report those replaced since, or whose code lives outside the framework's packages (replaced before
+  the plugin was imported: a script that imports the library under test, then calls ``pytest.main``) (``replaced``);
 * ends a process whose program is pytest (``pytest``, ``py.test``, ``python -m pytest``) with its session's own exit
   status, from the last exit handler, flushing stdout and stderr first: nothing that runs later in the interpreter's
   teardown (a finalizer calling ``os._exit(0)``) can change the status the record holds.
@@ -93,6 +94,26 @@ def _lookup(module_name, path):
         except AttributeError:
             return _MISSING
     return value
+
+
+def _framework_roots():
+    roots = []
+    for name in ("pytest", "_pytest", "pluggy", "unittest", __name__):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path:
+            roots.append(os.path.dirname(os.path.realpath(path)) + os.sep)
+    return tuple(roots)
+
+
+def _foreign(value):
+    """The callable's code lives outside the framework's packages (and this plugin): it was replaced, maybe before
+    this plugin was imported (a script that imports the library under test, then calls ``pytest.main``)."""
+    for attribute in ("__func__", "fget"):
+        value = getattr(value, attribute, None) or value
+    code = getattr(value, "__code__", None)
+    if code is None:
+        return False
+    return not os.path.realpath(code.co_filename).startswith(_framework_roots())
 
 
 def _framework_snapshot():
@@ -283,7 +304,11 @@ def _testcase(suite, nodeid, outcome, message=""):
 
 def _replaced():
     """The snapshot's names whose callables were replaced (or removed) since, and this plugin's own replaced functions."""
-    names = [module + "." + path for (module, path), value in _FRAMEWORK_SNAPSHOT.items() if _lookup(module, path) is not value]
+    names = [
+        module + "." + path
+        for (module, path), value in _FRAMEWORK_SNAPSHOT.items()
+        if _lookup(module, path) is not value or _foreign(_lookup(module, path))
+    ]
     return names + ["rollout guard " + path for (_, path), value in _OWN_SNAPSHOT.items() if _lookup(__name__, path) is not value]
 
 
