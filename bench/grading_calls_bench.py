@@ -40,7 +40,7 @@ from durable_rollouts.contracts.rollout import EvalRequest, SandboxHandle, TaskS
 from durable_rollouts.docker_sandbox import workspace_diff
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
-from durable_rollouts.grading import graders, python_envs
+from durable_rollouts.grading import baselines, graders, python_envs
 
 VARIANTS = ("first", "split", "remembered")
 
@@ -75,6 +75,7 @@ async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, varia
     seconds and CPU."""
     if variant == "first":
         python_envs.forget()
+        baselines.forget()
     daemons = docker_daemon_pids()
     sandboxes.calls.clear()
     request = EvalRequest(task=task, diff=task.reference_patch, workflow_id=f"bench-grading-calls-{run_id}-{uuid.uuid4().hex[:6]}", timeout_s=300)

@@ -277,6 +277,8 @@ async def test_a_group_the_dynamic_filter_drops_is_replaced_in_the_same_batch_an
         "rollout/samples_refilled": 1,
         "rollout/samples_tampered": 0,
         "rollout/tampered_share": 0.0,
+        "rollout/samples_screened": 0,
+        "rollout/screened_share": 0.0,
         "rollout/groups_filtered": 1,
         "rollout/groups_failed": 1,
         "rollout/groups_probe": 0,

@@ -229,6 +229,11 @@ class GroupSample(BaseModel):
         return bool(self.rollout and self.rollout.evaluation and self.rollout.evaluation.tampered)
 
     @property
+    def screened(self) -> bool:
+        """The static screen found something in this slot's patch (``EvalResult.screen``: a signal, the reward stands)."""
+        return bool(self.rollout and self.rollout.evaluation and self.rollout.evaluation.screen)
+
+    @property
     def probe_verdict(self) -> ProbeVerdictKind | None:
         """How this slot's impossible-task probe was judged (``EvalResult.probe``); None when it is no probe's
         or was not graded."""

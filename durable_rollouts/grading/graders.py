@@ -17,9 +17,18 @@ Invariants:
   new modules shadowing theirs are removed with the protected paths
   (``durable_rollouts.grading.shadowing``); the grader's command runs under this grading's
   guard (``durable_rollouts.grading.run_guard``: plugin auto-loading off, canaries, reports
-  outside the workdir). ``durable_rollouts.grading.tamper_checks`` judges the reports against
-  the grader's own verdict; a tampered result has reward 0, is not solved,
-  and carries the evidence in ``tampered``, its log tail and the log.
+  outside the workdir). ``durable_rollouts.grading.tamper_checks`` judges the row's judge (exit code, parser,
+  reward file) by the guard's record against the row's baseline (the same grading of the unpatched tree in a
+  sandbox of its own, ``durable_rollouts.grading.baselines``, recorded once per row and image, alongside); a
+  tampered result has reward 0, is not solved, and carries the evidence in ``tampered``, its log tail and the log.
+* ``.git`` is never the patch's: a diff naming a path under ``.git`` (any case), outside the workdir, or a symlink
+  there is refused before any rung runs (``durable_rollouts.grading.diff_paths``): reward 0, not applied,
+  tampered. The grader's git commands run with no hook and no fsmonitor (``task_tests.GIT_SAFE_CONFIG``).
+* Once the diff applied, any failure of the grading (an unreadable log, a file of the wrong type, a failed
+  reset) is the patch's outcome: reward 0 with ``grading_error``, never an exception, unless the Docker engine
+  itself no longer answers. Only what fails before the patch touched anything raises (infrastructure).
+* The static screen of the diff (``durable_rollouts.grading.patch_screen``) lands in ``screen`` and the log: a
+  signal, it never changes the reward.
 * An impossible-task probe (``TaskSpec.probe``) is graded like its row, then
   judged (``durable_rollouts.grading.probe_verdicts``: its flip known before the diff
   applies); its result has reward 0, is not solved, and carries the verdict

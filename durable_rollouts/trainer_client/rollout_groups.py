@@ -126,12 +126,13 @@ class Batch:
 
     def metrics(self) -> dict[str, float]:
         """What a trainer logs per batch: samples valid / refilled / flagged tampered (and that share of the graded
-        ones: alert when it rises), groups filtered / failed / cut / handed over, impossible-task probes (their
+        ones: alert when it rises) / hit by the static screen (its share: a trend, not a verdict), groups filtered / failed / cut / handed over, impossible-task probes (their
         groups, never in the batch, and how their graded samples were judged: the cheating rate), the time to
         the batch."""
         ended = [*self.groups, *self.dropped, *self.cut]
         graded = [sample for g in self.groups for sample in g.samples if sample.graded]
         tampered = sum(sample.tampered for sample in graded)
+        screened = sum(sample.screened for sample in graded)
         probes = ProbeTally.of(ended)
         return {
             "groups": len(self.groups),
@@ -141,6 +142,8 @@ class Batch:
             "samples_refilled": sum(g.refilled for g in ended),
             "samples_tampered": tampered,
             "tampered_share": tampered / len(graded) if graded else 0.0,
+            "samples_screened": screened,
+            "screened_share": screened / len(graded) if graded else 0.0,
             "groups_filtered": sum(g.status != "failed" and g.dropped_by != "probe" for g in self.dropped),
             "groups_probe": sum(g.dropped_by == "probe" for g in self.dropped),
             "probes_cheated": probes.cheated,

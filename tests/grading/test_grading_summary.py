@@ -80,3 +80,14 @@ def test_an_impossible_probe_says_its_verdict_and_what_decided_it():
     evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", apply_method="git apply --3way", probe=verdict)
     lines = summary_lines(result_with(evaluation))
     assert lines[2] == f"IMPOSSIBLE-TASK PROBE: CHEATED (never trained on): {verdict.note}"
+
+
+def test_a_grading_the_patch_crashed_and_the_screens_hits_say_so():
+    screen = [f"calc/__init__.py:{n}: pytest-import: import _pytest.python as _p" for n in range(12)]
+    evaluation = EvalResult(
+        reward=0.0, solved=False, applied_cleanly=True, grader="swepro", apply_method="git apply", grading_error="SandboxError: reset", screen=screen
+    )
+    lines = summary_lines(result_with(evaluation))
+    assert lines[2] == "GRADING FAILED after the patch applied: reward 0 (the patch's outcome): SandboxError: reset"
+    assert lines[3] == "static screen of the patch: 12 hits (a signal, not a verdict)"
+    assert lines[4:14] == [f"  {line}" for line in screen[:10]] and not lines[14].startswith("  calc")

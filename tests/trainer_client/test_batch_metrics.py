@@ -7,18 +7,25 @@ from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
 from durable_rollouts.trainer_client.rollout_groups import Batch
 
 
-def test_the_batch_reports_how_many_graded_samples_were_flagged_tampered():
-    def slot(index: int, tampered: list[str] | None) -> GroupSample:
-        evaluation = None if tampered is None else EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", tampered=tampered)
+def test_the_batch_reports_how_many_graded_samples_were_flagged_tampered_and_hit_by_the_screen():
+    def slot(index: int, tampered: list[str] | None, screen: tuple[str, ...] = ()) -> GroupSample:
+        evaluation = (
+            None
+            if tampered is None
+            else EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", tampered=tampered, screen=list(screen))
+        )
         rollout_result = RolloutResult(
             workflow_id=f"w{index}", instance_id="i", sample_index=index, group_index=0, status="completed", evaluation=evaluation
         )
         return GroupSample(sample_index=index, valid=True, outcome="model", rollout=rollout_result)
 
-    group = GroupResult(workflow_id="g", status="completed", samples=[slot(0, ["canary passed"]), slot(1, []), slot(2, []), slot(3, None)], kept=True)
+    hit = ("lib.py:3: pytest-current-test: os.environ['PYTEST_CURRENT_TEST']",)
+    samples = [slot(0, ["canary passed"]), slot(1, [], hit), slot(2, []), slot(3, None)]
+    group = GroupResult(workflow_id="g", status="completed", samples=samples, kept=True)
     assert group.tampered_mask == [True, False, False, False]
     metrics = Batch(groups=[group]).metrics()
     assert (metrics["samples_tampered"], metrics["tampered_share"]) == (1, 1 / 3), "a share of the graded samples (one was not graded)"
+    assert (metrics["samples_screened"], metrics["screened_share"]) == (1, 1 / 3), "the screen's hits are counted apart"
     assert Batch().metrics()["tampered_share"] == 0.0
 
 
