@@ -364,7 +364,7 @@ def _report_counts(reports: list[SessionReport]) -> _TestCounts:
     if not outcomes:
         return {}
     failed = sum(outcome in ("failed", "error") for outcome in outcomes.values())
-    return {"tests_passed": sum(outcome == "passed" for outcome in outcomes.values()), "tests_failed": failed}
+    return {"tests_passed": sum(outcome in run_record.PASSING for outcome in outcomes.values()), "tests_failed": failed}
 
 
 def _commands(task: TaskSpec, swebench_script: str | None) -> list[str]:

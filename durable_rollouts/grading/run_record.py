@@ -15,6 +15,8 @@ Invariants:
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -22,6 +24,21 @@ from pathlib import PurePosixPath
 from durable_rollouts.grading.session_reports import SessionReport
 
 NOT_RUN = ("skipped", "xfailed")
+PASSING = ("passed", "xpassed")
+_PARAMETERS = re.compile(r"\[.*\]$")
+
+
+def function_of(nodeid: str) -> str:
+    """A test's node id without its parameters (``t.py::test_x`` of ``t.py::test_x[1-a]``)."""
+    return _PARAMETERS.sub("", nodeid)
+
+
+def missing_from(run: RunRecord, baseline: RunRecord) -> list[str]:
+    """The baseline's tests the run does not hold: by node id, except that a parametrised test only counts as
+    missing when the run holds fewer of its parameter sets (ids made from values, random or the code's output,
+    may change between runs; their number does not)."""
+    before, now = Counter(map(function_of, baseline.outcomes)), Counter(map(function_of, run.outcomes))
+    return [nodeid for nodeid in baseline.outcomes if nodeid not in run.outcomes and now[function_of(nodeid)] < before[function_of(nodeid)]]
 
 
 def own_sessions(reports: Iterable[SessionReport]) -> list[SessionReport]:
@@ -49,13 +66,15 @@ def module_of(nodeid: str) -> str:
 @dataclass(frozen=True)
 class RunRecord:
     """One grading run's own sessions, their tests' outcomes, canary runs ((node id, outcome)) by (role, module),
-    failed collectors and the framework callables found replaced."""
+    failed collectors, the framework callables found replaced and the workdir files registered as plugins."""
 
     sessions: tuple[SessionReport, ...] = ()
     outcomes: dict[str, str] = field(default_factory=dict)
     canaries: dict[tuple[str, str], tuple[tuple[str, str], ...]] = field(default_factory=dict)
     collect_errors: frozenset[str] = frozenset()
     replaced: frozenset[str] = frozenset()
+    workdir_plugins: frozenset[str] = frozenset()
+    declared_xfail: frozenset[str] = frozenset()
 
     @property
     def files(self) -> frozenset[str]:
@@ -97,4 +116,6 @@ def record(reports: Iterable[SessionReport]) -> RunRecord:
         canaries=canaries,
         collect_errors=frozenset().union(*(report.collect_errors for report in sessions)),
         replaced=frozenset().union(*(report.replaced for report in sessions)),
+        workdir_plugins=frozenset().union(*(report.workdir_plugins for report in sessions)),
+        declared_xfail=frozenset().union(*(report.declared_xfail for report in sessions)),
     )

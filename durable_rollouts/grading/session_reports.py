@@ -1,8 +1,9 @@
 """The reports the grader's pytest plugin writes, one JUnit XML file per pytest process of a grading run.
 
 Invariants: ``parse`` never raises on what a file holds (the code under test can write there too): a file
-that does not parse is a ``SessionReport`` with ``problem`` set. A test's outcome is ``passed``,
-``failed``, ``error``, ``skipped`` or ``xfailed``, from its setup, call and teardown together; a canary's outcome is
+that does not parse is a ``SessionReport`` with ``problem`` set. A test's outcome is ``passed``, ``xpassed``,
+``failed``, ``error``, ``skipped`` or ``xfailed``, from its setup, call and teardown together (``declared_xfail``: the
+tests that themselves expect to fail, by an xfail marker or unittest's ``expectedFailure``); a canary's outcome is
 read only from the canaries' own testsuite, and only under the names this grading drew (``Guard``). Collectors that
 failed (a test module that does not import) and the framework callables the plugin found replaced come from their
 own testsuite and property.
@@ -29,7 +30,8 @@ class SessionReport:
     started, e.g. a test of a pytest plugin running pytest), how many tests it ``collected`` to run itself (an xdist
     controller none), the task's tests by node id, and each canary run as
     (node id, outcome) under its role (``must_fail`` / ``must_pass``); the collectors that failed
-    (``collect_errors``), and the test framework's callables found replaced (``replaced``, by dotted name)."""
+    (``collect_errors``), the test framework's callables found replaced (``replaced``, by dotted name), and the
+    workdir files registered as pytest plugins (``workdir_plugins``, conftest files aside)."""
 
     name: str
     finished: bool = False
@@ -43,6 +45,8 @@ class SessionReport:
     canaries: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     collect_errors: frozenset[str] = frozenset()
     replaced: frozenset[str] = frozenset()
+    workdir_plugins: frozenset[str] = frozenset()
+    declared_xfail: frozenset[str] = frozenset()
     problem: str = ""
 
 
@@ -53,7 +57,7 @@ def _outcome(case: ElementTree.Element) -> str:
     skipped = case.find("skipped")
     if skipped is not None:
         return "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
-    return "passed"
+    return "xpassed" if case.get("xpassed") == "1" else "passed"
 
 
 def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
@@ -68,6 +72,7 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
         return SessionReport(name=name, problem=f"report {name} has no pytest testsuite")
     properties = {prop.get("name", ""): prop.get("value", "") for prop in main.iter("property")}
     tests = {case.get("nodeid", ""): _outcome(case) for case in main.iter("testcase")}
+    declared_xfail = frozenset(case.get("nodeid", "") for case in main.iter("testcase") if case.get("declared") == "xfail")
     canaries: dict[str, list[tuple[str, str]]] = {}
     expected = {"must_fail": guard.must_fail, "must_pass": guard.must_pass}
     for suite in suites:
@@ -94,4 +99,6 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
         canaries=canaries,
         collect_errors=collect_errors - {""},
         replaced=frozenset(filter(None, properties.get("replaced", "").split(","))),
+        workdir_plugins=frozenset(filter(None, properties.get("workdir_plugins", "").split(","))),
+        declared_xfail=declared_xfail - {""},
     )

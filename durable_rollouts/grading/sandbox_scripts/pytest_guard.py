@@ -25,8 +25,11 @@ What it does in every pytest process of the grading run:
   pytest carries on. Collection errors are reported by collector node id (a test module that does not import);
 * snapshots the test framework's callables (``_FRAMEWORK``: pytest's, ``_pytest``'s, pluggy's and unittest's run
   and report paths) and this plugin's own functions when it is imported, before any conftest or test module, and
-  names in every report those replaced since, or whose code lives outside the framework's packages (replaced before
-  the plugin was imported: a script that imports the library under test, then calls ``pytest.main``) (``replaced``);
+  names in every report those replaced since (the value, or its code object in place; read from the module objects
+  it took, so a copy put in ``sys.modules`` hides nothing), or whose code lives outside the framework's packages
+  (replaced before the plugin was imported: a script that imports the library under test, then calls
+  ``pytest.main``) (``replaced``); and the workdir files registered as pytest plugins, conftest files aside
+  (``workdir_plugins``: a plugin the library under test registers at run time);
 * ends a process whose program is pytest (``pytest``, ``py.test``, ``python -m pytest``) with its session's own exit
   status, from the last exit handler, flushing stdout and stderr first: nothing that runs later in the interpreter's
   teardown (a finalizer calling ``os._exit(0)``) can change the status the record holds.
@@ -47,7 +50,16 @@ import pytest
 # Annotated apart (quoted: a 3.6 interpreter cannot subscript dict) so the grader's one-line CONFIG pattern still matches.
 CONFIG: "dict[str, Any]"
 CONFIG = {"report_dir": "", "workdir": "", "must_fail": "", "must_pass": "", "secret": "", "plugins": [], "max_modules": 16}
-_STATE = {"outcomes": {}, "canaries": {}, "collect_errors": [], "collected": 0, "pid": os.getpid(), "config": None, "exitstatus": None}
+_STATE = {
+    "outcomes": {},
+    "canaries": {},
+    "collect_errors": [],
+    "declared_xfail": set(),
+    "collected": 0,
+    "pid": os.getpid(),
+    "config": None,
+    "exitstatus": None,
+}
 _LEFT_OUT_MARKERS = ("skip", "skipif", "xfail", "parametrize", "asyncio", "anyio", "trio")
 _PARENT_KEY = "ROLLOUT_GUARD_" + CONFIG["must_fail"].upper()
 _NESTED = os.environ.get(_PARENT_KEY, str(os.getpid())) != str(os.getpid())
@@ -79,14 +91,18 @@ _FRAMEWORK = (
 _MISSING = object()
 
 
-def _lookup(module_name, path):
-    """The attribute at ``path`` in the module, without calling descriptors (a classmethod stays itself)."""
+def _module(module_name):
     module = sys.modules.get(module_name)
     if module is None:
         try:
             module = importlib.import_module(module_name)
         except Exception:
             return _MISSING
+    return module
+
+
+def _lookup(module, path):
+    """The attribute at ``path`` in the module object, without calling descriptors (a classmethod stays itself)."""
     value = module
     for part in path.split("."):
         try:
@@ -94,6 +110,13 @@ def _lookup(module_name, path):
         except AttributeError:
             return _MISSING
     return value
+
+
+def _code(value):
+    """The code object behind a callable (a function, a classmethod, a property's getter), else None."""
+    for attribute in ("__func__", "fget"):
+        value = getattr(value, attribute, None) or value
+    return getattr(value, "__code__", None)
 
 
 def _framework_roots():
@@ -105,28 +128,34 @@ def _framework_roots():
     return tuple(roots)
 
 
-def _foreign(value):
-    """The callable's code lives outside the framework's packages (and this plugin): it was replaced, maybe before
-    this plugin was imported (a script that imports the library under test, then calls ``pytest.main``)."""
-    for attribute in ("__func__", "fget"):
-        value = getattr(value, attribute, None) or value
-    code = getattr(value, "__code__", None)
-    if code is None:
-        return False
-    return not os.path.realpath(code.co_filename).startswith(_framework_roots())
+def _foreign(code):
+    """The code lives outside the framework's packages (and this plugin): replaced, maybe before this plugin was
+    imported (a script that imports the library under test, then calls ``pytest.main``)."""
+    return code is not None and not os.path.realpath(code.co_filename).startswith(_framework_roots())
 
 
-def _framework_snapshot():
+def _snapshot(names):
+    """(module name, path) -> (the module object, the value, its code) for every name found."""
     snapshot = {}
-    for module_name, paths in _FRAMEWORK:
+    for module_name, paths in names:
+        module = _module(module_name)
         for path in paths:
-            value = _lookup(module_name, path)
+            value = _MISSING if module is _MISSING else _lookup(module, path)
             if value is not _MISSING:
-                snapshot[(module_name, path)] = value
+                snapshot[(module_name, path)] = (module, value, _code(value))
     return snapshot
 
 
-_FRAMEWORK_SNAPSHOT = _framework_snapshot()
+def _changed(snapshot):
+    """The names whose module left ``sys.modules``' entry, whose value or code was replaced in the module object
+    taken at the snapshot (a copy put in ``sys.modules`` hides nothing), or whose code lives outside the framework."""
+    for (module_name, path), (module, value, code) in snapshot.items():
+        now = _lookup(module, path)
+        if sys.modules.get(module_name) is not module or now is not value or _code(now) is not code or _foreign(_code(now)):
+            yield module_name + "." + path
+
+
+_FRAMEWORK_SNAPSHOT = _snapshot(_FRAMEWORK)
 
 
 def _inside_workdir(path):
@@ -211,13 +240,26 @@ def _canary(module, name, function, like):
 
 
 def _outcome(reports):
-    """passed, failed, error, skipped or xfailed, from a test's setup, call and teardown reports."""
+    """passed, xpassed (a non-strict xfail that passed), failed, error, skipped or xfailed, from a test's setup, call
+    and teardown reports."""
     for report in reports:
         if report.failed:
             return "failed" if report.when == "call" else "error"
     if any(report.skipped for report in reports):
         return "xfailed" if any(hasattr(report, "wasxfail") for report in reports) else "skipped"
-    return "passed" if any(report.when == "call" and report.passed for report in reports) else "error"
+    passed = [report for report in reports if report.when == "call" and report.passed]
+    if not passed:
+        return "error"
+    return "xpassed" if any(hasattr(report, "wasxfail") for report in passed) else "passed"
+
+
+def _declares_xfail(item):
+    """The test itself expects to fail: an xfail marker, or unittest's ``expectedFailure``."""
+    return item.get_closest_marker("xfail") is not None or bool(getattr(getattr(item, "obj", None), "__unittest_expecting_failure__", False))
+
+
+def _declares_skip(node):
+    return node.get_closest_marker("skip") is not None or node.get_closest_marker("skipif") is not None
 
 
 def _run_canaries(items):
@@ -234,6 +276,8 @@ def _run_canaries(items):
                 outcome = _outcome(runtestprotocol(_canary(module, name, function, like), log=False, nextitem=None))
             except Exception as error:
                 outcome = "error: " + type(error).__name__
+            if outcome == "skipped" and _declares_skip(module):
+                outcome = "declared-skip"  # the module itself says skip (``pytestmark``): the canary is skipped with it
             _STATE["canaries"].setdefault(role, []).append([module.nodeid + "::" + name, outcome])
 
 
@@ -243,6 +287,7 @@ class _Watcher:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items):
         _STATE["collected"] = len(items)
+        _STATE["declared_xfail"] = {item.nodeid for item in items if _declares_xfail(item)}
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session):
@@ -294,22 +339,45 @@ def _exited():
 def _testcase(suite, nodeid, outcome, message=""):
     path, _, name = nodeid.rpartition("::")
     case = ElementTree.SubElement(suite, "testcase", classname=path.replace("/", ".").replace("::", "."), name=name or nodeid, nodeid=nodeid)
+    if nodeid in _STATE["declared_xfail"]:
+        case.set("declared", "xfail")
     if outcome == "failed":
         ElementTree.SubElement(case, "failure", message=message)
     elif outcome in ("skipped", "xfailed"):
         ElementTree.SubElement(case, "skipped", type="pytest.xfail" if outcome == "xfailed" else "pytest.skip")
+    elif outcome == "xpassed":
+        case.set("xpassed", "1")
     elif outcome != "passed":
         ElementTree.SubElement(case, "error", message=outcome)
 
 
 def _replaced():
-    """The snapshot's names whose callables were replaced (or removed) since, and this plugin's own replaced functions."""
-    names = [
-        module + "." + path
-        for (module, path), value in _FRAMEWORK_SNAPSHOT.items()
-        if _lookup(module, path) is not value or _foreign(_lookup(module, path))
-    ]
-    return names + ["rollout guard " + path for (_, path), value in _OWN_SNAPSHOT.items() if _lookup(__name__, path) is not value]
+    """The framework's and this plugin's callables replaced since the snapshot (see ``_changed``)."""
+    own = ["rollout guard " + name.rpartition(__name__ + ".")[2] for name in _changed(_OWN_SNAPSHOT)]
+    return list(_changed(_FRAMEWORK_SNAPSHOT)) + own
+
+
+def _source_file(plugin):
+    """Where a registered plugin's code lives: a module plugin's file, else the file of its class's module."""
+    path = getattr(plugin, "__file__", None)
+    if not isinstance(path, str):
+        path = getattr(sys.modules.get(getattr(type(plugin), "__module__", "")), "__file__", None)
+    return path if isinstance(path, str) else ""
+
+
+def _workdir_plugins(config):
+    """The workdir files (relative) whose code is registered as a pytest plugin, conftest files aside (the grader
+    puts the task's back): a plugin the library under test registered, or one the repository declares."""
+    found = set()
+    try:
+        registered = config.pluginmanager.list_name_plugin() if config is not None else []
+    except AttributeError:  # a pluggy too old to list them
+        registered = []
+    for _, plugin in registered:
+        path = _source_file(plugin)
+        if path and _inside_workdir(path) and os.path.basename(path) != "conftest.py":
+            found.add(os.path.relpath(os.path.realpath(path), os.path.realpath(CONFIG["workdir"])))
+    return sorted(found)
 
 
 def _write(stage, exitstatus=None):
@@ -336,6 +404,7 @@ def _write(stage, exitstatus=None):
         ("nested", str(int(_NESTED and not worker))),
         ("pid", str(os.getpid())),
         ("replaced", ",".join(_replaced())),
+        ("workdir_plugins", ",".join(_workdir_plugins(config))),
     ):
         ElementTree.SubElement(properties, "property", name=name, value=value)
     for nodeid, outcome in outcomes.items():
@@ -357,7 +426,17 @@ def _write(stage, exitstatus=None):
 
 
 # This plugin's own functions, taken last (every one is defined by now).
-_OWN = ("_write", "_replaced", "_run_canaries", "_outcome", "_exited", "_must_fail", "_must_pass", "_canary", "_testcase") + tuple(
-    "_Watcher." + name for name in vars(_Watcher) if name.startswith("pytest_")
-)
-_OWN_SNAPSHOT = {(__name__, path): _lookup(__name__, path) for path in _OWN}
+_OWN = (
+    "_write",
+    "_replaced",
+    "_changed",
+    "_workdir_plugins",
+    "_run_canaries",
+    "_outcome",
+    "_exited",
+    "_must_fail",
+    "_must_pass",
+    "_canary",
+    "_testcase",
+) + tuple("_Watcher." + name for name in vars(_Watcher) if name.startswith("pytest_"))
+_OWN_SNAPSHOT = _snapshot([(__name__, _OWN)])
