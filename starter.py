@@ -90,7 +90,7 @@ from durable_rollouts.trainer_client.local_services import LocalServiceFailed, e
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable
 from durable_rollouts.trainer_client.results_file import file_stem, group_record_with_segments, move_out_logs
 from durable_rollouts.trainer_client.rollout_runs import connect, task_queue_from_env
-from durable_rollouts.trainer_client.run_summary import episode_summary_lines, groups_line, hosts_line, running_line, summary_lines
+from durable_rollouts.trainer_client.run_summary import agent_run_notes, episode_summary_lines, groups_line, hosts_line, running_line, summary_lines
 from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 from durable_rollouts.trajectory_view.rollout_page import PageSettings
@@ -240,6 +240,8 @@ async def show(client: Client, args: argparse.Namespace) -> int:
     print(f"--- last {len(log_lines)} lines of the agent's stream-json log ---")
     print("\n".join(log_lines))
     if isinstance(detail, RolloutResult):
+        for note in agent_run_notes(detail):
+            print(f"AGENT: {note}")
         print("\n".join(grading_summary.summary_lines(RolloutResult.model_validate(record) if args.save_logs else detail)))
     return 0
 

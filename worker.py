@@ -66,6 +66,8 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 import docker
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
@@ -145,6 +147,29 @@ async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, inte
         forgotten = await registry.forget_unclaimed(older_than_s=after_s)
         if forgotten:
             log.info("released %d session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
+
+
+async def release_sessions_of_ended_rollouts(adapter: AdapterServer, client: Client, session_ids: list[str]) -> list[str]:
+    """Restored sessions whose rollouts have already closed (or are unknown to the server) are finished at once: left to
+    the unclaimed sweep, each restart would restart their clock. A server that does not answer leaves them to it."""
+    registry = adapter.registry
+    assert registry is not None, "the adapter is started"
+    released = []
+    for session_id in session_ids:
+        session = registry.get(session_id)
+        workflow_id = session.config.label.rpartition("#")[0] if session is not None else ""
+        if not workflow_id:
+            continue
+        try:
+            ended = (await client.get_workflow_handle(workflow_id).describe()).status != WorkflowExecutionStatus.RUNNING
+        except RPCError as error:
+            ended = error.status == RPCStatusCode.NOT_FOUND
+        if ended:
+            await registry.finish_session(session_id, grace_s=0)
+            released.append(session_id)
+    if released:
+        log.info("released %d restored session(s) whose rollouts already ended: %s", len(released), ", ".join(released))
+    return released
 
 
 async def report_occupancy(host: RolloutHost, metrics: HostMetrics, interval_s: float = OCCUPANCY_INTERVAL_S) -> None:
@@ -241,6 +266,8 @@ async def run_worker(
     restored = registry.restore_spooled()
     if restored:
         log.info("took back %d spooled session(s): %s", len(restored), ", ".join(restored))
+    if aborted := await registry.abort_orphaned_requests():
+        log.info("aborted upstream %d request(s) the previous process left in flight", aborted)
     public_url = f"http://{settings.public_host or network.gateway}:{adapter.port}"
     firewalled = await asyncio.to_thread(sandbox_firewall.protect, network.bridge, adapter.port)
     target = target_from_env(address=settings.temporal_address)
@@ -252,6 +279,7 @@ async def run_worker(
         identity=worker_identity(os.getpid(), socket.gethostname(), host_queue, settings.agent_slots),
     )
     log.info("connected to Temporal at %s, namespace %s (%s)", target.address, target.namespace, target.secured)
+    await release_sessions_of_ended_rollouts(adapter, client, restored)
     sandboxes = DockerSandboxes(
         SandboxSettings(
             claude_code=claude_code,

@@ -5,14 +5,17 @@ The Temporal worker logs every failed activity attempt with its traceback
 whose type is in ``EXPECTED_FAILURES`` (a missing image, a host that is full,
 a row that cannot be graded, ...) is a known outcome with a clear message, so
 its record is rewritten to one line: activity, error type, workflow, attempt
-and the message's first line. Every other failure keeps its traceback.
+and the message's first line. So is a cancellation the workflow did not ask
+for (a heartbeat timed out, the server went away): an interruption, which the
+activity's retry resumes. Every other failure keeps its traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.error_types import ErrorType
 
@@ -34,7 +37,15 @@ MESSAGE_LIMIT = 300
 class ExpectedFailureFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, ApplicationError) and error.type in EXPECTED_FAILURES:
+        if isinstance(error, (asyncio.CancelledError, CancelledError)):
+            # Not asked for by its workflow (those complete as cancelled, at debug level): the server timed the attempt
+            # out or could not be reached, an interruption its retry resumes.
+            details = getattr(record, "temporal_activity", None) or {}
+            record.msg = "%s interrupted (workflow %s, attempt %s): cancelled by a timeout or a lost server, not by its workflow"
+            record.args = (details.get("activity_type", "activity"), details.get("workflow_id"), details.get("attempt"))
+            record.exc_info = None
+            record.exc_text = None
+        elif isinstance(error, ApplicationError) and error.type in EXPECTED_FAILURES:
             details = getattr(record, "temporal_activity", None) or {}
             first_line = next(iter(error.message.splitlines()), "")[:MESSAGE_LIMIT]
             record.msg = "%s failed with %s (workflow %s, attempt %s): %s"

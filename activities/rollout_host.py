@@ -60,6 +60,7 @@ from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Transl
 from activities.error_types import ErrorType
 from durable_rollouts.claude_code.agent_wait import AgentLaunch, wait_for_agent
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, judge_run
+from durable_rollouts.claude_code.run_ledger import MAX_AGENT_FAILURES, RunLedger
 from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
 from durable_rollouts.contracts.rollout import (
     AgentProgress,
@@ -274,11 +275,18 @@ class RolloutHost:
         heartbeat; if this worker restored that session from its spool and the
         agent process was launched, it waits for the same process with the
         rest of the budget. Otherwise it fails as ``SessionLost`` and the
-        workflow starts a fresh attempt.
+        workflow starts a fresh attempt. The heartbeat also carries the run's
+        ``RunLedger``: an interruption (a restart, an outage) costs nothing;
+        a real failure uses one of ``MAX_AGENT_FAILURES``, the last of which
+        ends the run non-retryably.
         """
         registry = self.adapter.registry
         assert registry is not None
         self._reservations.pop(request.workflow_id, None)
+        info = activity.info()
+        ledger = RunLedger.after(info.heartbeat_details[0] if info.heartbeat_details else None, info.attempt)
+        if info.attempt > 1:
+            log.info("agent of %s: attempt %d resumes after %s", request.handle.name, info.attempt, _ledger_text(ledger))
         resumed = await self._resumable(request)
         launch: AgentLaunch | None = None
         if resumed is not None:
@@ -289,9 +297,9 @@ class RolloutHost:
             except SESSION_SETUP_FAILURES.handled as error:
                 raise SESSION_SETUP_FAILURES(error) from None
             started_at = time.time()
-        attempt = activity.info().attempt
+        attempt = info.attempt
         session = registry.claim(session_id, attempt)
-        beat = asyncio.create_task(self._heartbeat(session_id, started_at, request))
+        beat = asyncio.create_task(self._heartbeat(session_id, started_at, request, ledger))
         try:
             disk_bytes = self.sandboxes.limits_for(request.task).disk_bytes
             exit_code, stopped = await wait_for_agent(self.sandboxes, request.handle, disk_bytes, launch, deadline=started_at + request.time_budget_s)
@@ -299,13 +307,20 @@ class RolloutHost:
                 await self.sandboxes.kill_detached(request.handle, AGENT_JOB)
             agent_log = await self._agent_log(request.handle)
         except BaseException as error:
+            beat.cancel()
             if activity.is_worker_shutdown():
                 raise application_error(
                     WorkerShutdown("worker shut down while the agent ran; its session stays spooled"), ErrorType.WORKER_SHUTDOWN, retryable=True
                 ) from None
+            final: ApplicationError | None = None
+            if isinstance(error, Exception):  # a real failure (a cancellation is the server's or the workflow's)
+                activity.heartbeat(self._progress_details(session_id, started_at, request) | ledger.failure_details())
+                if ledger.failed().exhausted:
+                    message = f"{type(error).__name__}: {error} (real failure {ledger.failed().failures} of {MAX_AGENT_FAILURES})"
+                    final = ApplicationError(message, type=type(error).__name__, non_retryable=True)
             if registry.held_by(session_id, attempt):
-                if isinstance(error, DetachedLaunchFailed):
-                    await registry.finish_session(session_id, grace_s=0)  # no agent runs: nothing to re-attach to
+                if isinstance(error, DetachedLaunchFailed) or final is not None:
+                    await registry.finish_session(session_id, grace_s=0)  # no agent runs, or none will be re-attached to
                 elif _stopped_by_workflow(error):
                     await registry.finish_session(session_id, grace_s=0)  # the rollout is stopped: abort its turns at once
                     with contextlib.suppress(Exception):
@@ -318,6 +333,8 @@ class RolloutHost:
                         _why(error),
                     )
                     registry.unclaim(session_id)
+            if final is not None:
+                raise final from error
             raise
         finally:
             beat.cancel()
@@ -331,6 +348,7 @@ class RolloutHost:
             terminal_reason=verdict.terminal_reason,
             turns=len(session.turns) if session else 0,
             aborts_continued=sum(turn.aborts_continued for turn in session.turns) if session else 0,
+            interruptions=ledger.interruptions,
             duration_s=round(time.time() - started_at, 3),
             log=text,
             log_tail="\n".join(lines[-5:])[-2000:],
@@ -377,29 +395,37 @@ class RolloutHost:
         log.info("re-attaching to %s (session %s, agent %s)", request.handle.name, session_id, "running" if status.running else "finished")
         return session_id, float(details.get("started_at") or time.time())
 
-    async def _heartbeat(self, session_id: str, started_at: float, request: AgentRunRequest) -> None:
-        """Heartbeat every few seconds; tell the workflow (signal) when the turn count moved, at once the first
-        time and then at most every ``PROGRESS_SIGNAL_INTERVAL_S``."""
+    def _progress(self, session_id: str, request: AgentRunRequest) -> AgentProgress:
         registry = self.adapter.registry
+        session = registry.get(session_id) if registry else None
+        oldest, newest = session.weight_version_range() if session else (None, None)
+        return AgentProgress(
+            attempt=request.attempt,
+            session_id=session_id,
+            turns=len(session.turns) if session else 0,
+            tokens=session.turns[-1].prompt_tokens + session.turns[-1].completion_tokens if session and session.turns else 0,
+            last_turn_at=session.last_turn_at if session else None,
+            last_tools=session.turns[-1].tool_names if session and session.turns else [],
+            oldest_weight_version=oldest,
+            newest_weight_version=newest,
+            sampled_tokens=sum(turn.completion_tokens for turn in session.turns) if session else 0,
+        )
+
+    def _progress_details(self, session_id: str, started_at: float, request: AgentRunRequest) -> dict[str, Any]:
+        """The heartbeat's details but for the ledger: the progress, the sandbox and when the agent started."""
+        return self._progress(session_id, request).model_dump(mode="json") | {"sandbox": request.handle.name, "started_at": started_at}
+
+    async def _heartbeat(self, session_id: str, started_at: float, request: AgentRunRequest, ledger: RunLedger) -> None:
+        """Heartbeat every few seconds (the progress, and the run's ledger for the next attempt); tell the workflow
+        (signal) when the turn count moved, at once the first time and then at most every ``PROGRESS_SIGNAL_INTERVAL_S``."""
         signalled_turns = 0
         signalled_at = -PROGRESS_SIGNAL_INTERVAL_S
         workflow_id = activity.info().workflow_id
         assert workflow_id is not None, "run_claude_code is scheduled by a workflow"
         workflow = self.client.get_workflow_handle(workflow_id) if self.client else None
         while True:
-            session = registry.get(session_id) if registry else None
-            oldest, newest = session.weight_version_range() if session else (None, None)
-            progress = AgentProgress(
-                attempt=request.attempt,
-                session_id=session_id,
-                turns=len(session.turns) if session else 0,
-                tokens=session.turns[-1].prompt_tokens + session.turns[-1].completion_tokens if session and session.turns else 0,
-                last_turn_at=session.last_turn_at if session else None,
-                last_tools=session.turns[-1].tool_names if session and session.turns else [],
-                oldest_weight_version=oldest,
-                newest_weight_version=newest,
-            )
-            activity.heartbeat(progress.model_dump(mode="json") | {"sandbox": request.handle.name, "started_at": started_at})
+            progress = self._progress(session_id, request)
+            activity.heartbeat(self._progress_details(session_id, started_at, request) | ledger.details())
             due = time.monotonic() - signalled_at >= PROGRESS_SIGNAL_INTERVAL_S
             if workflow is not None and progress.turns != signalled_turns and due:
                 try:
@@ -408,6 +434,10 @@ class RolloutHost:
                 except RPCError as error:
                     log.warning("progress signal for %s failed: %s", request.workflow_id, error)
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+
+def _ledger_text(ledger: RunLedger) -> str:
+    return f"{ledger.interruptions} interruptions and {ledger.failures} of {MAX_AGENT_FAILURES} real failures"
 
 
 def _stopped_by_workflow(error: BaseException) -> bool:

@@ -70,3 +70,19 @@ def host_lost(error: ActivityError) -> bool:
             return True
         cause = cause.cause
     return False
+
+
+def lost_reason(error: ActivityError) -> str:
+    """Why a lost host's agent run cannot go on, in words (``host_lost`` holds for ``error``)."""
+    cause = error.cause
+    while isinstance(cause, FailureError):
+        if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
+            return "the host did not come back within the resume window"
+        if isinstance(cause, TimeoutError) and cause.type == TimeoutType.HEARTBEAT:
+            return "the host stopped heartbeating"
+        if isinstance(cause, ApplicationError) and cause.type == ErrorType.SESSION_LOST:
+            return f"the agent session could not be resumed: {cause.message}"
+        if isinstance(cause, ApplicationError) and cause.type == ErrorType.WORKER_SHUTDOWN:
+            return "the worker shut down"
+        cause = cause.cause
+    return "the host was lost"

@@ -58,7 +58,7 @@ from temporalio.workflow import ActivityCancellationType
 
 from workflows import rollout_metrics
 from workflows import search_attributes as attrs
-from workflows.activity_errors import ABORT_REASONS, Aborted, abort_reason, error_type, host_lost
+from workflows.activity_errors import ABORT_REASONS, Aborted, abort_reason, error_type, host_lost, lost_reason
 from workflows.rollout_guard import stop_reason_after
 
 with workflow.unsafe.imports_passed_through():
@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         AgentRunRequest,
         CapturedDiff,
         DiffReport,
+        DiscardedRun,
         EvalRequest,
         EvalResult,
         GraderKind,
@@ -110,8 +111,15 @@ PICK_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_i
 GRADING_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS])
 GRADING_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
 GRADING_OVERHEAD = timedelta(seconds=300)  # boot and apply, beyond the grade's own timeout
+# Unbounded attempts: an interruption (a worker restart, a server outage) re-attaches and costs nothing; the activity
+# itself gives up non-retryably after its real failures (``durable_rollouts.claude_code.run_ledger``), and the agent's
+# deadline, the host's resume window and the rollout's guard bound the rest. The interval stays short, so a worker
+# back after its fifth restart is not kept waiting.
 AGENT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_POLICY_SERVER, ErrorType.SESSION_LOST]
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=0,
+    non_retryable_error_types=[ErrorType.NO_POLICY_SERVER, ErrorType.SESSION_LOST],
 )
 
 
@@ -126,6 +134,7 @@ class CodingAgentRollout:
         self._host_start = timedelta(seconds=10)
         self._abort_requested: str | None = None
         self._staleness: StalenessReport | None = None
+        self._discarded: list[DiscardedRun] = []
 
     @workflow.query
     def progress(self) -> RolloutProgress:
@@ -144,6 +153,7 @@ class CodingAgentRollout:
                 "last_tools": update.last_tools,
                 "oldest_weight_version": update.oldest_weight_version,
                 "newest_weight_version": update.newest_weight_version,
+                "sampled_tokens": update.sampled_tokens,
             }
         )
         updates: list[SearchAttributeUpdate[Any]] = [attrs.TURNS.value_set(update.turns)]
@@ -282,7 +292,17 @@ class CodingAgentRollout:
     async def _agent_attempt(self, rollout: RolloutInput, attempt: int) -> tuple[AgentRun, CapturedDiff, str] | None:
         """One attempt in a fresh sandbox; ``None`` means the host was lost and the next attempt should run."""
         self._enter(
-            "booting", attempt=attempt, sandbox="", host_queue="", session_id="", turns=0, tokens=0, last_turn_at=None, last_tools=[], image_pull=None
+            "booting",
+            attempt=attempt,
+            sandbox="",
+            host_queue="",
+            session_id="",
+            turns=0,
+            tokens=0,
+            sampled_tokens=0,
+            last_turn_at=None,
+            last_tools=[],
+            image_pull=None,
         )
         host_queue = await workflow.execute_activity(
             refs.pick_host,
@@ -325,6 +345,7 @@ class CodingAgentRollout:
             return agent, captured, host_queue
         except ActivityError as error:
             if host_lost(error):
+                self._discard(attempt, lost_reason(error))
                 return None
             raise Aborted(abort_reason(error, CLASSIFIED_ERRORS)) from None
         finally:
@@ -332,6 +353,17 @@ class CodingAgentRollout:
                 await self._clean_up_on_host(refs.discard_session, session_to_discard, host_queue, "discard adapter session")
             if handle is not None:
                 await self._clean_up_on_host(refs.destroy_sandbox, handle, host_queue, "destroy sandbox")
+
+    def _discard(self, attempt: int, reason: str) -> None:
+        """The agent run of ``attempt`` is abandoned for a fresh one: what it had done is reported, never silent."""
+        if self._progress.stage not in ("agent", "diff"):
+            return  # lost while booting: no agent work to throw away
+        discarded = DiscardedRun(attempt=attempt, turns=self._progress.turns, sampled_tokens=self._progress.sampled_tokens, reason=reason)
+        self._discarded.append(discarded)
+        rollout_metrics.discarded(discarded.turns, discarded.sampled_tokens)
+        workflow.logger.info(
+            "agent run %d abandoned after %d turns (%d sampled tokens): %s", attempt, discarded.turns, discarded.sampled_tokens, reason
+        )
 
     async def _capture_diff(self, handle: SandboxHandle, pinned: dict) -> CapturedDiff:
         """The agent's patch and its report (what was left out of a patch over the cap, and why)."""
@@ -427,6 +459,7 @@ class CodingAgentRollout:
             stopped_in=stopped_in,
             turns=turns,
             finish=merged.finish if merged else None,
+            discarded=self._discarded,
         )
         return result if json_size(result) <= ROLLOUT_RESULT_BUDGET_BYTES else result.without_logs()
 

@@ -16,6 +16,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_rollouts.contracts.telemetry_names import (
+        DISCARDED_RUNS,
+        DISCARDED_TOKENS,
+        DISCARDED_TURNS,
         FINISHED,
         GRADED,
         GROUP_REFILLS,
@@ -47,6 +50,14 @@ def finished(status: str, abort_reason: str | None, known_reasons: frozenset[str
     meter.create_counter(FINISHED, "rollouts finished, by status and abort reason").add(1, {"status": status, "abort_reason": reason})
     meter.create_counter(TURNS, "model turns of finished rollouts").add(turns, {"status": status})
     meter.create_counter(SAMPLED_TOKENS, "sampled (loss-masked) tokens of merged rollouts").add(sampled_tokens, {"status": status})
+
+
+def discarded(turns: int, sampled_tokens: int) -> None:
+    """An agent run was abandoned for a fresh attempt: its model turns and sampled tokens are thrown away."""
+    meter = workflow.metric_meter()
+    meter.create_counter(DISCARDED_RUNS, "agent runs abandoned for a fresh attempt").add(1)
+    meter.create_counter(DISCARDED_TURNS, "model turns of abandoned agent runs").add(turns)
+    meter.create_counter(DISCARDED_TOKENS, "sampled tokens of abandoned agent runs").add(sampled_tokens)
 
 
 def graded(grader: str, solved: bool, tampered: bool, probe: str = "") -> None:

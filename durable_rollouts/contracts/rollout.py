@@ -882,6 +882,8 @@ class AgentRun(BaseModel):
     turns: int = 0
     # Server aborts (weight updates) its turns lived through, each continued from what was sampled.
     aborts_continued: int = 0
+    # Times the run was resumed after an interruption (a worker restart, a server outage): none of them is a failure.
+    interruptions: int = 0
     duration_s: float = 0.0
     log: str = ""
     log_path: str = ""
@@ -976,6 +978,19 @@ class AgentProgress(BaseModel):
     last_tools: list[str] = []
     oldest_weight_version: str | None = None
     newest_weight_version: str | None = None
+    # Output tokens the policy sampled over the session's turns (what an abandoned run throws away).
+    sampled_tokens: int = 0
+
+
+class DiscardedRun(BaseModel):
+    """An agent run the rollout abandoned for a fresh one: its attempt, how far it had got (model turns, sampled
+    tokens: work thrown away, never trained on) and why (``reason``: the host was lost, its session could not be
+    resumed, ...)."""
+
+    attempt: int
+    turns: int
+    sampled_tokens: int
+    reason: str
 
 
 class RolloutProgress(BaseModel):
@@ -993,6 +1008,8 @@ class RolloutProgress(BaseModel):
     stage_since: datetime | None = None
     oldest_weight_version: str | None = None
     newest_weight_version: str | None = None
+    # Output tokens sampled over the attempt's turns so far.
+    sampled_tokens: int = 0
     # The task image's pull while the attempt boots on a host that lacks it (None once booted, or when none ran).
     image_pull: ImagePull | None = None
 
@@ -1009,6 +1026,9 @@ class RolloutResult(BaseModel):
     the run in, and the model calls its last attempt had made by then.
     ``finish``: what finishing the adapter session found in flight (turns
     waited for, turns aborted; ``FinishReport``), None when no merge ran.
+    ``discarded``: the agent runs abandoned for a fresh attempt (``DiscardedRun``:
+    turns and sampled tokens thrown away, and why), empty when none was; the
+    interruptions the kept run lived through are ``agent.interruptions``.
 
     Weight versions, over the sampled tokens of all ``segments`` (in segment
     order, each in position order; tokens without a version skipped):
@@ -1039,6 +1059,7 @@ class RolloutResult(BaseModel):
     stopped_in: RolloutStage | None = None
     turns: int = 0
     finish: FinishReport | None = None
+    discarded: list[DiscardedRun] = []
 
     def _weight_version_runs(self) -> list[str]:
         return collapse_runs(v for segment in self.segments for v in segment.weight_version_runs)

@@ -11,6 +11,9 @@ GRADED = "rollout_graded_total"
 GROUPS_FINISHED = "rollout_groups_finished_total"
 GROUP_SAMPLES = "rollout_group_samples_total"
 GROUP_REFILLS = "rollout_group_refills_total"
+DISCARDED_RUNS = "rollout_discarded_runs_total"
+DISCARDED_TURNS = "rollout_discarded_turns_total"
+DISCARDED_TOKENS = "rollout_discarded_sampled_tokens_total"
 
 # Search attributes (``workflows.search_attributes``), registered once per namespace.
 INSTANCE_ATTRIBUTE = "RolloutInstance"

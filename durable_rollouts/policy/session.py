@@ -75,6 +75,8 @@ Reply = TypeVar("Reply")
 T = TypeVar("T")
 ReplyBuilder = Callable[[ParsedCompletion, str], tuple[Reply, dict[str, Any]]]
 TurnJournal = Callable[[LedgerDelta, TurnSummary], None]
+# Told of each upstream request: (rid, True) before it is sent, (rid, False) once it is answered or given up.
+RequestJournal = Callable[[str, bool], None]
 
 
 def assistant_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[ParsedCompletion, dict[str, Any]]:
@@ -98,18 +100,23 @@ class SessionFinished(RuntimeError):
 class _UpstreamCalls:
     """The session's policy client: ``rids`` holds the request ids of its ``/generate`` calls in flight."""
 
-    def __init__(self, client: SGLangClient):
+    def __init__(self, client: SGLangClient, requests: RequestJournal | None = None):
         self._client = client
+        self._requests = requests
         self.rids: set[str] = set()
 
     async def generate(
         self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
     ) -> Generation:
         self.rids.add(rid)
+        if self._requests is not None:
+            self._requests(rid, True)
         try:
             return await self._client.generate(base_url, input_ids, sampling_params, rid, routing_key, routed_width)
         finally:
             self.rids.discard(rid)
+            if self._requests is not None:
+                self._requests(rid, False)
 
 
 def _tracked(turn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -155,6 +162,7 @@ class PolicySession:
         client: SGLangClient,
         cpu: FairExecutor,
         journal: TurnJournal | None = None,
+        requests: RequestJournal | None = None,
     ):
         self.session_id = session_id
         self.config = config
@@ -162,7 +170,7 @@ class PolicySession:
         self.turns: list[TurnSummary] = []
         self.last_turn_at: datetime | None = None
         self._renderer = renderer
-        self._client = _UpstreamCalls(client)
+        self._client = _UpstreamCalls(client, requests)
         self._cpu = cpu
         self._journal = journal
         self._lane_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)

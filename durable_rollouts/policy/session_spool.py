@@ -11,7 +11,10 @@ is the session header (id, secret, config), then one line per recorded turn
 * finishing a session deletes its file;
 * a session whose file would pass ``max_session_bytes`` stops being spooled
   and its file is removed: it still completes normally, it just cannot be
-  resumed after a crash.
+  resumed after a crash;
+* each upstream request is written as sent before it goes out and as answered
+  once it is over, so a restarted worker knows which requests the dead
+  process left running on the policy server (``SpooledSession.in_flight``).
 
 The file holds the session's bearer secret: the directory is created 0700.
 """
@@ -38,6 +41,8 @@ class SpooledSession:
     secret: str
     config: SessionConfig
     turns: list[tuple[LedgerDelta, TurnSummary]]
+    # Requests sent upstream and never answered before the process died.
+    in_flight: list[str] = dataclasses.field(default_factory=list)
 
 
 class SessionSpool:
@@ -55,6 +60,11 @@ class SessionSpool:
     def append(self, session_id: str, delta: LedgerDelta, summary: TurnSummary) -> None:
         if session_id in self._files:
             self._write(session_id, {"delta": dataclasses.asdict(delta), "summary": summary.model_dump(mode="json")})
+
+    def request(self, session_id: str, rid: str, sent: bool) -> None:
+        """An upstream request of the session was sent (``sent``) or is over."""
+        if session_id in self._files:
+            self._write(session_id, {"sent" if sent else "answered": rid})
 
     def drop(self, session_id: str) -> None:
         handle = self._files.pop(session_id, None)
@@ -100,17 +110,23 @@ class SessionSpool:
         header_end = data.index(b"\n") + 1
         header = json.loads(data[:header_end])
         turns, good = [], header_end
+        in_flight: dict[str, None] = {}
         for line in data[header_end:].split(b"\n")[:-1]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 break
-            turns.append((LedgerDelta(**record["delta"]), TurnSummary.model_validate(record["summary"])))
+            if "sent" in record:
+                in_flight[str(record["sent"])] = None
+            elif "answered" in record:
+                in_flight.pop(str(record["answered"]), None)
+            else:
+                turns.append((LedgerDelta(**record["delta"]), TurnSummary.model_validate(record["summary"])))
             good += len(line) + 1
         if good < len(data):
             with open(path, "r+b") as handle:
                 handle.truncate(good)
-        session = SpooledSession(header["session_id"], header["secret"], SessionConfig.model_validate(header["config"]), turns)
+        session = SpooledSession(header["session_id"], header["secret"], SessionConfig.model_validate(header["config"]), turns, list(in_flight))
         self._files[session.session_id] = open(path, "a", encoding="utf-8")
         self._sizes[session.session_id] = good
         return session

@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from datetime import datetime
 
+from durable_rollouts.contracts.rollout import RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample, ProbeTally
 from durable_rollouts.grading import grading_summary
 from durable_rollouts.trainer_client import rollout_queries
@@ -32,10 +33,13 @@ def summary_lines(groups: list[GroupResult]) -> list[str]:
     graded = [sample for g in groups for sample in g.samples if sample.graded]
     tampered = f"; tampered {sum(sample.tampered for sample in graded)}/{len(graded)} graded" if graded else ""
     probes = ProbeTally.of(groups).summary()
+    discarded = [run for g in groups for sample in g.samples if sample.rollout for run in sample.rollout.discarded]
+    thrown = f"; agent runs discarded {len(discarded)} ({sum(run.turns for run in discarded)} turns)" if discarded else ""
     lines.append(
         f"groups {len(groups)}: {counts or 'none'}, {sum(not g.kept for g in groups)} dropped; samples valid {len(valid_rewards)}/{samples}, {mean}"
         + tampered
         + (f"; {probes}" if probes else "")
+        + thrown
     )
     return lines
 
@@ -58,11 +62,19 @@ def sample_line(prompt_key: str, sample: GroupSample) -> str:
     empty = "patch: empty" if r.evaluation and grading_summary.patch_state(r.evaluation) == "empty" else ""
     tampered = "tampered" if sample.tampered else ""
     probe = f"probe: {sample.probe_verdict}" if sample.probe_verdict else ""
-    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty, tampered, probe) if part)
+    reason = "  ".join(part for part in (sample.invalid_reason or r.abort_reason or "", empty, tampered, probe, *agent_run_notes(r)) if part)
     return (
         f"{r.instance_id[:28]:28} {r.sample_index:>6} {r.status:9} {sample.reward:6.2f} {str(sample.valid):>5} {str(r.applied_cleanly):>7}"
         f" {turns:>5} {tokens:>7} {r.elapsed_s:6.1f}  {reason}"
     )
+
+
+def agent_run_notes(result: RolloutResult) -> list[str]:
+    """What a rollout's agent runs lived through: the interruptions the kept run was resumed after, and each run
+    thrown away for a fresh attempt (turns, sampled tokens, why). Empty when nothing happened."""
+    notes = [f"interrupted {result.agent.interruptions}x (resumed)"] if result.agent and result.agent.interruptions else []
+    notes += [f"discarded run {run.attempt}: {run.turns} turns, {run.sampled_tokens} sampled tokens ({run.reason})" for run in result.discarded]
+    return notes
 
 
 def episode_summary_lines(groups: list[GroupResult]) -> list[str]:

@@ -115,6 +115,11 @@ def _header(view: RolloutView) -> str:
             ("turns", result.turns),
             ("elapsed", f"{result.elapsed_s:.1f} s"),
         ]
+        if result.agent is not None and result.agent.interruptions:
+            facts.append(("interruptions", f"{result.agent.interruptions} (resumed, nothing thrown away)"))
+        for run in result.discarded:
+            text = f"agent run {run.attempt} discarded: {run.turns} turns, {run.sampled_tokens} sampled tokens thrown away ({run.reason})"
+            banners += f'<div class="banner aborted">{esc(text)}</div>'
         if result.evaluation is not None and result.evaluation.tampered:
             banners += f'<div class="banner tampered">TAMPERED grading: reward 0 ({count(len(result.evaluation.tampered), "line")} of evidence, see Grading)</div>'
         if result.status != "completed":

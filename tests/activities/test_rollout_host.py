@@ -333,7 +333,7 @@ async def test_only_a_cancel_the_workflow_asked_for_stops_the_agent(renderer, ca
             retry = ActivityEnvironment()
             retry.info = dataclasses.replace(ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=2, heartbeat_details=[beats[-1]])
             agent = await retry.run(rollout_host.run_claude_code, request)
-            assert (agent.session_id, agent.exit_code, agent.turns) == (session_id, 0, 3), agent
+            assert (agent.session_id, agent.exit_code, agent.turns, agent.interruptions) == (session_id, 0, 3, 1), agent
             lines = agent.log.splitlines()
             assert json.loads(lines[-1])["type"] == "result" and agent.log_tail == "\n".join(lines[-5:])[-2000:], "the whole log is in the result"
             assert agent.log_path == "", "only a results file names a log file"

@@ -110,3 +110,33 @@ async def test_restored_sessions_nobody_resumes_are_released(renderer, tmp_path)
         assert {p.stem for p in tmp_path.glob("*.jsonl")} == {resumed.session_id}
     finally:
         await after.stop()
+
+
+def test_requests_sent_and_never_answered_come_back_as_in_flight(tmp_path):
+    spool = SessionSpool(tmp_path)
+    spool.open("s1", "s1.secret", CONFIG)
+    spool.request("s1", "s1-1-aa", sent=True)
+    spool.request("s1", "s1-1-aa", sent=False)
+    spool.append("s1", delta(0), summary(0))
+    spool.request("s1", "s1-2-bb", sent=True)
+    spool.request("s1", "s1-2-bb-c1", sent=True)
+    spool.close()
+    [restored] = SessionSpool(tmp_path).load()
+    assert restored.in_flight == ["s1-2-bb", "s1-2-bb-c1"] and len(restored.turns) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_adapter_aborts_upstream_what_the_dead_process_left_in_flight(renderer, scripted_server, tmp_path):
+    spool = SessionSpool(tmp_path)
+    spool.open("s1", "s1.secret", SessionConfig(policy_url=scripted_server.url))
+    spool.request("s1", "s1-3-cc", sent=True)
+    spool.close()
+    adapter = AdapterServer(renderer, spool=SessionSpool(tmp_path))
+    await adapter.start()
+    try:
+        assert adapter.registry.restore_spooled() == ["s1"]
+        assert await adapter.registry.abort_orphaned_requests() == 1
+        assert [record.rid for record in scripted_server.aborts] == ["s1-3-cc"]
+        assert await adapter.registry.abort_orphaned_requests() == 0, "each is aborted once"
+    finally:
+        await adapter.stop()

@@ -1,10 +1,10 @@
 """The starter's run summary (``durable_rollouts.trainer_client.run_summary``): a line per group, then one per
 sample, and the hosts line of ``starter.py status``."""
 
-from durable_rollouts.contracts.rollout import EvalResult, RolloutResult
+from durable_rollouts.contracts.rollout import AgentRun, DiscardedRun, EvalResult, RolloutResult
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, GroupSample
 from durable_rollouts.trainer_client.rollout_queries import HostSlots
-from durable_rollouts.trainer_client.run_summary import hosts_line, summary_lines
+from durable_rollouts.trainer_client.run_summary import agent_run_notes, hosts_line, summary_lines
 
 
 def sample_of(workflow_id: str, index: int, reward: float, reason: str | None = None) -> GroupSample:
@@ -69,3 +69,18 @@ def test_the_hosts_line_shows_slots_in_use_and_hosts_no_worker_polls_for():
         hosts_line(hosts, 1) == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet recorded)"
     )
     assert hosts_line([], 0) == "hosts: none; 0 booting (host not yet recorded)"
+
+
+def test_interruptions_and_discarded_agent_runs_are_said_on_the_sample_line_and_in_the_totals(capsys):
+    sample = sample_of("f", 0, 1.0)
+    assert sample.rollout is not None
+    sample.rollout.agent = AgentRun(session_id="s", exit_code=0, reason="success", is_error=False, turns=6, interruptions=5)
+    sample.rollout.discarded = [DiscardedRun(attempt=1, turns=12, sampled_tokens=740, reason="the host did not come back within the resume window")]
+    group = GroupResult(workflow_id="g0", prompt_key="calc-1", group_index=0, status="completed", samples=[sample], refill_budget=0, kept=True)
+    print("\n".join(summary_lines([group])))
+    out = capsys.readouterr().out.splitlines()
+    assert out[3].endswith(
+        "interrupted 5x (resumed)  discarded run 1: 12 turns, 740 sampled tokens (the host did not come back within the resume window)"
+    )
+    assert out[-1].endswith("; agent runs discarded 1 (12 turns)")
+    assert agent_run_notes(sample_of("g", 0, 1.0).rollout) == [], "nothing happened: nothing said"

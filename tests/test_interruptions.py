@@ -1,0 +1,169 @@
+"""Interruptions are not failures: worker SIGKILLs (restarted under the same host id) and a Temporal server outage
+inside one agent run are resumed every time, however many, at no cost of the run's failure budget, with no
+trained token lost or duplicated against the policy server's records. Real processes throughout: the dev server,
+``worker.py``, Docker sandboxes, Claude Code and the slow scripted policy."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import WorkflowExecutionStatus
+
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SessionConfig
+from durable_rollouts.paths import EXAMPLE_DATASET
+from durable_rollouts.policy.adapter_server import AdapterServer
+from durable_rollouts.policy.session_spool import SessionSpool
+from durable_rollouts.policy.trajectory_packing import unpack_trajectory
+from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
+from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
+from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
+from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
+from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, start_rollout
+from tests.local_cluster import start_dev_server
+from tests.test_chaos import BUDGETS, sampled_runs, task, wait_for_turns, worker_env  # noqa: F401 (task is a fixture)
+from tests.waiting import AFTER_DISRUPTION_TURN_S, HANG_GUARD_S
+from worker import release_sessions_of_ended_rollouts
+from workflows.coding_agent_rollout import CodingAgentRollout
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+# A long session (read-only turns before the oracle's patch) whose turns take about a third of a kill-and-resume
+# cycle: the agent is mid-run at every interruption, and a turn completes between two of them, as Claude Code
+# expects of a server it retries.
+EXPLORE_TURNS = 10
+TURN_BETWEEN_KILLS_S = 6.0
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def long_policy(renderer) -> AsyncIterator[ScriptedPolicyServer]:
+    server = ScriptedPolicyServer(
+        renderer,
+        default_policy="slow",
+        oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)),
+        delay_s=TURN_BETWEEN_KILLS_S,
+        oracle_explore_turns=EXPLORE_TURNS,
+    )
+    server.url = await server.start()
+    yield server
+    await server.stop()
+
+
+async def wait_for_agent_attempt(handle, attempt: int) -> None:
+    """Until a worker runs attempt ``attempt`` (or a later one) of the rollout's agent activity."""
+
+    async def poll() -> None:
+        while True:
+            description = await handle.describe()
+            assert description.status == WorkflowExecutionStatus.RUNNING, "the rollout ended before the interruptions were over"
+            if any(
+                p.activity_type.name == "run_claude_code" and p.attempt >= attempt and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                for p in description.raw_description.pending_activities
+            ):
+                return
+            await asyncio.sleep(0.3)
+
+    await asyncio.wait_for(poll(), HANG_GUARD_S)
+
+
+def check_every_turn_once(result: RolloutResult, policy: ScriptedPolicyServer) -> None:
+    """Every trained turn is one the policy sampled, none twice; what was sampled but not trained is at most the
+    replies in flight at the interruptions."""
+    runs = sampled_runs(unpack_trajectory(result.trajectory))
+    records = {(tuple(r.output_ids), tuple(r.output_logprobs)) for r in policy.records_for(result.agent.session_id) if r.output_ids}
+    assert len(runs) == len(set(runs)) == result.agent.turns, "every turn once: none lost, none duplicated"
+    assert set(runs) <= records, "every trained token is one the policy server sampled"
+
+
+async def test_five_worker_kills_inside_one_agent_run_are_resumed_on_its_first_run(long_policy, task, tmp_path: Path):  # noqa: F811
+    server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
+    await server.start()
+    queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()
+    args = ["--host-id", host_id, "--adapter-port", str(port)]
+    env = worker_env(long_policy, queue, tmp_path)
+    try:
+        client = await connect(server.address)
+        handle = await start_rollout(client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"kills{uuid.uuid4().hex[:4]}", queue)
+        for kill in range(5):
+            async with worker_process(server.address, args, env=env) as doomed:
+                await wait_for_agent_attempt(handle, kill + 1)
+                if kill == 0:
+                    await wait_for_turns(handle, 1)
+                os.killpg(doomed.pid, signal.SIGKILL)
+        async with worker_process(server.address, args, env=env):
+            await wait_for_agent_attempt(handle, 6)
+            long_policy.delay_s = AFTER_DISRUPTION_TURN_S
+            result = await handle.result()
+    finally:
+        await server.kill()
+    assert (result.status, result.reward, result.attempts, result.discarded) == ("completed", 1.0, 1, []), result
+    assert result.agent is not None and result.agent.interruptions == 5, result.agent
+    check_every_turn_once(result, long_policy)
+
+
+async def test_an_outage_then_two_kills_are_resumed_on_the_first_run(long_policy, task, tmp_path: Path):  # noqa: F811
+    server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
+    await server.start()
+    queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()
+    args = ["--host-id", host_id, "--adapter-port", str(port)]
+    env = worker_env(long_policy, queue, tmp_path)
+    try:
+        client = await connect(server.address)
+        handle = await start_rollout(client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"mix{uuid.uuid4().hex[:4]}", queue)
+        async with worker_process(server.address, args, env=env) as doomed:
+            await wait_for_turns(handle, 1)
+            await server.kill()  # longer than the heartbeat timeout: the attempt times out on the server's side
+            await asyncio.sleep(20)
+            await server.start()
+            client = await connect(server.address)
+            handle = client.get_workflow_handle(handle.id, result_type=RolloutResult)
+            await wait_for_agent_attempt(handle, 2)
+            os.killpg(doomed.pid, signal.SIGKILL)
+        async with worker_process(server.address, args, env=env) as doomed:
+            await wait_for_agent_attempt(handle, 3)
+            os.killpg(doomed.pid, signal.SIGKILL)
+        async with worker_process(server.address, args, env=env):
+            await wait_for_agent_attempt(handle, 4)
+            long_policy.delay_s = AFTER_DISRUPTION_TURN_S
+            result = await handle.result()
+    finally:
+        await server.kill()
+    assert (result.status, result.reward, result.attempts, result.discarded) == ("completed", 1.0, 1, []), result
+    assert result.agent is not None and result.agent.interruptions == 3, result.agent
+    check_every_turn_once(result, long_policy)
+
+
+async def test_a_restart_releases_at_once_the_restored_sessions_whose_rollouts_already_ended(renderer, tmp_path: Path):
+    env = await start_dev_server()
+    try:
+        client, queue = env.client, f"nobody-{uuid.uuid4().hex[:6]}"
+        rollout = rollout_input(next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task, 0, 0, PolicySpec(), BUDGETS)
+        running = await client.start_workflow(CodingAgentRollout.run, rollout, id=f"running-{uuid.uuid4().hex[:6]}", task_queue=queue)
+        ended = await client.start_workflow(CodingAgentRollout.run, rollout, id=f"ended-{uuid.uuid4().hex[:6]}", task_queue=queue)
+        await ended.terminate("the rollout moved on")
+        before = AdapterServer(renderer, spool=SessionSpool(tmp_path / "spool"))
+        await before.start()
+        labels = {"running": f"{running.id}#1", "ended": f"{ended.id}#1", "unknown": "never-started#2"}
+        opened = {name: before.registry.open_session(SessionConfig(policy_url="http://127.0.0.1:1", label=label)) for name, label in labels.items()}
+        await before.stop()
+        after = AdapterServer(renderer, spool=SessionSpool(tmp_path / "spool"))
+        await after.start()
+        try:
+            restored = after.registry.restore_spooled()
+            released = await release_sessions_of_ended_rollouts(after, client, restored)
+            assert sorted(released) == sorted([opened["ended"].session_id, opened["unknown"].session_id])
+            assert after.registry.get(opened["running"].session_id) is not None, "a running rollout may still resume its session"
+            assert len(list((tmp_path / "spool").glob("*.jsonl"))) == 1
+        finally:
+            await after.stop()
+        await running.terminate("test over")
+    finally:
+        await env.shutdown()
