@@ -227,15 +227,6 @@ def test_a_module_that_does_not_import_is_reported_as_a_collection_error(tmp_pat
     assert report.replaced == frozenset(), "an honest run replaces nothing the guard watches"
 
 
-def test_a_framework_callable_replaced_before_pytest_started_is_seen_by_where_its_code_lives(tmp_path):
-    runner = "import sys\n\nimport lib\nimport pytest\n\nsys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'tests']))\n"
-    files = {"tests/test_math.py": BROKEN, "lib/__init__.py": PATCHED_RUNTEST, "run_tests.py": runner}
-    code, reports, _ = _run(tmp_path, files, script="run_tests.py")
-    assert code == 0, "the script patched pytest before pytest.main loaded the guard"
-    [report] = reports
-    assert "_pytest.python.Function.runtest" in report.replaced
-
-
 def _judged_against_baseline(tmp_path, before: dict[str, str], after: dict[str, str], *args: str) -> list[str]:
     """Run the unpatched project (``before``) as the baseline and the patched one (``after``, solved) as the run."""
     _, baseline, _ = _run(tmp_path / "baseline", before, *args)
@@ -307,3 +298,17 @@ def test_force_passes_the_canaries_cannot_see_are_seen_by_the_frameworks_integri
     code, reports, _ = _run(tmp_path, {"tests/test_math.py": "import lib\n\n\n" + BROKEN, "lib/__init__.py": patch})
     assert code == 0, "the broken test passes"
     assert evidence in tamper_checks.judge(reports, Claims(solved=True, exit_code=0), expected=True)
+
+
+@pytest.mark.parametrize(
+    ("patch", "name"),
+    [(PATCHED_RUNTEST, "_pytest.python.Function.runtest"), (CODE_SWAP, "_pytest.python.pytest_pyfunc_call")],
+    ids=["new", "swapped"],
+)
+def test_a_framework_callable_replaced_before_pytest_started_is_seen_by_where_its_code_lives(tmp_path, patch, name):
+    runner = "import sys\n\nimport lib\nimport pytest\n\nsys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'tests']))\n"
+    files = {"tests/test_math.py": BROKEN, "lib/__init__.py": patch, "run_tests.py": runner}
+    code, reports, _ = _run(tmp_path, files, script="run_tests.py")
+    assert code == 0, "the script patched pytest before pytest.main loaded the guard"
+    [report] = reports
+    assert name in report.replaced, "a new function's file, or a swapped code's forged file that does not define it there"

@@ -40,6 +40,7 @@ Runs in the image's own Python and pytest (3.6 and pytest 3 onwards): standard l
 import atexit
 import importlib
 import inspect
+import linecache
 import os
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -92,12 +93,16 @@ _MISSING = object()
 
 
 def _module(module_name):
-    module = sys.modules.get(module_name)
-    if module is None:
-        try:
-            module = importlib.import_module(module_name)
-        except Exception:
-            return _MISSING
+    """The module as its package holds it (``_pytest`` -> ``.python``), not as ``sys.modules`` says: an entry swapped
+    for a copy there hides nothing."""
+    try:
+        importlib.import_module(module_name)
+        top, *parts = module_name.split(".")
+        module = sys.modules[top]
+        for part in parts:
+            module = getattr(module, part)
+    except Exception:
+        return _MISSING
     return module
 
 
@@ -129,9 +134,20 @@ def _framework_roots():
 
 
 def _foreign(code):
-    """The code lives outside the framework's packages (and this plugin): replaced, maybe before this plugin was
-    imported (a script that imports the library under test, then calls ``pytest.main``)."""
-    return code is not None and not os.path.realpath(code.co_filename).startswith(_framework_roots())
+    """The code lives outside the framework's packages (and this plugin), or its file does not define it where the
+    code says: replaced, maybe before this plugin was imported (a script that imports the library under test, then
+    calls ``pytest.main``), maybe with its file name forged."""
+    if code is None:
+        return False
+    if not os.path.realpath(code.co_filename).startswith(_framework_roots()):
+        return True
+    if code.co_name.startswith("<"):
+        return False
+    # co_firstlineno is the first decorator's line: the def follows within a few lines.
+    lines = [linecache.getline(code.co_filename, code.co_firstlineno + offset).lstrip() for offset in range(12)]
+    if not any(lines):
+        return False  # no source to read (an install without .py files): nothing to hold it to
+    return not any(line.startswith(("def " + code.co_name + "(", "async def " + code.co_name + "(")) for line in lines)
 
 
 def _snapshot(names):
