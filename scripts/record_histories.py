@@ -7,7 +7,10 @@ Docker sandboxes, Claude Code, the scripted policy) through these scenarios:
 * ``unsolved``: noop policy, reward 0.0;
 * ``guard``: a slow policy and a short wall-clock guard, aborted gracefully;
 * ``lost_host``: worker A is SIGKILLed while the agent runs; worker B (another
-  host queue) finishes the rollout as a fresh attempt.
+  host queue) finishes the rollout as a fresh attempt;
+* ``restarts``: the worker is SIGKILLed three times while the agent runs and
+  restarted under the same host id and adapter port each time: the first agent
+  run resumes every time and completes (attempts 1, 3 interruptions).
 
 and ``DriftRepairEpisode`` (the same worker; its sandboxes are real Docker too):
 
@@ -68,8 +71,9 @@ from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.drift_episodes import start_episode
-from durable_rollouts.trainer_client.local_services import worker_process
+from durable_rollouts.trainer_client.local_services import free_port, worker_process
 from durable_rollouts.trainer_client.rollout_groups import start_group
+from durable_rollouts.trainer_client.rollout_queries import running_agent_attempt
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, start_rollout
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.regrade_rollout import RegradeRollout
@@ -96,9 +100,9 @@ class Recorder:
             "ROLLOUT_PAYLOAD_THRESHOLD_BYTES": "50M",
         }
 
-    def worker(self, host_id: str):
+    def worker(self, host_id: str, adapter_port: int = 0):
         address = self.env.client.service_client.config.target_host
-        return worker_process(address, ["--host-id", host_id, "--adapter-port", "0"], env=self.worker_env())
+        return worker_process(address, ["--host-id", host_id, "--adapter-port", str(adapter_port)], env=self.worker_env())
 
     async def start(self, scenario: str, budgets: RolloutBudgets = BUDGETS):
         rollout = rollout_input(self.task, 0, 0, PolicySpec(policy_tag=f"scripted-{scenario}"), budgets)
@@ -163,7 +167,7 @@ DRIFT_SCENARIOS = (
         {"status": "completed", "success": True, "reward": 1.0, "breakage_valid": True},
     ),
 )
-ROLLOUT_SCENARIOS = [name for name, _, _ in ONE_WORKER_SCENARIOS] + ["lost_host"]
+ROLLOUT_SCENARIOS = [name for name, _, _ in ONE_WORKER_SCENARIOS] + ["lost_host", "restarts"]
 GROUP_SCENARIOS = ["group_completed", "group_refilled", "group_cut"]
 REGRADE_SCENARIOS = ["regrade"]
 SCENARIOS = ROLLOUT_SCENARIOS + [name for name, _, _, _ in DRIFT_SCENARIOS] + GROUP_SCENARIOS + REGRADE_SCENARIOS
@@ -260,6 +264,40 @@ async def record_lost_host(recorder: Recorder) -> None:
     print(f"lost_host: reaped {len(orphans)} orphan container(s) of the killed worker; attempts {result.attempts}")
 
 
+async def _until_agent_attempt(recorder: Recorder, workflow_id: str, attempt: int) -> None:
+    while (running := await running_agent_attempt(recorder.env.client, workflow_id)) is None or running < attempt:
+        await asyncio.sleep(0.3)
+
+
+async def record_restarts(recorder: Recorder) -> None:
+    """A long oracle session (read-only turns first) whose turns outlast a kill and a resume: the agent is mid-run
+    at each of the three kills."""
+    renderer = recorder.policy.renderer
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=6, oracle_explore_turns=10
+    )
+    policy.url = await policy.start()
+    restarting, port = Recorder(recorder.env, policy, recorder.results), free_port()
+    try:
+        handle = None
+        for kill in range(3):
+            async with restarting.worker("rec-restarts", port) as doomed:
+                if handle is None:
+                    handle = await restarting.start("restarts")
+                    await _until_agent_runs(handle)
+                else:
+                    await _until_agent_attempt(restarting, handle.id, kill + 1)
+                os.killpg(doomed.pid, signal.SIGKILL)
+        async with restarting.worker("rec-restarts", port):
+            await _until_agent_attempt(restarting, handle.id, 4)
+            policy.delay_s = 0.3
+            result = await restarting.save("restarts", handle)
+    finally:
+        await policy.stop()
+    if result.attempts != 1 or result.agent is None or result.agent.interruptions != 3:
+        raise SystemExit(f"restarts: expected the first run resumed after 3 interruptions, got {result.attempts} / {result.agent}")
+
+
 async def main(named: list[str]) -> None:
     wanted = [scenario for name in named for scenario in GROUPS.get(name, [name])]
     unknown = sorted(set(wanted) - set(SCENARIOS))
@@ -275,6 +313,8 @@ async def main(named: list[str]) -> None:
             await record_on_one_worker(recorder, wanted)
             if "lost_host" in wanted:
                 await record_lost_host(recorder)
+            if "restarts" in wanted:
+                await record_restarts(recorder)
             await record_groups(recorder, wanted)
             if "regrade" in wanted:
                 await record_regrade(recorder)

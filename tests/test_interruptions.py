@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SessionConfig
@@ -26,6 +25,7 @@ from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
+from durable_rollouts.trainer_client.rollout_queries import running_agent_attempt
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, start_rollout
 from tests.local_cluster import start_dev_server
 from tests.test_chaos import BUDGETS, sampled_runs, task, wait_for_turns, worker_env  # noqa: F401 (task is a fixture)
@@ -57,18 +57,12 @@ async def long_policy(renderer) -> AsyncIterator[ScriptedPolicyServer]:
     await server.stop()
 
 
-async def wait_for_agent_attempt(handle, attempt: int) -> None:
+async def wait_for_agent_attempt(client, handle, attempt: int) -> None:
     """Until a worker runs attempt ``attempt`` (or a later one) of the rollout's agent activity."""
 
     async def poll() -> None:
-        while True:
-            description = await handle.describe()
-            assert description.status == WorkflowExecutionStatus.RUNNING, "the rollout ended before the interruptions were over"
-            if any(
-                p.activity_type.name == "run_claude_code" and p.attempt >= attempt and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-                for p in description.raw_description.pending_activities
-            ):
-                return
+        while (running := await running_agent_attempt(client, handle.id)) is None or running < attempt:
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING, "the rollout ended before the interruptions were over"
             await asyncio.sleep(0.3)
 
     await asyncio.wait_for(poll(), HANG_GUARD_S)
@@ -94,12 +88,12 @@ async def test_five_worker_kills_inside_one_agent_run_are_resumed_on_its_first_r
         handle = await start_rollout(client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"kills{uuid.uuid4().hex[:4]}", queue)
         for kill in range(5):
             async with worker_process(server.address, args, env=env) as doomed:
-                await wait_for_agent_attempt(handle, kill + 1)
+                await wait_for_agent_attempt(client, handle, kill + 1)
                 if kill == 0:
                     await wait_for_turns(handle, 1)
                 os.killpg(doomed.pid, signal.SIGKILL)
         async with worker_process(server.address, args, env=env):
-            await wait_for_agent_attempt(handle, 6)
+            await wait_for_agent_attempt(client, handle, 6)
             long_policy.delay_s = AFTER_DISRUPTION_TURN_S
             result = await handle.result()
     finally:
@@ -125,13 +119,13 @@ async def test_an_outage_then_two_kills_are_resumed_on_the_first_run(long_policy
             await server.start()
             client = await connect(server.address)
             handle = client.get_workflow_handle(handle.id, result_type=RolloutResult)
-            await wait_for_agent_attempt(handle, 2)
+            await wait_for_agent_attempt(client, handle, 2)
             os.killpg(doomed.pid, signal.SIGKILL)
         async with worker_process(server.address, args, env=env) as doomed:
-            await wait_for_agent_attempt(handle, 3)
+            await wait_for_agent_attempt(client, handle, 3)
             os.killpg(doomed.pid, signal.SIGKILL)
         async with worker_process(server.address, args, env=env):
-            await wait_for_agent_attempt(handle, 4)
+            await wait_for_agent_attempt(client, handle, 4)
             long_policy.delay_s = AFTER_DISRUPTION_TURN_S
             result = await handle.result()
     finally:

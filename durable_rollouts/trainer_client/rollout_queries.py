@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -142,6 +142,18 @@ async def rollout_details(
     result = await client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id).result()
     lines = result.agent.log.splitlines()[-log_lines:] if result.agent else []
     return description.status.name if description.status else "UNKNOWN", result, lines
+
+
+async def running_agent_attempt(client: Client, workflow_id: str) -> int | None:
+    """The attempt of the rollout's agent activity a worker runs now (a retry after an interruption counts up), None
+    when none runs: not yet, between attempts, or past the agent."""
+    description = await client.get_workflow_handle(workflow_id).describe()
+    running = [
+        pending.attempt
+        for pending in description.raw_description.pending_activities
+        if pending.activity_type.name == "run_claude_code" and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    ]
+    return max(running, default=None)
 
 
 async def request_abort(client: Client, workflow_id: str, reason: str = "cancelled") -> None:

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import time
 import uuid
 
 import docker
@@ -21,6 +22,7 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from activities import activity_failure_log
+from activities import rollout_host as rollout_host_module
 from activities.rollout_host import IMAGE_AFFINITY_ATTEMPTS, PREFETCH_PULLS_PER_HOST, RolloutHost, cut_log
 from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code import agent_wait
@@ -37,7 +39,7 @@ from durable_rollouts.contracts.rollout import (
 )
 from durable_rollouts.docker_sandbox import container_layout
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
-from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed
+from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed, SandboxError
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
@@ -396,3 +398,44 @@ async def test_an_agent_log_over_the_limit_keeps_whole_lines_of_its_head_and_end
     assert events[0] == {"type": "assistant", "n": 0} and events[-1] == {"type": "result", "num_turns": 399}
     assert kept.startswith(log[: cut["kept_head_bytes"]]) and kept.endswith(log[-cut["kept_end_bytes"] :])
     assert cut["kept_head_bytes"] + cut["kept_end_bytes"] <= limit
+
+
+@pytest.mark.integration
+async def test_a_real_failure_uses_the_runs_budget_and_the_last_one_ends_it_for_good(renderer, monkeypatch):
+    """Real sandbox, real Claude Code, real adapter: the wait for the agent fails (as a Docker error would) on every
+    attempt. Each failure is written to the ledger in the last heartbeat; the third ends the run non-retryably, with
+    the failure's own type, while an attempt after an interruption would have cost nothing (``RunLedger``)."""
+    real_wait = rollout_host_module.wait_for_agent
+
+    async def failing_wait(sandboxes, handle, disk_bytes, launch, deadline):
+        if launch is not None:  # the first attempt launches the agent for real, so later attempts have one to resume
+            await real_wait(sandboxes, handle, disk_bytes, launch, deadline=time.time() + 1)
+        raise SandboxError("docker exec failed: the engine said no")
+
+    monkeypatch.setattr(rollout_host_module, "wait_for_agent", failing_wait)
+    task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
+    workflow_id = f"fails-{uuid.uuid4().hex[:8]}"
+    async with agent_host(renderer, oracle_policy(renderer, "slow", delay_s=5.0)) as (rollout_host, adapter):
+        sandboxes = rollout_host.sandboxes
+        handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
+        try:
+            request = AgentRunRequest(handle=handle, task=task, policy=PolicySpec(), workflow_id=workflow_id, attempt=1, time_budget_s=240)
+            beats: list[dict] = []
+            for attempt in (1, 2, 3):
+                env = ActivityEnvironment()
+                env.info = dataclasses.replace(
+                    ActivityEnvironment.default_info(), workflow_id=workflow_id, attempt=attempt, heartbeat_details=beats[-1:]
+                )
+                env.on_heartbeat = lambda *details: beats.append(details[0])
+                if attempt < 3:
+                    with pytest.raises(SandboxError, match="the engine said no"):
+                        await env.run(rollout_host.run_claude_code, request)
+                    assert beats[-1]["failures"] == attempt, "written before the attempt failed"
+                    continue
+                with pytest.raises(ApplicationError) as final:
+                    await env.run(rollout_host.run_claude_code, request)
+                assert (final.value.type, final.value.non_retryable) == ("SandboxError", True)
+                assert "real failure 3 of 3" in final.value.message
+            assert adapter.registry.live_count == 0, "a run given up for good leaves no session behind"
+        finally:
+            await sandboxes.destroy(handle)

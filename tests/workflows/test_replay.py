@@ -55,6 +55,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "unsolved": {"status": "completed", "reward": 0.0, "attempts": 1},
     "guard": {"status": "aborted", "abort_reason": "wall_clock_timeout", "reward": 0.0},
     "lost_host": {"status": "completed", "reward": 1.0, "attempts": 2},
+    # three worker kills inside the agent run, each resumed: the first run completes, nothing discarded
+    "restarts": {"status": "completed", "reward": 1.0, "attempts": 1, "discarded": []},
     "drift_solved": {"status": "completed", "success": True, "reward": 1.0, "breakage_valid": True, "repair_policy": "oracle"},
     "drift_unsolved": {"status": "completed", "success": False, "reward": 0.0, "breakage_valid": True, "repair_policy": "noop"},
     "drift_aborted": {"status": "aborted", "abort_reason": "unknown_task", "success": False, "reward": 0.0},
