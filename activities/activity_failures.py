@@ -22,6 +22,12 @@ def application_error(error: BaseException, kind: ErrorType, *, retryable: bool 
     return ApplicationError(str(error), type=kind, non_retryable=not retryable)
 
 
+def final_failure(error: BaseException, note: str) -> ApplicationError:
+    """``error`` as the last failure of an activity that spent its own budget of failures: under the error's own type
+    name (as Temporal names an untranslated one), ``note`` after its message, never retried."""
+    return ApplicationError(f"{type(error).__name__}: {error} ({note})", type=type(error).__name__, non_retryable=True)
+
+
 @dataclass(frozen=True)
 class Failure:
     exception: type[BaseException]

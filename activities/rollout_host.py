@@ -56,7 +56,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities import sandbox
-from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error
+from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error, final_failure
 from activities.error_types import ErrorType
 from durable_rollouts.claude_code.agent_wait import AgentLaunch, wait_for_agent
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, judge_run
@@ -316,8 +316,7 @@ class RolloutHost:
             if isinstance(error, Exception):  # a real failure (a cancellation is the server's or the workflow's)
                 activity.heartbeat(self._progress_details(session_id, started_at, request) | ledger.failure_details())
                 if ledger.failed().exhausted:
-                    message = f"{type(error).__name__}: {error} (real failure {ledger.failed().failures} of {MAX_AGENT_FAILURES})"
-                    final = ApplicationError(message, type=type(error).__name__, non_retryable=True)
+                    final = final_failure(error, f"real failure {ledger.failed().failures} of {MAX_AGENT_FAILURES}")
             if registry.held_by(session_id, attempt):
                 if isinstance(error, DetachedLaunchFailed) or final is not None:
                     await registry.finish_session(session_id, grace_s=0)  # no agent runs, or none will be re-attached to

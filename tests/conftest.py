@@ -99,6 +99,12 @@ def tasks() -> dict[str, TaskSpec]:
     return {row.task.instance_id: row.task for row in read_dataset(EXAMPLE_DATASET)}
 
 
+@pytest.fixture
+def task(tasks: dict[str, TaskSpec]) -> TaskSpec:
+    """The example dataset's first task (``calc-eval-cmd``), for tests that need one real rollout."""
+    return next(iter(tasks.values()))
+
+
 @pytest.fixture(scope="session")
 def harbor_tasks() -> dict[str, TaskSpec]:
     """The example Harbor tasks, their images built (or found) on this engine."""

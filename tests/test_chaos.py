@@ -20,50 +20,19 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
-from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
-from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, run_rollouts, start_rollout
+from tests.killed_workers import BUDGETS, sampled_runs, wait_for_turns, worker_env
 from tests.local_cluster import start_dev_server
 from tests.waiting import AFTER_DISRUPTION_TURN_S
-from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 TEMPORAL_CLI = Path(sys.prefix) / "bin" / "temporal"
-BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
-
-
-@pytest.fixture
-def task():
-    return next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
-
-
-def worker_env(policy: ScriptedPolicyServer, queue: str, results: Path) -> dict[str, str]:
-    return {"ROLLOUT_POLICY_URL": policy.url, "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": str(results), "ROLLOUT_REAP_INTERVAL_S": "2"}
-
-
-async def wait_for_turns(handle, turns: int) -> None:
-    while (await handle.query(CodingAgentRollout.progress)).turns < turns:
-        await asyncio.sleep(0.2)
-
-
-def sampled_runs(segments) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
-    runs = []
-    for segment in segments:
-        start = None
-        for i, m in enumerate(segment.loss_mask + [0]):
-            if m and start is None:
-                start = i
-            elif not m and start is not None:
-                runs.append((tuple(segment.tokens[start:i]), tuple(segment.rollout_log_probs[start:i])))
-                start = None
-    return runs
 
 
 async def test_kill_9_then_restart_resumes_the_same_rollout(slow_policy, task, tmp_path):

@@ -27,8 +27,8 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
 from durable_rollouts.trainer_client.rollout_queries import running_agent_attempt
 from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, start_rollout
+from tests.killed_workers import BUDGETS, sampled_runs, wait_for_turns, worker_env
 from tests.local_cluster import start_dev_server
-from tests.test_chaos import BUDGETS, sampled_runs, task, wait_for_turns, worker_env  # noqa: F401 (task is a fixture)
 from tests.waiting import AFTER_DISRUPTION_TURN_S, HANG_GUARD_S
 from worker import release_sessions_of_ended_rollouts
 from workflows.coding_agent_rollout import CodingAgentRollout
@@ -77,7 +77,7 @@ def check_every_turn_once(result: RolloutResult, policy: ScriptedPolicyServer) -
     assert set(runs) <= records, "every trained token is one the policy server sampled"
 
 
-async def test_five_worker_kills_inside_one_agent_run_are_resumed_on_its_first_run(long_policy, task, tmp_path: Path):  # noqa: F811
+async def test_five_worker_kills_inside_one_agent_run_are_resumed_on_its_first_run(long_policy, task, tmp_path: Path):
     server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
     await server.start()
     queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()
@@ -103,7 +103,7 @@ async def test_five_worker_kills_inside_one_agent_run_are_resumed_on_its_first_r
     check_every_turn_once(result, long_policy)
 
 
-async def test_an_outage_then_two_kills_are_resumed_on_the_first_run(long_policy, task, tmp_path: Path):  # noqa: F811
+async def test_an_outage_then_two_kills_are_resumed_on_the_first_run(long_policy, task, tmp_path: Path):
     server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
     await server.start()
     queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()

@@ -469,7 +469,8 @@ async def _baseline_record(sandboxes: DockerSandboxes, request: EvalRequest, scr
     """The row's grading of its unpatched tree, in a grading sandbox of its own (booted alike, no diff), as recorded."""
     task = request.task
     handle = await sandboxes.boot(
-        SandboxRequest(task=task, workflow_id=f"{request.workflow_id}-baseline", attempt=0, purpose="grading", pull_timeout_s=request.pull_timeout_s),
+        # Labelled with the grading's own workflow, as its sandbox is: the reaper keeps a running workflow's sandboxes.
+        SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading", pull_timeout_s=request.pull_timeout_s),
         lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
     )
     try:
