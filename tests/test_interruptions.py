@@ -10,11 +10,13 @@ import os
 import signal
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SessionConfig
 from durable_rollouts.paths import EXAMPLE_DATASET
@@ -68,9 +70,49 @@ async def wait_for_agent_attempt(client, handle, attempt: int) -> None:
     await asyncio.wait_for(poll(), HANG_GUARD_S)
 
 
-def check_every_turn_once(result: RolloutResult, policy: ScriptedPolicyServer) -> None:
-    """Every trained turn is one the policy sampled, none twice; what was sampled but not trained is at most the
-    replies in flight at the interruptions."""
+@dataclass
+class RestartableHost:
+    """One rollout on a host that a test kills and restarts: the dev server (its own database, so it may be killed
+    and started again), the worker's arguments and environment (one host id and adapter port for every restart),
+    the client and the rollout's handle (both replaced after the server restarts)."""
+
+    server: DevServer
+    args: list[str]
+    env: dict[str, str]
+    client: Client
+    handle: WorkflowHandle
+
+    def worker(self):
+        return worker_process(self.server.address, self.args, env=self.env)
+
+    async def last_worker_finishes(self, policy: ScriptedPolicyServer, attempt: int) -> RolloutResult:
+        """The last restart: once it runs the agent's ``attempt``, the policy speeds up and the rollout ends."""
+        async with self.worker():
+            await wait_for_agent_attempt(self.client, self.handle, attempt)
+            policy.delay_s = AFTER_DISRUPTION_TURN_S
+            return await self.handle.result()
+
+
+@asynccontextmanager
+async def restartable_host(policy: ScriptedPolicyServer, task, tmp_path: Path, name: str) -> AsyncIterator[RestartableHost]:
+    server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
+    await server.start()
+    queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()
+    try:
+        client = await connect(server.address)
+        handle = await start_rollout(client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"{name}{uuid.uuid4().hex[:4]}", queue)
+        args = ["--host-id", host_id, "--adapter-port", str(port)]
+        yield RestartableHost(server, args, worker_env(policy, queue, tmp_path), client, handle)
+    finally:
+        await server.kill()
+
+
+def check_first_run_resumed(result: RolloutResult, policy: ScriptedPolicyServer, interruptions: int) -> None:
+    """Completed on the first agent run, nothing discarded, every interruption counted; every trained turn is one the
+    policy sampled, none twice (what was sampled but not trained is at most the replies in flight at the
+    interruptions)."""
+    assert (result.status, result.reward, result.attempts, result.discarded) == ("completed", 1.0, 1, []), result
+    assert result.agent is not None and result.agent.interruptions == interruptions, result.agent
     runs = sampled_runs(unpack_trajectory(result.trajectory))
     records = {(tuple(r.output_ids), tuple(r.output_logprobs)) for r in policy.records_for(result.agent.session_id) if r.output_ids}
     assert len(runs) == len(set(runs)) == result.agent.turns, "every turn once: none lost, none duplicated"
@@ -78,61 +120,33 @@ def check_every_turn_once(result: RolloutResult, policy: ScriptedPolicyServer) -
 
 
 async def test_five_worker_kills_inside_one_agent_run_are_resumed_on_its_first_run(long_policy, task, tmp_path: Path):
-    server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
-    await server.start()
-    queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()
-    args = ["--host-id", host_id, "--adapter-port", str(port)]
-    env = worker_env(long_policy, queue, tmp_path)
-    try:
-        client = await connect(server.address)
-        handle = await start_rollout(client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"kills{uuid.uuid4().hex[:4]}", queue)
+    async with restartable_host(long_policy, task, tmp_path, "kills") as host:
         for kill in range(5):
-            async with worker_process(server.address, args, env=env) as doomed:
-                await wait_for_agent_attempt(client, handle, kill + 1)
+            async with host.worker() as doomed:
+                await wait_for_agent_attempt(host.client, host.handle, kill + 1)
                 if kill == 0:
-                    await wait_for_turns(handle, 1)
+                    await wait_for_turns(host.handle, 1)
                 os.killpg(doomed.pid, signal.SIGKILL)
-        async with worker_process(server.address, args, env=env):
-            await wait_for_agent_attempt(client, handle, 6)
-            long_policy.delay_s = AFTER_DISRUPTION_TURN_S
-            result = await handle.result()
-    finally:
-        await server.kill()
-    assert (result.status, result.reward, result.attempts, result.discarded) == ("completed", 1.0, 1, []), result
-    assert result.agent is not None and result.agent.interruptions == 5, result.agent
-    check_every_turn_once(result, long_policy)
+        result = await host.last_worker_finishes(long_policy, attempt=6)
+    check_first_run_resumed(result, long_policy, interruptions=5)
 
 
 async def test_an_outage_then_two_kills_are_resumed_on_the_first_run(long_policy, task, tmp_path: Path):
-    server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
-    await server.start()
-    queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()
-    args = ["--host-id", host_id, "--adapter-port", str(port)]
-    env = worker_env(long_policy, queue, tmp_path)
-    try:
-        client = await connect(server.address)
-        handle = await start_rollout(client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"mix{uuid.uuid4().hex[:4]}", queue)
-        async with worker_process(server.address, args, env=env) as doomed:
-            await wait_for_turns(handle, 1)
-            await server.kill()  # longer than the heartbeat timeout: the attempt times out on the server's side
+    async with restartable_host(long_policy, task, tmp_path, "mix") as host:
+        async with host.worker() as doomed:
+            await wait_for_turns(host.handle, 1)
+            await host.server.kill()  # longer than the heartbeat timeout: the attempt times out on the server's side
             await asyncio.sleep(20)
-            await server.start()
-            client = await connect(server.address)
-            handle = client.get_workflow_handle(handle.id, result_type=RolloutResult)
-            await wait_for_agent_attempt(client, handle, 2)
+            await host.server.start()
+            host.client = await connect(host.server.address)
+            host.handle = host.client.get_workflow_handle(host.handle.id, result_type=RolloutResult)
+            await wait_for_agent_attempt(host.client, host.handle, 2)
             os.killpg(doomed.pid, signal.SIGKILL)
-        async with worker_process(server.address, args, env=env) as doomed:
-            await wait_for_agent_attempt(client, handle, 3)
+        async with host.worker() as doomed:
+            await wait_for_agent_attempt(host.client, host.handle, 3)
             os.killpg(doomed.pid, signal.SIGKILL)
-        async with worker_process(server.address, args, env=env):
-            await wait_for_agent_attempt(client, handle, 4)
-            long_policy.delay_s = AFTER_DISRUPTION_TURN_S
-            result = await handle.result()
-    finally:
-        await server.kill()
-    assert (result.status, result.reward, result.attempts, result.discarded) == ("completed", 1.0, 1, []), result
-    assert result.agent is not None and result.agent.interruptions == 3, result.agent
-    check_every_turn_once(result, long_policy)
+        result = await host.last_worker_finishes(long_policy, attempt=4)
+    check_first_run_resumed(result, long_policy, interruptions=3)
 
 
 async def test_a_restart_releases_at_once_the_restored_sessions_whose_rollouts_already_ended(renderer, tmp_path: Path):
