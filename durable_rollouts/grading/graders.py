@@ -438,7 +438,7 @@ async def _grade(
 
 @dataclass(frozen=True)
 class _Sandbox:
-    """One grading sandbox as the grader prepared it: its guard, its Pythons, the row's scripts and the paths it protects."""
+    """One grading sandbox as the grader prepared it: its guard, its Pythons, the row's scripts and the bounds of its run."""
 
     sandboxes: DockerSandboxes
     handle: SandboxHandle
