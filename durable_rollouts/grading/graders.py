@@ -595,7 +595,7 @@ async def _graded(
         expected = guard.active and tamper_checks.pytest_expected(*_commands(task, scripts.swebench))
         recorded = await baseline if baseline is not None else None
         if not run.result.grading_error:
-            run = _checked(run, reports, expected, recorded)
+            run = await asyncio.to_thread(_checked, run, reports, expected, recorded)  # thousands of tests: judged off the event loop
         if flip is not None:
             outcomes = run_record.record(reports).outcomes
             before_outcomes = recorded.outcomes if recorded is not None else None

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -80,6 +81,15 @@ class RunRecord:
     def files(self) -> frozenset[str]:
         return frozenset(module_of(nodeid) for nodeid in [*self.outcomes, *self.collect_errors])
 
+    @functools.cached_property
+    def _by_function(self) -> dict[str, list[tuple[str, str, str]]]:
+        """(path, test, node id) of every test, by its function's name (the test part without parameters)."""
+        index: dict[str, list[tuple[str, str, str]]] = {}
+        for nodeid in self.outcomes:
+            path, _, test = nodeid.partition("::")
+            index.setdefault(_PARAMETERS.sub("", test), []).append((path, test, nodeid))
+        return index
+
     def find(self, name: str) -> list[str]:
         """The node ids of the record that ``name`` (a judge's test name) stands for (see the module docstring)."""
         if name in self.outcomes:
@@ -88,12 +98,12 @@ class RunRecord:
         if not separator:
             return []
         cut = "[" in test and not test.endswith("]")
-        found = []
-        for nodeid in self.outcomes:
-            their_path, _, their_test = nodeid.partition("::")
-            if (their_test == test or (cut and their_test.startswith(test))) and same_file(their_path, path):
-                found.append(nodeid)
-        return found
+        candidates = self._by_function.get(test.partition("[")[0] if cut else _PARAMETERS.sub("", test), [])
+        return [
+            nodeid
+            for their_path, their_test, nodeid in candidates
+            if (their_test == test or (cut and their_test.startswith(test))) and same_file(their_path, path)
+        ]
 
     def has_file_of(self, name: str) -> bool:
         """The record reported on the file of ``name`` (a ``path::test`` id)."""
