@@ -28,8 +28,9 @@ What it does in every pytest process of the grading run:
   names in every report those replaced since (the value, or its code object in place; read from the module objects
   it took, so a copy put in ``sys.modules`` hides nothing), or whose code lives outside the framework's packages
   (replaced before the plugin was imported: a script that imports the library under test, then calls
-  ``pytest.main``) (``replaced``); and the workdir files registered as pytest plugins, conftest files aside
-  (``workdir_plugins``: a plugin the library under test registers at run time);
+  ``pytest.main``) (``replaced``); and the files, other than installed packages and conftest files, whose hook
+  functions are registered with pytest (``workdir_plugins``: a plugin the library under test registers at run
+  time, wherever it wrote it, judged by where its hooks' code is, not what its module claims);
 * ends a process whose program is pytest (``pytest``, ``py.test``, ``python -m pytest``) with its session's own exit
   status, from the last exit handler, flushing stdout and stderr first: nothing that runs later in the interpreter's
   teardown (a finalizer calling ``os._exit(0)``) can change the status the record holds.
@@ -373,26 +374,40 @@ def _replaced():
     return list(_changed(_FRAMEWORK_SNAPSHOT)) + own
 
 
-def _source_file(plugin):
-    """Where a registered plugin's code lives: a module plugin's file, else the file of its class's module."""
-    path = getattr(plugin, "__file__", None)
-    if not isinstance(path, str):
-        path = getattr(sys.modules.get(getattr(type(plugin), "__module__", "")), "__file__", None)
-    return path if isinstance(path, str) else ""
+def _hook_files(plugin):
+    """Where a registered plugin's hooks are written: the code files of its ``pytest_*`` callables (what its module
+    or class claims about itself is not asked)."""
+    files = set()
+    for name in dir(plugin):
+        if name.startswith("pytest_"):
+            try:
+                code = _code(inspect.getattr_static(plugin, name))
+            except AttributeError:
+                continue
+            if code is not None:
+                files.add(os.path.realpath(code.co_filename))
+    return files
+
+
+def _installed(path):
+    """Code of the framework, this plugin, an installed distribution (site or dist packages) or a conftest file."""
+    installed = os.sep + "site-packages" + os.sep in path or os.sep + "dist-packages" + os.sep in path
+    return installed or path.startswith(_framework_roots()) or os.path.basename(path) == "conftest.py"
 
 
 def _workdir_plugins(config):
-    """The workdir files (relative) whose code is registered as a pytest plugin, conftest files aside (the grader
-    puts the task's back): a plugin the library under test registered, or one the repository declares."""
+    """The files, not installed (see ``_installed``), whose hooks are registered with pytest: a plugin the library under
+    test registered, wherever it wrote it, or one the repository declares (workdir files relative to it)."""
     found = set()
     try:
         registered = config.pluginmanager.list_name_plugin() if config is not None else []
     except AttributeError:  # a pluggy too old to list them
         registered = []
+    workdir = os.path.realpath(CONFIG["workdir"])
     for _, plugin in registered:
-        path = _source_file(plugin)
-        if path and _inside_workdir(path) and os.path.basename(path) != "conftest.py":
-            found.add(os.path.relpath(os.path.realpath(path), os.path.realpath(CONFIG["workdir"])))
+        for path in _hook_files(plugin):
+            if not _installed(path):
+                found.add(os.path.relpath(path, workdir) if _inside_workdir(path) else path)
     return sorted(found)
 
 
