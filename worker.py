@@ -306,10 +306,11 @@ async def run_worker(
         pin_policy_url=policy_url is not None,
         parsers=settings.parser_defaults,
         image_affinity=settings.image_affinity,
+        policy_engine=settings.policy_engine,
     )
     await asyncio.to_thread(sandboxes.image_cache.refresh)
     drift = DriftEpisodeActivities(
-        roles=AdapterRolePlayer(registry, policy_url, pin_policy_url=policy_url is not None, parsers=settings.parser_defaults),
+        roles=AdapterRolePlayer(registry, policy_url, policy_url is not None, settings.parser_defaults, settings.policy_engine),
         runner=SandboxScriptRunner(sandboxes),
     )
     registered = await ensure_search_attributes(client, client.namespace)

@@ -67,6 +67,7 @@ from durable_rollouts.contracts.rollout import (
     AgentRun,
     AgentRunRequest,
     PickRequest,
+    PolicyEngine,
     SandboxHandle,
     SandboxRequest,
 )
@@ -154,6 +155,7 @@ class RolloutHost:
         pin_policy_url: bool = False,
         parsers: ParserDefaults = DEFAULT_PARSERS,
         image_affinity: bool = True,
+        policy_engine: PolicyEngine = "sglang",
     ):
         self.sandboxes = sandboxes
         self.adapter = adapter
@@ -164,6 +166,7 @@ class RolloutHost:
         self.client = client
         self.pin_policy_url = pin_policy_url
         self.parsers = parsers
+        self.policy_engine = policy_engine
         self.image_affinity = image_affinity
         self._reservations: dict[str, float] = {}
         self._prefetching = 0
@@ -372,7 +375,12 @@ class RolloutHost:
         assert registry is not None
         policy = request.policy
         config = session_config_for(
-            policy, self.default_policy_url, self.pin_policy_url, f"{request.workflow_id}#{request.attempt}", parsers=self.parsers
+            policy,
+            self.default_policy_url,
+            self.pin_policy_url,
+            f"{request.workflow_id}#{request.attempt}",
+            parsers=self.parsers,
+            worker_engine=self.policy_engine,
         )
         ticket = registry.open_session(config)
         return ticket.session_id, AgentLaunch.for_session(self.claude, self.adapter_public_url, ticket.secret, policy.context_budget)

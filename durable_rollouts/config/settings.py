@@ -35,7 +35,16 @@ from typing import cast, get_args
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
-from durable_rollouts.contracts.rollout import DEFAULT_PULL_TIMEOUT_S, FINISH_GRACE_S, MAX_FINISH_GRACE_S, StalenessBound, StalenessPolicy, TaskSpec
+from durable_rollouts.contracts.rollout import (
+    DEFAULT_PULL_TIMEOUT_S,
+    FINISH_GRACE_S,
+    MAX_FINISH_GRACE_S,
+    POLICY_ENGINES,
+    PolicyEngine,
+    StalenessBound,
+    StalenessPolicy,
+    TaskSpec,
+)
 from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings, PullPolicy, RegistryCredentials
 from durable_rollouts.docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits
@@ -106,6 +115,7 @@ class WorkerSettings(BaseModel):
     adapter_port: int = Field(18001, ge=0, le=65535)
     public_host: str | None = None
     policy_url: str | None = None
+    policy_engine: PolicyEngine = "sglang"
     tool_call_parser: str = DEFAULT_TOOL_CALL_PARSER
     reasoning_parser: str = DEFAULT_REASONING_PARSER
     tokenizer_dir: Path = DEFAULT_TOKENIZER_DIR
@@ -196,6 +206,14 @@ def _parser_name(env: Mapping[str, str], name: str, lookup: Callable[[str], obje
         return known_parser_name(lookup, raw, name)
     except UnknownParser as error:
         raise SettingsError(str(error)) from None
+
+
+def policy_engine_from_env(env: Mapping[str, str] = os.environ) -> PolicyEngine:
+    """``ROLLOUT_POLICY_ENGINE``: the protocol the policy server speaks, ``sglang`` (unset) or ``vllm``."""
+    raw = env.get("ROLLOUT_POLICY_ENGINE", "").strip() or "sglang"
+    if raw not in POLICY_ENGINES:
+        raise SettingsError(f"ROLLOUT_POLICY_ENGINE: {raw!r} is not one of {', '.join(POLICY_ENGINES)}")
+    return raw
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -345,6 +363,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "adapter_port": _int(env, "SHIM_PORT", 18001, least=0, most=65535),
         "public_host": env.get("SLIME_HEAD_HOST") or None,
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
+        "policy_engine": policy_engine_from_env(env),
         "tool_call_parser": _parser_name(env, "ROLLOUT_TOOL_CALL_PARSER", tool_call_parser_named, DEFAULT_TOOL_CALL_PARSER),
         "reasoning_parser": _parser_name(env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER),
         "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", default_agent_slots(), least=1),

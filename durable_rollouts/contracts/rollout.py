@@ -26,6 +26,9 @@ PinnableSamplingKey = Literal["temperature", "top_p", "top_k", "stop_sequences"]
 
 # The least context budget (tokens) a session accepts, and the starter's --context-budget.
 MIN_CONTEXT_BUDGET = 256
+# The policy engines the adapter speaks: SGLang's ``/generate`` and vLLM's ``/inference/v1/generate``.
+PolicyEngine = Literal["sglang", "vllm"]
+POLICY_ENGINES: tuple[PolicyEngine, ...] = ("sglang", "vllm")
 
 
 class SamplingParams(BaseModel):
@@ -113,6 +116,8 @@ class SessionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policy_url: str
+    # Which protocol the policy server speaks (durable_rollouts.policy.policy_clients); sessions spooled before it existed: sglang.
+    engine: PolicyEngine = "sglang"
     sampling: SamplingParams = SamplingParams()
     context_budget: int = Field(65536, ge=MIN_CONTEXT_BUDGET)
     max_turns: int = Field(200, ge=1)
@@ -828,6 +833,8 @@ class PolicySpec(BaseModel):
     """The trainer's side of a session: sampling, budget, and where the policy lives (None = worker default)."""
 
     policy_url: str | None = None
+    # The engine at policy_url; None: the worker's (ROLLOUT_POLICY_ENGINE, default sglang).
+    engine: PolicyEngine | None = None
     sampling: SamplingParams = SamplingParams()
     context_budget: int = Field(65536, ge=MIN_CONTEXT_BUDGET)
     max_turns: int = Field(200, ge=1)

@@ -22,7 +22,7 @@ import asyncio
 from typing import Protocol
 
 from durable_rollouts.contracts.drift_repair import Role, RoleTurn
-from durable_rollouts.contracts.rollout import PolicySpec, SegmentSummary
+from durable_rollouts.contracts.rollout import PolicyEngine, PolicySpec, SegmentSummary
 from durable_rollouts.drift_repair.prompts import role_messages
 from durable_rollouts.policy.session import assistant_reply
 from durable_rollouts.policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
@@ -43,15 +43,18 @@ class AdapterRolePlayer:
         policy_url: str | None,
         pin_policy_url: bool,
         parsers: ParserDefaults = DEFAULT_PARSERS,
+        policy_engine: PolicyEngine = "sglang",
     ):
         self.registry = registry
         self.policy_url = policy_url
         self.pin_policy_url = pin_policy_url
         self.parsers = parsers
+        self.policy_engine = policy_engine
 
     async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn:
         registry = self.registry
-        config = session_config_for(policy, self.policy_url, self.pin_policy_url, f"{workflow_id}:{role}", max_turns=1, parsers=self.parsers)
+        label = f"{workflow_id}:{role}"
+        config = session_config_for(policy, self.policy_url, self.pin_policy_url, label, 1, self.parsers, self.policy_engine)
         ticket = registry.open_session(config, durable=False)
         session = registry.get(ticket.session_id)
         assert session is not None, "the session was just opened"

@@ -71,12 +71,13 @@ from durable_rollouts.policy.anthropic_translation import ChatRequest, RequestEr
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.host_metrics import HostMetrics
 from durable_rollouts.policy.parsers import ParsedCompletion
+from durable_rollouts.policy.policy_clients import policy_clients
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.sampling import client_sampling
 from durable_rollouts.policy.session import PolicySession, SessionFinished, SessionLimitExceeded
 from durable_rollouts.policy.session_registry import ClosedSession, SessionRegistry, UnknownSession
 from durable_rollouts.policy.session_spool import SessionSpool
-from durable_rollouts.policy.sglang_client import PolicyServerError, SGLangClient
+from durable_rollouts.policy.sglang_client import PolicyServerError
 
 log = logging.getLogger(__name__)
 
@@ -393,8 +394,8 @@ class AdapterServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         self._executor = FairExecutor(self._cpu_threads, thread_name_prefix="adapter-cpu")
-        client = SGLangClient(self._http, vocab_size=self._renderer.vocab_size)
-        self.registry = SessionRegistry(self._renderer, client, self._executor, self._spool, self._finish_grace_s)
+        clients = policy_clients(self._http, vocab_size=self._renderer.vocab_size)
+        self.registry = SessionRegistry(self._renderer, clients, self._executor, self._spool, self._finish_grace_s)
         app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes, self.metrics)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()

@@ -26,7 +26,7 @@ Finishing (``close``, from ``SessionRegistry.finish_session``): the session
 takes no new turn at once (``SessionFinished``); the turns in flight get up to
 a bound to end (those that do are recorded as usual), then the rest are cut:
 cancelled, which aborts each one's upstream request (``/abort_request`` for
-its rid, sent by ``SGLangClient.generate`` on cancellation) and unwinds a
+its rid, sent by the policy client's ``generate`` on cancellation) and unwinds a
 continuation before it resubmits; their callers get ``SessionFinished``, and
 ``close`` returns only once every turn has ended, so the ledger then holds
 whole turns only.
@@ -66,9 +66,10 @@ from durable_rollouts.policy.anthropic_translation import tool_schemas
 from durable_rollouts.policy.continuation import Continued, generate_through_aborts
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.parsers import ParsedCompletion, parse_completion
+from durable_rollouts.policy.policy_clients import PolicyClient
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.sampling import ClientSampling, sglang_params, turn_sampling
-from durable_rollouts.policy.sglang_client import Generation, SGLangClient
+from durable_rollouts.policy.sglang_client import Generation
 from durable_rollouts.policy.token_capture import LedgerDelta, PromptPlan, TokenLedger
 
 Reply = TypeVar("Reply")
@@ -100,7 +101,7 @@ class SessionFinished(RuntimeError):
 class _UpstreamCalls:
     """The session's policy client: ``rids`` holds the request ids of its ``/generate`` calls in flight."""
 
-    def __init__(self, client: SGLangClient, requests: RequestJournal | None = None):
+    def __init__(self, client: PolicyClient, requests: RequestJournal | None = None):
         self._client = client
         self._requests = requests
         self.rids: set[str] = set()
@@ -159,7 +160,7 @@ class PolicySession:
         session_id: str,
         config: SessionConfig,
         renderer: PromptRenderer,
-        client: SGLangClient,
+        client: PolicyClient,
         cpu: FairExecutor,
         journal: TurnJournal | None = None,
         requests: RequestJournal | None = None,

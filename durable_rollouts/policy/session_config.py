@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import PolicySpec, SessionConfig
+from durable_rollouts.contracts.rollout import PolicyEngine, PolicySpec, SessionConfig
 from durable_rollouts.policy.parsers import (
     DEFAULT_REASONING_PARSER,
     DEFAULT_TOOL_CALL_PARSER,
@@ -46,13 +46,16 @@ def session_config_for(
     label: str,
     max_turns: int | None = None,
     parsers: ParserDefaults = DEFAULT_PARSERS,
+    worker_engine: PolicyEngine = "sglang",
 ) -> SessionConfig:
-    """The adapter session for a policy spec: the worker's policy URL if pinned, else the spec's, else the worker's."""
+    """The adapter session for a policy spec: the worker's policy URL if pinned, else the spec's, else the worker's;
+    the worker's engine if pinned, else the spec's, else the worker's."""
     policy_url = worker_url if pinned else policy.policy_url or worker_url
     if not policy_url:
         raise NoPolicyServer("no policy server: the worker has none and the rollout names none")
     return SessionConfig(
         policy_url=policy_url,
+        engine=worker_engine if pinned else policy.engine or worker_engine,
         sampling=policy.sampling,
         context_budget=policy.context_budget,
         max_turns=max_turns or policy.max_turns,

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 from durable_rollouts.contracts.rollout import FINISH_GRACE_S, SessionConfig, SessionResult, SessionTicket
 from durable_rollouts.policy.fair_executor import FairExecutor
+from durable_rollouts.policy.policy_clients import PolicyClient, PolicyClients
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.session import PolicySession, RequestJournal, TurnJournal
 from durable_rollouts.policy.session_spool import SessionSpool
-from durable_rollouts.policy.sglang_client import SGLangClient
 
 log = logging.getLogger(__name__)
 FINISHED_KEPT = 64
@@ -76,21 +76,21 @@ class SessionRegistry:
     def __init__(
         self,
         renderer: PromptRenderer,
-        client: SGLangClient,
+        clients: PolicyClients,
         executor: FairExecutor,
         spool: SessionSpool | None = None,
         finish_grace_s: float = FINISH_GRACE_S,
     ):
         self.renderer = renderer
         self.finish_grace_s = finish_grace_s
-        self._client = client
+        self._clients = clients
         self.executor = executor
         self._spool = spool
         self._live: dict[str, _Entry] = {}
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
         self._finished_secrets: dict[str, bytes] = {}  # session id -> SHA-256 of its secret, while its result is kept
         self._unclaimed: dict[str, float] = {}  # session id -> time.monotonic() when it became unclaimed
-        self._orphans: list[tuple[str, str]] = []  # (policy url, rid) the dead process left running upstream
+        self._orphans: list[tuple[SessionConfig, str]] = []  # (session config, rid) the dead process left running upstream
         self._slotless: set[str] = set()  # restored sessions not claimed yet: they hold no agent slot
         self._holders: dict[str, int] = {}  # session id -> the activity attempt that claimed it last
         self._finishing: dict[str, asyncio.Future[SessionResult]] = {}  # sessions closed, their turns still ending
@@ -113,7 +113,7 @@ class SessionRegistry:
         for spooled in self._spool.load():
             session = self._new_session(spooled.session_id, spooled.config, self._spool)
             session.restore(spooled.turns)
-            self._orphans += [(spooled.config.policy_url, rid) for rid in spooled.in_flight]
+            self._orphans += [(spooled.config, rid) for rid in spooled.in_flight]
             self._live[spooled.session_id] = _Entry(secret=spooled.secret, session=session)
             restored.append(spooled.session_id)
         self._unclaimed.update(dict.fromkeys(restored, time.monotonic()))
@@ -161,17 +161,18 @@ class SessionRegistry:
         return forgotten
 
     def _new_session(self, session_id: str, config: SessionConfig, spool: SessionSpool | None) -> PolicySession:
+        client = self.policy_client(config)
         if spool is None:
-            return PolicySession(session_id, config, self.renderer, self._client, self.executor)
+            return PolicySession(session_id, config, self.renderer, client, self.executor)
         journal: TurnJournal = functools.partial(spool.append, session_id)
         requests: RequestJournal = functools.partial(spool.request, session_id)
-        return PolicySession(session_id, config, self.renderer, self._client, self.executor, journal, requests)
+        return PolicySession(session_id, config, self.renderer, client, self.executor, journal, requests)
 
     async def abort_orphaned_requests(self) -> int:
         """Abort upstream the requests the dead process left running (restored from the spool), so the engine stops
         spending on replies nobody will read; how many were aborted (an abort of one already over is harmless)."""
         orphans, self._orphans = self._orphans, []
-        await asyncio.gather(*(self._client.abort(policy_url, rid) for policy_url, rid in orphans))
+        await asyncio.gather(*(self.policy_client(config).abort(config.policy_url, rid) for config, rid in orphans))
         return len(orphans)
 
     def authenticate(self, token: str) -> PolicySession:
@@ -236,9 +237,9 @@ class SessionRegistry:
             self._finished_secrets.pop(evicted, None)
         return result
 
-    @property
-    def policy_client(self) -> SGLangClient:
-        return self._client
+    def policy_client(self, config: SessionConfig) -> PolicyClient:
+        """The client of the engine ``config`` names."""
+        return self._clients[config.engine]
 
     @property
     def live_count(self) -> int:

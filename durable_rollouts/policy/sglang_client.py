@@ -35,7 +35,7 @@ import aiohttp
 from durable_rollouts.policy.replay_capture import ReplayDataError, RoutedRows, TopPSpans
 
 
-def _as_list(value: Any) -> list:
+def as_json_list(value: Any) -> list:
     """JSON encoding for the ``array`` buffers token ids travel in."""
     if isinstance(value, array):
         return value.tolist()
@@ -92,6 +92,8 @@ class Generates(Protocol):
 
 
 class SGLangClient:
+    engine = "sglang"
+
     def __init__(self, http: aiohttp.ClientSession, vocab_size: int, request_timeout_s: float = 900.0):
         self._http = http
         self._vocab_size = vocab_size
@@ -109,10 +111,16 @@ class SGLangClient:
             "stream": False,
             **({"return_routed_experts": True} if routed_width else {}),
         }
-        data = await asyncio.to_thread(json.dumps, payload, default=_as_list)
+        data = await asyncio.to_thread(json.dumps, payload, default=as_json_list)
         headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
         try:
             async with self._http.post(f"{base_url}/generate", data=data, headers=headers, timeout=self._timeout) as response:
+                if response.status == 404:
+                    raise PolicyServerError(
+                        f"the policy at {base_url} does not speak sglang's protocol: POST /generate answered 404 "
+                        "(a vLLM server answers /inference/v1/generate: choose engine 'vllm' for it)",
+                        status=404,
+                    )
                 if response.status != 200:
                     detail = (await response.text())[:300]
                     raise PolicyServerError(f"policy server answered HTTP {response.status}: {detail}", status=response.status)
@@ -158,18 +166,10 @@ def parse_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: b
     triples = meta.get("output_token_logprobs")
     if not isinstance(triples, list):
         raise PolicyOutputError("meta_info.output_token_logprobs missing: was return_logprob honoured?")
-    ids: list[int] = []
-    log_probs: list[float] = []
     for position, triple in enumerate(triples):
         if not isinstance(triple, (list, tuple)) or len(triple) < 2:
             raise PolicyOutputError(f"output_token_logprobs[{position}] is not a [logprob, id, …] triple")
-        log_prob, token = triple[0], triple[1]
-        if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < vocab_size:
-            raise PolicyOutputError(f"output_token_logprobs[{position}]: token id {token!r} outside the vocabulary")
-        if not isinstance(log_prob, (int, float)) or not math.isfinite(log_prob) or log_prob > 1e-6:
-            raise PolicyOutputError(f"output_token_logprobs[{position}]: invalid log-prob {log_prob!r}")
-        ids.append(token)
-        log_probs.append(float(log_prob))
+    ids, log_probs = checked_tokens([(triple[0], triple[1]) for triple in triples], vocab_size, "output_token_logprobs")
     declared = body.get("output_ids")
     if declared is not None and declared != ids:
         raise PolicyOutputError("output_ids disagree with output_token_logprobs")
@@ -181,7 +181,7 @@ def parse_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: b
         finish_reason={"length": "length", "abort": "abort"}.get(kind or "", "stop"),
         weight_versions=_weight_versions(meta, len(ids)),
         stop_sequence=_matched_string(finish) if kind == "stop" else None,
-        **_replay_data(meta, len(ids), input_length, top_p, routed_width),
+        **replay_data(meta, len(ids), input_length, top_p, routed_width),
     )
     if kind == "abort":
         message = finish.get("message", "") if isinstance(finish, dict) else ""
@@ -189,7 +189,23 @@ def parse_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: b
     return generation
 
 
-def _replay_data(meta: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None) -> dict[str, Any]:
+def checked_tokens(pairs: Sequence[tuple[Any, Any]], vocab_size: int, field: str) -> tuple[list[int], list[float]]:
+    """The ids and log-probs of ``(log-prob, id)`` pairs; ``PolicyOutputError`` naming ``field[position]`` for an id
+    outside the vocabulary or a log-prob that is not a finite number <= 0."""
+    ids: list[int] = []
+    log_probs: list[float] = []
+    for position, (log_prob, token) in enumerate(pairs):
+        if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < vocab_size:
+            raise PolicyOutputError(f"{field}[{position}]: token id {token!r} outside the vocabulary")
+        if not isinstance(log_prob, (int, float)) or not math.isfinite(log_prob) or log_prob > 1e-6:
+            raise PolicyOutputError(f"{field}[{position}]: invalid log-prob {log_prob!r}")
+        ids.append(token)
+        log_probs.append(float(log_prob))
+    return ids, log_probs
+
+
+def replay_data(meta: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None) -> dict[str, Any]:
+    """The ``Generation`` fields of the replay data asked for, read from SGLang-shaped ``meta``."""
     try:
         return {
             "top_p": TopPSpans.from_meta(meta, n_tokens) if top_p else None,
@@ -208,18 +224,24 @@ def _weight_versions(meta: dict[str, Any], n_tokens: int) -> list[VersionSpan]:
         if not isinstance(version, str):
             raise PolicyOutputError(f"meta_info.weight_version {version!r} is not a string")
         return [(0, n_tokens, version)]
+    return version_spans(spans, n_tokens, "meta_info.weight_versions")
+
+
+def version_spans(spans: Any, n_tokens: int, field: str) -> list[VersionSpan]:
+    """``{"version", "start", "end"}`` spans over ``n_tokens`` output tokens, checked and merged (``Generation``);
+    None: no versions."""
+    if spans is None:
+        return []
     if not isinstance(spans, list):
-        raise PolicyOutputError("meta_info.weight_versions is not a list of spans")
+        raise PolicyOutputError(f"{field} is not a list of spans")
     out: list[VersionSpan] = []
     cursor = 0
     for position, span in enumerate(spans):
         start, end, version = (span.get("start"), span.get("end"), span.get("version")) if isinstance(span, dict) else (None, None, None)
         if not (_is_int(start) and _is_int(end) and isinstance(version, str)):
-            raise PolicyOutputError(f"meta_info.weight_versions[{position}] is not a {{version, start, end}} span: {span!r}")
+            raise PolicyOutputError(f"{field}[{position}] is not a {{version, start, end}} span: {span!r}")
         if not cursor <= start <= end <= n_tokens:
-            raise PolicyOutputError(
-                f"meta_info.weight_versions[{position}] [{start}, {end}) overlaps, runs backwards or passes {n_tokens} output tokens"
-            )
+            raise PolicyOutputError(f"{field}[{position}] [{start}, {end}) overlaps, runs backwards or passes {n_tokens} output tokens")
         cursor = end
         if start == end:
             continue

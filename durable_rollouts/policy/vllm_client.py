@@ -1,0 +1,185 @@
+"""Client for vLLM's token-in/token-out endpoint, ``POST /inference/v1/generate`` (vLLM 0.32).
+
+The same calls as ``SGLangClient`` (``durable_rollouts.policy.policy_clients``), so sessions, continuations and
+the trainer's weight updates do not know which engine samples. A request carries ``token_ids`` and the turn's
+sampling parameters, written in SGLang's keys by ``sampling.sglang_params`` and translated here
+(``max_new_tokens`` -> ``max_tokens``, ``no_stop_trim`` -> ``include_stop_str_in_output``, top-k ``-1`` -> ``0``),
+with ``logprobs: 0`` (the sampled token's log-prob only). The engine names the request ``generate-tokens-<rid>``;
+aborts must use that name (an id without the prefix is ignored without a word).
+
+A reply (``choices[0]``) becomes a ``Generation`` with SGLang's meanings: ``token_ids`` with one finite log-prob
+each, in the vocabulary; ``finish_reason`` "stop" | "length" | "abort" (an abort raises ``GenerationAborted``
+with what was sampled); ``stop_reason`` a string is the matched stop string; ``weight_versions`` spans over the
+output, checked as SGLang's are. Replay data, when asked: ``sampling_mask`` (the engine's kept set per output
+token, server flag ``--return-sampling-mask``, Model Runner V2: GPU only) as the top-p nuclei, and
+``routed_experts`` (a base64 ``.npy`` of ``(positions - 1, layers, top_k)``, server flag
+``--enable-return-routed-experts``, MoE models) as the routed rows. vLLM's log-probs are the model's raw ones
+(``--logprobs-mode raw_logprobs``, its default), before temperature and top-p: what a trainer recomputes.
+
+A server that does not speak this protocol (404: an SGLang server, or a vLLM without ``--enable-scale-out``,
+which answers 403) fails the call with one line naming the URL, the engine asked for and what to change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from durable_rollouts.policy.sglang_client import (
+    Generation,
+    GenerationAborted,
+    PolicyOutputError,
+    PolicyServerError,
+    as_json_list,
+    checked_tokens,
+    replay_data,
+    version_spans,
+)
+
+GENERATE_PATH = "/inference/v1/generate"
+ABORT_PATH = "/inference/v1/abort_requests"
+ENGINE_REQUEST_PREFIX = "generate-tokens-"
+# SGLang's keys the session sends that vLLM names otherwise or does not take; the rest pass as they are.
+RENAMED = {"max_new_tokens": "max_tokens", "no_stop_trim": "include_stop_str_in_output"}
+NOT_SENT = {"custom_params"}
+
+
+def vllm_sampling_params(params: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's ``sampling_params`` for a turn's SGLang-keyed ``params``."""
+    out = {RENAMED.get(key, key): value for key, value in params.items() if key not in NOT_SENT}
+    if out.get("top_k") == -1:
+        out["top_k"] = 0  # SGLang's "no cut"; vLLM takes 0 (or -1) for it
+    out["logprobs"] = 0
+    return out
+
+
+class VLLMClient:
+    """``generate`` / ``abort`` / ``current_weight_version`` against a vLLM server started with
+    ``--enable-scale-out`` (and ``VLLM_SERVER_DEV_MODE=1`` for the version and the trainer's update calls)."""
+
+    engine = "vllm"
+
+    def __init__(self, http: aiohttp.ClientSession, vocab_size: int, request_timeout_s: float = 900.0):
+        self._http = http
+        self._vocab_size = vocab_size
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10)
+
+    async def generate(
+        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+    ) -> Generation:
+        payload = {"token_ids": input_ids, "sampling_params": vllm_sampling_params(sampling_params), "request_id": rid, "stream": False}
+        data = await asyncio.to_thread(json.dumps, payload, default=as_json_list)
+        # The routing key keeps a session on one server behind a router, as for SGLang.
+        headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
+        try:
+            async with self._http.post(f"{base_url}{GENERATE_PATH}", data=data, headers=headers, timeout=self._timeout) as response:
+                if response.status != 200:
+                    detail = (await response.text())[:300]
+                    raise PolicyServerError(_refusal(base_url, response.status, detail), status=response.status)
+                body = await asyncio.to_thread(json.loads, await response.read())
+        except asyncio.CancelledError:
+            await asyncio.shield(self.abort(base_url, rid))
+            raise
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            await asyncio.shield(self.abort(base_url, rid))
+            raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
+        top_p = bool((sampling_params.get("custom_params") or {}).get("return_top_p_token_ids"))
+        return await asyncio.to_thread(parse_vllm_generation, body, self._vocab_size, len(input_ids), top_p, routed_width)
+
+    async def current_weight_version(self, base_url: str) -> str:
+        """The version the server serves now (``GET /weight_info``'s ``weight_version``; needs DEV_MODE)."""
+        try:
+            async with self._http.get(f"{base_url}/weight_info", timeout=aiohttp.ClientTimeout(total=30)) as response:
+                if response.status != 200:
+                    raise PolicyServerError(f"policy server answered HTTP {response.status} to /weight_info (is VLLM_SERVER_DEV_MODE=1 set?)")
+                info = await response.json(content_type=None)
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            raise PolicyServerError(f"policy server at {base_url} unreachable for /weight_info: {type(exc).__name__}: {exc}") from exc
+        version = info.get("weight_version") if isinstance(info, dict) else None
+        if not isinstance(version, str):
+            raise PolicyOutputError(f"/weight_info at {base_url} has no string weight_version: {version!r}")
+        return version
+
+    async def abort(self, base_url: str, rid: str) -> None:
+        body = {"request_ids": [ENGINE_REQUEST_PREFIX + rid]}
+        try:
+            async with self._http.post(f"{base_url}{ABORT_PATH}", json=body, timeout=aiohttp.ClientTimeout(total=5)) as response:
+                await response.read()
+        except (TimeoutError, aiohttp.ClientError):
+            pass
+
+
+def _refusal(base_url: str, status: int, detail: str) -> str:
+    if status == 404:
+        return (
+            f"the policy at {base_url} does not speak vllm's protocol: POST {GENERATE_PATH} answered 404 "
+            "(an SGLang server answers /generate: choose engine 'sglang' for it)"
+        )
+    if status == 403:
+        return f"the vLLM server at {base_url} refuses {GENERATE_PATH} (403): start it with --enable-scale-out"
+    return f"policy server answered HTTP {status}: {detail}"
+
+
+def parse_vllm_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: bool = False, routed_width: int | None = None) -> Generation:
+    """A ``/inference/v1/generate`` reply as a ``Generation`` (module docstring); ``PolicyOutputError`` if it is not
+    a valid sample, ``GenerationAborted`` carrying the tokens sampled before an abort."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        raise PolicyOutputError("vLLM reply has no single choice")
+    choice = choices[0]
+    ids = choice.get("token_ids")
+    content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+    if not isinstance(ids, list) or not isinstance(content, list) or len(content) != len(ids):
+        raise PolicyOutputError("vLLM reply: choices[0].token_ids and logprobs.content must be lists of one length: was logprobs honoured?")
+    pairs = [(entry.get("logprob") if isinstance(entry, dict) else None, token) for entry, token in zip(content, ids, strict=True)]
+    for position, (entry, token) in enumerate(zip(content, ids, strict=True)):
+        if not isinstance(entry, dict) or entry.get("token_id") != token:
+            raise PolicyOutputError(f"vLLM reply: logprobs.content[{position}] is not the log-prob of token {token!r}")
+    output_ids, log_probs = checked_tokens(pairs, vocab_size, "choices[0].token_ids")
+    finish = choice.get("finish_reason")
+    if finish not in ("stop", "length", "abort"):
+        raise PolicyOutputError(f"vLLM reply: finish_reason {finish!r} is not stop, length or abort")
+    stop_reason = choice.get("stop_reason")
+    generation = Generation(
+        output_ids=output_ids,
+        log_probs=log_probs,
+        finish_reason=finish,
+        weight_versions=version_spans(choice.get("weight_versions"), len(output_ids), "choices[0].weight_versions"),
+        stop_sequence=stop_reason if finish == "stop" and isinstance(stop_reason, str) else None,
+        **_replay_data(choice, len(output_ids), input_length, top_p, routed_width),
+    )
+    if finish == "abort":
+        raise GenerationAborted(f"vLLM aborted the request after {len(output_ids)} tokens", generation)
+    return generation
+
+
+def _replay_data(choice: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None) -> dict[str, Any]:
+    """The reply's replay data in the shape SGLang's ``meta_info`` gives it (``replay_capture`` reads that)."""
+    meta: dict[str, Any] = {}
+    if top_p and choice.get("sampling_mask") is not None:
+        mask = choice["sampling_mask"]
+        if not isinstance(mask, list) or not all(isinstance(kept, list) for kept in mask):
+            raise PolicyOutputError("vLLM reply: sampling_mask is not a list of kept-id lists")
+        meta["top_p_token_ids"] = [token for kept in mask for token in kept]
+        meta["top_p_token_offsets"] = np.cumsum([0, *map(len, mask)]).tolist()
+    if routed_width and choice.get("routed_experts") is not None:
+        meta["routed_experts"] = _routed_rows(choice["routed_experts"])
+    return replay_data(meta, n_tokens, input_length, top_p, routed_width)
+
+
+def _routed_rows(encoded: Any) -> list[int]:
+    try:
+        rows = np.load(io.BytesIO(base64.b64decode(encoded, validate=True)), allow_pickle=False)
+    except (TypeError, ValueError, binascii.Error, OSError) as error:
+        raise PolicyOutputError(f"vLLM reply: routed_experts is not a base64 .npy array: {error}") from None
+    if rows.ndim != 3 or not np.issubdtype(rows.dtype, np.integer):
+        raise PolicyOutputError(f"vLLM reply: routed_experts has shape {rows.shape} of {rows.dtype}, not (positions, layers, top_k) ids")
+    return rows.reshape(-1).tolist()
