@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import signal
 import uuid
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -26,8 +29,8 @@ from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
-from durable_rollouts.trainer_client.local_services import free_port
-from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
+from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process
+from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input, run_rollouts, start_rollout
 from durable_rollouts.vllm_engine.local_engine import SMOLLM2, LocalEngine
 from durable_rollouts.vllm_engine.weight_updates import update_weights
 from tests.engine_proxy import RecordingProxy
@@ -66,23 +69,29 @@ class Cluster:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def cluster(tmp_path_factory):
+async def engine(tmp_path_factory) -> AsyncIterator[tuple[LocalEngine, RecordingProxy]]:
+    """The module's engine and the recording proxy before it."""
     require_engine()
     engine = LocalEngine(log_path=tmp_path_factory.mktemp("engine") / "vllm.log")
     await engine.start()
     proxy = RecordingProxy(engine.url)
     await proxy.start()
-    results = tmp_path_factory.mktemp("results")
-    # Claude Code gives up on a failing policy after two retries, so a dead engine ends a run in seconds.
-    overrides = {"tokenizer_dir": SMOLLM2, "images": ImageSettings(pull_policy="never"), "claude_extra_env": {"CLAUDE_CODE_MAX_RETRIES": "2"}}
     try:
-        async with aiohttp.ClientSession() as http, local_cluster(None, results, BUDGETS, **overrides) as (env, settings):
-            cluster = Cluster(env, settings, engine, proxy, http)
-            yield cluster
-            assert await containers_of_runs(cluster.run_ids) == []
+        yield engine, proxy
     finally:
         await proxy.stop()
         await engine.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def cluster(engine, tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    # Claude Code gives up on a failing policy after two retries, so a dead engine ends a run in seconds.
+    overrides = {"tokenizer_dir": SMOLLM2, "images": ImageSettings(pull_policy="never"), "claude_extra_env": {"CLAUDE_CODE_MAX_RETRIES": "2"}}
+    async with aiohttp.ClientSession() as http, local_cluster(None, results, BUDGETS, **overrides) as (env, settings):
+        cluster = Cluster(env, settings, *engine, http)
+        yield cluster
+        assert await containers_of_runs(cluster.run_ids) == []
 
 
 def trained_runs(result: RolloutResult) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
@@ -195,3 +204,34 @@ async def test_the_engine_dying_in_the_middle_of_a_turn_is_an_infrastructure_fai
     assert (result.status, result.abort_reason, outcome_of(result)) == ("aborted", "policy_error", "infrastructure")
     [again] = await cluster.run([cluster.rollout(cluster.rows[0].task)])
     assert again.status == "completed", "the refill's rollout, on the restarted engine, is a sample again"
+
+
+async def test_a_worker_killed_mid_reply_comes_back_with_its_session_and_no_token_is_lost_or_trained_twice(engine, cluster, task, tmp_path):
+    """SIGKILL the worker while the engine samples the session's reply; the worker restarted under the same host id
+    takes the spooled session back, aborts the orphaned request upstream, and the agent's retry goes on."""
+    _, proxy = engine
+    server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
+    await server.start()
+    queue, host_id, port = f"re-{uuid.uuid4().hex[:6]}", f"re-{uuid.uuid4().hex[:6]}", free_port()
+    args = ["--host-id", host_id, "--adapter-port", str(port)]
+    env = {"ROLLOUT_TOKENIZER_DIR": str(SMOLLM2), "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": str(tmp_path), "ROLLOUT_REAP_INTERVAL_S": "2"}
+    try:
+        client = await connect(server.address)
+        handle = await start_rollout(client, cluster.rollout(task, reply_tokens=96), cluster.new_run_id(), queue)
+        async with worker_process(server.address, args, env=env) as doomed:
+            killed = await asyncio.wait_for(mid_reply(cluster.http, proxy, cluster.engine.url), 600)
+            os.killpg(doomed.pid, signal.SIGKILL)
+        async with worker_process(server.address, args, env=env):
+            result = await asyncio.wait_for(handle.result(), 900)
+    finally:
+        await server.kill()
+    assert (result.status, result.attempts, result.discarded) == ("completed", 1, []), result
+    assert result.agent.interruptions == 1, result.agent
+    runs = trained_runs(result)
+    assert len(runs) == len(set(runs)) == result.agent.turns, "every turn once: none lost, none trained twice"
+    assert set(runs) <= set(engine_runs(cluster, result)), "every trained token is one the engine sampled"
+    assert all(
+        killed != exchange.request_id
+        for exchange in proxy.of_session(result.agent.session_id)
+        if exchange.output_ids and (tuple(exchange.output_ids), tuple(exchange.log_probs)) in runs
+    ), "the reply in flight at the kill was not trained"
