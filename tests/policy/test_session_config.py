@@ -38,3 +38,10 @@ def test_an_unknown_name_in_the_spec_names_the_field_and_the_supported_ones(spec
 def test_the_worker_defaults_hold_only_known_names():
     with pytest.raises(UnknownParser, match="unknown reasoning parser 'think'"):
         ParserDefaults(reasoning_parser="think")
+
+
+def test_the_engine_is_the_workers_when_pinned_else_the_specs_else_the_workers():
+    assert session_config_for(PolicySpec(), "http://policy", False, "wf#1").engine == "sglang"
+    assert session_config_for(PolicySpec(engine="vllm"), "http://policy", False, "wf#1").engine == "vllm"
+    assert session_config_for(PolicySpec(), "http://policy", False, "wf#1", worker_engine="vllm").engine == "vllm"
+    assert session_config_for(PolicySpec(engine="vllm"), "http://policy", True, "wf#1", worker_engine="sglang").engine == "sglang"
