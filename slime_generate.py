@@ -60,7 +60,13 @@ from typing import Any
 
 from temporalio.client import Client
 
-from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, staleness_from_env
+from durable_rollouts.config.settings import (
+    SettingsError,
+    budgets_from_env,
+    impossible_share_from_env,
+    policy_engine_from_env,
+    staleness_from_env,
+)
 from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
 from durable_rollouts.policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
 from durable_rollouts.policy.trajectory_packing import read_trajectory
@@ -178,8 +184,9 @@ def rollout_of(args: Any, sample: Any, task: TaskSpec, sampling_params: dict[str
 
 
 def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
-    """Trainer-side session settings: slime's sampling params, context length, router address and parser names
-    (``--sglang-tool-call-parser`` / ``--sglang-reasoning-parser``; unset, the worker's)."""
+    """Trainer-side session settings: slime's sampling params, context length, router address, parser names
+    (``--sglang-tool-call-parser`` / ``--sglang-reasoning-parser``; unset, the worker's) and the engine behind the
+    router (``ROLLOUT_POLICY_ENGINE`` in the trainer's environment, ``vllm`` for a vLLM-based slime; unset, the worker's)."""
     keys = ("temperature", "top_p", "top_k", "max_new_tokens", "stop", "stop_token_ids")
     known = {k: sampling_params[k] for k in keys if sampling_params.get(k) is not None}
     if isinstance(known.get("stop"), str):
@@ -193,6 +200,7 @@ def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
         policy_tag=str(getattr(args, "hf_checkpoint", "") or ""),
         replay=replay_of(args),
         staleness=staleness_from_env(),
+        engine=policy_engine_from_env(),
         tool_parser=_parser_arg(args, "sglang_tool_call_parser", tool_call_parser_named),
         reasoning_parser=_parser_arg(args, "sglang_reasoning_parser", reasoning_parser_named),
     )

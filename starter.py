@@ -4,7 +4,7 @@ CLI::
 
     python starter.py run DATASET.jsonl|HARBOR_TASKS_DIR [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
                       [--group-filter keep_all|min_valid|nonzero_variance] [--min-valid M] [--refill-budget R]
-    python starter.py demo [--policy oracle|noop] [--keep-ui]
+    python starter.py demo [--policy oracle|noop|smollm2] [--keep-ui]   # smollm2: the real model on a local vLLM
     python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck, hosts and slots
     python starter.py show WORKFLOW_ID                              # live progress + agent log tail; grading summary + log paths
     python starter.py show WORKFLOW_ID --html FILE                  # the rollout as one HTML page: tokens, samples, patch, verdict
@@ -69,6 +69,7 @@ from durable_rollouts.config.settings import SettingsError, budgets_from_env, im
 from durable_rollouts.contracts.rollout import (
     MIN_CONTEXT_BUDGET,
     PinnableSamplingKey,
+    PolicyEngine,
     PolicySpec,
     RolloutProgress,
     RolloutResult,
@@ -95,6 +96,7 @@ from durable_rollouts.trainer_client.temporal_connection import ConnectionSettin
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 from durable_rollouts.trajectory_view.rollout_page import PageSettings
 from durable_rollouts.trajectory_view.token_text import TokenTexts
+from durable_rollouts.vllm_engine.local_engine import MAX_MODEL_LEN, SMOLLM2, EngineFailedToStart, LocalEngine
 
 MAX_RUN_ID_BYTES = 128
 
@@ -136,6 +138,7 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
         print(f"starter: {args.dataset}: no rows", file=sys.stderr)
     policy = PolicySpec(
         policy_url=args.policy_url,
+        engine=args.policy_engine,
         sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens, pinned=args.pin_sampling),
         context_budget=args.context_budget,
         staleness=staleness_bound(args),
@@ -158,12 +161,43 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     return 0 if rows and not errors and run.complete else 1
 
 
+# ``demo --policy smollm2``: the real model instead of the scripted policy, its replies capped for a CPU's decode.
+REAL_MODEL = "smollm2"
+REAL_MODEL_REPLY_TOKENS = 256
+
+
 async def demo(args: argparse.Namespace) -> int:
     args.dataset = args.dataset or str(EXAMPLE_DATASET)
+    if args.policy == REAL_MODEL:
+        return await real_model_demo(args)
     worker_args = ["--scripted-policy", args.policy, "--oracle-tasks", args.dataset]
+    return await demo_with_worker(args, worker_args, {})
+
+
+async def real_model_demo(args: argparse.Namespace) -> int:
+    """The demo with SmolLM2-135M-Instruct on a local vLLM engine (``make setup`` builds both) instead of the
+    scripted policy: real sampling, real log-probs, rewards 0 (a 135M model is no agent)."""
+    engine = LocalEngine(log_path=Path(args.out).with_name(f"{Path(args.out).stem}.vllm.log"))
+    print(f"vLLM: starting SmolLM2-135M-Instruct on {engine.url} (25-50 s; log {engine.log_path})", flush=True)
+    try:
+        url = await engine.start()
+    except EngineFailedToStart as error:
+        print(f"starter: {error}", file=sys.stderr)
+        return 1
+    # The model's window bounds every turn; replies short enough that a CPU decodes them in seconds.
+    args.context_budget = min(args.context_budget, MAX_MODEL_LEN)
+    args.max_new_tokens = min(args.max_new_tokens, REAL_MODEL_REPLY_TOKENS)
+    env = {"ROLLOUT_POLICY_URL": url, "ROLLOUT_POLICY_ENGINE": "vllm", "ROLLOUT_TOKENIZER_DIR": str(SMOLLM2)}
+    try:
+        return await demo_with_worker(args, [], env)
+    finally:
+        await engine.stop()
+
+
+async def demo_with_worker(args: argparse.Namespace, worker_args: list[str], env: dict[str, str]) -> int:
     if args.dataset_root:
-        worker_args += ["--dataset-root", args.dataset_root]
-    async with embedded_cluster(worker_args, worker_log_path(Path(args.out)), os.environ.get("TEMPORAL_ADDRESS")) as client:
+        worker_args = [*worker_args, "--dataset-root", args.dataset_root]
+    async with embedded_cluster(worker_args, worker_log_path(Path(args.out)), os.environ.get("TEMPORAL_ADDRESS"), env) as client:
         code = await run_dataset(client, args)
         if args.keep_ui:
             print("--keep-ui: the dev server and worker keep running; press Ctrl-C (or send SIGTERM) to stop them.", flush=True)
@@ -394,7 +428,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             sub.add_argument(
                 "--dataset", type=existing_path_arg, help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)"
             )
-            sub.add_argument("--policy", default="oracle", help="scripted policy: oracle (reward 1), noop (reward 0), ...")
+            sub.add_argument(
+                "--policy",
+                default="oracle",
+                help=f"scripted policy: oracle (reward 1), noop (reward 0), ...; or {REAL_MODEL}: the real SmolLM2-135M on a local vLLM",
+            )
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
         add_run_options(sub, name)
         sub.add_argument(
@@ -408,7 +446,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             type=share_arg,
             help="share of rows that also run as an impossible-task probe, never trained on (default: ROLLOUT_IMPOSSIBLE_SHARE or 0)",
         )
-        sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
+        sub.add_argument("--policy-url", help="policy server URL (default: the worker's)")
+        sub.add_argument("--policy-engine", choices=get_args(PolicyEngine), help="its protocol, sglang or vllm (default: the worker's)")
         sub.add_argument("--temperature", type=number_arg(0), default=1.0)
         sub.add_argument(
             "--pin-sampling",

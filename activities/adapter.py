@@ -97,7 +97,9 @@ class AdapterActivities:
             registry = self.adapter.registry
             assert registry is not None
             try:
-                current = await asyncio.wait_for(registry.policy_client(result.config).current_weight_version(result.config.policy_url), VERSION_LAG_READ_S)
+                current = await asyncio.wait_for(
+                    registry.policy_client(result.config).current_weight_version(result.config.policy_url), VERSION_LAG_READ_S
+                )
             except (PolicyServerError, TimeoutError) as error:
                 log.debug("policy-version lag of session %s not recorded: %s", result.session_id, error)
                 return

@@ -135,6 +135,15 @@ def test_trainer_args_become_the_session_policy():
     assert (policy.sampling.temperature, policy.sampling.top_p, policy.sampling.max_new_tokens) == (0.7, 0.95, 4096)
 
 
+def test_the_trainers_engine_reaches_the_policy_and_unset_leaves_it_to_the_worker(monkeypatch):
+    assert policy_for(SimpleNamespace(), {}).engine is None
+    monkeypatch.setenv("ROLLOUT_POLICY_ENGINE", "vllm")
+    assert policy_for(SimpleNamespace(), {}).engine == "vllm"
+    monkeypatch.setenv("ROLLOUT_POLICY_ENGINE", "vLLM")
+    with pytest.raises(SettingsError, match="ROLLOUT_POLICY_ENGINE: 'vLLM' is not one of sglang, vllm"):
+        policy_for(SimpleNamespace(), {})
+
+
 def test_slimes_parser_flags_reach_the_policy_and_a_wrong_name_stops_the_trainer():
     args = SimpleNamespace(sglang_router_ip=None, sglang_router_port=None, sglang_tool_call_parser="glm45", sglang_reasoning_parser="glm45")
     policy = policy_for(args, {})

@@ -208,9 +208,12 @@ def _parser_name(env: Mapping[str, str], name: str, lookup: Callable[[str], obje
         raise SettingsError(str(error)) from None
 
 
-def policy_engine_from_env(env: Mapping[str, str] = os.environ) -> PolicyEngine:
-    """``ROLLOUT_POLICY_ENGINE``: the protocol the policy server speaks, ``sglang`` (unset) or ``vllm``."""
-    raw = env.get("ROLLOUT_POLICY_ENGINE", "").strip() or "sglang"
+def policy_engine_from_env(env: Mapping[str, str] = os.environ) -> PolicyEngine | None:
+    """``ROLLOUT_POLICY_ENGINE``: the protocol the policy server speaks, ``sglang`` or ``vllm``; None when unset. The
+    worker's default engine (unset: sglang), and in the trainer's process the engine its rollouts' specs name."""
+    raw = env.get("ROLLOUT_POLICY_ENGINE", "").strip()
+    if not raw:
+        return None
     if raw not in POLICY_ENGINES:
         raise SettingsError(f"ROLLOUT_POLICY_ENGINE: {raw!r} is not one of {', '.join(POLICY_ENGINES)}")
     return raw
@@ -363,7 +366,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "adapter_port": _int(env, "SHIM_PORT", 18001, least=0, most=65535),
         "public_host": env.get("SLIME_HEAD_HOST") or None,
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
-        "policy_engine": policy_engine_from_env(env),
+        "policy_engine": policy_engine_from_env(env) or "sglang",
         "tool_call_parser": _parser_name(env, "ROLLOUT_TOOL_CALL_PARSER", tool_call_parser_named, DEFAULT_TOOL_CALL_PARSER),
         "reasoning_parser": _parser_name(env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER),
         "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", default_agent_slots(), least=1),

@@ -79,7 +79,14 @@ SETTINGS: tuple[Setting, ...] = (
         "concurrent agents per worker (`pick_host` refuses beyond); CPU, not memory, sets the limit (`python -m bench.host_capacity_bench`, [benchmarks](benchmarks.md))",
     ),
     Setting(
-        "ROLLOUT_POLICY_URL", "worker", "none: each rollout's own `policy_url`", "the SGLang server (or router) every rollout on this worker uses"
+        "ROLLOUT_POLICY_URL", "worker", "none: each rollout's own `policy_url`", "the policy server (or router) every rollout on this worker uses"
+    ),
+    Setting(
+        "ROLLOUT_POLICY_ENGINE",
+        "both",
+        "`sglang`",
+        "the protocol of the policy server: `sglang` (`/generate`) or `vllm` (`/inference/v1/generate`, [vLLM](vllm.md)); "
+        "a worker's default for rollouts whose spec names none; in the trainer's process, the engine the slime drop-ins' specs name",
     ),
     Setting(
         "ROLLOUT_TOKENIZER_DIR",

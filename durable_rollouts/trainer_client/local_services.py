@@ -227,13 +227,15 @@ async def worker_process(
 
 
 @asynccontextmanager
-async def embedded_cluster(worker_args: list[str], log_path: Path, address: str | None = None) -> AsyncIterator[Client]:
-    """A worker with the scripted policy, on ``address`` or on a local dev server (UI on :8233), its log in
-    ``log_path`` (the console keeps the progress lines and the table); yields a client."""
+async def embedded_cluster(
+    worker_args: list[str], log_path: Path, address: str | None = None, env: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
+    """A worker (``worker_args``, ``env`` over this environment), on ``address`` or on a local dev server (UI on
+    :8233), its log in ``log_path`` (the console keeps the progress lines and the table); yields a client."""
     async with temporal_dev_server() if not address else nullcontext(address) as server:
         print(f"Temporal UI: http://127.0.0.1:8233/namespaces/default/workflows (server {server})", flush=True)
         print(f"worker log: {log_path}", flush=True)
-        async with worker_process(server, [*worker_args, "--adapter-port", "0"], log_path=log_path):
+        async with worker_process(server, [*worker_args, "--adapter-port", "0"], env=env, log_path=log_path):
             yield await connect(server)
 
 

@@ -55,5 +55,3 @@ async def update_weights(
     finally:
         await _call(http, "POST", f"{base_url}/resume")
     return UpdateOutcome(version=version, prefix_cache_reset=bool(isinstance(reset, dict) and reset.get("success")))
-
-
