@@ -8,7 +8,8 @@ except ``trainer_client``, the trainer's Temporal client; ``tests/test_package_l
 * ``policy`` (the Anthropic adapter: translation, sessions, token capture, its HTTP server),
   ``docker_sandbox``, ``task_sources``;
 * ``config`` (every setting, read from the environment), ``grading``, ``claude_code``, ``drift_repair``,
-  ``slime_samples``;
-* ``scripted_policy`` (the SGLang stand-in of tests and the demo);
+  ``slime_samples``, ``logprob_check`` (the trainer's recompute of every trained token's log-prob; torch);
+* ``scripted_policy`` (the SGLang stand-in of tests and the demo), ``vllm_engine`` (the real engine and model
+  of the tests and the demo: building the checkpoint, starting the engine, the trainer's weight update);
 * ``trainer_client`` (connecting, starting and reading rollouts; what ``starter.py`` and the slime drop-ins call).
 """

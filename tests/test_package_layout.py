@@ -21,8 +21,8 @@ LIBRARY = "durable_rollouts"
 LAYERS = [
     {"contracts", "paths", "meters", "folder_loads", "process_exit"},
     {"policy", "docker_sandbox", "task_sources"},
-    {"config", "grading", "claude_code", "drift_repair", "slime_samples"},
-    {"scripted_policy", "trajectory_view"},
+    {"config", "grading", "claude_code", "drift_repair", "slime_samples", "logprob_check"},
+    {"scripted_policy", "trajectory_view", "vllm_engine"},
 ]
 MACHINERY = set().union(*LAYERS)
 UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate", "slime_rollout", "bench", "tests"}
