@@ -23,7 +23,7 @@ import pytest
 import pytest_asyncio
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams
+from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound
 from durable_rollouts.contracts.rollout_group import outcome_of
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.paths import EXAMPLE_DATASET
@@ -55,12 +55,13 @@ class Cluster:
         self.run_ids.append(f"e{uuid.uuid4().hex[:6]}")
         return self.run_ids[-1]
 
-    def rollout(self, task, policy_url: str | None = None, engine: str = "vllm", reply_tokens: int = REPLY_TOKENS) -> RolloutInput:
+    def rollout(self, task, policy_url: str | None = None, engine: str = "vllm", reply_tokens: int = REPLY_TOKENS, **spec) -> RolloutInput:
         policy = PolicySpec(
             policy_url=policy_url or self.proxy.url,
             engine=engine,
             context_budget=CONTEXT,
             sampling=SamplingParams(temperature=1.0, max_new_tokens=reply_tokens),
+            **spec,
         )
         return rollout_input(task, 0, 0, policy, BUDGETS)
 
@@ -157,11 +158,14 @@ async def test_a_weight_update_in_the_middle_of_a_reply_lands_each_version_on_it
         await mid_reply(cluster.http, cluster.proxy, cluster.engine.url)
         await update_weights(cluster.http, cluster.engine.url, perturbed, "step-1")
 
+    # A staleness bound the merge judges against the engine's version then (read from /weight_info): one behind is kept.
+    bound = StalenessBound(max_staleness=1, order=["default", "step-1"])
     try:
-        result = await run_one(cluster, cluster.rollout(cluster.rows[0].task, reply_tokens=96), update_mid_reply)
+        result = await run_one(cluster, cluster.rollout(cluster.rows[0].task, reply_tokens=96, staleness=bound), update_mid_reply)
     finally:
         await update_weights(cluster.http, cluster.engine.url, SMOLLM2, "default")
     assert result.status == "completed", (result.abort_reason, result.agent and result.agent.reason)
+    assert (result.staleness.current_version, result.staleness.masked_tokens) == ("step-1", 0), result.staleness
     versions = [
         v for segment in unpack_trajectory(result.trajectory) for v, m in zip(segment.token_weight_versions(), segment.loss_mask, strict=True) if m
     ]

@@ -164,13 +164,17 @@ def parse_vllm_generation(body: Any, vocab_size: int, input_length: int = 0, top
 def _replay_data(choice: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None) -> dict[str, Any]:
     """The reply's replay data in the shape SGLang's ``meta_info`` gives it (``replay_capture`` reads that)."""
     meta: dict[str, Any] = {}
-    if top_p and choice.get("sampling_mask") is not None:
+    if top_p and choice.get("sampling_mask") is None:
+        raise PolicyOutputError("vLLM reply has no sampling_mask for the top-p replay asked for: start vLLM with --return-sampling-mask (GPU)")
+    if routed_width and choice.get("routed_experts") is None:
+        raise PolicyOutputError("vLLM reply has no routed_experts for the routing replay asked for: start vLLM with --enable-return-routed-experts")
+    if top_p:
         mask = choice["sampling_mask"]
         if not isinstance(mask, list) or not all(isinstance(kept, list) for kept in mask):
             raise PolicyOutputError("vLLM reply: sampling_mask is not a list of kept-id lists")
         meta["top_p_token_ids"] = [token for kept in mask for token in kept]
         meta["top_p_token_offsets"] = np.cumsum([0, *map(len, mask)]).tolist()
-    if routed_width and choice.get("routed_experts") is not None:
+    if routed_width:
         meta["routed_experts"] = _routed_rows(choice["routed_experts"])
     return replay_data(meta, n_tokens, input_length, top_p, routed_width)
 

@@ -94,8 +94,12 @@ def test_the_kept_sets_become_the_top_p_nuclei_and_the_routed_experts_the_rows_o
 
 
 def test_replay_data_asked_for_and_missing_or_malformed_is_refused():
-    with pytest.raises(PolicyOutputError, match="top_p_token_ids"):
+    with pytest.raises(PolicyOutputError, match="no sampling_mask for the top-p replay asked for: start vLLM with --return-sampling-mask"):
         parse_vllm_generation(reply(), VOCAB, top_p=True)
+    with pytest.raises(PolicyOutputError, match="no routed_experts for the routing replay asked for: start vLLM with --enable-return-routed-experts"):
+        parse_vllm_generation(reply(), VOCAB, input_length=2, routed_width=6)
+    with pytest.raises(PolicyOutputError, match="top_p_token_offsets: 3 offsets"):
+        parse_vllm_generation(reply(sampling_mask=[[5], [6]]), VOCAB, top_p=True)
     with pytest.raises(PolicyOutputError, match="not a base64 .npy array"):
         parse_vllm_generation(reply(routed_experts="%%%"), VOCAB, input_length=2, routed_width=6)
 
