@@ -25,6 +25,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.logprob_check.report import LogprobReport
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.vllm_engine.local_engine import ENGINE_PYTHON, SMOLLM2, engine_missing
 from slime_generate import sample_dicts
@@ -83,10 +84,12 @@ def write_samples(results: list[RolloutResult], path: Path) -> Path:
 
 
 def logprob_check(samples: Path, checkpoints: Mapping[str, Path]) -> tuple[int, str, dict]:
-    """Run the trainer's log-prob check command; (exit code, its report as text, its report as JSON)."""
-    args = [str(ENGINE_PYTHON), "-m", "durable_rollouts.logprob_check", str(samples)]
+    """Run the trainer's log-prob check command once; (exit code, its report as the command prints it, as JSON)."""
+    args = [str(ENGINE_PYTHON), "-m", "durable_rollouts.logprob_check", str(samples), "--json"]
     for version, folder in checkpoints.items():
         args += ["--checkpoint", f"{version}={folder}"]
-    text = subprocess.run(args, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600)
-    report = subprocess.run([*args, "--json"], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600)
-    return text.returncode, text.stdout + text.stderr, json.loads(report.stdout) if report.stdout.strip() else {}
+    run = subprocess.run(args, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600)
+    if not run.stdout.strip():
+        return run.returncode, run.stderr, {}
+    report = LogprobReport.model_validate_json(run.stdout)
+    return run.returncode, "\n".join(report.lines()), report.model_dump()

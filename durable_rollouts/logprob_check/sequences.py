@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 
 from durable_rollouts.contracts.rollout import TokenSegment
 
@@ -72,5 +72,7 @@ class TrainedSequence(BaseModel):
     def _made(cls, name: str, tokens: list[int], start: int, mask: list[int], log_probs: list[float], versions: list[str | None]) -> TrainedSequence:
         try:
             return cls(name=name, tokens=tokens, response_start=start, loss_mask=mask, rollout_log_probs=log_probs, versions=versions)
-        except ValueError as error:
-            raise SampleError(str(error)) from None
+        except ValidationError as error:
+            first = error.errors()[0]
+            cause = first.get("ctx", {}).get("error")  # the validator's own message, which names the sample and field
+            raise SampleError(str(cause) if cause else f"{name}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None

@@ -46,8 +46,10 @@ def test_a_token_segment_reads_the_same():
         (slime_sample(rollout_log_probs=[-0.1]), "s:1: rollout_log_probs has 1 entries"),
         ({"tokens": [1, 2]}, "s:1: not a slime sample (KeyError"),
         (slime_sample(response_length=6, loss_mask=[1] * 6, rollout_log_probs=[-1.0] * 6), "s:1: a trained first token has no context"),
+        (slime_sample(tokens=[1, 2, "x", 4, 5, 6]), "s:1: tokens.2: Input should be a valid integer"),
     ],
 )
 def test_a_sample_the_check_cannot_read_is_refused_naming_it(sample, named):
-    with pytest.raises(SampleError, match=named.replace("(", r"\(")):
+    with pytest.raises(SampleError) as refused:
         TrainedSequence.from_slime(sample, "s:1")
+    assert str(refused.value).startswith(named), str(refused.value)
