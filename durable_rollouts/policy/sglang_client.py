@@ -92,7 +92,13 @@ class Generates(Protocol):
 
 
 class SGLangClient:
+    """SGLang's protocol; ``VLLMClient`` overrides only the protocol's parts (paths, request body, reply reader,
+    refusals, abort body), so both share the transport: aborting upstream on cancellation or failure, timeouts,
+    parsing off the event loop."""
+
     engine = "sglang"
+    generate_path = "/generate"
+    version_path = "/get_model_info"
 
     def __init__(self, http: aiohttp.ClientSession, vocab_size: int, request_timeout_s: float = 900.0):
         self._http = http
@@ -102,28 +108,14 @@ class SGLangClient:
     async def generate(
         self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
     ) -> Generation:
-        payload = {
-            "input_ids": input_ids,
-            "sampling_params": sampling_params,
-            "return_logprob": True,
-            "logprob_start_len": len(input_ids),
-            "rid": rid,
-            "stream": False,
-            **({"return_routed_experts": True} if routed_width else {}),
-        }
+        payload = self.request_body(input_ids, sampling_params, rid, routed_width)
         data = await asyncio.to_thread(json.dumps, payload, default=as_json_list)
         headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
         try:
-            async with self._http.post(f"{base_url}/generate", data=data, headers=headers, timeout=self._timeout) as response:
-                if response.status == 404:
-                    raise PolicyServerError(
-                        f"the policy at {base_url} does not speak sglang's protocol: POST /generate answered 404 "
-                        "(a vLLM server answers /inference/v1/generate: choose engine 'vllm' for it)",
-                        status=404,
-                    )
+            async with self._http.post(f"{base_url}{self.generate_path}", data=data, headers=headers, timeout=self._timeout) as response:
                 if response.status != 200:
                     detail = (await response.text())[:300]
-                    raise PolicyServerError(f"policy server answered HTTP {response.status}: {detail}", status=response.status)
+                    raise PolicyServerError(self.refusal(base_url, response.status, detail), status=response.status)
                 body = await asyncio.to_thread(json.loads, await response.read())
         except asyncio.CancelledError:
             await asyncio.shield(self.abort(base_url, rid))
@@ -132,25 +124,55 @@ class SGLangClient:
             await asyncio.shield(self.abort(base_url, rid))
             raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
         top_p = bool((sampling_params.get("custom_params") or {}).get("return_top_p_token_ids"))
-        return await asyncio.to_thread(parse_generation, body, self._vocab_size, len(input_ids), top_p, routed_width)
+        return await asyncio.to_thread(self.parse, body, self._vocab_size, len(input_ids), top_p, routed_width)
+
+    def request_body(self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routed_width: int | None) -> dict[str, Any]:
+        return {
+            "input_ids": input_ids,
+            "sampling_params": sampling_params,
+            "return_logprob": True,
+            "logprob_start_len": len(input_ids),
+            "rid": rid,
+            "stream": False,
+            **({"return_routed_experts": True} if routed_width else {}),
+        }
+
+    @staticmethod
+    def parse(body: Any, vocab_size: int, input_length: int, top_p: bool, routed_width: int | None) -> Generation:
+        return parse_generation(body, vocab_size, input_length, top_p, routed_width)
+
+    def refusal(self, base_url: str, status: int, detail: str) -> str:
+        """The one line a non-200 answer becomes (a 404 names the other engine)."""
+        if status == 404:
+            return (
+                f"the policy at {base_url} does not speak sglang's protocol: POST /generate answered 404 "
+                "(a vLLM server answers /inference/v1/generate: choose engine 'vllm' for it)"
+            )
+        return f"policy server answered HTTP {status}: {detail}"
 
     async def current_weight_version(self, base_url: str) -> str:
-        """The version the server serves now (``GET /get_model_info``'s ``weight_version``)."""
+        """The version the server serves now (``weight_version`` of ``GET version_path``)."""
+        path = self.version_path
         try:
-            async with self._http.get(f"{base_url}/get_model_info", timeout=aiohttp.ClientTimeout(total=30)) as response:
+            async with self._http.get(f"{base_url}{path}", timeout=aiohttp.ClientTimeout(total=30)) as response:
                 if response.status != 200:
-                    raise PolicyServerError(f"policy server answered HTTP {response.status} to /get_model_info")
+                    raise PolicyServerError(f"policy server answered HTTP {response.status} to {path}")
                 info = await response.json(content_type=None)
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            raise PolicyServerError(f"policy server at {base_url} unreachable for /get_model_info: {type(exc).__name__}: {exc}") from exc
+            raise PolicyServerError(f"policy server at {base_url} unreachable for {path}: {type(exc).__name__}: {exc}") from exc
         version = info.get("weight_version") if isinstance(info, dict) else None
         if not isinstance(version, str):
-            raise PolicyOutputError(f"/get_model_info at {base_url} has no string weight_version: {version!r}")
+            raise PolicyOutputError(f"{path} at {base_url} has no string weight_version: {version!r}")
         return version
 
+    def abort_request(self, rid: str) -> tuple[str, dict[str, Any]]:
+        """The path and body that abort the request the caller named ``rid``."""
+        return "/abort_request", {"rid": rid}
+
     async def abort(self, base_url: str, rid: str) -> None:
+        path, body = self.abort_request(rid)
         try:
-            async with self._http.post(f"{base_url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)) as response:
+            async with self._http.post(f"{base_url}{path}", json=body, timeout=aiohttp.ClientTimeout(total=5)) as response:
                 await response.read()
         except (TimeoutError, aiohttp.ClientError):
             pass

@@ -22,23 +22,19 @@ which answers 403) fails the call with one line naming the URL, the engine asked
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import io
-import json
 from collections.abc import Sequence
 from typing import Any
 
-import aiohttp
 import numpy as np
 
 from durable_rollouts.policy.sglang_client import (
     Generation,
     GenerationAborted,
     PolicyOutputError,
-    PolicyServerError,
-    as_json_list,
+    SGLangClient,
     checked_tokens,
     replay_data,
     version_spans,
@@ -61,71 +57,34 @@ def vllm_sampling_params(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class VLLMClient:
+class VLLMClient(SGLangClient):
     """``generate`` / ``abort`` / ``current_weight_version`` against a vLLM server started with
-    ``--enable-scale-out`` (and ``VLLM_SERVER_DEV_MODE=1`` for the version and the trainer's update calls)."""
+    ``--enable-scale-out`` (and ``VLLM_SERVER_DEV_MODE=1`` for the version and the trainer's update calls); the
+    transport is ``SGLangClient``'s, the protocol's parts are vLLM's."""
 
     engine = "vllm"
+    generate_path = GENERATE_PATH
+    version_path = "/weight_info"
 
-    def __init__(self, http: aiohttp.ClientSession, vocab_size: int, request_timeout_s: float = 900.0):
-        self._http = http
-        self._vocab_size = vocab_size
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10)
+    def request_body(self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routed_width: int | None) -> dict[str, Any]:
+        return {"token_ids": input_ids, "sampling_params": vllm_sampling_params(sampling_params), "request_id": rid, "stream": False}
 
-    async def generate(
-        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
-    ) -> Generation:
-        payload = {"token_ids": input_ids, "sampling_params": vllm_sampling_params(sampling_params), "request_id": rid, "stream": False}
-        data = await asyncio.to_thread(json.dumps, payload, default=as_json_list)
-        # The routing key keeps a session on one server behind a router, as for SGLang.
-        headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
-        try:
-            async with self._http.post(f"{base_url}{GENERATE_PATH}", data=data, headers=headers, timeout=self._timeout) as response:
-                if response.status != 200:
-                    detail = (await response.text())[:300]
-                    raise PolicyServerError(_refusal(base_url, response.status, detail), status=response.status)
-                body = await asyncio.to_thread(json.loads, await response.read())
-        except asyncio.CancelledError:
-            await asyncio.shield(self.abort(base_url, rid))
-            raise
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            await asyncio.shield(self.abort(base_url, rid))
-            raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
-        top_p = bool((sampling_params.get("custom_params") or {}).get("return_top_p_token_ids"))
-        return await asyncio.to_thread(parse_vllm_generation, body, self._vocab_size, len(input_ids), top_p, routed_width)
+    @staticmethod
+    def parse(body: Any, vocab_size: int, input_length: int, top_p: bool, routed_width: int | None) -> Generation:
+        return parse_vllm_generation(body, vocab_size, input_length, top_p, routed_width)
 
-    async def current_weight_version(self, base_url: str) -> str:
-        """The version the server serves now (``GET /weight_info``'s ``weight_version``; needs DEV_MODE)."""
-        try:
-            async with self._http.get(f"{base_url}/weight_info", timeout=aiohttp.ClientTimeout(total=30)) as response:
-                if response.status != 200:
-                    raise PolicyServerError(f"policy server answered HTTP {response.status} to /weight_info (is VLLM_SERVER_DEV_MODE=1 set?)")
-                info = await response.json(content_type=None)
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            raise PolicyServerError(f"policy server at {base_url} unreachable for /weight_info: {type(exc).__name__}: {exc}") from exc
-        version = info.get("weight_version") if isinstance(info, dict) else None
-        if not isinstance(version, str):
-            raise PolicyOutputError(f"/weight_info at {base_url} has no string weight_version: {version!r}")
-        return version
+    def refusal(self, base_url: str, status: int, detail: str) -> str:
+        if status == 404:
+            return (
+                f"the policy at {base_url} does not speak vllm's protocol: POST {GENERATE_PATH} answered 404 "
+                "(an SGLang server answers /generate: choose engine 'sglang' for it)"
+            )
+        if status == 403:
+            return f"the vLLM server at {base_url} refuses {GENERATE_PATH} (403): start it with --enable-scale-out"
+        return f"policy server answered HTTP {status}: {detail}"
 
-    async def abort(self, base_url: str, rid: str) -> None:
-        body = {"request_ids": [ENGINE_REQUEST_PREFIX + rid]}
-        try:
-            async with self._http.post(f"{base_url}{ABORT_PATH}", json=body, timeout=aiohttp.ClientTimeout(total=5)) as response:
-                await response.read()
-        except (TimeoutError, aiohttp.ClientError):
-            pass
-
-
-def _refusal(base_url: str, status: int, detail: str) -> str:
-    if status == 404:
-        return (
-            f"the policy at {base_url} does not speak vllm's protocol: POST {GENERATE_PATH} answered 404 "
-            "(an SGLang server answers /generate: choose engine 'sglang' for it)"
-        )
-    if status == 403:
-        return f"the vLLM server at {base_url} refuses {GENERATE_PATH} (403): start it with --enable-scale-out"
-    return f"policy server answered HTTP {status}: {detail}"
+    def abort_request(self, rid: str) -> tuple[str, dict[str, Any]]:
+        return ABORT_PATH, {"request_ids": [ENGINE_REQUEST_PREFIX + rid]}
 
 
 def parse_vllm_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: bool = False, routed_width: int | None = None) -> Generation:
