@@ -67,7 +67,8 @@ def module_of(nodeid: str) -> str:
 @dataclass(frozen=True)
 class RunRecord:
     """One grading run's own sessions, their tests' outcomes, canary runs ((node id, outcome)) by (role, module),
-    failed collectors, the framework callables found replaced and the workdir files registered as plugins."""
+    failed collectors, the framework callables found replaced, the workdir files registered as plugins, the test code
+    that is not its file's and the workdir modules imported before the guard (``SessionReport``)."""
 
     sessions: tuple[SessionReport, ...] = ()
     outcomes: dict[str, str] = field(default_factory=dict)
@@ -76,6 +77,8 @@ class RunRecord:
     replaced: frozenset[str] = frozenset()
     workdir_plugins: frozenset[str] = frozenset()
     declared_xfail: frozenset[str] = frozenset()
+    test_code: dict[str, str] = field(default_factory=dict)
+    early_imports: frozenset[str] = frozenset()
 
     @property
     def files(self) -> frozenset[str]:
@@ -128,4 +131,6 @@ def record(reports: Iterable[SessionReport]) -> RunRecord:
         replaced=frozenset().union(*(report.replaced for report in sessions)),
         workdir_plugins=frozenset().union(*(report.workdir_plugins for report in sessions)),
         declared_xfail=frozenset().union(*(report.declared_xfail for report in sessions)),
+        test_code={key: status for report in sessions for key, status in report.test_code.items()},
+        early_imports=frozenset().union(*(report.early_imports for report in sessions)),
     )

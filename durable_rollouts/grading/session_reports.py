@@ -5,8 +5,8 @@ that does not parse is a ``SessionReport`` with ``problem`` set. A test's outcom
 ``failed``, ``error``, ``skipped`` or ``xfailed``, from its setup, call and teardown together (``declared_xfail``: the
 tests that themselves expect to fail, by an xfail marker or unittest's ``expectedFailure``); a canary's outcome is
 read only from the canaries' own testsuite, and only under the names this grading drew (``Guard``). Collectors that
-failed (a test module that does not import) and the framework callables the plugin found replaced come from their
-own testsuite and property.
+failed (a test module that does not import), the framework callables the plugin found replaced, the workdir modules
+imported before it and the test code that is not its file's come from their own testsuite and property.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 CANARY_SUITE = "rollout-canaries"
 COLLECT_ERROR_SUITE = "rollout-collect-errors"
+TEST_CODE_SUITE = "rollout-test-code"
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,10 @@ class SessionReport:
     started, e.g. a test of a pytest plugin running pytest), how many tests it ``collected`` to run itself (an xdist
     controller none), the task's tests by node id, and each canary run as
     (node id, outcome) under its role (``must_fail`` / ``must_pass``); the collectors that failed
-    (``collect_errors``), the test framework's callables found replaced (``replaced``, by dotted name), and the
-    workdir files registered as pytest plugins (``workdir_plugins``, conftest files aside)."""
+    (``collect_errors``), the test framework's callables found replaced (``replaced``, by dotted name), the
+    workdir files registered as pytest plugins (``workdir_plugins``, conftest files aside), the tests and test-module
+    functions whose code is not their file's (``test_code``: key -> "forged FILE", "from FILE", ...) and the workdir
+    modules imported before the guard (``early_imports``)."""
 
     name: str
     finished: bool = False
@@ -47,6 +50,8 @@ class SessionReport:
     replaced: frozenset[str] = frozenset()
     workdir_plugins: frozenset[str] = frozenset()
     declared_xfail: frozenset[str] = frozenset()
+    test_code: dict[str, str] = field(default_factory=dict)
+    early_imports: frozenset[str] = frozenset()
     problem: str = ""
 
 
@@ -85,6 +90,9 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
     collect_errors = frozenset(
         case.get("nodeid", "") for suite in suites if suite.get("name") == COLLECT_ERROR_SUITE for case in suite.iter("testcase")
     )
+    test_code = {
+        case.get("nodeid", ""): case.get("status", "") for suite in suites if suite.get("name") == TEST_CODE_SUITE for case in suite.iter("testcase")
+    }
     status = properties.get("exitstatus", "")
     return SessionReport(
         name=name,
@@ -101,4 +109,6 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
         replaced=frozenset(filter(None, properties.get("replaced", "").split(","))),
         workdir_plugins=frozenset(filter(None, properties.get("workdir_plugins", "").split(","))),
         declared_xfail=declared_xfail - {""},
+        test_code={key: status for key, status in test_code.items() if key and status},
+        early_imports=frozenset(filter(None, properties.get("early_imports", "").split(","))),
     )

@@ -28,9 +28,14 @@ What it does in every pytest process of the grading run:
   names in every report those replaced since (the value, or its code object in place; read from the module objects
   it took, so a copy put in ``sys.modules`` hides nothing), or whose code lives outside the framework's packages
   (replaced before the plugin was imported: a script that imports the library under test, then calls
-  ``pytest.main``) (``replaced``); and the files, other than installed packages and conftest files, whose hook
-  functions are registered with pytest (``workdir_plugins``: a plugin the library under test registers at run
-  time, wherever it wrote it, judged by where its hooks' code is, not what its module claims);
+  ``pytest.main``) or is not what its file compiles to (a forged file name) (``replaced``; ``compile`` too); and the
+  files, other than installed packages and conftest files, whose hook functions are registered with pytest
+  (``workdir_plugins``: a plugin the library under test registers at run time, wherever it wrote it, judged by
+  where its hooks' code is, not what its module claims, and by whether its file compiles to that code);
+* records each test whose function, checked before and after its call, and each test module's function, checked
+  at the session's end, does not have the code its own file compiles to (``test_code``: forged, from another file,
+  unreadable); the file is compiled by the plugin from the source kept before pytest imported it;
+* names the workdir modules imported before it in a process whose program is pytest (``early_imports``);
 * ends a process whose program is pytest (``pytest``, ``py.test``, ``python -m pytest``) with its session's own exit
   status, from the last exit handler, flushing stdout and stderr first: nothing that runs later in the interpreter's
   teardown (a finalizer calling ``os._exit(0)``) can change the status the record holds.
@@ -38,10 +43,11 @@ What it does in every pytest process of the grading run:
 Runs in the image's own Python and pytest (3.6 and pytest 3 onwards): standard library and pytest only.
 """
 
+import ast
 import atexit
+import builtins
 import importlib
 import inspect
-import linecache
 import os
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -61,6 +67,7 @@ _STATE = {
     "pid": os.getpid(),
     "config": None,
     "exitstatus": None,
+    "test_code": {},
 }
 _LEFT_OUT_MARKERS = ("skip", "skipif", "xfail", "parametrize", "asyncio", "anyio", "trio")
 _PARENT_KEY = "ROLLOUT_GUARD_" + CONFIG["must_fail"].upper()
@@ -89,8 +96,18 @@ _FRAMEWORK = (
     ("unittest.case", ("TestCase.run", "TestCase.__call__", "TestCase.fail", "TestCase.assertEqual", "TestCase.assertTrue")),
     ("unittest.case", ("TestCase.assertFalse", "TestCase.assertIn", "TestCase.assertRaises", "TestCase.assertIsNone", "TestCase.skipTest")),
     ("unittest.result", ("TestResult.addError", "TestResult.addFailure", "TestResult.addSuccess", "TestResult.addSkip", "TestResult.wasSuccessful")),
+    # How a test module's code is made: the guard compiles each test file again with these to check the code that ran.
+    ("_pytest.assertion.rewrite", ("rewrite_asserts", "_rewrite_test", "AssertionRewriter.run", "AssertionRewriter.visit_Assert")),
+    ("_pytest.assertion.rewrite", ("AssertionRewritingHook.exec_module", "AssertionRewritingHook.find_spec")),
+    ("ast", ("parse", "walk", "NodeVisitor.visit", "NodeVisitor.generic_visit", "NodeTransformer.generic_visit", "copy_location")),
 )
 _MISSING = object()
+# The interpreter's own compile, taken before any conftest or test module: a replacement (a Python function, or a
+# builtin of another name) made before this plugin was imported is named in every report (``_replaced``).
+_COMPILE = builtins.compile
+_COMPILE_GENUINE = type(_COMPILE) is type(len) and getattr(_COMPILE, "__self__", None) is builtins and _COMPILE.__name__ == "compile"
+# Files changed after this one was written (at the grading's start, before the diff) were written by the run itself.
+_STARTED_NS = os.stat(__file__).st_ctime_ns
 
 
 def _module(module_name):
@@ -131,24 +148,91 @@ def _framework_roots():
         path = getattr(sys.modules.get(name), "__file__", None)
         if path:
             roots.append(os.path.dirname(os.path.realpath(path)) + os.sep)
-    return tuple(roots)
+    return (*roots, os.path.realpath(ast.__file__))  # ast's file alone: the standard library's folder may hold site-packages
+
+
+_FILE_CODES: "dict[Any, Any]" = {}  # (path, mtime, size) -> the code objects its source compiles to, or None
+_SOURCES: "dict[str, bytes]" = {}  # a test module's path -> its source as it was before pytest imported it
+
+
+def _all_codes(code, found):
+    found.add(code)
+    for const in code.co_consts:
+        if type(const) is type(code):
+            _all_codes(const, found)
+    return found
+
+
+def _rewritten(source, path):
+    """The file compiled as pytest's assertion rewriter compiles a test module, with the interpreter's own compile."""
+    _, rewrite_asserts, _ = _FRAMEWORK_SNAPSHOT[("_pytest.assertion.rewrite", "rewrite_asserts")]
+    tree = _COMPILE(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    try:
+        rewrite_asserts(tree, source, path, _STATE["config"])
+    except TypeError:  # pytest before 5: (module, module_path, config)
+        rewrite_asserts(tree, path, _STATE["config"])
+    return _COMPILE(tree, path, "exec", dont_inherit=True)
+
+
+def _source(path):
+    """The file's source: a test module's as it was just before pytest imported it (``_Watcher.pytest_collectstart``),
+    any other file's as it is now."""
+    if path in _SOURCES:
+        return _SOURCES[path]
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _file_codes(path):
+    """Every code object the file at ``path`` compiles to, plain and as pytest rewrites a test module; None when there
+    is no source to compile."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    key = (path, status.st_mtime_ns, status.st_size)
+    if key not in _FILE_CODES:
+        try:
+            source = _source(path)
+            codes = _all_codes(_COMPILE(source, path, "exec", dont_inherit=True), set())
+        except Exception:
+            codes = None
+        # pytest rewrites test modules and conftest files (and, with auto-loading, plugins), never itself.
+        if codes is not None and not path.startswith(_framework_roots()):
+            try:
+                _all_codes(_rewritten(source, path), codes)
+            except Exception:
+                pass  # not a module pytest could rewrite: the plain compile stands alone
+        _FILE_CODES[key] = codes
+    return _FILE_CODES[key]
+
+
+def _compiled_from(code):
+    """True when ``code`` is what its file compiles to, False when it is not (or the run wrote the file), None when its
+    file has no readable source (a builtin's, ``<string>``'s, a .pyc-only install's)."""
+    path = os.path.realpath(code.co_filename)
+    if not os.path.isfile(path):
+        return None if code.co_filename.startswith("<") or not code.co_filename.endswith(".py") else False
+    try:
+        # The diff and the reset write workdir files after the guard, and a test module's source is kept from before
+        # its import; any other file newer than the guard was written by the run.
+        if path not in _SOURCES and not _inside_workdir(path) and os.stat(path).st_ctime_ns > _STARTED_NS:
+            return False
+    except OSError:
+        return None
+    codes = _file_codes(path)
+    return None if codes is None else code in codes
 
 
 def _foreign(code):
-    """The code lives outside the framework's packages (and this plugin), or its file does not define it where the
-    code says: replaced, maybe before this plugin was imported (a script that imports the library under test, then
-    calls ``pytest.main``), maybe with its file name forged."""
+    """The code lives outside the framework's packages (and this plugin), or is not what its file compiles to:
+    replaced, maybe before this plugin was imported (a script that imports the library under test, then calls
+    ``pytest.main``), maybe under a forged file name, maybe from a file the run rewrote."""
     if code is None:
         return False
     if not os.path.realpath(code.co_filename).startswith(_framework_roots()):
         return True
-    if code.co_name.startswith("<"):
-        return False
-    # co_firstlineno is the first decorator's line: the def follows within a few lines.
-    lines = [linecache.getline(code.co_filename, code.co_firstlineno + offset).lstrip() for offset in range(12)]
-    if not any(lines):
-        return False  # no source to read (an install without .py files): nothing to hold it to
-    return not any(line.startswith(("def " + code.co_name + "(", "async def " + code.co_name + "(")) for line in lines)
+    return _compiled_from(code) is False
 
 
 def _snapshot(names):
@@ -279,6 +363,75 @@ def _declares_skip(node):
     return node.get_closest_marker("skip") is not None or node.get_closest_marker("skipif") is not None
 
 
+def _shown(path):
+    return os.path.relpath(path, os.path.realpath(CONFIG["workdir"])) if _inside_workdir(path) else path
+
+
+def _code_status(function, own_file):
+    """Where a test's (or a test module's function's) code comes from: "" when it is what ``own_file`` compiled to,
+    else "forged FILE" (not what the file it names compiles to), "from FILE" (another file's), "unreadable NAME"
+    (no source: ``exec``'d text, a .pyc-only install) or "no code" (not a Python function)."""
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    if type(code) is not type(_code_status.__code__):
+        return "no code"
+    path = os.path.realpath(code.co_filename)
+    genuine = _compiled_from(code)
+    if genuine is False:
+        return "forged " + _shown(path)
+    if genuine is None:
+        return "unreadable " + code.co_filename
+    return "" if path == own_file else "from " + _shown(path)
+
+
+def _by_function(nodeid):
+    """A test's key in the code record: its node id without parameters, whose ids may change between runs."""
+    return nodeid[: nodeid.index("[")] if nodeid.endswith("]") and "[" in nodeid else nodeid
+
+
+def _check_test(item):
+    """Record where the function pytest calls for ``item`` comes from, unless it is its own file's (canaries aside)."""
+    if not isinstance(item, pytest.Function) or item.name in (CONFIG["must_fail"], CONFIG["must_pass"]):
+        return
+    try:
+        status = _code_status(item.obj, os.path.realpath(str(getattr(item, "path", None) or item.fspath)))
+    except Exception as error:
+        status = "unreadable: " + type(error).__name__
+    if status:
+        _STATE["test_code"].setdefault(_by_function(item.nodeid), status)
+
+
+_MODULE_DICT = vars(type(sys))["__dict__"]  # read past any __getattribute__ a module's class was given
+
+
+def _sweep_modules(items):
+    """Record every function a test module that ran defines (in its namespace and its classes) whose code is not what
+    its file compiled to: a test or a helper rewritten after collection."""
+    seen = set()
+    for item in items:
+        module = item.getparent(pytest.Module)
+        if module is None or module.nodeid in seen:
+            continue
+        seen.add(module.nodeid)
+        try:
+            obj = module.obj
+            namespace, name = _MODULE_DICT.__get__(obj), _MODULE_DICT.__get__(obj).get("__name__")
+            own_file = os.path.realpath(str(getattr(module, "path", None) or module.fspath))
+            functions = []
+            for value in list(namespace.values()):
+                if isinstance(value, type) and value.__dict__.get("__module__") == name:
+                    functions += [member for member in list(vars(value).values()) if inspect.isfunction(member)]
+                elif inspect.isfunction(value):
+                    functions.append(value)
+            for function in functions:
+                if getattr(function, "__module__", None) == name:
+                    status = _code_status(function, own_file)
+                    if status:
+                        _STATE["test_code"].setdefault(module.nodeid + "::" + function.__qualname__, status)
+        except Exception as error:
+            _STATE["test_code"].setdefault(module.nodeid, "unreadable: " + type(error).__name__)
+
+
 def _run_canaries(items):
     from _pytest.runner import runtestprotocol
 
@@ -313,6 +466,22 @@ class _Watcher:
         if not session.config.option.collectonly:
             _run_canaries(getattr(session, "items", None) or [])
 
+    def pytest_collectstart(self, collector):
+        """Keep a test module's source before pytest imports it: the code that runs is checked against it."""
+        if isinstance(collector, pytest.Module):
+            path = os.path.realpath(str(getattr(collector, "path", None) or collector.fspath))
+            try:
+                _SOURCES.setdefault(path, _source(path))
+            except OSError:
+                pass
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item):
+        """The test's function as pytest is about to call it, and again after (a swap made while it ran)."""
+        _check_test(item)
+        yield
+        _check_test(item)
+
     def pytest_runtest_logreport(self, report):
         _STATE["outcomes"].setdefault(report.nodeid, []).append(report)
 
@@ -325,6 +494,7 @@ class _Watcher:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        _sweep_modules(getattr(session, "items", None) or [])
         _STATE["exitstatus"] = int(exitstatus)
         _write("finished", int(exitstatus))
 
@@ -371,13 +541,13 @@ def _testcase(suite, nodeid, outcome, message=""):
 def _replaced():
     """The framework's and this plugin's callables replaced since the snapshot (see ``_changed``)."""
     own = ["rollout guard " + name.rpartition(__name__ + ".")[2] for name in _changed(_OWN_SNAPSHOT)]
-    return list(_changed(_FRAMEWORK_SNAPSHOT)) + own
+    compiles = [] if _COMPILE_GENUINE and builtins.compile is _COMPILE else ["builtins.compile"]
+    return list(_changed(_FRAMEWORK_SNAPSHOT)) + compiles + own
 
 
-def _hook_files(plugin):
-    """Where a registered plugin's hooks are written: the code files of its ``pytest_*`` callables (what its module
-    or class claims about itself is not asked)."""
-    files = set()
+def _hook_codes(plugin):
+    """A registered plugin's hooks' code objects (what its module or class claims about itself is not asked)."""
+    codes = []
     for name in dir(plugin):
         if name.startswith("pytest_"):
             try:
@@ -385,8 +555,8 @@ def _hook_files(plugin):
             except AttributeError:
                 continue
             if code is not None:
-                files.add(os.path.realpath(code.co_filename))
-    return files
+                codes.append(code)
+    return codes
 
 
 def _installed(path):
@@ -396,18 +566,21 @@ def _installed(path):
 
 
 def _workdir_plugins(config):
-    """The files, not installed (see ``_installed``), whose hooks are registered with pytest: a plugin the library under
-    test registered, wherever it wrote it, or one the repository declares (workdir files relative to it)."""
+    """The files, not installed (see ``_installed``) or not what their hooks' code was compiled from, whose hooks are
+    registered with pytest: a plugin the library under test registered, wherever it wrote it or whatever file name
+    it forged, or one the repository declares (workdir files relative to it)."""
     found = set()
     try:
         registered = config.pluginmanager.list_name_plugin() if config is not None else []
     except AttributeError:  # a pluggy too old to list them
         registered = []
-    workdir = os.path.realpath(CONFIG["workdir"])
     for _, plugin in registered:
-        for path in _hook_files(plugin):
+        for code in _hook_codes(plugin):
+            path = os.path.realpath(code.co_filename)
             if not _installed(path):
-                found.add(os.path.relpath(path, workdir) if _inside_workdir(path) else path)
+                found.add(_shown(path))
+            elif _compiled_from(code) is False:  # a file name forged, or a file the run wrote
+                found.add(_shown(path) + " (its hooks are not that file's code)")
     return sorted(found)
 
 
@@ -436,6 +609,7 @@ def _write(stage, exitstatus=None):
         ("pid", str(os.getpid())),
         ("replaced", ",".join(_replaced())),
         ("workdir_plugins", ",".join(_workdir_plugins(config))),
+        ("early_imports", ",".join(_EARLY_IMPORTS)),
     ):
         ElementTree.SubElement(properties, "property", name=name, value=value)
     for nodeid, outcome in outcomes.items():
@@ -443,6 +617,9 @@ def _write(stage, exitstatus=None):
     collection = ElementTree.SubElement(root, "testsuite", name="rollout-collect-errors")
     for nodeid in _STATE["collect_errors"]:
         ElementTree.SubElement(collection, "testcase", name="collect", nodeid=nodeid)
+    test_code = ElementTree.SubElement(root, "testsuite", name="rollout-test-code")
+    for key, status in sorted(_STATE["test_code"].items()):
+        ElementTree.SubElement(test_code, "testcase", name="code", nodeid=key, status=status)
     canaries = ElementTree.SubElement(root, "testsuite", name="rollout-canaries")
     for role, runs in _STATE["canaries"].items():
         for nodeid, outcome in runs:
@@ -465,9 +642,30 @@ _OWN = (
     "_run_canaries",
     "_outcome",
     "_exited",
+    "_check_test",
+    "_sweep_modules",
+    "_code_status",
+    "_compiled_from",
+    "_file_codes",
     "_must_fail",
     "_must_pass",
     "_canary",
     "_testcase",
 ) + tuple("_Watcher." + name for name in vars(_Watcher) if name.startswith("pytest_"))
 _OWN_SNAPSHOT = _snapshot([(__name__, _OWN)])
+
+
+def _early_imports():
+    """Workdir modules imported before this plugin, when pytest is the program: nothing of the workdir runs that early
+    unless its name shadows one pytest's start-up tries (``org``, which Python 3.11's ``copy`` probes for Jython)."""
+    if not _pytest_is_the_program():
+        return []
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and _inside_workdir(path):
+            found.append(name)
+    return sorted(found)
+
+
+_EARLY_IMPORTS = _early_imports()
