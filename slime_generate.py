@@ -67,7 +67,9 @@ from durable_rollouts.config.settings import (
     policy_engine_from_env,
     staleness_from_env,
 )
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, TaskSpec
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
 from durable_rollouts.policy.trajectory_packing import read_trajectory
 from durable_rollouts.slime_samples.options import SampleOptions, replay_of, sample_options

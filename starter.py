@@ -66,17 +66,9 @@ from temporalio.service import RPCError
 
 from durable_rollouts.config.arg_types import count_arg, existing_path_arg, number_arg, share_arg
 from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, prefetch_from_env, staleness_from_env
-from durable_rollouts.contracts.rollout import (
-    MIN_CONTEXT_BUDGET,
-    PinnableSamplingKey,
-    PolicyEngine,
-    PolicySpec,
-    RolloutProgress,
-    RolloutResult,
-    SamplingParams,
-    StalenessBound,
-)
 from durable_rollouts.contracts.rollout_group import GroupFilter
+from durable_rollouts.contracts.rollouts import RolloutProgress, RolloutResult
+from durable_rollouts.contracts.session import MIN_CONTEXT_BUDGET, PinnableSamplingKey, PolicyEngine, PolicySpec, SamplingParams, StalenessBound
 from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
 from durable_rollouts.grading import grading_summary
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from durable_rollouts.contracts.agent_runs import AgentRun, AgentRunRequest, MergeRequest, MergeResult
 from durable_rollouts.contracts.drift_repair import (
     BreakageRequest,
     BreakageRun,
@@ -29,19 +30,9 @@ from durable_rollouts.contracts.drift_repair import (
     RepairRequest,
     SampleRequest,
 )
+from durable_rollouts.contracts.grading import CapturedDiff, EvalRequest, EvalResult
 from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
-from durable_rollouts.contracts.rollout import (
-    AgentRun,
-    AgentRunRequest,
-    CapturedDiff,
-    EvalRequest,
-    EvalResult,
-    MergeRequest,
-    MergeResult,
-    PickRequest,
-    SandboxHandle,
-    SandboxRequest,
-)
+from durable_rollouts.contracts.sandboxes import PickRequest, SandboxHandle, SandboxRequest
 
 
 class StubCalled(RuntimeError):

@@ -20,15 +20,10 @@ from collections import OrderedDict
 from temporalio import activity
 
 from activities import metrics
-from durable_rollouts.contracts.rollout import (
-    MergeRequest,
-    MergeResult,
-    SegmentSummary,
-    SessionResult,
-    StalenessReport,
-    TokenSegment,
-    is_integer_version,
-)
+from durable_rollouts.contracts.agent_runs import MergeRequest, MergeResult
+from durable_rollouts.contracts.session import SessionResult, StalenessReport
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
+from durable_rollouts.contracts.weight_versions import is_integer_version
 from durable_rollouts.policy import staleness
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.sglang_client import PolicyServerError

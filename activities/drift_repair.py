@@ -26,6 +26,7 @@ from temporalio import activity
 from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error
 from activities.error_types import ErrorType
 from activities.sandbox import heartbeating
+from durable_rollouts.contracts.agent_runs import MergeResult
 from durable_rollouts.contracts.drift_repair import (
     BreakageRequest,
     BreakageRun,
@@ -41,7 +42,7 @@ from durable_rollouts.contracts.drift_repair import (
     SampleRequest,
     SpecSource,
 )
-from durable_rollouts.contracts.rollout import MergeResult, SegmentSummary
+from durable_rollouts.contracts.tokens import SegmentSummary
 from durable_rollouts.docker_sandbox.errors import SandboxError, SandboxGone, SandboxImageMissing
 from durable_rollouts.drift_repair.baselines import baseline_drift, noop_repair, oracle_repair
 from durable_rollouts.drift_repair.corpus import CORPUS_DIR, UnknownTask, load_corpus, sample_task

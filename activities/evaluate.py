@@ -15,7 +15,7 @@ from temporalio import activity
 from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
 from activities.sandbox import heartbeating
-from durable_rollouts.contracts.rollout import EvalRequest, EvalResult
+from durable_rollouts.contracts.grading import EvalRequest, EvalResult
 from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxError, SandboxGone, SandboxImageMissing
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import swebench

@@ -61,16 +61,11 @@ from activities.error_types import ErrorType
 from durable_rollouts.claude_code.agent_wait import AgentLaunch, wait_for_agent
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, judge_run
 from durable_rollouts.claude_code.run_ledger import MAX_AGENT_FAILURES, RunLedger
+from durable_rollouts.contracts.agent_runs import AgentRun, AgentRunRequest
 from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
-from durable_rollouts.contracts.rollout import (
-    AgentProgress,
-    AgentRun,
-    AgentRunRequest,
-    PickRequest,
-    PolicyEngine,
-    SandboxHandle,
-    SandboxRequest,
-)
+from durable_rollouts.contracts.rollouts import AgentProgress
+from durable_rollouts.contracts.sandboxes import PickRequest, SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.session import PolicyEngine
 from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed, RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from durable_rollouts.docker_sandbox.image_refs import ImageReferenceError

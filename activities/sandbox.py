@@ -19,7 +19,8 @@ from temporalio.service import RPCError
 
 from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
-from durable_rollouts.contracts.rollout import CapturedDiff, ImagePull, SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.grading import CapturedDiff
+from durable_rollouts.contracts.sandboxes import ImagePull, SandboxHandle, SandboxRequest
 from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxError, SandboxGone, SandboxImageMissing
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import swebench

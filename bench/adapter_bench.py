@@ -265,7 +265,7 @@ class Meter:
 
 
 async def adapter_main(args: argparse.Namespace) -> None:
-    from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+    from durable_rollouts.contracts.session import SamplingParams, SessionConfig
     from durable_rollouts.policy.adapter_server import AdapterServer
     from durable_rollouts.policy.prompt_renderer import PromptRenderer
 

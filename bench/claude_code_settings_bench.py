@@ -37,7 +37,7 @@ from typing import Any
 
 from durable_rollouts.claude_code.binary import find_claude_binary
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env
-from durable_rollouts.contracts.rollout import PolicySpec, SamplingParams
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
 from durable_rollouts.docker_sandbox.container_layout import CLAUDE_CONFIG
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.prompt_renderer import PromptRenderer

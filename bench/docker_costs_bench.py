@@ -46,7 +46,8 @@ import docker
 from bench.harness.procfs import machine_busy_s, own_cpu_s, pids_matching, total_cpu_s
 from bench.harness.repo_image import build_repo_image, repo_task
 from bench.harness.rollout_stack import docker_daemon_pids
-from durable_rollouts.contracts.rollout import SandboxHandle, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.sandboxes import SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
 from durable_rollouts.docker_sandbox.engine_exec import exec_output
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings

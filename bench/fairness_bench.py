@@ -93,7 +93,7 @@ class NoIntake:
 
 
 async def adapter_main(args: argparse.Namespace) -> None:
-    from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+    from durable_rollouts.contracts.session import SamplingParams, SessionConfig
     from durable_rollouts.policy.adapter_server import MAX_BODY_BYTES, AdapterServer
     from durable_rollouts.policy.prompt_renderer import PromptRenderer
 

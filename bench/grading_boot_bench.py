@@ -27,7 +27,9 @@ import uuid
 import docker
 
 from bench.harness.repo_image import PATCH, build_repo_image, repo_task
-from durable_rollouts.contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders

@@ -36,7 +36,9 @@ from typing import Any
 from bench.harness.call_counts import CountingSandboxes
 from bench.harness.procfs import machine_busy_s, total_cpu_s
 from bench.harness.rollout_stack import docker_daemon_pids, example_rows
-from durable_rollouts.contracts.rollout import EvalRequest, SandboxHandle, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.sandboxes import SandboxHandle
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox import workspace_diff
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.limits import SandboxSettings

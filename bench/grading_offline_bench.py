@@ -36,7 +36,8 @@ from typing import Any
 
 import docker
 
-from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes

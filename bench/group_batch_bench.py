@@ -66,8 +66,8 @@ from temporalio.client import Client
 
 from bench.harness.rollout_stack import bench_budgets, example_rows
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
 from durable_rollouts.docker_sandbox.lifecycle import ManagedContainer
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes

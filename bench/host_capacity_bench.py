@@ -79,7 +79,7 @@ from bench.harness.rollout_stack import (
 )
 from bench.harness.stats import mean, peak_concurrency, quantile
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.task_sources.dataset_rows import DatasetRow
 from durable_rollouts.trainer_client.local_services import free_port, worker_process

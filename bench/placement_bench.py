@@ -38,7 +38,7 @@ from temporalio.client import Client
 
 from bench.harness.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer
 from bench.harness.rollout_stack import bench_budgets, example_rows, oracle_policy, running_servers, sandbox_gateway, stack_env
-from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
 

@@ -46,7 +46,10 @@ from durable_rollouts.claude_code.agent_wait import AgentLaunch, wait_for_agent
 from durable_rollouts.claude_code.binary import find_claude_code
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, judge_run
 from durable_rollouts.config.settings import WorkerSettings, settings_from_env
-from durable_rollouts.contracts.rollout import EvalRequest, RolloutInput, SandboxRequest, SegmentSummary
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.rollouts import RolloutInput
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.tokens import SegmentSummary
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from durable_rollouts.docker_sandbox.limits import SandboxSettings

@@ -75,7 +75,7 @@ from bench.harness.rollout_stack import (
 from bench.harness.stats import quantile
 from bench.plain_rollouts import PlainDriver
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import RolloutInput
+from durable_rollouts.contracts.rollouts import RolloutInput
 from durable_rollouts.task_sources.dataset_rows import DatasetRow
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.rollout_runs import start_rollout, workflow_id_for

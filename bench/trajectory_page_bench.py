@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench.harness.headless_chromium import HeadlessChromium
 from bench.harness.long_trajectory import long_trajectory
-from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import read_trajectory

@@ -33,7 +33,7 @@ from typing import Any
 
 import aiohttp
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.vllm_client import VLLMClient

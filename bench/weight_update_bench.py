@@ -49,7 +49,7 @@ from typing import Any
 
 import aiohttp
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.session import PolicySession, assistant_reply

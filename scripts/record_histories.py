@@ -57,8 +57,9 @@ from temporalio.testing import WorkflowEnvironment
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult
 from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.paths import (

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.paths import (
     EXAMPLE_DATASET,
     PROJECT_ROOT,

@@ -17,7 +17,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from durable_rollouts.config.payload_store import FOLDER_ENV, payload_store_from_env
-from durable_rollouts.contracts.rollout import TaskSpec
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX, OWNER_ENV
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.logprob_check.report import LogprobReport
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.vllm_engine.local_engine import ENGINE_PYTHON, SMOLLM2, engine_missing

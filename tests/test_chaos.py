@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory

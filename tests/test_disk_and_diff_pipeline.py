@@ -17,7 +17,9 @@ import pytest
 import pytest_asyncio
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import OmittedFile, PolicySpec, SamplingParams, TaskSpec
+from durable_rollouts.contracts.grading import OmittedFile
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.workspace_diff import MAX_DIFF_BYTES
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory

@@ -14,8 +14,8 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
-from durable_rollouts.contracts.rollout import PolicySpec, SamplingParams
 from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
 from durable_rollouts.contracts.workflow_ids import episode_workflow_id
 from durable_rollouts.drift_repair.corpus import load_corpus
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory

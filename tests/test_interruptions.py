@@ -18,7 +18,8 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SessionConfig
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.session import PolicySpec, SessionConfig
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.session_spool import SessionSpool

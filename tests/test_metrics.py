@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.scripted_policy.completions import OracleTask
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

@@ -23,8 +23,9 @@ import pytest
 import pytest_asyncio
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, RolloutResult, SamplingParams, StalenessBound
 from durable_rollouts.contracts.rollout_group import outcome_of
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams, StalenessBound
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory

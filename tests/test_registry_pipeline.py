@@ -26,8 +26,8 @@ from temporalio.client import Client
 from bench.harness.local_registry import LocalRegistry, image_present
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.image_prefetch import PrefetchResult
-from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.contracts.rollout_group import GroupFilter
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.contracts.workflow_ids import prefetch_workflow_id
 from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings, RegistryCredentials

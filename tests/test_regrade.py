@@ -18,8 +18,9 @@ import pytest
 import pytest_asyncio
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
 from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

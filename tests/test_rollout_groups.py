@@ -21,8 +21,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFail
 from temporalio.service import RPCError
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams, TaskSpec
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput
+from durable_rollouts.contracts.rollouts import RolloutInput
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

@@ -20,7 +20,8 @@ from temporalio.testing import WorkflowEnvironment
 import slime_generate
 from bench.harness.headless_chromium import HeadlessChromium
 from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams
+from durable_rollouts.contracts.rollouts import RolloutInput
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer

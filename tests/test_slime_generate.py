@@ -8,7 +8,11 @@ import pytest
 
 import slime_generate
 from durable_rollouts.config.settings import SettingsError
-from durable_rollouts.contracts.rollout import EvalResult, ProbeVerdict, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.probes import ProbeVerdict
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
+from durable_rollouts.contracts.weight_versions import WeightVersionSpan
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
 from durable_rollouts.slime_samples.registry import ContractChoice

@@ -18,8 +18,9 @@ import slime_generate
 import slime_rollout
 from durable_rollouts.config.settings import RolloutBudgets, SettingsError
 from durable_rollouts.contracts.image_prefetch import PrefetchResult
-from durable_rollouts.contracts.rollout import RolloutResult, TokenSegment
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupFilter, GroupResult, GroupSample
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import TokenSegment
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, prefetch_workflow_id
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer

@@ -20,22 +20,14 @@ from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.error_types import ErrorType
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import (
-    EvalRequest,
-    EvalResult,
-    ImagePull,
-    MergeRequest,
-    MergeResult,
-    PolicySpec,
-    ProbeVerdict,
-    RolloutProgress,
-    SandboxHandle,
-    SandboxRequest,
-    SegmentSummary,
-    StalenessBound,
-    TokenSegment,
-)
+from durable_rollouts.contracts.agent_runs import MergeRequest, MergeResult
+from durable_rollouts.contracts.grading import EvalRequest, EvalResult
+from durable_rollouts.contracts.probes import ProbeVerdict
 from durable_rollouts.contracts.rollout_group import GroupFilter
+from durable_rollouts.contracts.rollouts import RolloutProgress
+from durable_rollouts.contracts.sandboxes import ImagePull, SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.session import PolicySpec, StalenessBound
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, rollout_workflow_id
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.policy.trajectory_packing import pack_trajectory

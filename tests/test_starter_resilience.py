@@ -18,7 +18,9 @@ import pytest_asyncio
 
 from durable_rollouts.config.payload_store import MAX_ENV, payload_store_from_env
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams, TokenSegment
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
+from durable_rollouts.contracts.tokens import TokenSegment
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

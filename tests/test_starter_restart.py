@@ -15,7 +15,7 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.local_services import DevServer, free_port, worker_process

@@ -26,8 +26,9 @@ import pytest
 import pytest_asyncio
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, SamplingParams
 from durable_rollouts.contracts.rollout_group import outcome_of
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from

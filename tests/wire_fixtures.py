@@ -7,7 +7,7 @@ from pathlib import Path
 
 import aiohttp
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 
 WIRE_DIR = Path(__file__).resolve().parent / "fixtures" / "claude_code_wire"
 

@@ -16,7 +16,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError,
 
 with workflow.unsafe.imports_passed_through():
     from activities.error_types import ErrorType
-    from durable_rollouts.contracts.rollout import AbortReason, exception_reason
+    from durable_rollouts.contracts.aborts import AbortReason, exception_reason
 
 ABORT_REASONS: dict[str, AbortReason] = {
     ErrorType.SANDBOX_IMAGE_MISSING: AbortReason.IMAGE_NOT_FOUND,

@@ -64,30 +64,14 @@ from workflows.rollout_guard import stop_reason_after
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.error_types import ErrorType
+    from durable_rollouts.contracts.aborts import AbortReason
+    from durable_rollouts.contracts.agent_runs import AgentRun, AgentRunRequest, MergeRequest, MergeResult
+    from durable_rollouts.contracts.grading import CapturedDiff, DiffReport, EvalRequest, EvalResult
     from durable_rollouts.contracts.payload_budget import ROLLOUT_RESULT_BUDGET_BYTES, json_size
-    from durable_rollouts.contracts.rollout import (
-        AbortReason,
-        AgentProgress,
-        AgentRun,
-        AgentRunRequest,
-        CapturedDiff,
-        DiffReport,
-        DiscardedRun,
-        EvalRequest,
-        EvalResult,
-        GraderKind,
-        ImagePull,
-        MergeRequest,
-        MergeResult,
-        PickRequest,
-        RolloutInput,
-        RolloutProgress,
-        RolloutResult,
-        RolloutStage,
-        SandboxHandle,
-        SandboxRequest,
-        StalenessReport,
-    )
+    from durable_rollouts.contracts.rollouts import AgentProgress, DiscardedRun, RolloutInput, RolloutProgress, RolloutResult, RolloutStage
+    from durable_rollouts.contracts.sandboxes import ImagePull, PickRequest, SandboxHandle, SandboxRequest
+    from durable_rollouts.contracts.session import StalenessReport
+    from durable_rollouts.contracts.tasks import GraderKind
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=15)
 BOOT_TIMEOUT = timedelta(minutes=5)  # beyond the image pull's own timeout

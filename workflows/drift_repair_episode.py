@@ -46,6 +46,8 @@ from workflows.rollout_guard import stop_reason_after
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.error_types import ErrorType
+    from durable_rollouts.contracts.aborts import AbortReason
+    from durable_rollouts.contracts.agent_runs import MergeResult
     from durable_rollouts.contracts.drift_repair import (
         BreakageRequest,
         BreakageRun,
@@ -66,7 +68,7 @@ with workflow.unsafe.imports_passed_through():
         SampleRequest,
         VisibleBreakdown,
     )
-    from durable_rollouts.contracts.rollout import DEFAULT_PULL_TIMEOUT_S, AbortReason, MergeResult
+    from durable_rollouts.contracts.sandboxes import DEFAULT_PULL_TIMEOUT_S
     from durable_rollouts.drift_repair.scoring import DRIFT_REWARDS, DriftOutcome, role_rewards
 
 # Activities heartbeat every 2 s; the SDK sends at most one heartbeat per 0.8 x this timeout, and a cancel

@@ -32,8 +32,8 @@ from workflows.coding_agent_rollout import CLASSIFIED_ERRORS, GRADING_HEARTBEAT_
 
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
+    from durable_rollouts.contracts.grading import EvalRequest, EvalResult
     from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult
-    from durable_rollouts.contracts.rollout import EvalRequest, EvalResult
 
 
 @workflow.defn

@@ -45,9 +45,9 @@ from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
 
 with workflow.unsafe.imports_passed_through():
+    from durable_rollouts.contracts.aborts import AbortReason
     from durable_rollouts.contracts.drift_repair import EpisodeResult
     from durable_rollouts.contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, json_size
-    from durable_rollouts.contracts.rollout import AbortReason, RolloutResult
     from durable_rollouts.contracts.rollout_group import (
         PROBE_REASON,
         ChildRun,
@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         filter_verdict,
         outcome_of,
     )
+    from durable_rollouts.contracts.rollouts import RolloutResult
     from durable_rollouts.contracts.workflow_ids import episode_workflow_id, refill_workflow_id, rollout_workflow_id
 
 

@@ -17,7 +17,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_rollouts.contracts.rollout import AbortReason
+    from durable_rollouts.contracts.aborts import AbortReason
 
 
 async def stop_reason_after(

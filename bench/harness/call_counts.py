@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.limits import SandboxSettings

@@ -13,7 +13,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from durable_rollouts.contracts.rollout import RolloutResult, SampledTurn, TokenSegment, TurnLog, WeightVersionSpan
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import SampledTurn, TokenSegment, TurnLog
+from durable_rollouts.contracts.weight_versions import WeightVersionSpan
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.trajectory_packing import pack_trajectory

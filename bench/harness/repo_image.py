@@ -10,7 +10,7 @@ import uuid
 
 import docker
 
-from durable_rollouts.contracts.rollout import TaskSpec
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.container_layout import BASE_IMAGE
 
 # A one-line fix of the repository's first module, and the command that checks it.

@@ -27,7 +27,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from bench.harness.procfs import pids_matching
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, SamplingParams
+from durable_rollouts.contracts.rollouts import RolloutInput
+from durable_rollouts.contracts.session import PolicySpec, SamplingParams
 from durable_rollouts.docker_sandbox.container_layout import LABEL_PREFIX
 from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.paths import EXAMPLE_DATASET

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import random
 
-from durable_rollouts.contracts.rollout import AgentRun, RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan
+from durable_rollouts.contracts.agent_runs import AgentRun
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
+from durable_rollouts.contracts.weight_versions import WeightVersionSpan
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 
 VOCAB = 151_936

@@ -19,7 +19,7 @@ import time
 from typing import NamedTuple
 
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.container_layout import AGENT_HOME, CLAUDE_MOUNT_PATH
 from durable_rollouts.docker_sandbox.disk_watch import DiskWatch
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB

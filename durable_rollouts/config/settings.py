@@ -35,16 +35,9 @@ from typing import cast, get_args
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
-from durable_rollouts.contracts.rollout import (
-    DEFAULT_PULL_TIMEOUT_S,
-    FINISH_GRACE_S,
-    MAX_FINISH_GRACE_S,
-    POLICY_ENGINES,
-    PolicyEngine,
-    StalenessBound,
-    StalenessPolicy,
-    TaskSpec,
-)
+from durable_rollouts.contracts.sandboxes import DEFAULT_PULL_TIMEOUT_S
+from durable_rollouts.contracts.session import FINISH_GRACE_S, MAX_FINISH_GRACE_S, POLICY_ENGINES, PolicyEngine, StalenessBound, StalenessPolicy
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings, PullPolicy, RegistryCredentials
 from durable_rollouts.docker_sandbox.limits import SANDBOX_DISK_BYTES, SANDBOX_MEMORY_BYTES, SandboxLimits

@@ -1,6 +1,6 @@
 """Pydantic contracts of the drift → repair episodes (workflow ``DriftRepairEpisode`` and its activities).
 
-Like ``durable_rollouts.contracts.rollout`` this imports nothing heavier than pydantic, so
+Like the other contracts this imports nothing heavier than pydantic, so
 the workflow imports it through ``workflow.unsafe.imports_passed_through()``.
 
 Vocabulary: a *task* is a small deterministic script with a visible input and
@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable_rollouts.contracts.rollout import PackedTrajectory, PolicySpec, SegmentSummary
+from durable_rollouts.contracts.session import PolicySpec
+from durable_rollouts.contracts.tokens import PackedTrajectory, SegmentSummary
 
 Difficulty = Literal["easy", "medium", "hard"]
 DriftCategory = Literal["api_rename", "kwarg_change", "import_move", "argument_order", "attribute_change"]

@@ -11,7 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from durable_rollouts.contracts.rollout import EvalResult, TaskSpec
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.tasks import TaskSpec
 
 
 class RegradeInput(BaseModel):

@@ -36,8 +36,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field, model_validator
 
+from durable_rollouts.contracts.aborts import EXCEPTION_PREFIX, INVALID_ROW_PREFIX, AbortReason
 from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult
-from durable_rollouts.contracts.rollout import EXCEPTION_PREFIX, INVALID_ROW_PREFIX, AbortReason, ProbeVerdictKind, RolloutInput, RolloutResult
+from durable_rollouts.contracts.probes import ProbeVerdictKind
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
 
 Outcome = Literal["model", "infrastructure", "task", "cut", "cancelled", "probe"]
 # Why a probe's sample is invalid: it is never trained on, whatever it did.

@@ -26,7 +26,7 @@ import docker
 import docker.errors
 from pydantic import BaseModel
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER
 from durable_rollouts.docker_sandbox.engine_exec import EngineEndpoint, exec_output
 from durable_rollouts.docker_sandbox.errors import SandboxGone

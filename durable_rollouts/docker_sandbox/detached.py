@@ -11,7 +11,7 @@ import re
 
 from pydantic import BaseModel
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.commands import MAX_ARGUMENT_BYTES, ContainerCommands, ExecResult
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER, uid_of

@@ -45,7 +45,7 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.commands import ContainerCommands
 from durable_rollouts.docker_sandbox.write_counter import WriteCounter
 

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import docker.errors
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.commands import MAX_ARGUMENT_BYTES, DockerAccess
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript

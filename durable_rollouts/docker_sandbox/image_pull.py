@@ -25,7 +25,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from durable_rollouts.contracts.rollout import ImagePull
+from durable_rollouts.contracts.sandboxes import ImagePull
 from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
 from durable_rollouts.docker_sandbox.image_metrics import ImageMetrics
 from durable_rollouts.docker_sandbox.image_refs import registry_of

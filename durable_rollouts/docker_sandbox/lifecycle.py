@@ -37,7 +37,8 @@ import docker.errors
 from docker.types import Mount
 from pydantic import BaseModel
 
-from durable_rollouts.contracts.rollout import SandboxHandle, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.sandboxes import SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox import workspace_diff
 from durable_rollouts.docker_sandbox.container_layout import (
     AGENT_HOME,

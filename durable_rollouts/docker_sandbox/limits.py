@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from durable_rollouts.contracts.rollout import TaskResources
+from durable_rollouts.contracts.tasks import TaskResources
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 
 SANDBOX_MEMORY_BYTES = 4 << 30

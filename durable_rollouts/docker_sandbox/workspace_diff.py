@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from durable_rollouts.contracts.rollout import CapturedDiff, DiffReport, OmittedFile, SandboxHandle
+from durable_rollouts.contracts.grading import CapturedDiff, DiffReport, OmittedFile
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.commands import ContainerCommands, ExecResult
 from durable_rollouts.docker_sandbox.container_layout import AGENT_USER

@@ -22,7 +22,8 @@ import asyncio
 from typing import Protocol
 
 from durable_rollouts.contracts.drift_repair import Role, RoleTurn
-from durable_rollouts.contracts.rollout import PolicyEngine, PolicySpec, SegmentSummary
+from durable_rollouts.contracts.session import PolicyEngine, PolicySpec
+from durable_rollouts.contracts.tokens import SegmentSummary
 from durable_rollouts.drift_repair.prompts import role_messages
 from durable_rollouts.policy.session import assistant_reply
 from durable_rollouts.policy.session_config import DEFAULT_PARSERS, ParserDefaults, session_config_for

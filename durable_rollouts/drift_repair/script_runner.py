@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Protocol
 
 from durable_rollouts.contracts.drift_repair import DEFAULT_IMAGE, SCRIPT_NAME, RunOutcome
-from durable_rollouts.contracts.rollout import SandboxRequest, TaskSpec
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.container_layout import AGENT_UID
 from durable_rollouts.docker_sandbox.errors import SandboxError

@@ -19,7 +19,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
-from durable_rollouts.contracts.rollout import TaskSpec
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.grading.run_record import RunRecord
 
 MAX_REMEMBERED = 512

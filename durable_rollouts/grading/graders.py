@@ -79,18 +79,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict
 
-from durable_rollouts.contracts.rollout import (
-    EvalRequest,
-    EvalResult,
-    GraderKind,
-    ImagePull,
-    ProbeFlip,
-    ProbeVerdict,
-    SandboxHandle,
-    SandboxRequest,
-    SweProSpec,
-    TaskSpec,
-)
+from durable_rollouts.contracts.grading import EvalRequest, EvalResult
+from durable_rollouts.contracts.probes import ProbeFlip, ProbeVerdict
+from durable_rollouts.contracts.sandboxes import ImagePull, SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.tasks import GraderKind, SweProSpec, TaskSpec
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.disk_watch import DiskWatch

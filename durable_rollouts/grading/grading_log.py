@@ -11,7 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 
 LOG_TAIL_BYTES = 4096

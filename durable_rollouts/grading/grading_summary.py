@@ -6,7 +6,8 @@ rung that applied it), shared by ``starter.py show`` and the starter's sample li
 
 from __future__ import annotations
 
-from durable_rollouts.contracts.rollout import EvalResult, RolloutResult
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.grading.pytest_summary import PYTEST_SUMMARY
 
 MAX_SCREEN_SHOWN = 10

@@ -28,7 +28,9 @@ import json
 import math
 from collections.abc import Awaitable, Callable
 
-from durable_rollouts.contracts.rollout import EvalResult, HarborSpec, SandboxHandle
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.sandboxes import SandboxHandle
+from durable_rollouts.contracts.tasks import HarborSpec
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes

@@ -23,7 +23,9 @@ import re
 
 from pydantic import ValidationError
 
-from durable_rollouts.contracts.rollout import GraderKind, ProbeFlip, ProbeVerdict, SandboxHandle, TaskSpec, f2p_script
+from durable_rollouts.contracts.probes import ProbeFlip, ProbeVerdict
+from durable_rollouts.contracts.sandboxes import SandboxHandle
+from durable_rollouts.contracts.tasks import GraderKind, TaskSpec, f2p_script
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading.run_record import NOT_RUN, same_file
 from durable_rollouts.task_sources.impossible_probes import FLIP_RECORD

@@ -29,7 +29,8 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import SandboxHandle, TaskSpec
+from durable_rollouts.contracts.sandboxes import SandboxHandle
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes

@@ -29,7 +29,7 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.files import SandboxFile, TooManyFiles
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.docker_sandbox.shell_scripts import ShellScript

@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.errors import SandboxError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from durable_rollouts.contracts.rollout import SweBenchSpec, TaskSpec
+from durable_rollouts.contracts.tasks import SweBenchSpec, TaskSpec
 
 INSTALL_HINT = "pip install 'durable-rollouts[swebench]'"
 DEFAULT_LOG_PARSER = "pytest"

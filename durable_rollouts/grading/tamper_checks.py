@@ -41,7 +41,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import f2p_script
+from durable_rollouts.contracts.tasks import f2p_script
 from durable_rollouts.grading.run_record import NOT_RUN, PASSING, RunRecord, missing_from, record
 from durable_rollouts.grading.session_reports import SessionReport
 

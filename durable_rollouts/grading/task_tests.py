@@ -25,7 +25,8 @@ Invariants:
 
 from __future__ import annotations
 
-from durable_rollouts.contracts.rollout import DEFAULT_TEST_FILES, SandboxHandle, TaskSpec
+from durable_rollouts.contracts.sandboxes import SandboxHandle
+from durable_rollouts.contracts.tasks import DEFAULT_TEST_FILES, TaskSpec
 from durable_rollouts.docker_sandbox import git_workspace
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.errors import SandboxError

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, model_validator
 
-from durable_rollouts.contracts.rollout import TokenSegment
+from durable_rollouts.contracts.tokens import TokenSegment
 
 
 class SampleError(ValueError):

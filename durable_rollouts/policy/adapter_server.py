@@ -56,7 +56,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from durable_rollouts.contracts.rollout import FINISH_GRACE_S, SegmentKind
+from durable_rollouts.contracts.session import FINISH_GRACE_S
+from durable_rollouts.contracts.tokens import SegmentKind
 from durable_rollouts.policy.anthropic_reply import (
     SSE_KEEPALIVE,
     error_body,

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from durable_rollouts.contracts.rollout import PolicyEngine
+from durable_rollouts.contracts.session import PolicyEngine
 from durable_rollouts.policy.sglang_client import Generation, SGLangClient
 from durable_rollouts.policy.vllm_client import VLLMClient
 

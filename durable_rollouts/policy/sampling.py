@@ -45,7 +45,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from durable_rollouts.contracts.rollout import SamplingParams, TurnSampling
+from durable_rollouts.contracts.session import SamplingParams
+from durable_rollouts.contracts.tokens import TurnSampling
 from durable_rollouts.policy.anthropic_translation import RequestError
 
 MAX_STOP_SEQUENCES = 32

@@ -52,15 +52,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from durable_rollouts.contracts.rollout import (
-    FinishReport,
-    SegmentKind,
-    SessionConfig,
-    TurnSampling,
-    TurnSummary,
-    collapse_runs,
-    order_weight_versions,
-)
+from durable_rollouts.contracts.session import FinishReport, SessionConfig
+from durable_rollouts.contracts.tokens import SegmentKind, TurnSampling, TurnSummary
+from durable_rollouts.contracts.weight_versions import collapse_runs, order_weight_versions
 from durable_rollouts.policy.anthropic_reply import reply_stop
 from durable_rollouts.policy.anthropic_translation import tool_schemas
 from durable_rollouts.policy.continuation import Continued, generate_through_aborts

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import PolicyEngine, PolicySpec, SessionConfig
+from durable_rollouts.contracts.session import PolicyEngine, PolicySpec, SessionConfig
 from durable_rollouts.policy.parsers import (
     DEFAULT_REASONING_PARSER,
     DEFAULT_TOOL_CALL_PARSER,

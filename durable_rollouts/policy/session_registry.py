@@ -26,7 +26,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import FINISH_GRACE_S, SessionConfig, SessionResult, SessionTicket
+from durable_rollouts.contracts.session import FINISH_GRACE_S, SessionConfig, SessionResult, SessionTicket
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.policy_clients import PolicyClient, PolicyClients
 from durable_rollouts.policy.prompt_renderer import PromptRenderer

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from durable_rollouts.contracts.rollout import SessionConfig, TurnSummary
+from durable_rollouts.contracts.session import SessionConfig
+from durable_rollouts.contracts.tokens import TurnSummary
 from durable_rollouts.policy.token_capture import LedgerDelta
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,9 @@ Invariants:
 
 from __future__ import annotations
 
-from durable_rollouts.contracts.rollout import StalenessBound, StalenessReport, TokenSegment, is_integer_version, spans_from_runs
+from durable_rollouts.contracts.session import StalenessBound, StalenessReport
+from durable_rollouts.contracts.tokens import TokenSegment
+from durable_rollouts.contracts.weight_versions import is_integer_version, spans_from_runs
 
 
 def staleness_of(version: str, current: str, bound: StalenessBound) -> int | None:

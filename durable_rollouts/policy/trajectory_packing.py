@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from durable_rollouts.contracts.replay import SegmentReplay
-from durable_rollouts.contracts.rollout import PackedTrajectory, TokenSegment, TurnLog
+from durable_rollouts.contracts.tokens import PackedTrajectory, TokenSegment, TurnLog
 
 
 class TrajectoryUnreadable(ValueError):

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from durable_rollouts.contracts.replay import ReplayCapture, SegmentReplay
-from durable_rollouts.contracts.rollout import RolloutResult, spans_from_runs
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.weight_versions import spans_from_runs
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples.message_tree import TrainingSequence, sequences_of
 from durable_rollouts.slime_samples.options import SampleOptions

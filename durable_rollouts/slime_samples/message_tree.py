@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from durable_rollouts.contracts.rollout import TokenSegment, TurnLog
+from durable_rollouts.contracts.tokens import TokenSegment, TurnLog
 
 DEFAULT_FORK_THRESHOLD = 1024
 

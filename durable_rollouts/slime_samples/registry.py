@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from durable_rollouts.config.settings import SettingsError
-from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples import current, seed
 from durable_rollouts.slime_samples.options import SampleOptions

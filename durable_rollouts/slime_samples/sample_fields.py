@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from durable_rollouts.contracts.replay import ReplayCapture
-from durable_rollouts.contracts.rollout import TokenSegment
+from durable_rollouts.contracts.tokens import TokenSegment
 
 
 def write_tokens(sample: Any, segment: TokenSegment, tokenizer: Any) -> None:

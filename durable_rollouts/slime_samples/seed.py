@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples.options import SampleOptions
 from durable_rollouts.slime_samples.sample_fields import (

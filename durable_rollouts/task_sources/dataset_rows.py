@@ -15,7 +15,7 @@ workdir defaulting to SWE-bench's ``/testbed``. ``metadata.reference_patch``
 (or a SWE-bench row's gold ``patch``) feeds the scripted oracle.
 ``metadata.test_files`` (or ``remote_env_info.test_files``) lists the glob
 patterns of the files the grader restores to the baseline before testing
-(default: ``durable_rollouts.contracts.rollout.DEFAULT_TEST_FILES``). A ``swepro`` row's
+(default: ``durable_rollouts.contracts.tasks.DEFAULT_TEST_FILES``). A ``swepro`` row's
 ``run_script_path`` / ``parser_script_path`` are read here, inside the
 dataset root (``durable_rollouts.task_sources.dataset_scripts``), and inlined into the task.
 A row in another project's flat shape (SWE-rebench, SWE-Gym, SWE-smith, flat
@@ -40,7 +40,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from durable_rollouts.contracts.rollout import SweBenchSpec, TaskSpec, check_workdir_relative, f2p_eval_cmd
+from durable_rollouts.contracts.tasks import SweBenchSpec, TaskSpec, check_workdir_relative, f2p_eval_cmd
 from durable_rollouts.task_sources.dataset_scripts import ScriptRefused, dataset_root, inline_swepro_scripts
 from durable_rollouts.task_sources.row_limits import task_problem, unicode_problem
 from durable_rollouts.task_sources.row_shapes.fields import ShapeProblem

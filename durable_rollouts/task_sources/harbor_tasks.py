@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from durable_rollouts.contracts.rollout import HarborSpec, HarborTestFile, TaskResources, TaskSpec
+from durable_rollouts.contracts.tasks import HarborSpec, HarborTestFile, TaskResources, TaskSpec
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError
 from durable_rollouts.task_sources.row_limits import task_problem

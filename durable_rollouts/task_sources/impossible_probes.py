@@ -32,16 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from durable_rollouts.contracts.rollout import (
-    DEFAULT_TEST_FILES,
-    F2P_SCRIPT_PATH,
-    HarborTestFile,
-    ImpossibleProbe,
-    ProbeFlip,
-    TaskSpec,
-    f2p_eval_cmd,
-    f2p_script,
-)
+from durable_rollouts.contracts.probes import ImpossibleProbe, ProbeFlip
+from durable_rollouts.contracts.tasks import DEFAULT_TEST_FILES, F2P_SCRIPT_PATH, HarborTestFile, TaskSpec, f2p_eval_cmd, f2p_script
 from durable_rollouts.docker_sandbox.git_workspace import harness_file
 from durable_rollouts.task_sources import probe_flip
 

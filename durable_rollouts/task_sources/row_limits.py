@@ -23,7 +23,7 @@ import json
 import unicodedata
 from typing import Any
 
-from durable_rollouts.contracts.rollout import TaskSpec
+from durable_rollouts.contracts.tasks import TaskSpec
 
 MAX_INSTANCE_ID_BYTES = 512
 MAX_TASK_BYTES = 512 << 10

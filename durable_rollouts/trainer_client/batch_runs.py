@@ -27,8 +27,10 @@ from typing import Any
 from temporalio.client import Client
 
 from durable_rollouts.config.settings import RolloutBudgets, images_from_env
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutResult, TaskSpec
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, GroupResult
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.session import PolicySpec
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, read_dataset
 from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
 from durable_rollouts.task_sources.impossible_probes import ProbeUnavailable, probe_for_slot

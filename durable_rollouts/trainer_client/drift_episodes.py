@@ -21,8 +21,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_rollouts.config.settings import SHARED_TASK_QUEUE
 from durable_rollouts.contracts.drift_repair import Difficulty, DriftPolicy, DriftTask, EpisodeInput, EpisodeResult, RepairPolicy
-from durable_rollouts.contracts.rollout import PolicySpec
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.contracts.workflow_ids import episode_workflow_id
 from durable_rollouts.trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, start_or_attach
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHistory
 
 from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult, RegradeRow, Verdict
-from durable_rollouts.contracts.rollout import RolloutInput, RolloutResult, TaskSpec
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.contracts.workflow_ids import regrade_workflow_id, rollout_workflow_id
 from durable_rollouts.trainer_client.results_file import ResultSink
 from durable_rollouts.trainer_client.workflow_runs import RunFailure, collect, run_limited, start_or_attach

@@ -37,7 +37,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_rollouts.config.settings import SHARED_TASK_QUEUE
-from durable_rollouts.contracts.rollout import AbortReason
+from durable_rollouts.contracts.aborts import AbortReason
 from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult, ProbeTally
 from durable_rollouts.contracts.workflow_ids import group_workflow_id
 from durable_rollouts.trainer_client.sample_payloads import with_child_payloads

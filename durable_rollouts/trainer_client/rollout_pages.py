@@ -20,8 +20,8 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError
 
-from durable_rollouts.contracts.rollout import RolloutInput, RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupResult
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
 from durable_rollouts.policy.trajectory_packing import TrajectoryUnreadable, read_trajectory
 from durable_rollouts.trainer_client.history_timeline import closing_failure, timeline, with_pending
 from durable_rollouts.trainer_client.regrade_runs import belongs_to_run, groups_query, input_and_result, rollouts_query

@@ -21,8 +21,9 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from durable_rollouts.contracts.host_identity import parse_worker_identity
-from durable_rollouts.contracts.rollout import RolloutProgress, RolloutResult, SandboxHandle
 from durable_rollouts.contracts.rollout_group import GroupProgress
+from durable_rollouts.contracts.rollouts import RolloutProgress, RolloutResult
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_LOG
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.rollout_group import RolloutGroup

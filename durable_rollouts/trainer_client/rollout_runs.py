@@ -16,7 +16,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from durable_rollouts.config.payload_store import payload_store_from_env
 from durable_rollouts.config.settings import SHARED_TASK_QUEUE, RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec, RolloutInput, RolloutResult, TaskSpec
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
+from durable_rollouts.contracts.session import PolicySpec
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
 from durable_rollouts.trainer_client import temporal_connection
 from durable_rollouts.trainer_client.payload_storage import check_payload_store, data_converter

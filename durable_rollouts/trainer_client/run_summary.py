@@ -8,8 +8,8 @@ from __future__ import annotations
 import statistics
 from datetime import datetime
 
-from durable_rollouts.contracts.rollout import RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample, ProbeTally
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.grading import grading_summary
 from durable_rollouts.trainer_client import rollout_queries
 

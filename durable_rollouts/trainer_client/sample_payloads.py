@@ -14,8 +14,8 @@ import logging
 
 from temporalio.client import Client
 
-from durable_rollouts.contracts.rollout import RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
+from durable_rollouts.contracts.rollouts import RolloutResult
 
 log = logging.getLogger(__name__)
 

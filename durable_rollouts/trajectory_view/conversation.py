@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from durable_rollouts.contracts.rollout import TokenSegment, TurnLog
+from durable_rollouts.contracts.tokens import TokenSegment, TurnLog
 from durable_rollouts.trajectory_view.token_text import TokenTexts
 
 MESSAGE_START = "<|im_start|>"

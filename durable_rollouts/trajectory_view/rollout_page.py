@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from durable_rollouts.contracts.rollout import RolloutProgress, RolloutResult, order_weight_versions
+from durable_rollouts.contracts.rollouts import RolloutProgress, RolloutResult
+from durable_rollouts.contracts.weight_versions import order_weight_versions
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples.options import SampleOptions
 from durable_rollouts.slime_samples.registry import ContractChoice

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from durable_rollouts.contracts.rollout import RolloutResult, is_integer_version, order_weight_versions
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.weight_versions import is_integer_version, order_weight_versions
 from durable_rollouts.trajectory_view.markup import esc, page
 from durable_rollouts.trajectory_view.svg_charts import bar_chart, dot_chart
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from durable_rollouts.contracts.rollout import AgentRun
+from durable_rollouts.contracts.agent_runs import AgentRun
 from durable_rollouts.trajectory_view.activity_timeline import ActivitySpan, Timeline
 from durable_rollouts.trajectory_view.markup import esc
 from durable_rollouts.trajectory_view.svg_charts import STAGE_COLOURS, time_bar

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from durable_rollouts.contracts.rollout import TurnLog
+from durable_rollouts.contracts.tokens import TurnLog
 from durable_rollouts.slime_samples.message_tree import TrainingSequence, sequences_of
 from durable_rollouts.slime_samples.options import SampleOptions
 from durable_rollouts.trajectory_view.conversation import SegmentConversation

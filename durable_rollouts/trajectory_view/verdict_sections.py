@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from durable_rollouts.contracts.rollout import RolloutResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.grading.grading_summary import patch_state, verdict_line
 from durable_rollouts.trajectory_view.markup import esc
 

@@ -8,7 +8,8 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.adapter import AdapterActivities
-from durable_rollouts.contracts.rollout import MergeRequest, SessionConfig, StalenessBound
+from durable_rollouts.contracts.agent_runs import MergeRequest
+from durable_rollouts.contracts.session import SessionConfig, StalenessBound
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer

@@ -14,7 +14,8 @@ from activities import drift_repair as drift_activities
 from activities import evaluate as evaluate_face
 from activities import sandbox as sandbox_faces
 from activities.error_types import ErrorType
-from durable_rollouts.contracts.rollout import AbortReason, PolicySpec, is_documented_abort_reason
+from durable_rollouts.contracts.aborts import AbortReason, is_documented_abort_reason
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.docker_sandbox import errors
 from durable_rollouts.grading import graders, swebench
 from durable_rollouts.paths import PROJECT_ROOT

@@ -10,7 +10,7 @@ import pytest_asyncio
 from temporalio.testing import ActivityEnvironment
 
 from activities.evaluate import GradingActivities
-from durable_rollouts.contracts.rollout import EvalRequest
+from durable_rollouts.contracts.grading import EvalRequest
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading.grading_log import FULL_LOG_BYTES

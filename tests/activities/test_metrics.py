@@ -6,7 +6,7 @@ import anthropic
 import pytest
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.host_metrics import HostMetrics
 

@@ -27,16 +27,12 @@ from activities.rollout_host import IMAGE_AFFINITY_ATTEMPTS, PREFETCH_PULLS_PER_
 from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code import agent_wait
 from durable_rollouts.claude_code.binary import find_claude_code
+from durable_rollouts.contracts.agent_runs import AgentRunRequest
 from durable_rollouts.contracts.image_prefetch import PrefetchRequest
-from durable_rollouts.contracts.rollout import (
-    AgentRunRequest,
-    PickRequest,
-    PolicySpec,
-    RolloutInput,
-    SandboxRequest,
-    SessionConfig,
-    TaskSpec,
-)
+from durable_rollouts.contracts.rollouts import RolloutInput
+from durable_rollouts.contracts.sandboxes import PickRequest, SandboxRequest
+from durable_rollouts.contracts.session import PolicySpec, SessionConfig
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox import container_layout
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
 from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed, SandboxError

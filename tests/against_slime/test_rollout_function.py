@@ -19,8 +19,12 @@ from slime.utils.types import Sample  # noqa: E402
 
 import slime_generate  # noqa: E402
 import slime_rollout  # noqa: E402
-from durable_rollouts.contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult, SampledTurn, TokenSegment, TurnLog  # noqa: E402
+from durable_rollouts.contracts.agent_runs import AgentRun  # noqa: E402
+from durable_rollouts.contracts.grading import EvalResult  # noqa: E402
+from durable_rollouts.contracts.probes import ProbeVerdict  # noqa: E402
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample  # noqa: E402
+from durable_rollouts.contracts.rollouts import RolloutResult  # noqa: E402
+from durable_rollouts.contracts.tokens import SampledTurn, TokenSegment, TurnLog  # noqa: E402
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer  # noqa: E402
 from durable_rollouts.policy.trajectory_packing import pack_trajectory  # noqa: E402
 from durable_rollouts.trainer_client.rollout_groups import Batch, group_id  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from durable_rollouts.claude_code.tarballs import ClaudeTarballError, install_from_tarballs
-from durable_rollouts.contracts.rollout import SandboxRequest
+from durable_rollouts.contracts.sandboxes import SandboxRequest
 from durable_rollouts.docker_sandbox import container_layout
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes

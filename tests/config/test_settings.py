@@ -13,7 +13,7 @@ from durable_rollouts.config.settings import (
     settings_from_env,
     staleness_from_env,
 )
-from durable_rollouts.contracts.rollout import FINISH_GRACE_S, StalenessBound
+from durable_rollouts.contracts.session import FINISH_GRACE_S, StalenessBound
 
 
 def test_defaults_match_the_reference():

@@ -5,17 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from durable_rollouts.contracts.aborts import AbortReason, is_documented_abort_reason
 from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult, RoleTurn
-from durable_rollouts.contracts.rollout import (
-    AbortReason,
-    EvalResult,
-    ImpossibleProbe,
-    ProbeVerdict,
-    RolloutInput,
-    RolloutResult,
-    TaskSpec,
-    is_documented_abort_reason,
-)
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.probes import ImpossibleProbe, ProbeVerdict
 from durable_rollouts.contracts.rollout_group import (
     INFRASTRUCTURE_REASONS,
     TASK_REASONS,
@@ -28,6 +21,8 @@ from durable_rollouts.contracts.rollout_group import (
     filter_verdict,
     outcome_of,
 )
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.contracts.workflow_ids import group_workflow_id, refill_workflow_id, rollout_workflow_id
 
 

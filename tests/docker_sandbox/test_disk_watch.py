@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from durable_rollouts.contracts.rollout import SandboxHandle
+from durable_rollouts.contracts.sandboxes import SandboxHandle
 from durable_rollouts.docker_sandbox import disk_watch
 from tests.waiting import HANG_GUARD_S
 

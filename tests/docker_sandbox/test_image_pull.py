@@ -21,7 +21,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import sandbox as sandbox_faces
 from bench.harness.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer, image_present
-from durable_rollouts.contracts.rollout import ImagePull, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.sandboxes import ImagePull, SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
 from durable_rollouts.docker_sandbox.image_metrics import ImageMetrics
 from durable_rollouts.docker_sandbox.image_pull import ImagePuller, PullTracker, classify_pull_error

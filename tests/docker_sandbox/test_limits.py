@@ -8,7 +8,8 @@ import docker
 import pytest
 import pytest_asyncio
 
-from durable_rollouts.contracts.rollout import SandboxRequest, TaskResources
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.tasks import TaskResources
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings, task_limits
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 

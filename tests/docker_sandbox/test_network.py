@@ -16,7 +16,8 @@ import uuid
 import docker
 import pytest
 
-from durable_rollouts.contracts.rollout import SandboxRequest, SessionConfig
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.session import SessionConfig
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network

@@ -15,7 +15,8 @@ import docker
 import pytest
 import pytest_asyncio
 
-from durable_rollouts.contracts.rollout import SandboxHandle, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.sandboxes import SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
 from durable_rollouts.docker_sandbox.offline_tools import OFFLINE_ENV

@@ -20,7 +20,9 @@ from temporalio.testing import ActivityEnvironment
 from activities import sandbox as sandbox_faces
 from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
-from durable_rollouts.contracts.rollout import DiffReport, OmittedFile, SandboxHandle, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.grading import DiffReport, OmittedFile
+from durable_rollouts.contracts.sandboxes import SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox import commands, container_layout, detached, disk_watch, errors, git_workspace, lifecycle, workspace_diff
 from durable_rollouts.docker_sandbox import files as files_module
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.drift_repair.roles import AdapterRolePlayer
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory

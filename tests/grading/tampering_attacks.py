@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.contracts.rollout import EvalRequest, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -413,18 +414,25 @@ def _empty(function):
     return holder[code.co_name].__code__
 
 
+_done = set()
+
+
+def _swap_once():
+    for module in list(_sys.modules.values()):
+        if (getattr(module, "__file__", None) or "").rsplit("/", 1)[-1].startswith("test_"):
+            for name, value in list(vars(module).items()):
+                if name.startswith("test") and isinstance(value, _types.FunctionType) and id(value) not in _done:
+                    value.__code__ = _empty(value)
+                    _done.add(id(value))
+
+
 def _swap():
-    done = set()
     while True:
-        for module in list(_sys.modules.values()):
-            if (getattr(module, "__file__", None) or "").rsplit("/", 1)[-1].startswith("test_"):
-                for name, value in list(vars(module).items()):
-                    if name.startswith("test") and isinstance(value, _types.FunctionType) and id(value) not in done:
-                        value.__code__ = _empty(value)
-                        done.add(id(value))
-        _time.sleep(0.001)
+        _swap_once()
+        _time.sleep(0)
 
 
+_swap_once()  # the tests a module defined before importing the library
 _sys.setswitchinterval(1e-6)  # the thread gets its turn before the first test runs
 _threading.Thread(target=_swap, daemon=True).start()
 """

@@ -11,7 +11,9 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities import evaluate as evaluate_face
-from durable_rollouts.contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, swebench

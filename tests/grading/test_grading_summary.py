@@ -3,7 +3,10 @@ both logs are: the files a results file (or ``--save-logs``) wrote, else their s
 
 from __future__ import annotations
 
-from durable_rollouts.contracts.rollout import AgentRun, EvalResult, ProbeVerdict, RolloutResult
+from durable_rollouts.contracts.agent_runs import AgentRun
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.probes import ProbeVerdict
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.grading.grading_summary import patch_state, summary_lines, verdict_line
 
 

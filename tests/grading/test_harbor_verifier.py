@@ -10,7 +10,8 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from durable_rollouts.contracts.rollout import EvalRequest, HarborTestFile, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.tasks import HarborTestFile, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.contracts.rollout import ProbeFlip, TaskSpec
+from durable_rollouts.contracts.probes import ProbeFlip
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.task_sources.impossible_probes import FLIP_RECORD, probe_of
 from tests.grading.tampering_attacks import ATTACKS, TARGETS, WORKS_ON, Target, diff_after, grade_all
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from durable_rollouts.contracts.rollout import ProbeFlip, TaskSpec, f2p_eval_cmd
+from durable_rollouts.contracts.probes import ProbeFlip
+from durable_rollouts.contracts.tasks import TaskSpec, f2p_eval_cmd
 from durable_rollouts.grading.probe_verdicts import flipped_outcomes, judge
 
 FLIP = ProbeFlip(path="tests/test_calc.py", test="test_sub", line=7, expected="5", flipped="4188")

@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 from bench.harness.call_counts import CountingSandboxes
-from durable_rollouts.contracts.rollout import SandboxRequest, TaskSpec
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.grading import python_envs, run_guard

@@ -12,7 +12,9 @@ import subprocess
 import docker
 import pytest
 
-from durable_rollouts.contracts.rollout import EvalRequest, SandboxRequest, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.sandboxes import SandboxRequest
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders

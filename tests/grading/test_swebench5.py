@@ -22,7 +22,7 @@ SWEBENCH5_PYTHON = PROJECT / ".cache" / "swebench5" / "bin" / "python"
 # Runs in the swebench 5 venv: grade the reference patch and an empty diff, then try the row without its 5.x columns.
 GRADE_UNDER_SWEBENCH5 = """
 import asyncio, json, sys
-from durable_rollouts.contracts.rollout import EvalRequest
+from durable_rollouts.contracts.grading import EvalRequest
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, swebench
 from durable_rollouts.task_sources.dataset_rows import read_dataset

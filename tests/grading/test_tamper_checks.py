@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from durable_rollouts.contracts.rollout import f2p_eval_cmd, f2p_script
+from durable_rollouts.contracts.tasks import f2p_eval_cmd, f2p_script
 from durable_rollouts.grading import python_envs, run_record, session_reports, shadowing, tamper_checks
 from durable_rollouts.grading.python_envs import PytestPlugin, PythonEnvs
 from durable_rollouts.grading.run_guard import Guard

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from durable_rollouts.contracts.rollout import EvalResult, TaskSpec
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.tasks import TaskSpec
 from tests.grading.tampering_attacks import ATTACKS, DEFUSED, TARGETS, WORKS_ON, Target, diff_after, grade_all, unprotected
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.contracts.rollout import EvalRequest, SweProSpec, TaskSpec
+from durable_rollouts.contracts.grading import EvalRequest
+from durable_rollouts.contracts.tasks import SweProSpec, TaskSpec
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import graders, task_tests

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from durable_rollouts.contracts.rollout import TokenSegment, WeightVersionSpan
+from durable_rollouts.contracts.tokens import TokenSegment
+from durable_rollouts.contracts.weight_versions import WeightVersionSpan
 from durable_rollouts.logprob_check.sequences import SampleError, TrainedSequence
 
 

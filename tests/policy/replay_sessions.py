@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from durable_rollouts.contracts.replay import ReplayCapture, RoutedExpertsShape
-from durable_rollouts.contracts.rollout import SessionConfig
+from durable_rollouts.contracts.session import SessionConfig
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.session import PolicySession
 from durable_rollouts.policy.sglang_client import SGLangClient

@@ -9,7 +9,7 @@ import aiohttp
 import anthropic
 import pytest
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.adapter_server import AdapterServer
 

@@ -12,7 +12,7 @@ import aiohttp
 import anthropic
 import pytest
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 from tests.policy.sampled_records import assert_every_sample_is_a_record_in_its_context
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from durable_rollouts.claude_code.binary import find_claude_binary
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, claude_code_argv, claude_code_env, judge_run
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.scripted_policy.server import OracleTask, ScriptedPolicyServer
 

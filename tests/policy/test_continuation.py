@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from durable_rollouts.contracts.rollout import SessionConfig
+from durable_rollouts.contracts.session import SessionConfig
 from durable_rollouts.policy.continuation import generate_through_aborts
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.session import PolicySession

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from durable_rollouts.contracts.rollout import FinishReport, SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import FinishReport, SamplingParams, SessionConfig
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.session_registry import ClosedSession
 from durable_rollouts.scripted_policy.server import AbortRecord, ScriptedPolicyServer

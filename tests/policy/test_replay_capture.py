@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from durable_rollouts.contracts.replay import ReplayCapture, RoutedExpertsShape
-from durable_rollouts.contracts.rollout import SessionConfig
+from durable_rollouts.contracts.session import SessionConfig
 from durable_rollouts.policy.continuation import stitch
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.replay_capture import ReplayDataError, RoutedRows, TopPSpans

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from pydantic import ValidationError
 
-from durable_rollouts.contracts.rollout import SamplingParams, SessionConfig
+from durable_rollouts.contracts.session import SamplingParams, SessionConfig
 from durable_rollouts.policy.anthropic_translation import RequestError
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.sampling import (

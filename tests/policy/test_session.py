@@ -5,7 +5,10 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from durable_rollouts.contracts.rollout import RolloutResult, SegmentSummary, SessionConfig, WeightVersionSpan
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.session import SessionConfig
+from durable_rollouts.contracts.tokens import SegmentSummary
+from durable_rollouts.contracts.weight_versions import WeightVersionSpan
 from durable_rollouts.policy.fair_executor import FairExecutor
 from durable_rollouts.policy.session import PolicySession
 from durable_rollouts.policy.session_spool import SessionSpool

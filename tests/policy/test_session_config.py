@@ -3,7 +3,7 @@ unknown name is refused before a session opens, naming the spec's field."""
 
 import pytest
 
-from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.policy.parsers import UnknownParser, reasoning_parser_names, tool_call_parser_names
 from durable_rollouts.policy.session_config import ParserDefaults, session_config_for
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from durable_rollouts.contracts.rollout import SessionConfig, TurnSummary
+from durable_rollouts.contracts.session import SessionConfig
+from durable_rollouts.contracts.tokens import TurnSummary
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.session_spool import SessionSpool
 from durable_rollouts.policy.token_capture import LedgerDelta

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from durable_rollouts.contracts.rollout import StalenessBound, TokenSegment, spans_from_runs
+from durable_rollouts.contracts.session import StalenessBound
+from durable_rollouts.contracts.tokens import TokenSegment
+from durable_rollouts.contracts.weight_versions import spans_from_runs
 from durable_rollouts.policy.staleness import judge, staleness_of
 
 

@@ -21,7 +21,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from durable_rollouts.contracts.rollout import RolloutResult, SegmentSummary, TokenSegment, WeightVersionSpan, collapse_runs, order_weight_versions
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
+from durable_rollouts.contracts.weight_versions import WeightVersionSpan, collapse_runs, order_weight_versions
 from durable_rollouts.policy.anthropic_reply import reply_blocks
 from durable_rollouts.policy.anthropic_translation import translate_request
 from durable_rollouts.policy.parsers import parse_completion

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from durable_rollouts.contracts.rollout import PackedTrajectory, TokenSegment, spans_from_runs
+from durable_rollouts.contracts.tokens import PackedTrajectory, TokenSegment
+from durable_rollouts.contracts.weight_versions import spans_from_runs
 from durable_rollouts.policy.trajectory_packing import TrajectoryUnreadable, decode_trajectory, pack_trajectory, unpack_trajectory
 
 TEMPORAL_PAYLOAD_LIMIT = 2 * 1024 * 1024

@@ -1,7 +1,10 @@
 """Small hand-made segments of one Claude Code session (main, its compaction, the continuation, a sub-agent) and the
 completed rollout result samples are built from."""
 
-from durable_rollouts.contracts.rollout import AgentRun, RolloutResult, TokenSegment, WeightVersionSpan
+from durable_rollouts.contracts.agent_runs import AgentRun
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import TokenSegment
+from durable_rollouts.contracts.weight_versions import WeightVersionSpan
 
 
 def segment(kind, tokens, prompt_length, sampled, lane="main", version=None, **extra) -> TokenSegment:

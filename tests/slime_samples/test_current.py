@@ -1,6 +1,6 @@
 """Today's slime sample contract: fresh samples, full reward, slime's metadata keys, the cut, the turn log's routing."""
 
-from durable_rollouts.contracts.rollout import SampledTurn, TurnLog
+from durable_rollouts.contracts.tokens import SampledTurn, TurnLog
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples import current, seed
 from durable_rollouts.slime_samples.options import SampleOptions, sample_options

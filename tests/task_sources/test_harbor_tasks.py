@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import HarborSpec, HarborTestFile, TaskSpec
+from durable_rollouts.contracts.tasks import HarborSpec, HarborTestFile, TaskSpec
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.task_sources.dataset_rows import DatasetRow
 from durable_rollouts.task_sources.harbor_images import HarborImages, image_tag

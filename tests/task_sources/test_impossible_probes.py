@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_rollouts.contracts.rollout import HarborSpec, HarborTestFile, TaskSpec, f2p_eval_cmd, f2p_script
+from durable_rollouts.contracts.tasks import HarborSpec, HarborTestFile, TaskSpec, f2p_eval_cmd, f2p_script
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.task_sources.dataset_rows import read_dataset
 from durable_rollouts.task_sources.impossible_probes import (

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from durable_rollouts.contracts.rollout import EvalResult, ProbeVerdict, RolloutResult
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.probes import ProbeVerdict
 from durable_rollouts.contracts.rollout_group import GroupResult, GroupSample
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.trainer_client.rollout_groups import Batch
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from durable_rollouts.contracts.grading import DiffReport, EvalResult
 from durable_rollouts.contracts.regrade import RegradeResult, Verdict
-from durable_rollouts.contracts.rollout import DiffReport, EvalResult, RolloutInput, RolloutResult, TaskSpec
+from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.contracts.workflow_ids import refill_workflow_id, rollout_workflow_id
 from durable_rollouts.trainer_client.regrade_runs import (
     StoredRollout,

@@ -6,9 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from durable_rollouts.contracts.agent_runs import AgentRun
 from durable_rollouts.contracts.drift_repair import EpisodeResult, RoleTurn
-from durable_rollouts.contracts.rollout import AgentRun, EvalResult, PackedTrajectory, ProbeVerdict, RolloutResult, TokenSegment
+from durable_rollouts.contracts.grading import EvalResult
+from durable_rollouts.contracts.probes import ProbeVerdict
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, GroupSample
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import PackedTrajectory, TokenSegment
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, file_stem, group_record_with_segments, record_with_segments
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from durable_rollouts.config.settings import RolloutBudgets
-from durable_rollouts.contracts.rollout import PolicySpec
+from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.slime_samples.registry import ContractChoice

@@ -1,8 +1,10 @@
 """The starter's run summary (``durable_rollouts.trainer_client.run_summary``): a line per group, then one per
 sample, and the hosts line of ``starter.py status``."""
 
-from durable_rollouts.contracts.rollout import AgentRun, DiscardedRun, EvalResult, RolloutResult
+from durable_rollouts.contracts.agent_runs import AgentRun
+from durable_rollouts.contracts.grading import EvalResult
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, GroupSample
+from durable_rollouts.contracts.rollouts import DiscardedRun, RolloutResult
 from durable_rollouts.trainer_client.rollout_queries import HostSlots
 from durable_rollouts.trainer_client.run_summary import agent_run_notes, hosts_line, summary_lines
 

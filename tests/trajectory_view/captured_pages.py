@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from durable_rollouts.contracts.rollout import AgentRun, DiffReport, EvalResult, RolloutResult
+from durable_rollouts.contracts.agent_runs import AgentRun
+from durable_rollouts.contracts.grading import DiffReport, EvalResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import pack_trajectory, read_trajectory
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer

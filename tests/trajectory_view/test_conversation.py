@@ -2,7 +2,7 @@
 
 import pytest
 
-from durable_rollouts.contracts.rollout import TokenSegment
+from durable_rollouts.contracts.tokens import TokenSegment
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.trajectory_view.conversation import ContextMessage, Reply, conversations
 from durable_rollouts.trajectory_view.token_text import TokenTexts

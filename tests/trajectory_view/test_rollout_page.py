@@ -4,7 +4,10 @@ leave the token data's script."""
 import json
 import re
 
-from durable_rollouts.contracts.rollout import AgentRun, DiffReport, EvalResult, RolloutResult, SampledTurn, TokenSegment, TurnLog
+from durable_rollouts.contracts.agent_runs import AgentRun
+from durable_rollouts.contracts.grading import DiffReport, EvalResult
+from durable_rollouts.contracts.rollouts import RolloutResult
+from durable_rollouts.contracts.tokens import SampledTurn, TokenSegment, TurnLog
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples.registry import ContractChoice

@@ -2,7 +2,7 @@
 
 import pytest
 
-from durable_rollouts.contracts.rollout import SampledTurn, TokenSegment, TurnLog
+from durable_rollouts.contracts.tokens import SampledTurn, TokenSegment, TurnLog
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
 from durable_rollouts.policy.trajectory_packing import Trajectory
 from durable_rollouts.slime_samples import current

@@ -19,28 +19,16 @@ from temporalio.worker import Worker
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.error_types import ErrorType
+from durable_rollouts.contracts.agent_runs import AgentRun, AgentRunRequest, MergeRequest, MergeResult
+from durable_rollouts.contracts.grading import CapturedDiff, DiffReport, EvalRequest, EvalResult
 from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchRequest
-from durable_rollouts.contracts.rollout import (
-    AgentRun,
-    AgentRunRequest,
-    CapturedDiff,
-    DiffReport,
-    EvalRequest,
-    EvalResult,
-    FinishReport,
-    MergeRequest,
-    MergeResult,
-    PickRequest,
-    ProbeVerdict,
-    RolloutInput,
-    SandboxHandle,
-    SandboxRequest,
-    SegmentSummary,
-    StalenessReport,
-    TaskSpec,
-    TokenSegment,
-)
+from durable_rollouts.contracts.probes import ProbeVerdict
 from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.rollouts import RolloutInput
+from durable_rollouts.contracts.sandboxes import PickRequest, SandboxHandle, SandboxRequest
+from durable_rollouts.contracts.session import FinishReport, StalenessReport
+from durable_rollouts.contracts.tasks import TaskSpec
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from workflows.coding_agent_rollout import CodingAgentRollout
 

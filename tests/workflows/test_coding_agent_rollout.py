@@ -12,14 +12,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.error_types import ErrorType
-from durable_rollouts.contracts.rollout import (
-    AgentProgress,
-    DiffReport,
-    PolicySpec,
-    RolloutInput,
-    StalenessBound,
-    StalenessReport,
-)
+from durable_rollouts.contracts.grading import DiffReport
+from durable_rollouts.contracts.rollouts import AgentProgress, RolloutInput
+from durable_rollouts.contracts.session import PolicySpec, StalenessBound, StalenessReport
 from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 from tests.waiting import until
 from tests.workflows.fake_rollout_activities import DEAD, LIVE, PATCH, SEGMENT, SHARED, FakeCluster, rollout, workers

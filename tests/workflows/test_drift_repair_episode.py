@@ -18,7 +18,8 @@ from temporalio.worker import Worker
 
 from activities.drift_repair import DriftEpisodeActivities
 from durable_rollouts.contracts.drift_repair import EpisodeInput, Role, RoleTurn
-from durable_rollouts.contracts.rollout import PolicySpec, SegmentSummary, TokenSegment
+from durable_rollouts.contracts.session import PolicySpec
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
 from durable_rollouts.drift_repair.baselines import baseline_drift
 from durable_rollouts.drift_repair.corpus import load_corpus
 from durable_rollouts.drift_repair.prompts import prompt_script

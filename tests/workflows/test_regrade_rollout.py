@@ -12,8 +12,9 @@ from temporalio.worker import Worker
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
 from activities.evaluate import GradingActivities
+from durable_rollouts.contracts.grading import EvalRequest, EvalResult
 from durable_rollouts.contracts.regrade import RegradeInput
-from durable_rollouts.contracts.rollout import EvalRequest, EvalResult, TaskSpec
+from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.contracts.workflow_ids import regrade_workflow_id
 from workflows.regrade_rollout import RegradeRollout
 

@@ -29,8 +29,8 @@ from temporalio.worker import Replayer
 
 from durable_rollouts.contracts.drift_repair import EpisodeResult
 from durable_rollouts.contracts.regrade import RegradeResult
-from durable_rollouts.contracts.rollout import RolloutResult
 from durable_rollouts.contracts.rollout_group import GroupResult
+from durable_rollouts.contracts.rollouts import RolloutResult
 from tests.workflows.unpatched_extra_step import UNPATCHED
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode

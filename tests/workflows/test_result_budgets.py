@@ -12,9 +12,10 @@ from temporalio import activity
 
 from activities import activity_refs as refs
 from activities.activity_refs import name_of
+from durable_rollouts.contracts.agent_runs import MergeRequest, MergeResult
 from durable_rollouts.contracts.payload_budget import GROUP_RESULT_BUDGET_BYTES, ROLLOUT_RESULT_BUDGET_BYTES, json_size
-from durable_rollouts.contracts.rollout import MergeRequest, MergeResult, SegmentSummary, TokenSegment
 from durable_rollouts.contracts.rollout_group import GroupInput
+from durable_rollouts.contracts.tokens import SegmentSummary, TokenSegment
 from durable_rollouts.policy.trajectory_packing import pack_trajectory, unpack_trajectory
 from durable_rollouts.trainer_client.sample_payloads import with_child_payloads
 from tests.workflows.fake_rollout_activities import SHARED, FakeCluster, GroupCluster, rollout, workers

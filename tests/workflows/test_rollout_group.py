@@ -13,8 +13,9 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.error_types import ErrorType
-from durable_rollouts.contracts.rollout import AgentProgress, ImpossibleProbe, RolloutInput
+from durable_rollouts.contracts.probes import ImpossibleProbe
 from durable_rollouts.contracts.rollout_group import PROBE_REASON, GroupFilter, GroupInput
+from durable_rollouts.contracts.rollouts import AgentProgress, RolloutInput
 from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
 from tests.waiting import HANG_GUARD_S, until
 from tests.workflows.fake_rollout_activities import SHARED, GroupCluster, rollout, workers

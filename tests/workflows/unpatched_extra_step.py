@@ -19,8 +19,8 @@ from workflows.rollout_group import RolloutGroup
 with workflow.unsafe.imports_passed_through():
     from durable_rollouts.contracts.drift_repair import EpisodeInput, EpisodeResult
     from durable_rollouts.contracts.regrade import RegradeInput, RegradeResult
-    from durable_rollouts.contracts.rollout import RolloutInput, RolloutResult
     from durable_rollouts.contracts.rollout_group import GroupInput, GroupResult
+    from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
 
 EXTRA_STEP_TIMEOUT = timedelta(seconds=10)
 

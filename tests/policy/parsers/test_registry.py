@@ -3,7 +3,7 @@ clear error listing the supported ones."""
 
 import pytest
 
-from durable_rollouts.contracts.rollout import PolicySpec, SessionConfig
+from durable_rollouts.contracts.session import PolicySpec, SessionConfig
 from durable_rollouts.policy.parsers import (
     DEFAULT_REASONING_PARSER,
     DEFAULT_TOOL_CALL_PARSER,
