@@ -40,6 +40,11 @@ def collapse_runs(versions: Iterable[str]) -> list[str]:
     return runs
 
 
+# One version's run over positions ``[start, end)`` (of a reply, then of a turn's tokens) as the policy path carries it:
+# a plain tuple on the per-token path; ``WeightVersionSpan`` is its stored form in a segment (``spans_from_runs``).
+VersionSpan = tuple[int, int, str]
+
+
 class WeightVersionSpan(BaseModel):
     """Positions ``[start, end)`` of a segment whose sampled tokens were all sampled by weights ``version``.
 

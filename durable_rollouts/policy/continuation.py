@@ -40,8 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from durable_rollouts.contracts.weight_versions import VersionSpan
 from durable_rollouts.policy.replay_capture import ReplayDataError, joined
-from durable_rollouts.policy.sglang_client import Generates, Generation, GenerationAborted, PolicyOutputError, PolicyServerError, VersionSpan
+from durable_rollouts.policy.sglang_client import Generates, Generation, GenerationAborted, PolicyOutputError, PolicyServerError
 
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 5.0

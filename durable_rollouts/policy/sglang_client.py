@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeGuard
 
 import aiohttp
 
+from durable_rollouts.contracts.weight_versions import VersionSpan
 from durable_rollouts.policy.replay_capture import ReplayDataError, RoutedRows, TopPSpans
 
 
@@ -62,9 +63,6 @@ class GenerationAborted(PolicyServerError):
     def __init__(self, message: str, partial: Generation):
         super().__init__(message)
         self.partial = partial
-
-
-VersionSpan = tuple[int, int, str]
 
 
 @dataclass(frozen=True)

@@ -71,11 +71,9 @@ from typing import Any, Literal, Protocol
 
 from durable_rollouts.contracts.replay import SegmentReplay
 from durable_rollouts.contracts.tokens import SampledTurn, SegmentKind, TokenSegment, TurnLog
-from durable_rollouts.contracts.weight_versions import spans_from_runs
+from durable_rollouts.contracts.weight_versions import VersionSpan, spans_from_runs
 from durable_rollouts.policy.replay_capture import RoutedRows, TopPSpans
 from durable_rollouts.policy.segment_replay import ReplayStore, routed_payload
-
-VersionSpan = tuple[int, int, str]
 
 
 class Renderer(Protocol):
