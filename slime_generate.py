@@ -37,16 +37,14 @@ slime is optional: ``samples_from_result`` works on any object with slime's
 rollouts with ``task_of`` / ``rollout_of`` and shares ``temporal_client``,
 ``tokenizer_of`` and the fan-out.
 Settings: the Temporal connection (a ``temporal.toml`` profile, ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` /
-``TEMPORAL_API_KEY`` / ``TEMPORAL_TLS_*``: ``durable_rollouts.trainer_client.temporal_connection``), ``ROLLOUT_TASK_QUEUE``,
-``ROLLOUT_RUN_ID`` (default: one id per trainer process), the ``SWE_*`` budget
-knobs, ``args.rollout_max_context_len`` (context budget) and
-``args.sglang_router_ip/port`` (the policy URL, unless the worker pins its own),
-``ROLLOUT_MAX_STALENESS`` / ``ROLLOUT_STALENESS_POLICY`` (a staleness bound;
-unset, none). The drop-in's policy defaults to ``mask``: a dropped sample
-reaches slime as an aborted sample with reward 0, a zero the infrastructure
-made inside a GRPO group, while a masked one keeps its reward and its fresh
-turns, with the stale turns as context (``loss_mask`` 0) and every trained
-token's version in ``weight_versions`` / ``metadata.weight_version_spans``.
+``TEMPORAL_API_KEY`` / ``TEMPORAL_TLS_*``: ``durable_rollouts.trainer_client.temporal_connection``),
+``ROLLOUT_TASK_QUEUE``, ``ROLLOUT_RUN_ID`` (default: one id per trainer process), the ``SWE_*`` budget knobs,
+``args.rollout_max_context_len`` (context budget) and ``args.sglang_router_ip/port`` (the policy URL, unless the worker
+pins its own), ``ROLLOUT_MAX_STALENESS`` / ``ROLLOUT_STALENESS_POLICY`` (a staleness bound; unset, none). The drop-in's
+policy defaults to ``mask``: a dropped sample reaches slime as an aborted sample with reward 0, a zero the
+infrastructure made inside a GRPO group, while a masked one keeps its reward and its fresh turns, with the stale turns
+as context (``loss_mask`` 0) and every trained token's version in ``weight_versions`` /
+``metadata.weight_version_spans``.
 """
 
 from __future__ import annotations
@@ -70,7 +68,12 @@ from durable_rollouts.config.settings import (
 from durable_rollouts.contracts.rollouts import RolloutInput, RolloutResult
 from durable_rollouts.contracts.session import PolicySpec, SamplingParams
 from durable_rollouts.contracts.tasks import TaskSpec
-from durable_rollouts.policy.parsers import UnknownParser, known_parser_name, reasoning_parser_named, tool_call_parser_named
+from durable_rollouts.policy.parsers import (
+    UnknownParser,
+    known_parser_name,
+    reasoning_parser_named,
+    tool_call_parser_named,
+)
 from durable_rollouts.policy.trajectory_packing import read_trajectory
 from durable_rollouts.slime_samples.options import SampleOptions, replay_of, sample_options
 from durable_rollouts.slime_samples.registry import ContractChoice, contract_in_force
@@ -99,11 +102,17 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         task = task_of(sample)
     except RowError as error:
         missing = error.field in ("metadata.image", "metadata.workdir")
-        return [abort_sample(sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}", contract, options)]
+        return [
+            abort_sample(
+                sample, "missing_image_or_workdir" if missing else f"invalid_row:{error.field}", contract, options
+            )
+        ]
     if not evaluation:
         task = probe_or_task(task, _index(sample, "group_index"), impossible_share_from_env())
     rollout = rollout_of(args, sample, task, sampling_params)
-    result = await collect_rollout(await temporal_client(), rollout, RUN_ID, task_queue_from_env(), server_wait_from_env())
+    result = await collect_rollout(
+        await temporal_client(), rollout, RUN_ID, task_queue_from_env(), server_wait_from_env()
+    )
     if evaluation:
         return [eval_sample(sample, result)]
     if task.probe is not None:
@@ -175,8 +184,11 @@ async def temporal_client() -> Client:
 
 
 def task_of(sample: Any) -> TaskSpec:
-    """The sample's dataset row (``prompt``, ``label``, ``metadata``) as a task; ``RowError`` names what makes it unusable."""
-    return task_from_row({"prompt": sample.prompt, "label": getattr(sample, "label", None), "metadata": sample.metadata or {}})
+    """The sample's dataset row (``prompt``, ``label``, ``metadata``) as a task; ``RowError`` names what makes it
+    unusable."""
+    return task_from_row(
+        {"prompt": sample.prompt, "label": getattr(sample, "label", None), "metadata": sample.metadata or {}}
+    )
 
 
 def rollout_of(args: Any, sample: Any, task: TaskSpec, sampling_params: dict[str, Any]) -> RolloutInput:
@@ -188,7 +200,8 @@ def rollout_of(args: Any, sample: Any, task: TaskSpec, sampling_params: dict[str
 def policy_for(args: Any, sampling_params: dict[str, Any]) -> PolicySpec:
     """Trainer-side session settings: slime's sampling params, context length, router address, parser names
     (``--sglang-tool-call-parser`` / ``--sglang-reasoning-parser``; unset, the worker's) and the engine behind the
-    router (``ROLLOUT_POLICY_ENGINE`` in the trainer's environment, ``vllm`` for a vLLM-based slime; unset, the worker's)."""
+    router (``ROLLOUT_POLICY_ENGINE`` in the trainer's environment, ``vllm`` for a vLLM-based slime; unset, the
+    worker's)."""
     keys = ("temperature", "top_p", "top_k", "max_new_tokens", "stop", "stop_token_ids")
     known = {k: sampling_params[k] for k in keys if sampling_params.get(k) is not None}
     if isinstance(known.get("stop"), str):
@@ -218,14 +231,22 @@ def _parser_arg(args: Any, name: str, lookup: Callable[[str], object]) -> str | 
 
 
 def samples_from_result(
-    sample: Any, result: RolloutResult, tokenizer: Any = None, contract: ContractChoice | None = None, options: SampleOptions | None = None
+    sample: Any,
+    result: RolloutResult,
+    tokenizer: Any = None,
+    contract: ContractChoice | None = None,
+    options: SampleOptions | None = None,
 ) -> list[Any]:
     """``result`` as slime Samples under ``contract`` (default: the one in force, ``sample_contract()``) and
     ``options`` (default: no cut, slime's fork threshold)."""
     chosen, options = contract or sample_contract(), options or SampleOptions()
     if result.status != "completed" or result.trajectory is None:
         unread = result.status == "completed" and bool(result.segments)  # its group left it to a child not read
-        return [chosen.aborted(sample, result.abort_reason or ("trajectory_unreadable" if unread else "adapter_session_empty"), options)]
+        return [
+            chosen.aborted(
+                sample, result.abort_reason or ("trajectory_unreadable" if unread else "adapter_session_empty"), options
+            )
+        ]
     try:
         samples = chosen.samples(sample, result, read_trajectory(result.trajectory), tokenizer, options)
     except ReplayMissing as missing:
@@ -239,7 +260,9 @@ def sample_dicts(result: RolloutResult, contract: ContractChoice | None = None) 
     return [vars(s) for s in samples_from_result(_PlainSample(), result, contract=contract)]
 
 
-def abort_sample(sample: Any, reason: str, contract: ContractChoice | None = None, options: SampleOptions | None = None) -> Any:
+def abort_sample(
+    sample: Any, reason: str, contract: ContractChoice | None = None, options: SampleOptions | None = None
+) -> Any:
     """The aborted sample of the contract in force (``current`` also sets ``remove_sample``), with the replay
     placeholders ``options`` ask for."""
     return (contract or sample_contract()).aborted(sample, reason, options)

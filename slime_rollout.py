@@ -79,7 +79,12 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 import slime_generate
-from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, prefetch_from_env
+from durable_rollouts.config.settings import (
+    SettingsError,
+    budgets_from_env,
+    impossible_share_from_env,
+    prefetch_from_env,
+)
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput, GroupResult, GroupSample
 from durable_rollouts.slime_samples.options import SampleOptions, sample_options
 from durable_rollouts.task_sources.dataset_rows import RowError
@@ -114,7 +119,9 @@ async def generate_rollout_async(args: Any, rollout_id: int, data_source: Any) -
     queue, server_wait = task_queue_from_env(), server_wait_from_env()
 
     def fill(wanted: int, accept: Accept) -> Awaitable[Batch]:
-        return fill_batch(client, source, wanted, None, policy, queue, accept=accept, server_wait_s=server_wait, refetch_chunk=chunk)
+        return fill_batch(
+            client, source, wanted, None, policy, queue, accept=accept, server_wait_s=server_wait, refetch_chunk=chunk
+        )
 
     tokenizer = slime_generate.tokenizer_of(args)
 
@@ -124,7 +131,9 @@ async def generate_rollout_async(args: Any, rollout_id: int, data_source: Any) -
 
     filled = await fill_filtered_batch(fill, n_groups, samples_for, dynamic_filter_of(args))
     if policy == "handover" and filled.batch.handed_over:
-        data_source.add_samples([stamped(source.samples_of[group_id(group)], rollout_id) for group in filled.batch.handed_over])
+        data_source.add_samples(
+            [stamped(source.samples_of[group_id(group)], rollout_id) for group in filled.batch.handed_over]
+        )
     run_batch_functions(args, filled, data_source)
     if prefetch_from_env():
         await prefetch_next(client, queue, data_source, chunk)
@@ -137,7 +146,10 @@ def next_prompts(data_source: Any, n: int) -> list[Any]:
     """The next ``n`` prompts slime's data source will hand out, read without drawing them: slime's
     ``RolloutDataSource`` keeps them in ``dataset.samples`` from ``sample_offset``. None past the epoch's end (the
     next epoch is shuffled as it is drawn) or from a data source laid out otherwise."""
-    samples, offset = getattr(getattr(data_source, "dataset", None), "samples", None), getattr(data_source, "sample_offset", None)
+    samples, offset = (
+        getattr(getattr(data_source, "dataset", None), "samples", None),
+        getattr(data_source, "sample_offset", None),
+    )
     if samples is None or not isinstance(offset, int):
         return []
     return list(samples[offset : offset + n])
@@ -173,7 +185,9 @@ def evaluate(args: Any, rollout_id: int, data_source: Any) -> Any:
     from slime.rollout.sglang_rollout import generate_rollout as slime_default_rollout
 
     eval_args = copy.copy(args)
-    eval_args.custom_generate_function_path = getattr(args, "custom_generate_function_path", None) or "slime_generate.generate"
+    eval_args.custom_generate_function_path = (
+        getattr(args, "custom_generate_function_path", None) or "slime_generate.generate"
+    )
     return slime_default_rollout(eval_args, rollout_id, data_source, evaluation=True)
 
 
@@ -194,7 +208,12 @@ def group_rules_from_env(env: Mapping[str, str] = os.environ) -> GroupRules:
     raw = env.get("ROLLOUT_GROUP_FILTER", "").strip() or GroupFilter.KEEP_ALL.value
     if raw not in {f.value for f in GroupFilter}:
         raise SettingsError(f"ROLLOUT_GROUP_FILTER: one of {', '.join(f.value for f in GroupFilter)}, got {raw!r}")
-    return GroupRules(GroupFilter(raw), _count(env, "ROLLOUT_MIN_VALID"), _count(env, "ROLLOUT_REFILL_BUDGET"), impossible_share_from_env(env))
+    return GroupRules(
+        GroupFilter(raw),
+        _count(env, "ROLLOUT_MIN_VALID"),
+        _count(env, "ROLLOUT_REFILL_BUDGET"),
+        impossible_share_from_env(env),
+    )
 
 
 def _count(env: Mapping[str, str], name: str) -> int | None:
@@ -224,10 +243,14 @@ def group_input(args: Any, samples: list[Any], rules: GroupRules) -> GroupInput:
     """One slime group (copies of one prompt, each numbered by slime's data source) as one ``GroupInput``, or
     the impossible-task probe made of its row when its group index is a probe slot of the run
     (``rules.impossible_share``); raises ``RowError`` when the prompt's row cannot run."""
-    unnumbered = [position for position, sample in enumerate(samples) if sample.index is None or sample.group_index is None]
+    unnumbered = [
+        position for position, sample in enumerate(samples) if sample.index is None or sample.group_index is None
+    ]
     if unnumbered:
         raise ValueError(f"samples {unnumbered} of a group lack index / group_index, which fix their workflow ids")
-    task = slime_generate.probe_or_task(slime_generate.task_of(samples[0]), samples[0].group_index, rules.impossible_share)
+    task = slime_generate.probe_or_task(
+        slime_generate.task_of(samples[0]), samples[0].group_index, rules.impossible_share
+    )
     params = sampling_params_of(args)
     return GroupInput(
         run_id=slime_generate.RUN_ID,
@@ -265,7 +288,9 @@ class GroupSource:
             self.unusable.append(samples)
             self._unusable_streak += 1
             if self._unusable_streak >= UNUSABLE_STREAK_LIMIT:
-                raise RuntimeError(f"{self._unusable_streak} groups in a row whose rows cannot run (last: {error}): check the dataset") from error
+                raise RuntimeError(
+                    f"{self._unusable_streak} groups in a row whose rows cannot run (last: {error}): check the dataset"
+                ) from error
             return None
         self._unusable_streak = 0
         self.samples_of[group_id(group)] = samples
@@ -278,7 +303,11 @@ class GroupSource:
         samples = group_samples(result, drawn, tokenizer, sample_options(self.args))
         started = (drawn[0].metadata or {}).get("start_rollout_id")
         resumed = started is not None and rollout_id is not None and started < rollout_id
-        if resumed and getattr(self.args, "partial_rollout", False) and getattr(self.args, "mask_offpolicy_in_partial_rollout", False):
+        if (
+            resumed
+            and getattr(self.args, "partial_rollout", False)
+            and getattr(self.args, "mask_offpolicy_in_partial_rollout", False)
+        ):
             for fragments in samples:
                 for sample in fragments:
                     mask_older_versions(sample)
@@ -302,7 +331,9 @@ def mask_older_versions(sample: Any) -> None:
     sample.weight_versions = [version for version in sample.weight_versions if version == newest]
 
 
-def group_samples(result: GroupResult, samples: list[Any], tokenizer: Any = None, options: SampleOptions | None = None) -> GroupSamples:
+def group_samples(
+    result: GroupResult, samples: list[Any], tokenizer: Any = None, options: SampleOptions | None = None
+) -> GroupSamples:
     """One list per sample, in the group's order: a valid sample's segments, an invalid one excluded."""
     slots = {slot.sample_index: slot for slot in result.samples}
     neutral = mean_valid_reward(result.samples)
@@ -350,7 +381,9 @@ def rollout_view(samples: GroupSamples) -> list[Any]:
     return view
 
 
-async def apply_sample_hooks(args: Any, samples: GroupSamples, rollout_id: int | None, evaluation: bool = False) -> GroupSamples:
+async def apply_sample_hooks(
+    args: Any, samples: GroupSamples, rollout_id: int | None, evaluation: bool = False
+) -> GroupSamples:
     """``args.rollout_sample_hook_path`` on every Sample, as slime's default rollout applies it after generation:
     slime's own ``apply_rollout_sample_hooks`` when slime is installed, else the same rule (each hook
     ``fn(args, sample, **kwargs)`` with the keywords it accepts of ``rollout_id`` / ``evaluation``, awaited
@@ -361,7 +394,10 @@ async def apply_sample_hooks(args: Any, samples: GroupSamples, rollout_id: int |
     try:
         from slime.rollout.sample_hooks import apply_rollout_sample_hooks
     except ImportError:
-        return [[await _hooked(args, sample, paths, rollout_id, evaluation) for sample in fragments] for fragments in samples]
+        return [
+            [await _hooked(args, sample, paths, rollout_id, evaluation) for sample in fragments]
+            for fragments in samples
+        ]
     return await apply_rollout_sample_hooks(args, samples, evaluation=evaluation, rollout_id=rollout_id)
 
 
@@ -440,7 +476,10 @@ Fill = Callable[[int, Accept], Awaitable[Batch]]
 
 
 async def fill_filtered_batch(
-    fill: Fill, n_groups: int, samples_for: Callable[[GroupResult], Awaitable[GroupSamples]], judge: Callable[[GroupSamples], Verdict]
+    fill: Fill,
+    n_groups: int,
+    samples_for: Callable[[GroupResult], Awaitable[GroupSamples]],
+    judge: Callable[[GroupSamples], Verdict],
 ) -> FilledBatch:
     """One ``fill(n_groups, accept)`` whose ``accept`` is slime's dynamic filter on the group's Samples: a group
     it rejects is dropped and replaced inside the same batch, unless it is marked ``keep_when_insufficient``

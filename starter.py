@@ -2,27 +2,27 @@
 
 CLI::
 
-    python starter.py run DATASET.jsonl|HARBOR_TASKS_DIR [--n-samples-per-prompt K] [--concurrency C] [--out results.jsonl]
+    python starter.py run DATASET.jsonl|HARBOR_TASKS_DIR [--n-samples-per-prompt K] [--concurrency C] [--out
+    results.jsonl]
                       [--group-filter keep_all|min_valid|nonzero_variance] [--min-valid M] [--refill-budget R]
     python starter.py demo [--policy oracle|noop|smollm2] [--keep-ui]   # smollm2: the real model on a local vLLM
-    python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck, hosts and slots
-    python starter.py show WORKFLOW_ID                              # live progress + agent log tail; grading summary + log paths
-    python starter.py show WORKFLOW_ID --html FILE                  # the rollout as one HTML page: tokens, samples, patch, verdict
-    python starter.py report --run-id R --html DIR                  # a run's groups as an HTML index with plots, a page per rollout
-    python starter.py cancel WORKFLOW_ID [--reason R]               # graceful: sandbox destroyed, result aborted
-    python starter.py episodes --n 32 --difficulty easy [--k K]     # drift -> repair self-play episodes
-    python starter.py regrade --run-id R [--out F] [--dataset ROWS] # grade run R's kept patches again
+    python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck, hosts
+    and slots python starter.py show WORKFLOW_ID                              # live progress + agent log tail; grading
+    summary + log paths python starter.py show WORKFLOW_ID --html FILE                  # the rollout as one HTML page:
+    tokens, samples, patch, verdict python starter.py report --run-id R --html DIR                  # a run's groups as
+    an HTML index with plots, a page per rollout python starter.py cancel WORKFLOW_ID [--reason R]               #
+    graceful: sandbox destroyed, result aborted python starter.py episodes --n 32 --difficulty easy [--k K]     # drift
+    -> repair self-play episodes python starter.py regrade --run-id R [--out F] [--dataset ROWS] # grade run R's kept
+    patches again
 
 ``run`` needs a worker (``python worker.py``) and a Temporal server: the connection comes from a
 ``temporal.toml`` profile and the ``TEMPORAL_*`` variables (address, namespace, TLS, mTLS, API key;
-``durable_rollouts.trainer_client.temporal_connection``); ``run`` waits ``--server-wait`` for a server unreachable at start as
-for an outage mid-run, then says so in one line. ``demo`` is the embedded default: with no
-``TEMPORAL_ADDRESS`` it starts a local dev server (UI on :8233) and a worker
-with the scripted policy, then runs the bundled example tasks. ``episodes``
-runs ``DriftRepairEpisode`` workflows over the drift corpus the same way
-(embedded, with the scripted ``self_play`` policy, unless ``TEMPORAL_ADDRESS``
-is set); the K episodes of a task are one ``RolloutGroup``, appended as one
-line when it finishes, like ``run``'s groups.
+``durable_rollouts.trainer_client.temporal_connection``); ``run`` waits ``--server-wait`` for a server unreachable at
+start as for an outage mid-run, then says so in one line. ``demo`` is the embedded default: with no ``TEMPORAL_ADDRESS``
+it starts a local dev server (UI on :8233) and a worker with the scripted policy, then runs the bundled example tasks.
+``episodes`` runs ``DriftRepairEpisode`` workflows over the drift corpus the same way (embedded, with the scripted
+``self_play`` policy, unless ``TEMPORAL_ADDRESS`` is set); the K episodes of a task are one ``RolloutGroup``, appended
+as one line when it finishes, like ``run``'s groups.
 
 This script only parses arguments and prints; what it runs is the library's
 (``durable_rollouts.trainer_client``): ``batch_runs`` (rows and episodes as groups
@@ -65,10 +65,23 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from durable_rollouts.config.arg_types import count_arg, existing_path_arg, number_arg, share_arg
-from durable_rollouts.config.settings import SettingsError, budgets_from_env, impossible_share_from_env, prefetch_from_env, staleness_from_env
+from durable_rollouts.config.settings import (
+    SettingsError,
+    budgets_from_env,
+    impossible_share_from_env,
+    prefetch_from_env,
+    staleness_from_env,
+)
 from durable_rollouts.contracts.rollout_group import GroupFilter
 from durable_rollouts.contracts.rollouts import RolloutProgress, RolloutResult
-from durable_rollouts.contracts.session import MIN_CONTEXT_BUDGET, PinnableSamplingKey, PolicyEngine, PolicySpec, SamplingParams, StalenessBound
+from durable_rollouts.contracts.session import (
+    MIN_CONTEXT_BUDGET,
+    PinnableSamplingKey,
+    PolicyEngine,
+    PolicySpec,
+    SamplingParams,
+    StalenessBound,
+)
 from durable_rollouts.drift_repair.corpus import load_corpus, tasks_of
 from durable_rollouts.grading import grading_summary
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
@@ -77,13 +90,32 @@ from durable_rollouts.process_exit import leave
 from durable_rollouts.slime_samples.options import sample_options
 from durable_rollouts.slime_samples.registry import contract_in_force
 from durable_rollouts.trainer_client import regrade_runs, rollout_pages, rollout_queries
-from durable_rollouts.trainer_client.batch_runs import GroupOptions, Placement, dataset_groups, invalid_row_record, read_rows, run_groups
+from durable_rollouts.trainer_client.batch_runs import (
+    GroupOptions,
+    Placement,
+    dataset_groups,
+    invalid_row_record,
+    read_rows,
+    run_groups,
+)
 from durable_rollouts.trainer_client.drift_episodes import episode_groups, episode_inputs
-from durable_rollouts.trainer_client.local_services import LocalServiceFailed, embedded_cluster, stored_demo_server, worker_log_path
+from durable_rollouts.trainer_client.local_services import (
+    LocalServiceFailed,
+    embedded_cluster,
+    stored_demo_server,
+    worker_log_path,
+)
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable
 from durable_rollouts.trainer_client.results_file import file_stem, group_record_with_segments, move_out_logs
 from durable_rollouts.trainer_client.rollout_runs import connect, task_queue_from_env
-from durable_rollouts.trainer_client.run_summary import agent_run_notes, episode_summary_lines, groups_line, hosts_line, running_line, summary_lines
+from durable_rollouts.trainer_client.run_summary import (
+    agent_run_notes,
+    episode_summary_lines,
+    groups_line,
+    hosts_line,
+    running_line,
+    summary_lines,
+)
 from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 from durable_rollouts.trajectory_view.rollout_page import PageSettings
@@ -95,16 +127,26 @@ MAX_RUN_ID_BYTES = 128
 
 def group_options(args: argparse.Namespace) -> GroupOptions:
     return GroupOptions(
-        run_id=args.run_id, samples=args.n_samples_per_prompt, refill_budget=args.refill_budget, min_valid=args.min_valid, filter=args.group_filter
+        run_id=args.run_id,
+        samples=args.n_samples_per_prompt,
+        refill_budget=args.refill_budget,
+        min_valid=args.min_valid,
+        filter=args.group_filter,
     )
 
 
 def placement(args: argparse.Namespace) -> Placement:
-    return Placement(task_queue=args.task_queue, concurrency=args.concurrency, server_wait_s=args.server_wait, prefetch=prefetch_from_env())
+    return Placement(
+        task_queue=args.task_queue,
+        concurrency=args.concurrency,
+        server_wait_s=args.server_wait,
+        prefetch=prefetch_from_env(),
+    )
 
 
 def staleness_bound(args: argparse.Namespace) -> StalenessBound | None:
-    """The run's staleness bound: ``--max-staleness`` / ``--staleness-policy``, each falling back to its environment variable."""
+    """The run's staleness bound: ``--max-staleness`` / ``--staleness-policy``, each falling back to its environment
+    variable."""
     env = staleness_from_env()
     bound = args.max_staleness if args.max_staleness is not None else env.max_staleness if env else None
     if bound is None:
@@ -131,7 +173,9 @@ async def run_dataset(client: Client, args: argparse.Namespace) -> int:
     policy = PolicySpec(
         policy_url=args.policy_url,
         engine=args.policy_engine,
-        sampling=SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens, pinned=args.pin_sampling),
+        sampling=SamplingParams(
+            temperature=args.temperature, max_new_tokens=args.max_new_tokens, pinned=args.pin_sampling
+        ),
         context_budget=args.context_budget,
         staleness=staleness_bound(args),
     )
@@ -189,10 +233,15 @@ async def real_model_demo(args: argparse.Namespace) -> int:
 async def demo_with_worker(args: argparse.Namespace, worker_args: list[str], env: dict[str, str]) -> int:
     if args.dataset_root:
         worker_args = [*worker_args, "--dataset-root", args.dataset_root]
-    async with embedded_cluster(worker_args, worker_log_path(Path(args.out)), os.environ.get("TEMPORAL_ADDRESS"), env) as client:
+    async with embedded_cluster(
+        worker_args, worker_log_path(Path(args.out)), os.environ.get("TEMPORAL_ADDRESS"), env
+    ) as client:
         code = await run_dataset(client, args)
         if args.keep_ui:
-            print("--keep-ui: the dev server and worker keep running; press Ctrl-C (or send SIGTERM) to stop them.", flush=True)
+            print(
+                "--keep-ui: the dev server and worker keep running; press Ctrl-C (or send SIGTERM) to stop them.",
+                flush=True,
+            )
             await asyncio.Event().wait()
     return code
 
@@ -225,7 +274,8 @@ async def run_episode_batch(client: Client, args: argparse.Namespace) -> int:
 
 
 async def episodes(args: argparse.Namespace) -> int:
-    """Against ``TEMPORAL_ADDRESS`` if set; otherwise a local dev server and a worker with the scripted ``self_play`` policy."""
+    """Against ``TEMPORAL_ADDRESS`` if set; otherwise a local dev server and a worker with the scripted ``self_play``
+    policy."""
     address = os.environ.get("TEMPORAL_ADDRESS")
     if address:
         return await run_episode_batch(await connect(server_wait_s=args.server_wait), args)
@@ -268,7 +318,9 @@ async def show(client: Client, args: argparse.Namespace) -> int:
     if isinstance(detail, RolloutResult):
         for note in agent_run_notes(detail):
             print(f"AGENT: {note}")
-        print("\n".join(grading_summary.summary_lines(RolloutResult.model_validate(record) if args.save_logs else detail)))
+        print(
+            "\n".join(grading_summary.summary_lines(RolloutResult.model_validate(record) if args.save_logs else detail))
+        )
     return 0
 
 
@@ -279,7 +331,9 @@ def page_settings(args: argparse.Namespace) -> PageSettings:
         texts = TokenTexts.from_dir(args.tokenizer)
     except (FileNotFoundError, ImportError) as error:
         raise SettingsError(f"--tokenizer: {error}") from None
-    return PageSettings(texts, contract_in_force(), sample_options(argparse.Namespace(rollout_max_context_len=args.max_sample_tokens)))
+    return PageSettings(
+        texts, contract_in_force(), sample_options(argparse.Namespace(rollout_max_context_len=args.max_sample_tokens))
+    )
 
 
 async def show_html(client: Client, args: argparse.Namespace) -> int:
@@ -310,21 +364,29 @@ async def report(client: Client, args: argparse.Namespace) -> int:
 
 
 async def regrade(client: Client, args: argparse.Namespace) -> int:
-    """Re-grade run ``--run-id``'s kept patches (``durable_rollouts.trainer_client.regrade_runs``); exit 1 for an unknown run or a
-    re-grade that did not grade."""
+    """Re-grade run ``--run-id``'s kept patches (``durable_rollouts.trainer_client.regrade_runs``); exit 1 for an
+    unknown run or a re-grade that did not grade."""
     current = None
     try:
         if args.dataset:
             rows, _ = read_rows(Path(args.dataset), args.dataset_root)
             current = {row.task.instance_id: row.task for row in rows}
         summary = await regrade_runs.regrade_run(
-            client, args.run_id, args.regrade_id, Path(args.out), args.task_queue, current, args.concurrency, args.server_wait
+            client,
+            args.run_id,
+            args.regrade_id,
+            Path(args.out),
+            args.task_queue,
+            current,
+            args.concurrency,
+            args.server_wait,
         )
     except (regrade_runs.UnknownRun, ValueError, OSError, RPCError) as error:
         print(f"starter: {error}", file=sys.stderr)
         return 1
     print(
-        f"re-graded {len(summary.rows)} (regrade id {args.regrade_id}), {summary.changed} verdicts changed, {summary.not_graded} not graded;"
+        f"re-graded {len(summary.rows)} (regrade id {args.regrade_id}), {summary.changed} verdicts changed, "
+        f"{summary.not_graded} not graded;"
         f" {len(summary.skipped)} skipped; {summary.already_there} already in the file"
     )
     print(f"results: {args.out}")
@@ -348,22 +410,35 @@ def run_id_arg(value: str) -> str:
     except UnicodeEncodeError:
         raise argparse.ArgumentTypeError("not valid Unicode") from None
     if not value or size > MAX_RUN_ID_BYTES or not value.isprintable():
-        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_RUN_ID_BYTES} bytes of printable text (it is part of every workflow id)")
+        raise argparse.ArgumentTypeError(
+            f"must be 1 to {MAX_RUN_ID_BYTES} bytes of printable text (it is part of every workflow id)"
+        )
     return value
 
 
 def add_run_options(sub: argparse.ArgumentParser, name: str) -> None:
     sub.add_argument(
-        "--run-id", type=run_id_arg, default=time.strftime("%Y%m%d-%H%M%S"), help="names the workflows; reuse it to re-attach and complete --out"
+        "--run-id",
+        type=run_id_arg,
+        default=time.strftime("%Y%m%d-%H%M%S"),
+        help="names the workflows; reuse it to re-attach and complete --out",
     )
     sub.add_argument("--concurrency", type=count_arg(1), default=8, help="samples in flight (default 8)")
-    sub.add_argument("--out", help=f"results JSONL, appended to (never truncated); default results/{name}-<run id>.jsonl, one file per run")
-    sub.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)")
+    sub.add_argument(
+        "--out",
+        help=f"results JSONL, appended to (never truncated); default results/{name}-<run id>.jsonl, one file per run",
+    )
+    sub.add_argument(
+        "--task-queue",
+        default=task_queue_from_env(),
+        help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE or rl-rollouts)",
+    )
     sub.add_argument(
         "--server-wait",
         type=number_arg(0),
         default=server_wait_from_env(),
-        help="seconds to wait out one Temporal outage before a rollout is failed: server_unavailable (default: ROLLOUT_SERVER_WAIT_S or 300)",
+        help="seconds to wait out one Temporal outage before a rollout is failed: server_unavailable (default: "
+        "ROLLOUT_SERVER_WAIT_S or 300)",
     )
 
 
@@ -374,18 +449,30 @@ def add_group_options(sub: argparse.ArgumentParser) -> None:
         type=GroupFilter,
         choices=list(GroupFilter),
         default=GroupFilter.KEEP_ALL,
-        help="which finished groups are kept (the line says kept / dropped_by): keep_all (default), min_valid, nonzero_variance",
+        help="which finished groups are kept (the line says kept / dropped_by): keep_all (default), min_valid, "
+        "nonzero_variance",
     )
-    sub.add_argument("--min-valid", type=count_arg(0), help="valid samples a group needs, else it ends insufficient (default: K)")
-    sub.add_argument("--refill-budget", type=count_arg(0), help="fresh samples a group may start to replace infrastructure failures (default: K)")
+    sub.add_argument(
+        "--min-valid", type=count_arg(0), help="valid samples a group needs, else it ends insufficient (default: K)"
+    )
+    sub.add_argument(
+        "--refill-budget",
+        type=count_arg(0),
+        help="fresh samples a group may start to replace infrastructure failures (default: K)",
+    )
 
 
 def add_page_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
-        "--tokenizer", default=str(DEFAULT_TOKENIZER_DIR), help="the policy's tokenizer folder (its tokenizer.json; default: ROLLOUT_TOKENIZER_DIR)"
+        "--tokenizer",
+        default=str(DEFAULT_TOKENIZER_DIR),
+        help="the policy's tokenizer folder (its tokenizer.json; default: ROLLOUT_TOKENIZER_DIR)",
     )
     sub.add_argument(
-        "--max-sample-tokens", type=count_arg(0), default=0, help="the trainer's cut of a sample (slime's rollout_max_context_len; 0: none)"
+        "--max-sample-tokens",
+        type=count_arg(0),
+        default=0,
+        help="the trainer's cut of a sample (slime's rollout_max_context_len; 0: none)",
     )
 
 
@@ -396,15 +483,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     status_cmd.add_argument("--stale-minutes", type=number_arg(0), default=10.0)
     status_cmd.add_argument("--oldest", type=count_arg(0), default=10)
     status_cmd.add_argument(
-        "--task-queue", default=task_queue_from_env(), help="the shared queue whose workers are listed (default: ROLLOUT_TASK_QUEUE)"
+        "--task-queue",
+        default=task_queue_from_env(),
+        help="the shared queue whose workers are listed (default: ROLLOUT_TASK_QUEUE)",
     )
     show_cmd = commands.add_parser("show", help="one rollout's progress and agent log tail")
     show_cmd.add_argument("workflow_id")
-    show_cmd.add_argument("--save-logs", metavar="DIR", help="write a finished rollout's whole agent and grading logs into DIR")
-    show_cmd.add_argument("--html", metavar="FILE", help="write the rollout as one self-contained HTML page instead of printing it")
+    show_cmd.add_argument(
+        "--save-logs", metavar="DIR", help="write a finished rollout's whole agent and grading logs into DIR"
+    )
+    show_cmd.add_argument(
+        "--html", metavar="FILE", help="write the rollout as one self-contained HTML page instead of printing it"
+    )
     add_page_options(show_cmd)
-    report_cmd = commands.add_parser("report", help="a run's groups as an HTML index with plots, and every rollout's page")
-    report_cmd.add_argument("--run-id", type=run_id_arg, required=True, help="the run whose groups and rollouts are shown")
+    report_cmd = commands.add_parser(
+        "report", help="a run's groups as an HTML index with plots, and every rollout's page"
+    )
+    report_cmd.add_argument(
+        "--run-id", type=run_id_arg, required=True, help="the run whose groups and rollouts are shown"
+    )
     report_cmd.add_argument("--html", metavar="DIR", required=True, help="folder for index.html and pages/")
     add_page_options(report_cmd)
     cancel_cmd = commands.add_parser("cancel", help="stop one rollout gracefully")
@@ -414,32 +511,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         sub = commands.add_parser(name)
         if name == "run":
             sub.add_argument(
-                "dataset", type=existing_path_arg, help="a JSONL dataset, or a directory of Harbor tasks (one task, or one per subdirectory)"
+                "dataset",
+                type=existing_path_arg,
+                help="a JSONL dataset, or a directory of Harbor tasks (one task, or one per subdirectory)",
             )
         else:
             sub.add_argument(
-                "--dataset", type=existing_path_arg, help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)"
+                "--dataset",
+                type=existing_path_arg,
+                help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)",
             )
             sub.add_argument(
                 "--policy",
                 default="oracle",
-                help=f"scripted policy: oracle (reward 1), noop (reward 0), ...; or {REAL_MODEL}: the real SmolLM2-135M on a local vLLM",
+                help=f"scripted policy: oracle (reward 1), noop (reward 0), ...; or {REAL_MODEL}: the real "
+                f"SmolLM2-135M on a local vLLM",
             )
             sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
         add_run_options(sub, name)
         sub.add_argument(
             "--dataset-root",
-            help="folder that rows' script paths resolve in; nothing outside it is read (default: ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)",
+            help="folder that rows' script paths resolve in; nothing outside it is read (default: "
+            "ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)",
         )
-        sub.add_argument("--n-samples-per-prompt", type=count_arg(1), default=1, help="K, the samples of one group (default 1)")
+        sub.add_argument(
+            "--n-samples-per-prompt", type=count_arg(1), default=1, help="K, the samples of one group (default 1)"
+        )
         add_group_options(sub)
         sub.add_argument(
             "--impossible-share",
             type=share_arg,
-            help="share of rows that also run as an impossible-task probe, never trained on (default: ROLLOUT_IMPOSSIBLE_SHARE or 0)",
+            help="share of rows that also run as an impossible-task probe, never trained on (default: "
+            "ROLLOUT_IMPOSSIBLE_SHARE or 0)",
         )
         sub.add_argument("--policy-url", help="policy server URL (default: the worker's)")
-        sub.add_argument("--policy-engine", choices=get_args(PolicyEngine), help="its protocol, sglang or vllm (default: the worker's)")
+        sub.add_argument(
+            "--policy-engine",
+            choices=get_args(PolicyEngine),
+            help="its protocol, sglang or vllm (default: the worker's)",
+        )
         sub.add_argument("--temperature", type=number_arg(0), default=1.0)
         sub.add_argument(
             "--pin-sampling",
@@ -447,36 +557,55 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             default=[],
             choices=list(get_args(PinnableSamplingKey)),
             metavar="KEY",
-            help="a sampling key Claude Code may not change (temperature, top_p, top_k, stop_sequences); repeat for more",
+            help="a sampling key Claude Code may not change (temperature, top_p, top_k, stop_sequences); repeat for "
+            "more",
         )
         sub.add_argument("--max-new-tokens", type=count_arg(1), default=8192)
         sub.add_argument("--context-budget", type=count_arg(MIN_CONTEXT_BUDGET), default=65536)
         sub.add_argument(
             "--max-staleness",
             type=count_arg(0),
-            help="versions a sampled token may lie behind the policy server's at merge time (default: ROLLOUT_MAX_STALENESS; unset: no bound)",
+            help="versions a sampled token may lie behind the policy server's at merge time (default: "
+            "ROLLOUT_MAX_STALENESS; unset: no bound)",
         )
         sub.add_argument(
             "--staleness-policy",
             choices=["mask", "drop"],
-            help="what a stale sample gets: mask its stale turns (loss_mask 0) or drop it (aborted: stale_policy); default ROLLOUT_STALENESS_POLICY or mask",
+            help="what a stale sample gets: mask its stale turns (loss_mask 0) or drop it (aborted: stale_policy); "
+            "default ROLLOUT_STALENESS_POLICY or mask",
         )
-    regrade_cmd = commands.add_parser("regrade", help="grade a finished run's kept patches again, in fresh sandboxes, with the current graders")
+    regrade_cmd = commands.add_parser(
+        "regrade", help="grade a finished run's kept patches again, in fresh sandboxes, with the current graders"
+    )
     regrade_cmd.add_argument("--run-id", type=run_id_arg, required=True, help="the run whose rollouts are re-graded")
     regrade_cmd.add_argument(
         "--regrade-id",
         type=run_id_arg,
         default=time.strftime("%Y%m%d-%H%M%S"),
-        help="names the re-grade workflows; reuse it to attach to a re-grade and complete --out (default: a new one, so it grades again)",
+        help="names the re-grade workflows; reuse it to attach to a re-grade and complete --out (default: a new one, "
+        "so it grades again)",
     )
-    regrade_cmd.add_argument("--out", help="results JSONL, appended to; default results/regrade-<run id>-<regrade id>.jsonl")
     regrade_cmd.add_argument(
-        "--dataset", type=existing_path_arg, help="take each task's current grader spec from this dataset's row of the same instance id"
+        "--out", help="results JSONL, appended to; default results/regrade-<run id>-<regrade id>.jsonl"
     )
-    regrade_cmd.add_argument("--dataset-root", help="folder the --dataset rows' script paths resolve in (default: ROLLOUT_DATASET_ROOT)")
+    regrade_cmd.add_argument(
+        "--dataset",
+        type=existing_path_arg,
+        help="take each task's current grader spec from this dataset's row of the same instance id",
+    )
+    regrade_cmd.add_argument(
+        "--dataset-root", help="folder the --dataset rows' script paths resolve in (default: ROLLOUT_DATASET_ROOT)"
+    )
     regrade_cmd.add_argument("--concurrency", type=count_arg(1), default=8, help="re-grades in flight (default 8)")
-    regrade_cmd.add_argument("--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE)")
-    regrade_cmd.add_argument("--server-wait", type=number_arg(0), default=server_wait_from_env(), help="seconds to wait out one Temporal outage")
+    regrade_cmd.add_argument(
+        "--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE)"
+    )
+    regrade_cmd.add_argument(
+        "--server-wait",
+        type=number_arg(0),
+        default=server_wait_from_env(),
+        help="seconds to wait out one Temporal outage",
+    )
     episodes_cmd = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
     episodes_cmd.add_argument("--n", type=count_arg(1), default=32, help="number of episodes")
     episodes_cmd.add_argument("--k", type=count_arg(1), default=1, help="episodes per task (one GRPO group)")
@@ -484,8 +613,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     episodes_cmd.add_argument("--seed", type=int, default=0, help="task order and drift seeds")
     episodes_cmd.add_argument("--drift-policy", choices=["model", "baseline", "noop"], default="model")
     episodes_cmd.add_argument("--repair-policy", choices=["model", "oracle", "noop"], default="model")
-    episodes_cmd.add_argument("--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial")
-    episodes_cmd.add_argument("--run-timeout", type=number_arg(0, above=True), default=5.0, help="seconds per script run")
+    episodes_cmd.add_argument(
+        "--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial"
+    )
+    episodes_cmd.add_argument(
+        "--run-timeout", type=number_arg(0, above=True), default=5.0, help="seconds per script run"
+    )
     add_run_options(episodes_cmd, "episodes")
     add_group_options(episodes_cmd)
     episodes_cmd.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
@@ -498,9 +631,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         flag = "--" + group_size.replace("_", "-")
         parser.error(f"--min-valid {args.min_valid}: more than the group's {flag} {getattr(args, group_size)}")
     if args.command == "regrade" and args.out is None:
-        args.out = str(PROJECT_ROOT / "results" / f"regrade-{re.sub(r'[^A-Za-z0-9._-]', '_', f'{args.run_id}-{args.regrade_id}')}.jsonl")
+        args.out = str(
+            PROJECT_ROOT
+            / "results"
+            / f"regrade-{re.sub(r'[^A-Za-z0-9._-]', '_', f'{args.run_id}-{args.regrade_id}')}.jsonl"
+        )
     if getattr(args, "out", "") is None:
-        args.out = str(PROJECT_ROOT / "results" / f"{args.command}-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}.jsonl")
+        args.out = str(
+            PROJECT_ROOT / "results" / f"{args.command}-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}.jsonl"
+        )
     return args
 
 
@@ -530,7 +669,13 @@ def main() -> None:
         sys.exit(2)
     try:
         code = asyncio.run(main_async(args))
-    except (SettingsError, PayloadStoreUnusable, ConnectionSettingsError, TemporalUnreachable, LocalServiceFailed) as error:
+    except (
+        SettingsError,
+        PayloadStoreUnusable,
+        ConnectionSettingsError,
+        TemporalUnreachable,
+        LocalServiceFailed,
+    ) as error:
         leave(1, f"starter: {error}")
     except OSError as error:  # a file or folder it was given cannot be read or written: the message names it
         leave(1, f"starter: {error}")

@@ -36,14 +36,15 @@ claimed, or ones a cancelled agent activity let go) are finished once they
 have been unclaimed for ``UNCLAIMED_SESSION_GRACE_S``. Expected, classified
 activity failures are logged as one line (``activity_failure_log``).
 
-Temporal: the connection comes from ``durable_rollouts.trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the
-``TEMPORAL_*`` variables: address, namespace, TLS, mTLS, API key); ``--temporal-address`` replaces the address
-alone. A server that cannot be reached at start is waited for (``ROLLOUT_SERVER_WAIT_S``), then the worker stops
-with one line naming the address.
+Temporal: the connection comes from ``durable_rollouts.trainer_client.temporal_connection`` (a ``temporal.toml`` profile
+and the ``TEMPORAL_*`` variables: address, namespace, TLS, mTLS, API key); ``--temporal-address`` replaces the address
+alone. A server that cannot be reached at start is waited for (``ROLLOUT_SERVER_WAIT_S``), then the worker stops with
+one line naming the address.
 
 Metrics: with ``ROLLOUT_METRICS_ADDRESS`` set, the Temporal runtime serves Prometheus there (the
 SDK's metrics and the rollout metrics, ``activities.metrics``); the client polls under an identity
-naming this host's queue and agent slots (``durable_rollouts.contracts.host_identity``), which ``starter.py status`` reads.
+naming this host's queue and agent slots (``durable_rollouts.contracts.host_identity``), which ``starter.py status``
+reads.
 
 SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
 close the adapter (spooled sessions stay for the next start).
@@ -102,7 +103,11 @@ from durable_rollouts.slime_samples.registry import contract_in_force
 from durable_rollouts.trainer_client import temporal_connection
 from durable_rollouts.trainer_client.payload_storage import PayloadStoreUnusable, check_payload_store, data_converter
 from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
-from durable_rollouts.trainer_client.temporal_connection import ConnectionSettingsError, TemporalUnreachable, target_from_env
+from durable_rollouts.trainer_client.temporal_connection import (
+    ConnectionSettingsError,
+    TemporalUnreachable,
+    target_from_env,
+)
 from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 from workflows.coding_agent_rollout import CodingAgentRollout
 from workflows.drift_repair_episode import DriftRepairEpisode
@@ -122,23 +127,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--temporal-address",
-        help=f"host:port (default: the Temporal settings, TEMPORAL_ADDRESS or a temporal.toml profile, else {temporal_connection.DEFAULT_ADDRESS})",
+        help=f"host:port (default: the Temporal settings, TEMPORAL_ADDRESS or a temporal.toml profile, else "
+        f"{temporal_connection.DEFAULT_ADDRESS})",
     )
     parser.add_argument("--host-id", help="this host's queue identity (default: ROLLOUT_HOST_ID or the hostname)")
     parser.add_argument("--adapter-port", type=port_arg, help="adapter port (default: SHIM_PORT or 18001; 0 = any)")
-    parser.add_argument("--scripted-policy", choices=POLICIES, help="serve the scripted policy in-process with this default policy")
+    parser.add_argument(
+        "--scripted-policy", choices=POLICIES, help="serve the scripted policy in-process with this default policy"
+    )
     parser.add_argument(
         "--oracle-tasks",
         type=existing_path_arg,
         help="dataset JSONL (or directory of Harbor tasks) whose reference patches the scripted oracle knows",
     )
     parser.add_argument(
-        "--dataset-root", help="where --oracle-tasks rows' script paths resolve, as the starter's --dataset-root (default: ROLLOUT_DATASET_ROOT)"
+        "--dataset-root",
+        help="where --oracle-tasks rows' script paths resolve, as the starter's --dataset-root (default: "
+        "ROLLOUT_DATASET_ROOT)",
     )
     return parser.parse_args(argv)
 
 
-async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, interval_s: float = UNCLAIMED_SWEEP_INTERVAL_S) -> None:
+async def forget_unclaimed_sessions(
+    adapter: AdapterServer, after_s: float, interval_s: float = UNCLAIMED_SWEEP_INTERVAL_S
+) -> None:
     """Sessions no agent activity claimed within ``after_s`` belong to rollouts that moved on: finish them."""
     registry = adapter.registry
     assert registry is not None, "the adapter is started"
@@ -149,7 +161,9 @@ async def forget_unclaimed_sessions(adapter: AdapterServer, after_s: float, inte
             log.info("released %d session(s) nobody resumed: %s", len(forgotten), ", ".join(forgotten))
 
 
-async def release_sessions_of_ended_rollouts(adapter: AdapterServer, client: Client, session_ids: list[str]) -> list[str]:
+async def release_sessions_of_ended_rollouts(
+    adapter: AdapterServer, client: Client, session_ids: list[str]
+) -> list[str]:
     """Restored sessions whose rollouts have already closed (or are unknown to the server) are finished at once: left to
     the unclaimed sweep, each restart would restart their clock. A server that does not answer leaves them to it."""
     registry = adapter.registry
@@ -238,15 +252,18 @@ async def run_worker(
     server_wait_s: float | None = None,
 ) -> None:
     """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll. Large payloads go to
-    ``payload_store`` (default: the environment's, ``durable_rollouts.config.payload_store``), checked first (``PayloadStoreUnusable``).
-    ``server_wait_s``: how long an unreachable Temporal server is waited for at start (default: ``ROLLOUT_SERVER_WAIT_S``)."""
+    ``payload_store`` (default: the environment's, ``durable_rollouts.config.payload_store``), checked first
+    (``PayloadStoreUnusable``). ``server_wait_s``: how long an unreachable Temporal server is waited for at start
+    (default: ``ROLLOUT_SERVER_WAIT_S``)."""
     payload_store = payload_store or payload_store_from_env()
     await check_payload_store(payload_store)
     stop = stop or asyncio.Event()
     runtime = metrics_runtime(settings.metrics_address)
     host_metrics = HostMetrics(runtime.metric_meter)
     activity_failure_log.install()
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io"))
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
+    )
     claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
     renderer = await asyncio.to_thread(PromptRenderer.from_folder, settings.tokenizer_dir)
     scripted: ScriptedPolicyServer | None = None
@@ -258,7 +275,10 @@ async def run_worker(
     docker_client = await asyncio.to_thread(docker.from_env)
     network = await asyncio.to_thread(ensure_network, docker_client)
     adapter = AdapterServer(
-        renderer, spool=SessionSpool(settings.results_dir / "spool" / host_queue), finish_grace_s=settings.finish_grace_s, metrics=host_metrics
+        renderer,
+        spool=SessionSpool(settings.results_dir / "spool" / host_queue),
+        finish_grace_s=settings.finish_grace_s,
+        metrics=host_metrics,
     )
     await adapter.start(settings.adapter_bind_host or network.gateway, settings.adapter_port)
     registry = adapter.registry
@@ -310,13 +330,17 @@ async def run_worker(
     )
     await asyncio.to_thread(sandboxes.image_cache.refresh)
     drift = DriftEpisodeActivities(
-        roles=AdapterRolePlayer(registry, policy_url, policy_url is not None, settings.parser_defaults, settings.policy_engine),
+        roles=AdapterRolePlayer(
+            registry, policy_url, policy_url is not None, settings.parser_defaults, settings.policy_engine
+        ),
         runner=SandboxScriptRunner(sandboxes),
     )
     registered = await ensure_search_attributes(client, client.namespace)
     if registered:
         log.info("registered search attributes: %s", ", ".join(registered))
-    activities = activity_lists(host, AdapterActivities(adapter), drift, SandboxActivities(sandboxes), GradingActivities(sandboxes))
+    activities = activity_lists(
+        host, AdapterActivities(adapter), drift, SandboxActivities(sandboxes), GradingActivities(sandboxes)
+    )
     shared = Worker(
         client,
         task_queue=settings.task_queue,
@@ -390,11 +414,20 @@ def main() -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        await run_worker(settings, args.scripted_policy, oracle_tasks, stop, payload_store=payload_store, server_wait_s=server_wait_s)
+        await run_worker(
+            settings, args.scripted_policy, oracle_tasks, stop, payload_store=payload_store, server_wait_s=server_wait_s
+        )
 
     try:
         asyncio.run(serve())
-    except (ClaudeTarballError, ConnectionSettingsError, FileNotFoundError, MetricsAddressError, PayloadStoreUnusable, TemporalUnreachable) as error:
+    except (
+        ClaudeTarballError,
+        ConnectionSettingsError,
+        FileNotFoundError,
+        MetricsAddressError,
+        PayloadStoreUnusable,
+        TemporalUnreachable,
+    ) as error:
         leave(1, f"worker: {error}")
     leave(0)
 

@@ -41,7 +41,9 @@ class ExpectedFailureFilter(logging.Filter):
             # Not asked for by its workflow (those complete as cancelled, at debug level): the server timed the attempt
             # out or could not be reached, an interruption its retry resumes.
             details = getattr(record, "temporal_activity", None) or {}
-            record.msg = "%s interrupted (workflow %s, attempt %s): cancelled by a timeout or a lost server, not by its workflow"
+            record.msg = (
+                "%s interrupted (workflow %s, attempt %s): cancelled by a timeout or a lost server, not by its workflow"
+            )
             record.args = (details.get("activity_type", "activity"), details.get("workflow_id"), details.get("attempt"))
             record.exc_info = None
             record.exc_text = None
@@ -49,7 +51,13 @@ class ExpectedFailureFilter(logging.Filter):
             details = getattr(record, "temporal_activity", None) or {}
             first_line = next(iter(error.message.splitlines()), "")[:MESSAGE_LIMIT]
             record.msg = "%s failed with %s (workflow %s, attempt %s): %s"
-            record.args = (details.get("activity_type", "activity"), error.type, details.get("workflow_id"), details.get("attempt"), first_line)
+            record.args = (
+                details.get("activity_type", "activity"),
+                error.type,
+                details.get("workflow_id"),
+                details.get("attempt"),
+                first_line,
+            )
             record.exc_info = None
             record.exc_text = None
         return True

@@ -49,5 +49,7 @@ class Translation:
         raise TypeError(f"no rule translates {type(error).__name__}") from error
 
 
-SESSION_SETUP_FAILURES = Translation(Failure(NoPolicyServer, ErrorType.NO_POLICY_SERVER), Failure(UnknownParser, ErrorType.UNKNOWN_PARSER))
+SESSION_SETUP_FAILURES = Translation(
+    Failure(NoPolicyServer, ErrorType.NO_POLICY_SERVER), Failure(UnknownParser, ErrorType.UNKNOWN_PARSER)
+)
 """Opening an adapter session for a policy spec (rollout agents and drift -> repair roles alike)."""

@@ -63,7 +63,9 @@ class AdapterActivities:
             self._verdicts.popitem(last=False)
         trajectory = await asyncio.to_thread(pack_trajectory, segments, result.turn_log, result.replay)
         summaries = await asyncio.to_thread(lambda: [SegmentSummary.of(s) for s in segments])
-        return MergeResult(trajectory=trajectory, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish)
+        return MergeResult(
+            trajectory=trajectory, segments=summaries, turns=len(result.turns), staleness=report, finish=result.finish
+        )
 
     async def _judged(self, result: SessionResult) -> tuple[list[TokenSegment], StalenessReport | None]:
         """The segments under the session's staleness bound, judged against the policy server's version now;
@@ -84,7 +86,12 @@ class AdapterActivities:
         """Record how many weight versions the session's oldest sampled token lies behind the server's version
         now (integer versions only; the staleness verdict's reading of the server if it made one). Nothing is
         recorded when either is not an integer or the server cannot say within ``VERSION_LAG_READ_S``."""
-        versions = [v for segment in result.segments for v in segment.token_weight_versions() if v is not None and is_integer_version(v)]
+        versions = [
+            v
+            for segment in result.segments
+            for v in segment.token_weight_versions()
+            if v is not None and is_integer_version(v)
+        ]
         if not versions or result.config is None:
             return
         current = report.current_version if report is not None else None
@@ -93,7 +100,8 @@ class AdapterActivities:
             assert registry is not None
             try:
                 current = await asyncio.wait_for(
-                    registry.policy_client(result.config).current_weight_version(result.config.policy_url), VERSION_LAG_READ_S
+                    registry.policy_client(result.config).current_weight_version(result.config.policy_url),
+                    VERSION_LAG_READ_S,
                 )
             except (PolicyServerError, TimeoutError) as error:
                 log.debug("policy-version lag of session %s not recorded: %s", result.session_id, error)

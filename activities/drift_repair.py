@@ -118,7 +118,9 @@ class DriftEpisodeActivities:
         if request.policy == "baseline":
             spec, broken, sites = _baseline(task, request.seed)
             return DriftProposal(spec=spec, spec_source="baseline", broken_script=broken, changed_sites=sites)
-        turn = await _playing(self.roles.play("drift", drift_prompt(task), request.model, request.workflow_id), "drift role")
+        turn = await _playing(
+            self.roles.play("drift", drift_prompt(task), request.model, request.workflow_id), "drift role"
+        )
         source: SpecSource = "model"
         error = ""
         try:
@@ -128,7 +130,9 @@ class DriftEpisodeActivities:
         except (SpecParseError, DriftSpecError) as problem:
             source, error = "fallback", str(problem)
             spec, broken, sites = _baseline(task, request.seed)
-        return DriftProposal(spec=spec, spec_source=source, spec_error=error, broken_script=broken, changed_sites=sites, role=turn)
+        return DriftProposal(
+            spec=spec, spec_source=source, spec_error=error, broken_script=broken, changed_sites=sites, role=turn
+        )
 
     @activity.defn(name="run_breakage")
     async def run_breakage(self, request: BreakageRequest) -> BreakageRun:
@@ -185,4 +189,6 @@ class DriftEpisodeActivities:
         """One trajectory for the episode: the role segments in the order given (drift, then repair)."""
         segments = [s for packed in request.trajectories for s in await asyncio.to_thread(unpack_trajectory, packed)]
         trajectory = await asyncio.to_thread(pack_trajectory, segments)
-        return MergeResult(trajectory=trajectory, segments=[SegmentSummary.of(s) for s in segments], turns=len(segments))
+        return MergeResult(
+            trajectory=trajectory, segments=[SegmentSummary.of(s) for s in segments], turns=len(segments)
+        )

@@ -39,7 +39,8 @@ class ErrorType(StrEnum):
     NO_POLICY_SERVER = "NoPolicyServer"
     # a PolicySpec naming a tool-call or reasoning parser ``durable_rollouts.policy.parsers`` does not know
     UNKNOWN_PARSER = "UnknownParser"
-    # ``durable_rollouts.policy.sglang_client.PolicyServerError`` left unhandled: Temporal names the failure after the class
+    # ``durable_rollouts.policy.sglang_client.PolicyServerError`` left unhandled: Temporal names the failure after the
+    # class
     POLICY_SERVER_ERROR = "PolicyServerError"
     # drift -> repair episodes
     UNKNOWN_TASK = "UnknownTask"

@@ -1,5 +1,5 @@
-"""The grading activity: ``evaluate`` grades a patch in a fresh sandbox (``durable_rollouts.grading.graders``), heartbeating
-its phase; its result carries the whole grading log (``EvalResult.log``) and its size.
+"""The grading activity: ``evaluate`` grades a patch in a fresh sandbox (``durable_rollouts.grading.graders``),
+heartbeating its phase; its result carries the whole grading log (``EvalResult.log``) and its size.
 
 Library errors become the activity's error types here and nowhere else: a failure while the grading
 sandbox boots is reported as a boot error, any later one as a grading error.
@@ -16,7 +16,13 @@ from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
 from activities.sandbox import heartbeating
 from durable_rollouts.contracts.grading import EvalRequest, EvalResult
-from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxError, SandboxGone, SandboxImageMissing
+from durable_rollouts.docker_sandbox.errors import (
+    RegistryAuthFailed,
+    RegistryUnavailable,
+    SandboxError,
+    SandboxGone,
+    SandboxImageMissing,
+)
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import swebench
 from durable_rollouts.grading.graders import GraderScriptMissing, NoGrader, evaluate

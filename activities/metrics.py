@@ -4,7 +4,8 @@ One endpoint (``ROLLOUT_METRICS_ADDRESS``) serves everything: ``metrics_runtime`
 ``Runtime`` whose Prometheus exporter serves the SDK's own metrics (``temporal_*``, durations in
 seconds), the workflows' (``workflows.rollout_metrics``, through ``workflow.metric_meter()``), the
 activities' (``activity.metric_meter()``) and the adapter's and host's
-(``durable_rollouts.policy.host_metrics``, on the runtime's meter). The client and both workers must be built on that runtime.
+(``durable_rollouts.policy.host_metrics``, on the runtime's meter). The client and both workers must be built on that
+runtime.
 
 Invariants: labels are bounded (a stage, a status, an error type, never a session or workflow id);
 with no address every meter is the SDK's no-op meter, so recording costs nothing and serves nothing.
@@ -47,4 +48,6 @@ def metrics_runtime(address: str | None) -> Runtime:
 
 def record_version_lag(lag: int) -> None:
     """In an activity: a merged rollout's policy-version lag (server's version minus its oldest token's)."""
-    activity.metric_meter().create_histogram(POLICY_VERSION_LAG, "weight versions between a merged rollout's oldest token and the server").record(lag)
+    activity.metric_meter().create_histogram(
+        POLICY_VERSION_LAG, "weight versions between a merged rollout's oldest token and the server"
+    ).record(lag)

@@ -41,18 +41,28 @@ log = logging.getLogger(__name__)
 PREFIX = LABEL_PREFIX
 
 
-async def sweep(sandboxes: DockerSandboxes, client: Client, host_queue: str, now: float | None = None, at_start: bool = False) -> list[str]:
+async def sweep(
+    sandboxes: DockerSandboxes, client: Client, host_queue: str, now: float | None = None, at_start: bool = False
+) -> list[str]:
     """One pass; returns the names of the containers it removed. ``at_start``: no activity of this
     host queue runs yet (the worker sweeps before it polls), so its unfinished boots are orphans."""
     expired = await sandboxes.reap_expired(now)
     containers = await sandboxes.list_managed()
     workflow_ids = sorted({c.labels.get(f"{PREFIX}.workflow_id", "") for c in containers})
-    descriptions = dict(zip(workflow_ids, await asyncio.gather(*(_describe(client, w) for w in workflow_ids)), strict=True))
-    names = {c.name for c in containers if _orphaned(c, descriptions[c.labels.get(f"{PREFIX}.workflow_id", "")], host_queue, at_start)}
+    descriptions = dict(
+        zip(workflow_ids, await asyncio.gather(*(_describe(client, w) for w in workflow_ids)), strict=True)
+    )
+    names = {
+        c.name
+        for c in containers
+        if _orphaned(c, descriptions[c.labels.get(f"{PREFIX}.workflow_id", "")], host_queue, at_start)
+    }
     return expired + (await sandboxes.reap(lambda c: c.name in names) if names else [])
 
 
-def _orphaned(container: ManagedContainer, description: WorkflowExecutionDescription | None, host_queue: str, at_start: bool) -> bool:
+def _orphaned(
+    container: ManagedContainer, description: WorkflowExecutionDescription | None, host_queue: str, at_start: bool
+) -> bool:
     labels = container.labels
     mine = labels.get(f"{PREFIX}.host_queue") == host_queue
     if description is None:

@@ -66,7 +66,12 @@ from durable_rollouts.contracts.image_prefetch import Prefetched, PrefetchReques
 from durable_rollouts.contracts.rollouts import AgentProgress
 from durable_rollouts.contracts.sandboxes import PickRequest, SandboxHandle, SandboxRequest
 from durable_rollouts.contracts.session import PolicyEngine
-from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed, RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
+from durable_rollouts.docker_sandbox.errors import (
+    DetachedLaunchFailed,
+    RegistryAuthFailed,
+    RegistryUnavailable,
+    SandboxImageMissing,
+)
 from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
 from durable_rollouts.docker_sandbox.image_refs import ImageReferenceError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
@@ -176,7 +181,8 @@ class RolloutHost:
 
     @property
     def slots_in_use(self) -> int:
-        """Slots held: live adapter sessions plus ``pick_host`` reservations (what ``pick_host`` compares with ``agent_slots``)."""
+        """Slots held: live adapter sessions plus ``pick_host`` reservations (what ``pick_host`` compares with
+        ``agent_slots``)."""
         registry = self.adapter.registry
         return (registry.live_count if registry is not None else 0) + self.reserved_slots
 
@@ -206,11 +212,17 @@ class RolloutHost:
         refusals = int(details[0]) if details else 0
         if key not in self._reservations and live + len(self._reservations) >= self.agent_slots:
             activity.heartbeat(refusals)
-            raise application_error(HostFull(f"{self.host_queue} is full ({self.agent_slots} agent slots)"), ErrorType.HOST_FULL, retryable=True)
+            raise application_error(
+                HostFull(f"{self.host_queue} is full ({self.agent_slots} agent slots)"),
+                ErrorType.HOST_FULL,
+                retryable=True,
+            )
         image = request.image if request is not None else ""
         if self.image_affinity and image and refusals < IMAGE_AFFINITY_ATTEMPTS and not self._holds(image):
             activity.heartbeat(refusals + 1)
-            raise application_error(ImageElsewhere(f"{self.host_queue} lacks {image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
+            raise application_error(
+                ImageElsewhere(f"{self.host_queue} lacks {image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True
+            )
         self._reservations[key] = now + RESERVATION_TTL_S
         return self.host_queue
 
@@ -234,26 +246,41 @@ class RolloutHost:
         Heartbeats the pull's progress (``ImagePull``) every ``HEARTBEAT_INTERVAL_S``.
         """
         details = activity.info().heartbeat_details
-        refusals = details[0] if details and isinstance(details[0], int) else (IMAGE_AFFINITY_ATTEMPTS if details else 0)
+        refusals = (
+            details[0] if details and isinstance(details[0], int) else (IMAGE_AFFINITY_ATTEMPTS if details else 0)
+        )
         if not self._holds(request.image):
             if self.image_affinity and refusals < IMAGE_AFFINITY_ATTEMPTS:
                 activity.heartbeat(refusals + 1)
-                raise application_error(ImageElsewhere(f"{self.host_queue} lacks {request.image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True)
+                raise application_error(
+                    ImageElsewhere(f"{self.host_queue} lacks {request.image}"),
+                    ErrorType.IMAGE_ELSEWHERE,
+                    retryable=True,
+                )
             if self._prefetching >= PREFETCH_PULLS_PER_HOST:
                 activity.heartbeat(refusals)
                 raise application_error(
-                    PullsBusy(f"{self.host_queue} already pulls {self._prefetching} images ahead"), ErrorType.PULLS_BUSY, retryable=True
+                    PullsBusy(f"{self.host_queue} already pulls {self._prefetching} images ahead"),
+                    ErrorType.PULLS_BUSY,
+                    retryable=True,
                 )
         started, latest = time.monotonic(), dict[str, dict[str, Any]]()
         self._prefetching += 1
         try:
             async with sandbox.heartbeating(lambda: latest.get("pull"), HEARTBEAT_INTERVAL_S):
-                outcome = await self.sandboxes.prefetch(request.image, request.pull_timeout_s, lambda pull: latest.update(pull=pull.model_dump()))
+                outcome = await self.sandboxes.prefetch(
+                    request.image, request.pull_timeout_s, lambda pull: latest.update(pull=pull.model_dump())
+                )
         except PREFETCH_FAILURES.handled as error:
             raise PREFETCH_FAILURES(error) from None
         finally:
             self._prefetching -= 1
-        return Prefetched(image=request.image, outcome=outcome, host_queue=self.host_queue, seconds=round(time.monotonic() - started, 1))
+        return Prefetched(
+            image=request.image,
+            outcome=outcome,
+            host_queue=self.host_queue,
+            seconds=round(time.monotonic() - started, 1),
+        )
 
     @activity.defn(name="boot_sandbox")
     async def boot_sandbox(self, request: SandboxRequest) -> SandboxHandle:
@@ -285,7 +312,9 @@ class RolloutHost:
         info = activity.info()
         ledger = RunLedger.after(info.heartbeat_details[0] if info.heartbeat_details else None, info.attempt)
         if info.attempt > 1:
-            log.info("agent of %s: attempt %d resumes after %s", request.handle.name, info.attempt, _ledger_text(ledger))
+            log.info(
+                "agent of %s: attempt %d resumes after %s", request.handle.name, info.attempt, _ledger_text(ledger)
+            )
         resumed = await self._resumable(request)
         launch: AgentLaunch | None = None
         if resumed is not None:
@@ -301,7 +330,9 @@ class RolloutHost:
         beat = asyncio.create_task(self._heartbeat(session_id, started_at, request, ledger))
         try:
             disk_bytes = self.sandboxes.limits_for(request.task).disk_bytes
-            exit_code, stopped = await wait_for_agent(self.sandboxes, request.handle, disk_bytes, launch, deadline=started_at + request.time_budget_s)
+            exit_code, stopped = await wait_for_agent(
+                self.sandboxes, request.handle, disk_bytes, launch, deadline=started_at + request.time_budget_s
+            )
             if exit_code is None:
                 await self.sandboxes.kill_detached(request.handle, AGENT_JOB)
             agent_log = await self._agent_log(request.handle)
@@ -309,7 +340,9 @@ class RolloutHost:
             beat.cancel()
             if activity.is_worker_shutdown():
                 raise application_error(
-                    WorkerShutdown("worker shut down while the agent ran; its session stays spooled"), ErrorType.WORKER_SHUTDOWN, retryable=True
+                    WorkerShutdown("worker shut down while the agent ran; its session stays spooled"),
+                    ErrorType.WORKER_SHUTDOWN,
+                    retryable=True,
                 ) from None
             final: ApplicationError | None = None
             if isinstance(error, Exception):  # a real failure (a cancellation is the server's or the workflow's)
@@ -318,9 +351,13 @@ class RolloutHost:
                     final = final_failure(error, f"real failure {ledger.failed().failures} of {MAX_AGENT_FAILURES}")
             if registry.held_by(session_id, attempt):
                 if isinstance(error, DetachedLaunchFailed) or final is not None:
-                    await registry.finish_session(session_id, grace_s=0)  # no agent runs, or none will be re-attached to
+                    await registry.finish_session(
+                        session_id, grace_s=0
+                    )  # no agent runs, or none will be re-attached to
                 elif _stopped_by_workflow(error):
-                    await registry.finish_session(session_id, grace_s=0)  # the rollout is stopped: abort its turns at once
+                    await registry.finish_session(
+                        session_id, grace_s=0
+                    )  # the rollout is stopped: abort its turns at once
                     with contextlib.suppress(Exception):
                         await asyncio.shield(self.sandboxes.kill_detached(request.handle, AGENT_JOB))
                 else:
@@ -383,7 +420,9 @@ class RolloutHost:
             worker_engine=self.policy_engine,
         )
         ticket = registry.open_session(config)
-        return ticket.session_id, AgentLaunch.for_session(self.claude, self.adapter_public_url, ticket.secret, policy.context_budget)
+        return ticket.session_id, AgentLaunch.for_session(
+            self.claude, self.adapter_public_url, ticket.secret, policy.context_budget
+        )
 
     async def _resumable(self, request: AgentRunRequest) -> tuple[str, float] | None:
         info = activity.info()
@@ -394,12 +433,21 @@ class RolloutHost:
         registry = self.adapter.registry
         assert registry is not None
         if not session_id or not registry.resumable(session_id):
-            raise application_error(SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST)
+            raise application_error(
+                SessionLost(f"attempt {info.attempt}: the agent session did not survive"), ErrorType.SESSION_LOST
+            )
         status = await self.sandboxes.detached_status(request.handle, AGENT_JOB)
         if not status.started:
             await registry.finish_session(session_id, grace_s=0)
-            raise application_error(SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST)
-        log.info("re-attaching to %s (session %s, agent %s)", request.handle.name, session_id, "running" if status.running else "finished")
+            raise application_error(
+                SessionLost(f"attempt {info.attempt}: the agent was never launched"), ErrorType.SESSION_LOST
+            )
+        log.info(
+            "re-attaching to %s (session %s, agent %s)",
+            request.handle.name,
+            session_id,
+            "running" if status.running else "finished",
+        )
         return session_id, float(details.get("started_at") or time.time())
 
     def _progress(self, session_id: str, request: AgentRunRequest) -> AgentProgress:
@@ -410,7 +458,9 @@ class RolloutHost:
             attempt=request.attempt,
             session_id=session_id,
             turns=len(session.turns) if session else 0,
-            tokens=session.turns[-1].prompt_tokens + session.turns[-1].completion_tokens if session and session.turns else 0,
+            tokens=session.turns[-1].prompt_tokens + session.turns[-1].completion_tokens
+            if session and session.turns
+            else 0,
             last_turn_at=session.last_turn_at if session else None,
             last_tools=session.turns[-1].tool_names if session and session.turns else [],
             oldest_weight_version=oldest,
@@ -420,11 +470,15 @@ class RolloutHost:
 
     def _progress_details(self, session_id: str, started_at: float, request: AgentRunRequest) -> dict[str, Any]:
         """The heartbeat's details but for the ledger: the progress, the sandbox and when the agent started."""
-        return self._progress(session_id, request).model_dump(mode="json") | {"sandbox": request.handle.name, "started_at": started_at}
+        return self._progress(session_id, request).model_dump(mode="json") | {
+            "sandbox": request.handle.name,
+            "started_at": started_at,
+        }
 
     async def _heartbeat(self, session_id: str, started_at: float, request: AgentRunRequest, ledger: RunLedger) -> None:
         """Heartbeat every few seconds (the progress, and the run's ledger for the next attempt); tell the workflow
-        (signal) when the turn count moved, at once the first time and then at most every ``PROGRESS_SIGNAL_INTERVAL_S``."""
+        (signal) when the turn count moved, at once the first time and then at most every
+        ``PROGRESS_SIGNAL_INTERVAL_S``."""
         signalled_turns = 0
         signalled_at = -PROGRESS_SIGNAL_INTERVAL_S
         workflow_id = activity.info().workflow_id
@@ -450,7 +504,11 @@ def _ledger_text(ledger: RunLedger) -> str:
 def _stopped_by_workflow(error: BaseException) -> bool:
     """A cancellation the workflow (or an operator through it) asked for, as opposed to a lost heartbeat or timeout."""
     details = activity.cancellation_details()
-    return isinstance(error, asyncio.CancelledError) and details is not None and (details.cancel_requested or details.reset)
+    return (
+        isinstance(error, asyncio.CancelledError)
+        and details is not None
+        and (details.cancel_requested or details.reset)
+    )
 
 
 def _why(error: BaseException) -> str:
@@ -461,7 +519,8 @@ def _why(error: BaseException) -> str:
 
 
 def _final_failure(error: BaseException) -> bool:
-    """Whether the failing activity attempt is the last one Temporal will run (a cancel for a lost heartbeat is retried)."""
+    """Whether the failing activity attempt is the last one Temporal will run (a cancel for a lost heartbeat is
+    retried)."""
     if isinstance(error, asyncio.CancelledError):
         return _stopped_by_workflow(error)
     if isinstance(error, ApplicationError) and error.non_retryable:

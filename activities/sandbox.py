@@ -21,7 +21,13 @@ from activities.activity_failures import Failure, Translation
 from activities.error_types import ErrorType
 from durable_rollouts.contracts.grading import CapturedDiff
 from durable_rollouts.contracts.sandboxes import ImagePull, SandboxHandle, SandboxRequest
-from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxError, SandboxGone, SandboxImageMissing
+from durable_rollouts.docker_sandbox.errors import (
+    RegistryAuthFailed,
+    RegistryUnavailable,
+    SandboxError,
+    SandboxGone,
+    SandboxImageMissing,
+)
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.grading import swebench
 
@@ -53,7 +59,9 @@ BOOT_FAILURES = Translation(
     Failure(swebench.NotEvaluable, ErrorType.NOT_EVALUABLE),
     Failure(SandboxError, ErrorType.SANDBOX_BOOT_ERROR),
 )
-DIFF_FAILURES = Translation(Failure(SandboxGone, ErrorType.SANDBOX_GONE), Failure(SandboxError, ErrorType.GIT_DIFF_FAILED))
+DIFF_FAILURES = Translation(
+    Failure(SandboxGone, ErrorType.SANDBOX_GONE), Failure(SandboxError, ErrorType.GIT_DIFF_FAILED)
+)
 
 
 @contextlib.asynccontextmanager
@@ -90,7 +98,9 @@ async def signalling_pulls(client: Client | None, workflow_id: str) -> AsyncIter
             task.cancel()
 
 
-async def boot_sandbox(sandboxes: DockerSandboxes, request: SandboxRequest, client: Client | None = None) -> SandboxHandle:
+async def boot_sandbox(
+    sandboxes: DockerSandboxes, request: SandboxRequest, client: Client | None = None
+) -> SandboxHandle:
     """Boot with the worker's settings; non-transient failures are non-retryable (``SandboxImageMissing``,
     ``RegistryAuthFailed``, ``SandboxBootError``); ``RegistryUnavailable`` is retried. An agent sandbox is not
     booted for a SWE-bench row this worker could not grade (``NotEvaluable``), so no agent run is spent on
@@ -121,9 +131,9 @@ class SandboxActivities:
 
     @activity.defn(name="capture_diff")
     async def capture_diff(self, handle: SandboxHandle) -> CapturedDiff:
-        """``capture_diff``, heartbeating; non-retryable failures: ``SandboxGone`` (the container died), ``GitDiffFailed``.
-        The patch travels in the result (over the cap nothing was captured); the rollout keeps it in its own
-        result (``DiffReport.kept_patch``) for a re-grade."""
+        """``capture_diff``, heartbeating; non-retryable failures: ``SandboxGone`` (the container died),
+        ``GitDiffFailed``. The patch travels in the result (over the cap nothing was captured); the rollout keeps it in
+        its own result (``DiffReport.kept_patch``) for a re-grade."""
         try:
             async with heartbeating(lambda: {"phase": "diff"}):
                 return await self.sandboxes.capture_diff(handle)

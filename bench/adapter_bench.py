@@ -39,9 +39,9 @@ Scenarios (both run by default):
   saturating, closed-loop load (``--policy-delay-ms`` adds policy latency).
 
 Diagnostics: ``--profile DIR`` (cProfile of the adapter process during the lag
-windows; since Python 3.12 cProfile records every thread, the CPU pool's with the loop's), ``--what-if-switch-interval S`` and ``--what-if-gc-freeze``
-(knobs the shipped adapter does not set, to test a suggestion), and
-``--cpu-threads`` (the adapter's CPU pool size; default: the adapter's own, max(2, cpu_count - 1)).
+windows; since Python 3.12 cProfile records every thread, the CPU pool's with the loop's), ``--what-if-switch-interval
+S`` and ``--what-if-gc-freeze`` (knobs the shipped adapter does not set, to test a suggestion), and ``--cpu-threads``
+(the adapter's CPU pool size; default: the adapter's own, max(2, cpu_count - 1)).
 
 No pass/fail thresholds are enforced: the script prints numbers and says
 whether the project's stated targets are met. Run from the repository root::
@@ -69,7 +69,14 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bench.harness.child_roles import BenchError, announce_ready, read_ready, start_role, stop_process, until_told_to_stop
+from bench.harness.child_roles import (
+    BenchError,
+    announce_ready,
+    read_ready,
+    start_role,
+    stop_process,
+    until_told_to_stop,
+)
 from bench.harness.stats import percentile
 
 END_OF_TURN_ID = 248046
@@ -420,7 +427,7 @@ You are powered by the model slime-actor.
 
 # Code References
 When referencing specific functions or pieces of code include the pattern `file_path:line_number` to allow the user to easily navigate to the source code location.
-"""
+"""  # noqa: E501
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -436,19 +443,41 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 TOOLS: list[dict[str, Any]] = [
     {
         "name": "Bash",
-        "description": "Executes a given bash command in a persistent shell session with optional timeout, ensuring proper handling and security measures.\n\nBefore executing the command, please follow these steps:\n1. Directory Verification: if the command will create new directories or files, first use ls to verify the parent directory exists and is the correct location.\n2. Command Execution: always quote file paths that contain spaces with double quotes. After ensuring proper quoting, execute the command and capture its output.\n\nUsage notes:\n- The command argument is required.\n- You can specify an optional timeout in milliseconds (up to 600000ms / 10 minutes). If not specified, commands will timeout after 120000ms (2 minutes).\n- If the output exceeds 30000 characters, output will be truncated before being returned to you.\n- VERY IMPORTANT: You MUST avoid using search commands like `find` and `grep`. Instead use Grep, Glob, or Task to search. You MUST avoid read tools like `cat`, `head`, `tail`, and `ls`, and use Read and LS to read files.\n- When issuing multiple commands, use the ';' or '&&' operator to separate them. DO NOT use newlines (newlines are ok in quoted strings).\n- Try to maintain your current working directory throughout the session by using absolute paths and avoiding usage of `cd`.",
+        "description": "Executes a given bash command in a persistent shell session with optional timeout, ensuring "
+        "proper handling and security measures.\n\nBefore executing the command, please follow these steps:\n1. "
+        "Directory Verification: if the command will create new directories or files, first use ls to verify the "
+        "parent directory exists and is the correct location.\n2. Command Execution: always quote file paths that "
+        "contain spaces with double quotes. After ensuring proper quoting, execute the command and capture its "
+        "output.\n\nUsage notes:\n- The command argument is required.\n- You can specify an optional timeout in "
+        "milliseconds (up to 600000ms / 10 minutes). If not specified, commands will timeout after 120000ms (2 "
+        "minutes).\n- If the output exceeds 30000 characters, output will be truncated before being returned to "
+        "you.\n- VERY IMPORTANT: You MUST avoid using search commands like `find` and `grep`. Instead use Grep, "
+        "Glob, or Task to search. You MUST avoid read tools like `cat`, `head`, `tail`, and `ls`, and use Read "
+        "and LS to read files.\n- When issuing multiple commands, use the ';' or '&&' operator to separate them. "
+        "DO NOT use newlines (newlines are ok in quoted strings).\n- Try to maintain your current working "
+        "directory throughout the session by using absolute paths and avoiding usage of `cd`.",
         "input_schema": _schema(
             {
                 "command": {"type": "string", "description": "The command to execute"},
                 "timeout": {"type": "number", "description": "Optional timeout in milliseconds (max 600000)"},
-                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words."},
+                "description": {
+                    "type": "string",
+                    "description": "Clear, concise description of what this command does in 5-10 words.",
+                },
             },
             ["command"],
         ),
     },
     {
         "name": "Read",
-        "description": "Reads a file from the local filesystem. You can access any file directly by using this tool.\n\nUsage:\n- The file_path parameter must be an absolute path, not a relative path\n- By default, it reads up to 2000 lines starting from the beginning of the file\n- You can optionally specify a line offset and limit (especially handy for long files), but it's recommended to read the whole file by not providing these parameters\n- Any lines longer than 2000 characters will be truncated\n- Results are returned using cat -n format, with line numbers starting at 1\n- You have the capability to call multiple tools in a single response. It is always better to speculatively read multiple files as a batch that are potentially useful.",
+        "description": "Reads a file from the local filesystem. You can access any file directly by using this "
+        "tool.\n\nUsage:\n- The file_path parameter must be an absolute path, not a relative path\n- By default, "
+        "it reads up to 2000 lines starting from the beginning of the file\n- You can optionally specify a line "
+        "offset and limit (especially handy for long files), but it's recommended to read the whole file by not "
+        "providing these parameters\n- Any lines longer than 2000 characters will be truncated\n- Results are "
+        "returned using cat -n format, with line numbers starting at 1\n- You have the capability to call "
+        "multiple tools in a single response. It is always better to speculatively read multiple files as a batch "
+        "that are potentially useful.",
         "input_schema": _schema(
             {
                 "file_path": {"type": "string", "description": "The absolute path to the file to read"},
@@ -460,23 +489,41 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "Edit",
-        "description": "Performs exact string replacements in files.\n\nUsage:\n- You must use your `Read` tool at least once in the conversation before editing. This tool will error if you attempt an edit without reading the file.\n- When editing text from Read tool output, ensure you preserve the exact indentation (tabs/spaces) as it appears AFTER the line number prefix.\n- ALWAYS prefer editing existing files in the codebase. NEVER write new files unless explicitly required.\n- The edit will FAIL if `old_string` is not unique in the file. Either provide a larger string with more surrounding context to make it unique or use `replace_all` to change every instance of `old_string`.",
+        "description": "Performs exact string replacements in files.\n\nUsage:\n- You must use your `Read` tool at "
+        "least once in the conversation before editing. This tool will error if you attempt an edit without "
+        "reading the file.\n- When editing text from Read tool output, ensure you preserve the exact indentation "
+        "(tabs/spaces) as it appears AFTER the line number prefix.\n- ALWAYS prefer editing existing files in the "
+        "codebase. NEVER write new files unless explicitly required.\n- The edit will FAIL if `old_string` is not "
+        "unique in the file. Either provide a larger string with more surrounding context to make it unique or "
+        "use `replace_all` to change every instance of `old_string`.",
         "input_schema": _schema(
             {
                 "file_path": {"type": "string", "description": "The absolute path to the file to modify"},
                 "old_string": {"type": "string", "description": "The text to replace"},
-                "new_string": {"type": "string", "description": "The text to replace it with (must be different from old_string)"},
-                "replace_all": {"type": "boolean", "default": False, "description": "Replace all occurences of old_string (default false)"},
+                "new_string": {
+                    "type": "string",
+                    "description": "The text to replace it with (must be different from old_string)",
+                },
+                "replace_all": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Replace all occurences of old_string (default false)",
+                },
             },
             ["file_path", "old_string", "new_string"],
         ),
     },
     {
         "name": "Write",
-        "description": "Writes a file to the local filesystem. This tool will overwrite the existing file if there is one at the provided path. If this is an existing file, you MUST use the Read tool first to read the file's contents.",
+        "description": "Writes a file to the local filesystem. This tool will overwrite the existing file if there is "
+        "one at the provided path. If this is an existing file, you MUST use the Read tool first to read the "
+        "file's contents.",
         "input_schema": _schema(
             {
-                "file_path": {"type": "string", "description": "The absolute path to the file to write (must be absolute, not relative)"},
+                "file_path": {
+                    "type": "string",
+                    "description": "The absolute path to the file to write (must be absolute, not relative)",
+                },
                 "content": {"type": "string", "description": "The content to write to the file"},
             },
             ["file_path", "content"],
@@ -484,22 +531,37 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "Glob",
-        "description": '- Fast file pattern matching tool that works with any codebase size\n- Supports glob patterns like "**/*.js" or "src/**/*.ts"\n- Returns matching file paths sorted by modification time\n- Use this tool when you need to find files by name patterns',
+        "description": "- Fast file pattern matching tool that works with any codebase size\n- Supports glob patterns "
+        'like "**/*.js" or "src/**/*.ts"\n- Returns matching file paths sorted by modification time\n- Use this '
+        "tool when you need to find files by name patterns",
         "input_schema": _schema(
             {
                 "pattern": {"type": "string", "description": "The glob pattern to match files against"},
-                "path": {"type": "string", "description": "The directory to search in. Defaults to the current working directory."},
+                "path": {
+                    "type": "string",
+                    "description": "The directory to search in. Defaults to the current working directory.",
+                },
             },
             ["pattern"],
         ),
     },
     {
         "name": "Grep",
-        "description": 'A powerful search tool built on ripgrep.\n\nUsage:\n- ALWAYS use Grep for search tasks. NEVER invoke `grep` or `rg` as a Bash command.\n- Supports full regex syntax (e.g., "log.*Error", "function\\s+\\w+")\n- Filter files with glob parameter (e.g., "*.js", "**/*.tsx") or type parameter (e.g., "js", "py", "rust")\n- Output modes: "content" shows matching lines, "files_with_matches" shows only file paths (default), "count" shows match counts',
+        "description": "A powerful search tool built on ripgrep.\n\nUsage:\n- ALWAYS use Grep for search tasks. NEVER "
+        'invoke `grep` or `rg` as a Bash command.\n- Supports full regex syntax (e.g., "log.*Error", '
+        '"function\\s+\\w+")\n- Filter files with glob parameter (e.g., "*.js", "**/*.tsx") or type parameter '
+        '(e.g., "js", "py", "rust")\n- Output modes: "content" shows matching lines, "files_with_matches" shows '
+        'only file paths (default), "count" shows match counts',
         "input_schema": _schema(
             {
-                "pattern": {"type": "string", "description": "The regular expression pattern to search for in file contents"},
-                "path": {"type": "string", "description": "File or directory to search in. Defaults to current working directory."},
+                "pattern": {
+                    "type": "string",
+                    "description": "The regular expression pattern to search for in file contents",
+                },
+                "path": {
+                    "type": "string",
+                    "description": "File or directory to search in. Defaults to current working directory.",
+                },
                 "glob": {"type": "string", "description": "Glob pattern to filter files"},
                 "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"]},
                 "-n": {"type": "boolean", "description": "Show line numbers in output"},
@@ -509,7 +571,8 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "TodoWrite",
-        "description": "Use this tool to create and manage a structured task list for your current coding session. This helps you track progress, organize complex tasks, and demonstrate thoroughness to the user.",
+        "description": "Use this tool to create and manage a structured task list for your current coding session. "
+        "This helps you track progress, organize complex tasks, and demonstrate thoroughness to the user.",
         "input_schema": _schema(
             {
                 "todos": {
@@ -533,11 +596,16 @@ TOOLS: list[dict[str, Any]] = [
 FIRST_USER_TURN = [
     {
         "type": "text",
-        "text": "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n# important-instruction-reminders\nDo what has been asked; nothing more, nothing less.\nNEVER create files unless they're absolutely necessary for achieving your goal.\nALWAYS prefer editing an existing file to creating a new one.\n</system-reminder>",
+        "text": "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n# "
+        "important-instruction-reminders\nDo what has been asked; nothing more, nothing less.\nNEVER create files "
+        "unless they're absolutely necessary for achieving your goal.\nALWAYS prefer editing an existing file to "
+        "creating a new one.\n</system-reminder>",
     },
     {
         "type": "text",
-        "text": "The event loop stalls under load in our asyncio service. Read through the relevant standard-library modules and explain where a slow callback would block other tasks, then propose a fix.\nPrimary working directory: /repo",
+        "text": "The event loop stalls under load in our asyncio service. Read through the relevant standard-library "
+        "modules and explain where a slow callback would block other tasks, then propose a fix.\nPrimary working "
+        "directory: /repo",
     },
 ]
 
@@ -678,10 +746,18 @@ class Bench:
     async def open(self, variant: str, count: int, context: int, first_index: int = 0) -> list[Conversation]:
         opened = await self.control(
             "/open",
-            {"policy_url": self.policy_url, "variant": variant, "count": count, "context_budget": context + 16384, "max_turns": self.max_turns + 10},
+            {
+                "policy_url": self.policy_url,
+                "variant": variant,
+                "count": count,
+                "context_budget": context + 16384,
+                "max_turns": self.max_turns + 10,
+            },
         )
         return [
-            Conversation(first_index + i, o["secret"], ChunkSource(self.corpus, self.seed * 1_000_000 + first_index + i), o["id"])
+            Conversation(
+                first_index + i, o["secret"], ChunkSource(self.corpus, self.seed * 1_000_000 + first_index + i), o["id"]
+            )
             for i, o in enumerate(opened)
         ]
 
@@ -690,10 +766,16 @@ class Bench:
 
     async def turn(self, conversation: Conversation) -> int:
         data = json.dumps(conversation.body()).encode()
-        headers = {"Authorization": f"Bearer {conversation.secret}", "Content-Type": "application/json", "anthropic-version": "2023-06-01"}
+        headers = {
+            "Authorization": f"Bearer {conversation.secret}",
+            "Content-Type": "application/json",
+            "anthropic-version": "2023-06-01",
+        }
         async with self.http.post(f"{self.adapter_url}/v1/messages", data=data, headers=headers) as response:
             if response.status != 200:
-                raise BenchError(f"session {conversation.index}: HTTP {response.status}: {(await response.text())[:300]}")
+                raise BenchError(
+                    f"session {conversation.index}: HTTP {response.status}: {(await response.text())[:300]}"
+                )
             reply = await response.json()
         conversation.absorb(reply)
         return conversation.prompt_tokens
@@ -705,7 +787,12 @@ class Bench:
 
 
 def lag_stats(lags: list[float]) -> dict[str, float]:
-    return {"n": len(lags), "p50": percentile(lags, 50), "p99": percentile(lags, 99), "max": max(lags) if lags else float("nan")}
+    return {
+        "n": len(lags),
+        "p50": percentile(lags, 50),
+        "p99": percentile(lags, 99),
+        "max": max(lags) if lags else float("nan"),
+    }
 
 
 async def warm_up(bench: Bench) -> None:
@@ -774,7 +861,10 @@ def merge_gc(parts: list[dict[str, float]]) -> dict[str, float]:
 
 
 def gc_note(g: dict[str, float]) -> str:
-    return f"GC {g['collections']} collections, {g['total_ms']:.0f} ms wall ({g['cpu_ms']:.0f} ms CPU) total, max {g['max_ms']:.1f} ms ({g['gen2']} full, max {g['gen2_max_ms']:.1f} ms)"
+    return (
+        f"GC {g['collections']} collections, {g['total_ms']:.0f} ms wall ({g['cpu_ms']:.0f} ms CPU) total, max "
+        f"{g['max_ms']:.1f} ms ({g['gen2']} full, max {g['gen2_max_ms']:.1f} ms)"
+    )
 
 
 def cpu_at(rounds: list[dict[str, Any]], size: int, key: str = "cpu_ms_per_turn") -> tuple[float, float]:
@@ -786,7 +876,9 @@ def cpu_at(rounds: list[dict[str, Any]], size: int, key: str = "cpu_ms_per_turn"
     return value, prompt
 
 
-async def scenario_lag(bench: Bench, variant: str, slots: int, context: int, warmup_s: float, window_s: float, profile: str | None) -> dict[str, Any]:
+async def scenario_lag(
+    bench: Bench, variant: str, slots: int, context: int, warmup_s: float, window_s: float, profile: str | None
+) -> dict[str, Any]:
     """Steady load: ``slots`` agent loops, each running back-to-back conversations (a fresh
     session each) from the first turn up to ``context`` tokens, with no think time. The meter
     runs for ``window_s`` after ``warmup_s``; every slot is busy for the whole window."""
@@ -866,7 +958,10 @@ def ratio(a: float, b: float) -> str:
 
 def ledger_note(ledger: dict[str, Any], sessions: int) -> str:
     per_turn = ledger["tokenised"] / max(1, ledger["turns"])
-    return f"modes {ledger['modes']}, segments/session {sum(ledger['segments']) / max(1, sessions):.2f}, tokens tokenised/turn {per_turn:.0f}"
+    return (
+        f"modes {ledger['modes']}, segments/session {sum(ledger['segments']) / max(1, sessions):.2f}, tokens "
+        f"tokenised/turn {per_turn:.0f}"
+    )
 
 
 def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -881,7 +976,10 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
     if "cpu" in results:
         cpu = results["cpu"]
         p(f"\n[cpu] {args.sessions} sessions, lock-step rounds up to {args.context} tokens (non-streaming JSON)")
-        p(f"{'context':>9} | {'ours CPU ms/turn':>16} | {'naive CPU ms/turn':>17} | {'naive/ours':>10} | {'loop-thread ms/turn ours / naive':>32}")
+        p(
+            f"{'context':>9} | {'ours CPU ms/turn':>16} | {'naive CPU ms/turn':>17} | {'naive/ours':>10} | "
+            f"{'loop-thread ms/turn ours / naive':>32}"
+        )
         sizes = [s for s in args.sizes if s <= args.context]
         for size in sizes:
             ours, ours_prompt = cpu_at(cpu["ours"]["rounds"], size)
@@ -889,41 +987,60 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
             ours_loop, _ = cpu_at(cpu["ours"]["rounds"], size, "loop_ms_per_turn")
             naive_loop, _ = cpu_at(cpu["naive"]["rounds"], size, "loop_ms_per_turn")
             label = f"~{ours_prompt / 1000:.1f}k"
-            p(f"{label:>9} | {ours:16.1f} | {naive:17.1f} | {ratio(naive, ours):>10} | {ours_loop:14.1f} / {naive_loop:<15.1f}")
+            p(
+                f"{label:>9} | {ours:16.1f} | {naive:17.1f} | {ratio(naive, ours):>10} | {ours_loop:14.1f} / "
+                f"{naive_loop:<15.1f}"
+            )
         o, n = cpu["ours"], cpu["naive"]
         p(
-            f"{'all turns':>9} | {o['cpu_ms_per_turn_all']:16.1f} | {n['cpu_ms_per_turn_all']:17.1f} | {ratio(n['cpu_ms_per_turn_all'], o['cpu_ms_per_turn_all']):>10} |"
+            f"{'all turns':>9} | {o['cpu_ms_per_turn_all']:16.1f} | {n['cpu_ms_per_turn_all']:17.1f} | "
+            f"{ratio(n['cpu_ms_per_turn_all'], o['cpu_ms_per_turn_all']):>10} |"
         )
         p(
-            f"lag during [cpu] rounds: ours p50/p99 {o['lag']['p50']:.1f}/{o['lag']['p99']:.1f} ms, naive {n['lag']['p50']:.1f}/{n['lag']['p99']:.1f} ms"
+            f"lag during [cpu] rounds: ours p50/p99 {o['lag']['p50']:.1f}/{o['lag']['p99']:.1f} ms, naive "
+            f"{n['lag']['p50']:.1f}/{n['lag']['p99']:.1f} ms"
         )
         for v in VARIANTS:
-            p(f"  {v:5}: {cpu[v]['turns']} turns, max prompt {cpu[v]['max_prompt']} tokens; {ledger_note(cpu[v]['ledger'], args.sessions)}")
+            p(
+                f"  {v:5}: {cpu[v]['turns']} turns, max prompt {cpu[v]['max_prompt']} tokens; "
+                f"{ledger_note(cpu[v]['ledger'], args.sessions)}"
+            )
             p(f"         {gc_note(cpu[v]['gc'])}")
     if "lag" in results:
         lag = results["lag"]
         p(
-            f"\n[lag] {args.lag_sessions} agent loops, no think time, each running back-to-back conversations up to {args.lag_context} tokens;"
+            f"\n[lag] {args.lag_sessions} agent loops, no think time, each running back-to-back conversations up to "
+            f"{args.lag_context} tokens;"
             f" metered {args.lag_seconds:g} s after {args.lag_warmup:g} s of load"
         )
         p(
-            f"{'variant':>7} | {'turns':>5} | {'turns/s':>7} | {'mean prompt':>11} | {'CPU ms/turn':>11} | {'loop ms/turn':>12} | {'lag p50':>7} | {'lag p99':>7} | {'lag max':>7}"
+            f"{'variant':>7} | {'turns':>5} | {'turns/s':>7} | {'mean prompt':>11} | {'CPU ms/turn':>11} | "
+            f"{'loop ms/turn':>12} | {'lag p50':>7} | {'lag p99':>7} | {'lag max':>7}"
         )
         for v in VARIANTS:
             w = lag[v]["window"]
             p(
-                f"{v:>7} | {w['turns']:5d} | {w['turns_per_s']:7.1f} | {w['mean_prompt']:11.0f} | {w['cpu_ms_per_turn']:11.1f} | "
-                f"{w['loop_ms_per_turn']:12.1f} | {w['lag']['p50']:7.1f} | {w['lag']['p99']:7.1f} | {w['lag']['max']:7.1f}"
+                f"{v:>7} | {w['turns']:5d} | {w['turns_per_s']:7.1f} | {w['mean_prompt']:11.0f} | "
+                f"{w['cpu_ms_per_turn']:11.1f} | "
+                f"{w['loop_ms_per_turn']:12.1f} | {w['lag']['p50']:7.1f} | {w['lag']['p99']:7.1f} | "
+                f"{w['lag']['max']:7.1f}"
             )
         o, n = lag["ours"]["window"], lag["naive"]["window"]
-        p(f"naive/ours: CPU/turn {ratio(n['cpu_ms_per_turn'], o['cpu_ms_per_turn'])}, lag p99 {ratio(n['lag']['p99'], o['lag']['p99'])}")
+        p(
+            f"naive/ours: CPU/turn {ratio(n['cpu_ms_per_turn'], o['cpu_ms_per_turn'])}, lag p99 "
+            f"{ratio(n['lag']['p99'], o['lag']['p99'])}"
+        )
         for v in VARIANTS:
             w = lag[v]["window"]
             p(
-                f"  {v:5}: {lag[v]['conversations']} conversations, {lag[v]['turns']} turns in {lag[v]['wall_s']:.1f} s, max prompt {lag[v]['max_prompt']}; {ledger_note(lag[v]['ledger'], lag[v]['conversations'])}"
+                f"  {v:5}: {lag[v]['conversations']} conversations, {lag[v]['turns']} turns in {lag[v]['wall_s']:.1f} "
+                f"s, max prompt {lag[v]['max_prompt']}; {ledger_note(lag[v]['ledger'], lag[v]['conversations'])}"
             )
             p(f"         adapter CPU {100 * w['adapter_cpu_util']:.0f}% of one core in the window; {gc_note(w['gc'])}")
-    p("\ntargets (stated by the project; reported, not enforced)" + (" -- WHAT-IF run, not the shipped configuration:" if what_if else ":"))
+    p(
+        "\ntargets (stated by the project; reported, not enforced)"
+        + (" -- WHAT-IF run, not the shipped configuration:" if what_if else ":")
+    )
     if "cpu" in results and args.context in args.sizes:
         ours, _ = cpu_at(results["cpu"]["ours"]["rounds"], args.context)
         naive, _ = cpu_at(results["cpu"]["naive"]["rounds"], args.context)
@@ -934,7 +1051,8 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
         verdict = "MET" if p99 < 20.0 else "NOT MET"
         p(f"  loop lag p99 at {args.lag_sessions} sessions: ours {p99:.1f} ms (target < 20 ms): {verdict}")
     p(
-        f"  other CPU in the run: clients {results['client_cpu_s']:.1f} s, policy server {results['policy_cpu_s']:.1f} s, adapter {results['adapter_cpu_s']:.1f} s (total wall {results['wall_s']:.0f} s)"
+        f"  other CPU in the run: clients {results['client_cpu_s']:.1f} s, policy server {results['policy_cpu_s']:.1f} "
+        f"s, adapter {results['adapter_cpu_s']:.1f} s (total wall {results['wall_s']:.0f} s)"
     )
 
 
@@ -958,7 +1076,8 @@ async def run_all(args: argparse.Namespace, adapter_url: str, control_url: str, 
             results["lag"] = {}
             for variant in VARIANTS:
                 print(
-                    f"[lag] {variant}: {args.lag_sessions} agent loops, conversations up to {args.lag_context} tokens, {args.lag_warmup:g} s + {args.lag_seconds:g} s ...",
+                    f"[lag] {variant}: {args.lag_sessions} agent loops, conversations up to {args.lag_context} tokens, "
+                    f"{args.lag_warmup:g} s + {args.lag_seconds:g} s ...",
                     flush=True,
                 )
                 profile = str(Path(args.profile).resolve() / f"lag-{variant}.prof") if args.profile else None
@@ -1018,32 +1137,57 @@ def orchestrate(args: argparse.Namespace) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--role", choices=["orchestrate", "adapter", "policy"], default="orchestrate", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--role", choices=["orchestrate", "adapter", "policy"], default="orchestrate", help=argparse.SUPPRESS
+    )
     parser.add_argument("--sessions", type=int, default=8, help="[cpu] concurrent sessions (default 8)")
     parser.add_argument("--context", type=int, default=32768, help="[cpu] target context in tokens (default 32768)")
     parser.add_argument(
-        "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8192, 16384, 32768], help="[cpu] context sizes to report per-turn CPU at"
+        "--sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[8192, 16384, 32768],
+        help="[cpu] context sizes to report per-turn CPU at",
     )
     parser.add_argument("--lag-sessions", type=int, default=64, help="[lag] concurrent sessions (default 64)")
     parser.add_argument("--lag-context", type=int, default=16384, help="[lag] target context in tokens (default 16384)")
-    parser.add_argument("--lag-warmup", type=float, default=3.0, help="[lag] seconds of load before the meter starts (default 3)")
+    parser.add_argument(
+        "--lag-warmup", type=float, default=3.0, help="[lag] seconds of load before the meter starts (default 3)"
+    )
     parser.add_argument("--lag-seconds", type=float, default=10.0, help="[lag] seconds metered (default 10)")
     parser.add_argument(
         "--profile",
         type=Path,
         default=None,
-        help="cProfile the adapter during the [lag] windows (every thread on Python 3.12+), .prof files into this directory (inflates the numbers)",
-    )
-    parser.add_argument("--turns", type=int, default=0, help="cap on turns per session (default: until the context target)")
-    parser.add_argument("--scenarios", type=lambda s: s.split(","), default=["cpu", "lag"], help="comma list of cpu,lag")
-    parser.add_argument("--cpu-threads", type=int, default=0, help="adapter CPU pool threads (0: the AdapterServer default, max(2, cpu_count - 1))")
-    parser.add_argument(
-        "--policy-delay-ms", type=float, default=0.0, help="sensitivity: the policy server waits this long per /generate (default 0: zero latency)"
+        help="cProfile the adapter during the [lag] windows (every thread on Python 3.12+), .prof files into this "
+        "directory (inflates the numbers)",
     )
     parser.add_argument(
-        "--what-if-switch-interval", type=float, default=0.0, help="diagnostic: sys.setswitchinterval(S) in the adapter process (not shipped)"
+        "--turns", type=int, default=0, help="cap on turns per session (default: until the context target)"
     )
-    parser.add_argument("--what-if-gc-freeze", action="store_true", help="diagnostic: gc.freeze() after adapter start-up (not shipped)")
+    parser.add_argument(
+        "--scenarios", type=lambda s: s.split(","), default=["cpu", "lag"], help="comma list of cpu,lag"
+    )
+    parser.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=0,
+        help="adapter CPU pool threads (0: the AdapterServer default, max(2, cpu_count - 1))",
+    )
+    parser.add_argument(
+        "--policy-delay-ms",
+        type=float,
+        default=0.0,
+        help="sensitivity: the policy server waits this long per /generate (default 0: zero latency)",
+    )
+    parser.add_argument(
+        "--what-if-switch-interval",
+        type=float,
+        default=0.0,
+        help="diagnostic: sys.setswitchinterval(S) in the adapter process (not shipped)",
+    )
+    parser.add_argument(
+        "--what-if-gc-freeze", action="store_true", help="diagnostic: gc.freeze() after adapter start-up (not shipped)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tokenizer", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")

@@ -17,7 +17,8 @@ variant, over ``--rounds`` rounds in which the variants run in a rotated order:
 **Baseline:** the shipped settings (``claude_code_argv`` / ``claude_code_env``), measured in the same rounds;
 each variant adds one setting to them. No thresholds. From the repository root (about 6 minutes)::
 
-    flock /tmp/bench.lock .venv/bin/python -m bench.claude_code_settings_bench [--rounds 4] [--explore-turns 20] [--json out.json]
+    flock /tmp/bench.lock .venv/bin/python -m bench.claude_code_settings_bench [--rounds 4] [--explore-turns 20] [--json
+    out.json]
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def workdir(root: Path) -> Path:
     return repo
 
 
-async def one_run(adapter: AdapterServer, policy_url: str, variant: Variant, repo: Path, binary: str) -> dict[str, float]:
+async def one_run(
+    adapter: AdapterServer, policy_url: str, variant: Variant, repo: Path, binary: str
+) -> dict[str, float]:
     assert adapter.registry is not None
     label = f"cc-settings-{uuid.uuid4().hex[:8]}"
     ticket = adapter.registry.open_session(session_config_for(POLICY, policy_url, True, label), durable=False)
@@ -134,7 +137,8 @@ async def main_async(args: argparse.Namespace) -> int:
                         runs[variant.name][kind].append(run)
                     short, long = runs[variant.name]["short"][-1], runs[variant.name]["long"][-1]
                     print(
-                        f"round {round_index + 1} {variant.name:36s} short {short['cpu_s']:.2f} core-s ({short['turns']:.0f} turns), "
+                        f"round {round_index + 1} {variant.name:36s} short {short['cpu_s']:.2f} core-s "
+                        f"({short['turns']:.0f} turns), "
                         f"long {long['cpu_s']:.2f} ({long['turns']:.0f} turns)",
                         flush=True,
                     )
@@ -167,12 +171,16 @@ def summarize(runs: dict[str, dict[str, list[dict[str, float]]]], explore_turns:
 def print_report(report: dict[str, dict[str, Any]]) -> None:
     base = report["shipped"]
     print("\nmedians over the rounds; ratios against the shipped settings in the same run:\n")
-    print("| variant | short run core-s | vs shipped | per turn core-s | vs shipped | long run core-s | requests short / long |")
+    print(
+        "| variant | short run core-s | vs shipped | per turn core-s | vs shipped | long run core-s | requests short / "
+        "long |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, r in report.items():
         print(
             f"| {name} | {r['per_run_s']:.3f} | {r['per_run_s'] / base['per_run_s']:.2f}x | {r['per_turn_s']:.4f} | "
-            f"{r['per_turn_s'] / base['per_turn_s']:.2f}x | {r['long_run_s']:.2f} | {r['requests_short']:.0f} / {r['requests_long']:.0f} |"
+            f"{r['per_turn_s'] / base['per_turn_s']:.2f}x | {r['long_run_s']:.2f} | {r['requests_short']:.0f} / "
+            f"{r['requests_long']:.0f} |"
         )
 
 

@@ -95,7 +95,9 @@ async def boot(sandboxes: DockerSandboxes, task: TaskSpec, run_id: str, index: i
 # --------------------------------------------------------------------------- calls
 
 
-async def measure_calls(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, run_id: str, calls: int, boots: int) -> dict[str, Any]:
+async def measure_calls(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, run_id: str, calls: int, boots: int
+) -> dict[str, Any]:
     shim = _shim_of(handle.container_id)
     init_pid = await sandboxes.init_pid(handle.container_id)
     counter = WriteCounter.for_container(handle.container_id, init_pid)
@@ -103,7 +105,9 @@ async def measure_calls(sandboxes: DockerSandboxes, handle: SandboxHandle, task:
     await sandboxes.write_file(handle, "/tmp/one-kb.txt", "x" * 1024)
 
     async def cli_exec() -> None:
-        await asyncio.to_thread(subprocess.run, ["docker", "exec", handle.container_id, "true"], check=True, capture_output=True)
+        await asyncio.to_thread(
+            subprocess.run, ["docker", "exec", handle.container_id, "true"], check=True, capture_output=True
+        )
 
     async def api_exec() -> None:
         await exec_output(sandboxes.endpoint, handle.container_id, ["true"], user="root", cwd="/", env=None)
@@ -136,35 +140,54 @@ async def measure_calls(sandboxes: DockerSandboxes, handle: SandboxHandle, task:
         for _ in range(calls):
             await call()
         used = Meter.delta(before, meter.read())
-        results[name] = {key: value / calls for key, value in used.items()} | {"wall_s": (time.perf_counter() - started) / calls}
+        results[name] = {key: value / calls for key, value in used.items()} | {
+            "wall_s": (time.perf_counter() - started) / calls
+        }
         print(f"  {name:20s} " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in results[name].items()), flush=True)
     lifecycle = Meter()
     before, started = lifecycle.read(), time.perf_counter()
     for index in range(boots):
         await sandboxes.destroy(await boot(sandboxes, task, run_id, 1000 + index))
     used = Meter.delta(before, lifecycle.read())
-    results["boot + destroy"] = {key: value / boots for key, value in used.items()} | {"wall_s": (time.perf_counter() - started) / boots}
-    print("  boot + destroy       " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in results["boot + destroy"].items()), flush=True)
+    results["boot + destroy"] = {key: value / boots for key, value in used.items()} | {
+        "wall_s": (time.perf_counter() - started) / boots
+    }
+    print(
+        "  boot + destroy       " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in results["boot + destroy"].items()),
+        flush=True,
+    )
     return results
 
 
 # --------------------------------------------------------------------------- disk watch
 
 
-async def watch_phase(sandboxes: DockerSandboxes, handles: list[SandboxHandle], variant: str | None, seconds: float) -> dict[str, float]:
+async def watch_phase(
+    sandboxes: DockerSandboxes, handles: list[SandboxHandle], variant: str | None, seconds: float
+) -> dict[str, float]:
     meter = Meter()
     async with contextlib.AsyncExitStack() as stack:
         watches = []
         if variant is not None:
             for handle in handles:
-                watches.append(await stack.enter_async_context(DiskWatch(sandboxes, handle, 10 << 30, use_write_counter=WATCH_VARIANTS[variant])))
+                watches.append(
+                    await stack.enter_async_context(
+                        DiskWatch(sandboxes, handle, 10 << 30, use_write_counter=WATCH_VARIANTS[variant])
+                    )
+                )
         before = meter.read()
         await asyncio.sleep(seconds)
         used = Meter.delta(before, meter.read())
-    return {"cpu_s": used["daemons"] + used["own"], "machine_s": used["machine"], "exact_sizes": float(sum(w.exact_samples for w in watches))}
+    return {
+        "cpu_s": used["daemons"] + used["own"],
+        "machine_s": used["machine"],
+        "exact_sizes": float(sum(w.exact_samples for w in watches)),
+    }
 
 
-async def measure_watch(sandboxes: DockerSandboxes, handles: list[SandboxHandle], seconds: float, rounds: int) -> dict[str, Any]:
+async def measure_watch(
+    sandboxes: DockerSandboxes, handles: list[SandboxHandle], seconds: float, rounds: int
+) -> dict[str, Any]:
     phases: dict[str, list[dict[str, float]]] = {"none": [], **{v: [] for v in WATCH_VARIANTS}}
     order = ["none", *WATCH_VARIANTS]
     for round_index in range(rounds):
@@ -172,7 +195,8 @@ async def measure_watch(sandboxes: DockerSandboxes, handles: list[SandboxHandle]
             phase = await watch_phase(sandboxes, handles, None if name == "none" else name, seconds)
             phases[name].append(phase)
             print(
-                f"  round {round_index + 1} {name:13s} dockerd+containerd+watches {phase['cpu_s']:.2f} core-s, exact sizes {phase['exact_sizes']:.0f}",
+                f"  round {round_index + 1} {name:13s} dockerd+containerd+watches {phase['cpu_s']:.2f} core-s, exact "
+                f"sizes {phase['exact_sizes']:.0f}",
                 flush=True,
             )
     baseline = statistics.fmean(p["cpu_s"] for p in phases["none"])
@@ -182,7 +206,10 @@ async def measure_watch(sandboxes: DockerSandboxes, handles: list[SandboxHandle]
         out[variant] = {
             "cost_core_s": cost,
             "share_of_one_core": cost / seconds,
-            "exact_sizes_per_sandbox_min": statistics.fmean(p["exact_sizes"] for p in phases[variant]) / len(handles) / seconds * 60,
+            "exact_sizes_per_sandbox_min": statistics.fmean(p["exact_sizes"] for p in phases[variant])
+            / len(handles)
+            / seconds
+            * 60,
         }
     return out
 
@@ -190,7 +217,9 @@ async def measure_watch(sandboxes: DockerSandboxes, handles: list[SandboxHandle]
 # --------------------------------------------------------------------------- overshoot
 
 
-async def measure_overshoot(sandboxes: DockerSandboxes, handle: SandboxHandle, budget: int, rounds: int) -> dict[str, Any]:
+async def measure_overshoot(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, budget: int, rounds: int
+) -> dict[str, Any]:
     out: dict[str, list[dict[str, float]]] = {v: [] for v in WATCH_VARIANTS}
     for round_index in range(rounds):
         for variant in WATCH_VARIANTS if round_index % 2 == 0 else list(reversed(WATCH_VARIANTS)):
@@ -203,12 +232,18 @@ async def measure_overshoot(sandboxes: DockerSandboxes, handle: SandboxHandle, b
             await sandboxes.kill_detached(handle, name)
             await sandboxes.exec(handle, "rm -f /tmp/fill.bin", user="root")
             over = watch.used - budget
-            out[variant].append({"over_bytes": float(over), "fired": float(finished is None), "rate_bps": watch.used / took})
+            out[variant].append(
+                {"over_bytes": float(over), "fired": float(finished is None), "rate_bps": watch.used / took}
+            )
             print(
-                f"  round {round_index + 1} {variant:13s} over the budget by {over / 1e6:.0f} MB when it fired ({watch.used / took / 1e6:.0f} MB/s)",
+                f"  round {round_index + 1} {variant:13s} over the budget by {over / 1e6:.0f} MB when it fired "
+                f"({watch.used / took / 1e6:.0f} MB/s)",
                 flush=True,
             )
-    return {variant: {"over_mb_median": statistics.median(r["over_bytes"] for r in rows) / 1e6, "runs": rows} for variant, rows in out.items()}
+    return {
+        variant: {"over_mb_median": statistics.median(r["over_bytes"] for r in rows) / 1e6, "runs": rows}
+        for variant, rows in out.items()
+    }
 
 
 # --------------------------------------------------------------------------- main
@@ -247,14 +282,16 @@ def print_report(report: dict[str, Any]) -> None:
     print("|---|---|---|---|---|---|---|")
     for name, c in report["calls"].items():
         print(
-            f"| {name} | {c['daemons'] * 1e3:.1f} | {c['shim'] * 1e3:.1f} | {c['own'] * 1e3:.1f} | {c['children'] * 1e3:.1f} | {c['machine'] * 1e3:.1f} | {c['wall_s'] * 1e3:.1f} |"
+            f"| {name} | {c['daemons'] * 1e3:.1f} | {c['shim'] * 1e3:.1f} | {c['own'] * 1e3:.1f} | "
+            f"{c['children'] * 1e3:.1f} | {c['machine'] * 1e3:.1f} | {c['wall_s'] * 1e3:.1f} |"
         )
     calls = report["calls"]
     cli, api = calls["exec (docker CLI)"], calls["exec (engine API)"]
     print(f"\nexec, machine busy per call: docker CLI / engine API = {cli['machine'] / api['machine']:.2f}x")
     w = report["watch"]
     print(
-        f"\ndisk watch, {w['sandboxes']} idle sandboxes, cost over the no-watch baseline ({w['baseline_core_s']:.2f} core-s in {w['seconds']:g} s):\n"
+        f"\ndisk watch, {w['sandboxes']} idle sandboxes, cost over the no-watch baseline ({w['baseline_core_s']:.2f} "
+        f"core-s in {w['seconds']:g} s):\n"
     )
     print("| variant | share of one core | exact sizes per sandbox per minute |")
     print("|---|---|---|")
@@ -262,7 +299,10 @@ def print_report(report: dict[str, Any]) -> None:
         v = w[variant]
         print(f"| {variant} | {v['share_of_one_core'] * 100:.2f} % | {v['exact_sizes_per_sandbox_min']:.2f} |")
     o = report["overshoot"]
-    print("\novershoot when the watch fired, median MB: " + ", ".join(f"{variant} {o[variant]['over_mb_median']:.0f}" for variant in WATCH_VARIANTS))
+    print(
+        "\novershoot when the watch fired, median MB: "
+        + ", ".join(f"{variant} {o[variant]['over_mb_median']:.0f}" for variant in WATCH_VARIANTS)
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -53,7 +53,15 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bench.harness.child_roles import READY_TIMEOUT_S, BenchError, announce_ready, read_ready, start_role, stop_process, until_told_to_stop
+from bench.harness.child_roles import (
+    READY_TIMEOUT_S,
+    BenchError,
+    announce_ready,
+    read_ready,
+    start_role,
+    stop_process,
+    until_told_to_stop,
+)
 from bench.harness.stats import percentile
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.trainer_client.local_services import free_port
@@ -113,9 +121,16 @@ async def adapter_main(args: argparse.Namespace) -> None:
 
     async def open_session(request: web.Request) -> web.Response:
         body = await request.json()
-        cap = 10**6 if unfair and body["role"] == "flooder" else SessionConfig.model_fields["max_concurrent_requests"].default
+        cap = (
+            10**6
+            if unfair and body["role"] == "flooder"
+            else SessionConfig.model_fields["max_concurrent_requests"].default
+        )
         config = SessionConfig(
-            policy_url=body["policy_url"], sampling=SamplingParams(max_new_tokens=64), max_turns=10**6, max_concurrent_requests=cap
+            policy_url=body["policy_url"],
+            sampling=SamplingParams(max_new_tokens=64),
+            max_turns=10**6,
+            max_concurrent_requests=cap,
         )
         ticket = registry.open_session(config, durable=False)
         if unfair:
@@ -167,7 +182,14 @@ async def victim_turns(http: aiohttp.ClientSession, url: str, secret: str, count
 
 
 async def flood_loop(
-    http: aiohttp.ClientSession, url: str, path: str, secret: str, body: bytes, lane: str | None, retry_after_s: float, outcomes: dict[str, int]
+    http: aiohttp.ClientSession,
+    url: str,
+    path: str,
+    secret: str,
+    body: bytes,
+    lane: str | None,
+    retry_after_s: float,
+    outcomes: dict[str, int],
 ) -> None:
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     if lane:
@@ -195,7 +217,9 @@ def latency_stats(latencies: list[float]) -> dict[str, float]:
     return {"n": len(ms), "median_ms": percentile(ms, 50), "p90_ms": percentile(ms, 90), "max_ms": max(ms)}
 
 
-async def run_variant(args: argparse.Namespace, adapter_url: str, control_url: str, policy_url: str, pid: int) -> dict[str, Any]:
+async def run_variant(
+    args: argparse.Namespace, adapter_url: str, control_url: str, policy_url: str, pid: int
+) -> dict[str, Any]:
     text = flood_text()
     count_body, messages_body = body_of(args.count_tokens_bytes, text), body_of(args.messages_bytes, text)
     connector = aiohttp.TCPConnector(limit=0)
@@ -211,16 +235,36 @@ async def run_variant(args: argparse.Namespace, adapter_url: str, control_url: s
         rss_before = peak_rss_mb(pid)
         outcomes: dict[str, int] = {}
         loops = [
-            flood_loop(http, adapter_url, "/v1/messages/count_tokens", flooder["secret"], count_body, None, args.retry_after, outcomes)
+            flood_loop(
+                http,
+                adapter_url,
+                "/v1/messages/count_tokens",
+                flooder["secret"],
+                count_body,
+                None,
+                args.retry_after,
+                outcomes,
+            )
             for _ in range(args.count_tokens_flood)
         ] + [
-            flood_loop(http, adapter_url, "/v1/messages", flooder["secret"], messages_body, f"flood{i}", args.retry_after, outcomes)
+            flood_loop(
+                http,
+                adapter_url,
+                "/v1/messages",
+                flooder["secret"],
+                messages_body,
+                f"flood{i}",
+                args.retry_after,
+                outcomes,
+            )
             for i in range(args.messages_flood)
         ]
         flood = [asyncio.ensure_future(loop) for loop in loops]
         try:
             await asyncio.sleep(args.flood_warmup)
-            under_flood = await victim_turns(http, adapter_url, victim["secret"], args.victim_requests, args.victim_budget)
+            under_flood = await victim_turns(
+                http, adapter_url, victim["secret"], args.victim_requests, args.victim_budget
+            )
             for task in flood:
                 if task.done():
                     task.result()
@@ -243,15 +287,20 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
     print()
     print(
         f"flood: {args.count_tokens_flood} x count_tokens {args.count_tokens_bytes / 2**20:.1f} MiB + "
-        f"{args.messages_flood} x messages {args.messages_bytes / 2**20:.1f} MiB, one session, retry after 429: {args.retry_after} s"
+        f"{args.messages_flood} x messages {args.messages_bytes / 2**20:.1f} MiB, one session, retry after 429: "
+        f"{args.retry_after} s"
     )
-    print("| variant | victim alone median (p90) | under flood median (p90, max) | ratio | flooder outcomes | adapter peak RSS before -> after |")
+    print(
+        "| variant | victim alone median (p90) | under flood median (p90, max) | ratio | flooder outcomes | adapter "
+        "peak RSS before -> after |"
+    )
     print("|---|---|---|---|---|---|")
     for variant, r in results.items():
         a, f = r["alone"], r["flood"]
         outcomes = ", ".join(f"{k}: {v}" for k, v in r["flooder"].items())
         print(
-            f"| {variant} | {a['median_ms']:.1f} ms ({a['p90_ms']:.1f}) | {f['median_ms']:.1f} ms ({f['p90_ms']:.1f}, {f['max_ms']:.0f}; n={f['n']}) "
+            f"| {variant} | {a['median_ms']:.1f} ms ({a['p90_ms']:.1f}) | {f['median_ms']:.1f} ms ({f['p90_ms']:.1f}, "
+            f"{f['max_ms']:.0f}; n={f['n']}) "
             f"| **{r['ratio']:.1f}x** | {outcomes} | {r['peak_rss_mb_before']:.0f} -> {r['peak_rss_mb_after']:.0f} MB |"
         )
 
@@ -305,7 +354,9 @@ def orchestrate(args: argparse.Namespace) -> int:
     try:
         asyncio.run(wait_for_policy(policy_url, policy))
         for variant in args.variants:
-            adapter = start_role("bench.fairness_bench", ["--role", "adapter", "--variant", variant, "--tokenizer", str(args.tokenizer)])
+            adapter = start_role(
+                "bench.fairness_bench", ["--role", "adapter", "--variant", variant, "--tokenizer", str(args.tokenizer)]
+            )
             try:
                 adapter_url, control_url = read_ready(adapter, "adapter")
                 print(f"{variant}: adapter {adapter_url} (pid {adapter.pid})", flush=True)
@@ -331,18 +382,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--role", choices=["orchestrate", "adapter"], default="orchestrate", help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=VARIANTS, default="fair", help=argparse.SUPPRESS)
-    parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS), help="comma list of fair,fair-1,unfair (default: all)")
-    parser.add_argument("--count-tokens-flood", type=int, default=16, help="concurrent count_tokens loops of the flooder (default 16)")
     parser.add_argument(
-        "--count-tokens-bytes", type=int, default=int(1.9 * 2**20), help="count_tokens body size (default 1.9 MiB, under its 2 MiB cap)"
+        "--variants",
+        type=lambda s: s.split(","),
+        default=list(VARIANTS),
+        help="comma list of fair,fair-1,unfair (default: all)",
     )
-    parser.add_argument("--messages-flood", type=int, default=8, help="concurrent /v1/messages loops of the flooder, one lane each (default 8)")
+    parser.add_argument(
+        "--count-tokens-flood", type=int, default=16, help="concurrent count_tokens loops of the flooder (default 16)"
+    )
+    parser.add_argument(
+        "--count-tokens-bytes",
+        type=int,
+        default=int(1.9 * 2**20),
+        help="count_tokens body size (default 1.9 MiB, under its 2 MiB cap)",
+    )
+    parser.add_argument(
+        "--messages-flood",
+        type=int,
+        default=8,
+        help="concurrent /v1/messages loops of the flooder, one lane each (default 8)",
+    )
     parser.add_argument("--messages-bytes", type=int, default=4 * 2**20, help="/v1/messages body size (default 4 MiB)")
-    parser.add_argument("--retry-after", type=float, default=0.5, help="seconds a flood loop waits after a 429 (default 0.5)")
-    parser.add_argument("--flood-warmup", type=float, default=3.0, help="seconds of flood before the victim measures (default 3)")
+    parser.add_argument(
+        "--retry-after", type=float, default=0.5, help="seconds a flood loop waits after a 429 (default 0.5)"
+    )
+    parser.add_argument(
+        "--flood-warmup", type=float, default=3.0, help="seconds of flood before the victim measures (default 3)"
+    )
     parser.add_argument("--victim-requests", type=int, default=20, help="victim turns per measurement (default 20)")
     parser.add_argument(
-        "--victim-budget", type=float, default=90.0, help="stop a measurement after this many seconds (default 90; at least one turn)"
+        "--victim-budget",
+        type=float,
+        default=90.0,
+        help="stop a measurement after this many seconds (default 90; at least one turn)",
     )
     parser.add_argument("--tokenizer", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")

@@ -45,7 +45,8 @@ class ChowningSandboxes(DockerSandboxes):
 async def grade(sandboxes: DockerSandboxes, task: TaskSpec) -> tuple[float, bool]:
     started = time.perf_counter()
     graded = await graders.evaluate(
-        sandboxes, EvalRequest(task=task, diff=PATCH, workflow_id=f"bench-grading-boot-{uuid.uuid4().hex[:8]}", timeout_s=300)
+        sandboxes,
+        EvalRequest(task=task, diff=PATCH, workflow_id=f"bench-grading-boot-{uuid.uuid4().hex[:8]}", timeout_s=300),
     )
     return time.perf_counter() - started, graded.result.solved
 

@@ -1,9 +1,10 @@
 """Grading calls: how many Docker calls a grading makes and what they cost the host, a worker's first grading of
 an image against the ones after it.
 
-The bench grades the reference patch of each row of the example dataset with the library (``durable_rollouts.grading.graders.evaluate``
-over ``DockerSandboxes``, no Temporal), one grading at a time, ``--rounds`` times per task, each round one grading
-per variant back to back so drift on a shared machine hits both alike:
+The bench grades the reference patch of each row of the example dataset with the library
+(``durable_rollouts.grading.graders.evaluate`` over ``DockerSandboxes``, no Temporal), one grading at a time,
+``--rounds`` times per task, each round one grading per variant back to back so drift on a shared machine hits both
+alike:
 
 * ``first`` (a baseline): the Python-environment probe's memory forgotten just before
   (``python_envs.forget``), as on a worker's first grading of an image;
@@ -52,13 +53,24 @@ class SplitCalls(CountingSandboxes):
     grading sandbox's workspace set-up exec'd apart from the set-up steps it now hands over to."""
 
     async def run_detached(
-        self, handle: SandboxHandle, name: str, cmd: str, timeout_s: float, *, user: str = "agent", env: dict[str, str] | None = None
+        self,
+        handle: SandboxHandle,
+        name: str,
+        cmd: str,
+        timeout_s: float,
+        *,
+        user: str = "agent",
+        env: dict[str, str] | None = None,
     ) -> int | None:
         await self.start_detached(handle, name, cmd, user=user, env=env)
         return await self.wait_detached(handle, name, timeout_s)
 
     async def exec_in(self, container_id: str, argv: list[str], **kwargs: Any) -> ExecResult:
-        cut = next((i for i in range(4, len(argv)) if argv[i : i + 3] == _STEPS_HEAD), None) if argv[3:4] == ["prepare"] else None
+        cut = (
+            next((i for i in range(4, len(argv)) if argv[i : i + 3] == _STEPS_HEAD), None)
+            if argv[3:4] == ["prepare"]
+            else None
+        )
         if cut is None:
             return await super().exec_in(container_id, argv, **kwargs)
         setup = await super().exec_in(container_id, argv[:cut], **kwargs)
@@ -80,7 +92,12 @@ async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, varia
         baselines.forget()
     daemons = docker_daemon_pids()
     sandboxes.calls.clear()
-    request = EvalRequest(task=task, diff=task.reference_patch, workflow_id=f"bench-grading-calls-{run_id}-{uuid.uuid4().hex[:6]}", timeout_s=300)
+    request = EvalRequest(
+        task=task,
+        diff=task.reference_patch,
+        workflow_id=f"bench-grading-calls-{run_id}-{uuid.uuid4().hex[:6]}",
+        timeout_s=300,
+    )
     shipped_files_step = graders.files_step
     if variant == "split":
         graders.files_step = lambda files: None
@@ -91,7 +108,9 @@ async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, varia
     finally:
         graders.files_step = shipped_files_step
     if not graded.result.solved:
-        raise RuntimeError(f"{task.instance_id}: the reference patch did not solve it ({variant}): {graded.result.log_tail[-2000:]}")
+        raise RuntimeError(
+            f"{task.instance_id}: the reference patch did not solve it ({variant}): {graded.result.log_tail[-2000:]}"
+        )
     return {
         "task": task.instance_id,
         "variant": variant,
@@ -131,10 +150,17 @@ async def main_async(rounds: int) -> dict[str, Any]:
                 result = await grade(sandboxes[variant], task, run_id, variant)
                 gradings.append(result)
                 print(
-                    f"round {round_index + 1} {variant:10s} {task.instance_id:28s} {sum(result['calls'].values()):3d} calls"
-                    f" {result['seconds']:6.2f} s  daemons {result['daemons_cpu_s']:5.2f} s  machine {result['machine_cpu_s']:5.2f} s"
+                    f"round {round_index + 1} {variant:10s} {task.instance_id:28s} {sum(result['calls'].values()):3d} "
+                    f"calls"
+                    f" {result['seconds']:6.2f} s  daemons {result['daemons_cpu_s']:5.2f} s  machine "
+                    f"{result['machine_cpu_s']:5.2f} s"
                 )
-    return {"rounds": rounds, "tasks": [task.instance_id for task in tasks], "gradings": gradings, "summary": summary(gradings)}
+    return {
+        "rounds": rounds,
+        "tasks": [task.instance_id for task in tasks],
+        "gradings": gradings,
+        "summary": summary(gradings),
+    }
 
 
 def print_report(report: dict[str, Any]) -> None:

@@ -61,7 +61,9 @@ def reinstall_task() -> TaskSpec:
 
 async def grade_once(sandboxes: DockerSandboxes, task: TaskSpec, workflow_id: str, timeout_s: int) -> dict[str, Any]:
     started = time.perf_counter()
-    graded = await graders.evaluate(sandboxes, EvalRequest(task=task, diff=task.reference_patch or "", workflow_id=workflow_id, timeout_s=timeout_s))
+    graded = await graders.evaluate(
+        sandboxes, EvalRequest(task=task, diff=task.reference_patch or "", workflow_id=workflow_id, timeout_s=timeout_s)
+    )
     seconds = time.perf_counter() - started
     pip_errors = [line.strip() for line in graded.log.splitlines() if line.strip().startswith("ERROR:")]
     return {
@@ -77,7 +79,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     task = reinstall_task()
     network = await asyncio.to_thread(ensure_network, docker.from_env())
     sandboxes = {
-        name: DockerSandboxes(SandboxSettings(network=network.name, grading_offline=offline, offline_tools=env, lifetime_s=1800))
+        name: DockerSandboxes(
+            SandboxSettings(network=network.name, grading_offline=offline, offline_tools=env, lifetime_s=1800)
+        )
         for name, (offline, env) in VARIANTS.items()
         if name in args.variants
     }
@@ -88,10 +92,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             outcome = await grade_once(boxes, task, f"{prefix}-{name}-{round_index}", args.timeout)
             runs[name].append(outcome)
             print(
-                f"round {round_index} {name:12} {outcome['seconds']:7.2f} s  solved {outcome['solved']}  reinstalled {outcome['reinstalled']}",
+                f"round {round_index} {name:12} {outcome['seconds']:7.2f} s  solved {outcome['solved']}  reinstalled "
+                f"{outcome['reinstalled']}",
                 flush=True,
             )
-    summary = {name: {"median_s": statistics.median(r["seconds"] for r in found), "runs": found} for name, found in runs.items()}
+    summary = {
+        name: {"median_s": statistics.median(r["seconds"] for r in found), "runs": found}
+        for name, found in runs.items()
+    }
     report(summary)
     return summary
 
@@ -105,7 +113,10 @@ def report(summary: dict[str, dict[str, Any]]) -> None:
         solved = sum(r["solved"] for r in found["runs"])
         error = next((r["pip_error"] for r in reversed(found["runs"]) if r["pip_error"]), "")
         count = len(found["runs"])
-        print(f"{name:12} {found['median_s']:9.2f}  {seconds:26} {reinstalled}/{count}        {solved}/{count}     {error[:90]}")
+        print(
+            f"{name:12} {found['median_s']:9.2f}  {seconds:26} {reinstalled}/{count}        {solved}/{count}     "
+            f"{error[:90]}"
+        )
     if "old" in summary and "new" in summary and summary["new"]["median_s"] > 0:
         print(f"old / new: {summary['old']['median_s'] / summary['new']['median_s']:.1f}x")
 
@@ -119,7 +130,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=["old", "new"],
         help=f"comma-separated, of {', '.join(VARIANTS)} (default old,new)",
     )
-    parser.add_argument("--timeout", type=int, default=600, help="the grader's timeout per grading, seconds (default 600)")
+    parser.add_argument(
+        "--timeout", type=int, default=600, help="the grader's timeout per grading, seconds (default 600)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.variants) - set(VARIANTS))

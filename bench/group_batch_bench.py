@@ -43,7 +43,8 @@ container of this run is left, and at the end checks that none is; one left
 is reported, then removed. No thresholds: the script prints numbers. Run
 from the repository root::
 
-    .venv/bin/python -m bench.group_batch_bench [--groups 4 --over-sample 6 --k 2 --median 2 --sigma 1 --trials 5] [--json out.json]
+    .venv/bin/python -m bench.group_batch_bench [--groups 4 --over-sample 6 --k 2 --median 2 --sigma 1 --trials 5]
+    [--json out.json]
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ from durable_rollouts.trainer_client.rollout_runs import connect, rollout_input
 ARMS = ("baseline", "over-sampled")
 
 
-def group_source(run_id: str, rows: list[DatasetRow], k: int, budgets: RolloutBudgets) -> Callable[[int], list[GroupInput]]:
+def group_source(
+    run_id: str, rows: list[DatasetRow], k: int, budgets: RolloutBudgets
+) -> Callable[[int], list[GroupInput]]:
     """An endless source of groups for ``fill_batch``: group ``g`` is K samples of row ``g mod len(rows)``."""
     indices = itertools.count()
     policy = PolicySpec()
@@ -94,7 +97,13 @@ def group_source(run_id: str, rows: list[DatasetRow], k: int, budgets: RolloutBu
         groups = []
         for g in itertools.islice(indices, n):
             task = rows[g % len(rows)].task
-            groups.append(GroupInput(run_id=run_id, group_index=g, rollouts=[rollout_input(task, s, g, policy, budgets) for s in range(k)]))
+            groups.append(
+                GroupInput(
+                    run_id=run_id,
+                    group_index=g,
+                    rollouts=[rollout_input(task, s, g, policy, budgets) for s in range(k)],
+                )
+            )
         return groups
 
     return next_groups
@@ -138,8 +147,23 @@ class Containers:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, client: Client, policy: ScriptedPolicyServer, task_queue: str, containers: Containers, prefix: str):
-        self.args, self.client, self.policy, self.task_queue, self.containers, self.prefix = args, client, policy, task_queue, containers, prefix
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        client: Client,
+        policy: ScriptedPolicyServer,
+        task_queue: str,
+        containers: Containers,
+        prefix: str,
+    ):
+        self.args, self.client, self.policy, self.task_queue, self.containers, self.prefix = (
+            args,
+            client,
+            policy,
+            task_queue,
+            containers,
+            prefix,
+        )
         self.rows = example_rows()
         self.budgets = bench_budgets(args.agent_budget, args.eval_timeout)
 
@@ -153,7 +177,11 @@ class Bench:
     async def warm_up(self) -> None:
         self.policy.turn_delay = None
         batch, returned_s = await self.batch(f"{self.prefix}-warm", 1, 1)
-        print(f"warm-up: 1 group of {self.args.k} without delay in {returned_s:.1f} s ({batch.metrics()['samples_valid']:.0f} valid)", flush=True)
+        print(
+            f"warm-up: 1 group of {self.args.k} without delay in {returned_s:.1f} s "
+            f"({batch.metrics()['samples_valid']:.0f} valid)",
+            flush=True,
+        )
         await self.containers.drained(self.args.drain_timeout)
 
     async def trial(self, arm: str, index: int) -> dict[str, Any]:
@@ -181,8 +209,10 @@ class Bench:
             "containers_left": left,
         }
         print(
-            f"{arm:>12} trial {index}: time_to_batch {metrics['time_to_batch_s']:6.1f} s, returned {returned_s:6.1f} s, "
-            f"groups started {metrics['groups_started']:.0f} cut {metrics['groups_cut']:.0f} dropped {len(batch.dropped)}, "
+            f"{arm:>12} trial {index}: time_to_batch {metrics['time_to_batch_s']:6.1f} s, returned {returned_s:6.1f} "
+            f"s, "
+            f"groups started {metrics['groups_started']:.0f} cut {metrics['groups_cut']:.0f} dropped "
+            f"{len(batch.dropped)}, "
             f"valid samples {metrics['samples_valid']:.0f}/{metrics['samples']:.0f}, {len(sessions)} sessions, "
             f"slowest pace {row['slowest_pace_s']:.1f} s/turn, containers at return {len(at_return)}, left {len(left)}",
             flush=True,
@@ -190,7 +220,10 @@ class Bench:
         shown = sorted(row["groups_detail"], key=lambda g: g["elapsed_s"])
         print(
             "    groups by elapsed s [slowest pace s/turn]: "
-            + ", ".join(f"{g['elapsed_s']:.0f}{'' if g['status'] == 'completed' else ' ' + g['status']} [{g['pace_s']:.1f}]" for g in shown),
+            + ", ".join(
+                f"{g['elapsed_s']:.0f}{'' if g['status'] == 'completed' else ' ' + g['status']} [{g['pace_s']:.1f}]"
+                for g in shown
+            ),
             flush=True,
         )
         return row
@@ -214,12 +247,14 @@ def summarise(rows: list[dict[str, Any]], arm: str) -> dict[str, Any]:
 
 def report(args: argparse.Namespace, summary: dict[str, dict[str, Any]]) -> None:
     print(
-        f"\nN={args.groups} groups of K={args.k}, over-sampled N'={args.over_sample}; log-normal turn delay per session, median "
+        f"\nN={args.groups} groups of K={args.k}, over-sampled N'={args.over_sample}; log-normal turn delay per "
+        f"session, median "
         f"{args.median:g} s, sigma {args.sigma:g}; oracle policy, example tasks; {args.trials} trials per arm; "
         f"load average now {os.getloadavg()[0]:.2f}\n"
     )
     print(
-        "| arm | in flight | time to batch s, median (per trial) | fill_batch returned s, median | groups started / cut (all trials) | valid samples |"
+        "| arm | in flight | time to batch s, median (per trial) | fill_batch returned s, median | groups started / "
+        "cut (all trials) | valid samples |"
     )
     print("|---|---|---|---|---|---|")
     for arm in ARMS:
@@ -232,7 +267,10 @@ def report(args: argparse.Namespace, summary: dict[str, dict[str, Any]]) -> None
         )
     base, over = summary["baseline"], summary["over-sampled"]
     kinds = (("medians", "time_to_batch_s"), ("means", "time_to_batch_s_mean"), ("worst trials", "time_to_batch_s_max"))
-    print("\ntime to batch, baseline / over-sampled: " + ", ".join(f"{base[key] / over[key]:.2f}x ({what})" for what, key in kinds))
+    print(
+        "\ntime to batch, baseline / over-sampled: "
+        + ", ".join(f"{base[key] / over[key]:.2f}x ({what})" for what, key in kinds)
+    )
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -240,7 +278,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     task_queue, containers = f"bench-groups-{prefix}", Containers(f"bench-{prefix}")
     print(f"run {prefix}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
     renderer = await asyncio.to_thread(PromptRenderer.from_folder, ensure_qwen_tokenizer())
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET))
+    )
     policy_url = await policy.start("127.0.0.1", 0)
     rows: list[dict[str, Any]] = []
     try:
@@ -270,7 +310,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"LEAK: {len(leaked)} managed container(s) of this run were left, now removed: {leaked}", flush=True)
         else:
             print(
-                f"cleanup: no container labelled {LABEL_PREFIX}.managed=1 of this run ({LABEL_PREFIX}.owner={containers.owner}) remains", flush=True
+                f"cleanup: no container labelled {LABEL_PREFIX}.managed=1 of this run "
+                f"({LABEL_PREFIX}.owner={containers.owner}) remains",
+                flush=True,
             )
     summary = {arm: summarise(rows, arm) for arm in ARMS}
     report(args, summary)
@@ -280,15 +322,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=4, help="N, groups per batch (default 4)")
-    parser.add_argument("--over-sample", type=int, default=6, help="N', groups in flight in the over-sampled arm (default 6)")
+    parser.add_argument(
+        "--over-sample", type=int, default=6, help="N', groups in flight in the over-sampled arm (default 6)"
+    )
     parser.add_argument("--k", type=int, default=2, help="K, samples per group (default 2)")
-    parser.add_argument("--median", type=float, default=2.0, help="median seconds per turn of the log-normal session pace (default 2)")
+    parser.add_argument(
+        "--median", type=float, default=2.0, help="median seconds per turn of the log-normal session pace (default 2)"
+    )
     parser.add_argument("--sigma", type=float, default=1.0, help="sigma of the log-normal session pace (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="trial i draws with seed SEED + i (default 0)")
     parser.add_argument("--trials", type=int, default=5, help="trials per arm (default 5)")
-    parser.add_argument("--agent-budget", type=int, default=600, help="agent time budget of every rollout, s (default 600)")
-    parser.add_argument("--eval-timeout", type=int, default=300, help="grading timeout of every rollout, s (default 300)")
-    parser.add_argument("--drain-timeout", type=float, default=120.0, help="seconds to wait for a trial's sandboxes to go (default 120)")
+    parser.add_argument(
+        "--agent-budget", type=int, default=600, help="agent time budget of every rollout, s (default 600)"
+    )
+    parser.add_argument(
+        "--eval-timeout", type=int, default=300, help="grading timeout of every rollout, s (default 300)"
+    )
+    parser.add_argument(
+        "--drain-timeout", type=float, default=120.0, help="seconds to wait for a trial's sandboxes to go (default 120)"
+    )
     parser.add_argument("--json", type=Path, help="also write every trial's numbers here")
     args = parser.parse_args(argv)
     if not 1 <= args.groups <= args.over_sample:

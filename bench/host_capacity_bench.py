@@ -6,8 +6,8 @@ and measures what N such agents cost one host. For the baseline N (default 1) an
 (``examples/tasks/dataset.jsonl``, rows repeated round-robin) through
 
 * a Temporal dev server (``WorkflowEnvironment.start_local``, in-memory, 127.0.0.1),
-* ONE ``worker.py`` subprocess per step (``durable_rollouts.trainer_client.local_services.worker_process``), fresh for every N
-  so its RSS growth belongs to that N, with ``ROLLOUT_AGENT_SLOTS`` = N and its own host id and results dir,
+* ONE ``worker.py`` subprocess per step (``durable_rollouts.trainer_client.local_services.worker_process``), fresh for
+  every N so its RSS growth belongs to that N, with ``ROLLOUT_AGENT_SLOTS`` = N and its own host id and results dir,
 * real Docker sandboxes and the real Claude Code binary,
 * the scripted ``oracle`` policy served in THIS process (``bench.harness.rollout_stack.TimedPolicyServer``),
   which waits ``--think-s`` seconds before every answer (one sleep, not per-token pacing, so the bench
@@ -18,13 +18,13 @@ and measures what N such agents cost one host. For the baseline N (default 1) an
 Measured per step (nothing is read from project internals):
 
 * **memory per agent** -- a /proc + cgroup sampler thread (``bench.harness.proc_watch.ProcWatcher``
-  extended; every ``--mem-interval`` s): peak ``VmRSS`` and ``RssAnon`` of each Claude Code process (``/opt/claude/bin/claude
-  -p``; RSS counts the shared binary's pages in every process, RssAnon is its own heap); peak working set of
-  each agent sandbox's memory cgroup (usage minus inactive file cache, as ``docker stats`` reports it; cgroup
-  v1 ``memory/docker/<id>`` or v2 ``docker-<id>.scope``); the worker's RSS growth (peak during the step minus
-  RSS at ready, ``/proc/<pid>/status`` every 0.5 s) divided by N; and host memory in use (``MemTotal -
-  MemAvailable``) at peak minus before the step, divided by N, which also holds grading sandboxes, the
-  Docker daemons and page cache the kernel will not give back at once.
+  extended; every ``--mem-interval`` s): peak ``VmRSS`` and ``RssAnon`` of each Claude Code process
+  (``/opt/claude/bin/claude -p``; RSS counts the shared binary's pages in every process, RssAnon is its own heap); peak
+  working set of each agent sandbox's memory cgroup (usage minus inactive file cache, as ``docker stats`` reports it;
+  cgroup v1 ``memory/docker/<id>`` or v2 ``docker-<id>.scope``); the worker's RSS growth (peak during the step minus RSS
+  at ready, ``/proc/<pid>/status`` every 0.5 s) divided by N; and host memory in use (``MemTotal - MemAvailable``) at
+  peak minus before the step, divided by N, which also holds grading sandboxes, the Docker daemons and page cache the
+  kernel will not give back at once.
 * **event-loop lag of the worker** -- the adapter runs inside worker.py, and its ``GET /healthz`` is
   answered on the event loop without doing any work, so the latency of that GET is the time the loop takes
   to get to it plus a fixed HTTP cost (the idle rows show that floor). ``bench.loop_probe`` (its own
@@ -144,7 +144,10 @@ def cgroup_version() -> int:
 
 def _cgroup_dir(container_id: str, version: int) -> Path | None:
     candidates = (
-        [CGROUP_ROOT / "memory" / "docker" / container_id, CGROUP_ROOT / "memory" / "system.slice" / f"docker-{container_id}.scope"]
+        [
+            CGROUP_ROOT / "memory" / "docker" / container_id,
+            CGROUP_ROOT / "memory" / "system.slice" / f"docker-{container_id}.scope",
+        ]
         if version == 1
         else [CGROUP_ROOT / "system.slice" / f"docker-{container_id}.scope", CGROUP_ROOT / "docker" / container_id]
     )
@@ -232,7 +235,8 @@ class MemoryWatcher(ProcWatcher):
         self.samples.append(MemorySample(now, live, rss_sum, ws_sum, host_memory_used(), machine_busy_s()))
 
     def _find_shims(self, container_ids: list[str]) -> None:
-        """The ``containerd-shim-runc-v2 ... -id <container id>`` process of each container (Docker runs one per container)."""
+        """The ``containerd-shim-runc-v2 ... -id <container id>`` process of each container (Docker runs one per
+        container)."""
         if not container_ids:
             return
         wanted = set(container_ids)
@@ -330,12 +334,18 @@ class RolloutOutcome:
     agent_gone: float | None = None
 
 
-def outcome_of(handle: WorkflowHandle, got: RolloutResult | BaseException, watcher: MemoryWatcher, policy: ThinkingPolicyServer) -> RolloutOutcome:
+def outcome_of(
+    handle: WorkflowHandle, got: RolloutResult | BaseException, watcher: MemoryWatcher, policy: ThinkingPolicyServer
+) -> RolloutOutcome:
     if isinstance(got, BaseException):
         out = RolloutOutcome(handle.id, "error", f"{type(got).__name__}: {got}"[:200])
     else:
         out = RolloutOutcome(
-            handle.id, got.status, got.abort_reason or (got.error[:200] if got.error else None), turns=got.turns, attempts=got.attempts
+            handle.id,
+            got.status,
+            got.abort_reason or (got.error[:200] if got.error else None),
+            turns=got.turns,
+            attempts=got.attempts,
         )
         if got.agent is not None:
             timings = sorted(policy.for_session(got.agent.session_id))
@@ -355,10 +365,14 @@ def outcome_of(handle: WorkflowHandle, got: RolloutResult | BaseException, watch
             if span.pid in watcher.claude_peak:
                 rss, anon = watcher.claude_peak[span.pid]
                 out.claude_rss_mb, out.claude_anon_mb = rss / 1024, anon / 1024
-    grading = [watcher.container_peak[c][0] for c in watcher.containers_of(handle.id, "grading") if c in watcher.container_peak]
+    grading = [
+        watcher.container_peak[c][0] for c in watcher.containers_of(handle.id, "grading") if c in watcher.container_peak
+    ]
     if grading:
         out.grading_ws_mb = sum(grading) / MIB
-    grading_cpu = [watcher.container_cpu_s[c] for c in watcher.containers_of(handle.id, "grading") if c in watcher.container_cpu_s]
+    grading_cpu = [
+        watcher.container_cpu_s[c] for c in watcher.containers_of(handle.id, "grading") if c in watcher.container_cpu_s
+    ]
     if grading_cpu:
         out.grading_cpu_s = sum(grading_cpu)
     return out
@@ -401,14 +415,20 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
         "ROLLOUT_RESULTS_DIR": str(stack.tmp / f"results-n{n}"),
     }
     rollouts = round_robin(stack.rows, n, stack.budgets)
-    print(f"\n=== N={n}: worker with {worker_env['ROLLOUT_AGENT_SLOTS']} agent slots, adapter :{port} (run id {sub_run}) ===", flush=True)
+    print(
+        f"\n=== N={n}: worker with {worker_env['ROLLOUT_AGENT_SLOTS']} agent slots, adapter :{port} (run id {sub_run}) "
+        f"===",
+        flush=True,
+    )
     watcher.workflow_prefix = f"rollout-{sub_run}-"
     policy.expect(n, args.hold_s)
     worker_log = stack.tmp / f"worker-n{n}.log"
     probe = LagProbe(f"http://{stack.gateway}:{port}/healthz", args.probe_interval)
     async with contextlib.AsyncExitStack() as exits:
         proc = await exits.enter_async_context(
-            worker_process(stack.address, ["--adapter-port", str(port), "--host-id", host_id], env=worker_env, log_path=worker_log)
+            worker_process(
+                stack.address, ["--adapter-port", str(port), "--host-id", host_id], env=worker_env, log_path=worker_log
+            )
         )
         rss = RssSampler(proc.pid)
         rss.start()
@@ -448,7 +468,9 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
     wall = t1 - t0
     # The window with all N agents live: from the last session's first request to the next agent exit (an agent whose
     # session was lost and retried may have exited before it).
-    first_exit = min((o.agent_gone for o in outcomes if o.agent_gone and o.agent_gone > (policy.all_asked_at or t1)), default=None)
+    first_exit = min(
+        (o.agent_gone for o in outcomes if o.agent_gone and o.agent_gone > (policy.all_asked_at or t1)), default=None
+    )
     in_step = [s for s in watcher.samples if t0 <= s.t <= t1]
     worker_peak_kb = max((kb for t, kb in rss.samples if t0 <= t <= t1), default=worker_rss_ready_kb)
     host_peak = max((s.host_used_bytes for s in in_step), default=host_used_before)
@@ -466,7 +488,9 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
         "generate_calls": sum(o.generate_calls for o in outcomes),
         "client_gap_p50_s": quantile(gaps, 0.5),
         "client_gap_p95_s": quantile(gaps, 0.95),
-        "max_concurrent_agents": peak_concurrency([(o.agent_start, o.agent_gone) for o in outcomes if o.agent_start and o.agent_gone]),
+        "max_concurrent_agents": peak_concurrency(
+            [(o.agent_start, o.agent_gone) for o in outcomes if o.agent_start and o.agent_gone]
+        ),
         "all_asked_after_s": None if policy.all_asked_at is None else policy.all_asked_at - t0,
         "claude_rss_mb": mean([o.claude_rss_mb for o in outcomes]),
         "claude_rss_max_mb": max((o.claude_rss_mb for o in outcomes if o.claude_rss_mb), default=None),
@@ -494,7 +518,9 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
         "machine_cpu_share": (busy1 - busy0) / wall / (os.cpu_count() or 1),
         "machine_cpu_share_all_live": busy_share(watcher.samples, policy.all_asked_at, first_exit),
         "turns_all_live": sum(
-            1 for _, _, answered, _ in policy.timings if policy.all_asked_at and first_exit and policy.all_asked_at <= answered <= first_exit
+            1
+            for _, _, answered, _ in policy.timings
+            if policy.all_asked_at and first_exit and policy.all_asked_at <= answered <= first_exit
         ),
         "claude_cpu_s": mean([o.claude_cpu_s for o in outcomes]),
         "sandbox_cpu_s": mean([o.sandbox_cpu_s for o in outcomes]),
@@ -509,7 +535,9 @@ async def run_step(n: int, stack: Stack) -> dict[str, Any]:
     live_window = (first_exit - policy.all_asked_at) if policy.all_asked_at and first_exit else 0.0
     share = summary["machine_cpu_share_all_live"]
     summary["core_s_per_turn_all_live"] = (
-        share * (os.cpu_count() or 1) * live_window / summary["turns_all_live"] if share is not None and summary["turns_all_live"] else None
+        share * (os.cpu_count() or 1) * live_window / summary["turns_all_live"]
+        if share is not None and summary["turns_all_live"]
+        else None
     )
     print_step(summary)
     return summary
@@ -527,7 +555,9 @@ def _pct(share: float | None) -> str:
 
 
 def _lag(stats: dict[str, Any]) -> str:
-    return f"{_f(stats['p50_ms'])}/{_f(stats['p99_ms'])}/{_f(stats['max_ms'])}" + (f" ({stats['errors']} err)" if stats["errors"] else "")
+    return f"{_f(stats['p50_ms'])}/{_f(stats['p99_ms'])}/{_f(stats['max_ms'])}" + (
+        f" ({stats['errors']} err)" if stats["errors"] else ""
+    )
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -537,37 +567,55 @@ def _ratio(value: float | None, base: float | None) -> str:
 def print_step(s: dict[str, Any]) -> None:
     print(f"--- N={s['n']} ---")
     print(
-        f"  wall {s['wall_s']:.1f} s; completed {s['completed']}/{s['n']}; turns mean {_f(s['turns_mean'])}, /generate {s['generate_calls']}; "
-        f"max concurrent Claude Code {s['max_concurrent_agents']} (all {s['n']} sessions asked after {_f(s['all_asked_after_s'])} s)"
+        f"  wall {s['wall_s']:.1f} s; completed {s['completed']}/{s['n']}; turns mean {_f(s['turns_mean'])}, /generate "
+        f"{s['generate_calls']}; "
+        f"max concurrent Claude Code {s['max_concurrent_agents']} (all {s['n']} sessions asked after "
+        f"{_f(s['all_asked_after_s'])} s)"
     )
     for failure in s["failures"]:
         print(f"  FAILED {failure['workflow_id']}: {failure['status']} {failure['reason'] or ''}")
     if s["retried"] or s["activity_failures"]:
         kinds = ", ".join(f"{kind} ×{count}" for kind, count in s["activity_failures"].items())
-        print(f"  rollouts whose agent was retried: {s['retried']}; activity failures in the worker log: {kinds or 'none'}")
+        print(
+            f"  rollouts whose agent was retried: {s['retried']}; activity failures in the worker log: "
+            f"{kinds or 'none'}"
+        )
     print(
-        f"  per agent: Claude Code RSS {_f(s['claude_rss_mb'])} MB (max {_f(s['claude_rss_max_mb'])}, anon {_f(s['claude_anon_mb'])}); "
-        f"sandbox working set {_f(s['sandbox_ws_mb'])} MB (max {_f(s['sandbox_ws_max_mb'])}, anon {_f(s['sandbox_anon_mb'])}); "
-        f"shim {_f(s['shim_rss_mb'])} MB (anon {_f(s['shim_anon_mb'])}); worker share {_f(s['worker_share_mb'], 2)} MB; "
-        f"-> footprint {_f(s['footprint_mb'])} MB (sandbox WS + shim anon + worker share); host used Δ/N {_f(s['host_per_agent_mb'])} MB; "
+        f"  per agent: Claude Code RSS {_f(s['claude_rss_mb'])} MB (max {_f(s['claude_rss_max_mb'])}, anon "
+        f"{_f(s['claude_anon_mb'])}); "
+        f"sandbox working set {_f(s['sandbox_ws_mb'])} MB (max {_f(s['sandbox_ws_max_mb'])}, anon "
+        f"{_f(s['sandbox_anon_mb'])}); "
+        f"shim {_f(s['shim_rss_mb'])} MB (anon {_f(s['shim_anon_mb'])}); worker share {_f(s['worker_share_mb'], 2)} "
+        f"MB; "
+        f"-> footprint {_f(s['footprint_mb'])} MB (sandbox WS + shim anon + worker share); host used Δ/N "
+        f"{_f(s['host_per_agent_mb'])} MB; "
         f"grading sandbox WS {_f(s['grading_ws_mb'])} MB (after the agent)"
     )
     print(
-        f"  peaks: {s['peak_live_agents_sampled']} live agents sampled, sum Claude RSS {s['peak_sum_claude_rss_mb']:.0f} MB, "
-        f"sum sandbox WS {s['peak_sum_sandbox_ws_mb']:.0f} MB; worker RSS {s['worker_rss_ready_mb']:.0f} -> {s['worker_rss_peak_mb']:.0f} MB "
-        f"(VmHWM {s['worker_vmhwm_mb']:.0f}); host used {s['host_used_before_mb']:.0f} -> {s['host_used_peak_mb']:.0f} MB"
+        f"  peaks: {s['peak_live_agents_sampled']} live agents sampled, sum Claude RSS "
+        f"{s['peak_sum_claude_rss_mb']:.0f} MB, "
+        f"sum sandbox WS {s['peak_sum_sandbox_ws_mb']:.0f} MB; worker RSS {s['worker_rss_ready_mb']:.0f} -> "
+        f"{s['worker_rss_peak_mb']:.0f} MB "
+        f"(VmHWM {s['worker_vmhwm_mb']:.0f}); host used {s['host_used_before_mb']:.0f} -> {s['host_used_peak_mb']:.0f} "
+        f"MB"
     )
     print(
-        f"  /healthz ms p50/p99/max: idle {_lag(s['lag_idle'])} (n={s['lag_idle']['n']}), run {_lag(s['lag_run'])} (n={s['lag_run']['n']}), "
+        f"  /healthz ms p50/p99/max: idle {_lag(s['lag_idle'])} (n={s['lag_idle']['n']}), run {_lag(s['lag_run'])} "
+        f"(n={s['lag_run']['n']}), "
         f"all live {_lag(s['lag_all_live'])} (n={s['lag_all_live']['n']})"
     )
     print(
-        f"  CPU: machine {s['machine_cpu_share'] * 100:.0f}% of {os.cpu_count()} cores, worker {s['worker_cpu_cores']:.2f} cores, "
-        f"this process (policy, samplers) {s['bench_cpu_cores']:.2f} cores; machine while all {s['n']} agents were live "
-        f"{_pct(s['machine_cpu_share_all_live'])}; per rollout (core-s): Claude Code {_f(s['claude_cpu_s'], 2)}, agent sandbox "
-        f"{_f(s['sandbox_cpu_s'], 2)}, grading sandbox {_f(s['grading_cpu_s'], 2)}; all-live window: {s['turns_all_live']} answers, "
+        f"  CPU: machine {s['machine_cpu_share'] * 100:.0f}% of {os.cpu_count()} cores, worker "
+        f"{s['worker_cpu_cores']:.2f} cores, "
+        f"this process (policy, samplers) {s['bench_cpu_cores']:.2f} cores; machine while all {s['n']} agents were "
+        f"live "
+        f"{_pct(s['machine_cpu_share_all_live'])}; per rollout (core-s): Claude Code {_f(s['claude_cpu_s'], 2)}, agent "
+        f"sandbox "
+        f"{_f(s['sandbox_cpu_s'], 2)}, grading sandbox {_f(s['grading_cpu_s'], 2)}; all-live window: "
+        f"{s['turns_all_live']} answers, "
         f"{_f(s['core_s_per_turn_all_live'], 3)} machine core-s per turn; "
-        f"client gap per turn p50/p95 {_f(s['client_gap_p50_s'], 2)}/{_f(s['client_gap_p95_s'], 2)} s; load {s['loadavg_1m_after']:.1f}",
+        f"client gap per turn p50/p95 {_f(s['client_gap_p50_s'], 2)}/{_f(s['client_gap_p95_s'], 2)} s; load "
+        f"{s['loadavg_1m_after']:.1f}",
         flush=True,
     )
 
@@ -578,30 +626,41 @@ def print_table(steps: list[dict[str, Any]], think_s: float) -> None:
     base = steps[0]
     print(f"\nbaseline: N={base['n']} of this run; every turn's answer waits {think_s:g} s (the model)")
     print(
-        "\n| N | completed (retried) | wall s | turns | turns/s | max live | Claude RSS (anon) MB | sandbox WS MB | worker share MB | footprint MB | host Δ/N MB "
-        "| lag run p50/p99/max ms | lag all-live p50/p99/max ms | machine CPU run (all live) | worker CPU cores | Claude Code core-s/rollout | machine core-s/turn (all live) "
+        "\n| N | completed (retried) | wall s | turns | turns/s | max live | Claude RSS (anon) MB | sandbox WS MB | "
+        "worker share MB | footprint MB | host Δ/N MB "
+        "| lag run p50/p99/max ms | lag all-live p50/p99/max ms | machine CPU run (all live) | worker CPU cores | "
+        "Claude Code core-s/rollout | machine core-s/turn (all live) "
         "| client gap p50/p95 s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in steps:
         print(
-            f"| {s['n']} | {s['completed']}/{s['n']} ({s['retried']}) | {s['wall_s']:.0f} | {_f(s['turns_mean'])} | {s['turns_per_s']:.2f} "
+            f"| {s['n']} | {s['completed']}/{s['n']} ({s['retried']}) | {s['wall_s']:.0f} | {_f(s['turns_mean'])} | "
+            f"{s['turns_per_s']:.2f} "
             f"| {s['max_concurrent_agents']} "
-            f"| {_f(s['claude_rss_mb'])} ({_f(s['claude_anon_mb'])}) | {_f(s['sandbox_ws_mb'])} | {_f(s['worker_share_mb'], 2)} "
+            f"| {_f(s['claude_rss_mb'])} ({_f(s['claude_anon_mb'])}) | {_f(s['sandbox_ws_mb'])} | "
+            f"{_f(s['worker_share_mb'], 2)} "
             f"| {_f(s['footprint_mb'])} | {_f(s['host_per_agent_mb'])} "
-            f"| {_lag(s['lag_run'])} | {_lag(s['lag_all_live'])} | {_pct(s['machine_cpu_share'])} ({_pct(s['machine_cpu_share_all_live'])}) "
+            f"| {_lag(s['lag_run'])} | {_lag(s['lag_all_live'])} | {_pct(s['machine_cpu_share'])} "
+            f"({_pct(s['machine_cpu_share_all_live'])}) "
             f"| {s['worker_cpu_cores']:.2f} | {_f(s['claude_cpu_s'], 2)} | {_f(s['core_s_per_turn_all_live'], 3)} "
             f"| {_f(s['client_gap_p50_s'], 2)}/{_f(s['client_gap_p95_s'], 2)} |"
         )
     print(f"\nratio to the baseline (N={base['n']})")
-    print("\n| N | Claude RSS/agent | sandbox WS/agent | worker share | footprint/agent | lag run p50 | lag run p99 | client gap p50 |")
+    print(
+        "\n| N | Claude RSS/agent | sandbox WS/agent | worker share | footprint/agent | lag run p50 | lag run p99 | "
+        "client gap p50 |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for s in steps:
         print(
-            f"| {s['n']} | {_ratio(s['claude_rss_mb'], base['claude_rss_mb'])} | {_ratio(s['sandbox_ws_mb'], base['sandbox_ws_mb'])} "
-            f"| {_ratio(s['worker_share_mb'], base['worker_share_mb'])} | {_ratio(s['footprint_mb'], base['footprint_mb'])} "
+            f"| {s['n']} | {_ratio(s['claude_rss_mb'], base['claude_rss_mb'])} | "
+            f"{_ratio(s['sandbox_ws_mb'], base['sandbox_ws_mb'])} "
+            f"| {_ratio(s['worker_share_mb'], base['worker_share_mb'])} | "
+            f"{_ratio(s['footprint_mb'], base['footprint_mb'])} "
             f"| {_ratio(s['lag_run']['p50_ms'], base['lag_run']['p50_ms'])} "
-            f"| {_ratio(s['lag_run']['p99_ms'], base['lag_run']['p99_ms'])} | {_ratio(s['client_gap_p50_s'], base['client_gap_p50_s'])} |"
+            f"| {_ratio(s['lag_run']['p99_ms'], base['lag_run']['p99_ms'])} | "
+            f"{_ratio(s['client_gap_p50_s'], base['client_gap_p50_s'])} |"
         )
     for s in steps:
         if s["failures"]:
@@ -616,8 +675,10 @@ def print_table(steps: list[dict[str, Any]], think_s: float) -> None:
         available = largest["mem_available_before_mb"]
         grading = largest["grading_ws_mb"] or 0.0
         print(
-            f"\nmemory-bound estimate: {available / 1024:.1f} GiB available before N={largest['n']}; footprint {per_agent:.0f} MB per agent at that N "
-            f"(+ {grading:.0f} MB while its grading sandbox runs) -> about {int(available * 0.8 / (per_agent + grading))} agents in 80% of it "
+            f"\nmemory-bound estimate: {available / 1024:.1f} GiB available before N={largest['n']}; footprint "
+            f"{per_agent:.0f} MB per agent at that N "
+            f"(+ {grading:.0f} MB while its grading sandbox runs) -> about "
+            f"{int(available * 0.8 / (per_agent + grading))} agents in 80% of it "
             "with every grading sandbox up at once (CPU and lag above say whether CPU binds first)"
         )
 
@@ -637,20 +698,42 @@ async def main_async(args: argparse.Namespace) -> int:
         f"({info['MemAvailable'] / 2**30:.1f} available); cgroup v{cgroup_version()}; load {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    print(f"tasks: {[r.task.instance_id for r in rows]} (round-robin); steps N = {steps_n}; think {args.think_s:g} s per turn", flush=True)
+    print(
+        f"tasks: {[r.task.instance_id for r in rows]} (round-robin); steps N = {steps_n}; think {args.think_s:g} s per "
+        f"turn",
+        flush=True,
+    )
     gateway = await sandbox_gateway()
     policy = await oracle_policy(ThinkingPolicyServer, think_s=args.think_s)
     watcher = MemoryWatcher(mem_interval_s=args.mem_interval)
     steps: list[dict[str, Any]] = []
-    async with running_servers(policy, run_id, tmp, lambda: sorted(tmp.glob("worker-n*.log")), args.keep_temp) as servers:
-        print(f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapter binds {gateway}", flush=True)
+    async with running_servers(
+        policy, run_id, tmp, lambda: sorted(tmp.glob("worker-n*.log")), args.keep_temp
+    ) as servers:
+        print(
+            f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapter binds {gateway}",
+            flush=True,
+        )
         watcher.start()
         try:
-            stack = Stack(servers.env.client, servers.address, policy, watcher, rows, run_id, tmp, gateway, budgets, args, servers.policy_url)
+            stack = Stack(
+                servers.env.client,
+                servers.address,
+                policy,
+                watcher,
+                rows,
+                run_id,
+                tmp,
+                gateway,
+                budgets,
+                args,
+                servers.policy_url,
+            )
             for n in steps_n:
                 try:
                     steps.append(await run_step(n, stack))
-                except Exception as error:  # noqa: BLE001 - a step that could not run is reported; the next one still runs
+                except Exception as error:  # noqa: BLE001
+                    # A step that could not run is reported; the next one still runs.
                     print(f"N={n}: step failed: {type(error).__name__}: {error}", flush=True)
                 await asyncio.sleep(2)
         finally:
@@ -665,9 +748,16 @@ async def main_async(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, nargs="+", default=[16, 32, 64], help="concurrent rollouts per step")
-    parser.add_argument("--baseline", type=int, default=1, help="the step run first, that the ratios compare with (0: the first --n)")
+    parser.add_argument(
+        "--baseline", type=int, default=1, help="the step run first, that the ratios compare with (0: the first --n)"
+    )
     parser.add_argument("--think-s", type=float, default=3.0, help="seconds the policy waits before every answer")
-    parser.add_argument("--hold-s", type=float, default=300.0, help="at most this long a session's first answer waits for the step's other sessions")
+    parser.add_argument(
+        "--hold-s",
+        type=float,
+        default=300.0,
+        help="at most this long a session's first answer waits for the step's other sessions",
+    )
     parser.add_argument("--idle-s", type=float, default=5.0, help="seconds the worker is probed idle before each step")
     parser.add_argument("--probe-interval", type=float, default=0.05, help="seconds between /healthz probes")
     parser.add_argument("--mem-interval", type=float, default=0.5, help="seconds between memory samples")

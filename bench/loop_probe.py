@@ -55,7 +55,11 @@ def main() -> None:
             response = conn.getresponse()
             response.read()
             elapsed = time.perf_counter() - sent
-            line = f"{sent_wall:.6f} {elapsed:.6f}" if 200 <= response.status < 300 else f"{sent_wall:.6f} ERR status {response.status}"
+            line = (
+                f"{sent_wall:.6f} {elapsed:.6f}"
+                if 200 <= response.status < 300
+                else f"{sent_wall:.6f} ERR status {response.status}"
+            )
         except (OSError, http.client.HTTPException) as error:
             line = f"{sent_wall:.6f} ERR {type(error).__name__}"
             if conn is not None:

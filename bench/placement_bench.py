@@ -37,7 +37,14 @@ import docker.errors
 from temporalio.client import Client
 
 from bench.harness.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer
-from bench.harness.rollout_stack import bench_budgets, example_rows, oracle_policy, running_servers, sandbox_gateway, stack_env
+from bench.harness.rollout_stack import (
+    bench_budgets,
+    example_rows,
+    oracle_policy,
+    running_servers,
+    sandbox_gateway,
+    stack_env,
+)
 from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
@@ -57,7 +64,9 @@ def push_copies(client: docker.DockerClient, registry: LocalRegistry, images: li
                 client.images.remove(local, force=True)
 
 
-def reset_engine(client: docker.DockerClient, registry: LocalRegistry, front: str, halves: dict[str, list[str]], images: list[str]) -> None:
+def reset_engine(
+    client: docker.DockerClient, registry: LocalRegistry, front: str, halves: dict[str, list[str]], images: list[str]
+) -> None:
     """The engine holds ``<front>/a/X`` for X in a's half and ``<front>/b/X`` for b's, and no other copy."""
     for worker in WORKERS:
         for image in images:
@@ -82,12 +91,14 @@ async def agent_host(client: Client, workflow_id: str) -> str:
     picks = {
         e.event_id
         for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes") and e.activity_task_scheduled_event_attributes.activity_type.name == "pick_host"
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "pick_host"
     }
     done = [
         e.activity_task_completed_event_attributes
         for e in history.events
-        if e.HasField("activity_task_completed_event_attributes") and e.activity_task_completed_event_attributes.scheduled_event_id in picks
+        if e.HasField("activity_task_completed_event_attributes")
+        and e.activity_task_completed_event_attributes.scheduled_event_id in picks
     ]
     return json.loads(done[-1].result.payloads[0].data)
 
@@ -95,7 +106,9 @@ async def agent_host(client: Client, workflow_id: str) -> str:
 async def run_arm(arm: str, index: int, args: argparse.Namespace, setting: dict, tmp: Path) -> dict:
     """The ``index``-th arm of the bench's run: its rollouts are samples ``index * samples ...`` of each row, so
     every arm's workflow ids are its own under the one run id."""
-    client, registry, front, halves, images, servers = (setting[k] for k in ("client", "registry", "front", "halves", "images", "servers"))
+    client, registry, front, halves, images, servers = (
+        setting[k] for k in ("client", "registry", "front", "halves", "images", "servers")
+    )
     await asyncio.to_thread(reset_engine, client, registry, front, halves, images)
     budgets = bench_budgets(300, 300)
     run_id = setting["run_id"]
@@ -111,13 +124,26 @@ async def run_arm(arm: str, index: int, args: argparse.Namespace, setting: dict,
     }
     rows = example_rows()
     samples = range(index * args.samples, (index + 1) * args.samples)
-    inputs = [rollout_input(row.task, sample, group, PolicySpec(), budgets) for group, row in enumerate(rows) for sample in samples]
+    inputs = [
+        rollout_input(row.task, sample, group, PolicySpec(), budgets)
+        for group, row in enumerate(rows)
+        for sample in samples
+    ]
     pulls_before = copy_pulls(registry, images)
     async with contextlib.AsyncExitStack() as stack:
         for worker in WORKERS:
-            env = {**env_base, "ROLLOUT_IMAGE_MIRRORS": f"docker.io/library={front}/{worker}", "ROLLOUT_RESULTS_DIR": str(tmp / arm / worker)}
+            env = {
+                **env_base,
+                "ROLLOUT_IMAGE_MIRRORS": f"docker.io/library={front}/{worker}",
+                "ROLLOUT_RESULTS_DIR": str(tmp / arm / worker),
+            }
             await stack.enter_async_context(
-                worker_process(servers.address, ["--host-id", hosts[worker], "--adapter-port", "0"], env=env, log_path=tmp / f"{arm}-{worker}.log")
+                worker_process(
+                    servers.address,
+                    ["--host-id", hosts[worker], "--adapter-port", "0"],
+                    env=env,
+                    log_path=tmp / f"{arm}-{worker}.log",
+                )
             )
         started = time.monotonic()
         results = await run_rollouts(servers.env.client, inputs, run_id, concurrency=len(inputs), task_queue=queue)
@@ -125,7 +151,9 @@ async def run_arm(arm: str, index: int, args: argparse.Namespace, setting: dict,
     holder = {image: worker for worker, held in halves.items() for image in held}
     image_of = {row.task.instance_id: row.task.image for row in rows}
     placed = [await agent_host(servers.env.client, r.workflow_id) for r in results]
-    on_holder = sum(1 for r, host in zip(results, placed, strict=True) if host.endswith(hosts[holder[image_of[r.instance_id]]]))
+    on_holder = sum(
+        1 for r, host in zip(results, placed, strict=True) if host.endswith(hosts[holder[image_of[r.instance_id]]])
+    )
     completed = sum(1 for r in results if r.status == "completed" and r.reward == 1.0)
     return {
         "arm": arm,
@@ -149,7 +177,10 @@ async def main(args: argparse.Namespace) -> None:
     front = ThrottledFront(registry.port, bytes_per_s=int(args.mbps * (1 << 20)))
     await front.start()
     front_address = f"127.0.0.1:{front.port}"
-    print(f"{len(images)} task images, two copies each with {args.blob_mb} MB of their own, behind a {args.mbps} MB/s front")
+    print(
+        f"{len(images)} task images, two copies each with {args.blob_mb} MB of their own, behind a {args.mbps} MB/s "
+        f"front"
+    )
     started = time.monotonic()
     await asyncio.to_thread(push_copies, client, registry, images, args.blob_mb << 20)
     print(f"registry filled in {time.monotonic() - started:.0f} s")
@@ -174,8 +205,10 @@ async def main(args: argparse.Namespace) -> None:
                     run = await run_arm(arm, len(runs), args, setting, tmp)
                     runs.append(run)
                     print(
-                        f"round {round_index + 1} {arm:12s} placed on the holder {run['on_holder']}/{run['rollouts']} ({run['share']:.0%}), "
-                        f"pulls {run['pulls']}, batch {run['seconds']:.1f} s, completed {run['completed']}/{run['rollouts']}",
+                        f"round {round_index + 1} {arm:12s} placed on the holder {run['on_holder']}/{run['rollouts']} "
+                        f"({run['share']:.0%}), "
+                        f"pulls {run['pulls']}, batch {run['seconds']:.1f} s, completed "
+                        f"{run['completed']}/{run['rollouts']}",
                         flush=True,
                     )
     finally:
@@ -189,7 +222,8 @@ async def main(args: argparse.Namespace) -> None:
     for arm in ARMS:
         mine = [r for r in runs if r["arm"] == arm]
         print(
-            f"{arm:12s} share on the holder {statistics.mean(r['share'] for r in mine):.0%}, pulls {statistics.mean(r['pulls'] for r in mine):.1f}, "
+            f"{arm:12s} share on the holder {statistics.mean(r['share'] for r in mine):.0%}, pulls "
+            f"{statistics.mean(r['pulls'] for r in mine):.1f}, "
             f"batch {statistics.median(r['seconds'] for r in mine):.1f} s (median of {len(mine)})"
         )
     affinity = statistics.median(r["seconds"] for r in runs if r["arm"] == "affinity")
@@ -201,7 +235,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=2, help="samples per example row (default 2)")
     parser.add_argument("--slots", type=int, default=4, help="agent slots per worker (default 4)")
-    parser.add_argument("--blob-mb", type=int, default=32, help="random bytes of each image copy's own layer (default 32)")
-    parser.add_argument("--mbps", type=float, default=8.0, help="the registry front's bandwidth per connection, MB/s (default 8)")
+    parser.add_argument(
+        "--blob-mb", type=int, default=32, help="random bytes of each image copy's own layer (default 32)"
+    )
+    parser.add_argument(
+        "--mbps", type=float, default=8.0, help="the registry front's bandwidth per connection, MB/s (default 8)"
+    )
     parser.add_argument("--rounds", type=int, default=1, help="rounds of both arms, alternating (default 1)")
     asyncio.run(main(parser.parse_args()))

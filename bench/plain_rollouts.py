@@ -1,13 +1,14 @@
-"""A hand-rolled asyncio rollout driver: the libraries the activities call, wired as ``worker.py`` wires them, no Temporal.
+"""A hand-rolled asyncio rollout driver: the libraries the activities call, wired as ``worker.py`` wires them, no
+Temporal.
 
 It is the baseline of ``bench.temporal_cost_bench``: what a seed without durability would do for one
 rollout, every step a direct call into the same code the workflow's activities reach:
 
 * boot the agent sandbox (``DockerSandboxes.boot``; a SWE-bench row's eval script is checked first,
   ``durable_rollouts.grading.swebench.require_eval_script``, as the boot activity does);
-* open an adapter session (``durable_rollouts.policy.session_config.session_config_for``, ``SessionRegistry.open_session``)
-  and start Claude Code detached in the sandbox and wait for it in slices under the disk budget
-  (``durable_rollouts.claude_code.agent_wait``, as the agent activity does), stop it at the agent budget
+* open an adapter session (``durable_rollouts.policy.session_config.session_config_for``,
+  ``SessionRegistry.open_session``) and start Claude Code detached in the sandbox and wait for it in slices under the
+  disk budget (``durable_rollouts.claude_code.agent_wait``, as the agent activity does), stop it at the agent budget
   (``kill_detached``), read its stream-json log and judge the run (``judge_run``);
 * take the git diff (``DockerSandboxes.capture_diff``) and destroy the sandbox (always);
 * grade the diff in a fresh sandbox (``durable_rollouts.grading.graders.evaluate``; a patch over the cap is not graded);
@@ -19,11 +20,11 @@ and the agent log, patch, grading log and segments stay in memory instead of goi
 rollout that raises is ``failed`` with the exception; the guard (``RolloutInput.guard_s``) bounds it.
 
 Run as a long-lived process (like the worker), ``python -m bench.plain_rollouts``: its settings come from
-the same environment (``durable_rollouts.config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``. It
-prints ``plain driver ready`` on stdout, then reads one JSON line per batch from stdin
-(``{"rollouts": [{"workflow_id": ..., "input": <RolloutInput>}, ...]}``), runs the batch's rollouts all
-at once and writes one JSON line per finished rollout, then ``{"done": true}``. End of stdin stops it.
-``PlainDriver`` is the other end: the bench's handle on that process.
+the same environment (``durable_rollouts.config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``.
+It prints ``plain driver ready`` on stdout, then reads one JSON line per batch from stdin (``{"rollouts":
+[{"workflow_id": ..., "input": <RolloutInput>}, ...]}``), runs the batch's rollouts all at once and writes one JSON line
+per finished rollout, then ``{"done": true}``. End of stdin stops it. ``PlainDriver`` is the other end: the bench's
+handle on that process.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ READY_LINE = "plain driver ready"
 
 
 class PlainHost:
-    """The worker's in-process wiring (adapter, sandboxes, Claude Code) without Temporal; ``async with`` starts and stops it."""
+    """The worker's in-process wiring (adapter, sandboxes, Claude Code) without Temporal; ``async with`` starts and
+    stops it."""
 
     def __init__(self, settings: WorkerSettings, policy_url: str):
         self.settings = settings
@@ -131,17 +133,23 @@ class PlainHost:
         handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
         session_id: str | None = None
         try:
-            config = session_config_for(rollout.policy, self.policy_url, True, f"{workflow_id}#1", parsers=self.settings.parser_defaults)
+            config = session_config_for(
+                rollout.policy, self.policy_url, True, f"{workflow_id}#1", parsers=self.settings.parser_defaults
+            )
             ticket = registry.open_session(config, durable=False)
             session_id = ticket.session_id
             launch = AgentLaunch.for_session(self.claude, self.public_url, ticket.secret, rollout.policy.context_budget)
             agent_started = time.time()
             disk_bytes = sandboxes.limits_for(task).disk_bytes
-            exit_code, stopped = await wait_for_agent(sandboxes, handle, disk_bytes, launch, deadline=agent_started + rollout.agent_budget_s)
+            exit_code, stopped = await wait_for_agent(
+                sandboxes, handle, disk_bytes, launch, deadline=agent_started + rollout.agent_budget_s
+            )
             if exit_code is None:
                 await sandboxes.kill_detached(handle, AGENT_JOB)
             agent_log = await sandboxes.read_file(handle, AGENT_LOG, LOG_LIMIT_BYTES)
-            verdict = judge_run(agent_log.decode(errors="replace").splitlines(), exit_code if exit_code is not None else -1)
+            verdict = judge_run(
+                agent_log.decode(errors="replace").splitlines(), exit_code if exit_code is not None else -1
+            )
             agent_s = time.time() - agent_started
             captured = await sandboxes.capture_diff(handle)
         except BaseException:
@@ -156,7 +164,10 @@ class PlainHost:
                 reward, solved = 0.0, False
             else:
                 graded = await evaluate(
-                    sandboxes, EvalRequest(task=task, diff=captured.diff, workflow_id=workflow_id, timeout_s=rollout.eval_timeout_s)
+                    sandboxes,
+                    EvalRequest(
+                        task=task, diff=captured.diff, workflow_id=workflow_id, timeout_s=rollout.eval_timeout_s
+                    ),
                 )
                 reward, solved = graded.result.reward, graded.result.solved
         except BaseException:
@@ -207,7 +218,8 @@ async def main_async() -> None:
 
 class PlainDriver:
     """This module as a subprocess in its own process group, from the bench's side: ``async with`` starts it and waits
-    for its ready line, ``run`` hands a batch over and collects its results, leaving the block ends its stdin and stops it."""
+    for its ready line, ``run`` hands a batch over and collects its results, leaving the block ends its stdin and stops
+    it."""
 
     def __init__(self, env: dict[str, str], log_path: Path):
         self.env, self.log_path = env, log_path
@@ -242,7 +254,9 @@ class PlainDriver:
             await asyncio.wait_for(self.proc.wait(), 30)
         await _stop(self.proc)
 
-    async def run(self, batch: list[tuple[str, RolloutInput]], on_result: Callable[[str, dict[str, Any]], None]) -> None:
+    async def run(
+        self, batch: list[tuple[str, RolloutInput]], on_result: Callable[[str, dict[str, Any]], None]
+    ) -> None:
         """Hand the batch over in one line; call ``on_result(workflow_id, result)`` as each line comes back."""
         assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
         line = {"rollouts": [{"workflow_id": wid, "input": r.model_dump(mode="json")} for wid, r in batch]}

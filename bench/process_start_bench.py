@@ -49,7 +49,9 @@ print(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 def _child(setup: str, statement: str, *args: str) -> float:
     """The CPU seconds ``statement`` took in a fresh ``python -c`` (after ``setup``) from the checkout root."""
     code = CHILD.format(setup=setup, statement=statement)
-    done = subprocess.run([sys.executable, "-c", code, *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
+    )
     if done.returncode != 0:
         raise RuntimeError(f"child failed ({done.returncode}): {done.stderr[-2000:]}")
     return float(done.stdout.strip().splitlines()[-1])
@@ -105,7 +107,10 @@ def main() -> None:
     for name, variants in results.items():
         shipped, baseline = statistics.median(variants["shipped"]), statistics.median(variants["baseline"])
         summary[name] = {"shipped": shipped, "baseline": baseline, "baseline / shipped": baseline / shipped}
-        print(f"  {name:15s} shipped {shipped:5.2f}  baseline {baseline:5.2f}  baseline / shipped {baseline / shipped:4.2f}x")
+        print(
+            f"  {name:15s} shipped {shipped:5.2f}  baseline {baseline:5.2f}  baseline / shipped "
+            f"{baseline / shipped:4.2f}x"
+        )
     if args.json:
         args.json.write_text(json.dumps({"rounds": args.rounds, "values": results, "summary": summary}, indent=2))
 

@@ -6,8 +6,8 @@ sampled) with the replay data of a Qwen3.5-35B-A3B-shaped policy (``--layers`` 4
 nuclei of ``--nucleus`` ids per sampled token on average. In one run it prints, for the trajectory without replay
 data, with top-p nuclei, and with both:
 
-* the packed trajectory (``durable_rollouts.policy.trajectory_packing``) and its size against the same data as slime holds
-  it (int32 ``tokens - 1`` x layers x top-k routing, int32 nuclei), with the ratio;
+* the packed trajectory (``durable_rollouts.policy.trajectory_packing``) and its size against the same data as slime
+  holds it (int32 ``tokens - 1`` x layers x top-k routing, int32 nuclei), with the ratio;
 * pack and unpack time;
 * what a rollout result's payload keeps in Temporal's history once the external store has it (the
   reference the data converter writes, ``durable_rollouts.trainer_client.payload_storage`` on a local folder).
@@ -43,7 +43,11 @@ def replay_for(tokens: list[int], loss_mask: list[int], args: argparse.Namespace
     rows = None
     if routed:
         scores = rng.random((len(tokens) - 1, args.layers, args.experts), dtype=np.float32)
-        rows = np.argpartition(scores, args.top_k, axis=2)[:, :, : args.top_k].astype(np.uint16).reshape(len(tokens) - 1, -1)
+        rows = (
+            np.argpartition(scores, args.top_k, axis=2)[:, :, : args.top_k]
+            .astype(np.uint16)
+            .reshape(len(tokens) - 1, -1)
+        )
     return SegmentReplay(top_p_ids=ids, top_p_offsets=offsets, routed=rows)
 
 
@@ -96,13 +100,18 @@ async def main() -> None:
         }
 
     print(
-        f"{args.tokens:,}-token trajectory, routing {args.layers} layers x top-{args.top_k} of {args.experts} experts, ~{args.nucleus:g} top-p ids/token"
+        f"{args.tokens:,}-token trajectory, routing {args.layers} layers x top-{args.top_k} of {args.experts} experts, "
+        f"~{args.nucleus:g} top-p ids/token"
     )
-    print(f"{'':16} {'as slime holds it':>18} {'packed':>10} {'ratio':>6} {'pack s':>7} {'unpack s':>8} {'in history':>10}")
+    print(
+        f"{'':16} {'as slime holds it':>18} {'packed':>10} {'ratio':>6} {'pack s':>7} {'unpack s':>8} "
+        f"{'in history':>10}"
+    )
     for name, row in rows.items():
         ratio = row["as_slime_holds_it_bytes"] / row["packed_bytes"]
         print(
-            f"{name:16} {row['as_slime_holds_it_bytes'] / 2**20:15.1f} MiB {row['packed_bytes'] / 2**20:6.1f} MiB {ratio:5.1f}x "
+            f"{name:16} {row['as_slime_holds_it_bytes'] / 2**20:15.1f} MiB {row['packed_bytes'] / 2**20:6.1f} MiB "
+            f"{ratio:5.1f}x "
             f"{row['pack_s']:7.2f} {row['unpack_s']:8.2f} {row['history_bytes']:8d} B"
         )
     if args.json:

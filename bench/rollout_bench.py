@@ -280,7 +280,11 @@ class RolloutMeasure:
 
 
 def measure(
-    result: RolloutResult, timeline: WorkflowTimeline, watcher: ProcWatcher, policy: TimedPolicyServer, events: DockerEvents
+    result: RolloutResult,
+    timeline: WorkflowTimeline,
+    watcher: ProcWatcher,
+    policy: TimedPolicyServer,
+    events: DockerEvents,
 ) -> RolloutMeasure:
     m = RolloutMeasure(
         workflow_id=result.workflow_id,
@@ -341,7 +345,9 @@ def measure(
         if stream_result and isinstance(stream_result.get("time_to_request_ms"), (int, float)):
             m.agent_time_to_request_s = stream_result["time_to_request_ms"] / 1000
 
-    grade_spans = [watcher.first_span(cid, "grade_runner") for cid in watcher.containers_of(result.workflow_id, "grading")]
+    grade_spans = [
+        watcher.first_span(cid, "grade_runner") for cid in watcher.containers_of(result.workflow_id, "grading")
+    ]
     grade_spans = [s for s in grade_spans if s is not None and s.gone is not None]
     if grade_spans:
         m.grade_run_s = sum(s.gone - s.start for s in grade_spans)
@@ -364,7 +370,9 @@ def measure(
         if first_exec is not None:
             m.launch_to_first_exec_s = first_exec - run.started
     if runner is not None and runner.gone is not None and run is not None and run.outcome == "completed":
-        wait_die = min((e.t for e in agent_events if e.action == "exec_die" and e.t >= runner.gone - 0.05), default=None)
+        wait_die = min(
+            (e.t for e in agent_events if e.action == "exec_die" and e.t >= runner.gone - 0.05), default=None
+        )
         if wait_die is not None:
             m.runner_exit_to_wait_exec_die_s = wait_die - runner.gone
             read = min((e.t for e in agent_events if e.action == "archive-path" and e.t >= wait_die), default=None)
@@ -377,7 +385,11 @@ def measure(
         m.grader_cpu_s = sum(g.cpu_s for g in grade_spans)
     if agent_cid in watcher.container_cpu_s:
         m.agent_container_cpu_s = watcher.container_cpu_s[agent_cid]
-    grading_cpu = [watcher.container_cpu_s[c] for c in watcher.containers_of(result.workflow_id, "grading") if c in watcher.container_cpu_s]
+    grading_cpu = [
+        watcher.container_cpu_s[c]
+        for c in watcher.containers_of(result.workflow_id, "grading")
+        if c in watcher.container_cpu_s
+    ]
     if grading_cpu:
         m.grading_container_cpu_s = sum(grading_cpu)
     m.agent_execs = sum(e.action == "exec_create" for e in agent_events)
@@ -422,7 +434,8 @@ async def run_n(
         result = await handle.result()
         done_count += 1
         print(
-            f"  [{time.time() - t0:6.1f}s] {done_count}/{n} {result.instance_id} s{result.sample_index}: {result.status} reward={result.reward} {result.abort_reason or ''}",
+            f"  [{time.time() - t0:6.1f}s] {done_count}/{n} {result.instance_id} s{result.sample_index}: "
+            f"{result.status} reward={result.reward} {result.abort_reason or ''}",
             flush=True,
         )
         return result
@@ -457,7 +470,9 @@ async def run_n(
     used["grader"] = sum(m.grader_cpu_s or 0.0 for m in measures)
     # Everything else inside this run's sandboxes: boot preparation, snapshots, git diff, patch apply, wait loops.
     used["sandbox_harness"] = (
-        sum((m.agent_container_cpu_s or 0.0) + (m.grading_container_cpu_s or 0.0) for m in measures) - used["claude"] - used["grader"]
+        sum((m.agent_container_cpu_s or 0.0) + (m.grading_container_cpu_s or 0.0) for m in measures)
+        - used["claude"]
+        - used["grader"]
     )
     used["other"] = used["machine"] - sum(v for k, v in used.items() if k != "machine")
     summary["cpu_core_s_per_rollout"] = {k: v / n for k, v in used.items()}
@@ -506,7 +521,12 @@ async def run_n(
         "grading_container_cpu_s",
     ):
         values = [getattr(m, key) for m in measures]
-        summary[key] = {"p50": quantile(values, 0.5), "p95": quantile(values, 0.95), "mean": mean(values), "n": sum(v is not None for v in values)}
+        summary[key] = {
+            "p50": quantile(values, 0.5),
+            "p95": quantile(values, 0.95),
+            "mean": mean(values),
+            "n": sum(v is not None for v in values),
+        }
     names = sorted({name for m in measures for name in m.activity_exec_s})
     summary["activity_exec_mean_s"] = {name: mean([m.activity_exec_s.get(name) for m in measures]) for name in names}
     print_block(summary)
@@ -528,30 +548,42 @@ def print_block(s: dict) -> None:
     print(f"--- N={s['n']} ---")
     print(f"  wall {s['wall_s']:.1f} s  ->  {s['rollouts_per_min']:.2f} rollouts/min   (first start -> last result)")
     print(
-        f"  completed {s['completed']}/{s['n']}  solved {s['solved']}  aborted {s['aborted']} {s['abort_reasons'] or ''}"
-        f"  rollouts needing >1 agent attempt {s['retried_attempts']}  max concurrent Claude Code processes {s['max_concurrent_agents']}"
+        f"  completed {s['completed']}/{s['n']}  solved {s['solved']}  aborted {s['aborted']} "
+        f"{s['abort_reasons'] or ''}"
+        f"  rollouts needing >1 agent attempt {s['retried_attempts']}  max concurrent Claude Code processes "
+        f"{s['max_concurrent_agents']}"
     )
     print(
         f"  sandbox boot p50/p95             {_pp(s, 'boot_s')} s   (history: boot_sandbox Scheduled->Completed; "
         f"Started->Completed {_pp(s, 'boot_exec_s')} s)"
     )
-    print(f"  launch -> first /generate        {_pp(s, 'launch_to_first_req_s')} s   (history: run_claude_code Started -> policy-server arrival)")
     print(
-        f"  claude proc -> first /generate   {_pp(s, 'proc_to_first_req_s')} s   (/proc starttime -> policy-server arrival; "
+        f"  launch -> first /generate        {_pp(s, 'launch_to_first_req_s')} s   (history: run_claude_code Started "
+        f"-> policy-server arrival)"
+    )
+    print(
+        f"  claude proc -> first /generate   {_pp(s, 'proc_to_first_req_s')} s   (/proc starttime -> policy-server "
+        f"arrival; "
         f"Claude Code's own time_to_request_ms {_pp(s, 'agent_time_to_request_s')} s)"
     )
     print(
-        f"  agent exit -> activity returns   {_pp(s, 'exit_to_detect_s')} s   (/proc exit, {s['n']} samples -> history Completed)"
+        f"  agent exit -> activity returns   {_pp(s, 'exit_to_detect_s')} s   (/proc exit, {s['n']} samples -> history "
+        f"Completed)"
         f"   baseline: reference 5 s poll = {ref_mean:.1f} s mean / 5.0 s worst (constant)"
         + (f"  -> {exit_p50 / ref_mean:.2f}x of the reference mean" if exit_p50 is not None else "")
     )
-    print(f"  runner exit -> activity returns  {_pp(s, 'runner_exit_to_detect_s')} s   (exit marker written ~ runner exit)")
     print(
-        f"  worker RSS peak {s['worker_rss_peak_mb']:.0f} MB (VmRSS samples this N), VmHWM {s['worker_vmhwm_mb']:.0f} MB (process life), "
+        f"  runner exit -> activity returns  {_pp(s, 'runner_exit_to_detect_s')} s   (exit marker written ~ runner "
+        f"exit)"
+    )
+    print(
+        f"  worker RSS peak {s['worker_rss_peak_mb']:.0f} MB (VmRSS samples this N), VmHWM {s['worker_vmhwm_mb']:.0f} "
+        f"MB (process life), "
         f"RSS after {s['worker_rss_after_mb']:.0f} MB"
     )
     print(
-        f"  orchestration share p50/p95      {_pp(s, 'orchestration_share', 3)}   mean {_f(s['orchestration_share']['mean'], 3)}"
+        f"  orchestration share p50/p95      {_pp(s, 'orchestration_share', 3)}   mean "
+        f"{_f(s['orchestration_share']['mean'], 3)}"
         f"   = {_f(s['orchestration_s']['mean'])} s of {_f(s['elapsed_s']['mean'])} s elapsed (mean)"
     )
     print(
@@ -559,25 +591,30 @@ def print_block(s: dict) -> None:
         f"policy {_pp(s, 'policy_s', 3)} s, grader run {_pp(s, 'grade_run_s')} s"
     )
     print(
-        f"    queue waits (Scheduled->Started, sum) {_pp(s, 'queue_wait_s')} s, between activities {_pp(s, 'wf_task_gaps_s')} s, "
+        f"    queue waits (Scheduled->Started, sum) {_pp(s, 'queue_wait_s')} s, between activities "
+        f"{_pp(s, 'wf_task_gaps_s')} s, "
         f"pre-launch {_pp(s, 'pre_launch_s')} s"
     )
     print(
-        f"  docker events: boot Started->create {_pp(s, 'boot_to_create_s')} s, create->start {_pp(s, 'create_to_start_s')} s, "
-        f"start->booted {_pp(s, 'start_to_booted_s')} s; run_claude_code Started->first exec_create {_pp(s, 'launch_to_first_exec_s')} s"
+        f"  docker events: boot Started->create {_pp(s, 'boot_to_create_s')} s, create->start "
+        f"{_pp(s, 'create_to_start_s')} s, "
+        f"start->booted {_pp(s, 'start_to_booted_s')} s; run_claude_code Started->first exec_create "
+        f"{_pp(s, 'launch_to_first_exec_s')} s"
     )
     print(
-        f"    per rollout: {_f(s['agent_execs']['mean'], 1)} docker execs + {_f(s['agent_archives']['mean'], 1)} archive calls (agent sandbox), "
+        f"    per rollout: {_f(s['agent_execs']['mean'], 1)} docker execs + {_f(s['agent_archives']['mean'], 1)} "
+        f"archive calls (agent sandbox), "
         f"{_f(s['grading_execs']['mean'], 1)} + {_f(s['grading_archives']['mean'], 1)} (grading sandbox)"
     )
     print("    activity exec mean: " + ", ".join(f"{k} {_f(v)}" for k, v in s["activity_exec_mean_s"].items()))
     cpu = s["cpu_core_s_per_rollout"]
     print(
-        f"  CPU core-s per rollout (machine busy {s['cpu_utilisation'] * 100:.0f}% of {os.cpu_count()} CPUs over the wall time): "
-        + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+        f"  CPU core-s per rollout (machine busy {s['cpu_utilisation'] * 100:.0f}% of {os.cpu_count()} CPUs over the "
+        f"wall time): " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
     )
     print(
-        f"  exit detection split: runner exit -> wait exec ends {_pp(s, 'runner_exit_to_wait_exec_die_s')} s, -> log get_archive "
+        f"  exit detection split: runner exit -> wait exec ends {_pp(s, 'runner_exit_to_wait_exec_die_s')} s, -> log "
+        f"get_archive "
         f"{_pp(s, 'wait_exec_die_to_log_read_s')} s, -> activity completed {_pp(s, 'log_read_to_completed_s')} s"
     )
     print(f"  load average (1 min) before {s['loadavg_1m_before']:.1f}, after {s['loadavg_1m_after']:.1f}", flush=True)
@@ -586,20 +623,24 @@ def print_block(s: dict) -> None:
 def print_table(summaries: list[dict]) -> None:
     base = summaries[0]["rollouts_per_min"] if summaries else None
     print(
-        f"\nthroughput baseline: N={summaries[0]['n'] if summaries else '-'} of this run; exit-detection baseline: the reference's 5 s poll (constant)"
+        f"\nthroughput baseline: N={summaries[0]['n'] if summaries else '-'} of this run; exit-detection baseline: the "
+        f"reference's 5 s poll (constant)"
     )
     print(
-        "\n| N | wall s | rollouts/min (× first N) | aborted | boot p50/p95 s | launch→1st req p50/p95 s | proc→1st req p50/p95 s "
+        "\n| N | wall s | rollouts/min (× first N) | aborted | boot p50/p95 s | launch→1st req p50/p95 s | proc→1st "
+        "req p50/p95 s "
         "| exit→detect p50/p95 s (ref 5 s poll: 2.5 mean) | worker RSS peak MB | orchestration share p50 (mean s) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         reasons = ", ".join(f"{k}×{v}" for k, v in s["abort_reasons"].items())
         print(
-            f"| {s['n']} | {s['wall_s']:.1f} | {s['rollouts_per_min']:.2f} (×{s['rollouts_per_min'] / base:.2f}) | {s['aborted']}{(' (' + reasons + ')') if reasons else ''} "
+            f"| {s['n']} | {s['wall_s']:.1f} | {s['rollouts_per_min']:.2f} (×{s['rollouts_per_min'] / base:.2f}) | "
+            f"{s['aborted']}{(' (' + reasons + ')') if reasons else ''} "
             f"| {_pp(s, 'boot_s')} | {_pp(s, 'launch_to_first_req_s')} | {_pp(s, 'proc_to_first_req_s')} "
             f"| {_pp(s, 'exit_to_detect_s')} | {s['worker_rss_peak_mb']:.0f} "
-            f"| {_f(s['orchestration_share']['p50'], 3)} ({_f(s['orchestration_s']['mean'], 1)} of {_f(s['elapsed_s']['mean'], 1)}) |"
+            f"| {_f(s['orchestration_share']['p50'], 3)} ({_f(s['orchestration_s']['mean'], 1)} of "
+            f"{_f(s['elapsed_s']['mean'], 1)}) |"
         )
 
 
@@ -621,8 +662,14 @@ async def main_async(args: argparse.Namespace) -> int:
     watcher = ProcWatcher(live_interval_s=args.live_interval)
     events = DockerEvents()
     summaries: list[dict] = []
-    async with running_servers(policy, run_id, tmp, lambda: [tmp / "worker.log"], args.keep_temp) as servers, contextlib.AsyncExitStack() as stack:
-        print(f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapter binds {gateway}", flush=True)
+    async with (
+        running_servers(policy, run_id, tmp, lambda: [tmp / "worker.log"], args.keep_temp) as servers,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        print(
+            f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapter binds {gateway}",
+            flush=True,
+        )
         worker_env = {
             **stack_env(servers.policy_url, gateway, budgets, args.agent_slots or max(args.n)),
             "ROLLOUT_TASK_QUEUE": task_queue,
@@ -633,7 +680,12 @@ async def main_async(args: argparse.Namespace) -> int:
         watcher.start()
         await events.start()
         proc = await stack.enter_async_context(
-            worker_process(servers.address, ["--adapter-port", "0", "--host-id", host_id], env=worker_env, log_path=tmp / "worker.log")
+            worker_process(
+                servers.address,
+                ["--adapter-port", "0", "--host-id", host_id],
+                env=worker_env,
+                log_path=tmp / "worker.log",
+            )
         )
         rss = RssSampler(proc.pid)
         rss.start()
@@ -641,14 +693,18 @@ async def main_async(args: argparse.Namespace) -> int:
         cpu = CpuAccount(proc.pid, servers.address)
         print(f"worker pid {proc.pid}, RSS at ready {rss.status().get('VmRSS', 0) / 1024:.0f} MB", flush=True)
         for n in args.n:
-            summaries.append(await run_n(n, servers.env.client, rows, run_id, task_queue, budgets, watcher, policy, rss, events, cpu))
+            summaries.append(
+                await run_n(n, servers.env.client, rows, run_id, task_queue, budgets, watcher, policy, rss, events, cpu)
+            )
             await asyncio.sleep(2)
 
     print_table(summaries)
     print(
-        "\nDerivations: boot = history boot_sandbox Scheduled->Completed; launch = run_claude_code ActivityTaskStarted; "
+        "\nDerivations: boot = history boot_sandbox Scheduled->Completed; launch = run_claude_code "
+        "ActivityTaskStarted; "
         "first request = arrival at the in-process scripted policy server (after the adapter rendered the prompt); "
-        f"agent exit = /proc watcher (checks every {args.live_interval * 1000:.0f} ms); detection = run_claude_code ActivityTaskCompleted; "
+        f"agent exit = /proc watcher (checks every {args.live_interval * 1000:.0f} ms); detection = run_claude_code "
+        f"ActivityTaskCompleted; "
         "reference exit detection = 5 s polling (constant: 2.5 s mean, 5 s worst), not measured; "
         "orchestration share = 1 - |agent process ∪ grader run ∪ policy calls| / workflow elapsed."
     )
@@ -664,9 +720,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--agent-budget", type=int, default=600, help="SWE_TIME_BUDGET_SEC for every rollout")
     parser.add_argument("--eval-timeout", type=int, default=300, help="SWE_EVAL_TIMEOUT_SEC for every rollout")
     parser.add_argument("--agent-slots", type=int, help="ROLLOUT_AGENT_SLOTS for the worker (default: max N)")
-    parser.add_argument("--live-interval", type=float, default=0.02, help="/proc liveness check period (exit resolution)")
+    parser.add_argument(
+        "--live-interval", type=float, default=0.02, help="/proc liveness check period (exit resolution)"
+    )
     parser.add_argument("--json", help="also write the summaries (with per-rollout measures) here")
-    parser.add_argument("--keep-temp", action="store_true", help="keep the temp dir (worker log, stream-json logs, trajectories)")
+    parser.add_argument(
+        "--keep-temp", action="store_true", help="keep the temp dir (worker log, stream-json logs, trajectories)"
+    )
     return parser.parse_args(argv)
 
 

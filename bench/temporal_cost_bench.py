@@ -22,14 +22,13 @@ Per N and driver, over its rounds:
   -> that rollout's result is in this process; mean, p50, max over every rollout of the rounds.
   **Throughput**: rollouts / the batches' summed time (hand-over -> last result) per minute.
 * **CPU core-seconds per rollout** (snapshots around the batch, ``bench.harness.procfs``):
-  the driver process with its reaped children (iptables, git; before the exec API, every docker CLI call), the Temporal dev server (workflows
-  only), dockerd + containerd, and every sandbox of the batch by its cgroup (``cpuacct.usage``, cgroup
-  v1), of which the Claude Code processes (``bench.harness.proc_watch.ProcWatcher``); containers are tied to the
-  batch by their workflow-id label (``docker events``). **stack** = driver + Temporal + daemons +
-  sandboxes, the number the ratio compares; **orchestration** = driver + Temporal (what drives the
-  rollouts, without the agent, the tests and Docker). This process (policy server, /proc watcher, the
-  workflow client's calls) and "other" (runc, shims, kernel, the idle driver of the other path, any
-  other tenant) are shown, not compared.
+  the driver process with its reaped children (iptables, git; before the exec API, every docker CLI call), the Temporal
+  dev server (workflows only), dockerd + containerd, and every sandbox of the batch by its cgroup (``cpuacct.usage``,
+  cgroup v1), of which the Claude Code processes (``bench.harness.proc_watch.ProcWatcher``); containers are tied to the
+  batch by their workflow-id label (``docker events``). **stack** = driver + Temporal + daemons + sandboxes, the number
+  the ratio compares; **orchestration** = driver + Temporal (what drives the rollouts, without the agent, the tests and
+  Docker). This process (policy server, /proc watcher, the workflow client's calls) and "other" (runc, shims, kernel,
+  the idle driver of the other path, any other tenant) are shown, not compared.
 * **failures**: rollouts not ``completed`` (aborted, failed, or an exception collecting them).
 * **driver RSS peak** during the batch (``VmRSS`` samples).
 
@@ -128,8 +127,8 @@ def _host_processes(skip: set[int]) -> dict[int, tuple[str, float]]:
 
 
 class StackCpu:
-    """Cumulative CPU seconds of the long-lived processes (drivers, dev server, Docker daemons), this process and the machine;
-    ``snapshot`` also reads every other host process, to say what "other" was."""
+    """Cumulative CPU seconds of the long-lived processes (drivers, dev server, Docker daemons), this process and the
+    machine; ``snapshot`` also reads every other host process, to say what "other" was."""
 
     def __init__(self, drivers: dict[str, int], temporal_address: str):
         self.drivers = drivers
@@ -141,9 +140,11 @@ class StackCpu:
         return _host_processes(self.known)
 
     @staticmethod
-    def top_others(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], top: int = 3) -> list[tuple[str, float]]:
-        """The names that used the most CPU between two ``others()`` readings (a process born between them counts in full;
-        one that died between them is lost unless a process read here reaped it)."""
+    def top_others(
+        before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], top: int = 3
+    ) -> list[tuple[str, float]]:
+        """The names that used the most CPU between two ``others()`` readings (a process born between them counts in
+        full; one that died between them is lost unless a process read here reaped it)."""
         used: collections.Counter[str] = collections.Counter()
         for pid, (name, cpu_s) in after.items():
             used[name] += cpu_s - (before[pid][1] if pid in before and before[pid][0] == name else 0.0)
@@ -175,12 +176,19 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _batch(rows: list[DatasetRow], n: int, offset: int, sub_run: str, budgets: RolloutBudgets) -> list[tuple[str, RolloutInput]]:
+def _batch(
+    rows: list[DatasetRow], n: int, offset: int, sub_run: str, budgets: RolloutBudgets
+) -> list[tuple[str, RolloutInput]]:
     """N rollouts of the rows taken round-robin from ``offset`` (both drivers get the same batch for one round)."""
-    return [(workflow_id_for(sub_run, r.task, r.sample_index, r.group_index), r) for r in round_robin(rows, n, budgets, offset)]
+    return [
+        (workflow_id_for(sub_run, r.task, r.sample_index, r.group_index), r)
+        for r in round_robin(rows, n, budgets, offset)
+    ]
 
 
-async def _drive_workflows(client: Client, batch: list[tuple[str, RolloutInput]], sub_run: str, task_queue: str, t0: float) -> list[Outcome]:
+async def _drive_workflows(
+    client: Client, batch: list[tuple[str, RolloutInput]], sub_run: str, task_queue: str, t0: float
+) -> list[Outcome]:
     async def one(rollout: RolloutInput) -> Outcome:
         handle: WorkflowHandle | None = None
         wid = workflow_id_for(sub_run, rollout.task, rollout.sample_index, rollout.group_index)
@@ -195,7 +203,11 @@ async def _drive_workflows(client: Client, batch: list[tuple[str, RolloutInput]]
             result.abort_reason,
             result.reward,
             time.time() - t0,
-            {"elapsed_s": result.elapsed_s, "turns": result.turns, "sampled_tokens": sum(s.n_sampled for s in result.segments)},
+            {
+                "elapsed_s": result.elapsed_s,
+                "turns": result.turns,
+                "sampled_tokens": sum(s.n_sampled for s in result.segments),
+            },
         )
 
     return list(await asyncio.gather(*(one(r) for _, r in batch)))
@@ -206,15 +218,23 @@ async def _drive_plain(driver: PlainDriver, batch: list[tuple[str, RolloutInput]
 
     def arrived(wid: str, result: dict[str, Any]) -> None:
         reason = result.get("abort_reason") or result.get("error")
-        extra = {k: v for k, v in result.items() if k not in ("workflow_id", "status", "abort_reason", "error", "reward")}
-        outcomes.append(Outcome(wid, result["status"], reason, float(result.get("reward", 0.0)), time.time() - t0, extra))
+        extra = {
+            k: v for k, v in result.items() if k not in ("workflow_id", "status", "abort_reason", "error", "reward")
+        }
+        outcomes.append(
+            Outcome(wid, result["status"], reason, float(result.get("reward", 0.0)), time.time() - t0, extra)
+        )
 
     await driver.run(batch, arrived)
     return outcomes
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
-    return {"mean": statistics.fmean(values) if values else None, "p50": quantile(values, 0.5), "max": max(values, default=None)}
+    return {
+        "mean": statistics.fmean(values) if values else None,
+        "p50": quantile(values, 0.5),
+        "max": max(values, default=None),
+    }
 
 
 @dataclass
@@ -246,7 +266,11 @@ async def run_batch(
 ) -> Batch:
     sub_run = f"{run_id}-{name}-n{n}r{round_index}"
     batch = _batch(rows, n, round_index * n, sub_run, budgets)
-    print(f"\n=== N={n} round {round_index + 1} {name}: {n} rollouts (run id {sub_run}, load {os.getloadavg()[0]:.1f}) ===", flush=True)
+    print(
+        f"\n=== N={n} round {round_index + 1} {name}: {n} rollouts (run id {sub_run}, load {os.getloadavg()[0]:.1f}) "
+        f"===",
+        flush=True,
+    )
     others0 = cpu.others()
     cpu0 = cpu.snapshot()
     t0 = time.time()
@@ -257,7 +281,9 @@ async def run_batch(
     await asyncio.sleep(0.5)  # the watcher's last cgroup reading of the batch's last sandboxes
     used = {k: cpu1[k] - cpu0[k] for k in cpu0}
     prefix = f"rollout-{sub_run}-"
-    containers = {e.container_id: e.purpose for e in events.events if e.action == "create" and e.workflow_id.startswith(prefix)}
+    containers = {
+        e.container_id: e.purpose for e in events.events if e.action == "create" and e.workflow_id.startswith(prefix)
+    }
     claude = [watcher.first_span(c, "claude") for c, purpose in containers.items() if purpose == "agent"]
     parts = {
         "driver": used[f"{name}_own"],
@@ -265,7 +291,9 @@ async def run_batch(
         "temporal": used["temporal"] if name == WORKFLOWS else 0.0,
         "docker_daemons": used["docker_daemons"],
         "sandboxes": sum(watcher.container_cpu_s.get(c, 0.0) for c in containers),
-        "agent_sandboxes": sum(watcher.container_cpu_s.get(c, 0.0) for c, purpose in containers.items() if purpose == "agent"),
+        "agent_sandboxes": sum(
+            watcher.container_cpu_s.get(c, 0.0) for c, purpose in containers.items() if purpose == "agent"
+        ),
     }
     parts["grading_sandboxes"] = parts["sandboxes"] - parts["agent_sandboxes"]
     parts["claude_code"] = sum(s.cpu_s for s in claude if s is not None)
@@ -298,7 +326,11 @@ async def run_batch(
     for o in failed:
         print(f"    {o.workflow_id}: {o.status} {o.reason or ''}", flush=True)
     print("  CPU core-s per rollout: " + ", ".join(f"{k} {v / n:.2f}" for k, v in parts.items()), flush=True)
-    print("  other, top host processes (core-s in the batch): " + (", ".join(f"{k} {v:.2f}" for k, v in top_others) or "none"), flush=True)
+    print(
+        "  other, top host processes (core-s in the batch): "
+        + (", ".join(f"{k} {v:.2f}" for k, v in top_others) or "none"),
+        flush=True,
+    )
     return result
 
 
@@ -342,12 +374,17 @@ def _ratio(a: float | None, b: float | None) -> str:
 def _paired(summaries: list[dict]) -> list[tuple[int, dict, dict]]:
     """(N, plain summary, workflows summary) for every N both drivers ran, in order of N."""
     by = {(s["n"], s["driver"]): s for s in summaries}
-    return [(n, by[n, PLAIN], by[n, WORKFLOWS]) for n in sorted({s["n"] for s in summaries}) if (n, PLAIN) in by and (n, WORKFLOWS) in by]
+    return [
+        (n, by[n, PLAIN], by[n, WORKFLOWS])
+        for n in sorted({s["n"] for s in summaries})
+        if (n, PLAIN) in by and (n, WORKFLOWS) in by
+    ]
 
 
 def print_tables(summaries: list[dict]) -> None:
     print(
-        "\n| N | driver | rollouts ok / failed | wall/rollout mean / p50 / max s | rollouts/min | CPU s/rollout: stack (driver + children, "
+        "\n| N | driver | rollouts ok / failed | wall/rollout mean / p50 / max s | rollouts/min | CPU s/rollout: stack "
+        "(driver + children, "
         "Temporal, daemons, sandboxes [Claude Code]) | orchestration | this process | other | driver RSS MB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -355,9 +392,12 @@ def print_tables(summaries: list[dict]) -> None:
         w, c = s["wall_per_rollout_s"], s["cpu_s_per_rollout"]
         reasons = f" {s['failure_reasons']}" if s["failures"] else ""
         print(
-            f"| {s['n']} | {s['driver']} | {s['completed']} / {s['failures']}{reasons} | {_f(w['mean'])} / {_f(w['p50'])} / {_f(w['max'])} "
-            f"| {s['rollouts_per_min']:.2f} | **{c['stack']:.2f}** ({c['driver']:.2f} + {c['driver_children']:.2f}, {c['temporal']:.2f}, "
-            f"{c['docker_daemons']:.2f}, {c['sandboxes']:.2f} [{c['claude_code']:.2f}]) | {c['orchestration']:.2f} | {c['bench']:.2f} "
+            f"| {s['n']} | {s['driver']} | {s['completed']} / {s['failures']}{reasons} | {_f(w['mean'])} / "
+            f"{_f(w['p50'])} / {_f(w['max'])} "
+            f"| {s['rollouts_per_min']:.2f} | **{c['stack']:.2f}** ({c['driver']:.2f} + {c['driver_children']:.2f}, "
+            f"{c['temporal']:.2f}, "
+            f"{c['docker_daemons']:.2f}, {c['sandboxes']:.2f} [{c['claude_code']:.2f}]) | {c['orchestration']:.2f} | "
+            f"{c['bench']:.2f} "
             f"| {c['other']:.2f} | {s['driver_rss_peak_mb']:.0f} |"
         )
     print("\nworkflows / plain, same run:\n")
@@ -367,14 +407,16 @@ def print_tables(summaries: list[dict]) -> None:
         ww, pw = wf["wall_per_rollout_s"], plain["wall_per_rollout_s"]
         wc, pc = wf["cpu_s_per_rollout"], plain["cpu_s_per_rollout"]
         print(
-            f"| {n} | {_ratio(ww['mean'], pw['mean'])} | {_ratio(ww['p50'], pw['p50'])} | {_ratio(ww['max'], pw['max'])} "
+            f"| {n} | {_ratio(ww['mean'], pw['mean'])} | {_ratio(ww['p50'], pw['p50'])} | "
+            f"{_ratio(ww['max'], pw['max'])} "
             f"| {_ratio(wc['stack'], pc['stack'])} | {_ratio(wc['orchestration'], pc['orchestration'])} "
             f"| {_ratio(wf['rollouts_per_min'], plain['rollouts_per_min'])} |"
         )
 
 
 def print_breakdown(summaries: list[dict]) -> None:
-    """Per N: each component's core-seconds per rollout and per turn for both drivers, and the Docker calls per rollout."""
+    """Per N: each component's core-seconds per rollout and per turn for both drivers, and the Docker calls per
+    rollout."""
     print("\nper component, core-s per rollout (per turn), workflows against the same run's plain driver:\n")
     print("| N | turns/rollout | component | plain | workflows | workflows / plain |")
     print("|---|---|---|---|---|---|")
@@ -385,7 +427,9 @@ def print_breakdown(summaries: list[dict]) -> None:
             cells = [f"{c[key]:.2f} ({c[key] / c['turns']:.3f})" if c["turns"] else f"{c[key]:.2f}" for c in (pc, wc)]
             print(f"| {n} | {turns} | {heading} | {cells[0]} | {cells[1]} | {_ratio(wc[key], pc[key])} |")
         calls = [" + ".join(f"{c[f'docker_{kind}']:.1f}" for kind in DOCKER_CALLS) for c in (pc, wc)]
-        print(f"| {n} | {turns} | Docker calls seen as events ({' + '.join(DOCKER_CALLS)}) | {calls[0]} | {calls[1]} | |")
+        print(
+            f"| {n} | {turns} | Docker calls seen as events ({' + '.join(DOCKER_CALLS)}) | {calls[0]} | {calls[1]} | |"
+        )
 
 
 # --------------------------------------------------------------------------- main
@@ -406,8 +450,14 @@ async def main_async(args: argparse.Namespace) -> int:
     events = DockerEvents()
     summaries: list[dict] = []
     logs = [tmp / "worker.log", tmp / "plain.log"]
-    async with running_servers(policy, run_id, tmp, lambda: logs, args.keep_temp) as servers, contextlib.AsyncExitStack() as stack:
-        print(f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapters bind {gateway}", flush=True)
+    async with (
+        running_servers(policy, run_id, tmp, lambda: logs, args.keep_temp) as servers,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        print(
+            f"temporal dev server {servers.address}; policy server {servers.policy_url}; adapters bind {gateway}",
+            flush=True,
+        )
         common = stack_env(servers.policy_url, gateway, budgets, max(args.n))
         stack.push_async_callback(events.stop)
         stack.callback(watcher.stop)
@@ -421,7 +471,12 @@ async def main_async(args: argparse.Namespace) -> int:
                 log_path=tmp / "worker.log",
             )
         )
-        plain_env = {**common, "ROLLOUT_HOST_ID": f"plain-{run_id}", "ROLLOUT_RESULTS_DIR": str(tmp / "plain"), "SHIM_PORT": "0"}
+        plain_env = {
+            **common,
+            "ROLLOUT_HOST_ID": f"plain-{run_id}",
+            "ROLLOUT_RESULTS_DIR": str(tmp / "plain"),
+            "SHIM_PORT": "0",
+        }
         plain = await stack.enter_async_context(PlainDriver(plain_env, tmp / "plain.log"))
         assert plain.proc is not None
         print(f"worker pid {worker.pid}; plain driver pid {plain.proc.pid}", flush=True)
@@ -442,15 +497,21 @@ async def main_async(args: argparse.Namespace) -> int:
             batches: dict[str, list[Batch]] = {PLAIN: [], WORKFLOWS: []}
             for r in range(args.rounds):
                 for name in (PLAIN, WORKFLOWS) if r % 2 == 0 else (WORKFLOWS, PLAIN):
-                    batches[name].append(await run_batch(name, n, r, run_id, rows, budgets, drivers[name], cpu, samplers[name], watcher, events))
+                    batches[name].append(
+                        await run_batch(
+                            name, n, r, run_id, rows, budgets, drivers[name], cpu, samplers[name], watcher, events
+                        )
+                    )
                     await asyncio.sleep(2)
             summaries.extend(summarize(batches[name]) for name in (PLAIN, WORKFLOWS))
 
     print_tables(summaries)
     print_breakdown(summaries)
     print(
-        "\nwall/rollout = batch handed over -> that rollout's result in this process; stack CPU = driver process (+ reaped children) "
-        "+ Temporal dev server + dockerd/containerd + the batch's sandbox cgroups; orchestration = driver + children + Temporal; "
+        "\nwall/rollout = batch handed over -> that rollout's result in this process; stack CPU = driver process (+ "
+        "reaped children) "
+        "+ Temporal dev server + dockerd/containerd + the batch's sandbox cgroups; orchestration = driver + children + "
+        "Temporal; "
         "'this process' = policy server, /proc watcher, workflow client (not compared)."
     )
     if args.json:
@@ -461,11 +522,23 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 32], help="concurrent rollouts per step (each driver)")
-    parser.add_argument("--rounds", type=int, default=3, help="batches per N and driver; the drivers alternate, plain first in odd rounds")
+    parser.add_argument(
+        "--n", type=int, nargs="+", default=[1, 8, 32], help="concurrent rollouts per step (each driver)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="batches per N and driver; the drivers alternate, plain first in odd rounds",
+    )
     parser.add_argument("--agent-budget", type=int, default=600, help="SWE_TIME_BUDGET_SEC for every rollout")
     parser.add_argument("--eval-timeout", type=int, default=300, help="SWE_EVAL_TIMEOUT_SEC for every rollout")
-    parser.add_argument("--explore-turns", type=int, default=0, help="read-only turns the oracle takes before its patch (40: a 43-turn rollout)")
+    parser.add_argument(
+        "--explore-turns",
+        type=int,
+        default=0,
+        help="read-only turns the oracle takes before its patch (40: a 43-turn rollout)",
+    )
     parser.add_argument("--json", help="also write the summaries (with per-rollout outcomes) here")
     parser.add_argument("--keep-temp", action="store_true", help="keep the temp dir (worker and plain driver logs)")
     return parser.parse_args(argv)

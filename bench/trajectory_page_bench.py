@@ -2,7 +2,8 @@
 
 A 64k-token rollout (``bench.harness.long_trajectory``: ~60 turns over a ~20k-token system prompt, every reply
 sampled) is made into its page (``trajectory_view.rollout_page``) and opened in Debian's Chromium, headless,
-over DevTools; so is a short rollout's page (the same system prompt, a few turns: 22k tokens). Per page, over ``--rounds`` rounds in rotated order:
+over DevTools; so is a short rollout's page (the same system prompt, a few turns: 22k tokens). Per page, over
+``--rounds`` rounds in rotated order:
 
 * **render**: Python seconds from the trajectory to the HTML (token texts, conversation, samples, page);
 * **size**: bytes on disk and gzip-compressed;
@@ -14,7 +15,8 @@ over DevTools; so is a short rollout's page (the same system prompt, a few turns
 spans, no script), so the ratio is what the per-token shading and hover cost over showing the text at all; the
 small page's numbers show the fixed cost. No thresholds. From the repository root (about a minute)::
 
-    flock /tmp/bench.lock .venv/bin/python -m bench.trajectory_page_bench [--tokens 65536] [--rounds 3] [--json out.json]
+    flock /tmp/bench.lock .venv/bin/python -m bench.trajectory_page_bench [--tokens 65536] [--rounds 3] [--json
+    out.json]
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ def rollout_page(result: RolloutResult, settings: PageSettings) -> tuple[str, fl
     """The page as ``starter.py show --html`` makes it from a finished result, and the seconds it took."""
     began = time.perf_counter()
     assert result.trajectory is not None
-    view = with_conversation(RolloutView(result.workflow_id, "COMPLETED", result, trajectory=read_trajectory(result.trajectory)), settings)
+    view = with_conversation(
+        RolloutView(result.workflow_id, "COMPLETED", result, trajectory=read_trajectory(result.trajectory)), settings
+    )
     text = render_rollout(view, settings.texts)
     return text, time.perf_counter() - began
 
@@ -128,14 +132,17 @@ def report(pages: dict) -> None:
         render = f"{p['render_s']:.2f}" if "render_s" in p else "-"
         hover = f"{p['hover_s']:.3f}" if p.get("hover_s") is not None else "-"
         print(
-            f"{name:<8}{p['tokens']:>9,}{p['spans']:>8,}{render:>10}{p['bytes'] / 1e6:>8.2f}{p['gzip_bytes'] / 1e6:>9.2f}{p['open_s']:>8.2f}{hover:>9}"
+            f"{name:<8}{p['tokens']:>9,}{p['spans']:>8,}{render:>10}"
+            f"{p['bytes'] / 1e6:>8.2f}{p['gzip_bytes'] / 1e6:>9.2f}{p['open_s']:>8.2f}{hover:>9}"
         )
     long, plain = pages["long"], pages["plain"]
     print(
-        f"\nlong page vs the plain text of the same conversation: size {long['bytes'] / plain['bytes']:.2f}x, open {long['open_s'] / plain['open_s']:.2f}x"
+        f"\nlong page vs the plain text of the same conversation: size {long['bytes'] / plain['bytes']:.2f}x, open "
+        f"{long['open_s'] / plain['open_s']:.2f}x"
     )
     print(
-        f"long page vs the small page: tokens {long['tokens'] / pages['small']['tokens']:.1f}x, open {long['open_s'] / pages['small']['open_s']:.2f}x"
+        f"long page vs the small page: tokens {long['tokens'] / pages['small']['tokens']:.1f}x, open "
+        f"{long['open_s'] / pages['small']['open_s']:.2f}x"
     )
 
 

@@ -51,18 +51,32 @@ def conversation(tokens: int, renderer: PromptRenderer) -> str:
     return text
 
 
-async def direct_turn(client: VLLMClient, url: str, ids: list[int], reply_tokens: int, end_of_turn: int) -> tuple[float, float, int]:
+async def direct_turn(
+    client: VLLMClient, url: str, ids: list[int], reply_tokens: int, end_of_turn: int
+) -> tuple[float, float, int]:
     """The engine call the adapter makes for this turn (the same sampling parameters), timed."""
-    params = {"max_new_tokens": reply_tokens, "temperature": 0.0, "stop_token_ids": [end_of_turn], "skip_special_tokens": False, "no_stop_trim": True}
+    params = {
+        "max_new_tokens": reply_tokens,
+        "temperature": 0.0,
+        "stop_token_ids": [end_of_turn],
+        "skip_special_tokens": False,
+        "no_stop_trim": True,
+    }
     wall, cpu = time.perf_counter(), time.process_time()
     generation = await client.generate(url, ids, params, f"direct-{time.monotonic_ns()}", "bench")
     return time.perf_counter() - wall, time.process_time() - cpu, len(generation.output_ids)
 
 
-async def adapter_turn(http: aiohttp.ClientSession, adapter: AdapterServer, config: SessionConfig, text: str) -> tuple[float, float, int]:
+async def adapter_turn(
+    http: aiohttp.ClientSession, adapter: AdapterServer, config: SessionConfig, text: str
+) -> tuple[float, float, int]:
     assert adapter.registry is not None
     ticket = adapter.registry.open_session(config, durable=False)
-    body = {"model": "slime-actor", "max_tokens": config.sampling.max_new_tokens, "messages": [{"role": "user", "content": text}]}
+    body = {
+        "model": "slime-actor",
+        "max_tokens": config.sampling.max_new_tokens,
+        "messages": [{"role": "user", "content": text}],
+    }
     headers = {"Authorization": f"Bearer {ticket.secret}", "anthropic-version": "2023-06-01"}
     wall, cpu = time.perf_counter(), time.process_time()
     async with http.post(f"{adapter.url}/v1/messages", json=body, headers=headers) as response:
@@ -105,7 +119,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summary(
-    prompt_tokens: int, reply_tokens: int, direct: list[tuple[float, float, int]], through: list[tuple[float, float, int]]
+    prompt_tokens: int,
+    reply_tokens: int,
+    direct: list[tuple[float, float, int]],
+    through: list[tuple[float, float, int]],
 ) -> dict[str, float]:
     wall_d, wall_a = statistics.median(w for w, _, _ in direct), statistics.median(w for w, _, _ in through)
     cpu_d, cpu_a = statistics.median(c for _, c, _ in direct), statistics.median(c for _, c, _ in through)
@@ -135,9 +152,11 @@ def main() -> int:
     results = asyncio.run(measure(args))
     for name, r in results.items():
         print(
-            f"{name:5} ({r['prompt_tokens']:>4} prompt tokens, {r['reply_tokens']} reply tokens): wall direct {r['direct_wall_ms']:.0f} ms, "
+            f"{name:5} ({r['prompt_tokens']:>4} prompt tokens, {r['reply_tokens']} reply tokens): wall direct "
+            f"{r['direct_wall_ms']:.0f} ms, "
             f"adapter {r['adapter_wall_ms']:.0f} ms, added {r['added_ms']:.0f} ms, ratio {r['wall_ratio']:.3f}; "
-            f"CPU here direct {r['direct_cpu_ms']:.1f} ms, adapter {r['adapter_cpu_ms']:.1f} ms, ratio {r['cpu_ratio']:.1f}"
+            f"CPU here direct {r['direct_cpu_ms']:.1f} ms, adapter {r['adapter_cpu_ms']:.1f} ms, ratio "
+            f"{r['cpu_ratio']:.1f}"
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -5,7 +5,8 @@ Two ways to live through it, both driven here through real ``PolicySession`` tur
 scripted SGLang stand-in over HTTP:
 
 * ``continuation``: the session as shipped (``SessionConfig.continue_after_abort=True``): the aborted
-  generation is resubmitted as prompt + what it sampled and stitched into one (``durable_rollouts.policy.continuation``);
+  generation is resubmitted as prompt + what it sampled and stitched into one
+  (``durable_rollouts.policy.continuation``);
 * ``baseline``: the old behaviour (``continue_after_abort=False``): the abort fails the turn with a
   retryable error and the client, as Claude Code does on a 529, waits ``--retry-delay`` seconds (its first
   backoff step, ~0.6 s) and re-sends the whole turn, which samples the answer again from its first token.
@@ -72,7 +73,14 @@ class PacedServer(ScriptedPolicyServer):
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, renderer: PromptRenderer, server: PacedServer, http: aiohttp.ClientSession, cpu: FairExecutor):
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        renderer: PromptRenderer,
+        server: PacedServer,
+        http: aiohttp.ClientSession,
+        cpu: FairExecutor,
+    ):
         self.args, self.renderer, self.server, self.http, self.cpu = args, renderer, server, http, cpu
         self.client = SGLangClient(http, vocab_size=renderer.vocab_size)
         self.version = 0
@@ -86,7 +94,8 @@ class Bench:
         )
 
     async def turn(self, session: PolicySession) -> tuple[float, int, int]:
-        """One turn as the client sees it: (seconds, completion tokens, re-sends); a baseline turn re-sends on a retryable error."""
+        """One turn as the client sees it: (seconds, completion tokens, re-sends); a baseline turn re-sends on a
+        retryable error."""
         started, resends = time.monotonic(), 0
         while True:
             try:
@@ -97,7 +106,8 @@ class Bench:
                 await asyncio.sleep(self.args.retry_delay)
 
     async def update_when(self, fraction: float, session_ids: list[str]) -> None:
-        """Once every session's running generation has sampled ``fraction`` of the answer: pause (abort), update, hold, continue."""
+        """Once every session's running generation has sampled ``fraction`` of the answer: pause (abort), update, hold,
+        continue."""
         need = max(1, round(fraction * self.answer_tokens))
 
         def ready() -> bool:
@@ -120,7 +130,9 @@ class Bench:
 
     async def round(self, variant: str, fraction: float | None) -> dict[str, Any]:
         sessions = [
-            PolicySession(f"{variant[:4]}-{uuid.uuid4().hex[:8]}", self.config(variant), self.renderer, self.client, self.cpu)
+            PolicySession(
+                f"{variant[:4]}-{uuid.uuid4().hex[:8]}", self.config(variant), self.renderer, self.client, self.cpu
+            )
             for _ in range(self.args.sessions)
         ]
         turns = asyncio.gather(*(self.turn(s) for s in sessions))
@@ -131,7 +143,11 @@ class Bench:
         sampled = sum(len(r.output_ids) for r in self.server.records if r.routing_key in ids)
         kept = sum(tokens for _, tokens, _ in outcomes)
         if self.answer_tokens:
-            assert all(tokens == self.answer_tokens for _, tokens, _ in outcomes), (variant, outcomes, self.answer_tokens)
+            assert all(tokens == self.answer_tokens for _, tokens, _ in outcomes), (
+                variant,
+                outcomes,
+                self.answer_tokens,
+            )
         return {
             "variant": variant,
             "fraction": fraction,
@@ -170,15 +186,20 @@ def report(args: argparse.Namespace, answer_tokens: int, summary: dict[str, dict
     print(
         f"\n{args.sessions} sessions per round, answer {answer_tokens} tokens at {args.token_ms:g} ms/token, "
         f"abort-mode update at {','.join(f'{f:g}' for f in args.at)} of the answer, held {args.hold:g} s, "
-        f"client re-send after {args.retry_delay:g} s, {args.rounds} update rounds + {args.rounds} plain rounds per variant\n"
+        f"client re-send after {args.retry_delay:g} s, {args.rounds} update rounds + {args.rounds} plain rounds per "
+        f"variant\n"
     )
-    header = "| variant | wasted tokens / update | added s / turn / update | turn s (no update) | turn s (update) | re-sends / update | aborts continued / update |"
+    header = (
+        "| variant | wasted tokens / update | added s / turn / update | turn s (no update) | turn s (update) | "
+        "re-sends / update | aborts continued / update |"
+    )
     print(header)
     print("|" + "---|" * header.count(" | ") + "---|")
     for variant in VARIANTS:
         s = summary[variant]
         print(
-            f"| {variant} | {s['wasted_per_update']:.1f} | {s['added_s_per_turn_per_update']:.3f} | {s['turn_s_plain']:.3f} | "
+            f"| {variant} | {s['wasted_per_update']:.1f} | {s['added_s_per_turn_per_update']:.3f} | "
+            f"{s['turn_s_plain']:.3f} | "
             f"{s['turn_s_updated']:.3f} | {s['resends_per_update']:.1f} | {s['aborts_continued_per_update']:.1f} |"
         )
     base, cont = summary["baseline"], summary["continuation"]
@@ -190,7 +211,9 @@ def report(args: argparse.Namespace, answer_tokens: int, summary: dict[str, dict
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     renderer = await asyncio.to_thread(PromptRenderer.from_folder, args.tokenizer or ensure_qwen_tokenizer())
-    words = " ".join(f"Step {i}: check the failing assertion and the value it compares." for i in range(args.tokens // 12 + 1))
+    words = " ".join(
+        f"Step {i}: check the failing assertion and the value it compares." for i in range(args.tokens // 12 + 1)
+    )
     text = final_answer("I should explain the fix.", words)
     server = PacedServer(renderer, text, args.token_ms / 1000)
     server.url = await server.start()
@@ -212,21 +235,44 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await server.stop()
     summary = {variant: summarise(rounds, variant) for variant in VARIANTS}
     report(args, bench.answer_tokens, summary)
-    return {"args": {k: str(v) for k, v in vars(args).items()}, "answer_tokens": bench.answer_tokens, "summary": summary, "rounds": rounds}
+    return {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "answer_tokens": bench.answer_tokens,
+        "summary": summary,
+        "rounds": rounds,
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=400, help="about how long the answer is, in tokens (default 400)")
     parser.add_argument("--token-ms", type=float, default=5.0, help="sampling time per token (default 5 ms)")
-    parser.add_argument("--sessions", type=int, default=2, help="sessions per round, each running one turn; an update hits all (default 2)")
-    parser.add_argument("--rounds", type=int, default=6, help="update rounds per variant, each with one plain round beside it (default 6)")
     parser.add_argument(
-        "--at", type=lambda s: [float(x) for x in s.split(",")], default=[0.25, 0.5, 0.75], help="where updates land, as fractions of the answer"
+        "--sessions",
+        type=int,
+        default=2,
+        help="sessions per round, each running one turn; an update hits all (default 2)",
     )
-    parser.add_argument("--hold", type=float, default=0.5, help="seconds the pause is held (the weight load; default 0.5)")
     parser.add_argument(
-        "--retry-delay", type=float, default=0.6, help="baseline client's wait before re-sending (Claude Code's first backoff ~0.6 s)"
+        "--rounds",
+        type=int,
+        default=6,
+        help="update rounds per variant, each with one plain round beside it (default 6)",
+    )
+    parser.add_argument(
+        "--at",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=[0.25, 0.5, 0.75],
+        help="where updates land, as fractions of the answer",
+    )
+    parser.add_argument(
+        "--hold", type=float, default=0.5, help="seconds the pause is held (the weight load; default 0.5)"
+    )
+    parser.add_argument(
+        "--retry-delay",
+        type=float,
+        default=0.6,
+        help="baseline client's wait before re-sending (Claude Code's first backoff ~0.6 s)",
     )
     parser.add_argument("--tokenizer", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")

@@ -103,7 +103,9 @@ class Recorder:
 
     def worker(self, host_id: str, adapter_port: int = 0):
         address = self.env.client.service_client.config.target_host
-        return worker_process(address, ["--host-id", host_id, "--adapter-port", str(adapter_port)], env=self.worker_env())
+        return worker_process(
+            address, ["--host-id", host_id, "--adapter-port", str(adapter_port)], env=self.worker_env()
+        )
 
     async def start(self, scenario: str, budgets: RolloutBudgets = BUDGETS):
         rollout = rollout_input(self.task, 0, 0, PolicySpec(policy_tag=f"scripted-{scenario}"), budgets)
@@ -114,7 +116,11 @@ class Recorder:
         history = await handle.fetch_history()
         HISTORIES.mkdir(parents=True, exist_ok=True)
         (HISTORIES / f"{scenario}.json").write_text(history.to_json())
-        print(f"{scenario:10} {result.status:9} reward {result.reward} attempts {result.attempts} reason {result.abort_reason}", flush=True)
+        print(
+            f"{scenario:10} {result.status:9} reward {result.reward} attempts {result.attempts} reason "
+            f"{result.abort_reason}",
+            flush=True,
+        )
         return result
 
     async def save_episode(self, scenario: str, episode: EpisodeInput, expected: dict[str, object]) -> EpisodeResult:
@@ -203,9 +209,16 @@ async def record_groups(recorder: Recorder, wanted: list[str]) -> None:
             recorder.policy.set_policy(None, "oracle" if scenario == "group_completed" else "slow")
             recorder.policy.delay_s = 3.0
             run_id = f"rec-{scenario}"
-            rollouts = [rollout_input(recorder.task, i, 0, PolicySpec(policy_tag=f"scripted-{scenario}"), BUDGETS) for i in range(2)]
-            handle = await start_group(recorder.env.client, GroupInput(run_id=run_id, group_index=0, rollouts=rollouts), recorder.queue)
-            first_child = recorder.env.client.get_workflow_handle(rollout_workflow_id(run_id, recorder.task.instance_id, 0, 0))
+            rollouts = [
+                rollout_input(recorder.task, i, 0, PolicySpec(policy_tag=f"scripted-{scenario}"), BUDGETS)
+                for i in range(2)
+            ]
+            handle = await start_group(
+                recorder.env.client, GroupInput(run_id=run_id, group_index=0, rollouts=rollouts), recorder.queue
+            )
+            first_child = recorder.env.client.get_workflow_handle(
+                rollout_workflow_id(run_id, recorder.task.instance_id, 0, 0)
+            )
             if scenario != "group_completed":
                 await _until_agent_runs(first_child)
             if scenario == "group_refilled":
@@ -213,10 +226,21 @@ async def record_groups(recorder: Recorder, wanted: list[str]) -> None:
             elif scenario == "group_cut":
                 await handle.signal(RolloutGroup.cut, "straggler_cut")
             result: GroupResult = await handle.result()
-            print(f"{scenario:16} {result.status:12} valid {result.valid_mask} rewards {result.rewards} refilled {result.refilled}", flush=True)
-            expected = {"group_completed": ("completed", 0), "group_refilled": ("completed", 1), "group_cut": ("cut", 0)}[scenario]
+            print(
+                f"{scenario:16} {result.status:12} valid {result.valid_mask} rewards {result.rewards} refilled "
+                f"{result.refilled}",
+                flush=True,
+            )
+            expected = {
+                "group_completed": ("completed", 0),
+                "group_refilled": ("completed", 1),
+                "group_cut": ("cut", 0),
+            }[scenario]
             if (result.status, result.refilled) != expected:
-                raise SystemExit(f"{scenario}: expected status and refills {expected}, got {(result.status, result.refilled)}; history not saved")
+                raise SystemExit(
+                    f"{scenario}: expected status and refills {expected}, got {(result.status, result.refilled)}; "
+                    f"history not saved"
+                )
             (HISTORIES / f"{scenario}.json").write_text((await handle.fetch_history()).to_json())
     await DockerSandboxes().reap(lambda c: c.labels.get("io.rollouts.workflow_id", "").startswith("rollout-rec-group_"))
 
@@ -227,15 +251,24 @@ async def record_regrade(recorder: Recorder) -> None:
     async with recorder.worker("rec-regrade"):
         rollout: RolloutResult = await (await recorder.start("regrade_source")).result()
         if rollout.reward != 1.0 or rollout.diff is None or rollout.diff.kept_patch is None:
-            raise SystemExit(f"regrade: the source rollout scored {rollout.reward} with diff {rollout.diff}; history not saved")
+            raise SystemExit(
+                f"regrade: the source rollout scored {rollout.reward} with diff {rollout.diff}; history not saved"
+            )
         regrade = RegradeInput(
-            original_workflow_id=rollout.workflow_id, task=recorder.task, patch=rollout.diff.kept_patch, eval_timeout_s=BUDGETS.eval_timeout_s
+            original_workflow_id=rollout.workflow_id,
+            task=recorder.task,
+            patch=rollout.diff.kept_patch,
+            eval_timeout_s=BUDGETS.eval_timeout_s,
         )
         handle = await recorder.env.client.start_workflow(
             RegradeRollout.run, regrade, id=regrade_workflow_id("rec", rollout.workflow_id), task_queue=recorder.queue
         )
         result: RegradeResult = await handle.result()
-    print(f"regrade          {result.status:9} reward {result.evaluation and result.evaluation.reward} reason {result.abort_reason}", flush=True)
+    print(
+        f"regrade          {result.status:9} reward {result.evaluation and result.evaluation.reward} reason "
+        f"{result.abort_reason}",
+        flush=True,
+    )
     if result.status != "completed" or result.evaluation is None or result.evaluation.reward != 1.0:
         raise SystemExit(f"regrade: expected a completed re-grade with reward 1.0, got {result}; history not saved")
     (HISTORIES / "regrade.json").write_text((await handle.fetch_history()).to_json())
@@ -275,7 +308,11 @@ async def record_restarts(recorder: Recorder) -> None:
     at each of the three kills."""
     renderer = recorder.policy.renderer
     policy = ScriptedPolicyServer(
-        renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=6, oracle_explore_turns=10
+        renderer,
+        default_policy="slow",
+        oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)),
+        delay_s=6,
+        oracle_explore_turns=10,
     )
     policy.url = await policy.start()
     restarting, port = Recorder(recorder.env, policy, recorder.results), free_port()
@@ -296,17 +333,25 @@ async def record_restarts(recorder: Recorder) -> None:
     finally:
         await policy.stop()
     if result.attempts != 1 or result.agent is None or result.agent.interruptions != 3:
-        raise SystemExit(f"restarts: expected the first run resumed after 3 interruptions, got {result.attempts} / {result.agent}")
+        raise SystemExit(
+            f"restarts: expected the first run resumed after 3 interruptions, got {result.attempts} / {result.agent}"
+        )
 
 
 async def main(named: list[str]) -> None:
     wanted = [scenario for name in named for scenario in GROUPS.get(name, [name])]
     unknown = sorted(set(wanted) - set(SCENARIOS))
     if unknown:
-        raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)} (or {', '.join(GROUPS)})")
+        raise SystemExit(
+            f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)} (or {', '.join(GROUPS)})"
+        )
     renderer = PromptRenderer.from_folder(ensure_qwen_tokenizer())
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False)
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL_CLI), data_converter=pydantic_data_converter, ui=False
+    )
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60
+    )
     policy.url = await policy.start()
     try:
         with tempfile.TemporaryDirectory(prefix="record-histories-") as results:

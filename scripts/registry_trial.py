@@ -1,4 +1,5 @@
-"""The example tasks with their images from a registry, on an engine emptied of them: ``python -m scripts.registry_trial``.
+"""The example tasks with their images from a registry, on an engine emptied of them: ``python -m
+scripts.registry_trial``.
 
 Starts Debian's ``docker-registry`` on loopback with htpasswd auth (``bench.harness.local_registry``), pushes the
 image of every example row and Harbor task to it under ``examples/``, removes those images from this engine, then
@@ -70,12 +71,28 @@ def main() -> int:
             run_id = f"registry-trial-{uuid.uuid4().hex[:6]}"
             for name, dataset in (("example rows", EXAMPLE_DATASET), ("Harbor tasks", HARBOR_TASKS)):
                 out = Path(folder) / f"{name.split()[0]}.jsonl"
-                argv = [sys.executable, "starter.py", "demo", "--dataset", str(dataset), "--run-id", f"{run_id}-{name.split()[0]}", "--out", str(out)]
+                argv = [
+                    sys.executable,
+                    "starter.py",
+                    "demo",
+                    "--dataset",
+                    str(dataset),
+                    "--run-id",
+                    f"{run_id}-{name.split()[0]}",
+                    "--out",
+                    str(out),
+                ]
                 codes[name] = subprocess.run(argv, cwd=PROJECT_ROOT, env=env).returncode
-            print("\npulls per image (a pull resolves the tag with a HEAD, then GETs the manifest by digest if the engine lacks it):")
+            print(
+                "\npulls per image (a pull resolves the tag with a HEAD, then GETs the manifest by digest if the "
+                "engine lacks it):"
+            )
             for image in images:
                 repository = f"examples/{image.rpartition(':')[0]}"
-                print(f"  {image}: {registry.manifest_requests(repository, ('HEAD',))} (GET {registry.manifest_requests(repository)})")
+                print(
+                    f"  {image}: {registry.manifest_requests(repository, ('HEAD',))} (GET "
+                    f"{registry.manifest_requests(repository)})"
+                )
             print("runs: " + ", ".join(f"{name} exit {code}" for name, code in codes.items()))
         finally:
             for image in images:

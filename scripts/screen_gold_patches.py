@@ -24,7 +24,10 @@ ROWS = "datasets/swebench-verified"
 
 def _bare_rows(git_dir: Path) -> Iterator[tuple[str, str]]:
     listing = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", "HEAD", ROWS], capture_output=True, text=True, check=True
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", "HEAD", ROWS],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     paths = sorted(path for path in listing.stdout.splitlines() if path.endswith("/tests/config.json"))
     blobs = subprocess.run(
@@ -46,7 +49,9 @@ def gold_rows(source: Path) -> Iterator[tuple[str, str]]:
     if (source / "objects").is_dir() and (source / "HEAD").is_file():
         configs = _bare_rows(source)
     else:
-        configs = ((path.parents[1].name, path.read_text()) for path in sorted((source / ROWS).glob("*/tests/config.json")))
+        configs = (
+            (path.parents[1].name, path.read_text()) for path in sorted((source / ROWS).glob("*/tests/config.json"))
+        )
     for instance_id, text in configs:
         yield instance_id, json.loads(text)["patch"]
 
@@ -73,7 +78,10 @@ def report(title: str, patches: Iterator[tuple[str, str]]) -> None:
             hits.update(counts)
             rows_by_rule.update(counts.keys())
     rate = len(hit_rows) / screened if screened else 0.0
-    print(f"== {title}\nrows screened: {screened}\nrows with any hit: {len(hit_rows)}\nrate: {rate:.2%}\nhits per rule (hits, rows):")
+    print(
+        f"== {title}\nrows screened: {screened}\nrows with any hit: {len(hit_rows)}\nrate: {rate:.2%}\nhits per rule "
+        f"(hits, rows):"
+    )
     for rule in SCREEN_RULES:
         print(f"  {rule.name}: {hits[rule.name]} hits in {rows_by_rule[rule.name]} rows")
     for name, evidence in hit_rows.items():
@@ -84,7 +92,9 @@ def report(title: str, patches: Iterator[tuple[str, str]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("source", type=Path, help="a checkout of rese1f/terminal-bench-datasets, or its bare git mirror")
+    parser.add_argument(
+        "source", type=Path, help="a checkout of rese1f/terminal-bench-datasets, or its bare git mirror"
+    )
     args = parser.parse_args()
     report(f"SWE-bench Verified gold patches ({args.source})", gold_rows(args.source))
     print()

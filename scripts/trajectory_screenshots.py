@@ -48,7 +48,10 @@ async def shoot_rollout(page: Path, out: Path) -> None:
 
 async def shoot_index(run_id: str, out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="report-") as folder:
-        subprocess.run([sys.executable, str(PROJECT_ROOT / "starter.py"), "report", "--run-id", run_id, "--html", folder], check=True)
+        subprocess.run(
+            [sys.executable, str(PROJECT_ROOT / "starter.py"), "report", "--run-id", run_id, "--html", folder],
+            check=True,
+        )
         async with HeadlessChromium(1280, 860) as browser:
             await browser.open(Path(folder) / "index.html")
             await browser.screenshot(out / "trajectory-run-index.png")
@@ -77,6 +80,8 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run-id", help="also shoot this run's index (a run on the configured server, or the demo's stored one)")
+    parser.add_argument(
+        "--run-id", help="also shoot this run's index (a run on the configured server, or the demo's stored one)"
+    )
     parser.add_argument("--out", default=str(PROJECT_ROOT / "docs" / "images"))
     asyncio.run(main(parser.parse_args()))

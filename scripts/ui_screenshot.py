@@ -74,7 +74,9 @@ async def screenshot(url: str, path: Path) -> None:
 async def main(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     renderer = PromptRenderer.from_folder(ensure_qwen_tokenizer())
-    policy = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=90.0)
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=90.0
+    )
     policy_url = await policy.start()
     queue = f"ui-shot-{uuid.uuid4().hex[:6]}"
     task = next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task
@@ -85,7 +87,11 @@ async def main(out_dir: Path) -> None:
                 async with worker_process(address, ["--host-id", "ui-shot", "--adapter-port", "0"], env=env):
                     client = await connect(address)
                     rollout = rollout_input(
-                        task, 0, 0, PolicySpec(policy_tag="scripted-slow"), RolloutBudgets(agent_budget_s=300, eval_timeout_s=120, guard_s=600)
+                        task,
+                        0,
+                        0,
+                        PolicySpec(policy_tag="scripted-slow"),
+                        RolloutBudgets(agent_budget_s=300, eval_timeout_s=120, guard_s=600),
                     )
                     handle = await start_rollout(client, rollout, f"ui{uuid.uuid4().hex[:4]}", queue)
                     while (await handle.query(CodingAgentRollout.progress)).turns < 1:

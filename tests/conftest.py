@@ -164,7 +164,9 @@ async def adapter(renderer):
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def slow_policy_server(renderer):
-    server = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=SLOW_TURN_S)
+    server = ScriptedPolicyServer(
+        renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=SLOW_TURN_S
+    )
     server.url = await server.start()
     yield server
     await server.stop()

@@ -75,7 +75,9 @@ class RecordingProxy:
             self.in_flight.add(exchange.request_id)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
         try:
-            async with self._http.request(request.method, f"{self.upstream}{request.path_qs}", data=body, headers=headers) as response:
+            async with self._http.request(
+                request.method, f"{self.upstream}{request.path_qs}", data=body, headers=headers
+            ) as response:
                 payload = await response.read()
                 if exchange is not None and response.status == 200:
                     exchange.reply = json.loads(payload)["choices"][0]

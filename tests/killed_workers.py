@@ -1,4 +1,5 @@
-"""What the tests that kill workers and servers share: the budgets, a worker's environment, waiting for turns, and the sampled runs of a trajectory (to check every trained turn against the policy server's records)."""
+"""What the tests that kill workers and servers share: the budgets, a worker's environment, waiting for turns, and the
+sampled runs of a trajectory (to check every trained turn against the policy server's records)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
 
 
 def worker_env(policy: ScriptedPolicyServer, queue: str, results: Path) -> dict[str, str]:
-    return {"ROLLOUT_POLICY_URL": policy.url, "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": str(results), "ROLLOUT_REAP_INTERVAL_S": "2"}
+    return {
+        "ROLLOUT_POLICY_URL": policy.url,
+        "ROLLOUT_TASK_QUEUE": queue,
+        "ROLLOUT_RESULTS_DIR": str(results),
+        "ROLLOUT_REAP_INTERVAL_S": "2",
+    }
 
 
 async def wait_for_turns(handle, turns: int) -> None:

@@ -33,7 +33,8 @@ async def make_blob(size: int) -> Blob:
 
 @workflow.defn
 class BlobRoundTrip:
-    """Runs ``make_blob`` (up to 12 attempts, backoff from 1 s doubling to 4 s) and returns its blob, or the error it ended with."""
+    """Runs ``make_blob`` (up to 12 attempts, backoff from 1 s doubling to 4 s) and returns its blob, or the error it
+    ended with."""
 
     @workflow.run
     async def run(self, size: int) -> BlobOutcome:
@@ -43,12 +44,17 @@ class BlobRoundTrip:
                 size,
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=4), maximum_attempts=12
+                    initial_interval=timedelta(seconds=1),
+                    backoff_coefficient=2.0,
+                    maximum_interval=timedelta(seconds=4),
+                    maximum_attempts=12,
                 ),
             )
         except ActivityError as error:
             cause = error.cause
             if isinstance(cause, ApplicationError):
-                return BlobOutcome(error_type=cause.type or "", error_message=cause.message, non_retryable=cause.non_retryable)
+                return BlobOutcome(
+                    error_type=cause.type or "", error_message=cause.message, non_retryable=cause.non_retryable
+                )
             raise
         return BlobOutcome(blob=blob)

@@ -36,7 +36,16 @@ AFTER_BASH = "/tmp/after-bash.sh"
 HOOK = {
     "hooks": {
         "PostToolUse": [
-            {"matcher": "Bash", "hooks": [{"type": "command", "command": f"if [ -f {AFTER_BASH} ]; then bash {AFTER_BASH}; fi", "timeout": 900}]}
+            {
+                "matcher": "Bash",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": f"if [ -f {AFTER_BASH} ]; then bash {AFTER_BASH}; fi",
+                        "timeout": 900,
+                    }
+                ],
+            }
         ]
     }
 }
@@ -44,7 +53,9 @@ HOOK = {
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cluster(renderer, tmp_path_factory):
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET))
+    )
     policy_url = await policy.start()
     overrides = {"claude_extra_args": ["--settings", json.dumps(HOOK)], "sandbox_disk_bytes": DISK_BUDGET}
     run_ids: list[str] = []
@@ -56,13 +67,19 @@ async def cluster(renderer, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def calc_task() -> TaskSpec:
-    return next(row.task for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow) and row.task.instance_id == "calc-eval-cmd")
+    return next(
+        row.task
+        for row in read_dataset(EXAMPLE_DATASET)
+        if isinstance(row, DatasetRow) and row.task.instance_id == "calc-eval-cmd"
+    )
 
 
 def writing_after_bash(task: TaskSpec, script: str) -> TaskSpec:
     """The task, with ``script`` run in its workdir after each of the agent's Bash calls."""
     body = f"cd {shlex.quote(task.workdir)}\n{script}\n"
-    return task.model_copy(update={"pre_commands": [*task.pre_commands, f"printf %s {shlex.quote(body)} > {AFTER_BASH}"]})
+    return task.model_copy(
+        update={"pre_commands": [*task.pre_commands, f"printf %s {shlex.quote(body)} > {AFTER_BASH}"]}
+    )
 
 
 async def run_one(cluster, task: TaskSpec):
@@ -83,13 +100,20 @@ async def test_a_30_mb_blob_beside_the_fix_is_left_out_and_named_and_the_fix_is_
     assert result.agent.reason == "completed"
     assert result.diff.omitted == [OmittedFile(path="blob.bin", size_bytes=30_000_000)] and not result.diff.over_cap
     assert 0 < result.diff.patch_bytes < 10_000 and sampled_tokens(result) > 0
-    assert len(result.diff.kept_patch.encode()) == result.diff.patch_bytes and "blob.bin" not in result.diff.kept_patch, "the graded patch is kept"
+    assert (
+        len(result.diff.kept_patch.encode()) == result.diff.patch_bytes and "blob.bin" not in result.diff.kept_patch
+    ), "the graded patch is kept"
 
 
 async def test_a_patch_over_the_cap_is_graded_zero_and_marked_and_keeps_its_tokens(cluster, calc_task):
     notes = "\n".join(f"head -c 600000 /dev/urandom | base64 > notes{i}.txt" for i in range(3))
     result = await run_one(cluster, writing_after_bash(calc_task, notes))
-    assert (result.status, result.abort_reason, result.reward, result.applied_cleanly) == ("completed", None, 0.0, False)
+    assert (result.status, result.abort_reason, result.reward, result.applied_cleanly) == (
+        "completed",
+        None,
+        0.0,
+        False,
+    )
     assert result.diff.over_cap and result.diff.patch_bytes > MAX_DIFF_BYTES and result.diff.omitted == []
     assert result.diff.kept_patch is None, "nothing was captured, nothing kept"
     assert result.evaluation.log_tail == f"[not graded: {result.diff.note}]"

@@ -25,7 +25,9 @@ def test_the_site_builds_in_strict_mode(tmp_path):
     )
     assert build.returncode == 0, build.stdout + build.stderr
     pages = {path.relative_to(tmp_path / "site").as_posix() for path in (tmp_path / "site").rglob("index.html")}
-    assert {f"{page.stem}/index.html" for page in DOCS.glob("*.md") if page.stem != "index"} <= pages, "every page is in the site"
+    assert {f"{page.stem}/index.html" for page in DOCS.glob("*.md") if page.stem != "index"} <= pages, (
+        "every page is in the site"
+    )
 
 
 def test_every_page_is_in_the_navigation():
@@ -38,7 +40,9 @@ def test_the_heartbeat_the_pages_state_is_the_codes():
     from activities.rollout_host import HEARTBEAT_INTERVAL_S
 
     text = (DOCS / "rollouts.md").read_text()
-    stated = re.search(r"`run_claude_code` heartbeats every (\d+(?:\.\d+)?) s \(.*?; (\d+) s heartbeat timeout\)", text, re.DOTALL)
+    stated = re.search(
+        r"`run_claude_code` heartbeats every (\d+(?:\.\d+)?) s \(.*?; (\d+) s heartbeat timeout\)", text, re.DOTALL
+    )
     assert stated, "rollouts.md states the agent's heartbeat"
     assert (float(stated.group(1)), int(stated.group(2))) == (HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT.total_seconds())
 

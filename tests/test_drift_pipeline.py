@@ -46,7 +46,11 @@ class Cluster:
 async def cluster(renderer, tmp_path_factory):
     policy = ScriptedPolicyServer(renderer, default_policy="self_play")
     policy_url = await policy.start()
-    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600)) as (
+    async with local_cluster(
+        policy_url,
+        tmp_path_factory.mktemp("results"),
+        RolloutBudgets(agent_budget_s=120, eval_timeout_s=120, guard_s=600),
+    ) as (
         env,
         settings,
     ):
@@ -56,9 +60,13 @@ async def cluster(renderer, tmp_path_factory):
 
 async def test_the_scripted_policy_plays_both_roles_with_exact_token_capture(cluster):
     tasks = list(load_corpus().values())
-    episodes = episode_inputs([tasks[0], tasks[14], tasks[25]], n=4, k=2, drift_policy="model", repair_policy="model", model=MODEL)
+    episodes = episode_inputs(
+        [tasks[0], tasks[14], tasks[25]], n=4, k=2, drift_policy="model", repair_policy="model", model=MODEL
+    )
     results = await cluster.run(episodes)
-    assert [(r.status, r.spec_source, r.breakage_valid, r.success, r.reward) for r in results] == [("completed", "model", True, True, 1.0)] * 4
+    assert [(r.status, r.spec_source, r.breakage_valid, r.success, r.reward) for r in results] == [
+        ("completed", "model", True, True, 1.0)
+    ] * 4
     assert [r.group_index for r in results] == [0, 0, 1, 1] and results[0].task_id == results[1].task_id
     for result in results:
         segments = unpack_trajectory(result.trajectory)
@@ -71,7 +79,9 @@ async def test_the_scripted_policy_plays_both_roles_with_exact_token_capture(clu
             assert segment.rollout_log_probs[segment.prompt_length :] == record.output_logprobs
             assert segment.loss_mask == [0] * segment.prompt_length + [1] * len(record.output_ids)
         record = record_with_segments(result)
-        assert len(record["segments"]) == 2 and record["drift_role"]["user_prompt"].startswith(f"Task: {result.task_id}")
+        assert len(record["segments"]) == 2 and record["drift_role"]["user_prompt"].startswith(
+            f"Task: {result.task_id}"
+        )
 
 
 async def test_baselines_through_the_workflow_oracle_always_noop_never(cluster):
@@ -90,7 +100,11 @@ async def test_episodes_run_as_a_group_under_their_flat_ids_and_a_task_error_is_
     task = list(load_corpus().values())[2]
     cluster.run_ids.append(f"g{uuid.uuid4().hex[:6]}")
     run_id = cluster.run_ids[-1]
-    solved = GroupInput(run_id=run_id, group_index=0, episodes=episode_inputs([task], n=2, k=2, drift_policy="baseline", repair_policy="oracle"))
+    solved = GroupInput(
+        run_id=run_id,
+        group_index=0,
+        episodes=episode_inputs([task], n=2, k=2, drift_policy="baseline", repair_policy="oracle"),
+    )
     unknown = [e.model_copy(update={"task_id": "no_such_task", "group_index": 1}) for e in solved.episodes]
     solved_result, unknown_result = [
         await collect_group(cluster.env.client, group, cluster.settings.task_queue)
@@ -102,21 +116,46 @@ async def test_episodes_run_as_a_group_under_their_flat_ids_and_a_task_error_is_
         [True, True],
         [1.0, 1.0],
     )
-    assert [s.episode.workflow_id for s in solved_result.samples] == [episode_workflow_id(run_id, e) for e in solved.episodes]
-    assert (unknown_result.status, unknown_result.refilled, unknown_result.valid_mask) == ("insufficient", 0, [False, False])
+    assert [s.episode.workflow_id for s in solved_result.samples] == [
+        episode_workflow_id(run_id, e) for e in solved.episodes
+    ]
+    assert (unknown_result.status, unknown_result.refilled, unknown_result.valid_mask) == (
+        "insufficient",
+        0,
+        [False, False],
+    )
     assert {(s.outcome, s.invalid_reason) for s in unknown_result.samples} == {("task", "unknown_task")}
 
 
 async def test_the_starters_episodes_command_writes_one_line_per_group(cluster, tmp_path):
     cluster.run_ids.append(f"e{uuid.uuid4().hex[:6]}")
     out = tmp_path / "episodes.jsonl"
-    argv = ["episodes", "--n", "4", "--k", "2", "--drift-policy", "baseline", "--repair-policy", "oracle", "--run-id", cluster.run_ids[-1]]
+    argv = [
+        "episodes",
+        "--n",
+        "4",
+        "--k",
+        "2",
+        "--drift-policy",
+        "baseline",
+        "--repair-policy",
+        "oracle",
+        "--run-id",
+        cluster.run_ids[-1],
+    ]
     args = parse_args([*argv, "--out", str(out), "--task-queue", cluster.settings.task_queue, "--min-valid", "2"])
     assert await run_episode_batch(cluster.env.client, args) == 0
     lines = [json.loads(text) for text in out.read_text().splitlines()]
     assert sorted(line["group_index"] for line in lines) == [0, 1] and {line["kind"] for line in lines} == {"episode"}
-    assert all(line["status"] == "completed" and line["valid_mask"] == [True, True] and line["rewards"] == [1.0, 1.0] for line in lines)
-    assert all(sample["episode"]["success"] and sample["episode"]["segments"] == [] for line in lines for sample in line["samples"])
+    assert all(
+        line["status"] == "completed" and line["valid_mask"] == [True, True] and line["rewards"] == [1.0, 1.0]
+        for line in lines
+    )
+    assert all(
+        sample["episode"]["success"] and sample["episode"]["segments"] == []
+        for line in lines
+        for sample in line["samples"]
+    )
 
 
 async def test_no_labelled_container_is_left_behind(cluster):

@@ -43,7 +43,12 @@ def store(tmp_path_factory) -> Iterator[SeaweedS3]:
 def process_env(store: SeaweedS3, bucket: str, folder: Path, **extra: str) -> dict[str, str]:
     """One process's environment: the bucket, a threshold of 1 KiB, and a payload folder of its own that must stay
     unused (a process falling back to a folder would write results no other host can read)."""
-    return {**store.env(bucket), "ROLLOUT_PAYLOAD_THRESHOLD_BYTES": "1K", "ROLLOUT_PAYLOAD_DIR": str(folder / "payloads"), **extra}
+    return {
+        **store.env(bucket),
+        "ROLLOUT_PAYLOAD_THRESHOLD_BYTES": "1K",
+        "ROLLOUT_PAYLOAD_DIR": str(folder / "payloads"),
+        **extra,
+    }
 
 
 async def rollouts_by_host(client: Client, hosts: dict[str, str]) -> dict[str, set[str]]:
@@ -146,8 +151,14 @@ async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store,
         rollouts = [sample["rollout"] for line in lines for sample in line["samples"]]
         assert len(rollouts) == ROWS
         for rollout in rollouts:
-            assert (rollout["status"], rollout["reward"]) == ("completed", 1.0), (rollout["workflow_id"], rollout["abort_reason"], rollout["error"])
-            assert rollout["segments"] and all(s["tokens"] and len(s["tokens"]) == len(s["rollout_log_probs"]) for s in rollout["segments"])
+            assert (rollout["status"], rollout["reward"]) == ("completed", 1.0), (
+                rollout["workflow_id"],
+                rollout["abort_reason"],
+                rollout["error"],
+            )
+            assert rollout["segments"] and all(
+                s["tokens"] and len(s["tokens"]) == len(s["rollout_log_probs"]) for s in rollout["segments"]
+            )
             assert "packed" not in rollout["trajectory"]
             agent_log = Path(rollout["agent"]["log_path"])
             grading_log = Path(rollout["evaluation"]["log_path"])
@@ -160,13 +171,17 @@ async def test_two_hosts_and_a_starter_share_only_temporal_and_the_bucket(store,
             queues = await agent_queues(client, workflow_id)
             assert queues[0].endswith(hosts["a"]) and queues[-1].endswith(hosts["b"]), queues
             moved = await client.get_workflow_handle_for(CodingAgentRollout.run, workflow_id).result()
-            assert (moved.status, moved.abort_reason, moved.attempts) == ("completed", None, 2), "moved to B as a fresh attempt"
+            assert (moved.status, moved.abort_reason, moved.attempts) == ("completed", None, 2), (
+                "moved to B as a fresh attempt"
+            )
             assert workflow_id in written, "its own result is the sample's, not a refill's"
 
         assert store.keys(bucket), "results went through the bucket"
         for folder in folders.values():
             assert not (folder / "payloads").exists(), f"{folder}: no process may fall back to a local payload folder"
-            assert not [p for p in folder.rglob("*") if p.suffix in (".npz", ".patch")], "no trajectory or patch file on any disk"
+            assert not [p for p in folder.rglob("*") if p.suffix in (".npz", ".patch")], (
+                "no trajectory or patch file on any disk"
+            )
     finally:
         if starter is not None and starter.returncode is None:
             starter.kill()

@@ -65,7 +65,13 @@ async def until_probed(probe: Callable[[], Awaitable[bool]]) -> None:
 async def run_starter(args: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
     with log.open("ab") as out:
         return await asyncio.create_subprocess_exec(
-            sys.executable, str(PROJECT_ROOT / "starter.py"), *args, stdout=out, stderr=out, start_new_session=True, env=env
+            sys.executable,
+            str(PROJECT_ROOT / "starter.py"),
+            *args,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            env=env,
         )
 
 
@@ -75,14 +81,31 @@ async def test_a_killed_starter_started_again_writes_every_group_exactly_once(sl
     dataset.write_text("\n".join(EXAMPLE_DATASET.read_text().splitlines()[:ROWS]) + "\n")
     server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
     queue, run_id, out = f"gs-{uuid.uuid4().hex[:6]}", f"gs{uuid.uuid4().hex[:6]}", tmp_path / "results.jsonl"
-    worker_env = {"ROLLOUT_POLICY_URL": slow_policy.url, "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": str(tmp_path / "results")}
+    worker_env = {
+        "ROLLOUT_POLICY_URL": slow_policy.url,
+        "ROLLOUT_TASK_QUEUE": queue,
+        "ROLLOUT_RESULTS_DIR": str(tmp_path / "results"),
+    }
     starter_env = {**os.environ, **BUDGETS, "TEMPORAL_ADDRESS": server.address, "ROLLOUT_TASK_QUEUE": queue}
     # 4 samples in flight: 2 groups of K=2 at a time, so the third starts only once one has finished.
-    run_args = ["run", str(dataset), "--run-id", run_id, "--out", str(out), "--n-samples-per-prompt", str(K), "--concurrency", "4"]
+    run_args = [
+        "run",
+        str(dataset),
+        "--run-id",
+        run_id,
+        "--out",
+        str(out),
+        "--n-samples-per-prompt",
+        str(K),
+        "--concurrency",
+        "4",
+    ]
     starters: list[asyncio.subprocess.Process] = []
     await server.start()
     try:
-        async with worker_process(server.address, ["--host-id", f"gs-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env):
+        async with worker_process(
+            server.address, ["--host-id", f"gs-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=worker_env
+        ):
             client = await connect(server.address)
             starters.append(await run_starter(run_args, starter_env, tmp_path / "starter-1.log"))
             seen: list[rollout_queries.GroupCounts] = []
@@ -121,9 +144,13 @@ async def test_a_killed_starter_started_again_writes_every_group_exactly_once(sl
         await server.stop()
 
     lines = complete_lines(out)
-    assert out.read_text().endswith("\n") and lines[: len(at_kill)] == at_kill, "the lines written before the kill stay as they were"
+    assert out.read_text().endswith("\n") and lines[: len(at_kill)] == at_kill, (
+        "the lines written before the kill stay as they were"
+    )
     expected = {group_workflow_id(run_id, row.task.instance_id, index): index for index, row in enumerate(rows)}
-    assert sorted(line["workflow_id"] for line in lines) == sorted(expected), "every group exactly once: none missing, none twice"
+    assert sorted(line["workflow_id"] for line in lines) == sorted(expected), (
+        "every group exactly once: none missing, none twice"
+    )
     for line in lines:
         index = expected[line["workflow_id"]]
         assert (line["status"], line["valid_mask"], line["rewards"], line["refilled"], line["line"]) == (
@@ -134,9 +161,19 @@ async def test_a_killed_starter_started_again_writes_every_group_exactly_once(sl
             index + 1,
         )
         instance = rows[index].task.instance_id
-        assert [s["rollout"]["workflow_id"] for s in line["samples"]] == [rollout_workflow_id(run_id, instance, i, index) for i in range(K)]
-        assert all(s["rollout"]["segments"] and len(s["runs"]) == 1 for s in line["samples"]), "complete samples, none re-run"
+        assert [s["rollout"]["workflow_id"] for s in line["samples"]] == [
+            rollout_workflow_id(run_id, instance, i, index) for i in range(K)
+        ]
+        assert all(s["rollout"]["segments"] and len(s["runs"]) == 1 for s in line["samples"]), (
+            "complete samples, none re-run"
+        )
     rerun_output = (tmp_path / "starter-2.log").read_text()
-    assert f"{len(at_kill)} of {ROWS} groups of run {run_id} already there; running the other {ROWS - len(at_kill)}" in rerun_output
-    assert f"groups: running 0 (samples done 0, valid 0, refilled 0; 0 answered)  closed: completed {ROWS}" in (tmp_path / "status.log").read_text()
+    assert (
+        f"{len(at_kill)} of {ROWS} groups of run {run_id} already there; running the other {ROWS - len(at_kill)}"
+        in rerun_output
+    )
+    assert (
+        f"groups: running 0 (samples done 0, valid 0, refilled 0; 0 answered)  closed: completed {ROWS}"
+        in (tmp_path / "status.log").read_text()
+    )
     assert leftovers == []

@@ -40,10 +40,16 @@ async def check_the_runs_report(address: str, run_id: str, folder) -> None:
     async with HeadlessChromium() as browser:
         await browser.open(folder / "index.html")
         rows = await browser.evaluate(
-            "[...document.querySelectorAll('tr[id^=group-]')].map(r => [r.children[1].textContent, r.querySelector('a').getAttribute('href')])"
+            "[...document.querySelectorAll('tr[id^=group-]')].map(r => [r.children[1].textContent, "
+            "r.querySelector('a').getAttribute('href')])"
         )
-        assert sorted(prompt for prompt, _ in rows) == ["rollouts/median-reward-json", "rollouts/temperature-reward-txt"]
-        assert await browser.evaluate("document.querySelectorAll('svg.chart').length") == 3, "reward, valid share, time to finish"
+        assert sorted(prompt for prompt, _ in rows) == [
+            "rollouts/median-reward-json",
+            "rollouts/temperature-reward-txt",
+        ]
+        assert await browser.evaluate("document.querySelectorAll('svg.chart').length") == 3, (
+            "reward, valid share, time to finish"
+        )
         for _, link in rows:
             await browser.open(folder / link)
             assert await browser.evaluate("document.querySelectorAll('.reply').length") == 3
@@ -84,14 +90,24 @@ async def test_the_oracle_solves_both_example_harbor_tasks(task_images, tmp_path
     finally:
         await env.shutdown()
     groups = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(g["prompt_key"] for g in groups) == ["rollouts/median-reward-json", "rollouts/temperature-reward-txt"], output
+    assert sorted(g["prompt_key"] for g in groups) == [
+        "rollouts/median-reward-json",
+        "rollouts/temperature-reward-txt",
+    ], output
     lines = {g["prompt_key"]: g["line"] for g in groups}
-    assert lines["rollouts/median-reward-json"] == str(PROJECT_ROOT / "examples" / "harbor_tasks" / "median-reward-json")
+    assert lines["rollouts/median-reward-json"] == str(
+        PROJECT_ROOT / "examples" / "harbor_tasks" / "median-reward-json"
+    )
     for group in groups:
         assert (group["status"], group["rewards"], group["valid_mask"]) == ("completed", [1.0], [True]), group
         (sample,) = group["samples"]
         rollout = sample["rollout"]
-        assert (rollout["status"], rollout["reward"], rollout["solved"], rollout["applied_cleanly"]) == ("completed", 1.0, True, True)
+        assert (rollout["status"], rollout["reward"], rollout["solved"], rollout["applied_cleanly"]) == (
+            "completed",
+            1.0,
+            True,
+            True,
+        )
         assert rollout["evaluation"]["grader"] == "harbor" and rollout["agent"]["turns"] == 3
     metrics = {g["prompt_key"]: g["samples"][0]["rollout"]["evaluation"]["rewards"] for g in groups}
     assert metrics == {

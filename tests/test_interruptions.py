@@ -65,7 +65,9 @@ async def wait_for_agent_attempt(client, handle, attempt: int) -> None:
 
     async def poll() -> None:
         while (running := await running_agent_attempt(client, handle.id)) is None or running < attempt:
-            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING, "the rollout ended before the interruptions were over"
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING, (
+                "the rollout ended before the interruptions were over"
+            )
             await asyncio.sleep(0.3)
 
     await asyncio.wait_for(poll(), HANG_GUARD_S)
@@ -95,13 +97,17 @@ class RestartableHost:
 
 
 @asynccontextmanager
-async def restartable_host(policy: ScriptedPolicyServer, task, tmp_path: Path, name: str) -> AsyncIterator[RestartableHost]:
+async def restartable_host(
+    policy: ScriptedPolicyServer, task, tmp_path: Path, name: str
+) -> AsyncIterator[RestartableHost]:
     server = DevServer(free_port(), free_port(), tmp_path / "temporal.db", ui=False)
     await server.start()
     queue, host_id, port = f"int-{uuid.uuid4().hex[:6]}", f"int-{uuid.uuid4().hex[:6]}", free_port()
     try:
         client = await connect(server.address)
-        handle = await start_rollout(client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"{name}{uuid.uuid4().hex[:4]}", queue)
+        handle = await start_rollout(
+            client, rollout_input(task, 0, 0, PolicySpec(), BUDGETS), f"{name}{uuid.uuid4().hex[:4]}", queue
+        )
         args = ["--host-id", host_id, "--adapter-port", str(port)]
         yield RestartableHost(server, args, worker_env(policy, queue, tmp_path), client, handle)
     finally:
@@ -115,7 +121,11 @@ def check_first_run_resumed(result: RolloutResult, policy: ScriptedPolicyServer,
     assert (result.status, result.reward, result.attempts, result.discarded) == ("completed", 1.0, 1, []), result
     assert result.agent is not None and result.agent.interruptions == interruptions, result.agent
     runs = sampled_runs(unpack_trajectory(result.trajectory))
-    records = {(tuple(r.output_ids), tuple(r.output_logprobs)) for r in policy.records_for(result.agent.session_id) if r.output_ids}
+    records = {
+        (tuple(r.output_ids), tuple(r.output_logprobs))
+        for r in policy.records_for(result.agent.session_id)
+        if r.output_ids
+    }
     assert len(runs) == len(set(runs)) == result.agent.turns, "every turn once: none lost, none duplicated"
     assert set(runs) <= records, "every trained token is one the policy server sampled"
 
@@ -154,14 +164,27 @@ async def test_a_restart_releases_at_once_the_restored_sessions_whose_rollouts_a
     env = await start_dev_server()
     try:
         client, queue = env.client, f"nobody-{uuid.uuid4().hex[:6]}"
-        rollout = rollout_input(next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task, 0, 0, PolicySpec(), BUDGETS)
-        running = await client.start_workflow(CodingAgentRollout.run, rollout, id=f"running-{uuid.uuid4().hex[:6]}", task_queue=queue)
-        ended = await client.start_workflow(CodingAgentRollout.run, rollout, id=f"ended-{uuid.uuid4().hex[:6]}", task_queue=queue)
+        rollout = rollout_input(
+            next(r for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow)).task,
+            0,
+            0,
+            PolicySpec(),
+            BUDGETS,
+        )
+        running = await client.start_workflow(
+            CodingAgentRollout.run, rollout, id=f"running-{uuid.uuid4().hex[:6]}", task_queue=queue
+        )
+        ended = await client.start_workflow(
+            CodingAgentRollout.run, rollout, id=f"ended-{uuid.uuid4().hex[:6]}", task_queue=queue
+        )
         await ended.terminate("the rollout moved on")
         before = AdapterServer(renderer, spool=SessionSpool(tmp_path / "spool"))
         await before.start()
         labels = {"running": f"{running.id}#1", "ended": f"{ended.id}#1", "unknown": "never-started#2"}
-        opened = {name: before.registry.open_session(SessionConfig(policy_url="http://127.0.0.1:1", label=label)) for name, label in labels.items()}
+        opened = {
+            name: before.registry.open_session(SessionConfig(policy_url="http://127.0.0.1:1", label=label))
+            for name, label in labels.items()
+        }
         await before.stop()
         after = AdapterServer(renderer, spool=SessionSpool(tmp_path / "spool"))
         await after.start()
@@ -169,7 +192,9 @@ async def test_a_restart_releases_at_once_the_restored_sessions_whose_rollouts_a
             restored = after.registry.restore_spooled()
             released = await release_sessions_of_ended_rollouts(after, client, restored)
             assert sorted(released) == sorted([opened["ended"].session_id, opened["unknown"].session_id])
-            assert after.registry.get(opened["running"].session_id) is not None, "a running rollout may still resume its session"
+            assert after.registry.get(opened["running"].session_id) is not None, (
+                "a running rollout may still resume its session"
+            )
             assert len(list((tmp_path / "spool").glob("*.jsonl"))) == 1
         finally:
             await after.stop()

@@ -122,13 +122,21 @@ async def wait_for_turns(handles, turns: int) -> None:
     await asyncio.wait_for(poll(), HANG_GUARD_S)
 
 
-@pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is absent (scripts/setup.sh installs the Debian package)")
+@pytest.mark.skipif(
+    PROMETHEUS is None, reason="the prometheus binary is absent (scripts/setup.sh installs the Debian package)"
+)
 async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(renderer, tmp_path):
     oracle = [*oracle_tasks_from(str(EXAMPLE_DATASET)), OracleTask(match=TAMPERING_STATEMENT, patch=TAMPERING_PATCH)]
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle, delay_s=3.0, weight_version="3")
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle, delay_s=3.0, weight_version="3"
+    )
     policy_url = await policy.start()
     env = await start_dev_server()
-    queue, host_id, metrics_address = f"metrics-{uuid.uuid4().hex[:6]}", f"metrics-{uuid.uuid4().hex[:6]}", f"127.0.0.1:{free_port()}"
+    queue, host_id, metrics_address = (
+        f"metrics-{uuid.uuid4().hex[:6]}",
+        f"metrics-{uuid.uuid4().hex[:6]}",
+        f"127.0.0.1:{free_port()}",
+    )
     worker_env = {
         "ROLLOUT_POLICY_URL": policy_url,
         "ROLLOUT_TASK_QUEUE": queue,
@@ -138,13 +146,18 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
     tasks = [row.task for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)][:2]
     try:
         async with (
-            worker_process(env.client.service_client.config.target_host, ["--host-id", host_id, "--adapter-port", "0"], env=worker_env),
+            worker_process(
+                env.client.service_client.config.target_host,
+                ["--host-id", host_id, "--adapter-port", "0"],
+                env=worker_env,
+            ),
             prometheus_scraping(metrics_address, tmp_path / "prometheus") as prometheus,
         ):
             assert await prometheus.until('up{job="rollout-worker"}', 1) == 1
             run_id = f"m{uuid.uuid4().hex[:4]}"
             handles = [
-                await start_rollout(env.client, rollout_input(task, 0, g, PolicySpec(), BUDGETS), run_id, queue) for g, task in enumerate(tasks)
+                await start_rollout(env.client, rollout_input(task, 0, g, PolicySpec(), BUDGETS), run_id, queue)
+                for g, task in enumerate(tasks)
             ]
             await wait_for_turns(handles, 1)
             hosts, _ = await rollout_queries.host_slots(env.client, queue)
@@ -156,7 +169,9 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
 
             assert await prometheus.until('sum(rollout_finished_total{status="completed",abort_reason=""})', 2) == 2
             for stage in STAGES:
-                assert await prometheus.until(f'sum(rollout_stage_duration_seconds_count{{stage="{stage}"}})', 2) == 2, stage
+                assert (
+                    await prometheus.until(f'sum(rollout_stage_duration_seconds_count{{stage="{stage}"}})', 2) == 2
+                ), stage
             turns = sum(r.turns for r in results)
             merged_tokens = sum(s.n_sampled for r in results for s in r.segments)
             assert turns > 0 and merged_tokens > 0
@@ -168,7 +183,9 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
             sampled = await prometheus.value("sum(rollout_adapter_sampled_tokens_total)")
             assert sampled is not None and sampled >= merged_tokens
             assert await prometheus.until("sum(rollout_policy_version_lag_count)", 2) == 2
-            assert await prometheus.value("sum(rollout_policy_version_lag_sum)") == 2, "oldest token at version 3, server at 4"
+            assert await prometheus.value("sum(rollout_policy_version_lag_sum)") == 2, (
+                "oldest token at version 3, server at 4"
+            )
             lag_samples = await prometheus.value("sum(rollout_event_loop_lag_seconds_count)")
             assert lag_samples is not None and lag_samples > 0, "the worker's event-loop lag is sampled"
             assert await prometheus.value("sum(rollout_event_loop_lag_seconds_sum)") >= 0
@@ -178,37 +195,61 @@ async def test_prometheus_scrapes_the_rollout_and_sdk_metrics_of_a_real_run(rend
             assert await prometheus.value("rollout_policy_errors_total") is None, "no policy error happened"
             completed = 'sum(temporal_workflow_completed{workflow_type="CodingAgentRollout"})'
             assert await prometheus.until(completed, 2) == 2, "the SDK's own metrics share the endpoint"
-            assert await prometheus.value('count({__name__=~"rollout_.+", workflow_id!=""})') is None, "no workflow id as a label"
+            assert await prometheus.value('count({__name__=~"rollout_.+", workflow_id!=""})') is None, (
+                "no workflow id as a label"
+            )
 
             hosts, booting = await rollout_queries.host_slots(env.client, queue)
             assert (hosts, booting) == ([rollout_queries.HostSlots(f"rl-rollouts-host-{host_id}", 8, 0, 1)], 0)
 
-            group = GroupInput(run_id=run_id, group_index=9, rollouts=[rollout_input(tasks[0], k, 9, PolicySpec(), BUDGETS) for k in range(2)])
+            group = GroupInput(
+                run_id=run_id,
+                group_index=9,
+                rollouts=[rollout_input(tasks[0], k, 9, PolicySpec(), BUDGETS) for k in range(2)],
+            )
             grouped = await collect_group(env.client, group, queue)
             assert (grouped.status, grouped.valid_mask, grouped.refilled) == ("completed", [True, True], 0), grouped
-            assert await prometheus.until('sum(rollout_groups_finished_total{status="completed",dropped_by=""})', 1) == 1
+            assert (
+                await prometheus.until('sum(rollout_groups_finished_total{status="completed",dropped_by=""})', 1) == 1
+            )
             assert await prometheus.value('sum(rollout_group_samples_total{valid="true"})') == 2
             assert await prometheus.value('sum(rollout_group_samples_total{valid="false"})') == 0
             assert await prometheus.value("sum(rollout_group_refills_total)") == 0
 
             calc = next(task for task in tasks if task.instance_id == "calc-eval-cmd")
             tampering = calc.model_copy(
-                update={"instance_id": "calc-tamper-probe", "problem_statement": TAMPERING_STATEMENT, "reference_patch": None}
+                update={
+                    "instance_id": "calc-tamper-probe",
+                    "problem_statement": TAMPERING_STATEMENT,
+                    "reference_patch": None,
+                }
             )
-            probe = GroupInput(run_id=run_id, group_index=10, rollouts=[rollout_input(tampering, 0, 10, PolicySpec(), BUDGETS)])
+            probe = GroupInput(
+                run_id=run_id, group_index=10, rollouts=[rollout_input(tampering, 0, 10, PolicySpec(), BUDGETS)]
+            )
             flagged = await collect_group(env.client, probe, queue)
             evaluation = flagged.samples[0].rollout.evaluation
             assert (flagged.valid_mask, flagged.rewards, flagged.tampered_mask) == ([True], [0.0], [True]), evaluation
             assert any("must-fail canary" in line for line in evaluation.tampered), evaluation.tampered
-            assert await prometheus.until('sum(rollout_graded_total{tampered="true",solved="false",grader="eval_cmd"})', 1) == 1
+            assert (
+                await prometheus.until('sum(rollout_graded_total{tampered="true",solved="false",grader="eval_cmd"})', 1)
+                == 1
+            )
             assert await prometheus.value('sum(rollout_graded_total{tampered="false",solved="true"})') == 4
 
-            impossible = GroupInput(run_id=run_id, group_index=11, rollouts=[rollout_input(probe_of(calc, 11), 0, 11, PolicySpec(), BUDGETS)])
+            impossible = GroupInput(
+                run_id=run_id,
+                group_index=11,
+                rollouts=[rollout_input(probe_of(calc, 11), 0, 11, PolicySpec(), BUDGETS)],
+            )
             judged = await collect_group(env.client, impossible, queue)
             assert (judged.probe_verdicts, judged.valid_mask, judged.dropped_by) == (["held"], [False], "probe"), judged
             assert await prometheus.until('sum(rollout_graded_total{probe="held",solved="false"})', 1) == 1
             assert await prometheus.value('sum(rollout_graded_total{probe="cheated"})') is None
-            assert await prometheus.until('sum(rollout_groups_finished_total{status="completed",dropped_by="probe"})', 1) == 1
+            assert (
+                await prometheus.until('sum(rollout_groups_finished_total{status="completed",dropped_by="probe"})', 1)
+                == 1
+            )
     finally:
         await env.shutdown()
         await policy.stop()
@@ -230,4 +271,8 @@ async def test_a_metrics_address_already_taken_stops_the_worker_with_one_line():
         )
         _, stderr = await asyncio.wait_for(proc.communicate(), HANG_GUARD_S)
     assert proc.returncode == 1
-    assert stderr.decode().splitlines()[-1].startswith(f"worker: ROLLOUT_METRICS_ADDRESS: cannot serve metrics on {address}: "), stderr
+    assert (
+        stderr.decode()
+        .splitlines()[-1]
+        .startswith(f"worker: ROLLOUT_METRICS_ADDRESS: cannot serve metrics on {address}: ")
+    ), stderr

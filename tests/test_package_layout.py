@@ -1,10 +1,10 @@
 """The tree shows the architecture: one library package holds the machinery and never reaches up into Temporal.
 
 The top level holds only the entry scripts, ``activities/`` (the Temporal faces), ``workflows/`` (the workflow
-code) and the library ``durable_rollouts/``, beside ``bench/`` and ``tests/``, which the library never imports. Inside the library, ``trainer_client`` is the trainer's Temporal
-client (it starts workflows by their typed references); every other subpackage is machinery the faces wrap, so it imports neither ``temporalio`` nor the faces,
-the workflows or the trainer's client, and each one's modules import only subpackages of its own layer or a
-lower one in ``LAYERS``.
+code) and the library ``durable_rollouts/``, beside ``bench/`` and ``tests/``, which the library never imports. Inside
+the library, ``trainer_client`` is the trainer's Temporal client (it starts workflows by their typed references); every
+other subpackage is machinery the faces wrap, so it imports neither ``temporalio`` nor the faces, the workflows or the
+trainer's client, and each one's modules import only subpackages of its own layer or a lower one in ``LAYERS``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,18 @@ LAYERS = [
     {"scripted_policy", "trajectory_view", "vllm_engine"},
 ]
 MACHINERY = set().union(*LAYERS)
-UPPER = {"temporalio", "activities", "workflows", "trainer_client", "worker", "starter", "slime_generate", "slime_rollout", "bench", "tests"}
+UPPER = {
+    "temporalio",
+    "activities",
+    "workflows",
+    "trainer_client",
+    "worker",
+    "starter",
+    "slime_generate",
+    "slime_rollout",
+    "bench",
+    "tests",
+}
 ENTRY_SCRIPTS = {"worker.py", "starter.py", "slime_generate.py", "slime_rollout.py"}
 
 
@@ -43,7 +54,9 @@ def imported_tops(folder: Path) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 modules += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                modules += [f"{node.module}.{alias.name}" if node.module == LIBRARY else node.module for alias in node.names]
+                modules += [
+                    f"{node.module}.{alias.name}" if node.module == LIBRARY else node.module for alias in node.names
+                ]
         found[str(path.relative_to(folder))] = {_top(module) for module in modules}
     return found
 
@@ -69,7 +82,11 @@ def test_every_library_subpackage_and_module_is_placed():
 @pytest.mark.parametrize("package", sorted(MACHINERY))
 def test_machinery_imports_neither_temporal_nor_the_layers_above(package):
     folder = PROJECT_ROOT / LIBRARY / package
-    modules = imported_tops(folder) if folder.is_dir() else {folder.name + ".py": imported_tops(folder.parent)[f"{package}.py"]}
+    modules = (
+        imported_tops(folder)
+        if folder.is_dir()
+        else {folder.name + ".py": imported_tops(folder.parent)[f"{package}.py"]}
+    )
     for module, names in modules.items():
         assert not names & UPPER, f"{package}/{module} imports {sorted(names & UPPER)}"
         above = {name for name in names & MACHINERY if layer_of(name) > layer_of(package)}
@@ -85,18 +102,25 @@ def test_trainer_client_does_not_import_the_activity_faces():
 
 
 def test_the_activity_faces_do_not_reach_into_the_workflows():
-    """Names both sides share (metric and search attribute names) live in ``durable_rollouts.contracts.telemetry_names``."""
+    """Names both sides share (metric and search attribute names) live in
+    ``durable_rollouts.contracts.telemetry_names``."""
     for module, names in imported_tops(PROJECT_ROOT / "activities").items():
         assert "workflows" not in names, f"activities/{module} imports the workflows"
 
 
 def test_the_check_sees_imports_inside_functions_and_submodules(tmp_path):
-    (tmp_path / "lib.py").write_text("def late():\n    from temporalio import activity\n    import activities.sandbox\n")
+    (tmp_path / "lib.py").write_text(
+        "def late():\n    from temporalio import activity\n    import activities.sandbox\n"
+    )
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "deep.py").write_text(
-        "import workflows.rollout_group\nfrom durable_rollouts import policy\nfrom durable_rollouts.grading.x import y\n"
+        "import workflows.rollout_group\nfrom durable_rollouts import policy\nfrom durable_rollouts.grading.x import "
+        "y\n"
     )
-    assert imported_tops(tmp_path) == {"lib.py": {"temporalio", "activities"}, "sub/deep.py": {"workflows", "policy", "grading"}}
+    assert imported_tops(tmp_path) == {
+        "lib.py": {"temporalio", "activities"},
+        "sub/deep.py": {"workflows", "policy", "grading"},
+    }
 
 
 def test_the_benchmarks_are_a_package_that_needs_no_tests_and_no_path_edits():

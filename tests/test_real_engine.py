@@ -56,7 +56,9 @@ class Cluster:
         self.run_ids.append(f"e{uuid.uuid4().hex[:6]}")
         return self.run_ids[-1]
 
-    def rollout(self, task, policy_url: str | None = None, engine: str = "vllm", reply_tokens: int = REPLY_TOKENS, **spec) -> RolloutInput:
+    def rollout(
+        self, task, policy_url: str | None = None, engine: str = "vllm", reply_tokens: int = REPLY_TOKENS, **spec
+    ) -> RolloutInput:
         policy = PolicySpec(
             policy_url=policy_url or self.proxy.url,
             engine=engine,
@@ -89,7 +91,11 @@ async def engine(tmp_path_factory) -> AsyncIterator[tuple[LocalEngine, Recording
 async def cluster(engine, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     # Claude Code gives up on a failing policy after two retries, so a dead engine ends a run in seconds.
-    overrides = {"tokenizer_dir": SMOLLM2, "images": ImageSettings(pull_policy="never"), "claude_extra_env": {"CLAUDE_CODE_MAX_RETRIES": "2"}}
+    overrides = {
+        "tokenizer_dir": SMOLLM2,
+        "images": ImageSettings(pull_policy="never"),
+        "claude_extra_env": {"CLAUDE_CODE_MAX_RETRIES": "2"},
+    }
     async with aiohttp.ClientSession() as http, local_cluster(None, results, BUDGETS, **overrides) as (env, settings):
         cluster = Cluster(env, settings, *engine, http)
         yield cluster
@@ -112,7 +118,9 @@ def engine_runs(cluster: Cluster, result: RolloutResult) -> list[tuple[tuple[int
 
 async def run_one(cluster: Cluster, rollout: RolloutInput, during) -> RolloutResult:
     """Start ``rollout``, run ``during()`` while it runs (it returns once it has acted), then wait for its result."""
-    handle = await start_rollout(cluster.env.client, rollout, cluster.new_run_id(), task_queue=cluster.settings.task_queue)
+    handle = await start_rollout(
+        cluster.env.client, rollout, cluster.new_run_id(), task_queue=cluster.settings.task_queue
+    )
     await asyncio.wait_for(during(), 600)
     return await handle.result()
 
@@ -123,10 +131,16 @@ async def test_rollouts_of_the_example_tasks_train_exactly_what_the_engine_sampl
     assert [r.status for r in results] == ["completed"] * len(results), why
     for result in results:
         assert result.agent.turns >= 1 and result.trajectory is not None
-        assert trained_runs(result) == engine_runs(cluster, result), "every trained token is one the engine returned, with its log-prob"
+        assert trained_runs(result) == engine_runs(cluster, result), (
+            "every trained token is one the engine returned, with its log-prob"
+        )
     code, text, report = logprob_check(write_samples(results, tmp_path / "samples.jsonl"), {"default": SMOLLM2})
     print(text)
-    assert code == 0 and report["over"] == 0 and report["tokens"] == sum(len(ids) for r in results for ids, _ in trained_runs(r)), text
+    assert (
+        code == 0
+        and report["over"] == 0
+        and report["tokens"] == sum(len(ids) for r in results for ids, _ in trained_runs(r))
+    ), text
 
 
 async def test_an_abort_in_the_middle_of_a_reply_is_continued_and_the_stitched_reply_checks_out(cluster, tmp_path):
@@ -141,10 +155,17 @@ async def test_an_abort_in_the_middle_of_a_reply_is_continued_and_the_stitched_r
         aborted.append(rid)
 
     result = await run_one(cluster, cluster.rollout(cluster.rows[0].task, reply_tokens=96), abort_mid_reply)
-    assert (result.status, result.agent.aborts_continued) == ("completed", 1), (result.abort_reason, result.agent and result.agent.reason)
+    assert (result.status, result.agent.aborts_continued) == ("completed", 1), (
+        result.abort_reason,
+        result.agent and result.agent.reason,
+    )
     first, second = [e for e in cluster.proxy.exchanges if e.request_id in (aborted[0], f"{aborted[0]}-c1")]
-    assert first.reply["finish_reason"] == "abort" and first.output_ids, "the engine ended the first piece with what it had sampled"
-    assert second.token_ids == first.token_ids + first.output_ids, "the continuation's prompt is the prompt and the sampled tokens, ids"
+    assert first.reply["finish_reason"] == "abort" and first.output_ids, (
+        "the engine ended the first piece with what it had sampled"
+    )
+    assert second.token_ids == first.token_ids + first.output_ids, (
+        "the continuation's prompt is the prompt and the sampled tokens, ids"
+    )
     assert second.sampling_params["max_tokens"] == first.sampling_params["max_tokens"] - len(first.output_ids)
     assert trained_runs(result) == engine_runs(cluster, result), "the stitched reply is the two pieces, token by token"
     code, text, _ = logprob_check(write_samples([result], tmp_path / "samples.jsonl"), {"default": SMOLLM2})
@@ -162,13 +183,18 @@ async def test_a_weight_update_in_the_middle_of_a_reply_lands_each_version_on_it
     # A staleness bound the merge judges against the engine's version then (read from /weight_info): one behind is kept.
     bound = StalenessBound(max_staleness=1, order=["default", "step-1"])
     try:
-        result = await run_one(cluster, cluster.rollout(cluster.rows[0].task, reply_tokens=96, staleness=bound), update_mid_reply)
+        result = await run_one(
+            cluster, cluster.rollout(cluster.rows[0].task, reply_tokens=96, staleness=bound), update_mid_reply
+        )
     finally:
         await update_weights(cluster.http, cluster.engine.url, SMOLLM2, "default")
     assert result.status == "completed", (result.abort_reason, result.agent and result.agent.reason)
     assert (result.staleness.current_version, result.staleness.masked_tokens) == ("step-1", 0), result.staleness
     versions = [
-        v for segment in unpack_trajectory(result.trajectory) for v, m in zip(segment.token_weight_versions(), segment.loss_mask, strict=True) if m
+        v
+        for segment in unpack_trajectory(result.trajectory)
+        for v, m in zip(segment.token_weight_versions(), segment.loss_mask, strict=True)
+        if m
     ]
     assert "default" in versions and "step-1" in versions, "a reply ran across the update: tokens of both versions"
     assert trained_runs(result) == engine_runs(cluster, result)
@@ -180,7 +206,9 @@ async def test_a_weight_update_in_the_middle_of_a_reply_lands_each_version_on_it
     code, text, report = logprob_check(samples, {"default": SMOLLM2, "step-1": SMOLLM2})
     print(text)
     assert code == 1 and report["first_offender"]["version"] == "step-1" and report["max_abs_delta"] > 0.05, text
-    assert [v["max_abs_delta"] < 1e-3 for v in report["by_version"]] == [v["version"] == "default" for v in report["by_version"]], text
+    assert [v["max_abs_delta"] < 1e-3 for v in report["by_version"]] == [
+        v["version"] == "default" for v in report["by_version"]
+    ], text
 
 
 async def test_the_wrong_engine_for_the_url_fails_the_first_turn_with_one_line_naming_both(cluster, caplog):
@@ -188,7 +216,9 @@ async def test_the_wrong_engine_for_the_url_fails_the_first_turn_with_one_line_n
     [result] = await cluster.run([cluster.rollout(cluster.rows[0].task, engine="sglang")])
     assert (result.status, result.abort_reason, outcome_of(result)) == ("aborted", "policy_error", "infrastructure")
     lines = [r.getMessage() for r in caplog.records if "does not speak sglang's protocol" in r.getMessage()]
-    assert lines and cluster.proxy.url in lines[0] and "choose engine 'vllm'" in lines[0], [r.getMessage() for r in caplog.records]
+    assert lines and cluster.proxy.url in lines[0] and "choose engine 'vllm'" in lines[0], [
+        r.getMessage() for r in caplog.records
+    ]
 
 
 async def test_an_engine_that_is_down_is_an_infrastructure_failure_never_a_sample(cluster):
@@ -211,7 +241,9 @@ async def test_the_engine_dying_in_the_middle_of_a_turn_is_an_infrastructure_fai
     assert again.status == "completed", "the refill's rollout, on the restarted engine, is a sample again"
 
 
-async def test_a_worker_killed_mid_reply_comes_back_with_its_session_and_no_token_is_lost_or_trained_twice(engine, cluster, task, tmp_path):
+async def test_a_worker_killed_mid_reply_comes_back_with_its_session_and_no_token_is_lost_or_trained_twice(
+    engine, cluster, task, tmp_path
+):
     """SIGKILL the worker while the engine samples the session's reply; the worker restarted under the same host id
     takes the spooled session back, aborts the orphaned request upstream, and the agent's retry goes on."""
     _, proxy = engine
@@ -219,7 +251,12 @@ async def test_a_worker_killed_mid_reply_comes_back_with_its_session_and_no_toke
     await server.start()
     queue, host_id, port = f"re-{uuid.uuid4().hex[:6]}", f"re-{uuid.uuid4().hex[:6]}", free_port()
     args = ["--host-id", host_id, "--adapter-port", str(port)]
-    env = {"ROLLOUT_TOKENIZER_DIR": str(SMOLLM2), "ROLLOUT_TASK_QUEUE": queue, "ROLLOUT_RESULTS_DIR": str(tmp_path), "ROLLOUT_REAP_INTERVAL_S": "2"}
+    env = {
+        "ROLLOUT_TOKENIZER_DIR": str(SMOLLM2),
+        "ROLLOUT_TASK_QUEUE": queue,
+        "ROLLOUT_RESULTS_DIR": str(tmp_path),
+        "ROLLOUT_REAP_INTERVAL_S": "2",
+    }
     try:
         client = await connect(server.address)
         handle = await start_rollout(client, cluster.rollout(task, reply_tokens=96), cluster.new_run_id(), queue)
@@ -236,4 +273,6 @@ async def test_a_worker_killed_mid_reply_comes_back_with_its_session_and_no_toke
     assert len(runs) == len(set(runs)) == result.agent.turns, "every turn once: none lost, none trained twice"
     assert set(runs) <= set(engine_runs(cluster, result)), "every trained token is one the engine sampled"
     orphan = next(exchange for exchange in proxy.exchanges if exchange.request_id == killed)
-    assert orphan.reply is None or (tuple(orphan.output_ids), tuple(orphan.log_probs)) not in runs, "the reply in flight at the kill is not trained"
+    assert orphan.reply is None or (tuple(orphan.output_ids), tuple(orphan.log_probs)) not in runs, (
+        "the reply in flight at the kill is not trained"
+    )

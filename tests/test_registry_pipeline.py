@@ -46,7 +46,9 @@ HARBOR_TASK = PROJECT_ROOT / "examples" / "harbor_tasks" / "median-reward-json"
 ROWS = ("calc-eval-cmd", "textutil-f2p")
 
 
-async def test_rows_and_a_harbor_task_pull_their_images_once_ahead_of_their_groups_and_complete(task_images, renderer, tmp_path):
+async def test_rows_and_a_harbor_task_pull_their_images_once_ahead_of_their_groups_and_complete(
+    task_images, renderer, tmp_path
+):
     client = docker.from_env()
     rows = [r.task for r in read_dataset(EXAMPLE_DATASET) if isinstance(r, DatasetRow) and r.task.instance_id in ROWS]
     (harbor,) = [r.task for r in read_harbor_tasks(HARBOR_TASK) if isinstance(r, DatasetRow)]
@@ -64,11 +66,15 @@ async def test_rows_and_a_harbor_task_pull_their_images_once_ahead_of_their_grou
         assert not any(image_present(client, name) for name in pulled), "the engine holds none of the registry's names"
         images = ImageSettings(
             mirrors=parse_mirror_rules(f"docker.io/library={registry.address}/examples"),
-            credentials=RegistryCredentials(registry=registry.address, username=registry.username, password=registry.password),
+            credentials=RegistryCredentials(
+                registry=registry.address, username=registry.username, password=registry.password
+            ),
         )
         async with local_cluster(policy_url, tmp_path / "results", BUDGETS, images=images) as (env, settings):
             run_id = f"reg{uuid.uuid4().hex[:6]}"
-            options = GroupOptions(run_id=run_id, samples=2, refill_budget=None, min_valid=None, filter=GroupFilter.KEEP_ALL)
+            options = GroupOptions(
+                run_id=run_id, samples=2, refill_budget=None, min_valid=None, filter=GroupFilter.KEEP_ALL
+            )
             groups = [group_input(task, index, PolicySpec(), BUDGETS, options) for index, task in enumerate(tasks)]
             placement = Placement(task_queue=settings.task_queue, concurrency=2, server_wait_s=30)
             run = await run_groups(env.client, groups, tmp_path / "results.jsonl", placement, "groups")
@@ -78,7 +84,10 @@ async def test_rows_and_a_harbor_task_pull_their_images_once_ahead_of_their_grou
             await missing.settle()
             (gone,) = (await _prefetched(env.client, run_id, ["rollout-task-calc-eval-cmd:no-such-tag"])).images
         why = [
-            (s.rollout.instance_id, s.rollout.status, s.rollout.abort_reason, s.rollout.error) for g in run.results for s in g.samples if s.rollout
+            (s.rollout.instance_id, s.rollout.status, s.rollout.abort_reason, s.rollout.error)
+            for g in run.results
+            for s in g.samples
+            if s.rollout
         ]
         assert run.complete and [s.reward for g in run.results for s in g.samples] == [1.0] * 2 * len(tasks), why
         assert [(p.image, p.outcome, p.host_queue) for result in ahead for p in result.images] == [

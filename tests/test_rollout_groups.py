@@ -46,8 +46,12 @@ def example_tasks() -> list[TaskSpec]:
     return [row.task for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)]
 
 
-def group_of(task: TaskSpec, k: int, run_id: str, group_index: int = 0, template: RolloutInput | None = None, **options) -> GroupInput:
-    base = template or rollout_input(task, 0, group_index, PolicySpec(sampling=SamplingParams(max_new_tokens=2048)), BUDGETS)
+def group_of(
+    task: TaskSpec, k: int, run_id: str, group_index: int = 0, template: RolloutInput | None = None, **options
+) -> GroupInput:
+    base = template or rollout_input(
+        task, 0, group_index, PolicySpec(sampling=SamplingParams(max_new_tokens=2048)), BUDGETS
+    )
     rollouts = [base.model_copy(update={"task": task, "sample_index": i, "group_index": group_index}) for i in range(k)]
     return GroupInput(run_id=run_id, group_index=group_index, rollouts=rollouts, **options)
 
@@ -90,13 +94,19 @@ async def test_a_child_whose_host_is_killed_is_refilled_and_the_group_ends_all_v
         "ROLLOUT_REAP_INTERVAL_S": "2",
     }
     task = example_tasks()[0]
-    single_attempt = rollout_input(task, 0, 0, PolicySpec(), BUDGETS).model_copy(update={"max_agent_attempts": 1, "resume_window_s": 3})
+    single_attempt = rollout_input(task, 0, 0, PolicySpec(), BUDGETS).model_copy(
+        update={"max_agent_attempts": 1, "resume_window_s": 3}
+    )
     group = group_of(task, 4, run_id, template=single_attempt)
     first_ids = [rollout_workflow_id(run_id, task.instance_id, i, 0) for i in range(4)]
     try:
         doomed_args = ["--host-id", doomed_host, "--adapter-port", "0"]
         async with worker_process(address, doomed_args, env={**worker_env, "ROLLOUT_AGENT_SLOTS": "1"}) as doomed:
-            async with worker_process(address, ["--host-id", other_host, "--adapter-port", "0"], env={**worker_env, "ROLLOUT_AGENT_SLOTS": "3"}):
+            async with worker_process(
+                address,
+                ["--host-id", other_host, "--adapter-port", "0"],
+                env={**worker_env, "ROLLOUT_AGENT_SLOTS": "3"},
+            ):
                 handle = await start_group(env.client, group, queue)
                 victim = await child_on_host(env.client, first_ids, doomed_host)
                 os.killpg(doomed.pid, signal.SIGKILL)
@@ -106,13 +116,20 @@ async def test_a_child_whose_host_is_killed_is_refilled_and_the_group_ends_all_v
         history_children = await child_ids_in_history(env.client, handle.id)
     finally:
         await env.shutdown()
-    assert (result.status, result.valid_mask, result.rewards, result.refilled) == ("completed", [True] * 4, [1.0] * 4, 1), result.note
+    assert (result.status, result.valid_mask, result.rewards, result.refilled) == (
+        "completed",
+        [True] * 4,
+        [1.0] * 4,
+        1,
+    ), result.note
     (refilled,) = [s for s in result.samples if len(s.runs) == 2]
     assert [(r.workflow_id, r.abort_reason, r.outcome) for r in refilled.runs] == [
         (victim, "no_healthy_host", "infrastructure"),
         (f"{victim}-refill1", None, "model"),
     ]
-    assert sorted(history_children) == sorted([*first_ids, f"{victim}-refill1"]), "the failed child is in the group's history"
+    assert sorted(history_children) == sorted([*first_ids, f"{victim}-refill1"]), (
+        "the failed child is in the group's history"
+    )
     assert leftovers == [], "the dead host's sandbox is reaped"
 
 
@@ -128,7 +145,9 @@ async def _containers_after_reaping(run_id: str) -> list[str]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def oracle_cluster(renderer, tmp_path_factory):
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET))
+    )
     policy_url = await policy.start()
     async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), BUDGETS) as (env, settings):
         yield env, settings, policy
@@ -137,7 +156,9 @@ async def oracle_cluster(renderer, tmp_path_factory):
 
 def unknown_to_the_oracle(task: TaskSpec) -> TaskSpec:
     """The task under a problem statement the oracle does not recognise: it answers without a fix (reward 0)."""
-    return task.model_copy(update={"instance_id": f"{task.instance_id}-unknown", "problem_statement": "Make the code better.\n"})
+    return task.model_copy(
+        update={"instance_id": f"{task.instance_id}-unknown", "problem_statement": "Make the code better.\n"}
+    )
 
 
 async def test_zero_variance_groups_and_groups_below_min_valid_are_dropped_and_reported(oracle_cluster, task_images):
@@ -153,18 +174,30 @@ async def test_zero_variance_groups_and_groups_below_min_valid_are_dropped_and_r
     batch = await fill_batch(env.client, _source(groups), n_groups=3, task_queue=settings.task_queue)
     assert batch.groups == [] and len(batch.dropped) == 3
     by_index = {g.group_index: g for g in batch.dropped}
-    assert (by_index[0].status, by_index[0].rewards, by_index[0].dropped_by) == ("completed", [1.0, 1.0], "zero_variance")
-    assert (by_index[1].status, by_index[1].rewards, by_index[1].dropped_by) == ("completed", [0.0, 0.0], "zero_variance")
-    assert (by_index[2].status, by_index[2].valid_mask, by_index[2].dropped_by) == ("insufficient", [False, False], "min_valid")
+    assert (by_index[0].status, by_index[0].rewards, by_index[0].dropped_by) == (
+        "completed",
+        [1.0, 1.0],
+        "zero_variance",
+    )
+    assert (by_index[1].status, by_index[1].rewards, by_index[1].dropped_by) == (
+        "completed",
+        [0.0, 0.0],
+        "zero_variance",
+    )
+    assert (by_index[2].status, by_index[2].valid_mask, by_index[2].dropped_by) == (
+        "insufficient",
+        [False, False],
+        "min_valid",
+    )
     assert {s.invalid_reason for s in by_index[2].samples} == {"missing_image_or_workdir"} and by_index[2].refilled == 0
     metrics = batch.metrics()
     assert (metrics["groups_filtered"], metrics["groups_started"], metrics["samples_refilled"]) == (3, 3, 0)
 
     again = await fill_batch(env.client, _source(groups), n_groups=3, task_queue=settings.task_queue)
     first = sorted((g.group_index, g.samples[0].rollout and g.samples[0].rollout.elapsed_s) for g in batch.dropped)
-    assert sorted((g.group_index, g.samples[0].rollout and g.samples[0].rollout.elapsed_s) for g in again.dropped) == first, (
-        "attached: nothing ran twice"
-    )
+    assert (
+        sorted((g.group_index, g.samples[0].rollout and g.samples[0].rollout.elapsed_s) for g in again.dropped) == first
+    ), "attached: nothing ran twice"
     assert await containers_of_runs([run_id]) == []
 
 
@@ -173,7 +206,12 @@ STRAGGLER = "STRAGGLER-MARKER: this task is slow to solve."
 
 def straggling(task: TaskSpec, n: int) -> TaskSpec:
     """The task under another instance id whose problem statement carries the marker the scripted delay slows down."""
-    return task.model_copy(update={"instance_id": f"{task.instance_id}-slow{n}", "problem_statement": f"{task.problem_statement}\n{STRAGGLER}\n"})
+    return task.model_copy(
+        update={
+            "instance_id": f"{task.instance_id}-slow{n}",
+            "problem_statement": f"{task.problem_statement}\n{STRAGGLER}\n",
+        }
+    )
 
 
 @pytest.mark.parametrize("straggler_policy", ["cut", "handover"])
@@ -188,9 +226,16 @@ async def test_over_sampling_six_groups_for_four_returns_after_four_and_cuts_or_
     slow = [group_of(straggling(tasks[0], n), 1, run_id, 4 + n) for n in range(2)]
     try:
         batch = await fill_batch(
-            env.client, _source([*slow, *fast]), n_groups=4, over_sample=6, straggler_policy=straggler_policy, task_queue=settings.task_queue
+            env.client,
+            _source([*slow, *fast]),
+            n_groups=4,
+            over_sample=6,
+            straggler_policy=straggler_policy,
+            task_queue=settings.task_queue,
         )
-        assert sorted(g.group_index for g in batch.groups) == [0, 1, 2, 3] and all(g.rewards == [1.0] for g in batch.groups)
+        assert sorted(g.group_index for g in batch.groups) == [0, 1, 2, 3] and all(
+            g.rewards == [1.0] for g in batch.groups
+        )
         assert batch.started == 6 and batch.dropped == []
         if straggler_policy == "cut":
             assert sorted(g.group_index for g in batch.cut) == [4, 5] and batch.handed_over == []
@@ -201,9 +246,15 @@ async def test_over_sampling_six_groups_for_four_returns_after_four_and_cuts_or_
             running = [await env.client.get_workflow_handle(group_id(g)).describe() for g in batch.handed_over]
             assert {d.status for d in running} == {WorkflowExecutionStatus.RUNNING}, "handed over still running"
             policy.turn_delay = None
-            finished = await fill_batch(env.client, _source([]), n_groups=2, carried=batch.handed_over, task_queue=settings.task_queue)
-            assert sorted(g.group_index for g in finished.groups) == [4, 5] and all(g.rewards == [1.0] for g in finished.groups)
-            assert [await env.client.get_workflow_handle(group_id(g)).describe() for g in batch.handed_over][0].run_id == running[0].run_id
+            finished = await fill_batch(
+                env.client, _source([]), n_groups=2, carried=batch.handed_over, task_queue=settings.task_queue
+            )
+            assert sorted(g.group_index for g in finished.groups) == [4, 5] and all(
+                g.rewards == [1.0] for g in finished.groups
+            )
+            assert [await env.client.get_workflow_handle(group_id(g)).describe() for g in batch.handed_over][
+                0
+            ].run_id == running[0].run_id
     finally:
         policy.turn_delay = None
     assert batch.metrics()["groups_cut" if straggler_policy == "cut" else "groups_handed_over"] == 2

@@ -59,10 +59,14 @@ class Cluster:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cluster(renderer, tmp_path_factory):
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60)
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=60
+    )
     policy_url = await policy.start()
     # Pulls off: every example image is on the engine, and the missing row is image_not_found without asking Docker Hub.
-    async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), BUDGETS, images=ImageSettings(pull_policy="never")) as (env, settings):
+    async with local_cluster(
+        policy_url, tmp_path_factory.mktemp("results"), BUDGETS, images=ImageSettings(pull_policy="never")
+    ) as (env, settings):
         yield Cluster(env, settings, policy)
     await policy.stop()
 
@@ -87,8 +91,13 @@ def sampled_runs(segment):
 
 async def test_oracle_solves_every_example_task_with_exact_token_capture(cluster, example_results):
     results = example_results
-    why = [(r.instance_id, r.abort_reason, r.agent and r.agent.reason, r.evaluation and r.evaluation.log_tail[-500:]) for r in results]
-    assert [(r.status, r.reward, r.solved, r.applied_cleanly) for r in results] == [("completed", 1.0, True, True)] * len(results), why
+    why = [
+        (r.instance_id, r.abort_reason, r.agent and r.agent.reason, r.evaluation and r.evaluation.log_tail[-500:])
+        for r in results
+    ]
+    assert [(r.status, r.reward, r.solved, r.applied_cleanly) for r in results] == [
+        ("completed", 1.0, True, True)
+    ] * len(results), why
     for result in results:
         segments = unpack_trajectory(result.trajectory)
         records = cluster.policy.records_for(result.agent.session_id)
@@ -105,18 +114,30 @@ async def test_impossible_probes_of_every_example_run_the_whole_loop_and_the_ora
     probes = [probe_of(row.task, 21) for row in cluster.rows]
     results = await cluster.run([cluster.rollout(task) for task in probes])
     why = [(r.instance_id, r.abort_reason, r.evaluation and r.evaluation.log_tail[-800:]) for r in results]
-    assert [(r.status, r.reward, r.applied_cleanly, r.evaluation.probe.verdict) for r in results] == [("completed", 0.0, True, "held")] * 4, why
+    assert [(r.status, r.reward, r.applied_cleanly, r.evaluation.probe.verdict) for r in results] == [
+        ("completed", 0.0, True, "held")
+    ] * 4, why
     assert {r.evaluation.grader for r in results} == {"eval_cmd", "swepro", "swebench"}
     assert all(r.evaluation.probe.flip is not None and r.agent.turns == 3 for r in results)
 
     cluster.policy.set_policy(None, "noop")
-    missing = cluster.rows[0].task.model_copy(update={"image": "rollout-task-does-not-exist:latest", "instance_id": "missing"})
+    missing = cluster.rows[0].task.model_copy(
+        update={"image": "rollout-task-does-not-exist:latest", "instance_id": "missing"}
+    )
     swebench = next(row.task for row in cluster.rows if row.task.grader == "swebench")
-    no_spec = swebench.model_copy(update={"instance_id": "no-spec", "swebench": swebench.swebench.model_copy(update={"install_config": None})})
-    noop, noop_swebench, bad, ungradable = await cluster.run([cluster.rollout(task) for task in (cluster.rows[0].task, swebench, missing, no_spec)])
+    no_spec = swebench.model_copy(
+        update={"instance_id": "no-spec", "swebench": swebench.swebench.model_copy(update={"install_config": None})}
+    )
+    noop, noop_swebench, bad, ungradable = await cluster.run(
+        [cluster.rollout(task) for task in (cluster.rows[0].task, swebench, missing, no_spec)]
+    )
     for result in (noop, noop_swebench):
         assert (result.status, result.reward, result.solved) == ("completed", 0.0, False)
-    assert (noop_swebench.evaluation.grader, noop_swebench.evaluation.tests_passed, noop_swebench.evaluation.tests_failed) == ("swebench", 3, 3)
+    assert (
+        noop_swebench.evaluation.grader,
+        noop_swebench.evaluation.tests_passed,
+        noop_swebench.evaluation.tests_failed,
+    ) == ("swebench", 3, 3)
     assert (bad.status, bad.abort_reason) == ("aborted", "image_not_found")
     assert (ungradable.status, ungradable.abort_reason, ungradable.agent) == ("aborted", "not_evaluable", None)
 
@@ -141,7 +162,9 @@ async def show(cluster: Cluster, workflow_id: str, *flags: str) -> list[str]:
     return (await starter(cluster, "show", workflow_id, *flags)).split("--- grading ---\n", 1)[1].splitlines()
 
 
-async def test_each_example_tasks_page_shows_its_turns_tokens_time_line_and_verdict_in_a_browser(cluster, example_results, tmp_path):
+async def test_each_example_tasks_page_shows_its_turns_tokens_time_line_and_verdict_in_a_browser(
+    cluster, example_results, tmp_path
+):
     """``starter.py show WF --html FILE`` for every example rollout, each page opened in headless Chromium."""
     async with HeadlessChromium() as browser:
         for result in example_results:
@@ -151,16 +174,26 @@ async def test_each_example_tasks_page_shows_its_turns_tokens_time_line_and_verd
             segments = unpack_trajectory(result.trajectory)
             await browser.open(page)
             seen = await browser.evaluate(
-                "({replies: document.querySelectorAll('.reply').length, tokens: document.querySelectorAll('.toks > span').length,"
-                " stages: [...new Set([...document.querySelectorAll('svg.time-bar rect[class]')].map(r => r.getAttribute('class')))],"
-                " attempts: document.querySelectorAll('#timeline li').length, added: document.querySelectorAll('#patch .add').length,"
-                " grading: document.getElementById('grading').textContent, fates: [...document.querySelectorAll('.reply-head .badge')].map(b => b.className)})"
+                "({replies: document.querySelectorAll('.reply').length, tokens: document.querySelectorAll('.toks > "
+                "span').length,"
+                " stages: [...new Set([...document.querySelectorAll('svg.time-bar rect[class]')].map(r => "
+                "r.getAttribute('class')))],"
+                " attempts: document.querySelectorAll('#timeline li').length, added: document.querySelectorAll('#patch "
+                ".add').length,"
+                " grading: document.getElementById('grading').textContent, fates: "
+                "[...document.querySelectorAll('.reply-head .badge')].map(b => b.className)})"
             )
-            assert seen["replies"] == result.agent.turns == 3 and seen["tokens"] == sum(sum(s.loss_mask) for s in segments)
-            assert {"stage-boot", "stage-agent", "stage-diff", "stage-grading", "stage-merge"} <= set(seen["stages"]), seen["stages"]
+            assert seen["replies"] == result.agent.turns == 3 and seen["tokens"] == sum(
+                sum(s.loss_mask) for s in segments
+            )
+            assert {"stage-boot", "stage-agent", "stage-diff", "stage-grading", "stage-merge"} <= set(seen["stages"]), (
+                seen["stages"]
+            )
             assert seen["attempts"] == 1 and seen["added"] > 0, "one attempt; the patch's added lines marked"
             assert result.evaluation.grader in seen["grading"] and "no evidence" in seen["grading"]
-            assert seen["fates"].count("badge trains") == 3, "under today's contract every turn of a 3-turn rollout trains"
+            assert seen["fates"].count("badge trains") == 3, (
+                "under today's contract every turn of a 3-turn rollout trains"
+            )
         assert browser.network_requests == []
 
 
@@ -175,17 +208,23 @@ async def test_show_prints_the_grading_summary_and_where_the_logs_are(cluster, t
     assert (result.evaluation.log_path, result.agent.log_path) == ("", ""), "only a results file sets a log path"
     assert len(grading_log.encode()) == result.evaluation.log_bytes
     assert "[apply]\n$ git apply --3way" in grading_log and "[eval_cmd exit 0]" in grading_log
-    assert [json.loads(line)["type"] for line in agent_log.splitlines() if line.startswith("{")][-1] == "result", "the whole stream-json log"
+    assert [json.loads(line)["type"] for line in agent_log.splitlines() if line.startswith("{")][-1] == "result", (
+        "the whole stream-json log"
+    )
 
     summary = await show(cluster, result.workflow_id)
-    assert summary[0] == "grader eval_cmd  patch: applied (git apply --3way)  tests passed 8 failed 0  reward 1.00", summary
+    assert summary[0] == "grader eval_cmd  patch: applied (git apply --3way)  tests passed 8 failed 0  reward 1.00", (
+        summary
+    )
     assert summary[1].startswith("8 passed in ")
     assert summary[2] == f"grading log: {result.evaluation.log_bytes:,} bytes in the result (--save-logs DIR writes it)"
     assert summary[3] == f"agent log: {len(agent_log):,} characters in the result (--save-logs DIR writes it)"
 
     saved = tmp_path / "logs"
     summary = await show(cluster, result.workflow_id, "--save-logs", str(saved))
-    grading_file, agent_file = (saved / f"{file_stem(result.workflow_id)}.{suffix}" for suffix in ("grading.log", "agent.jsonl"))
+    grading_file, agent_file = (
+        saved / f"{file_stem(result.workflow_id)}.{suffix}" for suffix in ("grading.log", "agent.jsonl")
+    )
     assert summary[2] == f"grading log: {grading_file} ({result.evaluation.log_bytes:,} bytes)"
     assert summary[3] == f"agent log: {agent_file}"
     assert grading_file.read_bytes() == grading_log.encode() and agent_file.read_bytes() == agent_log.encode()
@@ -204,11 +243,18 @@ async def test_a_hanging_agent_is_stopped_by_its_budget_and_the_rollout_still_re
     async with HeadlessChromium() as browser:
         await browser.open(page)
         seen = await browser.evaluate(
-            "({banner: document.querySelector('.banner.aborted').textContent, replies: document.querySelectorAll('.reply').length,"
-            " segments: document.getElementById('segments').textContent, attempts: document.querySelector('#timeline li').textContent})"
+            "({banner: document.querySelector('.banner.aborted').textContent, replies: "
+            "document.querySelectorAll('.reply').length,"
+            " segments: document.getElementById('segments').textContent, attempts: document.querySelector('#timeline "
+            "li').textContent})"
         )
-    assert "adapter_session_empty" in seen["banner"] and seen["replies"] == 0, "an aborted rollout's page says why, with no conversation"
-    assert "No trajectory: adapter_session_empty" in seen["segments"] and "agent ended: agent_budget_exceeded" in seen["attempts"], seen
+    assert "adapter_session_empty" in seen["banner"] and seen["replies"] == 0, (
+        "an aborted rollout's page says why, with no conversation"
+    )
+    assert (
+        "No trajectory: adapter_session_empty" in seen["segments"]
+        and "agent ended: agent_budget_exceeded" in seen["attempts"]
+    ), seen
 
 
 async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster, tmp_path):
@@ -216,7 +262,9 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster, tmp
     cluster.policy.delay_s = 4.0
     client = cluster.env.client
     try:
-        handle = await start_rollout(client, cluster.rollout(cluster.rows[0].task), cluster.new_run_id(), cluster.settings.task_queue)
+        handle = await start_rollout(
+            client, cluster.rollout(cluster.rows[0].task), cluster.new_run_id(), cluster.settings.task_queue
+        )
         query = f"RolloutStage='agent' AND WorkflowId='{handle.id}'"
         for _ in range(200):
             if [w async for w in client.list_workflows(query)]:
@@ -250,7 +298,9 @@ async def test_a_slow_rollout_is_visible_to_operators_while_it_runs(cluster, tmp
         async with HeadlessChromium() as browser:
             await browser.open(page)
             banner = await browser.evaluate("document.querySelector('.banner.running').textContent")
-            running = await browser.evaluate("[...document.querySelectorAll('svg.time-bar rect.stage-agent title')].map(t => t.textContent)")
+            running = await browser.evaluate(
+                "[...document.querySelectorAll('svg.time-bar rect.stage-agent title')].map(t => t.textContent)"
+            )
         assert "still running" in banner and any("(running" in title for title in running), (banner, running)
         output = (await status.communicate())[0].decode()
         assert status.returncode == 0 and handle.id in output, output
@@ -266,17 +316,30 @@ async def test_slime_generate_runs_the_example_tasks_into_todays_slime_samples(c
     monkeypatch.setenv("TEMPORAL_ADDRESS", cluster.settings.temporal_address)
     monkeypatch.setenv("ROLLOUT_TASK_QUEUE", cluster.settings.task_queue)
     monkeypatch.setattr(slime_generate, "RUN_ID", cluster.new_run_id())
-    args = SimpleNamespace(sglang_router_ip=None, sglang_router_port=None, rollout_max_context_len=65536, hf_checkpoint=str(ensure_qwen_tokenizer()))
+    args = SimpleNamespace(
+        sglang_router_ip=None,
+        sglang_router_port=None,
+        rollout_max_context_len=65536,
+        hf_checkpoint=str(ensure_qwen_tokenizer()),
+    )
     rows = [json.loads(line) for line in EXAMPLE_DATASET.read_text().splitlines() if line.strip()]
-    samples = [Sample(index=i, group_index=i, prompt=r["prompt"], label=r.get("label"), metadata=r["metadata"]) for i, r in enumerate(rows)]
+    samples = [
+        Sample(index=i, group_index=i, prompt=r["prompt"], label=r.get("label"), metadata=r["metadata"])
+        for i, r in enumerate(rows)
+    ]
     no_image = Sample(index=99, group_index=99, prompt="p", metadata={"workdir": "/w", "eval_cmd": "true"})
-    outputs = await asyncio.gather(*(slime_generate.generate(args, s, {"temperature": 1.0, "max_new_tokens": 2048}) for s in [*samples, no_image]))
+    outputs = await asyncio.gather(
+        *(slime_generate.generate(args, s, {"temperature": 1.0, "max_new_tokens": 2048}) for s in [*samples, no_image])
+    )
     for sample, fanned in zip(samples, outputs, strict=False):  # outputs has one more: no_image
         assert all(s is not sample for s in fanned) and {(s.rollout_id, s.group_index, s.prompt) for s in fanned} == {
             (sample.index, sample.index, sample.prompt)
         }
         assert all(s.status is Sample.Status.COMPLETED and s.reward == 1.0 for s in fanned)
-        assert all(s.metadata["grading_solved"] and s.metadata["use_tool"] and s.metadata["agent_exit_code"] == 0 for s in fanned)
+        assert all(
+            s.metadata["grading_solved"] and s.metadata["use_tool"] and s.metadata["agent_exit_code"] == 0
+            for s in fanned
+        )
         for s in fanned:
             assert len(s.loss_mask) == len(s.rollout_log_probs) == s.response_length < len(s.tokens)
             assert sum(s.loss_mask) > 0 and "<tool_call>" in s.response

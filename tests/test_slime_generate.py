@@ -73,10 +73,17 @@ def versioned() -> RolloutResult:
     that reported no version; then a compaction call under 4."""
     main = segment("main", [1, 2], [10, 11, 12, 0, 13, 14, 15, 0, 16, 17], [1, 1, 1, 0, 1, 1, 1, 0, 1, 1])
     main = main.model_copy(
-        update={"weight_version_spans": [WeightVersionSpan(start=2, end=7, version="3"), WeightVersionSpan(start=7, end=9, version="4")]}
+        update={
+            "weight_version_spans": [
+                WeightVersionSpan(start=2, end=7, version="3"),
+                WeightVersionSpan(start=7, end=9, version="4"),
+            ]
+        }
     )
     compaction = segment("compaction", [7, 8], [9, 9], [1, 1])
-    compaction = compaction.model_copy(update={"weight_version_spans": [WeightVersionSpan(start=2, end=4, version="4")]})
+    compaction = compaction.model_copy(
+        update={"weight_version_spans": [WeightVersionSpan(start=2, end=4, version="4")]}
+    )
     result = completed([main, compaction])
     return result.model_copy(update={"segments": [SegmentSummary.of(main), SegmentSummary.of(compaction)]})
 
@@ -84,10 +91,17 @@ def versioned() -> RolloutResult:
 @pytest.mark.parametrize("contract", [SEED, CURRENT])
 def test_weight_versions_are_one_per_generate_call_as_slime_fills_them(contract):
     first, second = samples_from_result(Sample(index=3, group_index=1), versioned(), contract=contract)
-    assert first.weight_versions == ["3", "4"], "the reply's weight_version: its last token's; the unversioned call adds none"
+    assert first.weight_versions == ["3", "4"], (
+        "the reply's weight_version: its last token's; the unversioned call adds none"
+    )
     assert second.weight_versions == ["4"]
-    assert first.metadata["weight_version_spans"] == [{"version": "3", "start": 0, "end": 5}, {"version": "4", "start": 5, "end": 7}]
-    assert len(first.loss_mask) == first.response_length, "spans index the response, like loss_mask and rollout_log_probs"
+    assert first.metadata["weight_version_spans"] == [
+        {"version": "3", "start": 0, "end": 5},
+        {"version": "4", "start": 5, "end": 7},
+    ]
+    assert len(first.loss_mask) == first.response_length, (
+        "spans index the response, like loss_mask and rollout_log_probs"
+    )
     assert first.weight_versions is not second.weight_versions
     (plain, _) = sample_dicts(versioned(), contract=contract)
     assert plain["weight_versions"] == ["3", "4"]
@@ -95,7 +109,11 @@ def test_weight_versions_are_one_per_generate_call_as_slime_fills_them(contract)
 
 def test_the_results_line_carries_the_spans_and_the_rollouts_version_summary():
     record = record_with_segments(versioned())
-    assert (record["oldest_weight_version"], record["newest_weight_version"], record["weight_version_changes"]) == ("3", "4", 1)
+    assert (record["oldest_weight_version"], record["newest_weight_version"], record["weight_version_changes"]) == (
+        "3",
+        "4",
+        1,
+    )
     assert [s["weight_version_spans"] for s in record["segments"]] == [
         [{"start": 2, "end": 7, "version": "3"}, {"start": 7, "end": 9, "version": "4"}],
         [{"start": 2, "end": 4, "version": "4"}],
@@ -105,7 +123,14 @@ def test_the_results_line_carries_the_spans_and_the_rollouts_version_summary():
 
 @pytest.mark.parametrize("contract, removed", [(SEED, False), (CURRENT, True)])
 def test_aborted_rollouts_take_the_reference_shape_and_today_are_removed(contract, removed):
-    result = RolloutResult(workflow_id="w", instance_id="calc", sample_index=0, group_index=0, status="aborted", abort_reason="wall_clock_timeout")
+    result = RolloutResult(
+        workflow_id="w",
+        instance_id="calc",
+        sample_index=0,
+        group_index=0,
+        status="aborted",
+        abort_reason="wall_clock_timeout",
+    )
     (sample,) = samples_from_result(Sample(index=0, weight_versions=["stale"]), result, contract=contract)
     assert sample.status is Sample.Status.ABORTED and sample.metadata["abort_reason"] == "wall_clock_timeout"
     assert (sample.tokens, sample.response_length, sample.loss_mask, sample.reward) == ([0, 0], 1, [0], 0.0)
@@ -133,7 +158,9 @@ def test_the_contract_in_force_is_logged_once_per_choice(monkeypatch, caplog):
 
 
 def test_trainer_args_become_the_session_policy():
-    args = SimpleNamespace(sglang_router_ip="10.0.0.5", sglang_router_port=30000, rollout_max_context_len=32768, hf_checkpoint="")
+    args = SimpleNamespace(
+        sglang_router_ip="10.0.0.5", sglang_router_port=30000, rollout_max_context_len=32768, hf_checkpoint=""
+    )
     policy = policy_for(args, {"temperature": 0.7, "top_p": 0.95, "max_new_tokens": 4096, "stop": ["x"]})
     assert policy.policy_url == "http://10.0.0.5:30000" and policy.context_budget == 32768
     assert (policy.sampling.temperature, policy.sampling.top_p, policy.sampling.max_new_tokens) == (0.7, 0.95, 4096)
@@ -149,16 +176,29 @@ def test_the_trainers_engine_reaches_the_policy_and_unset_leaves_it_to_the_worke
 
 
 def test_slimes_parser_flags_reach_the_policy_and_a_wrong_name_stops_the_trainer():
-    args = SimpleNamespace(sglang_router_ip=None, sglang_router_port=None, sglang_tool_call_parser="glm45", sglang_reasoning_parser="glm45")
+    args = SimpleNamespace(
+        sglang_router_ip=None, sglang_router_port=None, sglang_tool_call_parser="glm45", sglang_reasoning_parser="glm45"
+    )
     policy = policy_for(args, {})
     assert (policy.tool_parser, policy.reasoning_parser) == ("glm45", "glm45")
-    assert (policy_for(SimpleNamespace(), {}).tool_parser, policy_for(SimpleNamespace(), {}).reasoning_parser) == (None, None)
-    with pytest.raises(SettingsError, match="--sglang-tool-call-parser: unknown tool-call parser 'qwen3-coder'; supported: auto, "):
+    assert (policy_for(SimpleNamespace(), {}).tool_parser, policy_for(SimpleNamespace(), {}).reasoning_parser) == (
+        None,
+        None,
+    )
+    with pytest.raises(
+        SettingsError, match="--sglang-tool-call-parser: unknown tool-call parser 'qwen3-coder'; supported: auto, "
+    ):
         policy_for(SimpleNamespace(sglang_tool_call_parser="qwen3-coder"), {})
 
 
 def test_slimes_stop_strings_and_stop_token_ids_reach_every_turn():
-    params = {"temperature": 1.0, "max_new_tokens": 64, "stop": "</done>", "stop_token_ids": [248046, 248044], "no_stop_trim": True}
+    params = {
+        "temperature": 1.0,
+        "max_new_tokens": 64,
+        "stop": "</done>",
+        "stop_token_ids": [248046, 248044],
+        "no_stop_trim": True,
+    }
     spec = policy_for(SimpleNamespace(), params)
     assert (spec.sampling.stop, spec.sampling.stop_token_ids) == (["</done>"], [248046, 248044])
 
@@ -187,17 +227,28 @@ async def test_evaluation_returns_one_sample_per_rollout_with_its_reward(monkeyp
     assert (out.metadata["grading_solved"], out.metadata["workflow_id"]) == (True, "rollout-r-calc-3-1")
     aborted = result.model_copy(update={"status": "aborted", "abort_reason": "wall_clock_timeout", "reward": 0.0})
     (lost,) = [slime_generate.eval_sample(Sample(index=4), aborted)]
-    assert (lost.reward, lost.status, lost.metadata["abort_reason"]) == (0.0, Sample.Status.ABORTED, "wall_clock_timeout")
+    assert (lost.reward, lost.status, lost.metadata["abort_reason"]) == (
+        0.0,
+        Sample.Status.ABORTED,
+        "wall_clock_timeout",
+    )
 
 
 async def test_at_a_probe_slot_the_rollout_runs_the_probe_and_comes_back_as_one_untrained_sample(monkeypatch):
     started = []
-    verdict = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=ProbeVerdict(verdict="cheated"))
+    verdict = EvalResult(
+        reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=ProbeVerdict(verdict="cheated")
+    )
 
     async def collect(client, rollout, *args, **kwargs):
         started.append(rollout)
         return RolloutResult(
-            workflow_id="w", instance_id=rollout.task.instance_id, sample_index=0, group_index=1, status="completed", evaluation=verdict
+            workflow_id="w",
+            instance_id=rollout.task.instance_id,
+            sample_index=0,
+            group_index=1,
+            status="completed",
+            evaluation=verdict,
         )
 
     async def no_client():
@@ -211,7 +262,17 @@ async def test_at_a_probe_slot_the_rollout_runs_the_probe_and_comes_back_as_one_
     (out,) = await slime_generate.generate(SimpleNamespace(), sample, {})
     task = slime_generate.task_of(Sample(index=3, group_index=1, prompt=row["prompt"], metadata=row["metadata"]))
     assert started[0].task == probe_of(task, probe_seed(slime_generate.RUN_ID, 1))
-    assert (out.remove_sample, out.reward, out.loss_mask, out.metadata["impossible_probe"]) == (True, 0.0, [0], "cheated")
-    assert (out.metadata["instance_id"], out.metadata["probe_instance_id"]) == (task.instance_id, started[0].task.instance_id)
+    assert (out.remove_sample, out.reward, out.loss_mask, out.metadata["impossible_probe"]) == (
+        True,
+        0.0,
+        [0],
+        "cheated",
+    )
+    assert (out.metadata["instance_id"], out.metadata["probe_instance_id"]) == (
+        task.instance_id,
+        started[0].task.instance_id,
+    )
     await slime_generate.generate(SimpleNamespace(), sample, {}, evaluation=True)
-    assert (started[1].task.instance_id, started[1].task.probe) == (task.instance_id, None), "evaluation never runs probes"
+    assert (started[1].task.instance_id, started[1].task.probe) == (task.instance_id, None), (
+        "evaluation never runs probes"
+    )

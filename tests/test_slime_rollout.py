@@ -29,7 +29,15 @@ from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.impossible_probes import probe_of, probe_seed
 from durable_rollouts.trainer_client.rollout_groups import Batch, group_id
-from slime_rollout import GroupRules, GroupSource, Verdict, dynamic_filter_of, fill_filtered_batch, group_input, group_rules_from_env
+from slime_rollout import (
+    GroupRules,
+    GroupSource,
+    Verdict,
+    dynamic_filter_of,
+    fill_filtered_batch,
+    group_input,
+    group_rules_from_env,
+)
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_args import slime_args
 from tests.slime_sample import Sample
@@ -65,7 +73,13 @@ class ExampleDataSource:
     def _sample(self, row: dict) -> Sample:
         self.samples_made += 1
         metadata = copy.deepcopy(row["metadata"])
-        return Sample(group_index=self.groups_made, index=self.samples_made - 1, prompt=row["prompt"], label=row.get("label"), metadata=metadata)
+        return Sample(
+            group_index=self.groups_made,
+            index=self.samples_made - 1,
+            prompt=row["prompt"],
+            label=row.get("label"),
+            metadata=metadata,
+        )
 
 
 def test_a_slime_group_becomes_one_group_input_built_like_slime_generate_builds_a_rollout(monkeypatch):
@@ -78,9 +92,14 @@ def test_a_slime_group_becomes_one_group_input_built_like_slime_generate_builds_
     assert (group.filter, group.min_valid, group.refill_budget) == (GroupFilter.NONZERO_VARIANCE, 1, 0)
     assert group_id(group) == group_workflow_id("run-7", instance, 0)
     task = slime_generate.task_of(samples[1])
-    assert group.rollouts[1] == slime_generate.rollout_of(args, samples[1], task, slime_rollout.sampling_params_of(args))
+    assert group.rollouts[1] == slime_generate.rollout_of(
+        args, samples[1], task, slime_rollout.sampling_params_of(args)
+    )
     assert [(r.sample_index, r.group_index) for r in group.rollouts] == [(0, 0), (1, 0)]
-    assert (group.rollouts[0].policy.sampling.temperature, group.rollouts[0].policy.sampling.max_new_tokens) == (0.7, 2048)
+    assert (group.rollouts[0].policy.sampling.temperature, group.rollouts[0].policy.sampling.max_new_tokens) == (
+        0.7,
+        2048,
+    )
 
 
 def test_a_group_needs_numbered_samples():
@@ -92,7 +111,12 @@ def test_a_group_needs_numbered_samples():
 
 def test_group_rules_come_from_the_environment():
     assert group_rules_from_env({}) == GroupRules(GroupFilter.KEEP_ALL, None, None, 0.0)
-    env = {"ROLLOUT_GROUP_FILTER": "nonzero_variance", "ROLLOUT_MIN_VALID": "1", "ROLLOUT_REFILL_BUDGET": "0", "ROLLOUT_IMPOSSIBLE_SHARE": "0.02"}
+    env = {
+        "ROLLOUT_GROUP_FILTER": "nonzero_variance",
+        "ROLLOUT_MIN_VALID": "1",
+        "ROLLOUT_REFILL_BUDGET": "0",
+        "ROLLOUT_IMPOSSIBLE_SHARE": "0.02",
+    }
     assert group_rules_from_env(env) == GroupRules(GroupFilter.NONZERO_VARIANCE, 1, 0, 0.02)
 
 
@@ -101,14 +125,21 @@ def test_a_group_drawn_at_a_probe_slot_runs_as_the_probe_of_its_row(monkeypatch)
     (samples,) = ExampleDataSource(2).get_samples(1)
     group = group_input(slime_args(), samples, GroupRules(impossible_share=1.0))
     task = slime_generate.task_of(samples[0])
-    assert [rollout.task for rollout in group.rollouts] == [probe_of(task, probe_seed("run-7", samples[0].group_index))] * 2
+    assert [rollout.task for rollout in group.rollouts] == [
+        probe_of(task, probe_seed("run-7", samples[0].group_index))
+    ] * 2
     assert group.prompt_key == f"{task.instance_id}.probe-{probe_seed('run-7', samples[0].group_index)}"
     assert group_input(slime_args(), samples, GroupRules(impossible_share=0.0)).prompt_key == task.instance_id
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("ROLLOUT_GROUP_FILTER", "dapo"), ("ROLLOUT_MIN_VALID", "-1"), ("ROLLOUT_REFILL_BUDGET", "two"), ("ROLLOUT_IMPOSSIBLE_SHARE", "5%")],
+    [
+        ("ROLLOUT_GROUP_FILTER", "dapo"),
+        ("ROLLOUT_MIN_VALID", "-1"),
+        ("ROLLOUT_REFILL_BUDGET", "two"),
+        ("ROLLOUT_IMPOSSIBLE_SHARE", "5%"),
+    ],
 )
 def test_a_bad_group_setting_names_its_variable(name, value):
     with pytest.raises(SettingsError, match=name):
@@ -119,7 +150,10 @@ def test_a_row_that_cannot_run_is_set_aside_and_replaced_by_the_next_one():
     no_image = {**ROWS[0], "metadata": {k: v for k, v in ROWS[0]["metadata"].items() if k != "image"}}
     source = GroupSource(slime_args(), ExampleDataSource(2, [no_image, ROWS[1]]), GroupRules())
     (group,) = source(1)
-    assert group.prompt_key == slime_generate.task_of(source.samples_of[group_id(group)][0]).instance_id and group.group_index == 1
+    assert (
+        group.prompt_key == slime_generate.task_of(source.samples_of[group_id(group)][0]).instance_id
+        and group.group_index == 1
+    )
     assert [[s.group_index for s in samples] for samples in source.unusable] == [[0, 0]]
     assert [s.index for s in source.samples_of[group_id(group)]] == [2, 3]
 
@@ -148,7 +182,9 @@ def completed(sample_index: int, reward: float) -> RolloutResult:
 
 def test_an_invalid_sample_is_excluded_from_the_loss_and_leaves_the_group_mean_as_it_is():
     boot_failures = [
-        ChildRun(workflow_id=f"w2{suffix}", status="aborted", abort_reason="sandbox_boot_failed", outcome="infrastructure")
+        ChildRun(
+            workflow_id=f"w2{suffix}", status="aborted", abort_reason="sandbox_boot_failed", outcome="infrastructure"
+        )
         for suffix in ("", "-refill1")
     ]
     result = GroupResult(
@@ -157,7 +193,13 @@ def test_an_invalid_sample_is_excluded_from_the_loss_and_leaves_the_group_mean_a
         samples=[
             GroupSample(sample_index=0, valid=True, outcome="model", rollout=completed(0, 1.0)),
             GroupSample(sample_index=1, valid=True, outcome="model", rollout=completed(1, 0.0)),
-            GroupSample(sample_index=2, valid=False, outcome="infrastructure", invalid_reason="sandbox_boot_failed", runs=boot_failures),
+            GroupSample(
+                sample_index=2,
+                valid=False,
+                outcome="infrastructure",
+                invalid_reason="sandbox_boot_failed",
+                runs=boot_failures,
+            ),
         ],
         kept=True,
     )
@@ -168,7 +210,12 @@ def test_an_invalid_sample_is_excluded_from_the_loss_and_leaves_the_group_mean_a
         (0.0, Sample.Status.COMPLETED, [1, 1], 1),
     ]
     assert excluded is samples[2] and excluded.remove_sample, "slime zeroes the loss mask of a removed sample"
-    assert (excluded.tokens, excluded.response_length, excluded.loss_mask, excluded.status) == ([0, 0], 1, [0], Sample.Status.ABORTED)
+    assert (excluded.tokens, excluded.response_length, excluded.loss_mask, excluded.status) == (
+        [0, 0],
+        1,
+        [0],
+        Sample.Status.ABORTED,
+    )
     assert excluded.reward == 0.5, "the group's mean valid reward: slime still averages it into the group"
     assert (excluded.rollout_id, excluded.metadata["abort_reason"], excluded.metadata["invalid_outcome"]) == (
         2,
@@ -209,9 +256,15 @@ def test_the_dynamic_filter_is_called_as_slime_calls_it_with_one_sample_per_roll
     alike = [[Sample(index=0, reward=1.0)], [Sample(index=1, reward=1.0)]]
     assert (judge(mixed), judge(alike)) == (Verdict(keep=True), Verdict(keep=False, reason="zero_std_1.0"))
     seen_args, seen = sys.modules[module].SEEN[0]
-    assert seen_args is args and [(s.index, s.reward) for s in seen] == [(0, 1.0), (1, 0.0)], "fn(args, samples): one Sample per rollout"
-    assert all(isinstance(s, Sample) for s in seen) and mixed[0][0] is not seen[0], "copies: the batch's Samples stay as they are"
-    assert dynamic_filter_of(slime_args(dynamic_sampling_filter_path=f"{module}.legacy"))(mixed) == Verdict(keep=False), "a bare bool is keep"
+    assert seen_args is args and [(s.index, s.reward) for s in seen] == [(0, 1.0), (1, 0.0)], (
+        "fn(args, samples): one Sample per rollout"
+    )
+    assert all(isinstance(s, Sample) for s in seen) and mixed[0][0] is not seen[0], (
+        "copies: the batch's Samples stay as they are"
+    )
+    assert dynamic_filter_of(slime_args(dynamic_sampling_filter_path=f"{module}.legacy"))(mixed) == Verdict(
+        keep=False
+    ), "a bare bool is keep"
     assert dynamic_filter_of(slime_args())(alike) == Verdict(keep=True), "no filter keeps every group"
 
 
@@ -223,7 +276,14 @@ def test_under_the_seed_contract_the_filter_sees_the_rollouts_whole_reward(monke
 
 def finished(group_index: int, refilled: int = 0) -> GroupResult:
     slots = [GroupSample(sample_index=i, valid=True, outcome="model") for i in range(2)]
-    return GroupResult(workflow_id=f"g{group_index}", group_index=group_index, status="completed", samples=slots, refilled=refilled, kept=True)
+    return GroupResult(
+        workflow_id=f"g{group_index}",
+        group_index=group_index,
+        status="completed",
+        samples=slots,
+        refilled=refilled,
+        kept=True,
+    )
 
 
 class ScriptedFill:
@@ -261,14 +321,21 @@ async def test_a_group_the_dynamic_filter_drops_is_replaced_in_the_same_batch_an
     failed = GroupResult(workflow_id="g9", group_index=9, status="failed", dropped_by="not_completed")
     straggler = GroupResult(workflow_id="g8", group_index=8, status="cut", dropped_by="not_completed")
     fill = ScriptedFill(
-        [finished(4, refilled=1), finished(2), finished(1)], dropped=[failed], cut=[straggler], handed_over=["next"], time_to_batch_s=3.0
+        [finished(4, refilled=1), finished(2), finished(1)],
+        dropped=[failed],
+        cut=[straggler],
+        handed_over=["next"],
+        time_to_batch_s=3.0,
     )
     fill.batch_fields["started"] = 5
     samples_for, judge = judged_by({4: Verdict(keep=False, reason="zero_std_1.0")})
     filled = await fill_filtered_batch(fill, 2, samples_for, judge)
     assert fill.calls == [2], "one batch: the rejected group was replaced inside it"
     assert [g.group_index for g in filled.batch.groups] == [1, 2] and filled.samples == [[[1]], [[2]]]
-    assert [(g.group_index, g.dropped_by) for g in filled.batch.dropped] == [(9, "not_completed"), (4, "trainer_filter")]
+    assert [(g.group_index, g.dropped_by) for g in filled.batch.dropped] == [
+        (9, "not_completed"),
+        (4, "trainer_filter"),
+    ]
     metrics = slime_rollout.rollout_metrics(filled, unusable_rows=1)
     assert metrics == {
         "rollout/groups": 2,
@@ -300,7 +367,9 @@ async def test_a_rejected_group_marked_keep_when_insufficient_is_kept_only_when_
     samples_for, judge = judged_by({0: fallback, 1: fallback, 2: Verdict(keep=True)})
     exact = await fill_filtered_batch(ScriptedFill([finished(0), finished(1), finished(2)]), 3, samples_for, judge)
     assert [g.group_index for g in exact.batch.groups] == [0, 1, 2] and exact.batch.dropped == [] and exact.drops == {}
-    spare = await fill_filtered_batch(ScriptedFill([finished(0), finished(1), finished(2)], started=4), 3, samples_for, judge)
+    spare = await fill_filtered_batch(
+        ScriptedFill([finished(0), finished(1), finished(2)], started=4), 3, samples_for, judge
+    )
     assert [g.group_index for g in spare.batch.dropped] == [0], "4 started: dropping the first leaves 3, enough"
     assert [g.group_index for g in spare.batch.groups] == [1, 2] and spare.drops == {"zero_std_0.0": 1}
 
@@ -340,7 +409,9 @@ def test_without_slime_the_output_has_slimes_fields_and_coroutines_share_one_loo
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cluster(renderer, tmp_path_factory):
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET))
+    )
     policy_url = await policy.start()
     async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), BUDGETS) as (env, settings):
         yield env, settings
@@ -352,7 +423,11 @@ def assert_solved_groups(output, n_groups: int, n_samples: int) -> None:
     for group in output.samples:
         assert len(group) == n_samples and len({s.group_index for fragments in group for s in fragments}) == 1
         for fragments in group:
-            per_rollout = sum(s.reward for s in fragments) if slime_generate.sample_contract().name == "seed" else min(s.reward for s in fragments)
+            per_rollout = (
+                sum(s.reward for s in fragments)
+                if slime_generate.sample_contract().name == "seed"
+                else min(s.reward for s in fragments)
+            )
             assert per_rollout == 1.0 and {s.rollout_id for s in fragments} == {fragments[0].index}
             assert all(s.status is Sample.Status.COMPLETED and sum(s.loss_mask) > 0 for s in fragments)
             assert not any(getattr(s, "remove_sample", False) for s in fragments)
@@ -360,7 +435,9 @@ def assert_solved_groups(output, n_groups: int, n_samples: int) -> None:
 
 @pytest.mark.integration
 @pytest.mark.asyncio(loop_scope="session")
-async def test_the_drop_in_fills_a_batch_of_groups_hands_the_straggler_back_and_attaches_to_it_next_time(cluster, task_images, monkeypatch):
+async def test_the_drop_in_fills_a_batch_of_groups_hands_the_straggler_back_and_attaches_to_it_next_time(
+    cluster, task_images, monkeypatch
+):
     """Real Temporal, worker, sandboxes, Claude Code and graders; the oracle solves every example task. slime's
     synchronous call runs in a thread, as slime's rollout manager makes it."""
     env, settings = cluster
@@ -377,20 +454,32 @@ async def test_the_drop_in_fills_a_batch_of_groups_hands_the_straggler_back_and_
     assert (metrics["rollout/groups"], metrics["rollout/samples_valid"]) == (2, 4)
     assert (metrics["rollout/samples_refilled"], metrics["rollout/groups_cut"]) == (0, 0)
     handed_over = metrics["rollout/groups_handed_over"]
-    assert handed_over >= 1 and metrics["rollout/groups_started"] == 2 + handed_over and "rollout/time_to_batch_s" in metrics
+    assert (
+        handed_over >= 1
+        and metrics["rollout/groups_started"] == 2 + handed_over
+        and "rollout/time_to_batch_s" in metrics
+    )
     assert len(source.added) == handed_over, "every group beyond the batch went back to the data source"
     assert not {g[0].group_index for g in source.added} & {group[0][0].group_index for group in output.samples}
-    assert {(s.status, tuple(s.tokens)) for g in source.added for s in g} == {(Sample.Status.PENDING, ())}, "handed back untouched"
+    assert {(s.status, tuple(s.tokens)) for g in source.added for s in g} == {(Sample.Status.PENDING, ())}, (
+        "handed back untouched"
+    )
     first = source.added[0][0]
-    straggler = env.client.get_workflow_handle(group_workflow_id(run_id, slime_generate.task_of(first).instance_id, first.group_index))
+    straggler = env.client.get_workflow_handle(
+        group_workflow_id(run_id, slime_generate.task_of(first).instance_id, first.group_index)
+    )
     first_run = (await straggler.describe()).run_id
 
     args.partial_rollout = False
     again = await asyncio.to_thread(slime_rollout.generate_rollout, args, 1, source)
     assert_solved_groups(again, 2, 2)
-    assert source.buffer == [] and (await straggler.describe()).run_id == first_run, "drawn again, attached to, not re-run"
+    assert source.buffer == [] and (await straggler.describe()).run_id == first_run, (
+        "drawn again, attached to, not re-run"
+    )
     not_kept = again.metrics["rollout/groups_cut"] + again.metrics["rollout/groups_handed_over"]
-    assert not_kept == again.metrics["rollout/groups_started"] - 2 and len(source.added) == handed_over, "cut, not handed back"
+    assert not_kept == again.metrics["rollout/groups_started"] - 2 and len(source.added) == handed_over, (
+        "cut, not handed back"
+    )
     assert await containers_of_runs([run_id]) == [], "a cut straggler's sandboxes (agent or grading) are gone with it"
 
 
@@ -425,11 +514,22 @@ async def test_sample_hooks_and_batch_functions_run_as_slimes_default_rollout_ru
     group = [[Sample(index=4)], [Sample(index=5), Sample(index=5)]]
     hooked = await slime_rollout.apply_sample_hooks(args, group, rollout_id=7)
     calls = sys.modules[module].CALLS
-    assert [c[:2] for c in calls] == [("tag", 4), ("replace", 4), ("tag", 5), ("replace", 5), ("tag", 5), ("replace", 5)]
-    assert calls[1][2] == {"rollout_id": 7, "evaluation": False} and all(s.metadata["tagged"] == 7 for f in hooked for s in f)
+    assert [c[:2] for c in calls] == [
+        ("tag", 4),
+        ("replace", 4),
+        ("tag", 5),
+        ("replace", 5),
+        ("tag", 5),
+        ("replace", 5),
+    ]
+    assert calls[1][2] == {"rollout_id": 7, "evaluation": False} and all(
+        s.metadata["tagged"] == 7 for f in hooked for s in f
+    )
     filled = slime_rollout.FilledBatch(samples=[hooked], all_samples=[[[Sample(index=9)]], hooked])
     slime_rollout.run_batch_functions(args, filled, "source")
-    assert calls[-2:] == [("filter", 1), ("all", [4, 9], "source")], "the batch, then every judged group sorted by index"
+    assert calls[-2:] == [("filter", 1), ("all", [4, 9], "source")], (
+        "the batch, then every judged group sorted by index"
+    )
 
 
 def test_groups_handed_back_carry_their_start_rollout_id_and_mask_older_weights_when_asked():
@@ -437,10 +537,17 @@ def test_groups_handed_back_carry_their_start_rollout_id_and_mask_older_weights_
     assert [s.metadata["start_rollout_id"] for s in slime_rollout.stamped(group, 5)] == [5, 2]
     spans = [{"version": "3", "start": 0, "end": 2}, {"version": "4", "start": 3, "end": 4}]
     sample = Sample(
-        loss_mask=[1, 1, 0, 1], rollout_log_probs=[-1.0, -1.0, 0.0, -1.0], weight_versions=["3", "4"], metadata={"weight_version_spans": spans}
+        loss_mask=[1, 1, 0, 1],
+        rollout_log_probs=[-1.0, -1.0, 0.0, -1.0],
+        weight_versions=["3", "4"],
+        metadata={"weight_version_spans": spans},
     )
     slime_rollout.mask_older_versions(sample)
-    assert (sample.loss_mask, sample.rollout_log_probs, sample.weight_versions) == ([0, 0, 0, 1], [0.0, 0.0, 0.0, -1.0], ["4"])
+    assert (sample.loss_mask, sample.rollout_log_probs, sample.weight_versions) == (
+        [0, 0, 0, 1],
+        [0.0, 0.0, 0.0, -1.0],
+        ["4"],
+    )
     assert sample.metadata["weight_version_spans"] == [spans[1]]
 
 
@@ -451,13 +558,16 @@ async def test_the_images_of_the_next_calls_prompts_are_announced_without_drawin
     monkeypatch.setattr(slime_generate, "RUN_ID", f"pf{uuid.uuid4().hex[:6]}")
     no_image = {**ROWS[0], "metadata": {k: v for k, v in ROWS[0]["metadata"].items() if k != "image"}}
     prompts = [
-        Sample(prompt=row["prompt"], label=row.get("label"), metadata=copy.deepcopy(row["metadata"])) for row in [ROWS[0], no_image, *ROWS[1:]]
+        Sample(prompt=row["prompt"], label=row.get("label"), metadata=copy.deepcopy(row["metadata"]))
+        for row in [ROWS[0], no_image, *ROWS[1:]]
     ]
     source = types.SimpleNamespace(dataset=types.SimpleNamespace(samples=prompts), sample_offset=1)
     fake, queue = FakePrefetchHost(busy=set(), missing=set()), f"pf-{uuid.uuid4().hex[:6]}"
     images = [slime_generate.task_of(prompt).image for prompt in prompts[2:4]]
     async with Worker(env.client, task_queue=queue, workflows=[PrefetchImages], activities=[fake.prefetch_image]):
         await slime_rollout.prefetch_next(env.client, queue, source, 3)
-        handle = env.client.get_workflow_handle(prefetch_workflow_id(slime_generate.RUN_ID, images), result_type=PrefetchResult)
+        handle = env.client.get_workflow_handle(
+            prefetch_workflow_id(slime_generate.RUN_ID, images), result_type=PrefetchResult
+        )
         result = await handle.result()
     assert [p.image for p in result.images] == list(dict.fromkeys(images)) and source.sample_offset == 1

@@ -44,7 +44,13 @@ from workflows.rollout_group import RolloutGroup
 # An existing dataset: the starter refuses a dataset path that does not exist before it contacts a server.
 ROWS = str(EXAMPLE_DATASET)
 SEGMENT = TokenSegment(
-    kind="main", tokens=[5, 6, 7], loss_mask=[0, 1, 1], rollout_log_probs=[0.0, -0.1, -0.2], prompt_length=1, turns=1, finish_reason="stop"
+    kind="main",
+    tokens=[5, 6, 7],
+    loss_mask=[0, 1, 1],
+    rollout_log_probs=[0.0, -0.1, -0.2],
+    prompt_length=1,
+    turns=1,
+    finish_reason="stop",
 )
 
 
@@ -72,13 +78,45 @@ def test_workflow_ids_are_deterministic_per_run_sample_and_group():
 
 def test_a_row_becomes_a_group_of_k_samples_under_the_run_flags():
     (row,) = read_rows(EXAMPLE_DATASET)[0][:1]
-    args = parse_args(["run", ROWS, "--run-id", "r1", "--n-samples-per-prompt", "3", "--min-valid", "2", "--group-filter", "nonzero_variance"])
+    args = parse_args(
+        [
+            "run",
+            ROWS,
+            "--run-id",
+            "r1",
+            "--n-samples-per-prompt",
+            "3",
+            "--min-valid",
+            "2",
+            "--group-filter",
+            "nonzero_variance",
+        ]
+    )
     group = group_input(row.task, 4, PolicySpec(), RolloutBudgets(), group_options(args))
     assert [(r.sample_index, r.group_index, r.task) for r in group.rollouts] == [(i, 4, row.task) for i in range(3)]
-    assert (group.run_id, group.group_index, group.valid_needed, group.refills_allowed, group.filter) == ("r1", 4, 2, 3, GroupFilter.NONZERO_VARIANCE)
-    defaults = group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", ROWS, "--n-samples-per-prompt", "2"])))
-    assert (defaults.size, defaults.valid_needed, defaults.refills_allowed, defaults.filter) == (2, 2, 2, GroupFilter.KEEP_ALL)
-    assert group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", ROWS]))).size == 1, "K defaults to 1"
+    assert (group.run_id, group.group_index, group.valid_needed, group.refills_allowed, group.filter) == (
+        "r1",
+        4,
+        2,
+        3,
+        GroupFilter.NONZERO_VARIANCE,
+    )
+    defaults = group_input(
+        row.task,
+        0,
+        PolicySpec(),
+        RolloutBudgets(),
+        group_options(parse_args(["run", ROWS, "--n-samples-per-prompt", "2"])),
+    )
+    assert (defaults.size, defaults.valid_needed, defaults.refills_allowed, defaults.filter) == (
+        2,
+        2,
+        2,
+        GroupFilter.KEEP_ALL,
+    )
+    assert (
+        group_input(row.task, 0, PolicySpec(), RolloutBudgets(), group_options(parse_args(["run", ROWS]))).size == 1
+    ), "K defaults to 1"
     assert groups_in_flight(8, 3) == 2
     assert groups_in_flight(2, 3) == 1, "at least one group"
 
@@ -124,8 +162,16 @@ def test_the_server_wait_comes_from_the_environment_and_a_bad_value_is_named(mon
     monkeypatch.setenv("ROLLOUT_SERVER_WAIT_S", "45")
     assert parse_args(["run", ROWS]).server_wait == 45.0
     monkeypatch.setenv("ROLLOUT_SERVER_WAIT_S", "soon")
-    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "starter.py"), "run", "d"], capture_output=True, text=True, env={**os.environ})
-    assert (done.returncode, done.stderr.strip()) == (2, "starter: ROLLOUT_SERVER_WAIT_S='soon': must be a number of seconds")
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "starter.py"), "run", "d"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        "starter: ROLLOUT_SERVER_WAIT_S='soon': must be a number of seconds",
+    )
 
 
 def test_dataset_root_flag_is_where_row_script_paths_resolve(tmp_path, monkeypatch):
@@ -135,7 +181,12 @@ def test_dataset_root_flag_is_where_row_script_paths_resolve(tmp_path, monkeypat
     (root / "run.sh").write_text('pytest "$@"\n')
     row = {
         "prompt": "p",
-        "metadata": {"instance_id": "pro-1", "image": "i", "workdir": "/w", "swepro": {"parser_script": "parse", "run_script_path": "run.sh"}},
+        "metadata": {
+            "instance_id": "pro-1",
+            "image": "i",
+            "workdir": "/w",
+            "swepro": {"parser_script": "parse", "run_script_path": "run.sh"},
+        },
     }
     dataset = tmp_path / "rows" / "train.jsonl"
     dataset.parent.mkdir()
@@ -144,12 +195,16 @@ def test_dataset_root_flag_is_where_row_script_paths_resolve(tmp_path, monkeypat
     (found,), errors = read_rows(dataset, args.dataset_root)
     assert errors == [] and found.task.swepro.run_script == 'pytest "$@"\n'
     (), (refused,) = read_rows(dataset)
-    assert refused.field == "metadata.swepro.run_script_path" and "needs a dataset root" in refused.reason, "no flag, no root"
+    assert refused.field == "metadata.swepro.run_script_path" and "needs a dataset root" in refused.reason, (
+        "no flag, no root"
+    )
 
 
 def test_the_default_results_file_is_one_per_run():
     assert parse_args(["run", ROWS, "--run-id", "step-7"]).out.endswith("results/run-step-7.jsonl")
-    assert parse_args(["demo", "--run-id", "a/../b"]).out.endswith("results/demo-a_.._b.jsonl"), "a run id never names another folder"
+    assert parse_args(["demo", "--run-id", "a/../b"]).out.endswith("results/demo-a_.._b.jsonl"), (
+        "a run id never names another folder"
+    )
     assert parse_args(["episodes", "--run-id", "e1", "--out", "x.jsonl"]).out == "x.jsonl"
 
 
@@ -169,18 +224,23 @@ async def test_show_gives_a_rollout_pulling_its_image_a_line_of_its_own(monkeypa
 
     monkeypatch.setattr(rollout_queries, "rollout_details", details)
     assert await show(None, parse_args(["show", "rollout-r-a-0-0"])) == 0
-    assert capsys.readouterr().out.splitlines()[1] == "pulling mirror.local:5000/swebench/sweb.eval.x86_64.a:latest: 3/7 layers, 120.4/450.0 MB, 12 s"
+    assert (
+        capsys.readouterr().out.splitlines()[1]
+        == "pulling mirror.local:5000/swebench/sweb.eval.x86_64.a:latest: 3/7 layers, 120.4/450.0 MB, 12 s"
+    )
 
 
 def test_the_run_options_set_the_staleness_bound_and_fall_back_to_the_environment(monkeypatch):
     monkeypatch.delenv("ROLLOUT_MAX_STALENESS", raising=False)
     assert staleness_bound(parse_args(["run", ROWS])) is None
-    assert staleness_bound(parse_args(["run", ROWS, "--max-staleness", "3", "--staleness-policy", "drop"])) == StalenessBound(
-        max_staleness=3, policy="drop"
-    )
+    assert staleness_bound(
+        parse_args(["run", ROWS, "--max-staleness", "3", "--staleness-policy", "drop"])
+    ) == StalenessBound(max_staleness=3, policy="drop")
     monkeypatch.setenv("ROLLOUT_MAX_STALENESS", "1")
     assert staleness_bound(parse_args(["demo"])) == StalenessBound(max_staleness=1, policy="mask")
-    assert staleness_bound(parse_args(["demo", "--max-staleness", "4"])) == StalenessBound(max_staleness=4, policy="mask")
+    assert staleness_bound(parse_args(["demo", "--max-staleness", "4"])) == StalenessBound(
+        max_staleness=4, policy="mask"
+    )
 
 
 class ScoredCluster(FakeCluster):
@@ -223,7 +283,20 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
     cluster.rewards[rollout_workflow_id(run_id, tasks[1].instance_id, 1, 1)] = 0.0
     doomed = rollout_workflow_id(run_id, tasks[2].instance_id, 1, 2)
     cluster.never_boots.add(doomed)
-    args = parse_args(["run", str(dataset), "--run-id", run_id, "--out", str(out), "--task-queue", SHARED, "--n-samples-per-prompt", "2"])
+    args = parse_args(
+        [
+            "run",
+            str(dataset),
+            "--run-id",
+            run_id,
+            "--out",
+            str(out),
+            "--task-queue",
+            SHARED,
+            "--n-samples-per-prompt",
+            "2",
+        ]
+    )
     shared, host = workers(env, cluster, (CodingAgentRollout, RolloutGroup))
     async with shared, host:
         assert await run_dataset(env.client, args) == 1, "a bad row and an insufficient group"
@@ -233,17 +306,27 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
         by_index = {g["group_index"]: g for g in groups}
         assert sorted(by_index) == [0, 1, 2] and len(groups) == 3, "one line per group"
         assert {g["workflow_id"]: g["line"] for g in groups} == {
-            group_workflow_id(run_id, t.instance_id, i): n for i, (t, n) in enumerate(zip(tasks, [1, 3, 4], strict=True))
+            group_workflow_id(run_id, t.instance_id, i): n
+            for i, (t, n) in enumerate(zip(tasks, [1, 3, 4], strict=True))
         }
-        assert [(by_index[i]["status"], by_index[i]["valid_mask"], by_index[i]["rewards"], by_index[i]["refilled"]) for i in range(3)] == [
+        assert [
+            (by_index[i]["status"], by_index[i]["valid_mask"], by_index[i]["rewards"], by_index[i]["refilled"])
+            for i in range(3)
+        ] == [
             ("completed", [True, True], [1.0, 1.0], 0),
             ("completed", [True, True], [1.0, 0.0], 0),
             ("insufficient", [True, False], [1.0, 0.0], 2),
         ]
         valid = [s["rollout"] for g in groups for s in g["samples"] if s["valid"]]
         assert all(r["segments"][0]["tokens"] == [5, 6, 7] for r in valid), "segments unpacked"
-        assert all(r["trajectory"]["n_tokens"] == 3 and "packed" not in r["trajectory"] for r in valid), "the packed bytes are not written twice"
-        assert [r["workflow_id"] for r in by_index[2]["samples"][1]["runs"]] == [doomed, f"{doomed}-refill1", f"{doomed}-refill2"]
+        assert all(r["trajectory"]["n_tokens"] == 3 and "packed" not in r["trajectory"] for r in valid), (
+            "the packed bytes are not written twice"
+        )
+        assert [r["workflow_id"] for r in by_index[2]["samples"][1]["runs"]] == [
+            doomed,
+            f"{doomed}-refill1",
+            f"{doomed}-refill2",
+        ]
         assert by_index[2]["samples"][1]["invalid_reason"] == "sandbox_boot_failed"
         printed = capsys.readouterr().out
         assert "groups 3/3  samples valid 5/6  refilled 2  mean reward (valid) 0.800  insufficient 1" in printed
@@ -257,11 +340,30 @@ async def test_run_writes_each_group_as_one_line_and_a_rerun_adds_nothing(env, t
         clean.write_text("\n".join(examples[:3]) + "\n")
         cluster.rewards[rollout_workflow_id(second, tasks[1].instance_id, 1, 1)] = 0.0
         cluster.never_boots.add(rollout_workflow_id(second, tasks[2].instance_id, 1, 2))
-        flags = ["--n-samples-per-prompt", "2", "--min-valid", "1", "--group-filter", "nonzero_variance", "--task-queue", SHARED]
-        filtered = parse_args(["run", str(clean), "--run-id", second, "--out", str(tmp_path / "filtered.jsonl"), *flags])
-        assert await run_dataset(env.client, filtered) == 0, "every group completed: a group the filter drops is its verdict, not a loss"
-    verdicts = {g["group_index"]: (g["status"], g["kept"], g["dropped_by"]) for g in lines_of(tmp_path / "filtered.jsonl")}
-    assert verdicts == {0: ("completed", False, "zero_variance"), 1: ("completed", True, None), 2: ("completed", False, "zero_variance")}
+        flags = [
+            "--n-samples-per-prompt",
+            "2",
+            "--min-valid",
+            "1",
+            "--group-filter",
+            "nonzero_variance",
+            "--task-queue",
+            SHARED,
+        ]
+        filtered = parse_args(
+            ["run", str(clean), "--run-id", second, "--out", str(tmp_path / "filtered.jsonl"), *flags]
+        )
+        assert await run_dataset(env.client, filtered) == 0, (
+            "every group completed: a group the filter drops is its verdict, not a loss"
+        )
+    verdicts = {
+        g["group_index"]: (g["status"], g["kept"], g["dropped_by"]) for g in lines_of(tmp_path / "filtered.jsonl")
+    }
+    assert verdicts == {
+        0: ("completed", False, "zero_variance"),
+        1: ("completed", True, None),
+        2: ("completed", False, "zero_variance"),
+    }
 
 
 class ProbedCluster(ScoredCluster):
@@ -282,7 +384,9 @@ class ProbedCluster(ScoredCluster):
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_an_impossible_share_runs_probes_beside_the_rows_never_kept_and_the_summary_gives_the_cheating_rate(env, tmp_path, capsys):
+async def test_an_impossible_share_runs_probes_beside_the_rows_never_kept_and_the_summary_gives_the_cheating_rate(
+    env, tmp_path, capsys
+):
     examples = EXAMPLE_DATASET.read_text().splitlines()
     dataset = tmp_path / "data.jsonl"
     swe_rows = (PROJECT_ROOT / "examples" / "tasks" / "swe_rows.jsonl").read_text().splitlines()
@@ -292,17 +396,26 @@ async def test_an_impossible_share_runs_probes_beside_the_rows_never_kept_and_th
     run_id, out = f"prb{uuid.uuid4().hex[:6]}", tmp_path / "results.jsonl"
     cluster = ProbedCluster()
     cluster.cheats.add(tasks[1].instance_id)
-    args = parse_args(["run", str(dataset), "--run-id", run_id, "--out", str(out), "--task-queue", SHARED, "--impossible-share", "1"])
+    args = parse_args(
+        ["run", str(dataset), "--run-id", run_id, "--out", str(out), "--task-queue", SHARED, "--impossible-share", "1"]
+    )
     shared, host = workers(env, cluster, (CodingAgentRollout, RolloutGroup))
     async with shared, host:
         assert await run_dataset(env.client, args) == 0, "probe groups complete like any other"
     groups = {(g["prompt_key"], g["group_index"]): g for g in lines_of(out)}
     probes = {key: g for key, g in groups.items() if ".probe-" in key[0]}
-    assert sorted(key[1] for key in probes) == [0, 1], "one probe per row that has a value to flip, under its group index"
+    assert sorted(key[1] for key in probes) == [0, 1], (
+        "one probe per row that has a value to flip, under its group index"
+    )
     assert all(key[0] == f"{tasks[key[1]].instance_id}.probe-{probe_seed(run_id, key[1])}" for key in probes)
-    assert all((g["kept"], g["dropped_by"], g["valid_mask"], g["rewards"]) == (False, "probe", [False], [0.0]) for g in probes.values())
+    assert all(
+        (g["kept"], g["dropped_by"], g["valid_mask"], g["rewards"]) == (False, "probe", [False], [0.0])
+        for g in probes.values()
+    )
     assert [probes[key]["probe_verdicts"] for key in sorted(probes, key=lambda key: key[1])] == [["held"], ["cheated"]]
-    assert all(g["kept"] and g["valid_mask"] == [True] for key, g in groups.items() if key not in probes), "the rows still run and train"
+    assert all(g["kept"] and g["valid_mask"] == [True] for key, g in groups.items() if key not in probes), (
+        "the rows still run and train"
+    )
     captured = capsys.readouterr()
     assert "no impossible-task probe of 3: task rollouts-examples__roman-7: swebench.test_patch" in captured.err
     assert "probes cheated 1/2 judged" in captured.out
@@ -321,7 +434,10 @@ def test_the_impossible_share_falls_back_to_the_environment_and_is_checked(monke
     ("argv", "named"),
     [
         (["run", "no/such/rows.jsonl"], "'no/such/rows.jsonl': no such file or folder"),
-        (["demo", "--dataset", "no/such/rows.jsonl"], "argument --dataset: 'no/such/rows.jsonl': no such file or folder"),
+        (
+            ["demo", "--dataset", "no/such/rows.jsonl"],
+            "argument --dataset: 'no/such/rows.jsonl': no such file or folder",
+        ),
         (["regrade", "--run-id", "r", "--dataset", "no/such/rows.jsonl"], "argument --dataset: 'no/such/rows.jsonl'"),
         (["run", ROWS, "--max-new-tokens", "-5"], "argument --max-new-tokens: -5 is less than 1"),
         (["run", ROWS, "--context-budget", "0"], "argument --context-budget: 0 is less than 256"),

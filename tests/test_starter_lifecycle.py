@@ -33,7 +33,12 @@ def processes_naming(text: str) -> list[int]:
 
 async def started(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, str(PROJECT_ROOT / "starter.py"), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable,
+        str(PROJECT_ROOT / "starter.py"),
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
@@ -65,7 +70,11 @@ async def test_sigterm_stops_the_demo_and_its_worker_and_the_console_holds_no_li
         assert f"worker log: {tmp_path / 'demo.worker.log'}" in console
         worker_log = (tmp_path / "demo.worker.log").read_text()
         assert f"connected to Temporal at {address}" in worker_log and "PyTorch was not found" not in worker_log
-        library = [line for line in (console + err.decode()).splitlines() if " INFO " in line or " WARNING " in line or "PyTorch" in line]
+        library = [
+            line
+            for line in (console + err.decode()).splitlines()
+            if " INFO " in line or " WARNING " in line or "PyTorch" in line
+        ]
         assert library == [], "library log lines belong in the worker log"
     finally:
         await server.shutdown()
@@ -102,13 +111,20 @@ async def test_a_demo_whose_worker_cannot_start_says_why_in_one_line(tmp_path):
     """The worker's own one-line refusal (here: no agent slots) is what the starter reports, with the log's path."""
     server = await start_dev_server()
     address = server.client.service_client.config.target_host
-    env = {**os.environ, "TEMPORAL_ADDRESS": address, "ROLLOUT_RESULTS_DIR": str(tmp_path / "results"), "ROLLOUT_AGENT_SLOTS": "0"}
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "ROLLOUT_RESULTS_DIR": str(tmp_path / "results"),
+        "ROLLOUT_AGENT_SLOTS": "0",
+    }
     try:
         demo = await started(env, "demo", "--out", str(tmp_path / "demo.jsonl"))
         _, err = await asyncio.wait_for(demo.communicate(), HANG_GUARD_S)
         lines = err.decode().strip().splitlines()
         assert demo.returncode == 1 and len(lines) == 1, err.decode()
-        assert lines[0].startswith("starter: worker exited with 1 before it was ready: worker: ROLLOUT_AGENT_SLOTS: must be at least 1, got 0")
+        assert lines[0].startswith(
+            "starter: worker exited with 1 before it was ready: worker: ROLLOUT_AGENT_SLOTS: must be at least 1, got 0"
+        )
         assert lines[0].endswith(f"(its log: {tmp_path / 'demo.worker.log'})")
     finally:
         await server.shutdown()

@@ -1,4 +1,5 @@
-"""The starter survives bad rows and bad rollouts: real dev server, in-process worker, Docker, Claude Code, scripted policy.
+"""The starter survives bad rows and bad rollouts: real dev server, in-process worker, Docker, Claude Code, scripted
+policy.
 
 Acceptance for issue 17 item 2: 100 malformed rows mixed with good ones in one
 dataset file; every bad one is reported with its line and field (stderr and a
@@ -59,7 +60,10 @@ def bad_rows() -> list[tuple[bytes, str]]:
         lambda i: (json.dumps({"prompt": "p", "metadata": f"not an object {i}"}).encode(), "metadata"),
         lambda i: (json.dumps(without(i, "image")).encode(), "metadata.image"),
         lambda i: (json.dumps(without(i, "workdir")).encode(), "metadata.workdir"),
-        lambda i: (json.dumps(with_metadata(i)).replace(f'"bad-{i}"', f'"bad-{i}\\ud800"').encode(), "metadata.instance_id"),
+        lambda i: (
+            json.dumps(with_metadata(i)).replace(f'"bad-{i}"', f'"bad-{i}\\ud800"').encode(),
+            "metadata.instance_id",
+        ),
         lambda i: (json.dumps({**with_metadata(i), "prompt": "x"}).replace('"x"', '"\\udfff x"').encode(), "prompt"),
         lambda i: (json.dumps(with_metadata(i, instance_id="x" * 2017)).encode(), "metadata.instance_id"),
         lambda i: (json.dumps(with_metadata(i, instance_id=f"two\nlines-{i}")).encode(), "metadata.instance_id"),
@@ -70,15 +74,21 @@ def bad_rows() -> list[tuple[bytes, str]]:
         lambda i: (json.dumps(with_metadata(i, eval_cmd=None)).encode(), "metadata"),
         lambda i: (json.dumps(with_metadata(i, remote_env_info=[i])).encode(), "metadata.remote_env_info"),
         lambda i: (
-            json.dumps(with_metadata(i, eval_cmd=None, swepro={"run_script_path": "/etc/shadow", "parser_script": "p"})).encode(),
+            json.dumps(
+                with_metadata(i, eval_cmd=None, swepro={"run_script_path": "/etc/shadow", "parser_script": "p"})
+            ).encode(),
             "metadata.swepro.run_script_path",
         ),
         lambda i: (
-            json.dumps(with_metadata(i, problem_statement=None) | {"prompt": [{"role": "system", "content": "s"}]}).encode(),
+            json.dumps(
+                with_metadata(i, problem_statement=None) | {"prompt": [{"role": "system", "content": "s"}]}
+            ).encode(),
             "metadata.problem_statement",
         ),
         lambda i: (
-            json.dumps(with_metadata(i, remote_env_info={"test_patch": "diff", "FAIL_TO_PASS": "[not json"}, eval_cmd=None)).encode(),
+            json.dumps(
+                with_metadata(i, remote_env_info={"test_patch": "diff", "FAIL_TO_PASS": "[not json"}, eval_cmd=None)
+            ).encode(),
             "metadata.remote_env_info.FAIL_TO_PASS",
         ),
         lambda i: (b'{"prompt": "caf\xe9 ' + str(i).encode() + b'"}', "row"),
@@ -99,12 +109,15 @@ def bad_rows() -> list[tuple[bytes, str]]:
             "metadata.problem_statement",
         ),
     )
-    rows.insert(60, (json.dumps(with_metadata(1001, reference_patch="d" * 3_000_000)).encode(), "metadata.reference_patch"))
+    rows.insert(
+        60, (json.dumps(with_metadata(1001, reference_patch="d" * 3_000_000)).encode(), "metadata.reference_patch")
+    )
     return rows
 
 
 def mixed_dataset(path) -> tuple[dict[int, str], dict[int, str]]:
-    """Write 100 bad lines with the first three example rows among them; (good line -> instance id, bad line -> field)."""
+    """Write 100 bad lines with the first three example rows among them; (good line -> instance id, bad line ->
+    field)."""
     good_rows = [json.loads(json.dumps(row)) for row in EXAMPLES[:3]]
     good_rows[0]["metadata"]["instance_id"] = EMOJI_ID
     bad = bad_rows()
@@ -124,7 +137,9 @@ def mixed_dataset(path) -> tuple[dict[int, str], dict[int, str]]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cluster(renderer, tmp_path_factory):
-    policy = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)))
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET))
+    )
     policy_url = await policy.start()
     run_ids: list[str] = []
     async with local_cluster(policy_url, tmp_path_factory.mktemp("results"), BUDGETS) as (env, settings):
@@ -150,7 +165,18 @@ async def test_100_malformed_rows_are_reported_and_every_good_row_completes(clus
     run_ids.append(f"acc{uuid.uuid4().hex[:6]}")
     monkeypatch.setenv("ROLLOUT_TASK_QUEUE", settings.task_queue)
     args = parse_args(
-        ["run", str(tmp_path / "mixed.jsonl"), "--run-id", run_ids[-1], "--out", str(out), "--concurrency", "3", "--max-new-tokens", "2048"]
+        [
+            "run",
+            str(tmp_path / "mixed.jsonl"),
+            "--run-id",
+            run_ids[-1],
+            "--out",
+            str(out),
+            "--concurrency",
+            "3",
+            "--max-new-tokens",
+            "2048",
+        ]
     )
     assert await run_dataset(env.client, args) == 1, "bad rows make the exit code 1; the starter still returns"
     err = capsys.readouterr().err
@@ -163,18 +189,31 @@ async def test_100_malformed_rows_are_reported_and_every_good_row_completes(clus
     completed = {r["line"]: r for r in records if r["status"] == "completed"}
     assert {line: r["prompt_key"] for line, r in completed.items()} == good
     assert all(r["workflow_id"].startswith(f"group-{run_ids[-1]}-") for r in completed.values())
-    assert all(r["rewards"] == [1.0] and r["valid_mask"] == [True] and r["samples"][0]["rollout"]["segments"] for r in completed.values())
-    assert not any("packed" in r["samples"][0]["rollout"]["trajectory"] for r in completed.values()), "segments, not their packed bytes too"
+    assert all(
+        r["rewards"] == [1.0] and r["valid_mask"] == [True] and r["samples"][0]["rollout"]["segments"]
+        for r in completed.values()
+    )
+    assert not any("packed" in r["samples"][0]["rollout"]["trajectory"] for r in completed.values()), (
+        "segments, not their packed bytes too"
+    )
     assert len(records) == 103
 
     kept = [text for text in out.read_text().splitlines() if json.loads(text).get("line") != 51]
     out.write_text("\n".join(kept) + "\n" + '{"workflow_id": "group-torn", "sta')
     assert await run_dataset(env.client, args) == 1
     again = [json.loads(text) for text in out.read_text().splitlines()]
-    assert len(again) == 103 and again[:102] == [json.loads(text) for text in kept], "nothing rewritten, the torn line cut"
-    assert (again[-1]["line"], again[-1]["status"], again[-1]["workflow_id"]) == (51, "completed", completed[51]["workflow_id"])
+    assert len(again) == 103 and again[:102] == [json.loads(text) for text in kept], (
+        "nothing rewritten, the torn line cut"
+    )
+    assert (again[-1]["line"], again[-1]["status"], again[-1]["workflow_id"]) == (
+        51,
+        "completed",
+        completed[51]["workflow_id"],
+    )
     session = again[-1]["samples"][0]["rollout"]["agent"]["session_id"]
-    assert session == completed[51]["samples"][0]["rollout"]["agent"]["session_id"], "attached to the finished group, not re-run"
+    assert session == completed[51]["samples"][0]["rollout"]["agent"]["session_id"], (
+        "attached to the finished group, not re-run"
+    )
     capsys.readouterr()
     assert await run_dataset(env.client, args) == 1
     assert len(out.read_text().splitlines()) == 103, "a complete file gains nothing"
@@ -188,7 +227,9 @@ async def test_a_rollout_the_server_refuses_is_a_failed_result_line_and_the_othe
     tasks = [row.task for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow)][:2]
     refused = [
         tasks[0].model_copy(update={"instance_id": "x" * 2017}),
-        tasks[0].model_copy(update={"instance_id": "huge", "problem_statement": "p" * (payload_store_from_env().max_bytes + 1)}),
+        tasks[0].model_copy(
+            update={"instance_id": "huge", "problem_statement": "p" * (payload_store_from_env().max_bytes + 1)}
+        ),
         tasks[0].model_copy(update={"instance_id": "lone\ud800surrogate"}),
     ]
     big = tasks[0].model_copy(update={"instance_id": "big", "problem_statement": "p" * 3_000_000})
@@ -202,7 +243,9 @@ async def test_a_rollout_the_server_refuses_is_a_failed_result_line_and_the_othe
             seen.append(result)
             sink.write(result)
 
-        results = await run_rollouts(env.client, batch, run_ids[-1], concurrency=2, task_queue=settings.task_queue, on_result=on_result)
+        results = await run_rollouts(
+            env.client, batch, run_ids[-1], concurrency=2, task_queue=settings.task_queue, on_result=on_result
+        )
     assert [(r.status, r.abort_reason) for r in results] == [
         ("completed", None),
         ("failed", "start_rejected:INVALID_ARGUMENT"),
@@ -210,9 +253,14 @@ async def test_a_rollout_the_server_refuses_is_a_failed_result_line_and_the_othe
         ("failed", "exception:UnicodeEncodeError"),
         ("completed", None),
         ("completed", None),
-    ], "an input over the payload cap is refused by the client's converter; a 3 MB one goes to the payload store and runs"
+    ], (
+        "an input over the payload cap is refused by the client's converter; a 3 MB one goes to the payload store and "
+        "runs"
+    )
     assert "exceeds maximum allowed length" in results[1].error and f"over {MAX_ENV}=" in results[2].error
-    assert [r.group_index for r in results] == [0, 1, 2, 3, 4, 5] and results[1].workflow_id.startswith(f"rollout-{run_ids[-1]}-xxx")
+    assert [r.group_index for r in results] == [0, 1, 2, 3, 4, 5] and results[1].workflow_id.startswith(
+        f"rollout-{run_ids[-1]}-xxx"
+    )
     assert len(seen) == 6
     lines = [json.loads(text) for text in (tmp_path / "results.jsonl").read_text().splitlines()]
     statuses = [(0, "completed"), (1, "failed"), (2, "failed"), (3, "failed"), (4, "completed"), (5, "completed")]
@@ -220,10 +268,17 @@ async def test_a_rollout_the_server_refuses_is_a_failed_result_line_and_the_othe
     logs = tmp_path / "results.jsonl.logs"
     for result in (r for r in results if r.status == "completed"):
         (line,) = [record for record in lines if record["workflow_id"] == result.workflow_id]
-        assert line["segments"] and [TokenSegment.model_validate(s) for s in line["segments"]] == unpack_trajectory(result.trajectory)
+        assert line["segments"] and [TokenSegment.model_validate(s) for s in line["segments"]] == unpack_trajectory(
+            result.trajectory
+        )
         assert "packed" not in line["trajectory"], "the line holds the segments, not their packed bytes too"
-        agent_log, grading_log = (logs / f"{file_stem(result.workflow_id)}.{suffix}" for suffix in ("agent.jsonl", "grading.log"))
+        agent_log, grading_log = (
+            logs / f"{file_stem(result.workflow_id)}.{suffix}" for suffix in ("agent.jsonl", "grading.log")
+        )
         assert (line["agent"]["log"], line["agent"]["log_path"]) == ("", str(agent_log)) and result.agent.log
         assert agent_log.read_bytes() == result.agent.log.encode()
-        assert (line["evaluation"]["log"], line["evaluation"]["log_path"]) == ("", str(grading_log)) and result.evaluation.log
+        assert (line["evaluation"]["log"], line["evaluation"]["log_path"]) == (
+            "",
+            str(grading_log),
+        ) and result.evaluation.log
         assert grading_log.read_bytes() == result.evaluation.log.encode()

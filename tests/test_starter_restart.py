@@ -1,4 +1,5 @@
-"""The starter waits out a Temporal server restart, and a longer outage fails its rollouts cleanly for a re-run to collect.
+"""The starter waits out a Temporal server restart, and a longer outage fails its rollouts cleanly for a re-run to
+collect.
 
 Real processes: a dev server SIGKILLed and restarted on its SQLite file
 (``DevServer``), a worker subprocess, Docker sandboxes, Claude Code and a slow
@@ -25,7 +26,8 @@ from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-# The SDK retries a failed call for up to 10 s on its own; an outage longer than that must go through run_rollouts' own wait.
+# The SDK retries a failed call for up to 10 s on its own; an outage longer than that must go through run_rollouts' own
+# wait.
 SDK_RETRY_S = 10
 BUDGETS = RolloutBudgets(agent_budget_s=240, eval_timeout_s=120, guard_s=600)
 
@@ -56,7 +58,9 @@ async def test_a_restart_is_waited_out_and_a_longer_outage_fails_cleanly_then_a_
     batch = [rollout_input(task, sample, 0, PolicySpec(), BUDGETS) for sample in range(3)]
     await server.start()
     try:
-        async with worker_process(server.address, ["--host-id", f"rs-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=env):
+        async with worker_process(
+            server.address, ["--host-id", f"rs-{uuid.uuid4().hex[:6]}", "--adapter-port", "0"], env=env
+        ):
             client = await connect(server.address)
             run = asyncio.create_task(run_rollouts(client, batch[:2], run_id, task_queue=queue, server_wait_s=120))
             await first_turn(client, workflow_id_for(run_id, task, 0, 0))

@@ -40,7 +40,9 @@ def test_modules_under_tests_import_no_test_module():
         str(path.relative_to(TESTS)): found
         for path in sorted(TESTS.rglob("*.py"))
         if "histories" not in path.parts and "fixtures" not in path.parts
-        if (found := [name for name in imported_modules(ast.parse(path.read_text(), str(path))) if is_test_module(name)])
+        if (
+            found := [name for name in imported_modules(ast.parse(path.read_text(), str(path))) if is_test_module(name)]
+        )
     }
     assert offenders == {}, "move shared helpers into tests/conftest.py fixtures or a helper module not named test_*"
 
@@ -60,4 +62,7 @@ def test_the_check_sees_every_import_form(source):
 
 
 def test_the_check_allows_helper_modules():
-    assert not any(is_test_module(name) for name in imported_modules(ast.parse("from tests.local_cluster import free_port\nimport tests")))
+    assert not any(
+        is_test_module(name)
+        for name in imported_modules(ast.parse("from tests.local_cluster import free_port\nimport tests"))
+    )

@@ -54,32 +54,50 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 async def starter(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(PROJECT_ROOT / "starter.py"), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable,
+        str(PROJECT_ROOT / "starter.py"),
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), HANG_GUARD_S)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
 
-async def test_a_worker_polls_and_the_starter_reads_it_through_mtls_from_a_profile_and_from_the_variables(secured, tmp_path):
+async def test_a_worker_polls_and_the_starter_reads_it_through_mtls_from_a_profile_and_from_the_variables(
+    secured, tmp_path
+):
     certs, front, _ = secured
     profile = tmp_path / "temporal.toml"
     profile.write_text(
         f'[profile.secure]\naddress = "{front.mtls_address}"\n[profile.secure.tls]\nserver_name = "{SERVER_NAME}"\n'
-        f'server_ca_cert_path = "{certs.ca}"\nclient_cert_path = "{certs.client_cert}"\nclient_key_path = "{certs.client_key}"\n'
+        f'server_ca_cert_path = "{certs.ca}"\nclient_cert_path = "{certs.client_cert}"\nclient_key_path = '
+        f'"{certs.client_key}"\n'
     )
     by_profile = clean_env(TEMPORAL_CONFIG_FILE=str(profile), TEMPORAL_PROFILE="secure", ROLLOUT_TASK_QUEUE="tls-queue")
-    worker_env = clean_env(**mtls_env(certs, front), ROLLOUT_TASK_QUEUE="tls-queue", ROLLOUT_RESULTS_DIR=str(tmp_path / "results"))
-    async with worker_process(front.mtls_address, ["--host-id", "tls-host", "--adapter-port", "0"], env=worker_env) as worker:
+    worker_env = clean_env(
+        **mtls_env(certs, front), ROLLOUT_TASK_QUEUE="tls-queue", ROLLOUT_RESULTS_DIR=str(tmp_path / "results")
+    )
+    async with worker_process(
+        front.mtls_address, ["--host-id", "tls-host", "--adapter-port", "0"], env=worker_env
+    ) as worker:
         assert worker.returncode is None
         code, out, err = await starter(by_profile, "status")
         assert code == 0, err
-        assert "rl-rollouts-host-tls-host" in out, f"the worker polls through the TLS front, and status sees it there:\n{out}"
+        assert "rl-rollouts-host-tls-host" in out, (
+            f"the worker polls through the TLS front, and status sees it there:\n{out}"
+        )
 
 
 async def test_the_slime_drop_in_connects_with_an_api_key_and_is_refused_without_it(secured, monkeypatch):
     certs, front, _ = secured
-    base = {"TEMPORAL_ADDRESS": front.api_key_address, "TEMPORAL_TLS_SERVER_NAME": SERVER_NAME, "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(certs.ca)}
+    base = {
+        "TEMPORAL_ADDRESS": front.api_key_address,
+        "TEMPORAL_TLS_SERVER_NAME": SERVER_NAME,
+        "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(certs.ca),
+    }
     for name in [k for k in os.environ if k.startswith("TEMPORAL_")]:
         monkeypatch.delenv(name)
     for name, value in {**base, "TEMPORAL_API_KEY": API_KEY, "ROLLOUT_SERVER_WAIT_S": "0"}.items():
@@ -103,7 +121,9 @@ async def test_a_refused_handshake_is_one_line_naming_the_address(secured, case)
     code, out, err = await starter(clean_env(**env), "status")
     assert code == 1
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"starter: cannot reach Temporal at {front.mtls_address} (waited 0 s): "), err
+    assert len(lines) == 1 and lines[0].startswith(
+        f"starter: cannot reach Temporal at {front.mtls_address} (waited 0 s): "
+    ), err
     assert "Traceback" not in err
 
 
@@ -111,7 +131,10 @@ async def test_a_missing_certificate_file_is_named_before_anything_is_dialled(se
     certs, front, _ = secured
     env = {**mtls_env(certs, front), "TEMPORAL_TLS_CLIENT_CERT_PATH": "/nonexistent/client.pem"}
     code, _, err = await starter(clean_env(**env), "status")
-    assert (code, err.strip()) == (1, "starter: Temporal TLS settings: cannot read /nonexistent/client.pem: No such file or directory")
+    assert (code, err.strip()) == (
+        1,
+        "starter: Temporal TLS settings: cannot read /nonexistent/client.pem: No such file or directory",
+    )
 
 
 async def test_run_waits_for_a_server_unreachable_at_start_then_says_so_in_one_line(tmp_path):
@@ -119,5 +142,7 @@ async def test_run_waits_for_a_server_unreachable_at_start_then_says_so_in_one_l
     env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1")
     code, _, err = await starter(env, "run", str(dataset), "--server-wait", "3", "--out", str(tmp_path / "out.jsonl"))
     lines = err.strip().splitlines()
-    assert code == 1 and len(lines) == 1 and lines[0].startswith("starter: cannot reach Temporal at 127.0.0.1:1 (waited "), err
+    assert (
+        code == 1 and len(lines) == 1 and lines[0].startswith("starter: cannot reach Temporal at 127.0.0.1:1 (waited ")
+    ), err
     assert "(waited 0 s)" not in lines[0], "it retried before giving up"

@@ -5,8 +5,8 @@ While oracle rollouts run, a driver pauses the policy server mid-generation (``a
 ``in_place``), updates its weight version and resumes it, at least three times per mode. Every rollout must
 still earn reward 1.0 with Claude Code never seeing an API error or retrying, and every sampled token in the
 stored trajectory must carry exactly the version the server stamped on it. An ``abort`` is lived through by
-continuing the generation from what it sampled (``durable_rollouts.policy.continuation``): a pause far longer than Claude
-Code's retry ladder loses nothing, while the old behaviour (``continue_after_abort=False``) fails the turn.
+continuing the generation from what it sampled (``durable_rollouts.policy.continuation``): a pause far longer than
+Claude Code's retry ladder loses nothing, while the old behaviour (``continue_after_abort=False``) fails the turn.
 
 The driver synchronises on the server's own state (a running generation has sampled tokens since the last
 update), never on sleeps.
@@ -67,7 +67,9 @@ class Cluster:
 @asynccontextmanager
 async def running_cluster(renderer, results: Path, reap_prefix, **worker_overrides) -> AsyncIterator[Cluster]:
     """A dev server and in-process worker behind a slow scripted oracle; the runs' containers are reaped after."""
-    policy = ScriptedPolicyServer(renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=DELAY_S)
+    policy = ScriptedPolicyServer(
+        renderer, default_policy="slow", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), delay_s=DELAY_S
+    )
     policy.url = await policy.start()
     try:
         async with local_cluster(policy.url, results, BUDGETS, **worker_overrides) as (env, settings):
@@ -90,7 +92,9 @@ async def cluster(task_images, renderer, tmp_path_factory, reap_prefix):
 async def short_ladder(task_images, renderer, tmp_path_factory, reap_prefix):
     """Claude Code with no retries at all: any API error ends the agent."""
     extra = {"CLAUDE_CODE_MAX_RETRIES": "0"}
-    async with running_cluster(renderer, tmp_path_factory.mktemp("results"), reap_prefix, claude_extra_env=extra) as running:
+    async with running_cluster(
+        renderer, tmp_path_factory.mktemp("results"), reap_prefix, claude_extra_env=extra
+    ) as running:
         yield running
 
 
@@ -115,7 +119,9 @@ def sampled_since(policy: ScriptedPolicyServer, marks: dict[str, int]) -> bool:
     return any(len(g.output_ids) - marks.get(g.rid, 0) >= TOKENS_BETWEEN_UPDATES for g in policy.control.live)
 
 
-async def update_weights(cluster: Cluster, http: aiohttp.ClientSession, mode: str, n: int, hold: Callable[[], asyncio.Future] | None = None):
+async def update_weights(
+    cluster: Cluster, http: aiohttp.ClientSession, mode: str, n: int, hold: Callable[[], asyncio.Future] | None = None
+):
     """Pause in ``mode``, set a new version (alternating the two endpoints), resume; returns the version."""
     url, version = cluster.policy.url, cluster.next_version()
     await post(http, f"{url}/pause_generation", {"mode": mode})
@@ -149,9 +155,12 @@ async def drive(cluster: Cluster, mode: str, updates: int, rollouts: asyncio.Fut
 
 
 def agent_events(result: RolloutResult) -> list[dict]:
-    """The events of the agent's whole stream-json log, which travels in its result; it always ends with a ``result``."""
+    """The events of the agent's whole stream-json log, which travels in its result; it always ends with a
+    ``result``."""
     events = [json.loads(line) for line in result.agent.log.splitlines() if line.startswith("{")]
-    assert any(e.get("type") == "result" for e in events), f"no result event in the agent's log: {result.agent.log[-2000:]!r}"
+    assert any(e.get("type") == "result" for e in events), (
+        f"no result event in the agent's log: {result.agent.log[-2000:]!r}"
+    )
     return events
 
 
@@ -167,7 +176,8 @@ def api_trouble(events: list[dict]) -> list[dict]:
 
 
 def check_versions_token_by_token(cluster: Cluster, result: RolloutResult) -> list[str]:
-    """The trajectory's sampled tokens, log-probs and versions are the server's, token by token; returns the versions."""
+    """The trajectory's sampled tokens, log-probs and versions are the server's, token by token; returns the
+    versions."""
     segments = unpack_trajectory(result.trajectory)
     stored = [
         (token, log_prob, version)
@@ -181,7 +191,9 @@ def check_versions_token_by_token(cluster: Cluster, result: RolloutResult) -> li
     served = [
         (token, log_prob, version)
         for record in records
-        for token, log_prob, version in zip(record.output_ids, record.output_logprobs, record.output_versions, strict=True)
+        for token, log_prob, version in zip(
+            record.output_ids, record.output_logprobs, record.output_versions, strict=True
+        )
     ]
     assert stored == served
     return [version for _, _, version in stored]
@@ -255,7 +267,9 @@ async def test_without_continuation_the_same_pause_fails_the_turn(short_ladder):
     async with aiohttp.ClientSession() as http:
         await update_weights(short_ladder, http, "abort", 0)
     (result,) = await rollouts
-    assert (result.status, result.abort_reason, outcome_of(result)) == ("aborted", "policy_error", "infrastructure"), result
+    assert (result.status, result.abort_reason, outcome_of(result)) == ("aborted", "policy_error", "infrastructure"), (
+        result
+    )
     assert result.reward == 0.0
 
 

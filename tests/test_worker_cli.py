@@ -14,7 +14,10 @@ from worker import parse_args
         (["--adapter-port", "99999"], "argument --adapter-port: 99999 is more than 65535"),
         (["--adapter-port", "-1"], "argument --adapter-port: -1 is less than 0"),
         (["--scripted-policy", "bogus"], "argument --scripted-policy: invalid choice: 'bogus'"),
-        (["--oracle-tasks", "no/such/rows.jsonl"], "argument --oracle-tasks: 'no/such/rows.jsonl': no such file or folder"),
+        (
+            ["--oracle-tasks", "no/such/rows.jsonl"],
+            "argument --oracle-tasks: 'no/such/rows.jsonl': no such file or folder",
+        ),
     ],
 )
 def test_a_bad_flag_is_refused_by_its_name(argv, named, capsys):

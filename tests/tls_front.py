@@ -75,7 +75,12 @@ def make_certificates(folder: Path, server_alt_name: str = f"DNS:{SERVER_NAME}")
     folder.mkdir(parents=True, exist_ok=True)
     _ca(folder, "ca")
     _ca(folder, "other-ca")
-    _signed(folder, "server", f"/CN={SERVER_NAME}", f"subjectAltName={server_alt_name}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n")
+    _signed(
+        folder,
+        "server",
+        f"/CN={SERVER_NAME}",
+        f"subjectAltName={server_alt_name}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+    )
     _signed(folder, "client", "/CN=rollouts-trainer", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n")
     return Certificates(
         ca=folder / "ca.pem",
@@ -146,7 +151,9 @@ def _nginx(folder: Path, config: str, ports: tuple[int, ...]) -> subprocess.Pope
     assert NGINX is not None, "nginx is missing: scripts/setup.sh installs the Debian package nginx-light"
     path = folder / "nginx.conf"
     path.write_text(config)
-    process = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(path), "-e", str(folder / "error.log"), "-g", "daemon off;"])
+    process = subprocess.Popen(
+        [NGINX, "-p", str(folder), "-c", str(path), "-e", str(folder / "error.log"), "-g", "daemon off;"]
+    )
     deadline = time.monotonic() + 20
     while not all(port_open("127.0.0.1", port) for port in ports):
         if process.poll() is not None or time.monotonic() > deadline:

@@ -33,7 +33,9 @@ async def session_from_captures(adapter, policy_server, between_calls=None):
     """Main, compaction, post-compaction and sub-agent calls, as Claude Code makes them (see
     ``tests/slime_samples/test_claude_code_captures.py``), answered by ``policy_server``'s oracle through ``adapter``;
     ``between_calls(n)``, when given, is awaited after call ``n`` (1-4)."""
-    ticket = adapter.registry.open_session(SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=512)))
+    ticket = adapter.registry.open_session(
+        SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=512))
+    )
     policy_server.set_policy(ticket.session_id, "oracle")
     headers, compaction = captured("compact_request.json")
     main = copy.deepcopy(compaction)

@@ -68,7 +68,14 @@ with workflow.unsafe.imports_passed_through():
     from durable_rollouts.contracts.agent_runs import AgentRun, AgentRunRequest, MergeRequest, MergeResult
     from durable_rollouts.contracts.grading import CapturedDiff, DiffReport, EvalRequest, EvalResult
     from durable_rollouts.contracts.payload_budget import ROLLOUT_RESULT_BUDGET_BYTES, json_size
-    from durable_rollouts.contracts.rollouts import AgentProgress, DiscardedRun, RolloutInput, RolloutProgress, RolloutResult, RolloutStage
+    from durable_rollouts.contracts.rollouts import (
+        AgentProgress,
+        DiscardedRun,
+        RolloutInput,
+        RolloutProgress,
+        RolloutResult,
+        RolloutStage,
+    )
     from durable_rollouts.contracts.sandboxes import ImagePull, PickRequest, SandboxHandle, SandboxRequest
     from durable_rollouts.contracts.session import StalenessReport
     from durable_rollouts.contracts.tasks import GraderKind
@@ -82,17 +89,26 @@ CAPTURE_DIFF_PATCH = "capture-diff-report"
 WAIT_FOR_GRADING_CANCEL_PATCH = "wait-for-grading-cancel"
 # Grades on the agent's host first (``_grade``); runs recorded before it graded on the shared queue.
 GRADE_ON_AGENT_HOST_PATCH = "grade-on-agent-host"
-BOOT_ERRORS = [ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.REGISTRY_AUTH_FAILED, ErrorType.SANDBOX_BOOT_ERROR, ErrorType.NOT_EVALUABLE]
-BOOT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS)
-# The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
-# A policy server that failed the agent's last call (``rollout_host.run_claude_code``) is named as such, not as an exception.
+BOOT_ERRORS = [
+    ErrorType.SANDBOX_IMAGE_MISSING,
+    ErrorType.REGISTRY_AUTH_FAILED,
+    ErrorType.SANDBOX_BOOT_ERROR,
+    ErrorType.NOT_EVALUABLE,
+]
+BOOT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=BOOT_ERRORS
+)
+# The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are
+# ``exception:<type>``. A policy server that failed the agent's last call (``rollout_host.run_claude_code``) is named as
+# such, not as an exception.
 CLASSIFIED_ERRORS = (*BOOT_ERRORS, ErrorType.REGISTRY_UNAVAILABLE, ErrorType.NO_GRADER, ErrorType.POLICY_SERVER_ERROR)
 KNOWN_ABORT_REASONS = frozenset(AbortReason)
 SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # Quick at first (the refusals of hosts without the rollout's image, ``RolloutHost.pick_host``), then at most every
 # 5 s while every host is full.
 PICK_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5))
-# The grade's rules, which a re-grade (``workflows.regrade_rollout``) shares: no grader, or a task no sandbox boots for, is not retried.
+# The grade's rules, which a re-grade (``workflows.regrade_rollout``) shares: no grader, or a task no sandbox boots for,
+# is not retried.
 GRADING_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[ErrorType.NO_GRADER, *BOOT_ERRORS])
 GRADING_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
 GRADING_OVERHEAD = timedelta(seconds=300)  # boot and apply, beyond the grade's own timeout
@@ -143,7 +159,9 @@ class CodingAgentRollout:
         )
         updates: list[SearchAttributeUpdate[Any]] = [attrs.TURNS.value_set(update.turns)]
         if update.oldest_weight_version is not None:
-            updates.append(attrs.WEIGHT_VERSIONS.value_set(f"{update.oldest_weight_version}..{update.newest_weight_version}"))
+            updates.append(
+                attrs.WEIGHT_VERSIONS.value_set(f"{update.oldest_weight_version}..{update.newest_weight_version}")
+            )
         workflow.upsert_search_attributes(updates)
         self._show_details()
 
@@ -163,12 +181,17 @@ class CodingAgentRollout:
     async def run(self, rollout: RolloutInput) -> RolloutResult:
         started = workflow.now()
         workflow.upsert_search_attributes(
-            [attrs.INSTANCE.value_set(rollout.task.instance_id), attrs.POLICY.value_set(rollout.policy.policy_tag or "default")]
+            [
+                attrs.INSTANCE.value_set(rollout.task.instance_id),
+                attrs.POLICY.value_set(rollout.policy.policy_tag or "default"),
+            ]
         )
         if not rollout.task.image or not rollout.task.workdir:
             return self._result(rollout, started, abort_reason=AbortReason.MISSING_IMAGE_OR_WORKDIR)
         body = asyncio.ensure_future(self._rollout(rollout))
-        stop_reason = await stop_reason_after(body, timedelta(seconds=rollout.guard_s), lambda: self._abort_requested, (Aborted,))
+        stop_reason = await stop_reason_after(
+            body, timedelta(seconds=rollout.guard_s), lambda: self._abort_requested, (Aborted,)
+        )
         if stop_reason is not None:
             return self._result(rollout, started, abort_reason=stop_reason, stopped_in=self._progress.stage)
         try:
@@ -197,9 +220,15 @@ class CodingAgentRollout:
         p = self._progress
         last = p.last_turn_at.isoformat(timespec="seconds") if p.last_turn_at else "none yet"
         workflow.set_current_details(
-            f"**stage** {p.stage} · **attempt** {p.attempt} · **host** `{p.host_queue or '-'}` · **sandbox** `{p.sandbox or '-'}`\n\n"
-            f"**turns** {p.turns} · **tokens** {p.tokens} · **last model turn** {last} · **last tools** {', '.join(p.last_tools) or '-'}"
-            + (f" · **weights** {p.oldest_weight_version}..{p.newest_weight_version}" if p.oldest_weight_version is not None else "")
+            f"**stage** {p.stage} · **attempt** {p.attempt} · **host** `{p.host_queue or '-'}` · **sandbox** "
+            f"`{p.sandbox or '-'}`\n\n"
+            f"**turns** {p.turns} · **tokens** {p.tokens} · **last model turn** {last} · **last tools** "
+            f"{', '.join(p.last_tools) or '-'}"
+            + (
+                f" · **weights** {p.oldest_weight_version}..{p.newest_weight_version}"
+                if p.oldest_weight_version is not None
+                else ""
+            )
             + (f"\n\n**pulling** `{p.image_pull.image}`: {p.image_pull.summary()}" if p.image_pull is not None else "")
         )
 
@@ -212,7 +241,11 @@ class CodingAgentRollout:
         else:
             raise Aborted(AbortReason.NO_HEALTHY_HOST)
         agent, captured, host_queue = outcome
-        self._diff = captured.report if captured.report.over_cap else captured.report.model_copy(update={"kept_patch": captured.diff})
+        self._diff = (
+            captured.report
+            if captured.report.over_cap
+            else captured.report.model_copy(update={"kept_patch": captured.diff})
+        )
         try:
             self._enter("grading")
             if captured.report.over_cap and rollout.task.grader is not None:
@@ -238,7 +271,9 @@ class CodingAgentRollout:
                 summary="collect token segments",
             )
         except ActivityError as error:
-            raise Aborted(AbortReason.ADAPTER_SESSION_LOST if host_lost(error) else abort_reason(error, CLASSIFIED_ERRORS)) from None
+            raise Aborted(
+                AbortReason.ADAPTER_SESSION_LOST if host_lost(error) else abort_reason(error, CLASSIFIED_ERRORS)
+            ) from None
         if merged.trajectory is None:
             raise Aborted(AbortReason.ADAPTER_SESSION_EMPTY)
         self._staleness = merged.staleness
@@ -257,7 +292,8 @@ class CodingAgentRollout:
             pull_timeout_s=rollout.pull_timeout_s,
         )
         options: dict[str, Any] = {
-            "start_to_close_timeout": timedelta(seconds=rollout.eval_timeout_s + rollout.pull_timeout_s) + GRADING_OVERHEAD,
+            "start_to_close_timeout": timedelta(seconds=rollout.eval_timeout_s + rollout.pull_timeout_s)
+            + GRADING_OVERHEAD,
             "heartbeat_timeout": GRADING_HEARTBEAT_TIMEOUT,
             "retry_policy": GRADING_RETRY,
             # A stopped rollout waits for its cancelled grade to end, so the grading sandbox is gone when the result is.
@@ -335,7 +371,9 @@ class CodingAgentRollout:
             raise Aborted(abort_reason(error, CLASSIFIED_ERRORS)) from None
         finally:
             if session_to_discard is not None:
-                await self._clean_up_on_host(refs.discard_session, session_to_discard, host_queue, "discard adapter session")
+                await self._clean_up_on_host(
+                    refs.discard_session, session_to_discard, host_queue, "discard adapter session"
+                )
             if handle is not None:
                 await self._clean_up_on_host(refs.destroy_sandbox, handle, host_queue, "destroy sandbox")
 
@@ -343,11 +381,17 @@ class CodingAgentRollout:
         """The agent run of ``attempt`` is abandoned for a fresh one: what it had done is reported, never silent."""
         if self._progress.stage not in ("agent", "diff"):
             return  # lost while booting: no agent work to throw away
-        discarded = DiscardedRun(attempt=attempt, turns=self._progress.turns, sampled_tokens=self._progress.sampled_tokens, reason=reason)
+        discarded = DiscardedRun(
+            attempt=attempt, turns=self._progress.turns, sampled_tokens=self._progress.sampled_tokens, reason=reason
+        )
         self._discarded.append(discarded)
         rollout_metrics.discarded(discarded.turns, discarded.sampled_tokens)
         workflow.logger.info(
-            "agent run %d abandoned after %d turns (%d sampled tokens): %s", attempt, discarded.turns, discarded.sampled_tokens, reason
+            "agent run %d abandoned after %d turns (%d sampled tokens): %s",
+            attempt,
+            discarded.turns,
+            discarded.sampled_tokens,
+            reason,
         )
 
     async def _capture_diff(self, handle: SandboxHandle, pinned: dict) -> CapturedDiff:
@@ -371,7 +415,9 @@ class CodingAgentRollout:
         try:
             return await workflow.execute_activity(
                 refs.boot_sandbox,
-                SandboxRequest(task=rollout.task, workflow_id=workflow_id, attempt=attempt, pull_timeout_s=rollout.pull_timeout_s),
+                SandboxRequest(
+                    task=rollout.task, workflow_id=workflow_id, attempt=attempt, pull_timeout_s=rollout.pull_timeout_s
+                ),
                 start_to_close_timeout=BOOT_TIMEOUT + timedelta(seconds=rollout.pull_timeout_s),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=BOOT_RETRY,
@@ -382,9 +428,13 @@ class CodingAgentRollout:
             if host_lost(error):
                 raise
             kind = error_type(error)
-            raise Aborted(ABORT_REASONS[kind] if kind in CLASSIFIED_ERRORS else AbortReason.SANDBOX_BOOT_FAILED) from None
+            raise Aborted(
+                ABORT_REASONS[kind] if kind in CLASSIFIED_ERRORS else AbortReason.SANDBOX_BOOT_FAILED
+            ) from None
 
-    async def _clean_up_on_host(self, activity: Callable[[Any], Awaitable[None]], argument: Any, host_queue: str, summary: str) -> None:
+    async def _clean_up_on_host(
+        self, activity: Callable[[Any], Awaitable[None]], argument: Any, host_queue: str, summary: str
+    ) -> None:
         """Best effort: a dead host can neither destroy its container nor drop its session; the reaper
         removes the container by label and a restarted worker releases sessions nobody resumes."""
         try:
@@ -421,7 +471,11 @@ class CodingAgentRollout:
             sum(segment.n_sampled for segment in merged.segments) if merged else 0,
         )
         workflow.upsert_search_attributes(
-            [attrs.REWARD.value_set(reward), attrs.SOLVED.value_set(solved), attrs.ABORT_REASON.value_set(abort_reason or "")]
+            [
+                attrs.REWARD.value_set(reward),
+                attrs.SOLVED.value_set(solved),
+                attrs.ABORT_REASON.value_set(abort_reason or ""),
+            ]
         )
         result = RolloutResult(
             workflow_id=workflow.info().workflow_id,
@@ -451,4 +505,6 @@ class CodingAgentRollout:
 
 def _not_graded(grader: GraderKind, report: DiffReport) -> EvalResult:
     """The evaluation of a patch too big to grade: reward 0, marked."""
-    return EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader=grader, log_tail=f"[not graded: {report.note}]")
+    return EvalResult(
+        reward=0.0, solved=False, applied_cleanly=False, grader=grader, log_tail=f"[not graded: {report.note}]"
+    )

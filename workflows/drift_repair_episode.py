@@ -76,9 +76,16 @@ with workflow.unsafe.imports_passed_through():
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 SANDBOX_BOOT_BUDGET_S = 300  # plus the pull of a task image the host lacks (``DEFAULT_PULL_TIMEOUT_S``)
 HARNESS_SLACK_S = 60
-NON_RETRYABLE = [ErrorType.UNKNOWN_TASK, ErrorType.NO_DRIFT, ErrorType.NO_POLICY_SERVER, ErrorType.SANDBOX_IMAGE_MISSING, ErrorType.SANDBOX_ERROR]
+NON_RETRYABLE = [
+    ErrorType.UNKNOWN_TASK,
+    ErrorType.NO_DRIFT,
+    ErrorType.NO_POLICY_SERVER,
+    ErrorType.SANDBOX_IMAGE_MISSING,
+    ErrorType.SANDBOX_ERROR,
+]
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
-# The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are ``exception:<type>``.
+# The error types reported by their reason in ``workflows.activity_errors.ABORT_REASONS``; others are
+# ``exception:<type>``.
 CLASSIFIED_ERRORS = (
     ErrorType.UNKNOWN_TASK,
     ErrorType.NO_DRIFT,
@@ -125,7 +132,9 @@ class DriftRepairEpisode:
         if episode.drift_reward not in DRIFT_REWARDS:
             return self._result(episode, started, abort_reason=AbortReason.UNKNOWN_DRIFT_REWARD)
         body = asyncio.ensure_future(self._episode(episode))
-        stop_reason = await stop_reason_after(body, timedelta(seconds=episode.guard_s), lambda: self._abort_requested, (Aborted,))
+        stop_reason = await stop_reason_after(
+            body, timedelta(seconds=episode.guard_s), lambda: self._abort_requested, (Aborted,)
+        )
         if stop_reason is not None:
             return self._result(episode, started, abort_reason=stop_reason)
         try:
@@ -148,7 +157,9 @@ class DriftRepairEpisode:
         self._enter("drift", task_id=task.task_id)
         self._drift = drift = await self._call(
             refs.propose_drift,
-            DriftRequest(task=task, policy=episode.drift_policy, seed=episode.seed, workflow_id=workflow_id, model=episode.model),
+            DriftRequest(
+                task=task, policy=episode.drift_policy, seed=episode.seed, workflow_id=workflow_id, model=episode.model
+            ),
             role_budget,
             f"drift role ({episode.drift_policy})",
         )
@@ -156,7 +167,11 @@ class DriftRepairEpisode:
         self._breakage = breakage = await self._call(
             refs.run_breakage,
             BreakageRequest(
-                task=task, broken_script=drift.broken_script, workflow_id=workflow_id, run_timeout_s=episode.run_timeout_s, image=episode.image
+                task=task,
+                broken_script=drift.broken_script,
+                workflow_id=workflow_id,
+                run_timeout_s=episode.run_timeout_s,
+                image=episode.image,
             ),
             self._sandbox_budget(1, episode.run_timeout_s),
             "run the broken script in a sandbox",
@@ -189,7 +204,9 @@ class DriftRepairEpisode:
             self._sandbox_budget(1 + len(task.held_out), episode.run_timeout_s),
             "grade the repair in a fresh sandbox",
         )
-        trajectories = [turn.trajectory for turn in (drift.role, repair.role) if turn is not None and turn.trajectory is not None]
+        trajectories = [
+            turn.trajectory for turn in (drift.role, repair.role) if turn is not None and turn.trajectory is not None
+        ]
         if trajectories:
             self._enter("merging")
             self._merged = await self._call(
@@ -201,7 +218,9 @@ class DriftRepairEpisode:
 
     @staticmethod
     def _sandbox_budget(inputs: int, run_timeout_s: float) -> timedelta:
-        return timedelta(seconds=SANDBOX_BOOT_BUDGET_S + DEFAULT_PULL_TIMEOUT_S + inputs * run_timeout_s + HARNESS_SLACK_S)
+        return timedelta(
+            seconds=SANDBOX_BOOT_BUDGET_S + DEFAULT_PULL_TIMEOUT_S + inputs * run_timeout_s + HARNESS_SLACK_S
+        )
 
     async def _call(self, activity: Callable[[A], Awaitable[R]], argument: A, budget: timedelta, summary: str) -> R:
         try:
@@ -221,7 +240,9 @@ class DriftRepairEpisode:
         self._progress = self._progress.model_copy(update={"stage": stage, "stage_since": workflow.now(), **fields})
         workflow.upsert_search_attributes([attrs.STAGE.value_set(stage)])
         p = self._progress
-        workflow.set_current_details(f"**stage** {p.stage} · **task** `{p.task_id or '-'}` · **primitive** {p.primitive or '-'}")
+        workflow.set_current_details(
+            f"**stage** {p.stage} · **task** `{p.task_id or '-'}` · **primitive** {p.primitive or '-'}"
+        )
 
     def _result(self, episode: EpisodeInput, started, abort_reason: str | None = None) -> EpisodeResult:
         task, drift, breakage, repair, grade = self._task, self._drift, self._breakage, self._repair, self._grade
@@ -230,14 +251,20 @@ class DriftRepairEpisode:
         reward, success, applied_cleanly = 0.0, False, False
         breakdown, held_out = VisibleBreakdown(), HeldOutBreakdown()
         if completed:
-            assert drift is not None and breakage is not None and grade is not None, "a completed episode ran every stage"
+            assert drift is not None and breakage is not None and grade is not None, (
+                "a completed episode ran every stage"
+            )
             outcome = DriftOutcome(drift.spec_source, breakage.valid, grade.reward, grade.success)
             rewards = role_rewards(outcome, episode.drift_reward)
             reward, success, applied_cleanly = grade.reward, bool(grade.success), bool(grade.applied_cleanly)
             breakdown, held_out = grade.visible, grade.held_out
         self._enter("done")
         workflow.upsert_search_attributes(
-            [attrs.REWARD.value_set(reward), attrs.SOLVED.value_set(success), attrs.ABORT_REASON.value_set(abort_reason or "")]
+            [
+                attrs.REWARD.value_set(reward),
+                attrs.SOLVED.value_set(success),
+                attrs.ABORT_REASON.value_set(abort_reason or ""),
+            ]
         )
         merged = self._merged if completed else None
         info: dict[str, Any] = {"seed": episode.seed}

@@ -41,7 +41,9 @@ class RegradeRollout:
     @workflow.run
     async def run(self, regrade: RegradeInput) -> RegradeResult:
         workflow_id = workflow.info().workflow_id
-        request = EvalRequest(task=regrade.task, diff=regrade.patch, workflow_id=workflow_id, timeout_s=regrade.eval_timeout_s)
+        request = EvalRequest(
+            task=regrade.task, diff=regrade.patch, workflow_id=workflow_id, timeout_s=regrade.eval_timeout_s
+        )
         try:
             evaluation = await workflow.execute_activity(
                 refs.evaluate,

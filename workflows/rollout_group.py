@@ -98,7 +98,8 @@ class RolloutGroup:
 
     @workflow.signal
     def cut(self, reason: str) -> None:
-        """Stop the group: running children are aborted with ``reason`` (default ``straggler_cut``), none is refilled."""
+        """Stop the group: running children are aborted with ``reason`` (default ``straggler_cut``), none is
+        refilled."""
         if self._cut_reason is None:
             self._cut_reason = reason or AbortReason.STRAGGLER_CUT
 
@@ -107,7 +108,11 @@ class RolloutGroup:
         self._group = group
         started = workflow.now()
         workflow.upsert_search_attributes(
-            [attrs.INSTANCE.value_set(group.prompt_key), attrs.GROUP_STATUS.value_set("running"), attrs.GROUP_VALID.value_set(0)]
+            [
+                attrs.INSTANCE.value_set(group.prompt_key),
+                attrs.GROUP_STATUS.value_set("running"),
+                attrs.GROUP_VALID.value_set(0),
+            ]
         )
         self._show()
         slots = [asyncio.ensure_future(self._slot(group, index)) for index in range(group.size)]
@@ -128,10 +133,18 @@ class RolloutGroup:
         while self._cut_reason is None:
             result, run = await self._child(group, index, refill_workflow_id(first_id, len(runs) + 1), len(runs))
             runs.append(run)
-            if run.outcome != "infrastructure" or self._cut_reason is not None or self._refilled >= group.refills_allowed:
+            if (
+                run.outcome != "infrastructure"
+                or self._cut_reason is not None
+                or self._refilled >= group.refills_allowed
+            ):
                 break
             self._refilled += 1
-        final = runs[-1] if runs else ChildRun(workflow_id=first_id, status="aborted", abort_reason=self._cut_reason, outcome="cut")
+        final = (
+            runs[-1]
+            if runs
+            else ChildRun(workflow_id=first_id, status="aborted", abort_reason=self._cut_reason, outcome="cut")
+        )
         invalid_reason = PROBE_REASON if final.outcome == "probe" else final.abort_reason or final.status
         sample = GroupSample(
             sample_index=group.samples[index].sample_index,
@@ -147,10 +160,14 @@ class RolloutGroup:
         self._show()
         return sample
 
-    async def _child(self, group: GroupInput, index: int, child_id: str, refill: int) -> tuple[RolloutResult | EpisodeResult | None, ChildRun]:
+    async def _child(
+        self, group: GroupInput, index: int, child_id: str, refill: int
+    ) -> tuple[RolloutResult | EpisodeResult | None, ChildRun]:
         """Start one child, wait for its end, classify it; a child that closed without a result is ``child_<how>``."""
         run_child, _ = CHILDREN[group.kind]
-        summary = f"{group.prompt_key} sample {group.samples[index].sample_index} group {group.group_index}" + (f" refill {refill}" if refill else "")
+        summary = f"{group.prompt_key} sample {group.samples[index].sample_index} group {group.group_index}" + (
+            f" refill {refill}" if refill else ""
+        )
         try:
             handle: ChildWorkflowHandle[Any, Any] = await workflow.start_child_workflow(
                 run_child,
@@ -178,7 +195,12 @@ class RolloutGroup:
 
     def _ended(self, child_id: str, status: str, reason: str | None, outcome: Outcome | None = None) -> ChildRun:
         """Record a child's end; ``outcome`` defaults to the table's for a child without a result."""
-        run = ChildRun(workflow_id=child_id, status=status, abort_reason=reason, outcome=outcome or classify(status, reason, agent_worked=False))
+        run = ChildRun(
+            workflow_id=child_id,
+            status=status,
+            abort_reason=reason,
+            outcome=outcome or classify(status, reason, agent_worked=False),
+        )
         self._finished.append(run)
         self._show()
         return run
@@ -195,7 +217,9 @@ class RolloutGroup:
     def _first_id(group: GroupInput, index: int) -> str:
         if group.rollouts:
             rollout = group.rollouts[index]
-            return rollout_workflow_id(group.run_id, rollout.task.instance_id, rollout.sample_index, rollout.group_index)
+            return rollout_workflow_id(
+                group.run_id, rollout.task.instance_id, rollout.sample_index, rollout.group_index
+            )
         return episode_workflow_id(group.run_id, group.episodes[index])
 
     def _result(self, group: GroupInput, samples: list[GroupSample], started: datetime) -> GroupResult:
@@ -209,7 +233,10 @@ class RolloutGroup:
         else:
             status = "insufficient"
             reasons = sorted({sample.invalid_reason or "" for sample in samples if not sample.valid})
-            note = f"{valid} of {group.size} valid, {group.valid_needed} needed; refills used {self._refilled}/{group.refills_allowed}; invalid: {', '.join(reasons)}"
+            note = (
+                f"{valid} of {group.size} valid, {group.valid_needed} needed; refills used "
+                f"{self._refilled}/{group.refills_allowed}; invalid: {', '.join(reasons)}"
+            )
         dropped_by = filter_verdict(group.filter, status, samples, group.valid_needed, group.probe)
         workflow.upsert_search_attributes([attrs.GROUP_STATUS.value_set(status), attrs.GROUP_VALID.value_set(valid)])
         rollout_metrics.group_finished(status, dropped_by, valid, len(samples), self._refilled)
@@ -230,8 +257,10 @@ class RolloutGroup:
     def _show(self, status: str = "running") -> None:
         p = self.progress()
         lines = [
-            f"**group** `{self._group.prompt_key if self._group else '-'}` · **{status}** · **done** {p.done}/{p.size} · **valid** {p.valid}"
-            f" · **running** {p.running} · **refilled** {p.refilled} · **infrastructure failures** {p.infrastructure_failures} · **cut** {p.cut}"
+            f"**group** `{self._group.prompt_key if self._group else '-'}` · **{status}** · **done** {p.done}/{p.size} "
+            f"· **valid** {p.valid}"
+            f" · **running** {p.running} · **refilled** {p.refilled} · **infrastructure failures** "
+            f"{p.infrastructure_failures} · **cut** {p.cut}"
         ]
         lines += [f"- `{run.workflow_id}`: {run.abort_reason or run.status} ({run.outcome})" for run in self._finished]
         lines += [f"- `{child}`: running" for child in self._running]

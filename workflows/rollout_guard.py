@@ -28,7 +28,9 @@ async def stop_reason_after(
 ) -> str | None:
     """Wait for ``body``; return None if it finished, else why it was stopped (after its clean-up ran)."""
     try:
-        await workflow.wait_condition(lambda: body.done() or abort_requested() is not None, timeout=guard, timeout_summary="wall-clock guard")
+        await workflow.wait_condition(
+            lambda: body.done() or abort_requested() is not None, timeout=guard, timeout_summary="wall-clock guard"
+        )
         if body.done():
             return None
         reason = abort_requested() or AbortReason.CANCELLED

@@ -37,19 +37,27 @@ OPERATOR_REASON = "operator"
 def stage_left(stage: str, spent: timedelta) -> None:
     """The workflow leaves ``stage`` after ``spent`` (stages not in ``TIMED_STAGES`` are not reported)."""
     if stage in TIMED_STAGES:
-        histogram = workflow.metric_meter().create_histogram_float(STAGE_DURATION, "time a rollout spent in a stage", "s")
+        histogram = workflow.metric_meter().create_histogram_float(
+            STAGE_DURATION, "time a rollout spent in a stage", "s"
+        )
         histogram.record(spent.total_seconds(), {"stage": TIMED_STAGES[stage]})
 
 
-def finished(status: str, abort_reason: str | None, known_reasons: frozenset[str], turns: int, sampled_tokens: int) -> None:
+def finished(
+    status: str, abort_reason: str | None, known_reasons: frozenset[str], turns: int, sampled_tokens: int
+) -> None:
     """A rollout ended with ``status``; ``sampled_tokens`` are those of its merged segments (0 when aborted)."""
     meter = workflow.metric_meter()
     reason = abort_reason or ""
     if reason and reason not in known_reasons and not reason.startswith("exception:"):
         reason = OPERATOR_REASON
-    meter.create_counter(FINISHED, "rollouts finished, by status and abort reason").add(1, {"status": status, "abort_reason": reason})
+    meter.create_counter(FINISHED, "rollouts finished, by status and abort reason").add(
+        1, {"status": status, "abort_reason": reason}
+    )
     meter.create_counter(TURNS, "model turns of finished rollouts").add(turns, {"status": status})
-    meter.create_counter(SAMPLED_TOKENS, "sampled (loss-masked) tokens of merged rollouts").add(sampled_tokens, {"status": status})
+    meter.create_counter(SAMPLED_TOKENS, "sampled (loss-masked) tokens of merged rollouts").add(
+        sampled_tokens, {"status": status}
+    )
 
 
 def discarded(turns: int, sampled_tokens: int) -> None:
@@ -66,7 +74,9 @@ def graded(grader: str, solved: bool, tampered: bool, probe: str = "") -> None:
     "" on any other row). The share flagged is the run's tampering rate; cheated over cheated and held
     probes is its cheating rate."""
     labels = {"grader": grader, "solved": str(solved).lower(), "tampered": str(tampered).lower(), "probe": probe}
-    workflow.metric_meter().create_counter(GRADED, "rollouts graded, by grader kind, verdict, tamper flag and probe verdict").add(1, labels)
+    workflow.metric_meter().create_counter(
+        GRADED, "rollouts graded, by grader kind, verdict, tamper flag and probe verdict"
+    ).add(1, labels)
 
 
 def group_finished(status: str, dropped_by: str | None, valid: int, size: int, refilled: int) -> None:

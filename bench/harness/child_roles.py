@@ -57,7 +57,11 @@ async def until_told_to_stop() -> None:
 def start_role(module: str, role_args: list[str]) -> subprocess.Popen:
     """``python -m <module> <role_args>`` from the checkout root, in its own session, stdin and stdout piped."""
     return subprocess.Popen(
-        [sys.executable, "-m", module, *role_args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT, start_new_session=True
+        [sys.executable, "-m", module, *role_args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=PROJECT_ROOT,
+        start_new_session=True,
     )
 
 

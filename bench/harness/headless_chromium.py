@@ -95,7 +95,13 @@ class HeadlessChromium:
         self._reader = asyncio.create_task(self._read())
         for domain in ("Page", "Runtime", "Network"):
             await self.send(f"{domain}.enable")
-        await self.send("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1, mobile=False)
+        await self.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -154,7 +160,8 @@ class HeadlessChromium:
         result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
         if "exceptionDetails" in result:
             raise RuntimeError(
-                f"page script failed: {result['exceptionDetails'].get('exception', {}).get('description', result['exceptionDetails'])}"
+                f"page script failed: "
+                f"{result['exceptionDetails'].get('exception', {}).get('description', result['exceptionDetails'])}"
             )
         return result["result"].get("value")
 
@@ -169,7 +176,10 @@ class HeadlessChromium:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = await self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
-            params |= {"clip": {"x": 0, "y": 0, "width": size[0], "height": min(size[1], 12000), "scale": 1}, "captureBeyondViewport": True}
+            params |= {
+                "clip": {"x": 0, "y": 0, "width": size[0], "height": min(size[1], 12000), "scale": 1},
+                "captureBeyondViewport": True,
+            }
         shot = await self.send("Page.captureScreenshot", **params)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))

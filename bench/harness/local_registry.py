@@ -44,7 +44,10 @@ class LocalRegistry:
 
     def __init__(self, folder: Path, username: str = "rollouts") -> None:
         if shutil.which(REGISTRY) is None or shutil.which("htpasswd") is None:
-            raise RuntimeError("docker-registry or htpasswd is missing: run make setup (Debian packages docker-registry, apache2-utils)")
+            raise RuntimeError(
+                "docker-registry or htpasswd is missing: run make setup (Debian packages docker-registry, "
+                "apache2-utils)"
+            )
         self.folder = folder
         self.username = username
         self.password = secrets.token_hex(8)
@@ -52,7 +55,9 @@ class LocalRegistry:
         self.address = f"127.0.0.1:{self.port}"
         self._process: subprocess.Popen | None = None
         folder.mkdir(parents=True, exist_ok=True)
-        htpasswd = subprocess.run(["htpasswd", "-Bbn", username, self.password], check=True, capture_output=True, text=True).stdout
+        htpasswd = subprocess.run(
+            ["htpasswd", "-Bbn", username, self.password], check=True, capture_output=True, text=True
+        ).stdout
         (folder / "htpasswd").write_text(htpasswd)
         (folder / "config.yml").write_text(
             "version: 0.1\n"
@@ -68,11 +73,15 @@ class LocalRegistry:
 
     def start(self) -> None:
         log = (self.folder / "registry.log").open("ab")
-        self._process = subprocess.Popen([REGISTRY, "serve", str(self.folder / "config.yml")], stdout=log, stderr=subprocess.STDOUT)
+        self._process = subprocess.Popen(
+            [REGISTRY, "serve", str(self.folder / "config.yml")], stdout=log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + STARTUP_LIMIT_S
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"docker-registry exited at start: {(self.folder / 'registry.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"docker-registry exited at start: {(self.folder / 'registry.log').read_text()[-2000:]}"
+                )
             try:
                 urllib.request.urlopen(f"http://{self.address}/v2/", timeout=2)
             except urllib.error.HTTPError as error:
@@ -121,7 +130,10 @@ def build_with_random_layer(client: docker.DockerClient, base: str, blob_bytes: 
     image shares, so pulling the image moves real bytes); its tag."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in (("Dockerfile", f"FROM {base}\nCOPY blob /opt/random-layer\n".encode()), ("blob", os.urandom(blob_bytes))):
+        for name, data in (
+            ("Dockerfile", f"FROM {base}\nCOPY blob /opt/random-layer\n".encode()),
+            ("blob", os.urandom(blob_bytes)),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -181,7 +193,9 @@ class ThrottledFront:
             client_writer.close()
             return
         self._writers |= {client_writer, upstream_writer}
-        await asyncio.gather(self._pipe(client_reader, upstream_writer, False), self._pipe(upstream_reader, client_writer, True))
+        await asyncio.gather(
+            self._pipe(client_reader, upstream_writer, False), self._pipe(upstream_reader, client_writer, True)
+        )
         self._writers -= {client_writer, upstream_writer}
 
     def cut(self) -> None:

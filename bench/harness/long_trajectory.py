@@ -26,7 +26,11 @@ TOOLS = [
         "function": {
             "name": "Read",
             "description": "Read a file from the local filesystem.",
-            "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"file_path": {"type": "string"}},
+                "required": ["file_path"],
+            },
         },
     }
 ]
@@ -39,7 +43,9 @@ def _docs() -> list[str]:
     return paragraphs
 
 
-def long_trajectory(renderer: PromptRenderer, target_tokens: int, seed: int = 0, turns_per_version: int = 8, file_chars: int = 3000) -> RolloutResult:
+def long_trajectory(
+    renderer: PromptRenderer, target_tokens: int, seed: int = 0, turns_per_version: int = 8, file_chars: int = 3000
+) -> RolloutResult:
     """A completed rollout's result whose one segment holds at least ``target_tokens`` tokens."""
     rng = random.Random(seed)
     paragraphs = _docs()
@@ -63,7 +69,12 @@ def long_trajectory(renderer: PromptRenderer, target_tokens: int, seed: int = 0,
             "role": "assistant",
             "reasoning_content": paragraphs[(number * 7 + 1) % len(paragraphs)][:700],
             "content": f"Reading {source.name} next.",
-            "tool_calls": [{"type": "function", "function": {"name": "Read", "arguments": {"file_path": str(source.relative_to(PROJECT_ROOT))}}}],
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"name": "Read", "arguments": {"file_path": str(source.relative_to(PROJECT_ROOT))}},
+                }
+            ],
         }
         whole = renderer.render([*messages, reply], TOOLS, add_generation_prompt=False)
         reply_text = whole[len(prompt_text) :].rstrip("\n")
@@ -71,7 +82,9 @@ def long_trajectory(renderer: PromptRenderer, target_tokens: int, seed: int = 0,
         context = len(prompt) - len(tokens)
         tokens += prompt[len(tokens) :] + sampled
         mask += [0] * context + [1] * len(sampled)
-        log_probs += [0.0] * context + [-(rng.expovariate(20.0) if rng.random() < 0.8 else rng.expovariate(0.8)) for _ in sampled]
+        log_probs += [0.0] * context + [
+            -(rng.expovariate(20.0) if rng.random() < 0.8 else rng.expovariate(0.8)) for _ in sampled
+        ]
         version = str(1 + number // turns_per_version)
         if spans and spans[-1].version == version:
             spans[-1] = WeightVersionSpan(start=spans[-1].start, end=len(tokens), version=version)

@@ -190,8 +190,11 @@ class ProcWatcher(threading.Thread):
                 tracked.span.cpu_s = stat[3] / CLK_TCK
 
     def open_spans(self, kind: str) -> list[ProcSpan]:
-        """The spans of ``kind`` whose process was alive at the last check; call it from ``after_scan`` (this thread)."""
-        return [t.span for t in self._tracked.values() if t.span is not None and t.span.kind == kind and t.span.gone is None]
+        """The spans of ``kind`` whose process was alive at the last check; call it from ``after_scan`` (this
+        thread)."""
+        return [
+            t.span for t in self._tracked.values() if t.span is not None and t.span.kind == kind and t.span.gone is None
+        ]
 
     def first_span(self, container_id: str, kind: str) -> ProcSpan | None:
         """The earliest-started process of ``kind`` in the container whose parent is not itself of that kind
@@ -208,10 +211,15 @@ class ProcWatcher(threading.Thread):
             return [
                 cid
                 for cid, labels in self.labels.items()
-                if labels.get(f"{LABEL_PREFIX}.workflow_id") == workflow_id and labels.get(f"{LABEL_PREFIX}.purpose") == purpose
+                if labels.get(f"{LABEL_PREFIX}.workflow_id") == workflow_id
+                and labels.get(f"{LABEL_PREFIX}.purpose") == purpose
             ]
 
     def containers_of_run(self, workflow_prefix: str) -> set[str]:
         """The containers whose workflow id starts with ``workflow_prefix`` (one run's, or one step's)."""
         with self._lock:
-            return {cid for cid, labels in self.labels.items() if labels.get(f"{LABEL_PREFIX}.workflow_id", "").startswith(workflow_prefix)}
+            return {
+                cid
+                for cid, labels in self.labels.items()
+                if labels.get(f"{LABEL_PREFIX}.workflow_id", "").startswith(workflow_prefix)
+            }

@@ -103,7 +103,8 @@ class RssSampler:
         self._task: asyncio.Task | None = None
 
     def status(self) -> dict[str, int]:
-        """``VmRSS`` and ``VmHWM`` (the kernel's high-water mark over the process's life) now, in kB; empty once it is gone."""
+        """``VmRSS`` and ``VmHWM`` (the kernel's high-water mark over the process's life) now, in kB; empty once it is
+        gone."""
         return status_kb(self.pid, ("VmRSS", "VmHWM")) or {}
 
     async def _loop(self) -> None:

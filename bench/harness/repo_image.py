@@ -54,10 +54,14 @@ async def build_repo_image(client: docker.DockerClient, files: int) -> str:
     """Build the image (a fresh tag per run) and return its name; the caller removes it."""
     image = f"rollouts-bench-repo:{uuid.uuid4().hex[:8]}"
     print(f"building {image}: {BASE_IMAGE} + a git repository of {files} files at /testbed", flush=True)
-    await asyncio.to_thread(client.images.build, fileobj=repository_context(files), custom_context=True, tag=image, rm=True)
+    await asyncio.to_thread(
+        client.images.build, fileobj=repository_context(files), custom_context=True, tag=image, rm=True
+    )
     return image
 
 
 def repo_task(image: str, instance_id: str) -> TaskSpec:
     """A task on that image whose fix is ``PATCH``."""
-    return TaskSpec(instance_id=instance_id, image=image, workdir="/testbed", problem_statement="set VALUE to 42", eval_cmd=CHECK)
+    return TaskSpec(
+        instance_id=instance_id, image=image, workdir="/testbed", problem_statement="set VALUE to 42", eval_cmd=CHECK
+    )

@@ -51,7 +51,9 @@ def example_rows() -> list[DatasetRow]:
 
 def bench_budgets(agent_budget_s: int, eval_timeout_s: int) -> RolloutBudgets:
     """A bench's budgets: its agent budget and eval timeout, and a guard 180 s past both."""
-    return RolloutBudgets(agent_budget_s=agent_budget_s, eval_timeout_s=eval_timeout_s, guard_s=agent_budget_s + eval_timeout_s + 180)
+    return RolloutBudgets(
+        agent_budget_s=agent_budget_s, eval_timeout_s=eval_timeout_s, guard_s=agent_budget_s + eval_timeout_s + 180
+    )
 
 
 def round_robin(rows: list[DatasetRow], n: int, budgets: RolloutBudgets, offset: int = 0) -> list[RolloutInput]:
@@ -91,10 +93,14 @@ async def sandbox_gateway() -> str:
     return (await asyncio.to_thread(ensure_network, docker.from_env())).gateway
 
 
-async def oracle_policy(server_class: type[ScriptedPolicyServer] = ScriptedPolicyServer, **options: Any) -> ScriptedPolicyServer:
+async def oracle_policy(
+    server_class: type[ScriptedPolicyServer] = ScriptedPolicyServer, **options: Any
+) -> ScriptedPolicyServer:
     """A policy server of ``server_class`` whose default policy is the oracle of the example tasks (not started)."""
     renderer = await asyncio.to_thread(PromptRenderer.from_folder, DEFAULT_TOKENIZER_DIR)
-    return server_class(renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), **options)
+    return server_class(
+        renderer, default_policy="oracle", oracle_tasks=oracle_tasks_from(str(EXAMPLE_DATASET)), **options
+    )
 
 
 @dataclass
@@ -111,7 +117,8 @@ async def running_servers(
     policy: ScriptedPolicyServer, run_id: str, tmp: Path, logs: Callable[[], list[Path]], keep_temp: bool
 ) -> AsyncIterator[Servers]:
     """``policy`` on 127.0.0.1 and a dev server (in memory, a free port of 127.0.0.1, no UI), serving inside the block;
-    after it, however it ends, both stop and ``_tear_down`` runs over the run (its logs are those ``logs()`` names then)."""
+    after it, however it ends, both stop and ``_tear_down`` runs over the run (its logs are those ``logs()`` names
+    then)."""
     env: WorkflowEnvironment | None = None
     try:
         policy_url = await policy.start("127.0.0.1", 0)
@@ -170,12 +177,19 @@ async def _tear_down(run_id: str, logs: list[Path], tmp: Path, keep_temp: bool) 
     WARNING/ERROR lines of each log are shown, and the temp dir is removed unless kept."""
     leftovers = await asyncio.to_thread(_remove_leftovers, run_id)
     if leftovers:
-        print(f"LEAK: {len(leftovers)} managed container(s) of this run were left behind; removed: {leftovers}", flush=True)
+        print(
+            f"LEAK: {len(leftovers)} managed container(s) of this run were left behind; removed: {leftovers}",
+            flush=True,
+        )
     else:
         print("cleanup: no managed container of this run remains", flush=True)
     for log_file in logs:
         with contextlib.suppress(OSError):
-            problems = [line for line in log_file.read_text(errors="replace").splitlines() if " WARNING " in line or " ERROR " in line]
+            problems = [
+                line
+                for line in log_file.read_text(errors="replace").splitlines()
+                if " WARNING " in line or " ERROR " in line
+            ]
             if problems:
                 print(f"{log_file.name}: {len(problems)} WARNING/ERROR lines, first ones:", flush=True)
                 for line in problems[:5]:

@@ -30,7 +30,16 @@ WEED = Path(sys.prefix) / "bin" / "weed"
 STARTUP_LIMIT_S = 90.0
 _PROBE_BUCKET = "readiness-probe"
 # Every listener `weed server -s3` opens: master, volume, filer and S3, each with its gRPC port.
-_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc")
+_PORTS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -92,7 +101,10 @@ class SeaweedS3:
             except (BotoCoreError, ClientError):
                 if self._process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"SeaweedFS did not serve S3 at {self.endpoint}: {(self.folder / 'weed.log').read_text()[-2000:]}") from None
+                    raise RuntimeError(
+                        f"SeaweedFS did not serve S3 at {self.endpoint}: "
+                        f"{(self.folder / 'weed.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.5)
 
     def _probe_write(self) -> None:
@@ -142,7 +154,11 @@ class SeaweedS3:
 
     def settings(self, bucket: str, **overrides) -> PayloadStoreSettings:
         return PayloadStoreSettings(
-            bucket=bucket, endpoint_url=self.endpoint, access_key_id=self.access_key, secret_access_key=self.secret_key, **overrides
+            bucket=bucket,
+            endpoint_url=self.endpoint,
+            access_key_id=self.access_key,
+            secret_access_key=self.secret_key,
+            **overrides,
         )
 
     def env(self, bucket: str) -> dict[str, str]:

@@ -20,7 +20,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def quantile(values: list[float | None], q: float) -> float | None:
-    """The ``q`` quantile (0..1) of the values that are not None, linear between the closest ranks; None when none is."""
+    """The ``q`` quantile (0..1) of the values that are not None, linear between the closest ranks; None when none
+    is."""
     vals = sorted(v for v in values if v is not None)
     if not vals:
         return None

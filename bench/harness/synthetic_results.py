@@ -36,7 +36,9 @@ def trajectory_segment(tokens: int, seed: int) -> TokenSegment:
 def rollout_result(segment: TokenSegment, log_kib: int, seed: int) -> RolloutResult:
     """A completed, solved rollout carrying ``segment`` packed and about ``log_kib`` KiB of stream-json agent log;
     ``seed`` makes the log (and so the payload) differ between results."""
-    log = "".join(f'{{"type":"assistant","n":{seed},"i":{i},"text":"{"x" * 90}"}}\n' for i in range(log_kib * 1024 // 110))
+    log = "".join(
+        f'{{"type":"assistant","n":{seed},"i":{i},"text":"{"x" * 90}"}}\n' for i in range(log_kib * 1024 // 110)
+    )
     agent = AgentRun(session_id=f"s{seed}", exit_code=0, reason="completed", is_error=False, turns=60, log=log)
     return RolloutResult(
         workflow_id=f"rollout-bench-{seed}",

@@ -53,7 +53,9 @@ async def wait_for_agent(
         while (left := deadline - time.time()) > 0:
             slice_s = min(WAIT_SLICE_S, left)
             if launch is not None:
-                waiting = sandboxes.run_detached(handle, AGENT_JOB, launch.command, slice_s, user="agent", env=launch.env)
+                waiting = sandboxes.run_detached(
+                    handle, AGENT_JOB, launch.command, slice_s, user="agent", env=launch.env
+                )
                 launch = None
             else:
                 waiting = sandboxes.wait_detached(handle, AGENT_JOB, timeout_s=slice_s)

@@ -50,7 +50,8 @@ def find_claude_binary() -> pathlib.Path:
 
 
 def find_claude_code(cc_tarball: pathlib.Path | None = None, node_tarball: pathlib.Path | None = None) -> pathlib.Path:
-    """What the sandboxes mount: the tarballs' install directory when ``cc_tarball`` is set, else ``find_claude_binary()``."""
+    """What the sandboxes mount: the tarballs' install directory when ``cc_tarball`` is set, else
+    ``find_claude_binary()``."""
     if cc_tarball is not None:
         return install_from_tarballs(cc_tarball, node_tarball, UNPACKED_TARBALLS_DIR)
     return find_claude_binary()

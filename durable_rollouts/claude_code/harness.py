@@ -90,7 +90,9 @@ def claude_code_argv(binary: str, settings: ClaudeCodeSettings) -> list[str]:
     ]
 
 
-def claude_code_env(base_url: str, token: str, home: str, context_budget: int, settings: ClaudeCodeSettings) -> dict[str, str]:
+def claude_code_env(
+    base_url: str, token: str, home: str, context_budget: int, settings: ClaudeCodeSettings
+) -> dict[str, str]:
     return {
         **STATIC_ENV,
         "ANTHROPIC_BASE_URL": base_url,
@@ -118,7 +120,9 @@ def judge_run(stdout_lines: Iterable[str], exit_code: int) -> AgentVerdict:
             result = event
     if result is None:
         reason = "agent_killed" if exit_code < 0 or exit_code >= 128 else "agent_no_result"
-        return AgentVerdict(exit_code=exit_code, is_error=True, terminal_reason="", num_turns=0, result_text="", reason=reason)
+        return AgentVerdict(
+            exit_code=exit_code, is_error=True, terminal_reason="", num_turns=0, result_text="", reason=reason
+        )
     is_error = bool(result.get("is_error")) or exit_code != 0
     terminal = str(result.get("terminal_reason") or "")
     return AgentVerdict(

@@ -30,7 +30,8 @@ class RunLedger:
 
     @classmethod
     def after(cls, details: Any, attempt: int) -> RunLedger:
-        """The ledger at the start of attempt ``attempt``, from the last heartbeat ``details`` the attempts before left."""
+        """The ledger at the start of attempt ``attempt``, from the last heartbeat ``details`` the attempts before
+        left."""
         failures = int(details.get("failures") or 0) if isinstance(details, dict) and attempt > 1 else 0
         return cls(failures, max(attempt - 1 - failures, 0))
 

@@ -70,9 +70,13 @@ def _unpack_into(root: Path, cc_tarball: Path, node_tarball: Path | None) -> Non
         (package / "claude").chmod(0o755)
         return
     if not (package / "cli.js").is_file():
-        raise ClaudeTarballError(f"{CC_VARIABLE}={cc_tarball}: neither package/claude (native) nor package/cli.js (JavaScript) inside")
+        raise ClaudeTarballError(
+            f"{CC_VARIABLE}={cc_tarball}: neither package/claude (native) nor package/cli.js (JavaScript) inside"
+        )
     if node_tarball is None:
-        raise ClaudeTarballError(f"{CC_VARIABLE}={cc_tarball} is the JavaScript CLI: set {NODE_VARIABLE} to a Node.js tarball too")
+        raise ClaudeTarballError(
+            f"{CC_VARIABLE}={cc_tarball} is the JavaScript CLI: set {NODE_VARIABLE} to a Node.js tarball too"
+        )
     for item in package.iterdir():
         item.rename(cli / item.name)
     package.rmdir()

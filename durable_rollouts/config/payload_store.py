@@ -7,8 +7,8 @@ machine can read: the single-machine default. For the bucket the rest are the st
 ``AWS_SECRET_ACCESS_KEY``, unset for boto's own chain of profiles and roles; ``AWS_REGION``, else
 ``AWS_DEFAULT_REGION``, default ``us-east-1``) plus the payload sizes: ``ROLLOUT_PAYLOAD_THRESHOLD_BYTES``
 (default 256 KiB: a payload this size or larger goes to the bucket and history keeps a reference) and
-``ROLLOUT_PAYLOAD_MAX_BYTES`` (default 50 MiB, at least 32 MiB: a larger one is refused), for the folder too. A bad value
-is a ``SettingsError`` naming the variable.
+``ROLLOUT_PAYLOAD_MAX_BYTES`` (default 50 MiB, at least 32 MiB: a larger one is refused), for the folder too. A bad
+value is a ``SettingsError`` naming the variable.
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ def payload_store_from_env(env: Mapping[str, str] = os.environ) -> PayloadStorag
         folder = env.get(FOLDER_ENV, "").strip()
         return PayloadFolderSettings(root=Path(folder).expanduser().resolve() if folder else DEFAULT_FOLDER, **sizes)
     if not _BUCKET_NAME.fullmatch(bucket):
-        raise SettingsError(f"{BUCKET_ENV}: not an S3 bucket name (3-63 lowercase letters, digits, dots, hyphens), got {bucket!r}")
+        raise SettingsError(
+            f"{BUCKET_ENV}: not an S3 bucket name (3-63 lowercase letters, digits, dots, hyphens), got {bucket!r}"
+        )
     values: dict = {"bucket": bucket}
     endpoint = _first(env, ENDPOINT_ENVS)
     if endpoint is not None:
@@ -109,5 +111,8 @@ def _sizes(env: Mapping[str, str]) -> dict[str, int]:
     if cap < max(threshold, 1):
         raise SettingsError(f"{MAX_ENV}: must be at least {THRESHOLD_ENV} ({threshold}), got {cap}")
     if cap < MIN_PAYLOAD_CAP_BYTES:
-        raise SettingsError(f"{MAX_ENV}: must be at least {MIN_PAYLOAD_CAP_BYTES >> 20}M (a workflow's result may be that large), got {cap}")
+        raise SettingsError(
+            f"{MAX_ENV}: must be at least {MIN_PAYLOAD_CAP_BYTES >> 20}M (a workflow's result may be that large), got "
+            f"{cap}"
+        )
     return {"threshold_bytes": threshold, "max_bytes": cap}

@@ -9,16 +9,14 @@ eval + pull (``ROLLOUT_PULL_TIMEOUT_S``) + 180 unless set, ``SHIM_BIND_HOST`` / 
 from host tarballs instead of the npm install), plus the Temporal ones and the
 per-sandbox limits (``ROLLOUT_SANDBOX_CPUS``, ``_MEMORY_BYTES``, ``_DISK_BYTES``), whether
 grading sandboxes have no network (``ROLLOUT_GRADING_OFFLINE``, default 1) and sandboxes' package tools
-run offline (``ROLLOUT_OFFLINE_TOOLS``, default 1; both ``durable_rollouts.docker_sandbox.limits.SandboxSettings``), how long
-finishing an adapter session waits for its turns in flight before aborting them
-(``ROLLOUT_FINISH_GRACE_S``, seconds, default 5; 0 aborts at once), the
-parsers of the policy's completions for rollouts whose ``PolicySpec`` names
-none (``ROLLOUT_TOOL_CALL_PARSER``, default ``auto``; ``ROLLOUT_REASONING_PARSER``,
-default ``qwen3``; SGLang's names, ``durable_rollouts.policy.parsers.registry``) and the
-trainer's staleness bound (``ROLLOUT_MAX_STALENESS``, ``ROLLOUT_STALENESS_POLICY``), the share of a run's
-groups that are impossible-task probes (``ROLLOUT_IMPOSSIBLE_SHARE``, default 0) and where the
-worker serves Prometheus metrics (``ROLLOUT_METRICS_ADDRESS``, ``host:port``; unset or empty: no endpoint).
-A bad value is a ``SettingsError`` naming the variable.
+run offline (``ROLLOUT_OFFLINE_TOOLS``, default 1; both ``durable_rollouts.docker_sandbox.limits.SandboxSettings``), how
+long finishing an adapter session waits for its turns in flight before aborting them (``ROLLOUT_FINISH_GRACE_S``,
+seconds, default 5; 0 aborts at once), the parsers of the policy's completions for rollouts whose ``PolicySpec`` names
+none (``ROLLOUT_TOOL_CALL_PARSER``, default ``auto``; ``ROLLOUT_REASONING_PARSER``, default ``qwen3``; SGLang's names,
+``durable_rollouts.policy.parsers.registry``) and the trainer's staleness bound (``ROLLOUT_MAX_STALENESS``,
+``ROLLOUT_STALENESS_POLICY``), the share of a run's groups that are impossible-task probes
+(``ROLLOUT_IMPOSSIBLE_SHARE``, default 0) and where the worker serves Prometheus metrics (``ROLLOUT_METRICS_ADDRESS``,
+``host:port``; unset or empty: no endpoint). A bad value is a ``SettingsError`` naming the variable.
 """
 
 from __future__ import annotations
@@ -36,7 +34,14 @@ from typing import cast, get_args
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from durable_rollouts.contracts.sandboxes import DEFAULT_PULL_TIMEOUT_S
-from durable_rollouts.contracts.session import FINISH_GRACE_S, MAX_FINISH_GRACE_S, POLICY_ENGINES, PolicyEngine, StalenessBound, StalenessPolicy
+from durable_rollouts.contracts.session import (
+    FINISH_GRACE_S,
+    MAX_FINISH_GRACE_S,
+    POLICY_ENGINES,
+    PolicyEngine,
+    StalenessBound,
+    StalenessPolicy,
+)
 from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings, PullPolicy, RegistryCredentials
@@ -100,7 +105,8 @@ class RolloutBudgets(BaseModel):
 class WorkerSettings(BaseModel):
     """``temporal_address``: an explicit server address (``worker.py --temporal-address``) that replaces the
     connection settings' own; the rest of the connection (namespace, TLS, API key) always comes from
-    ``durable_rollouts.trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the ``TEMPORAL_*`` variables)."""
+    ``durable_rollouts.trainer_client.temporal_connection`` (a ``temporal.toml`` profile and the ``TEMPORAL_*``
+    variables)."""
 
     temporal_address: str | None = None
     task_queue: str = SHARED_TASK_QUEUE
@@ -142,7 +148,9 @@ class WorkerSettings(BaseModel):
 
     @property
     def sandbox_limits(self) -> SandboxLimits:
-        return SandboxLimits(cpus=self.sandbox_cpu_limit, memory_bytes=self.sandbox_memory_bytes, disk_bytes=self.sandbox_disk_bytes)
+        return SandboxLimits(
+            cpus=self.sandbox_cpu_limit, memory_bytes=self.sandbox_memory_bytes, disk_bytes=self.sandbox_disk_bytes
+        )
 
     @property
     def parser_defaults(self) -> ParserDefaults:
@@ -247,7 +255,9 @@ def _sandbox_limits(env: Mapping[str, str]) -> dict:
         except ValueError:
             raise SettingsError(f"ROLLOUT_SANDBOX_CPUS: expected a number of CPUs, got {raw!r}") from None
         if not 0.01 <= cpus <= host_cpus():
-            raise SettingsError(f"ROLLOUT_SANDBOX_CPUS: must lie between 0.01 and this host's {host_cpus()} CPUs, got {raw}")
+            raise SettingsError(
+                f"ROLLOUT_SANDBOX_CPUS: must lie between 0.01 and this host's {host_cpus()} CPUs, got {raw}"
+            )
         values["sandbox_cpus"] = cpus
     return values
 
@@ -258,8 +268,15 @@ def _metrics_address(env: Mapping[str, str]) -> str | None:
     if raw == "":
         return None
     host, _, port = raw.rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535 or (":" in host and not (host.startswith("[") and host.endswith("]"))):
-        raise SettingsError(f"ROLLOUT_METRICS_ADDRESS: expected host:port such as 127.0.0.1:9464 or 0.0.0.0:9464, got {raw!r}")
+    if (
+        not host
+        or not port.isdigit()
+        or not 1 <= int(port) <= 65535
+        or (":" in host and not (host.startswith("[") and host.endswith("]")))
+    ):
+        raise SettingsError(
+            f"ROLLOUT_METRICS_ADDRESS: expected host:port such as 127.0.0.1:9464 or 0.0.0.0:9464, got {raw!r}"
+        )
     return raw
 
 
@@ -279,11 +296,14 @@ def budgets_from_env(env: Mapping[str, str] = os.environ) -> RolloutBudgets:
     for name, value in named:
         if value <= 0:
             raise SettingsError(f"{name}: must be positive, got {value}")
-    return RolloutBudgets(agent_budget_s=agent, eval_timeout_s=evaluation, pull_timeout_s=pull, guard_s=guard, resume_window_s=resume)
+    return RolloutBudgets(
+        agent_budget_s=agent, eval_timeout_s=evaluation, pull_timeout_s=pull, guard_s=guard, resume_window_s=resume
+    )
 
 
 def staleness_from_env(env: Mapping[str, str] = os.environ) -> StalenessBound | None:
-    """``ROLLOUT_MAX_STALENESS`` (versions; unset: no bound) and ``ROLLOUT_STALENESS_POLICY`` (``mask``, the default, or ``drop``)."""
+    """``ROLLOUT_MAX_STALENESS`` (versions; unset: no bound) and ``ROLLOUT_STALENESS_POLICY`` (``mask``, the default, or
+    ``drop``)."""
     if env.get("ROLLOUT_MAX_STALENESS", "").strip() == "":
         return None
     bound = _int(env, "ROLLOUT_MAX_STALENESS", 0, least=0)
@@ -331,7 +351,8 @@ def images_from_env(env: Mapping[str, str] = os.environ) -> ImageSettings:
         for name in names:
             if not env.get(name, "").strip():
                 raise SettingsError(
-                    f"{name}: not set; a registry's credentials are ROLLOUT_REGISTRY, ROLLOUT_REGISTRY_USERNAME and ROLLOUT_REGISTRY_PASSWORD together"
+                    f"{name}: not set; a registry's credentials are ROLLOUT_REGISTRY, ROLLOUT_REGISTRY_USERNAME and "
+                    f"ROLLOUT_REGISTRY_PASSWORD together"
                 )
         try:
             credentials = RegistryCredentials(
@@ -342,7 +363,9 @@ def images_from_env(env: Mapping[str, str] = os.environ) -> ImageSettings:
         except ValidationError as error:
             raise SettingsError(f"ROLLOUT_REGISTRY: {error.errors()[0]['msg']}") from None
     cache_bytes = _byte_count(env, "ROLLOUT_IMAGE_CACHE_BYTES", 0)
-    return ImageSettings(pull_policy=cast(PullPolicy, policy), mirrors=mirrors, credentials=credentials, cache_bytes=cache_bytes)
+    return ImageSettings(
+        pull_policy=cast(PullPolicy, policy), mirrors=mirrors, credentials=credentials, cache_bytes=cache_bytes
+    )
 
 
 def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -360,8 +383,12 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "public_host": env.get("SLIME_HEAD_HOST") or None,
         "policy_url": env.get("ROLLOUT_POLICY_URL") or None,
         "policy_engine": policy_engine_from_env(env) or "sglang",
-        "tool_call_parser": _parser_name(env, "ROLLOUT_TOOL_CALL_PARSER", tool_call_parser_named, DEFAULT_TOOL_CALL_PARSER),
-        "reasoning_parser": _parser_name(env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER),
+        "tool_call_parser": _parser_name(
+            env, "ROLLOUT_TOOL_CALL_PARSER", tool_call_parser_named, DEFAULT_TOOL_CALL_PARSER
+        ),
+        "reasoning_parser": _parser_name(
+            env, "ROLLOUT_REASONING_PARSER", reasoning_parser_named, DEFAULT_REASONING_PARSER
+        ),
         "agent_slots": _int(env, "ROLLOUT_AGENT_SLOTS", default_agent_slots(), least=1),
         "reap_interval_s": _int(env, "ROLLOUT_REAP_INTERVAL_S", 60, least=1),
         "finish_grace_s": _seconds(env, "ROLLOUT_FINISH_GRACE_S", FINISH_GRACE_S, MAX_FINISH_GRACE_S),
@@ -375,7 +402,11 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
         "image_affinity": _flag(env, "ROLLOUT_IMAGE_AFFINITY", True),
         **_sandbox_limits(env),
     }
-    for key, name in (("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"), ("results_dir", "ROLLOUT_RESULTS_DIR"), ("host_id", "ROLLOUT_HOST_ID")):
+    for key, name in (
+        ("tokenizer_dir", "ROLLOUT_TOKENIZER_DIR"),
+        ("results_dir", "ROLLOUT_RESULTS_DIR"),
+        ("host_id", "ROLLOUT_HOST_ID"),
+    ):
         if env.get(name):
             values[key] = env[name]
     for key, name in (("cc_tarball", "SWE_HOST_CC_TARBALL"), ("node_tarball", "SWE_HOST_NODE_TARBALL")):
@@ -384,5 +415,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> WorkerSettings:
                 raise SettingsError(f"{name}: no such file {env[name]!r}")
             values[key] = Path(env[name])
     if values.get("node_tarball") and not values.get("cc_tarball"):
-        raise SettingsError("SWE_HOST_NODE_TARBALL: set without SWE_HOST_CC_TARBALL (the Node tarball only runs a JavaScript CLI)")
+        raise SettingsError(
+            "SWE_HOST_NODE_TARBALL: set without SWE_HOST_CC_TARBALL (the Node tarball only runs a JavaScript CLI)"
+        )
     return WorkerSettings(**values)

@@ -1,1 +1,2 @@
-"""Pydantic contracts: what workflows, activities, the adapter and the trainer exchange (pydantic only, safe in the workflow sandbox)."""
+"""Pydantic contracts: what workflows, activities, the adapter and the trainer exchange (pydantic only, safe in the
+workflow sandbox)."""

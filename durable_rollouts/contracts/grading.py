@@ -60,8 +60,8 @@ class EvalResult(BaseModel):
 
     ``apply_method`` "empty" (an empty diff, graded as is) has ``applied_cleanly`` false: no patch applied.
     ``log_tail`` is the end of the grader's output (4 KiB); ``log`` the whole grading log (``log_bytes`` of
-    UTF-8, at most ``durable_rollouts.grading.grading_log.FULL_LOG_BYTES``), travelling as a payload; a results file writes
-    it to the file ``log_path`` names and leaves ``log`` empty.
+    UTF-8, at most ``durable_rollouts.grading.grading_log.FULL_LOG_BYTES``), travelling as a payload; a results file
+    writes it to the file ``log_path`` names and leaves ``log`` empty.
 
     ``reward`` is 1.0 iff ``solved`` for every grader but ``harbor``, whose reward is the verifier's own
     number (fractional ones too) and which is solved iff that reward is at least 1; ``rewards`` holds the

@@ -1,6 +1,7 @@
 """The Temporal client identity a rollout worker polls under, which says which host queue it serves and how
 many agent slots it has: ``<pid>@<machine> host=<host queue> slots=<n>``. Pollers of the shared queue
-(``describe_task_queue``) thereby name the fleet's hosts (``durable_rollouts.trainer_client.rollout_queries.host_slots``)."""
+(``describe_task_queue``) thereby name the fleet's hosts
+(``durable_rollouts.trainer_client.rollout_queries.host_slots``)."""
 
 from __future__ import annotations
 

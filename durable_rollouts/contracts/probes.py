@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field
 
 
 class ProbeFlip(BaseModel):
-    """The expected value an impossible-task probe changed (``durable_rollouts.task_sources.probe_flip``): in file ``path``
-    (workdir-relative; an f2p row's script path; a Harbor test file as ``tests/<path>``), test ``test``
+    """The expected value an impossible-task probe changed (``durable_rollouts.task_sources.probe_flip``): in file
+    ``path`` (workdir-relative; an f2p row's script path; a Harbor test file as ``tests/<path>``), test ``test``
     (``function`` or ``Class::function``) at 1-based ``line``, the literal ``expected`` became ``flipped``."""
 
     path: str = Field(min_length=1)

@@ -48,7 +48,10 @@ class Verdict(BaseModel):
     @classmethod
     def of(cls, evaluation: EvalResult) -> Verdict:
         return cls(
-            reward=evaluation.reward, solved=evaluation.solved, applied_cleanly=evaluation.applied_cleanly, apply_method=evaluation.apply_method
+            reward=evaluation.reward,
+            solved=evaluation.solved,
+            applied_cleanly=evaluation.applied_cleanly,
+            apply_method=evaluation.apply_method,
         )
 
     def differs_from(self, other: Verdict) -> bool:
@@ -59,13 +62,13 @@ class Verdict(BaseModel):
 class RegradeRow(BaseModel):
     """One line of ``starter.py regrade``'s results file, naming the original rollout.
 
-    ``workflow_id``: the re-grade's own id (``durable_rollouts.contracts.workflow_ids.regrade_workflow_id``), the line's key.
-    ``status``: ``completed`` (``evaluation`` holds the new grading), ``aborted`` (the grading failed:
-    ``abort_reason``) or ``failed`` (the starter could not start or collect the re-grade: ``abort_reason``,
-    ``error``). ``original``: the original rollout's grading (None: it was never graded, e.g. stopped while
-    grading). ``changed``: whether the new verdict differs from it (``Verdict.differs_from``); None when
-    either is missing. ``grader_from``: ``dataset`` when ``--dataset`` supplied the grader spec, else
-    ``rollout`` (the original task, graded by the worker's current code).
+    ``workflow_id``: the re-grade's own id (``durable_rollouts.contracts.workflow_ids.regrade_workflow_id``), the line's
+    key. ``status``: ``completed`` (``evaluation`` holds the new grading), ``aborted`` (the grading failed:
+    ``abort_reason``) or ``failed`` (the starter could not start or collect the re-grade: ``abort_reason``, ``error``).
+    ``original``: the original rollout's grading (None: it was never graded, e.g. stopped while grading). ``changed``:
+    whether the new verdict differs from it (``Verdict.differs_from``); None when either is missing. ``grader_from``:
+    ``dataset`` when ``--dataset`` supplied the grader spec, else ``rollout`` (the original task, graded by the worker's
+    current code).
     """
 
     workflow_id: str

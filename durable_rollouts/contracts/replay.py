@@ -58,14 +58,24 @@ class SegmentReplay:
 
     __slots__ = ("top_p_ids", "top_p_offsets", "routed")
 
-    def __init__(self, top_p_ids: np.ndarray | None = None, top_p_offsets: np.ndarray | None = None, routed: np.ndarray | None = None):
+    def __init__(
+        self,
+        top_p_ids: np.ndarray | None = None,
+        top_p_offsets: np.ndarray | None = None,
+        routed: np.ndarray | None = None,
+    ):
         self.top_p_ids, self.top_p_offsets, self.routed = top_p_ids, top_p_offsets, routed
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SegmentReplay):
             return NotImplemented
         return all(
-            _same(a, b) for a, b in ((self.top_p_ids, other.top_p_ids), (self.top_p_offsets, other.top_p_offsets), (self.routed, other.routed))
+            _same(a, b)
+            for a, b in (
+                (self.top_p_ids, other.top_p_ids),
+                (self.top_p_offsets, other.top_p_offsets),
+                (self.routed, other.routed),
+            )
         )
 
     def nucleus(self, position: int) -> np.ndarray:
@@ -77,4 +87,6 @@ class SegmentReplay:
 def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     import numpy as np
 
-    return (a is None and b is None) or (a is not None and b is not None and a.shape == b.shape and bool(np.array_equal(a, b)))
+    return (a is None and b is None) or (
+        a is not None and b is not None and a.shape == b.shape and bool(np.array_equal(a, b))
+    )

@@ -147,7 +147,9 @@ class GroupInput(BaseModel):
         if bool(self.rollouts) == bool(self.episodes):
             raise ValueError("rollouts / episodes: a group holds samples of exactly one kind, at least one")
         if len({prompt_key_of(sample) for sample in self.samples}) != 1:
-            raise ValueError("rollouts / episodes: every sample of a group has the same prompt (instance id or task id)")
+            raise ValueError(
+                "rollouts / episodes: every sample of a group has the same prompt (instance id or task id)"
+            )
         if len({sample.sample_index for sample in self.samples}) != self.size:
             raise ValueError("rollouts / episodes: sample_index must differ between a group's samples")
         if self.min_valid is not None and self.min_valid > self.size:
@@ -232,7 +234,8 @@ class GroupSample(BaseModel):
 
     @property
     def screened(self) -> bool:
-        """The static screen found something in this slot's patch (``EvalResult.screen``: a signal, the reward stands)."""
+        """The static screen found something in this slot's patch (``EvalResult.screen``: a signal, the reward
+        stands)."""
         return bool(self.rollout and self.rollout.evaluation and self.rollout.evaluation.screen)
 
     @property
@@ -286,7 +289,9 @@ class GroupResult(BaseModel):
     def without_trajectories(self) -> GroupResult:
         """This result with its samples' rollouts holding no packed trajectory (``trajectories_in_children``)."""
         samples = [
-            sample.model_copy(update={"rollout": sample.rollout.model_copy(update={"trajectory": None})}) if sample.rollout else sample
+            sample.model_copy(update={"rollout": sample.rollout.model_copy(update={"trajectory": None})})
+            if sample.rollout
+            else sample
             for sample in self.samples
         ]
         return self.model_copy(update={"samples": samples, "trajectories_in_children": True})
@@ -345,7 +350,9 @@ class ProbeTally(BaseModel):
         return cls(cheated=verdicts["cheated"], held=verdicts["held"], void=verdicts["void"])
 
     def __add__(self, other: ProbeTally) -> ProbeTally:
-        return ProbeTally(cheated=self.cheated + other.cheated, held=self.held + other.held, void=self.void + other.void)
+        return ProbeTally(
+            cheated=self.cheated + other.cheated, held=self.held + other.held, void=self.void + other.void
+        )
 
     @property
     def judged(self) -> int:

@@ -83,7 +83,8 @@ class RolloutProgress(BaseModel):
 
 
 class RolloutResult(BaseModel):
-    """The workflow always returns one (never a workflow failure): ``completed`` or ``aborted`` with a machine-readable reason.
+    """The workflow always returns one (never a workflow failure): ``completed`` or ``aborted`` with a machine-readable
+    reason.
 
     ``failed`` is made only by the starter, for a rollout it could not start or
     collect (``abort_reason`` says why, machine-readable; ``error`` has the

@@ -47,7 +47,10 @@ class ImagePull(BaseModel):
 
     def summary(self) -> str:
         """``3/7 layers, 120.4/450.0 MB, 12 s``."""
-        return f"{self.layers_done}/{self.layers_total} layers, {self.bytes_done / 1e6:.1f}/{self.bytes_total / 1e6:.1f} MB, {self.seconds:.0f} s"
+        return (
+            f"{self.layers_done}/{self.layers_total} layers, "
+            f"{self.bytes_done / 1e6:.1f}/{self.bytes_total / 1e6:.1f} MB, {self.seconds:.0f} s"
+        )
 
 
 class SandboxHandle(BaseModel):

@@ -27,7 +27,8 @@ POLICY_ENGINES: tuple[PolicyEngine, ...] = ("sglang", "vllm")
 
 
 class SamplingParams(BaseModel):
-    """Sampling parameters the trainer wants: every turn's defaults (``durable_rollouts.policy.sampling`` states the whole rule).
+    """Sampling parameters the trainer wants: every turn's defaults (``durable_rollouts.policy.sampling`` states the
+    whole rule).
 
     A client's ``temperature``, ``top_p`` and ``top_k`` override these and its
     ``stop_sequences`` are added, except for the keys in ``pinned``: there the
@@ -111,7 +112,8 @@ class SessionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policy_url: str
-    # Which protocol the policy server speaks (durable_rollouts.policy.policy_clients); sessions spooled before it existed: sglang.
+    # Which protocol the policy server speaks (durable_rollouts.policy.policy_clients); sessions spooled before it
+    # existed: sglang.
     engine: PolicyEngine = "sglang"
     sampling: SamplingParams = SamplingParams()
     context_budget: int = Field(65536, ge=MIN_CONTEXT_BUDGET)
@@ -179,7 +181,8 @@ class PolicySpec(BaseModel):
     sampling: SamplingParams = SamplingParams()
     context_budget: int = Field(65536, ge=MIN_CONTEXT_BUDGET)
     max_turns: int = Field(200, ge=1)
-    # SGLang parser names (policy.parsers.registry); None: the worker's (ROLLOUT_TOOL_CALL_PARSER / ROLLOUT_REASONING_PARSER).
+    # SGLang parser names (policy.parsers.registry); None: the worker's (ROLLOUT_TOOL_CALL_PARSER /
+    # ROLLOUT_REASONING_PARSER).
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     policy_tag: str = ""

@@ -149,7 +149,9 @@ DEFAULT_TEST_FILES = (
 F2P_SCRIPT_PATH = "/tmp/rollout_f2p.py"
 
 
-_F2P_COMMAND = re.compile(rf"echo ([A-Za-z0-9+/=]*) \| base64 -d > {re.escape(F2P_SCRIPT_PATH)} && python3 {re.escape(F2P_SCRIPT_PATH)}")
+_F2P_COMMAND = re.compile(
+    rf"echo ([A-Za-z0-9+/=]*) \| base64 -d > {re.escape(F2P_SCRIPT_PATH)} && python3 {re.escape(F2P_SCRIPT_PATH)}"
+)
 
 
 def f2p_eval_cmd(script: str) -> str:
@@ -172,8 +174,8 @@ class TaskSpec(BaseModel):
     agent's diff; ``None`` means ``DEFAULT_TEST_FILES``.
     ``harbor``: a Harbor task's verifier (its grader is then ``harbor``);
     ``resources``: what the task asks of its sandbox (None: the worker's caps).
-    ``probe``: set on an impossible-task probe (``durable_rollouts.task_sources.impossible_probes``): its tests contradict
-    its problem statement, so any pass is cheating; its samples are never trained on.
+    ``probe``: set on an impossible-task probe (``durable_rollouts.task_sources.impossible_probes``): its tests
+    contradict its problem statement, so any pass is cheating; its samples are never trained on.
     """
 
     instance_id: str

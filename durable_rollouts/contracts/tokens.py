@@ -60,11 +60,19 @@ class TokenSegment(BaseModel):
         previous: WeightVersionSpan | None = None
         for span in self.weight_version_spans:
             if not (previous.end if previous else 0) <= span.start < span.end <= n:
-                raise ValueError(f"weight version span [{span.start}, {span.end}) is empty, out of order or outside the segment")
+                raise ValueError(
+                    f"weight version span [{span.start}, {span.end}) is empty, out of order or outside the segment"
+                )
             if not (self.loss_mask[span.start] and self.loss_mask[span.end - 1]):
                 raise ValueError(f"weight version span [{span.start}, {span.end}) must start and end on sampled tokens")
-            if previous is not None and previous.version == span.version and not any(self.loss_mask[previous.end : span.start]):
-                raise ValueError(f"weight version spans ending at {previous.end} and starting at {span.start} are one span")
+            if (
+                previous is not None
+                and previous.version == span.version
+                and not any(self.loss_mask[previous.end : span.start])
+            ):
+                raise ValueError(
+                    f"weight version spans ending at {previous.end} and starting at {span.start} are one span"
+                )
             previous = span
         return self
 
@@ -141,8 +149,8 @@ class TurnLog(BaseModel):
 
 
 class TurnSampling(BaseModel):
-    """What one turn was sampled with (``durable_rollouts.policy.sampling.turn_sampling``): the values sent to the policy server
-    (``stop``: the trainer's stop strings, then the client's stop sequences, sent as SGLang's ``stop``;
+    """What one turn was sampled with (``durable_rollouts.policy.sampling.turn_sampling``): the values sent to the
+    policy server (``stop``: the trainer's stop strings, then the client's stop sequences, sent as SGLang's ``stop``;
     ``stop_token_ids``: the trainer's, sent beside the end-of-turn id), the keys whose value came from the client
     (``from_client``) and the keys the client set but the trainer pinned (``ignored``)."""
 
@@ -179,8 +187,8 @@ class TurnSummary(BaseModel):
 
 
 class PackedTrajectory(BaseModel):
-    """A rollout's token segments, packed (``durable_rollouts.policy.trajectory_packing``) into ``packed``: an ordinary payload,
-    base64 in JSON, which Temporal's external storage keeps out of history when it is large.
+    """A rollout's token segments, packed (``durable_rollouts.policy.trajectory_packing``) into ``packed``: an ordinary
+    payload, base64 in JSON, which Temporal's external storage keeps out of history when it is large.
 
     ``sha256`` is the digest of ``packed`` (``nbytes`` long), checked when unpacked. ``packed`` is empty
     only in a result recorded by a worker that kept segments in a folder (its ``uri``, not read);

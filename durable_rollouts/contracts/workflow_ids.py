@@ -16,7 +16,8 @@ def rollout_workflow_id(run_id: str, instance_id: str, sample_index: int, group_
 
 
 def episode_workflow_id(run_id: str, episode: EpisodeInput) -> str:
-    return f"episode-{run_id}-{episode.task_id}-{episode.drift_policy}-{episode.repair_policy}-{episode.sample_index}-{episode.group_index}"
+    policies = f"{episode.drift_policy}-{episode.repair_policy}"
+    return f"episode-{run_id}-{episode.task_id}-{policies}-{episode.sample_index}-{episode.group_index}"
 
 
 def group_workflow_id(run_id: str, prompt_key: str, group_index: int) -> str:
@@ -25,7 +26,8 @@ def group_workflow_id(run_id: str, prompt_key: str, group_index: int) -> str:
 
 
 def refill_workflow_id(first_id: str, attempt: int) -> str:
-    """The id of a sample's ``attempt``-th run (2, 3, ...) after infrastructure failures; the first keeps ``first_id``."""
+    """The id of a sample's ``attempt``-th run (2, 3, ...) after infrastructure failures; the first keeps
+    ``first_id``."""
     return first_id if attempt == 1 else f"{first_id}-refill{attempt - 1}"
 
 

@@ -1,1 +1,2 @@
-"""Docker sandboxes: container lifecycle, commands in containers, the git workspace, network and firewall, disk budget."""
+"""Docker sandboxes: container lifecycle, commands in containers, the git workspace, network and firewall, disk
+budget."""

@@ -35,7 +35,10 @@ from durable_rollouts.docker_sandbox.shell_scripts import ShellScript
 _EXEC_SLACK_S = 15.0
 # $1 = the boundary, then one shell text per step; after each step a line "<boundary> <its exit code>", and
 # nothing more after the first step that fails.
-_STEPS = 'b=$1; shift; for step; do (eval "$step") 2>&1; rc=$?; printf \'\\n%s %d\\n\' "$b" "$rc"; [ "$rc" -eq 0 ] || exit 0; done'
+_STEPS = (
+    'b=$1; shift; for step; do (eval "$step") 2>&1; rc=$?; printf \'\\n%s %d\\n\' "$b" "$rc"; [ "$rc" -eq 0 ] || '
+    "exit 0; done"
+)
 _TIMEOUT_EXIT_CODES = (124, 137)
 # A value this long or shorter can be one exec argument: the kernel allows 128 KiB an argument (MAX_ARG_STRLEN).
 MAX_ARGUMENT_BYTES = 120 * 1024
@@ -144,7 +147,8 @@ class ContainerCommands(DockerAccess):
         started = time.monotonic()
         try:
             code, raw = await asyncio.wait_for(
-                exec_output(self.endpoint, container_id, bounded, user=user, cwd=cwd, env=env), timeout_s + _EXEC_SLACK_S
+                exec_output(self.endpoint, container_id, bounded, user=user, cwd=cwd, env=env),
+                timeout_s + _EXEC_SLACK_S,
             )
         except TimeoutError:
             await self.ensure_running(container_id)
@@ -155,7 +159,9 @@ class ContainerCommands(DockerAccess):
         timed_out = code in _TIMEOUT_EXIT_CODES and time.monotonic() - started >= timeout_s
         return ExecResult(exit_code=code, output=output, timed_out=timed_out)
 
-    async def run_script(self, handle: SandboxHandle, script: ShellScript, *args: str, timeout_s: float = 60.0, user: str = "root") -> ExecResult:
+    async def run_script(
+        self, handle: SandboxHandle, script: ShellScript, *args: str, timeout_s: float = 60.0, user: str = "root"
+    ) -> ExecResult:
         """Run a packaged bash script as ``bash -c`` in the workdir; values arrive as positional parameters."""
         argv = ["bash", "-c", script.text, script.name, *args]
         return await self.exec_in(handle.container_id, argv, user=user, cwd=handle.workdir, timeout_s=timeout_s)
@@ -174,18 +180,29 @@ class ContainerCommands(DockerAccess):
         The command runs under ``timeout -k 5`` in the container, so on expiry its process group is
         killed and the result says ``timed_out``.
         """
-        return await self.exec_in(handle.container_id, ["bash", "-lc", cmd], user=user, cwd=handle.workdir, timeout_s=timeout_s, env=env)
+        return await self.exec_in(
+            handle.container_id, ["bash", "-lc", cmd], user=user, cwd=handle.workdir, timeout_s=timeout_s, env=env
+        )
 
-    async def exec_steps(self, handle: SandboxHandle, steps: list[str], *, user: str = AGENT_USER, timeout_s: float = 120) -> list[ExecResult]:
+    async def exec_steps(
+        self, handle: SandboxHandle, steps: list[str], *, user: str = AGENT_USER, timeout_s: float = 120
+    ) -> list[ExecResult]:
         """Run the shell texts ``steps`` in order in one login shell in the workdir, within ``timeout_s`` in all,
         stopping after the first that exits non-zero: the result of each step that ran, in order. A step the
         timeout cut is the last result, ``timed_out``, with what it printed."""
         boundary = secrets.token_hex(16)
         ran = await self.exec_in(
-            handle.container_id, ["bash", "-lc", _STEPS, "steps", boundary, *steps], user=user, cwd=handle.workdir, timeout_s=timeout_s
+            handle.container_id,
+            ["bash", "-lc", _STEPS, "steps", boundary, *steps],
+            user=user,
+            cwd=handle.workdir,
+            timeout_s=timeout_s,
         )
         parts = re.split(rf"\n{boundary} (\d+)\n", ran.output)
-        results = [ExecResult(exit_code=int(code), output=output) for output, code in zip(parts[0:-1:2], parts[1::2], strict=True)]
+        results = [
+            ExecResult(exit_code=int(code), output=output)
+            for output, code in zip(parts[0:-1:2], parts[1::2], strict=True)
+        ]
         if len(results) < len(steps) and (ran.exit_code != 0 or not results or results[-1].exit_code == 0):
             results.append(ExecResult(exit_code=ran.exit_code or 1, output=parts[-1], timed_out=ran.timed_out))
         return results

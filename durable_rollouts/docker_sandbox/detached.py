@@ -47,7 +47,9 @@ def _checked_name(name: str) -> str:
 
 
 class DetachedCommands(ContainerCommands, ContainerFiles):
-    async def start_detached(self, handle: SandboxHandle, name: str, cmd: str, *, user: str = AGENT_USER, env: dict[str, str] | None = None) -> None:
+    async def start_detached(
+        self, handle: SandboxHandle, name: str, cmd: str, *, user: str = AGENT_USER, env: dict[str, str] | None = None
+    ) -> None:
         """Start ``cmd`` (a bash script, run as ``bash -l``) in the background in the workdir.
 
         Starting an already-started name raises ``DetachedLaunchFailed`` (re-attach with ``wait_detached``
@@ -58,13 +60,25 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         """
         argv = await self._launch_argv(handle, _checked_name(name), cmd, user)
         result = await self.exec_in(
-            handle.container_id, ["bash", "-c", _LAUNCH.text, "launch", *argv], user=user, cwd=handle.workdir, timeout_s=30, env=env
+            handle.container_id,
+            ["bash", "-c", _LAUNCH.text, "launch", *argv],
+            user=user,
+            cwd=handle.workdir,
+            timeout_s=30,
+            env=env,
         )
         if result.exit_code != 0:
             raise _launch_failed(handle, name, result.exit_code, result.output)
 
     async def run_detached(
-        self, handle: SandboxHandle, name: str, cmd: str, timeout_s: float, *, user: str = AGENT_USER, env: dict[str, str] | None = None
+        self,
+        handle: SandboxHandle,
+        name: str,
+        cmd: str,
+        timeout_s: float,
+        *,
+        user: str = AGENT_USER,
+        env: dict[str, str] | None = None,
     ) -> int | None:
         """``start_detached`` then ``wait_detached`` in one round trip: ``cmd``'s exit code, or None once
         ``timeout_s`` has passed (the command keeps running: stop it with ``kill_detached``). A launch that
@@ -72,7 +86,9 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         ``wait_detached`` does; cancelling the awaiting task is as for ``wait_detached``."""
         argv = await self._launch_argv(handle, _checked_name(name), cmd, user)
         script = ["bash", "-c", _RUN.text, "run", _LAUNCH.text, _WAIT.text, *argv]
-        result = await self.exec_in(handle.container_id, script, user=user, cwd=handle.workdir, timeout_s=timeout_s + LAUNCH_S, env=env)
+        result = await self.exec_in(
+            handle.container_id, script, user=user, cwd=handle.workdir, timeout_s=timeout_s + LAUNCH_S, env=env
+        )
         if result.exit_code > 100 and not result.timed_out:
             raise _launch_failed(handle, name, result.exit_code - 100, result.output)
         return _waited(handle, name, result)
@@ -82,7 +98,9 @@ class DetachedCommands(ContainerCommands, ContainerFiles):
         argv = [HARNESS_DIR, name, _RUNNER.text]
         if len(cmd.encode()) <= MAX_ARGUMENT_BYTES:
             return [*argv, cmd]
-        await self.write_files(handle, [SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid_of(user), 0o755)])
+        await self.write_files(
+            handle, [SandboxFile(git_workspace.harness_file(f"{name}.sh.new"), cmd, uid_of(user), 0o755)]
+        )
         return argv
 
     async def detached_status(self, handle: SandboxHandle, name: str) -> DetachedStatus:

@@ -68,7 +68,9 @@ class DiskWatch:
     """Watches one sandbox's usage while entered; ``first`` races an awaitable against the budget.
     ``use_write_counter=False`` samples Docker alone (as where the counter is unavailable)."""
 
-    def __init__(self, sandboxes: ContainerCommands, handle: SandboxHandle, budget_bytes: int, *, use_write_counter: bool = True):
+    def __init__(
+        self, sandboxes: ContainerCommands, handle: SandboxHandle, budget_bytes: int, *, use_write_counter: bool = True
+    ):
         self.sandboxes = sandboxes
         self.handle = handle
         self.budget_bytes = budget_bytes
@@ -149,7 +151,9 @@ class DiskWatch:
             return None
         counter = WriteCounter.for_container(self.handle.container_id, init_pid)
         if counter is None:
-            log.info("no write counter for %s (engine not on this host's /proc): polling its layer size", self.handle.name)
+            log.info(
+                "no write counter for %s (engine not on this host's /proc): polling its layer size", self.handle.name
+            )
         return counter
 
     async def _watch(self) -> None:

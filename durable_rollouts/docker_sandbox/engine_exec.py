@@ -60,11 +60,16 @@ class EngineEndpoint:
                 context.load_cert_chain(*tls.cert)
             return cls(host, ssl_context=context)
         raise SandboxError(
-            f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '')!r}: sandboxes reach the engine over a unix socket or TCP (with TLS), not {scheme}"
+            f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '')!r}: sandboxes reach the engine over a unix socket or TCP "
+            f"(with TLS), not {scheme}"
         )
 
     def session(self) -> aiohttp.ClientSession:
-        connector = aiohttp.UnixConnector(path=self.socket_path) if self.socket_path else aiohttp.TCPConnector(ssl=self.ssl_context or False)
+        connector = (
+            aiohttp.UnixConnector(path=self.socket_path)
+            if self.socket_path
+            else aiohttp.TCPConnector(ssl=self.ssl_context or False)
+        )
         return aiohttp.ClientSession(self.base_url, connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
@@ -75,7 +80,9 @@ async def _refusal(response: aiohttp.ClientResponse, container_id: str) -> Excep
         message = await response.text()
     if response.status == 404 or (response.status == 409 and "not running" in message):
         return SandboxGone(f"container {container_id[:12]}: {message or response.reason}")
-    return SandboxError(f"docker exec in {container_id[:12]} refused (HTTP {response.status}): {message or response.reason}")
+    return SandboxError(
+        f"docker exec in {container_id[:12]} refused (HTTP {response.status}): {message or response.reason}"
+    )
 
 
 async def _read_frames(stream: aiohttp.StreamReader) -> bytes:
@@ -98,9 +105,13 @@ async def exec_output(
     reach (refused, a certificate it does not trust) raises ``SandboxError`` naming the engine's address."""
     try:
         return await _exec(endpoint, container_id, argv, user=user, cwd=cwd, env=env)
-    except aiohttp.ClientConnectorError as error:  # connecting (refused, TLS); a stream cut mid-exec is the caller's to judge
+    except (
+        aiohttp.ClientConnectorError
+    ) as error:  # connecting (refused, TLS); a stream cut mid-exec is the caller's to judge
         where = endpoint.socket_path or endpoint.base_url
-        raise SandboxError(f"cannot reach the Docker engine at {where} (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH): {error}") from None
+        raise SandboxError(
+            f"cannot reach the Docker engine at {where} (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH): {error}"
+        ) from None
 
 
 async def _exec(
@@ -133,4 +144,6 @@ async def _exec(
             if not state["Running"] and state["ExitCode"] is not None:
                 return int(state["ExitCode"]), output
             await asyncio.sleep(_INSPECT_PAUSE_S)
-    raise SandboxError(f"docker exec in {container_id[:12]}: the stream ended but the engine still reports the command running")
+    raise SandboxError(
+        f"docker exec in {container_id[:12]}: the stream ended but the engine still reports the command running"
+    )

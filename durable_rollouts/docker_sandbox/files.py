@@ -123,7 +123,8 @@ def _regular_members(chunks: Iterable[bytes], max_bytes: int, max_files: int | N
 
 class ContainerFiles(DockerAccess):
     async def write_files(self, handle: SandboxHandle, files: list[SandboxFile]) -> None:
-        """Write every file in one Docker round trip (one archive unpacked at ``/``); missing parents are created (root, 0755)."""
+        """Write every file in one Docker round trip (one archive unpacked at ``/``); missing parents are created (root,
+        0755)."""
         archive = _tar(files)
 
         def put() -> bool:
@@ -132,7 +133,9 @@ class ContainerFiles(DockerAccess):
         if not await asyncio.to_thread(put):
             raise SandboxError(f"could not write {', '.join(file.path for file in files)}")
 
-    async def write_file(self, handle: SandboxHandle, path: str, data: bytes | str, *, uid: int = 0, mode: int = 0o644) -> None:
+    async def write_file(
+        self, handle: SandboxHandle, path: str, data: bytes | str, *, uid: int = 0, mode: int = 0o644
+    ) -> None:
         """Write ``data`` to the absolute ``path``, owned by ``uid``."""
         await self.write_files(handle, [SandboxFile(path, data, uid, mode)])
 
@@ -148,7 +151,9 @@ class ContainerFiles(DockerAccess):
 
         return await asyncio.to_thread(get)
 
-    async def read_directory(self, handle: SandboxHandle, path: str, max_bytes: int, *, max_files: int | None = None) -> dict[str, bytes]:
+    async def read_directory(
+        self, handle: SandboxHandle, path: str, max_bytes: int, *, max_files: int | None = None
+    ) -> dict[str, bytes]:
         """The first ``max_bytes`` of every regular file directly in the directory ``path``, by file name, in one
         round trip; ``FileNotFoundError`` if it is missing, ``TooManyFiles`` past ``max_files`` files."""
         return await self._read_archive(handle, path, lambda chunks: _regular_members(chunks, max_bytes, max_files))

@@ -41,7 +41,13 @@ def _canonical(name: str) -> str:
 
 
 class ImageCache:
-    def __init__(self, client: Callable[[], docker.DockerClient], budget_bytes: int, metrics: ImageMetrics, protected: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        client: Callable[[], docker.DockerClient],
+        budget_bytes: int,
+        metrics: ImageMetrics,
+        protected: frozenset[str] = frozenset(),
+    ):
         self._client = client
         self.budget_bytes = budget_bytes
         self.metrics = metrics
@@ -123,6 +129,11 @@ class ImageCache:
             removed.append(image)
         if removed:
             self.metrics.evicted(len(removed))
-            log.info("image cache removed %s to stay under %d bytes (%d bytes known now)", ", ".join(removed), self.budget_bytes, total)
+            log.info(
+                "image cache removed %s to stay under %d bytes (%d bytes known now)",
+                ", ".join(removed),
+                self.budget_bytes,
+                total,
+            )
         self.metrics.cache_size(total)
         return removed

@@ -21,8 +21,12 @@ class ImageMetrics:
         self._pull_bytes = meter.create_counter(IMAGE_PULL_BYTES, "bytes downloaded by task image pulls", "By")
         self._pull_seconds = meter.create_histogram_float(IMAGE_PULL_SECONDS, "how long task image pulls took", "s")
         self._hits = meter.create_counter(IMAGE_CACHE_HITS, "sandbox boots whose image was already on the engine")
-        self._evictions = meter.create_counter(IMAGE_CACHE_EVICTIONS, "task images removed to keep the cache under its budget")
-        self._cache_bytes = meter.create_gauge(IMAGE_CACHE_BYTES, "bytes of task images on the engine, as the cache counts them", "By")
+        self._evictions = meter.create_counter(
+            IMAGE_CACHE_EVICTIONS, "task images removed to keep the cache under its budget"
+        )
+        self._cache_bytes = meter.create_gauge(
+            IMAGE_CACHE_BYTES, "bytes of task images on the engine, as the cache counts them", "By"
+        )
 
     def pulled(self, outcome: str, downloaded_bytes: int, seconds: float) -> None:
         self._pulls.add(1, {"outcome": outcome})

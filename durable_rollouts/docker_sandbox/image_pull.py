@@ -69,7 +69,10 @@ def classify_pull_error(image: str, message: str) -> Exception:
     is read as missing (the message keeps both readings)."""
     registry, text, said = registry_of(image), message.lower(), message.strip()
     if any(word in text for word in _AUTH):
-        return RegistryAuthFailed(f"registry {registry} refused the credentials for {image} (check ROLLOUT_REGISTRY_* or docker login): {said}")
+        return RegistryAuthFailed(
+            f"registry {registry} refused the credentials for {image} (check ROLLOUT_REGISTRY_* or docker login): "
+            f"{said}"
+        )
     if any(word in text for word in _MISSING):
         return SandboxImageMissing(f"image {image} is not in registry {registry}: {said}")
     return RegistryUnavailable(f"pulling {image} from registry {registry} failed: {said}")
@@ -86,7 +89,11 @@ class PullTracker:
 
     def feed(self, event: dict[str, Any]) -> None:
         layer, status = event.get("id"), str(event.get("status", ""))
-        if not layer or layer == self.image.rsplit(":", 1)[-1] or status.startswith(("Pulling from", "Digest", "Status")):
+        if (
+            not layer
+            or layer == self.image.rsplit(":", 1)[-1]
+            or status.startswith(("Pulling from", "Digest", "Status"))
+        ):
             return
         done_bytes, total_bytes, done = self._layers.get(layer, (0, 0, False))
         detail = event.get("progressDetail") or {}
@@ -182,7 +189,9 @@ class ImagePuller:
             pull.tracker.feed(event)
             loop.call_soon_threadsafe(pull.notify)
 
-        work = asyncio.ensure_future(asyncio.to_thread(pull_image, self._client(), image, self.settings.auth_for(image), on_event, pull.stop))
+        work = asyncio.ensure_future(
+            asyncio.to_thread(pull_image, self._client(), image, self.settings.auth_for(image), on_event, pull.stop)
+        )
         work.add_done_callback(lambda done: done.cancelled() or done.exception())
         outcome = "failed"
         try:

@@ -113,7 +113,9 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
     images: ImagePuller
     image_cache: ImageCache
 
-    def _create_container(self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits) -> tuple[str, str]:
+    def _create_container(
+        self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits
+    ) -> tuple[str, str]:
         """Create and start the container from ``image`` (blocking); a container that fails to start is
         removed. Raises ``docker.errors.ImageNotFound`` when the engine lacks ``image``."""
         name = _container_name(request)
@@ -163,12 +165,18 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         before every boot, ``missing`` when the engine lacks it (asked of the engine only when the cache does not
         know it held), never under ``never``. Whether it pulled."""
         policy = self.images.settings.pull_policy
-        if policy == "always" or (policy == "missing" and not self.image_cache.holds(image) and not await asyncio.to_thread(self._present, image)):
+        if policy == "always" or (
+            policy == "missing"
+            and not self.image_cache.holds(image)
+            and not await asyncio.to_thread(self._present, image)
+        ):
             await self._pull(image, request, on_pull)
             return True
         return False
 
-    async def prefetch(self, image: str, timeout_s: float, on_pull: ProgressListener | None = None) -> Literal["pulled", "held", "skipped"]:
+    async def prefetch(
+        self, image: str, timeout_s: float, on_pull: ProgressListener | None = None
+    ) -> Literal["pulled", "held", "skipped"]:
         """Have ``image`` (as the rows name it) on this engine before a boot asks for it: ``held`` if it is already
         here, ``skipped`` under the pull policy ``never``, else pulled (joining a pull in flight) and then
         ``pulled``. Either way the cache counts it as just used, so it is the last one a budget removes (and not
@@ -186,7 +194,12 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         return "pulled"
 
     async def _create(
-        self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits, on_pull: ProgressListener | None
+        self,
+        image: str,
+        request: SandboxRequest,
+        lifetime_s: int,
+        limits: SandboxLimits,
+        on_pull: ProgressListener | None,
     ) -> tuple[str, str]:
         """Create the container from ``image``; an image gone since ``_ensure_image`` (evicted, removed by hand)
         is pulled again, except under ``never``, where it is missing."""
@@ -194,12 +207,16 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             created = await self._create_from(image, request, lifetime_s, limits)
         except docker.errors.ImageNotFound:
             if self.images.settings.pull_policy == "never":
-                raise SandboxImageMissing(f"image {image} is not on this host's engine and ROLLOUT_PULL_POLICY is never") from None
+                raise SandboxImageMissing(
+                    f"image {image} is not on this host's engine and ROLLOUT_PULL_POLICY is never"
+                ) from None
             await self._pull(image, request, on_pull)
             try:
                 created = await self._create_from(image, request, lifetime_s, limits)
             except docker.errors.ImageNotFound as error:
-                raise SandboxImageMissing(f"image {image} was pulled but the engine cannot run it: {error.explanation}") from None
+                raise SandboxImageMissing(
+                    f"image {image} was pulled but the engine cannot run it: {error.explanation}"
+                ) from None
         self.image_cache.held(image)
         return created
 
@@ -208,7 +225,9 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         await self.images.pull(image, request.pull_timeout_s, on_pull)
         await self.image_cache.enforce()
 
-    async def _create_from(self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits) -> tuple[str, str]:
+    async def _create_from(
+        self, image: str, request: SandboxRequest, lifetime_s: int, limits: SandboxLimits
+    ) -> tuple[str, str]:
         """Create the container; if cancelled meanwhile, wait for the thread and remove what it made."""
         creation = asyncio.ensure_future(asyncio.to_thread(self._create_container, image, request, lifetime_s, limits))
         try:
@@ -247,7 +266,9 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
         write_step = files_step(files) if files else None
         then, limit = workspace_diff.baseline_command(steps, PREPARE_TIMEOUT_S, write_step or "")
         if user == "root":
-            result = await self.exec_in(handle.container_id, [*prepare, *then], user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S + limit)
+            result = await self.exec_in(
+                handle.container_id, [*prepare, *then], user="root", cwd="/", timeout_s=PREPARE_TIMEOUT_S + limit
+            )
             if result.exit_code == _PREPARE_FAILED:
                 raise SandboxError(f"workspace setup failed in {handle.name}: {result.output.strip()[-2000:]}")
         else:
@@ -310,7 +331,11 @@ class ContainerLifecycle(DetachedCommands, WorkspaceDiff):
             async with self.boot_slots:
                 container_id, name = await self._create(image, request, lifetime_s, limits, on_pull)
                 handle = SandboxHandle(
-                    container_id=container_id, name=name, workdir=request.task.workdir, host_queue=self.settings.host_queue, attempt=request.attempt
+                    container_id=container_id,
+                    name=name,
+                    workdir=request.task.workdir,
+                    host_queue=self.settings.host_queue,
+                    attempt=request.attempt,
                 )
                 try:
                     await self._prepare_workspace(handle, request)

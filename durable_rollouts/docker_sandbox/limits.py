@@ -41,7 +41,11 @@ def task_limits(caps: SandboxLimits, resources: TaskResources | None) -> Sandbox
     if resources is None:
         return caps
     cpus = min(caps.cpus, resources.cpus) if resources.cpus else caps.cpus
-    memory = max(MIN_MEMORY_BYTES, min(caps.memory_bytes, resources.memory_bytes)) if resources.memory_bytes else caps.memory_bytes
+    memory = (
+        max(MIN_MEMORY_BYTES, min(caps.memory_bytes, resources.memory_bytes))
+        if resources.memory_bytes
+        else caps.memory_bytes
+    )
     disk = caps.disk_bytes
     if resources.disk_bytes:
         disk = min(disk, resources.disk_bytes) if disk else resources.disk_bytes

@@ -21,7 +21,9 @@ class SandboxNetwork:
     bridge: str
 
 
-def ensure_network(client: docker.DockerClient, name: str = SANDBOX_NETWORK, subnet: str = SANDBOX_SUBNET) -> SandboxNetwork:
+def ensure_network(
+    client: docker.DockerClient, name: str = SANDBOX_NETWORK, subnet: str = SANDBOX_SUBNET
+) -> SandboxNetwork:
     """Create (once) the internal bridge network sandboxes run on; return it with the host's address on it.
 
     ``internal`` means no route out of the host: a sandbox can reach the worker at this gateway address

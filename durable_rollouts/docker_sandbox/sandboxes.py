@@ -38,4 +38,6 @@ class DockerSandboxes(ContainerLifecycle):
         self.boot_slots = asyncio.Semaphore(max_concurrent_boots)
         metrics = ImageMetrics(meter)
         self.images = ImagePuller(lambda: self.client, self.settings.images, metrics)
-        self.image_cache = ImageCache(lambda: self.client, self.settings.images.cache_bytes, metrics, protected=frozenset({BASE_IMAGE}))
+        self.image_cache = ImageCache(
+            lambda: self.client, self.settings.images.cache_bytes, metrics, protected=frozenset({BASE_IMAGE})
+        )

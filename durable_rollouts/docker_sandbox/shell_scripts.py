@@ -20,7 +20,8 @@ def _read(package: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class ShellScript:
-    """The script ``name`` shipped in ``package`` (e.g. ``ShellScript("durable_rollouts.docker_sandbox", "sandbox_wait.sh")``)."""
+    """The script ``name`` shipped in ``package`` (e.g. ``ShellScript("durable_rollouts.docker_sandbox",
+    "sandbox_wait.sh")``)."""
 
     package: str
     name: str

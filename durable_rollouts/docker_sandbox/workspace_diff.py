@@ -42,7 +42,8 @@ def _diff_report(status: str, omitted: bytes) -> DiffReport:
     note = {
         "ok": "",
         "over": f"the patch is {int(amount):,} bytes, over {limit}",
-        "untaken": f"the new files total {int(amount):,} bytes, more than {MAX_NEW_FILES_BYTES:,}: their patch would exceed {limit}",
+        "untaken": f"the new files total {int(amount):,} bytes, more than {MAX_NEW_FILES_BYTES:,}: their patch would "
+        f"exceed {limit}",
     }[word]
     return DiffReport(
         patch_bytes=int(amount) if word != "untaken" else 0,
@@ -74,7 +75,11 @@ class WorkspaceDiff(ContainerCommands, ContainerFiles):
         return CapturedDiff(diff=files.get("patch", b"").decode("utf-8", errors="replace"), report=report)
 
     async def record_baseline(
-        self, handle: SandboxHandle, user: str = AGENT_USER, steps: Sequence[tuple[str, str]] = (), step_timeout_s: float = 900.0
+        self,
+        handle: SandboxHandle,
+        user: str = AGENT_USER,
+        steps: Sequence[tuple[str, str]] = (),
+        step_timeout_s: float = 900.0,
     ) -> None:
         """Run the set-up ``steps`` (label, shell text) in order, then record the workspace's tree as the baseline
         ``capture_diff`` compares against: one exec as ``user`` (the workdir's owner). Each step runs as
@@ -86,7 +91,9 @@ class WorkspaceDiff(ContainerCommands, ContainerFiles):
         check_baseline(handle, steps, result)
 
 
-def baseline_command(steps: Sequence[tuple[str, str]], step_timeout_s: float, last: str = "") -> tuple[list[str], float]:
+def baseline_command(
+    steps: Sequence[tuple[str, str]], step_timeout_s: float, last: str = ""
+) -> tuple[list[str], float]:
     """The argv that runs ``record_baseline``'s steps and snapshot in the workdir, then the shell text ``last`` (files
     the baseline must not hold, written by the same exec: the agent's), and the time it may take."""
     argv = [

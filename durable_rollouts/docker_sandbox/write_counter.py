@@ -61,7 +61,11 @@ def _procs_file(pid: int, container_id: str) -> Path | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         paths[controllers] = path
-    candidates = [CGROUP_ROOT / controller / paths[controller].lstrip("/") for controller in _V1_CONTROLLERS if controller in paths]
+    candidates = [
+        CGROUP_ROOT / controller / paths[controller].lstrip("/")
+        for controller in _V1_CONTROLLERS
+        if controller in paths
+    ]
     if "" in paths:
         candidates.append(CGROUP_ROOT / paths[""].lstrip("/"))
     for candidate in candidates:

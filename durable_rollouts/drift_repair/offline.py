@@ -32,13 +32,17 @@ class OfflineEpisode:
     grade: RepairGrade
 
 
-def score_corpus(tasks: list[DriftTask], repair: Literal["oracle", "noop"], seed: int = 0, timeout_s: float = 5.0) -> list[OfflineEpisode]:
+def score_corpus(
+    tasks: list[DriftTask], repair: Literal["oracle", "noop"], seed: int = 0, timeout_s: float = 5.0
+) -> list[OfflineEpisode]:
     runner = LocalScriptRunner()
     specs = [baseline_drift(task.script, seed, task.category) for task in tasks]
     broken = [apply_spec(task.script, spec).script for task, spec in zip(tasks, specs, strict=True)]
     breakages = [
         judge_breakage(outcome, timeout_s)
-        for outcome in runner.run_many([(script, task.visible.stdin) for task, script in zip(tasks, broken, strict=True)], timeout_s)
+        for outcome in runner.run_many(
+            [(script, task.visible.stdin) for task, script in zip(tasks, broken, strict=True)], timeout_s
+        )
     ]
     repaired: list[str | DiffError] = []
     for task, script in zip(tasks, broken, strict=True):
@@ -72,7 +76,10 @@ def main() -> None:
     args = parser.parse_args()
     episodes = score_corpus(tasks_of(load_corpus(), args.difficulty), args.repair, args.seed)
     for e in episodes:
-        print(f"{e.task_id:22} {e.spec.primitive_type:22} valid={e.breakage.valid!s:5} reward={e.grade.reward:.2f} success={e.grade.success}")
+        print(
+            f"{e.task_id:22} {e.spec.primitive_type:22} valid={e.breakage.valid!s:5} reward={e.grade.reward:.2f} "
+            f"success={e.grade.success}"
+        )
     valid = sum(e.breakage.valid for e in episodes)
     solved = sum(e.grade.success for e in episodes)
     print(f"{len(episodes)} episodes: breakage valid {valid}, success {solved} ({solved / max(len(episodes), 1):.0%})")

@@ -176,7 +176,9 @@ def _dataclass_fields(tree: ast.AST) -> dict[str, dict[str, bool]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any("dataclass" in ast.unparse(d) for d in node.decorator_list):
             found[node.name] = {
-                stmt.target.id: stmt.value is not None for stmt in node.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                stmt.target.id: stmt.value is not None
+                for stmt in node.body
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
             }
     return found
 
@@ -244,12 +246,18 @@ class RenameApiCall(Primitive):
             old = callee_name(call)
             if old is None or old.startswith("__"):
                 continue
-            owner = owner_text(call.func) if isinstance(call.func, ast.Attribute) and _dotted_name(call.func.value) else None
+            owner = (
+                owner_text(call.func)
+                if isinstance(call.func, ast.Attribute) and _dotted_name(call.func.value)
+                else None
+            )
             if isinstance(call.func, ast.Attribute) and owner is None:
                 continue
             key = (old, owner)
             if key not in seen:
-                seen[key] = {"old": old, "new": rng.choice(RENAME_STYLES).format(old)} | ({"owner": owner} if owner else {})
+                seen[key] = {"old": old, "new": rng.choice(RENAME_STYLES).format(old)} | (
+                    {"owner": owner} if owner else {}
+                )
         return list(seen.values())
 
 
@@ -300,7 +308,11 @@ class RenameKeywordArg(Primitive):
                 continue
             for kw in call.keywords:
                 if kw.arg is not None and (function, kw.arg) not in seen:
-                    seen[(function, kw.arg)] = {"function": function, "old": kw.arg, "new": rng.choice(RENAME_STYLES).format(kw.arg)}
+                    seen[(function, kw.arg)] = {
+                        "function": function,
+                        "old": kw.arg,
+                        "new": rng.choice(RENAME_STYLES).format(kw.arg),
+                    }
         return list(seen.values())
 
 
@@ -426,7 +438,9 @@ class MoveImportPath(Primitive):
             else:
                 continue
             for module in names:
-                modules.setdefault(module, {"old_module": module, "new_module": rng.choice(MODULE_MOVES).format(module)})
+                modules.setdefault(
+                    module, {"old_module": module, "new_module": rng.choice(MODULE_MOVES).format(module)}
+                )
         return list(modules.values())
 
 
@@ -447,7 +461,10 @@ class ReorderPositionalArgs(Primitive):
     name = "ReorderPositionalArgs"
     category = "argument_order"
     params_model = ReorderPositionalArgsParams
-    summary = "reorder the positional arguments of calls to `function` that pass exactly len(order) of them: new i-th = old order[i]-th"
+    summary = (
+        "reorder the positional arguments of calls to `function` that pass exactly len(order) of them: new i-th "
+        "= old order[i]-th"
+    )
 
     def edits(self, tree: ast.Module, text: SourceText, params: ReorderPositionalArgsParams) -> list[SourceEdit]:
         found = []
@@ -522,7 +539,11 @@ class ChangeAttributeAccessParams(Params):
 
 def _attribute_reads(tree: ast.AST) -> Iterator[ast.Attribute]:
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    return (n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and id(n) not in called)
+    return (
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and id(n) not in called
+    )
 
 
 class ChangeAttributeAccess(Primitive):
@@ -554,7 +575,15 @@ class ChangeAttributeAccess(Primitive):
 
 
 PRIMITIVES: dict[str, Primitive] = {
-    p.name: p for p in (RenameApiCall(), RenameKeywordArg(), RemoveKeywordArg(), MoveImportPath(), ReorderPositionalArgs(), ChangeAttributeAccess())
+    p.name: p
+    for p in (
+        RenameApiCall(),
+        RenameKeywordArg(),
+        RemoveKeywordArg(),
+        MoveImportPath(),
+        ReorderPositionalArgs(),
+        ChangeAttributeAccess(),
+    )
 }
 
 

@@ -28,7 +28,9 @@ _PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 def _primitive_table() -> str:
     rows = []
     for name, primitive in PRIMITIVES.items():
-        fields = ", ".join(f"{field}{'' if info.is_required() else '?'}" for field, info in primitive.params_model.model_fields.items())
+        fields = ", ".join(
+            f"{field}{'' if info.is_required() else '?'}" for field, info in primitive.params_model.model_fields.items()
+        )
         rows.append(f"- {name} (category {primitive.category}; params: {fields}): {primitive.summary}")
     return "\n".join(rows)
 

@@ -55,7 +55,9 @@ class AdapterRolePlayer:
     async def play(self, role: Role, user_prompt: str, policy: PolicySpec, workflow_id: str) -> RoleTurn:
         registry = self.registry
         label = f"{workflow_id}:{role}"
-        config = session_config_for(policy, self.policy_url, self.pin_policy_url, label, 1, self.parsers, self.policy_engine)
+        config = session_config_for(
+            policy, self.policy_url, self.pin_policy_url, label, 1, self.parsers, self.policy_engine
+        )
         ticket = registry.open_session(config, durable=False)
         session = registry.get(ticket.session_id)
         assert session is not None, "the session was just opened"

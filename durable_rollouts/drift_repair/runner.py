@@ -138,7 +138,11 @@ class _Running:
     def __init__(self, index: int, job: dict, workdir: str, timeout_s: float):
         self.index = index
         base = os.path.join(workdir, str(index))
-        self.files = [_scratch_file(base + ".in", job.get("stdin", "").encode("utf-8")), _scratch_file(base + ".out"), _scratch_file(base + ".err")]
+        self.files = [
+            _scratch_file(base + ".in", job.get("stdin", "").encode("utf-8")),
+            _scratch_file(base + ".out"),
+            _scratch_file(base + ".err"),
+        ]
         sys.stdout.flush()
         sys.stderr.flush()
         self.started = time.monotonic()

@@ -89,7 +89,9 @@ def visible_breakdown(outcome: RunOutcome, case: IOCase) -> VisibleBreakdown:
 def visible_reward(breakdown: VisibleBreakdown) -> float:
     if not breakdown.applied:
         return 0.0
-    return round(RAN_WEIGHT * breakdown.ran + CORRECT_WEIGHT * breakdown.output_matches + QUIET_WEIGHT * breakdown.quiet, 6)
+    return round(
+        RAN_WEIGHT * breakdown.ran + CORRECT_WEIGHT * breakdown.output_matches + QUIET_WEIGHT * breakdown.quiet, 6
+    )
 
 
 def held_out_breakdown(outcomes: list[RunOutcome], cases: list[IOCase]) -> HeldOutBreakdown:

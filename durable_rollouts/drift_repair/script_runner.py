@@ -47,7 +47,14 @@ PARALLEL = 4
 
 class ScriptRunner(Protocol):
     async def run(
-        self, script: str, stdins: list[str], timeout_s: float, *, workflow_id: str, instance_id: str, image: str = DEFAULT_IMAGE
+        self,
+        script: str,
+        stdins: list[str],
+        timeout_s: float,
+        *,
+        workflow_id: str,
+        instance_id: str,
+        image: str = DEFAULT_IMAGE,
     ) -> list[RunOutcome]:
         """Run ``script`` once per stdin text; one ``RunOutcome`` per input, in order."""
         ...
@@ -60,7 +67,13 @@ def harness_budget_s(inputs: int, timeout_s: float) -> float:
 
 
 def _jobs_document(jobs: list[tuple[str, str]], timeout_s: float) -> str:
-    return json.dumps({"timeout_s": timeout_s, "parallel": PARALLEL, "jobs": [{"script": path, "stdin": stdin} for path, stdin in jobs]})
+    return json.dumps(
+        {
+            "timeout_s": timeout_s,
+            "parallel": PARALLEL,
+            "jobs": [{"script": path, "stdin": stdin} for path, stdin in jobs],
+        }
+    )
 
 
 class LocalScriptRunner:
@@ -87,7 +100,14 @@ class LocalScriptRunner:
             return [RunOutcome(**item) for item in json.loads(results_file.read_text())]
 
     async def run(
-        self, script: str, stdins: list[str], timeout_s: float, *, workflow_id: str, instance_id: str, image: str = DEFAULT_IMAGE
+        self,
+        script: str,
+        stdins: list[str],
+        timeout_s: float,
+        *,
+        workflow_id: str,
+        instance_id: str,
+        image: str = DEFAULT_IMAGE,
     ) -> list[RunOutcome]:
         return await asyncio.to_thread(self.run_many, [(script, stdin) for stdin in stdins], timeout_s)
 
@@ -101,9 +121,22 @@ class SandboxScriptRunner:
         self.lifetime_s = lifetime_s
 
     async def run(
-        self, script: str, stdins: list[str], timeout_s: float, *, workflow_id: str, instance_id: str, image: str = DEFAULT_IMAGE
+        self,
+        script: str,
+        stdins: list[str],
+        timeout_s: float,
+        *,
+        workflow_id: str,
+        instance_id: str,
+        image: str = DEFAULT_IMAGE,
     ) -> list[RunOutcome]:
-        task = TaskSpec(instance_id=instance_id, image=image, workdir=SANDBOX_WORKDIR, problem_statement="", pre_commands=["git init -q"])
+        task = TaskSpec(
+            instance_id=instance_id,
+            image=image,
+            workdir=SANDBOX_WORKDIR,
+            problem_statement="",
+            pre_commands=["git init -q"],
+        )
         budget = harness_budget_s(len(stdins), timeout_s)
         handle = await self.sandboxes.boot(
             SandboxRequest(task=task, workflow_id=workflow_id, attempt=0, purpose="grading"),
@@ -120,9 +153,13 @@ class SandboxScriptRunner:
                     SandboxFile(SANDBOX_JOBS, _jobs_document([(script_path, s) for s in stdins], timeout_s)),
                 ],
             )
-            done = await self.sandboxes.exec(handle, f"python3 {SANDBOX_RUNNER} {SANDBOX_JOBS} {SANDBOX_RESULTS}", timeout_s=budget)
+            done = await self.sandboxes.exec(
+                handle, f"python3 {SANDBOX_RUNNER} {SANDBOX_JOBS} {SANDBOX_RESULTS}", timeout_s=budget
+            )
             if done.exit_code != 0:
-                raise SandboxError(f"the script runner failed in {handle.name} (exit {done.exit_code}): {done.output[-2000:]}")
+                raise SandboxError(
+                    f"the script runner failed in {handle.name} (exit {done.exit_code}): {done.output[-2000:]}"
+                )
             raw = await self.sandboxes.read_file(handle, SANDBOX_RESULTS, MAX_RESULTS_BYTES)
         finally:
             await self.sandboxes.destroy(handle)

@@ -58,7 +58,9 @@ def make_diff(before: str, after: str, path: str = SCRIPT_NAME) -> str:
     if before == after:
         return ""
     out = []
-    for line in difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"):
+    for line in difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    ):
         out.append(line if line.endswith("\n") else line + "\n" + NO_EOL + "\n")
     return "".join(out)
 

@@ -45,7 +45,8 @@ def _remember(key: tuple[str, str], baseline: RunRecord) -> None:
 
 
 async def baseline(image: str, task: TaskSpec, recording: Callable[[], Awaitable[RunRecord]]) -> RunRecord:
-    """The row's baseline on ``image``: remembered, being recorded by another grading, or recorded now with ``recording``."""
+    """The row's baseline on ``image``: remembered, being recorded by another grading, or recorded now with
+    ``recording``."""
     key = (image, fingerprint(task))
     if (known := _remembered.get(key)) is not None:
         _remembered.move_to_end(key)

@@ -49,7 +49,9 @@ def header_paths(diff: str) -> Iterator[str]:
         if line.startswith("diff --git "):
             yield from _git_header_names(line)
         elif line.startswith(_HEADERS):
-            path = unquote_path(line.split(" ", 2)[-1] if line.startswith(("rename ", "copy ")) else line.split(" ", 1)[1])
+            path = unquote_path(
+                line.split(" ", 2)[-1] if line.startswith(("rename ", "copy ")) else line.split(" ", 1)[1]
+            )
             if path != "/dev/null":
                 yield path
 
@@ -76,14 +78,24 @@ def _symlink_targets(diff: str) -> Iterator[str]:
             names = _git_header_names(line)
             link = names[-1] if names else ""
         elif _SYMLINK_MODE.match(line):
-            added = (later[1:] for later in lines[index + 1 : index + 12] if later.startswith("+") and not later.startswith("+++"))
+            added = (
+                later[1:]
+                for later in lines[index + 1 : index + 12]
+                if later.startswith("+") and not later.startswith("+++")
+            )
             target = next(added, None)
             if target is not None:
-                yield target if target.startswith("/") else posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+                yield (
+                    target
+                    if target.startswith("/")
+                    else posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+                )
 
 
 def refused(diff: str) -> list[str]:
     """Why the diff may not be applied in grading, one line per path (at most ``MAX_NAMED``); empty when it may."""
     found = [f"{why}: {path!r}" for path in dict.fromkeys(header_paths(diff)) if (why := _outside_or_git(path))]
-    found += [f"a symlink to {why}: {target!r}" for target in _symlink_targets(diff) if (why := _outside_or_git(target))]
+    found += [
+        f"a symlink to {why}: {target!r}" for target in _symlink_targets(diff) if (why := _outside_or_git(target))
+    ]
     return found[:MAX_NAMED]

@@ -104,7 +104,14 @@ from durable_rollouts.grading import (
     tamper_checks,
     task_tests,
 )
-from durable_rollouts.grading.grading_log import FULL_LOG_BYTES, LOG_TAIL_BYTES, applied_cleanly, last_bytes, log_tail, read_log
+from durable_rollouts.grading.grading_log import (
+    FULL_LOG_BYTES,
+    LOG_TAIL_BYTES,
+    applied_cleanly,
+    last_bytes,
+    log_tail,
+    read_log,
+)
 from durable_rollouts.grading.pytest_summary import PYTEST_SUMMARY
 from durable_rollouts.grading.run_guard import Guard
 from durable_rollouts.grading.run_record import RunRecord, own_sessions
@@ -119,7 +126,8 @@ GRADE_JOB = "grade"
 PATCH_FILE = git_workspace.harness_file("agent.patch")
 SWEPRO_DIR = "/tmp/swepro_eval"
 SWEBENCH_SCRIPT = git_workspace.harness_file("swebench_eval.sh")
-# What a swepro grading's log keeps of its stderr, its parser's errors and its result.json, each (its stdout may fill the log).
+# What a swepro grading's log keeps of its stderr, its parser's errors and its result.json, each (its stdout may fill
+# the log).
 SIDE_LOG_BYTES = FULL_LOG_BYTES // 8
 
 _THREE_WAY = "git apply --3way"
@@ -226,7 +234,9 @@ def _patch_file(diff: str) -> list[SandboxFile]:
     return [SandboxFile(PATCH_FILE, diff if diff.endswith("\n") else diff + "\n")] if diff.strip() else []
 
 
-async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str, three_way: ExecResult | None) -> tuple[str | None, str]:
+async def _apply(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str, three_way: ExecResult | None
+) -> tuple[str | None, str]:
     """Walk the apply ladder over ``PATCH_FILE`` (already written) from its first rung's result (``three_way``,
     run after ``PREPARE_APPLY``); returns (the rung that applied, "empty" or None; the rungs' output)."""
     if not diff.strip():
@@ -234,7 +244,9 @@ async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str, t
     assert three_way is not None, "a diff's first rung ran in the exec before the tests"
     failures: list[str] = []
     for rung, (method, command) in enumerate(APPLY_LADDER):
-        result = three_way if rung == 0 else await sandboxes.exec(handle, command, user="root", timeout_s=APPLY_TIMEOUT_S)
+        result = (
+            three_way if rung == 0 else await sandboxes.exec(handle, command, user="root", timeout_s=APPLY_TIMEOUT_S)
+        )
         if result.exit_code == 0:
             return method, "\n".join([*failures, f"$ {method}\n{result.output.strip()}".strip(), "applied"])
         failures.append(f"$ {method}\n{result.output.strip()}")
@@ -248,25 +260,36 @@ async def _apply(sandboxes: DockerSandboxes, handle: SandboxHandle, diff: str, t
 
 @dataclass(frozen=True)
 class GraderBounds:
-    """What one grading run may spend: wall-clock seconds, and bytes written to the sandbox since boot (0 = unbounded)."""
+    """What one grading run may spend: wall-clock seconds, and bytes written to the sandbox since boot (0 =
+    unbounded)."""
 
     timeout_s: float
     disk_bytes: int = 0
 
 
 async def _run_grader(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, command: str, env: dict[str, str], bounds: GraderBounds, guard: Guard
+    sandboxes: DockerSandboxes,
+    handle: SandboxHandle,
+    command: str,
+    env: dict[str, str],
+    bounds: GraderBounds,
+    guard: Guard,
 ) -> tuple[int | None, str]:
     """Run the grading command detached as root after the guard's prelude: its exit code and "", or None and why
     it was killed (its timeout, or the sandbox's disk budget: the task's tests run the agent's code, which may
     fill the disk)."""
     async with DiskWatch(sandboxes, handle, bounds.disk_bytes) as disk:
-        code = await disk.first(sandboxes.run_detached(handle, GRADE_JOB, guard.prelude + command, bounds.timeout_s, user="root", env=env))
+        code = await disk.first(
+            sandboxes.run_detached(handle, GRADE_JOB, guard.prelude + command, bounds.timeout_s, user="root", env=env)
+        )
     if code is not None:
         return code, ""
     await sandboxes.kill_detached(handle, GRADE_JOB)
     if disk.exceeded:
-        return None, f"\n[grader stopped: the sandbox wrote {disk.used:,} bytes, over its disk budget of {bounds.disk_bytes:,}]"
+        return (
+            None,
+            f"\n[grader stopped: the sandbox wrote {disk.used:,} bytes, over its disk budget of {bounds.disk_bytes:,}]",
+        )
     return None, f"\n[grader timed out after {bounds.timeout_s:g} s and was killed]"
 
 
@@ -289,7 +312,9 @@ async def _grade_eval_cmd(
     if code is None:
         return _GraderRun(_result("eval_cmd", False, method, output, killed), whole + killed, Claims(solved=False))
     result = _result("eval_cmd", code == 0, method, output, **_pytest_counts(output))
-    claims = Claims(solved=code == 0, exit_code=code, exit_from_pytest=tamper_checks.exit_is_pytests(task.eval_cmd or ""))
+    claims = Claims(
+        solved=code == 0, exit_code=code, exit_from_pytest=tamper_checks.exit_is_pytests(task.eval_cmd or "")
+    )
     return _GraderRun(result, f"{whole}\n[eval_cmd exit {code}]", claims)
 
 
@@ -322,17 +347,23 @@ async def _grade_swepro(
     if code is None:
         return _GraderRun(_result("swepro", False, method, log, killed), whole + killed, Claims(solved=False))
     try:
-        raw = (await sandboxes.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode("utf-8", errors="replace")
+        raw = (await sandboxes.read_file(handle, f"{SWEPRO_DIR}/result.json", 64 << 20)).decode(
+            "utf-8", errors="replace"
+        )
     except (FileNotFoundError, IsADirectoryError):
         raw = ""
     solved, passed, failed, problem = _swepro_outcome(raw, spec)
     note = ""
     if problem:
-        note = f"\n[{problem}]" + (f"\n[parser]\n{last_bytes(parser_err, LOG_TAIL_BYTES // 4)}" if parser_err.strip() else "")
+        note = f"\n[{problem}]" + (
+            f"\n[parser]\n{last_bytes(parser_err, LOG_TAIL_BYTES // 4)}" if parser_err.strip() else ""
+        )
     result = _result("swepro", solved, method, log, note, tests_passed=len(passed), tests_failed=failed)
     shown = raw if len(raw) <= SIDE_LOG_BYTES else f"({len(raw):,} characters: too long to copy into the log)"
     required = frozenset(spec.fail_to_pass) | frozenset(spec.pass_to_pass)
-    return _GraderRun(result, f"{whole}\n[swepro result.json]\n{shown}{note}", Claims(solved=solved, passed=passed & required))
+    return _GraderRun(
+        result, f"{whole}\n[swepro result.json]\n{shown}{note}", Claims(solved=solved, passed=passed & required)
+    )
 
 
 async def _grade_swebench(
@@ -346,7 +377,15 @@ async def _grade_swebench(
         return _GraderRun(_result("swebench", False, method, log, killed), whole + killed, Claims(solved=False))
     verdict = await asyncio.to_thread(swebench.verdict, task, log)
     note = f"\n[{verdict.note}]" if verdict.note else ""
-    result = _result("swebench", verdict.solved, method, log, note, tests_passed=verdict.tests_passed, tests_failed=verdict.tests_failed)
+    result = _result(
+        "swebench",
+        verdict.solved,
+        method,
+        log,
+        note,
+        tests_passed=verdict.tests_passed,
+        tests_failed=verdict.tests_failed,
+    )
     return _GraderRun(result, whole + note, Claims(solved=verdict.solved, passed=verdict.passed))
 
 
@@ -362,7 +401,11 @@ def _report_counts(reports: list[SessionReport]) -> _TestCounts:
 def _commands(task: TaskSpec, swebench_script: str | None) -> list[str]:
     """The texts of what the row's grader runs (for ``tamper_checks.pytest_expected``)."""
     if task.harbor is not None:
-        return [base64.b64decode(test.data_b64).decode("utf-8", errors="replace") for test in task.harbor.tests if test.path == "test.sh"]
+        return [
+            base64.b64decode(test.data_b64).decode("utf-8", errors="replace")
+            for test in task.harbor.tests
+            if test.path == "test.sh"
+        ]
     swebench_command = tamper_checks.swebench_test_command(swebench_script) if swebench_script else ""
     return [task.eval_cmd or "", (task.swepro.run_script or "") if task.swepro else "", swebench_command]
 
@@ -378,9 +421,15 @@ def _checked(run: _GraderRun, reports: list[SessionReport], expected: bool, base
         result = result.model_copy(update=_report_counts(reports))
     if not evidence:
         line = (
-            f"[tamper check: {sessions} pytest sessions reported, canaries as expected]" if sessions else "[tamper check: no pytest session reported]"
+            f"[tamper check: {sessions} pytest sessions reported, canaries as expected]"
+            if sessions
+            else "[tamper check: no pytest session reported]"
         )
-        against = f"[judged against the baseline: {len(baseline.outcomes)} tests on the unpatched tree]" if baseline is not None else ""
+        against = (
+            f"[judged against the baseline: {len(baseline.outcomes)} tests on the unpatched tree]"
+            if baseline is not None
+            else ""
+        )
         return _GraderRun(result, "\n".join(filter(None, [run.output, line, against])), run.claims)
     return _tampered(_GraderRun(result, run.output, run.claims), evidence)
 
@@ -405,14 +454,23 @@ class _Scripts:
         written = []
         if self.swepro is not None:
             run_script, parser_script = self.swepro
-            written += [SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755), SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script)]
+            written += [
+                SandboxFile(f"{SWEPRO_DIR}/run_script.sh", run_script, mode=0o755),
+                SandboxFile(f"{SWEPRO_DIR}/parser.py", parser_script),
+            ]
         if self.swebench is not None:
             written.append(SandboxFile(SWEBENCH_SCRIPT, self.swebench, mode=0o755))
         return written
 
 
 async def _grade(
-    sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpec, guard: Guard, bounds: GraderBounds, method: str, scripts: _Scripts
+    sandboxes: DockerSandboxes,
+    handle: SandboxHandle,
+    task: TaskSpec,
+    guard: Guard,
+    bounds: GraderBounds,
+    method: str,
+    scripts: _Scripts,
 ) -> _GraderRun:
     """Run the task's grader (the diff applied, the protected paths reset, the guard installed)."""
     if task.harbor is not None:
@@ -430,7 +488,8 @@ async def _grade(
 
 @dataclass(frozen=True)
 class _Sandbox:
-    """One grading sandbox as the grader prepared it: its guard, its Pythons, the row's scripts and the bounds of its run."""
+    """One grading sandbox as the grader prepared it: its guard, its Pythons, the row's scripts and the bounds of its
+    run."""
 
     sandboxes: DockerSandboxes
     handle: SandboxHandle
@@ -442,14 +501,23 @@ class _Sandbox:
 
 
 async def _patched_run(
-    sandbox: _Sandbox, method: str, before: frozenset[str], steps: list[ExecResult], protected: list[str], report: Callable[[str], None]
+    sandbox: _Sandbox,
+    method: str,
+    before: frozenset[str],
+    steps: list[ExecResult],
+    protected: list[str],
+    report: Callable[[str], None],
 ) -> tuple[_GraderRun, list[str], list[SessionReport]]:
     """After the diff applied: the protected paths and shadowing modules put back, the grader run, its reports read."""
     sandboxes, handle = sandbox.sandboxes, sandbox.handle
     report("reset")
     reset: list[str] = []
     if method != "empty":
-        after = shadowing.entries_from(handle, steps[3]) if method == _THREE_WAY else await shadowing.entries(sandboxes, handle, sandbox.envs)
+        after = (
+            shadowing.entries_from(handle, steps[3])
+            if method == _THREE_WAY
+            else await shadowing.entries(sandboxes, handle, sandbox.envs)
+        )
         shadows = shadowing.shadowing(before, after, sandbox.envs)
         reset = await task_tests.reset(sandboxes, handle, protected + shadowing.pathspecs(shadows))
     report("test")
@@ -462,7 +530,13 @@ async def _baseline_record(sandboxes: DockerSandboxes, request: EvalRequest, scr
     task = request.task
     handle = await sandboxes.boot(
         # Labelled with the grading's own workflow, as its sandbox is: the reaper keeps a running workflow's sandboxes.
-        SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading", pull_timeout_s=request.pull_timeout_s),
+        SandboxRequest(
+            task=task,
+            workflow_id=request.workflow_id,
+            attempt=0,
+            purpose="grading",
+            pull_timeout_s=request.pull_timeout_s,
+        ),
         lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
     )
     try:
@@ -477,10 +551,14 @@ async def _baseline_record(sandboxes: DockerSandboxes, request: EvalRequest, scr
         await sandboxes.destroy(handle)
 
 
-async def _baseline(sandboxes: DockerSandboxes, handle: SandboxHandle, request: EvalRequest, scripts: _Scripts) -> RunRecord:
+async def _baseline(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, request: EvalRequest, scripts: _Scripts
+) -> RunRecord:
     """The row's baseline on the image ``handle`` runs: remembered, or recorded now (``baselines``)."""
     image, _ = await sandboxes.image_and_env(handle.container_id)
-    return await baselines.baseline(image, request.task, functools.partial(_baseline_record, sandboxes, request, scripts))
+    return await baselines.baseline(
+        image, request.task, functools.partial(_baseline_record, sandboxes, request, scripts)
+    )
 
 
 def _tampered(run: _GraderRun, evidence: list[str]) -> _GraderRun:
@@ -513,12 +591,17 @@ async def evaluate(
     graded = await _graded(sandboxes, request, report, on_pull)
     if not screened:
         return graded
-    note = f"[static screen of the patch: {len(screened)} hits, a signal, not a verdict]\n" + "\n".join(f"[screen] {line}" for line in screened)
+    note = f"[static screen of the patch: {len(screened)} hits, a signal, not a verdict]\n" + "\n".join(
+        f"[screen] {line}" for line in screened
+    )
     return Graded(graded.result.model_copy(update={"screen": screened}), f"{graded.log}\n{note}")
 
 
 async def _graded(
-    sandboxes: DockerSandboxes, request: EvalRequest, report: Callable[[str], None], on_pull: Callable[[ImagePull], None] | None
+    sandboxes: DockerSandboxes,
+    request: EvalRequest,
+    report: Callable[[str], None],
+    on_pull: Callable[[ImagePull], None] | None,
 ) -> Graded:
     """``evaluate`` but for the screen."""
     task = request.task
@@ -533,14 +616,22 @@ async def _graded(
     refusal = diff_paths.refused(request.diff)
     report("boot")
     handle = await sandboxes.boot(
-        SandboxRequest(task=task, workflow_id=request.workflow_id, attempt=0, purpose="grading", pull_timeout_s=request.pull_timeout_s),
+        SandboxRequest(
+            task=task,
+            workflow_id=request.workflow_id,
+            attempt=0,
+            purpose="grading",
+            pull_timeout_s=request.pull_timeout_s,
+        ),
         lifetime_s=request.timeout_s + GRADING_LIFETIME_SLACK_S,
         on_pull=on_pull,
     )
     baseline: asyncio.Future[RunRecord] | None = None
     try:
         report("apply")
-        flip: ProbeFlip | str | None = await probe_verdicts.flip_of(sandboxes, handle, task) if task.probe is not None else None
+        flip: ProbeFlip | str | None = (
+            await probe_verdicts.flip_of(sandboxes, handle, task) if task.probe is not None else None
+        )
         envs = await python_envs.probe(sandboxes, handle, task)
         guard, guard_files = run_guard.prepare(envs, handle.workdir)
         if guard.active:
@@ -553,23 +644,38 @@ async def _graded(
         # with a diff, then the tests' snapshot, the ladder's first rung and the entries after it, stopping at the
         # first that fails.
         listing = shadowing.listing(envs)
-        applying = [task_tests.record_script(protected), PREPARE_APPLY + APPLY_LADDER[0][1], listing] if request.diff.strip() and not refusal else []
+        applying = (
+            [task_tests.record_script(protected), PREPARE_APPLY + APPLY_LADDER[0][1], listing]
+            if request.diff.strip() and not refusal
+            else []
+        )
         steps = await sandboxes.exec_steps(
-            handle, [*([write_step] if write_step else []), listing, *applying], user="root", timeout_s=BEFORE_TESTS_TIMEOUT_S
+            handle,
+            [*([write_step] if write_step else []), listing, *applying],
+            user="root",
+            timeout_s=BEFORE_TESTS_TIMEOUT_S,
         )
         if write_step is not None:
             if steps[0].exit_code != 0:
-                raise SandboxError(f"could not write {', '.join(file.path for file in files)} in {handle.name}: {steps[0].output.strip()[-2000:]}")
+                raise SandboxError(
+                    f"could not write {', '.join(file.path for file in files)} in {handle.name}: "
+                    f"{steps[0].output.strip()[-2000:]}"
+                )
             steps = steps[1:]
         before = shadowing.entries_from(handle, steps[0])
         if applying:
             task_tests.check_recorded(handle, steps[1])
         if refusal:
-            method, apply_log = None, "refused: no rung applies a diff that writes outside the workdir's tracked tree\n" + "\n".join(refusal)
+            method, apply_log = (
+                None,
+                "refused: no rung applies a diff that writes outside the workdir's tracked tree\n" + "\n".join(refusal),
+            )
         else:
             method, apply_log = await _apply(sandboxes, handle, request.diff, steps[2] if applying else None)
         if method is None:
-            unapplied = _GraderRun(_result(grader, False, "", apply_log), "[no rung applied the diff: not graded]", Claims(solved=False))
+            unapplied = _GraderRun(
+                _result(grader, False, "", apply_log), "[no rung applied the diff: not graded]", Claims(solved=False)
+            )
             if refusal:
                 unapplied = _tampered(unapplied, [f"the diff names {line}" for line in refusal])
             if flip is not None:
@@ -580,20 +686,27 @@ async def _graded(
         sandbox = _Sandbox(sandboxes, handle, task, guard, envs, scripts, bounds)
         try:
             run, reset, reports = await _patched_run(sandbox, method, before, steps, protected, report)
-        except Exception as error:  # noqa: BLE001 (any failure the patch may have caused scores 0, see the module docstring)
+        except Exception as error:  # noqa: BLE001
+            # Any failure the patch may have caused scores 0 (see the module docstring).
             if not await sandboxes.engine_answers():
                 raise
             run, reset, reports = _crashed(grader, method, error), [], []
         expected = guard.active and tamper_checks.pytest_expected(*_commands(task, scripts.swebench))
         recorded = await baseline if baseline is not None else None
         if not run.result.grading_error:
-            run = await asyncio.to_thread(_checked, run, reports, expected, recorded)  # thousands of tests: judged off the event loop
+            run = await asyncio.to_thread(
+                _checked, run, reports, expected, recorded
+            )  # thousands of tests: judged off the event loop
         if flip is not None:
             outcomes = run_record.record(reports).outcomes
             before_outcomes = recorded.outcomes if recorded is not None else None
-            verdict = probe_verdicts.judge(task, grader, flip, run.claims.solved, bool(run.result.tampered), outcomes, before_outcomes)
+            verdict = probe_verdicts.judge(
+                task, grader, flip, run.claims.solved, bool(run.result.tampered), outcomes, before_outcomes
+            )
             run = _probed(run, verdict)
-        log = await asyncio.to_thread(_full_log, apply_log, reset, run.output)  # up to 64 MiB: encoded and cut off the event loop
+        log = await asyncio.to_thread(
+            _full_log, apply_log, reset, run.output
+        )  # up to 64 MiB: encoded and cut off the event loop
         return Graded(run.result.model_copy(update={"reset_paths": reset}), log)
     finally:
         if baseline is not None and not baseline.done():

@@ -48,12 +48,16 @@ def summary_lines(result: RolloutResult) -> list[str]:
             lines.append(f"TAMPERED: reward 0 ({len(evaluation.tampered)} pieces of evidence)")
             lines += [f"  {line}" for line in evaluation.tampered]
         if evaluation.grading_error:
-            lines.append(f"GRADING FAILED after the patch applied: reward 0 (the patch's outcome): {evaluation.grading_error}")
+            lines.append(
+                f"GRADING FAILED after the patch applied: reward 0 (the patch's outcome): {evaluation.grading_error}"
+            )
         if evaluation.screen:
             lines.append(f"static screen of the patch: {len(evaluation.screen)} hits (a signal, not a verdict)")
             lines += [f"  {line}" for line in evaluation.screen[:MAX_SCREEN_SHOWN]]
         if evaluation.probe:
-            lines.append(f"IMPOSSIBLE-TASK PROBE: {evaluation.probe.verdict.upper()} (never trained on): {evaluation.probe.note}")
+            lines.append(
+                f"IMPOSSIBLE-TASK PROBE: {evaluation.probe.verdict.upper()} (never trained on): {evaluation.probe.note}"
+            )
         verdict = verdict_line(evaluation.log_tail)
         if verdict:
             lines.append(verdict)

@@ -68,7 +68,9 @@ def _text_reward(text: str) -> tuple[float | None, str]:
         value = float(text.strip())
     except ValueError:
         return None, f"{REWARD_TXT} is not a number: {text.strip()[:80]!r}"
-    return (value, "") if math.isfinite(value) else (None, f"{REWARD_TXT} is not a finite number: {text.strip()[:80]!r}")
+    return (
+        (value, "") if math.isfinite(value) else (None, f"{REWARD_TXT} is not a finite number: {text.strip()[:80]!r}")
+    )
 
 
 def read_reward(json_text: str | None, txt_text: str | None) -> tuple[float, dict[str, float], str]:
@@ -113,12 +115,19 @@ def bounded_metrics(metrics: dict[str, float]) -> tuple[dict[str, float], int]:
     return kept, len(metrics) - len(kept)
 
 
-async def grade(sandboxes: DockerSandboxes, handle: SandboxHandle, spec: HarborSpec, method: str, run: RunGrader) -> tuple[EvalResult, str]:
-    """Run the task's verifier with ``run`` (``method``: how the diff applied); the result and the whole output, note included."""
+async def grade(
+    sandboxes: DockerSandboxes, handle: SandboxHandle, spec: HarborSpec, method: str, run: RunGrader
+) -> tuple[EvalResult, str]:
+    """Run the task's verifier with ``run`` (``method``: how the diff applied); the result and the whole output, note
+    included."""
     setup = await sandboxes.exec(handle, _SETUP, user="root", timeout_s=SETUP_TIMEOUT_S)
     if setup.exit_code != 0:
-        raise SandboxError(f"could not prepare {TESTS_DIR} and {VERIFIER_DIR} in {handle.name}: {setup.output.strip()[-2000:]}")
-    files = [SandboxFile(f"{TESTS_DIR}/{test.path}", base64.b64decode(test.data_b64), mode=test.mode) for test in spec.tests]
+        raise SandboxError(
+            f"could not prepare {TESTS_DIR} and {VERIFIER_DIR} in {handle.name}: {setup.output.strip()[-2000:]}"
+        )
+    files = [
+        SandboxFile(f"{TESTS_DIR}/{test.path}", base64.b64decode(test.data_b64), mode=test.mode) for test in spec.tests
+    ]
     await sandboxes.write_files(handle, files)
     code, killed = await run(COMMAND, dict(spec.verifier_env))
     output = await read_log(sandboxes, handle, TEST_STDOUT)
@@ -132,7 +141,10 @@ async def grade(sandboxes: DockerSandboxes, handle: SandboxHandle, spec: HarborS
         metrics, dropped = bounded_metrics(metrics)
         note = f"\n[{problem}: reward 0]" if problem else f"\n[harbor reward {reward:g}; test.sh exit {code}]"
         if dropped:
-            note += f"\n[{dropped} metrics of {REWARD_JSON} not kept: at most {MAX_METRICS}, keys at most {MAX_METRIC_KEY} characters]"
+            note += (
+                f"\n[{dropped} metrics of {REWARD_JSON} not kept: at most {MAX_METRICS}, keys at most "
+                f"{MAX_METRIC_KEY} characters]"
+            )
     result = EvalResult(
         reward=reward,
         solved=reward >= SOLVED_AT,

@@ -67,7 +67,9 @@ SCREEN_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "gc-walk",
-        re.compile(r"\bgc\.get_(?:objects|referrers|referents)\b|^\s*from\s+gc\s+import\s.*\bget_(?:objects|referrers|referents)\b"),
+        re.compile(
+            r"\bgc\.get_(?:objects|referrers|referents)\b|^\s*from\s+gc\s+import\s.*\bget_(?:objects|referrers|referents)\b"
+        ),
         "walks the garbage collector's objects (gc.get_objects, get_referrers, get_referents): finds the test runner's",
     ),
     Rule(

@@ -107,7 +107,9 @@ async def probe(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpe
         _remembered.move_to_end(key)
         return known
     await sandboxes.write_files(handle, [SandboxFile(PROBE_FILE, _PROBE.text)])
-    result = await sandboxes.exec(handle, _RUN_PROBE.invocation(handle.workdir, PROBE_FILE), user="root", timeout_s=PROBE_TIMEOUT_S)
+    result = await sandboxes.exec(
+        handle, _RUN_PROBE.invocation(handle.workdir, PROBE_FILE), user="root", timeout_s=PROBE_TIMEOUT_S
+    )
     envs = fold(result.output.splitlines())
     if result.timed_out or result.exit_code != 0:
         return envs

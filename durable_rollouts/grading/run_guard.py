@@ -4,12 +4,11 @@ Invariants:
 
 * ``prepare`` gives the guard of one grading and its files, written before the diff applies (with the patch,
   one write), all outside the workdir, where neither the diff nor the reset of the protected paths reaches.
-  In a sandbox with Python they are the grader's pytest plugin (``sandbox_scripts/pytest_guard.py``) under a module name drawn fresh
-  for this grading, in a fresh directory outside the workdir that also receives the reports, and the same
+  In a sandbox with Python they are the grader's pytest plugin (``sandbox_scripts/pytest_guard.py``) under a module name
+  drawn fresh for this grading, in a fresh directory outside the workdir that also receives the reports, and the same
   module into every probed interpreter's site-packages (``PythonEnvs.site_dirs``: a row's command that sets
-  ``PYTHONPATH`` itself still imports it); the names of
-  the two canaries and the failing one's message are drawn fresh too. Nothing the agent wrote can name
-  any of them in advance.
+  ``PYTHONPATH`` itself still imports it); the names of the two canaries and the failing one's message are drawn fresh
+  too. Nothing the agent wrote can name any of them in advance.
 * ``Guard.prelude`` is shell text a grader puts before its command: the report directory opened to every
   user (a row's tests may run as another one), the plugin's directory first on ``PYTHONPATH``, the plugin
   first in ``PYTEST_PLUGINS`` (the image's own values kept after them) and
@@ -82,7 +81,8 @@ def _token() -> str:
 
 
 def plugin_text(guard: Guard, envs: PythonEnvs, secret: str, workdir: str) -> str:
-    """The plugin's source for ``guard``: its CONFIG filled in (report directory, workdir, canaries, baseline plugins)."""
+    """The plugin's source for ``guard``: its CONFIG filled in (report directory, workdir, canaries, baseline
+    plugins)."""
     config = {
         "report_dir": guard.report_dir,
         "workdir": workdir,
@@ -104,7 +104,9 @@ def prepare(envs: PythonEnvs, workdir: str) -> tuple[Guard, list[SandboxFile]]:
     if not envs.found:
         return Guard(), []
     directory = f"/tmp/{_token()}"
-    guard = Guard(directory=directory, module=f"m{_token()}", must_fail=f"test_{_token()}", must_pass=f"test_{_token()}")
+    guard = Guard(
+        directory=directory, module=f"m{_token()}", must_fail=f"test_{_token()}", must_pass=f"test_{_token()}"
+    )
     plugin = plugin_text(guard, envs, _token(), workdir)
     homes = [directory, *envs.site_dirs]
     files = [SandboxFile(f"{home}/{guard.module}.py", plugin) for home in homes]
@@ -115,7 +117,9 @@ async def reports(sandboxes: DockerSandboxes, handle: SandboxHandle, guard: Guar
     """The plugin's reports of this grading run, by file name."""
     if not guard.active:
         return []
-    too_many = [SessionReport(name="reports", problem=f"more than {MAX_REPORTS} report files in the grader's report directory")]
+    too_many = [
+        SessionReport(name="reports", problem=f"more than {MAX_REPORTS} report files in the grader's report directory")
+    ]
     try:  # one round trip; the directory's own .keep is the one file besides the reports
         files = await sandboxes.read_directory(handle, guard.report_dir, REPORT_BYTES, max_files=MAX_REPORTS + 1)
     except FileNotFoundError:
@@ -125,4 +129,6 @@ async def reports(sandboxes: DockerSandboxes, handle: SandboxHandle, guard: Guar
     names = sorted(name for name in files if name.endswith(".xml"))
     if len(names) > MAX_REPORTS:
         return too_many
-    return [await asyncio.to_thread(session_reports.parse, name, files[name], guard) for name in names]  # XML parsed off the event loop
+    return [
+        await asyncio.to_thread(session_reports.parse, name, files[name], guard) for name in names
+    ]  # XML parsed off the event loop

@@ -7,8 +7,8 @@ Invariants:
 * ``outcomes`` holds each task test once, by node id; canaries are kept by (role, module node id), so two runs whose
   canaries were drawn under other names compare module by module.
 * ``find`` matches a judge's name to the record's node ids: the same id; the same test under a path that ends the
-  other's (pytest's ids are relative to its rootdir, a parser's may not be); a name cut inside its parameters (SWE-bench's
-  log parser splits at white space) as the start of one. A name that is no ``path::test`` id finds nothing.
+  other's (pytest's ids are relative to its rootdir, a parser's may not be); a name cut inside its parameters
+  (SWE-bench's log parser splits at white space) as the start of one. A name that is no ``path::test`` id finds nothing.
 * ``files`` are the test files the run reported on, collection errors included: a test of such a file should be in
   the record whatever its name.
 """
@@ -39,7 +39,11 @@ def missing_from(run: RunRecord, baseline: RunRecord) -> list[str]:
     missing when the run holds fewer of its parameter sets (ids made from values, random or the code's output,
     may change between runs; their number does not)."""
     before, now = Counter(map(function_of, baseline.outcomes)), Counter(map(function_of, run.outcomes))
-    return [nodeid for nodeid in baseline.outcomes if nodeid not in run.outcomes and now[function_of(nodeid)] < before[function_of(nodeid)]]
+    return [
+        nodeid
+        for nodeid in baseline.outcomes
+        if nodeid not in run.outcomes and now[function_of(nodeid)] < before[function_of(nodeid)]
+    ]
 
 
 def own_sessions(reports: Iterable[SessionReport]) -> list[SessionReport]:

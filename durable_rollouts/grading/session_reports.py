@@ -77,7 +77,9 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
         return SessionReport(name=name, problem=f"report {name} has no pytest testsuite")
     properties = {prop.get("name", ""): prop.get("value", "") for prop in main.iter("property")}
     tests = {case.get("nodeid", ""): _outcome(case) for case in main.iter("testcase")}
-    declared_xfail = frozenset(case.get("nodeid", "") for case in main.iter("testcase") if case.get("declared") == "xfail")
+    declared_xfail = frozenset(
+        case.get("nodeid", "") for case in main.iter("testcase") if case.get("declared") == "xfail"
+    )
     canaries: dict[str, list[tuple[str, str]]] = {}
     expected = {"must_fail": guard.must_fail, "must_pass": guard.must_pass}
     for suite in suites:
@@ -88,10 +90,16 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
             if role in expected and nodeid.endswith("::" + expected[role]):
                 canaries.setdefault(role, []).append((nodeid, case.get("outcome", "")))
     collect_errors = frozenset(
-        case.get("nodeid", "") for suite in suites if suite.get("name") == COLLECT_ERROR_SUITE for case in suite.iter("testcase")
+        case.get("nodeid", "")
+        for suite in suites
+        if suite.get("name") == COLLECT_ERROR_SUITE
+        for case in suite.iter("testcase")
     )
     test_code = {
-        case.get("nodeid", ""): case.get("status", "") for suite in suites if suite.get("name") == TEST_CODE_SUITE for case in suite.iter("testcase")
+        case.get("nodeid", ""): case.get("status", "")
+        for suite in suites
+        if suite.get("name") == TEST_CODE_SUITE
+        for case in suite.iter("testcase")
     }
     status = properties.get("exitstatus", "")
     return SessionReport(

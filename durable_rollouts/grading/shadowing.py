@@ -34,7 +34,8 @@ def listing(envs: PythonEnvs) -> str:
     marker; a missing root lists nothing. ``entries_from`` reads its result."""
     quoted = " ".join(shlex.quote(root) for root in envs.import_roots)
     return (
-        f"printf '{_MARKER}\\0'; for root in {quoted}; do [ -d \"$root\" ] && find \"$root\" -mindepth 1 -maxdepth 1 -printf '%h/%f\\0'; done; true"
+        f'printf \'{_MARKER}\\0\'; for root in {quoted}; do [ -d "$root" ] && find "$root" -mindepth 1 -maxdepth '
+        f"1 -printf '%h/%f\\0'; done; true"
     )
 
 
@@ -57,7 +58,9 @@ def shadowing(before: frozenset[str], after: frozenset[str], envs: PythonEnvs) -
     """The new entries that shadow a module of the image, sorted."""
     roots = {posixpath.normpath(root) for root in envs.import_roots}
     return sorted(
-        path for path in after - before if (posixpath.dirname(path) or ".") in roots and posixpath.basename(path).split(".", 1)[0] in envs.names
+        path
+        for path in after - before
+        if (posixpath.dirname(path) or ".") in roots and posixpath.basename(path).split(".", 1)[0] in envs.names
     )
 
 

@@ -56,7 +56,8 @@ class Verdict:
 
 
 async def require_eval_script(task: TaskSpec) -> str:
-    """``eval_script`` off the event loop; ``NotEvaluable`` names the task (activities report it as ``NotEvaluable``)."""
+    """``eval_script`` off the event loop; ``NotEvaluable`` names the task (activities report it as
+    ``NotEvaluable``)."""
     try:
         return await asyncio.to_thread(eval_script, task)
     except NotEvaluable as error:
@@ -64,7 +65,8 @@ async def require_eval_script(task: TaskSpec) -> str:
 
 
 def eval_script(task: TaskSpec) -> str:
-    """The bash script the package runs in a graded container (resets test files, applies the test patch, runs the tests)."""
+    """The bash script the package runs in a graded container (resets test files, applies the test patch, runs the
+    tests)."""
     with _test_spec(task) as spec:
         return spec.eval_script
 
@@ -93,7 +95,9 @@ def package_version() -> str:
     try:
         version = metadata.version("swebench")
     except metadata.PackageNotFoundError:
-        raise NotEvaluable(f"SWE-bench rows are graded with the `swebench` package, which this worker does not have: {INSTALL_HINT}") from None
+        raise NotEvaluable(
+            f"SWE-bench rows are graded with the `swebench` package, which this worker does not have: {INSTALL_HINT}"
+        ) from None
     try:
         importlib.import_module("swebench.harness.grading")
     except ImportError as error:
@@ -152,7 +156,9 @@ def _legacy_test_spec(instance: dict[str, Any], spec: SweBenchSpec) -> Any:
         repo=spec.repo,
         version=spec.version,
         repo_script_list=[],
-        eval_script_list=make_eval_script_list(instance, specs, "testbed", "/testbed", spec.base_commit, spec.test_patch),
+        eval_script_list=make_eval_script_list(
+            instance, specs, "testbed", "/testbed", spec.base_commit, spec.test_patch
+        ),
         env_script_list=[],
         arch="x86_64",
         FAIL_TO_PASS=spec.fail_to_pass,
@@ -206,12 +212,15 @@ def _registered(spec: SweBenchSpec, version: str) -> Iterator[None]:
 
 
 def _python_log_parser(name: str, version: str) -> Callable[..., dict[str, str]]:
-    """The package's parser ``parse_log_<name>``; ``name`` may carry the prefix (SWE-rebench writes ``parse_log_pytest``)."""
+    """The package's parser ``parse_log_<name>``; ``name`` may carry the prefix (SWE-rebench writes
+    ``parse_log_pytest``)."""
     parsers = importlib.import_module("swebench.harness.log_parsers.python")
     name = name.removeprefix("parse_log_")
     parser = getattr(parsers, f"parse_log_{name}", None)
     if parser is None:
-        raise NotEvaluable(f"remote_env_info.install_config.log_parser: swebench {version} has no parser parse_log_{name}")
+        raise NotEvaluable(
+            f"remote_env_info.install_config.log_parser: swebench {version} has no parser parse_log_{name}"
+        )
     return parser
 
 

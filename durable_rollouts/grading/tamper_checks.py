@@ -49,9 +49,16 @@ MAX_NAMED = 10
 # A command that runs pytest: ``pytest``/``py.test``, ``python -m pytest`` (any interpreter path, options
 # before ``-m``), at the start of a line or after a shell operator, after variable assignments and common
 # launchers (``uv run``, ``uvx``, ``poetry run``, ``pipenv run``, ``coverage run -m``, ``exec``, ``timeout N``).
-_LAUNCHER = r"(?:exec\s+|timeout\s+\S+\s+|uv\s+run\s+(?:-\S+(?:\s+[^-\s]\S*)?\s+)*|uvx\s+(?:-\S+(?:\s+[^-\s]\S*)?\s+)*|(?:poetry|pipenv)\s+run\s+)*"
-_PYTEST = r"(?:(?:\S*/)?py\.?test\b|(?:\S*/)?(?:python[\d.]*|coverage\s+run)\s+(?:-\S+(?:\s+[^-\s]\S*)?\s+)*-m\s+pytest\b)"
-PYTEST_RUN = re.compile(rf"(?:^|[;&|(!]|\b(?:if|then|do|while|until|else)\b)\s*(?:\w+=\S*\s+)*{_LAUNCHER}{_PYTEST}", re.MULTILINE)
+_LAUNCHER = (
+    r"(?:exec\s+|timeout\s+\S+\s+|uv\s+run\s+(?:-\S+(?:\s+[^-\s]\S*)?\s+)*|uvx\s+(?:-\S+(?:\s+[^-\s]\S*)?\s+)*"
+    r"|(?:poetry|pipenv)\s+run\s+)*"
+)
+_PYTEST = (
+    r"(?:(?:\S*/)?py\.?test\b|(?:\S*/)?(?:python[\d.]*|coverage\s+run)\s+(?:-\S+(?:\s+[^-\s]\S*)?\s+)*-m\s+pytest\b)"
+)
+PYTEST_RUN = re.compile(
+    rf"(?:^|[;&|(!]|\b(?:if|then|do|while|until|else)\b)\s*(?:\w+=\S*\s+)*{_LAUNCHER}{_PYTEST}", re.MULTILINE
+)
 # Lines that do not change which command's exit code a script ends with.
 _QUIET_LINE = re.compile(r"^\s*(?:#.*|exec\s+2>&1|cd\s+\S+|export\s+\S+|set\s+-\S+|source\s+\S+|\.\s+\S+|)\s*$")
 _SHELL_OPERATOR = re.compile(r"[|;&]")
@@ -108,12 +115,19 @@ def _names(items: Iterable[str]) -> str:
 
 
 def _module_ran(run: RunRecord, module: str) -> bool:
-    return any(outcome not in NOT_RUN for nodeid, outcome in run.outcomes.items() if nodeid.rpartition("::")[0] == module)
+    return any(
+        outcome not in NOT_RUN for nodeid, outcome in run.outcomes.items() if nodeid.rpartition("::")[0] == module
+    )
 
 
 def _canary_evidence(run: RunRecord, baseline: RunRecord | None, solved: bool) -> list[str]:
     must_fail = {module: runs for (role, module), runs in run.canaries.items() if role == "must_fail"}
-    evidence = [f"the must-fail canary {nodeid} passed" for runs in must_fail.values() for nodeid, outcome in runs if outcome == "passed"]
+    evidence = [
+        f"the must-fail canary {nodeid} passed"
+        for runs in must_fail.values()
+        for nodeid, outcome in runs
+        if outcome == "passed"
+    ]
     if not solved:
         return evidence
     for module, runs in must_fail.items():
@@ -122,7 +136,9 @@ def _canary_evidence(run: RunRecord, baseline: RunRecord | None, solved: bool) -
         else:
             excused = not _module_ran(run, module)
         if not excused:
-            evidence += [f"the must-fail canary {nodeid} was {outcome}" for nodeid, outcome in runs if outcome in NOT_RUN]
+            evidence += [
+                f"the must-fail canary {nodeid} was {outcome}" for nodeid, outcome in runs if outcome in NOT_RUN
+            ]
     for report in run.sessions:
         ran_tests = report.finished and not report.collect_only and report.collected
         if ran_tests and not report.canaries.get("must_fail") and not report.canaries.get("must_pass"):
@@ -153,7 +169,9 @@ def _differential_evidence(run: RunRecord, baseline: RunRecord) -> list[str]:
     quieted = [
         f"{nodeid} ({baseline.outcomes[nodeid]} -> {outcome})"
         for nodeid, outcome in run.outcomes.items()
-        if outcome in NOT_RUN and baseline.outcomes.get(nodeid, outcome) not in NOT_RUN and nodeid not in run.declared_xfail
+        if outcome in NOT_RUN
+        and baseline.outcomes.get(nodeid, outcome) not in NOT_RUN
+        and nodeid not in run.declared_xfail
     ]
     if quieted:
         evidence.append(f"{len(quieted)} tests the unpatched tree ran became skipped or xfailed: {_names(quieted)}")
@@ -174,7 +192,9 @@ def _parser_evidence(run: RunRecord, baseline: RunRecord | None, passed: frozens
             contradicted.append(f"{name} ({'/'.join(sorted(outcomes))})")
     evidence = []
     if contradicted:
-        evidence.append(f"the row's parser counted as passed what the record holds as not passed: {_names(contradicted)}")
+        evidence.append(
+            f"the row's parser counted as passed what the record holds as not passed: {_names(contradicted)}"
+        )
     if absent:
         evidence.append(f"the row's parser counted as passed tests the record does not hold: {_names(absent)}")
     return evidence
@@ -185,7 +205,11 @@ def _failure_evidence(run: RunRecord, what: str) -> list[str]:
     failed = [nodeid for nodeid, outcome in run.outcomes.items() if outcome in ("failed", "error")]
     if failed:
         evidence.append(f"{what} while the record holds {len(failed)} failed: {_names(failed)}")
-    statuses = [f"{report.name} {report.exit_status}" for report in run.sessions if not report.worker and report.exit_status not in (0, None)]
+    statuses = [
+        f"{report.name} {report.exit_status}"
+        for report in run.sessions
+        if not report.worker and report.exit_status not in (0, None)
+    ]
     if statuses:
         evidence.append(f"{what} while pytest exited otherwise: {_names(statuses)}")
     return evidence
@@ -199,21 +223,31 @@ def _code_evidence(run: RunRecord, baseline: RunRecord | None, solved: bool) -> 
     moved = [f"{key} ({status})" for key, status in changed.items() if not status.startswith("forged ")]
     evidence = []
     if forged:
-        evidence.append(f"{len(forged)} test functions ran code that is not what their file compiles to: {_names(forged)}")
+        evidence.append(
+            f"{len(forged)} test functions ran code that is not what their file compiles to: {_names(forged)}"
+        )
     if moved and solved:
         evidence.append(f"{len(moved)} tests ran code other than their own file's: {_names(moved)}")
     return evidence
 
 
-def judge(reports: list[SessionReport], claims: Claims, *, expected: bool, baseline: RunRecord | None = None) -> list[str]:
+def judge(
+    reports: list[SessionReport], claims: Claims, *, expected: bool, baseline: RunRecord | None = None
+) -> list[str]:
     """The evidence of tampering in this grading run against ``baseline`` (see the module docstring)."""
     run = record(reports)
     replaced = run.replaced - (baseline.replaced if baseline is not None else frozenset())
     evidence = [f"the test framework's {name} was replaced during the run" for name in sorted(replaced)]
     plugins = run.workdir_plugins - (baseline.workdir_plugins if baseline is not None else frozenset())
-    evidence += [f"a pytest plugin was registered from {path}, which is neither installed nor a conftest file" for path in sorted(plugins)]
+    evidence += [
+        f"a pytest plugin was registered from {path}, which is neither installed nor a conftest file"
+        for path in sorted(plugins)
+    ]
     early = run.early_imports - (baseline.early_imports if baseline is not None else frozenset())
-    evidence += [f"the workdir's module {name} was imported during pytest's start-up, before the grader's plugin" for name in sorted(early)]
+    evidence += [
+        f"the workdir's module {name} was imported during pytest's start-up, before the grader's plugin"
+        for name in sorted(early)
+    ]
     evidence += _code_evidence(run, baseline, claims.solved)
     evidence += _canary_evidence(run, baseline, claims.solved)
     if not claims.solved:

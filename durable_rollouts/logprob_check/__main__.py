@@ -1,4 +1,5 @@
-"""``python -m durable_rollouts.logprob_check SAMPLES.jsonl --checkpoint VERSION=DIR ...``: the trainer's log-prob check.
+"""``python -m durable_rollouts.logprob_check SAMPLES.jsonl --checkpoint VERSION=DIR ...``: the trainer's log-prob
+check.
 
 SAMPLES.jsonl holds one slime sample per line (``Sample.to_dict()``: tokens, response_length, loss_mask,
 rollout_log_probs, metadata.weight_version_spans). ``--checkpoint`` maps each weight version to the checkpoint that
@@ -42,7 +43,9 @@ def read_samples(path: Path) -> list[TrainedSequence]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m durable_rollouts.logprob_check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m durable_rollouts.logprob_check", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("samples", type=Path)
     parser.add_argument("--checkpoint", type=_checkpoint, action="append", required=True)
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)

@@ -37,7 +37,9 @@ def check_log_probs(
             wanted[version].append(sequence)
     missing = sorted(str(version) for version in wanted if version not in checkpoints)
     if missing:
-        raise MissingCheckpoint(f"no checkpoint for weight version(s) {', '.join(missing)}: pass --checkpoint VERSION=DIR for each")
+        raise MissingCheckpoint(
+            f"no checkpoint for weight version(s) {', '.join(missing)}: pass --checkpoint VERSION=DIR for each"
+        )
     found: list[tuple[int, int, Offender]] = []  # (sample index, position, offender) of every token
     order = {id(sequence): index for index, sequence in enumerate(sequences)}
     stats = []

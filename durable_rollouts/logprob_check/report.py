@@ -49,15 +49,22 @@ class LogprobReport(BaseModel):
 
     def lines(self) -> list[str]:
         head = (
-            f"log-prob check: {self.tokens} trained tokens in {self.samples} samples; max |Δ| {self.max_abs_delta:.3g}, "
-            f"mean |Δ| {self.mean_abs_delta:.3g}; {self.over} over {self.threshold:g}: {'PASS' if self.passed else 'FAIL'}"
+            f"log-prob check: {self.tokens} trained tokens in {self.samples} samples; max |Δ| "
+            f"{self.max_abs_delta:.3g}, "
+            f"mean |Δ| {self.mean_abs_delta:.3g}; {self.over} over {self.threshold:g}: "
+            f"{'PASS' if self.passed else 'FAIL'}"
         )
         out = [head]
-        out += [f"  version {v.version!s}: {v.tokens} tokens against {v.checkpoint}, max |Δ| {v.max_abs_delta:.3g}" for v in self.by_version]
+        out += [
+            f"  version {v.version!s}: {v.tokens} tokens against {v.checkpoint}, max |Δ| {v.max_abs_delta:.3g}"
+            for v in self.by_version
+        ]
         if (first := self.first_offender) is not None:
             out.append(
-                f"  first offender: sample {first.sample}, position {first.position}, token {first.token_id} {first.text!r}, "
-                f"version {first.version}: rollout {first.rollout_log_prob:.6f} vs trainer {first.trainer_log_prob:.6f} (|Δ| {first.delta:.3g})"
+                f"  first offender: sample {first.sample}, position {first.position}, token {first.token_id} "
+                f"{first.text!r}, "
+                f"version {first.version}: rollout {first.rollout_log_prob:.6f} vs trainer "
+                f"{first.trainer_log_prob:.6f} (|Δ| {first.delta:.3g})"
             )
         if self.tokens == 0:
             out.append("  no trained token to check")

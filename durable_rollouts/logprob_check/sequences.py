@@ -36,14 +36,18 @@ class TrainedSequence(BaseModel):
         response = len(self.tokens) - self.response_start
         for field in ("loss_mask", "rollout_log_probs", "versions"):
             if len(getattr(self, field)) != response:
-                raise ValueError(f"{self.name}: {field} has {len(getattr(self, field))} entries for a response of {response} tokens")
+                raise ValueError(
+                    f"{self.name}: {field} has {len(getattr(self, field))} entries for a response of {response} tokens"
+                )
         if self.response_start < 1 and any(self.loss_mask):
             raise ValueError(f"{self.name}: a trained first token has no context to be predicted from")
         return self
 
     def trained(self) -> Iterator[tuple[int, float, str | None]]:
         """``(position in tokens, rollout log-prob, version)`` of every trained token."""
-        for offset, (mask, log_prob, version) in enumerate(zip(self.loss_mask, self.rollout_log_probs, self.versions, strict=True)):
+        for offset, (mask, log_prob, version) in enumerate(
+            zip(self.loss_mask, self.rollout_log_probs, self.versions, strict=True)
+        ):
             if mask:
                 yield self.response_start + offset, log_prob, version
 
@@ -66,13 +70,32 @@ class TrainedSequence(BaseModel):
     def from_segment(cls, segment: TokenSegment, name: str) -> TrainedSequence:
         start = segment.prompt_length
         versions = segment.token_weight_versions()[start:]
-        return cls._made(name, segment.tokens, start, segment.loss_mask[start:], segment.rollout_log_probs[start:], versions)
+        return cls._made(
+            name, segment.tokens, start, segment.loss_mask[start:], segment.rollout_log_probs[start:], versions
+        )
 
     @classmethod
-    def _made(cls, name: str, tokens: list[int], start: int, mask: list[int], log_probs: list[float], versions: list[str | None]) -> TrainedSequence:
+    def _made(
+        cls,
+        name: str,
+        tokens: list[int],
+        start: int,
+        mask: list[int],
+        log_probs: list[float],
+        versions: list[str | None],
+    ) -> TrainedSequence:
         try:
-            return cls(name=name, tokens=tokens, response_start=start, loss_mask=mask, rollout_log_probs=log_probs, versions=versions)
+            return cls(
+                name=name,
+                tokens=tokens,
+                response_start=start,
+                loss_mask=mask,
+                rollout_log_probs=log_probs,
+                versions=versions,
+            )
         except ValidationError as error:
             first = error.errors()[0]
             cause = first.get("ctx", {}).get("error")  # the validator's own message, which names the sample and field
-            raise SampleError(str(cause) if cause else f"{name}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+            raise SampleError(
+                str(cause) if cause else f"{name}: {'.'.join(map(str, first['loc']))}: {first['msg']}"
+            ) from None

@@ -1,1 +1,2 @@
-"""The policy path: Anthropic requests in, chat-template rendering, SGLang token ids out, every sampled token recorded."""
+"""The policy path: Anthropic requests in, chat-template rendering, SGLang token ids out, every sampled token
+recorded."""

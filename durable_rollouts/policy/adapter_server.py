@@ -137,7 +137,9 @@ def _authenticated(request: web.Request) -> PolicySession:
     try:
         return registry.authenticate(_bearer(request))
     except ClosedSession:
-        raise _HTTPFailure(409, "invalid_request_error", "this session has finished; it accepts no more turns") from None
+        raise _HTTPFailure(
+            409, "invalid_request_error", "this session has finished; it accepts no more turns"
+        ) from None
     except UnknownSession:
         raise _HTTPFailure(401, "authentication_error", "unknown session token") from None
 
@@ -239,7 +241,8 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
 
 
 class _ReleaseOnce:
-    """Releases a held lock on the first call only: the turn (once planned) or the handler (on any exit), whichever is first."""
+    """Releases a held lock on the first call only: the turn (once planned) or the handler (on any exit), whichever is
+    first."""
 
     def __init__(self, lock: asyncio.Lock):
         self._lock: asyncio.Lock | None = lock
@@ -251,7 +254,12 @@ class _ReleaseOnce:
 
 
 async def _answer_turn(
-    request: web.Request, session: PolicySession, lane: str, body: dict[str, Any], chat: ChatRequest, planned: _ReleaseOnce
+    request: web.Request,
+    session: PolicySession,
+    lane: str,
+    body: dict[str, Any],
+    chat: ChatRequest,
+    planned: _ReleaseOnce,
 ) -> web.StreamResponse:
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -270,7 +278,9 @@ async def _answer_turn(
         return blocks, echoed
 
     started = time.monotonic()
-    turn = asyncio.ensure_future(session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply, planned, requested))
+    turn = asyncio.ensure_future(
+        session.turn(lane, kind, chat.messages, chat.tools, max_tokens, build_reply, planned, requested)
+    )
     stream: web.StreamResponse | None = None
     try:
         if body.get("stream"):
@@ -297,7 +307,9 @@ async def _answer_turn(
     blocks = outcome.reply
     reason, stop_sequence = outcome.stop_reason, outcome.stop_sequence
     if not body.get("stream"):
-        return web.json_response(message_body(message_id, model, blocks, reason, outcome.prompt_tokens, outcome.output_tokens, stop_sequence))
+        return web.json_response(
+            message_body(message_id, model, blocks, reason, outcome.prompt_tokens, outcome.output_tokens, stop_sequence)
+        )
     if stream is None:
         stream = await _open_stream(request)
     await stream.write(sse_message_start(message_id, model, outcome.prompt_tokens))
@@ -312,7 +324,9 @@ async def _open_stream(request: web.Request) -> web.StreamResponse:
     return stream
 
 
-async def _fail(request: web.Request, stream: web.StreamResponse | None, status: int, error_type: str, message: str) -> web.StreamResponse:
+async def _fail(
+    request: web.Request, stream: web.StreamResponse | None, status: int, error_type: str, message: str
+) -> web.StreamResponse:
     if stream is None:
         return _error(status, error_type, message)
     await stream.write(sse_error(error_type, message))
@@ -343,7 +357,9 @@ def create_app(
     count_tokens_max_body_bytes: int = COUNT_TOKENS_MAX_BODY_BYTES,
     metrics: HostMetrics | None = None,
 ) -> web.Application:
-    app = web.Application(client_max_size=max(max_body_bytes, count_tokens_max_body_bytes), middlewares=[_anthropic_errors])
+    app = web.Application(
+        client_max_size=max(max_body_bytes, count_tokens_max_body_bytes), middlewares=[_anthropic_errors]
+    )
     app[REGISTRY] = registry
     app[BODY_CAPS] = {MESSAGES_PATH: max_body_bytes, COUNT_TOKENS_PATH: count_tokens_max_body_bytes}
     app[KEEPALIVE] = keepalive_s
@@ -397,7 +413,9 @@ class AdapterServer:
         self._executor = FairExecutor(self._cpu_threads, thread_name_prefix="adapter-cpu")
         clients = policy_clients(self._http, vocab_size=self._renderer.vocab_size)
         self.registry = SessionRegistry(self._renderer, clients, self._executor, self._spool, self._finish_grace_s)
-        app = create_app(self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes, self.metrics)
+        app = create_app(
+            self.registry, self._max_body_bytes, self._keepalive_s, self._count_tokens_max_body_bytes, self.metrics
+        )
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)

@@ -25,7 +25,9 @@ def reply_blocks(parsed: ParsedCompletion) -> list[dict[str, Any]]:
     if parsed.text or not parsed.tool_calls:
         blocks.append({"type": "text", "text": parsed.text})
     for call in parsed.tool_calls:
-        blocks.append({"type": "tool_use", "id": f"toolu_{secrets.token_hex(12)}", "name": call.name, "input": call.arguments})
+        blocks.append(
+            {"type": "tool_use", "id": f"toolu_{secrets.token_hex(12)}", "name": call.name, "input": call.arguments}
+        )
     return blocks
 
 
@@ -76,7 +78,9 @@ def sse_message_start(message_id: str, model: str, input_tokens: int) -> bytes:
     return sse_event("message_start", {"type": "message_start", "message": start})
 
 
-def sse_blocks_and_stop(blocks: list[dict[str, Any]], stop_reason: str, output_tokens: int, stop_sequence: str | None = None) -> bytes:
+def sse_blocks_and_stop(
+    blocks: list[dict[str, Any]], stop_reason: str, output_tokens: int, stop_sequence: str | None = None
+) -> bytes:
     chunks = []
     for index, block in enumerate(blocks):
         chunks.extend(_sse_block(index, block))

@@ -50,4 +50,4 @@ CHATML_TOOLS_TEMPLATE = r"""{%- set ns = namespace(last_query=-1, system='') -%}
   {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
-"""
+"""  # noqa: E501

@@ -42,7 +42,13 @@ from typing import Any
 
 from durable_rollouts.contracts.weight_versions import VersionSpan
 from durable_rollouts.policy.replay_capture import ReplayDataError, joined
-from durable_rollouts.policy.sglang_client import Generates, Generation, GenerationAborted, PolicyOutputError, PolicyServerError
+from durable_rollouts.policy.sglang_client import (
+    Generates,
+    Generation,
+    GenerationAborted,
+    PolicyOutputError,
+    PolicyServerError,
+)
 
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 5.0
@@ -131,7 +137,14 @@ async def generate_through_aborts(
 
     while True:
         params = {**sampling_params, "max_new_tokens": budget - len(sampled)}
-        request = client.generate(base_url, _with_sampled(prompt_ids, sampled), params, f"{rid}-c{sent}" if sent else rid, routing_key, routed_width)
+        request = client.generate(
+            base_url,
+            _with_sampled(prompt_ids, sampled),
+            params,
+            f"{rid}-c{sent}" if sent else rid,
+            routing_key,
+            routed_width,
+        )
         sent += 1
         try:
             if deadline is None:

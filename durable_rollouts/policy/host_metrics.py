@@ -25,14 +25,24 @@ class HostMetrics:
 
     def __init__(self, meter: Meter | None = None):
         meter = meter or NoMeter()
-        self._turn_seconds = meter.create_histogram_float(ADAPTER_TURN_SECONDS, "adapter turn latency: body parsed to reply ready", "s")
+        self._turn_seconds = meter.create_histogram_float(
+            ADAPTER_TURN_SECONDS, "adapter turn latency: body parsed to reply ready", "s"
+        )
         self._turns = meter.create_counter(ADAPTER_TURNS, "adapter turns answered")
-        self._sampled = meter.create_counter(ADAPTER_SAMPLED_TOKENS, "tokens the policy sampled for answered adapter turns")
-        self._policy_errors = meter.create_counter(POLICY_ERRORS, "adapter turns the policy server failed, by error type")
+        self._sampled = meter.create_counter(
+            ADAPTER_SAMPLED_TOKENS, "tokens the policy sampled for answered adapter turns"
+        )
+        self._policy_errors = meter.create_counter(
+            POLICY_ERRORS, "adapter turns the policy server failed, by error type"
+        )
         self._sessions = meter.create_gauge(SESSIONS_IN_FLIGHT, "adapter sessions open on this worker")
         self._slots = meter.create_gauge(AGENT_SLOTS, "agent slots of this worker (ROLLOUT_AGENT_SLOTS)")
-        self._slots_in_use = meter.create_gauge(AGENT_SLOTS_IN_USE, "agent slots held by sessions or pick_host reservations")
-        self._loop_lag = meter.create_histogram_float(EVENT_LOOP_LAG, "how late the worker's event loop woke a timed sleep", "s")
+        self._slots_in_use = meter.create_gauge(
+            AGENT_SLOTS_IN_USE, "agent slots held by sessions or pick_host reservations"
+        )
+        self._loop_lag = meter.create_histogram_float(
+            EVENT_LOOP_LAG, "how late the worker's event loop woke a timed sleep", "s"
+        )
 
     def turn(self, seconds: float, sampled_tokens: int) -> None:
         self._turn_seconds.record(seconds)

@@ -25,7 +25,13 @@ class PolicyClient(Protocol):
     engine: str
 
     async def generate(
-        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+        self,
+        base_url: str,
+        input_ids: Sequence[int],
+        sampling_params: dict[str, Any],
+        rid: str,
+        routing_key: str,
+        routed_width: int | None = None,
     ) -> Generation: ...
 
     async def abort(self, base_url: str, rid: str) -> None: ...

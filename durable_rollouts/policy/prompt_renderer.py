@@ -4,8 +4,8 @@ Any HF tokenizer directory works (``--tokenizer PATH``, like slime's
 ``--hf-checkpoint``). Encoding goes through the Rust backend's batch call,
 which releases the GIL, so rendering in an executor thread does not stall the
 event loop that serves other sessions. ``PromptRenderer.from_folder`` loads a folder once per process (until its
-files change; ``durable_rollouts.folder_loads``), so workers and servers sharing a process share one. Importing it turns off transformers' advisory warnings
-(``TRANSFORMERS_NO_ADVISORY_WARNINGS``) unless the environment sets them.
+files change; ``durable_rollouts.folder_loads``), so workers and servers sharing a process share one. Importing it turns
+off transformers' advisory warnings (``TRANSFORMERS_NO_ADVISORY_WARNINGS``) unless the environment sets them.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ class PromptRenderer:
         """The renderer of ``tokenizer_dir``, shared by every caller in this process while its files stay put."""
         return load_once(cls, tokenizer_dir)
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool) -> str:
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool
+    ) -> str:
         # list(tools): transformers asks for a list of dicts or callables (a list is invariant in its items).
         text = self.tokenizer.apply_chat_template(
             messages, tools=list(tools) if tools else None, tokenize=False, add_generation_prompt=add_generation_prompt

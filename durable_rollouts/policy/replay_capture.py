@@ -5,9 +5,9 @@
 * ``RoutedRows``: SGLang's ``routed_experts`` (base64 of int32), ``routed_experts_start_len`` (absent: 0):
   rows for the call's positions ``[start, len(input) + len(output) - 1)``, ``width`` expert ids each.
 
-A continued generation (``durable_rollouts.policy.continuation``) joins its pieces: nuclei concatenated; routing rows kept
-where the first piece that processed a position reported them, the next piece's taken from where the
-rows held end, so a piece that starts later than that is a ``ReplayDataError`` (a gap).
+A continued generation (``durable_rollouts.policy.continuation``) joins its pieces: nuclei concatenated; routing rows
+kept where the first piece that processed a position reported them, the next piece's taken from where the rows held end,
+so a piece that starts later than that is a ``ReplayDataError`` (a gap).
 """
 
 from __future__ import annotations
@@ -54,17 +54,28 @@ class TopPSpans:
     @classmethod
     def from_meta(cls, meta: dict[str, Any], n_tokens: int) -> TopPSpans:
         if "top_p_token_ids" not in meta or "top_p_token_offsets" not in meta:
-            raise ReplayDataError("meta_info has no top_p_token_ids / top_p_token_offsets: was custom_params.return_top_p_token_ids honoured?")
-        ids, offsets = int32_array(meta["top_p_token_ids"], "top_p_token_ids"), int32_array(meta["top_p_token_offsets"], "top_p_token_offsets")
+            raise ReplayDataError(
+                "meta_info has no top_p_token_ids / top_p_token_offsets: was custom_params.return_top_p_token_ids "
+                "honoured?"
+            )
+        ids, offsets = (
+            int32_array(meta["top_p_token_ids"], "top_p_token_ids"),
+            int32_array(meta["top_p_token_offsets"], "top_p_token_offsets"),
+        )
         if len(offsets) != n_tokens + 1 or offsets[0] != 0 or offsets[-1] != len(ids) or np.any(np.diff(offsets) < 0):
-            raise ReplayDataError(f"meta_info.top_p_token_offsets: {len(offsets)} offsets from 0 to {len(ids)} needed for {n_tokens} tokens")
+            raise ReplayDataError(
+                f"meta_info.top_p_token_offsets: {len(offsets)} offsets from 0 to {len(ids)} needed for {n_tokens} "
+                f"tokens"
+            )
         return cls(ids, offsets)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     def then(self, other: TopPSpans) -> TopPSpans:
-        return TopPSpans(np.concatenate([self.ids, other.ids]), np.concatenate([self.offsets, other.offsets[1:] + self.offsets[-1]]))
+        return TopPSpans(
+            np.concatenate([self.ids, other.ids]), np.concatenate([self.offsets, other.offsets[1:] + self.offsets[-1]])
+        )
 
     def first(self, n_tokens: int) -> TopPSpans:
         return TopPSpans(self.ids[: self.offsets[n_tokens]], self.offsets[: n_tokens + 1])
@@ -89,7 +100,8 @@ class RoutedRows:
         expected = max(positions - 1 - start, 0)
         if flat.size != expected * width:
             raise ReplayDataError(
-                f"meta_info.routed_experts: {flat.size} ids, expected {expected} rows x {width} for positions {start}..{positions - 1}"
+                f"meta_info.routed_experts: {flat.size} ids, expected {expected} rows x {width} for positions "
+                f"{start}..{positions - 1}"
             )
         if flat.size and (flat.min() < 0 or flat.max() > MAX_EXPERT_ID):
             raise ReplayDataError(f"meta_info.routed_experts: expert ids outside 0..{MAX_EXPERT_ID}")
@@ -106,7 +118,9 @@ class RoutedRows:
     def then(self, other: RoutedRows) -> RoutedRows:
         """These rows, then ``other``'s for the positions past them (``other`` must reach back to them)."""
         if other.start > self.end:
-            raise ReplayDataError(f"routed experts missing for positions {self.end}..{other.start} of a continued generation")
+            raise ReplayDataError(
+                f"routed experts missing for positions {self.end}..{other.start} of a continued generation"
+            )
         return RoutedRows(self.start, np.concatenate([self.rows, other.rows[self.end - other.start :]]))
 
 

@@ -2,14 +2,14 @@
 
 The rule (``turn_sampling``), key by key, applied in this order:
 
-| SGLang key | 1. default: the trainer's ``SamplingParams`` | 2. client override (Anthropic body) | 3. trainer pin / cap |
-|---|---|---|---|
-| ``temperature`` | ``temperature`` | ``temperature``, a number in [0, 1] | in ``pinned``: the client's value is ignored |
-| ``top_p`` | ``top_p`` | ``top_p``, a number in (0, 1] | same |
-| ``top_k`` | ``top_k`` | ``top_k``, an integer >= 0 (0: no cut, sent as SGLang's -1; -1 accepted) | same |
-| ``stop`` | ``stop`` (slime's ``--rollout-stop``) | ``stop_sequences``: <= 32 non-blank strings of <= 1000 characters, added after the trainer's | same (key ``stop_sequences``) |
-| ``stop_token_ids`` | ``stop_token_ids`` (slime's ``--rollout-stop-token-ids``) | none | always sent, with the end-of-turn id first |
-| ``max_new_tokens`` | ``max_new_tokens`` | ``max_tokens``, which can only lower it | never past the context room (budget - prompt) |
+| SGLang key | 1. default: the trainer's ``SamplingParams`` | 2. client override (Anthropic body) | 3. trainer pin / cap
+| |---|---|---|---| | ``temperature`` | ``temperature`` | ``temperature``, a number in [0, 1] | in ``pinned``: the
+client's value is ignored | | ``top_p`` | ``top_p`` | ``top_p``, a number in (0, 1] | same | | ``top_k`` | ``top_k`` |
+``top_k``, an integer >= 0 (0: no cut, sent as SGLang's -1; -1 accepted) | same | | ``stop`` | ``stop`` (slime's
+``--rollout-stop``) | ``stop_sequences``: <= 32 non-blank strings of <= 1000 characters, added after the trainer's |
+same (key ``stop_sequences``) | | ``stop_token_ids`` | ``stop_token_ids`` (slime's ``--rollout-stop-token-ids``) | none
+| always sent, with the end-of-turn id first | | ``max_new_tokens`` | ``max_new_tokens`` | ``max_tokens``, which can
+only lower it | never past the context room (budget - prompt) |
 
 Always sent besides (``sglang_params``): ``stop_token_ids`` = the template's
 end-of-turn id and the trainer's, ``skip_special_tokens: false`` and ``no_stop_trim: true`` (the
@@ -73,7 +73,9 @@ def client_sampling(body: dict[str, Any]) -> ClientSampling:
     """The request's ``temperature``, ``top_p``, ``top_k`` and ``stop_sequences``; ``RequestError`` names a bad one."""
     return ClientSampling(
         temperature=_number(body, "temperature", lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]"),
-        top_p=_number(body, "top_p", lambda v: 0.0 < v <= 1.0, "a number in (0, 1] (the policy server cannot sample with top_p 0)"),
+        top_p=_number(
+            body, "top_p", lambda v: 0.0 < v <= 1.0, "a number in (0, 1] (the policy server cannot sample with top_p 0)"
+        ),
         top_k=_top_k(body.get("top_k")),
         stop_sequences=_stop_sequences(body.get("stop_sequences")),
     )
@@ -86,7 +88,12 @@ def turn_sampling(defaults: SamplingParams, client: ClientSampling, max_tokens: 
     budget left after the prompt (> 0), which no turn may exceed.
     """
     pinned = set(defaults.pinned)
-    values: dict[str, Any] = {"temperature": defaults.temperature, "top_p": defaults.top_p, "top_k": defaults.top_k, "stop": list(defaults.stop)}
+    values: dict[str, Any] = {
+        "temperature": defaults.temperature,
+        "top_p": defaults.top_p,
+        "top_k": defaults.top_k,
+        "stop": list(defaults.stop),
+    }
     from_client: list[str] = []
     ignored: list[str] = []
     for key in client.sent():
@@ -104,7 +111,11 @@ def turn_sampling(defaults: SamplingParams, client: ClientSampling, max_tokens: 
     if max_tokens is not None and max_tokens < min(room, defaults.max_new_tokens):
         from_client.append("max_tokens")
     return TurnSampling(
-        **values, max_new_tokens=max_new_tokens, stop_token_ids=list(defaults.stop_token_ids), from_client=from_client, ignored=ignored
+        **values,
+        max_new_tokens=max_new_tokens,
+        stop_token_ids=list(defaults.stop_token_ids),
+        from_client=from_client,
+        ignored=ignored,
     )
 
 
@@ -153,7 +164,11 @@ def _stop_sequences(value: Any) -> tuple[str, ...]:
         raise RequestError(f"stop_sequences: at most {MAX_STOP_SEQUENCES} sequences, got {len(value)}")
     for index, stop in enumerate(value):
         if not isinstance(stop, str) or not stop.strip():
-            raise RequestError(f"stop_sequences[{index}]: must be a string with non-whitespace characters, got {stop!r}")
+            raise RequestError(
+                f"stop_sequences[{index}]: must be a string with non-whitespace characters, got {stop!r}"
+            )
         if len(stop) > MAX_STOP_SEQUENCE_CHARS:
-            raise RequestError(f"stop_sequences[{index}]: at most {MAX_STOP_SEQUENCE_CHARS} characters, got {len(stop)}")
+            raise RequestError(
+                f"stop_sequences[{index}]: at most {MAX_STOP_SEQUENCE_CHARS} characters, got {len(stop)}"
+            )
     return tuple(dict.fromkeys(value))

@@ -1,4 +1,5 @@
-"""A growing segment's replay data (``durable_rollouts.contracts.replay``): top-p nuclei per position, routed-expert rows per position.
+"""A growing segment's replay data (``durable_rollouts.contracts.replay``): top-p nuclei per position, routed-expert
+rows per position.
 
 Kept beside a ledger segment and changed with it: ``truncate(keep)`` when a turn keeps the segment's first
 ``keep`` tokens, ``extend`` with the turn's prompt tail (context: empty nuclei) and its output (the call's
@@ -39,7 +40,14 @@ class ReplayStore:
         if self.routed is not None:
             del self.routed[min(self.routed_rows, keep) * self.width :]
 
-    def extend(self, tail: int, top_p_ids: list[int] | None, top_p_offsets: list[int] | None, routed_start: int, routed: str | None) -> None:
+    def extend(
+        self,
+        tail: int,
+        top_p_ids: list[int] | None,
+        top_p_offsets: list[int] | None,
+        routed_start: int,
+        routed: str | None,
+    ) -> None:
         """``tail`` context positions, then the output's nuclei; then the call's rows from ``routed_start`` on,
         of which those for positions already held are skipped."""
         if self.top_p_offsets is not None and self.top_p_ids is not None:
@@ -67,8 +75,12 @@ class ReplayStore:
     def contract(self) -> SegmentReplay:
         return SegmentReplay(
             top_p_ids=np.frombuffer(self.top_p_ids, dtype=np.int32).copy() if self.top_p_ids is not None else None,
-            top_p_offsets=np.frombuffer(self.top_p_offsets, dtype=np.int32).copy() if self.top_p_offsets is not None else None,
-            routed=np.frombuffer(self.routed, dtype=np.uint16).reshape(-1, self.width).copy() if self.routed is not None else None,
+            top_p_offsets=np.frombuffer(self.top_p_offsets, dtype=np.int32).copy()
+            if self.top_p_offsets is not None
+            else None,
+            routed=np.frombuffer(self.routed, dtype=np.uint16).reshape(-1, self.width).copy()
+            if self.routed is not None
+            else None,
         )
 
 

@@ -101,7 +101,13 @@ class _UpstreamCalls:
         self.rids: set[str] = set()
 
     async def generate(
-        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+        self,
+        base_url: str,
+        input_ids: Sequence[int],
+        sampling_params: dict[str, Any],
+        rid: str,
+        routing_key: str,
+        routed_width: int | None = None,
     ) -> Generation:
         self.rids.add(rid)
         if self._requests is not None:
@@ -127,7 +133,9 @@ def _tracked(turn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         except asyncio.CancelledError:
             caller = asyncio.current_task()
             if task in self._cut and (caller is None or not caller.cancelling()):
-                raise SessionFinished("the session was finished while this turn was in flight; the turn was aborted") from None
+                raise SessionFinished(
+                    "the session was finished while this turn was in flight; the turn was aborted"
+                ) from None
             raise
         finally:
             self._running_turns.discard(task)
@@ -198,9 +206,12 @@ class PolicySession:
 
     @contextmanager
     def admitted(self) -> Iterator[None]:
-        """One request in flight, any endpoint; past ``max_concurrent_requests`` raises ``SessionLimitExceeded`` at once."""
+        """One request in flight, any endpoint; past ``max_concurrent_requests`` raises ``SessionLimitExceeded`` at
+        once."""
         if self._inflight >= self.config.max_concurrent_requests:
-            raise SessionLimitExceeded(f"session has {self._inflight} requests in flight (cap {self.config.max_concurrent_requests})")
+            raise SessionLimitExceeded(
+                f"session has {self._inflight} requests in flight (cap {self.config.max_concurrent_requests})"
+            )
         self._inflight += 1
         try:
             yield
@@ -244,7 +255,9 @@ class PolicySession:
         if room <= 0:
             parsed = ParsedCompletion(reasoning="", text="")
             reply, _ = build_reply(parsed, "length")
-            return TurnOutcome(reply, parsed, plan.prompt_length, 0, "length", over_budget=True, stop_reason="max_tokens")
+            return TurnOutcome(
+                reply, parsed, plan.prompt_length, 0, "length", over_budget=True, stop_reason="max_tokens"
+            )
         sampling = turn_sampling(self.config.sampling, client or ClientSampling(), max_tokens, room)
         try:
             continued = await self._generate(plan, sampling)
@@ -255,11 +268,19 @@ class PolicySession:
         generation = continued.generation
         if sampling.stop and continued.aborts:
             generation = await self.cpu(self._cut_at_stop_sequence, generation, sampling.stop, plan.prompt_length)
-        stop_sequence = generation.stop_sequence if generation.finish_reason == "stop" and generation.stop_sequence in sampling.stop else None
+        stop_sequence = (
+            generation.stop_sequence
+            if generation.finish_reason == "stop" and generation.stop_sequence in sampling.stop
+            else None
+        )
         parsed = await self.cpu(self._parse, generation.output_ids, tools, stop_sequence, sampling.stop_token_ids)
         reply, reply_message = build_reply(parsed, generation.finish_reason)
         reason, reply_sequence = reply_stop(parsed, generation.finish_reason, stop_sequence)
-        replay = await self.cpu(self.ledger.replay_fields, plan, generation.top_p, generation.routed) if self.config.replay.any else None
+        replay = (
+            await self.cpu(self.ledger.replay_fields, plan, generation.top_p, generation.routed)
+            if self.config.replay.any
+            else None
+        )
         delta = self.ledger.record(
             plan,
             reply_message,
@@ -290,7 +311,9 @@ class PolicySession:
         if self._journal is not None:
             self._journal(delta, summary)
         output_tokens = len(generation.output_ids)
-        return TurnOutcome(reply, parsed, plan.prompt_length, output_tokens, generation.finish_reason, False, reason, reply_sequence)
+        return TurnOutcome(
+            reply, parsed, plan.prompt_length, output_tokens, generation.finish_reason, False, reason, reply_sequence
+        )
 
     async def close(self, grace_s: float) -> FinishReport:
         """Finish this session's turns (module docstring): none new from now; those in flight get ``grace_s``
@@ -310,7 +333,8 @@ class PolicySession:
         return FinishReport(waited=len(done), aborted=len(pending), aborted_rids=rids if pending else [])
 
     def weight_version_range(self) -> tuple[str | None, str | None]:
-        """The oldest and newest weight version that sampled this session's tokens so far (``order_weight_versions``)."""
+        """The oldest and newest weight version that sampled this session's tokens so far
+        (``order_weight_versions``)."""
         order = order_weight_versions(collapse_runs(v for turn in self.turns for v in turn.weight_versions))
         return (order[0], order[-1]) if order else (None, None)
 
@@ -324,7 +348,11 @@ class PolicySession:
         return await self.cpu(self._count, messages, tools)
 
     def _parse(
-        self, output_ids: Any, tools: list[dict[str, Any]], stop_sequence: str | None = None, stop_token_ids: Sequence[int] = ()
+        self,
+        output_ids: Any,
+        tools: list[dict[str, Any]],
+        stop_sequence: str | None = None,
+        stop_token_ids: Sequence[int] = (),
     ) -> ParsedCompletion:
         """Decode and parse a completion in one pool call (both are CPU work off the event loop); the text loses
         the end-of-turn marker (or a last id among the trainer's ``stop_token_ids``), or, when ``stop_sequence``
@@ -332,7 +360,11 @@ class PolicySession:
         if len(output_ids) and output_ids[-1] in stop_token_ids:
             output_ids = output_ids[:-1]
         text = self._renderer.decode(output_ids)
-        text = text[: text.find(stop_sequence)] if stop_sequence and stop_sequence in text else text.removesuffix(self._renderer.end_of_turn)
+        text = (
+            text[: text.find(stop_sequence)]
+            if stop_sequence and stop_sequence in text
+            else text.removesuffix(self._renderer.end_of_turn)
+        )
         return parse_completion(text, self.config.tool_parser, self.config.reasoning_parser, tool_schemas(tools))
 
     def _count(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
@@ -371,7 +403,19 @@ class PolicySession:
         width = replay.routed_experts.width if replay.routed_experts is not None else None
         rid = f"{self.session_id}-{self._calls}-{secrets.token_hex(3)}"
         if not self.config.continue_after_abort:
-            return Continued(await self._client.generate(self.config.policy_url, plan.prompt_ids, params, rid, self.session_id, width), aborts=0)
+            return Continued(
+                await self._client.generate(
+                    self.config.policy_url, plan.prompt_ids, params, rid, self.session_id, width
+                ),
+                aborts=0,
+            )
         return await generate_through_aborts(
-            self._client, self.config.policy_url, plan.prompt_ids, params, rid, self.session_id, self.config.abort_resume_budget_s, routed_width=width
+            self._client,
+            self.config.policy_url,
+            plan.prompt_ids,
+            params,
+            rid,
+            self.session_id,
+            self.config.abort_resume_budget_s,
+            routed_width=width,
         )

@@ -2,8 +2,8 @@
 
 The session's parsers are the spec's ``tool_parser`` / ``reasoning_parser`` when it names them, else the
 worker's ``ParserDefaults`` (``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER``); a name the spec
-gives that ``durable_rollouts.policy.parsers`` does not know is an ``UnknownParser`` naming the field, so no session opens
-with a parser it cannot run."""
+gives that ``durable_rollouts.policy.parsers`` does not know is an ``UnknownParser`` naming the field, so no session
+opens with a parser it cannot run."""
 
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ def session_config_for(
         context_budget=policy.context_budget,
         max_turns=max_turns or policy.max_turns,
         tool_parser=_named(policy.tool_parser, "policy.tool_parser", tool_call_parser_named, parsers.tool_parser),
-        reasoning_parser=_named(policy.reasoning_parser, "policy.reasoning_parser", reasoning_parser_named, parsers.reasoning_parser),
+        reasoning_parser=_named(
+            policy.reasoning_parser, "policy.reasoning_parser", reasoning_parser_named, parsers.reasoning_parser
+        ),
         label=label,
         staleness=policy.staleness,
         continue_after_abort=policy.continue_after_abort,

@@ -90,7 +90,9 @@ class SessionRegistry:
         self._finished: OrderedDict[str, SessionResult] = OrderedDict()
         self._finished_secrets: dict[str, bytes] = {}  # session id -> SHA-256 of its secret, while its result is kept
         self._unclaimed: dict[str, float] = {}  # session id -> time.monotonic() when it became unclaimed
-        self._orphans: list[tuple[SessionConfig, str]] = []  # (session config, rid) the dead process left running upstream
+        self._orphans: list[
+            tuple[SessionConfig, str]
+        ] = []  # (session config, rid) the dead process left running upstream
         self._slotless: set[str] = set()  # restored sessions not claimed yet: they hold no agent slot
         self._holders: dict[str, int] = {}  # session id -> the activity attempt that claimed it last
         self._finishing: dict[str, asyncio.Future[SessionResult]] = {}  # sessions closed, their turns still ending
@@ -176,7 +178,8 @@ class SessionRegistry:
         return len(orphans)
 
     def authenticate(self, token: str) -> PolicySession:
-        """The live session the token opens; ``ClosedSession`` only for a finished one's *right* secret, else ``UnknownSession``."""
+        """The live session the token opens; ``ClosedSession`` only for a finished one's *right* secret, else
+        ``UnknownSession``."""
         session_id, _, secret = token.partition(".")
         entry = self._live.get(session_id)
         if entry is not None and hmac.compare_digest(entry.secret.encode(), secret.encode()):
@@ -227,7 +230,13 @@ class SessionRegistry:
             finish=report,
         )
         if report.aborted:
-            log.info("session %s finished: waited for %d turn(s), aborted %d: %s", session_id, report.waited, report.aborted, report.aborted_rids)
+            log.info(
+                "session %s finished: waited for %d turn(s), aborted %d: %s",
+                session_id,
+                report.waited,
+                report.aborted,
+                report.aborted_rids,
+            )
         if self._spool is not None:
             self._spool.drop(session_id)
         self._finished[session_id] = result

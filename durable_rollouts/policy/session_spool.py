@@ -56,7 +56,9 @@ class SessionSpool:
         self._sizes: dict[str, int] = {}
 
     def open(self, session_id: str, secret: str, config: SessionConfig) -> None:
-        self._write(session_id, {"session_id": session_id, "secret": secret, "config": config.model_dump(mode="json")}, mode="w")
+        self._write(
+            session_id, {"session_id": session_id, "secret": secret, "config": config.model_dump(mode="json")}, mode="w"
+        )
 
     def append(self, session_id: str, delta: LedgerDelta, summary: TurnSummary) -> None:
         if session_id in self._files:
@@ -94,7 +96,11 @@ class SessionSpool:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         size = self._sizes.get(session_id, 0) + len(line)
         if size > self.max_session_bytes:
-            log.warning("spool: session %s passed %d bytes; it will not be resumable after a crash", session_id, self.max_session_bytes)
+            log.warning(
+                "spool: session %s passed %d bytes; it will not be resumable after a crash",
+                session_id,
+                self.max_session_bytes,
+            )
             self.drop(session_id)
             return
         handle = self._files.get(session_id)
@@ -127,7 +133,13 @@ class SessionSpool:
         if good < len(data):
             with open(path, "r+b") as handle:
                 handle.truncate(good)
-        session = SpooledSession(header["session_id"], header["secret"], SessionConfig.model_validate(header["config"]), turns, list(in_flight))
+        session = SpooledSession(
+            header["session_id"],
+            header["secret"],
+            SessionConfig.model_validate(header["config"]),
+            turns,
+            list(in_flight),
+        )
         self._files[session.session_id] = open(path, "a", encoding="utf-8")
         self._sizes[session.session_id] = good
         return session

@@ -14,10 +14,10 @@ output tokens (half-open, in order), when present; else
 that overlap, run backwards or past the output, or a version that is not a
 string, reject the reply; output tokens no span covers have no version.
 
-Replay data (``durable_rollouts.policy.replay_capture``), when the caller asks for it: the output tokens' top-p nuclei when
-``sampling_params.custom_params.return_top_p_token_ids`` is set, the routed experts of the call's positions
-when ``routed_width`` is given (the request then carries ``return_routed_experts``); a reply without what
-was asked for, or with data that does not fit its tokens, is rejected as garbage too.
+Replay data (``durable_rollouts.policy.replay_capture``), when the caller asks for it: the output tokens' top-p nuclei
+when ``sampling_params.custom_params.return_top_p_token_ids`` is set, the routed experts of the call's positions when
+``routed_width`` is given (the request then carries ``return_routed_experts``); a reply without what was asked for, or
+with data that does not fit its tokens, is rejected as garbage too.
 """
 
 from __future__ import annotations
@@ -85,7 +85,13 @@ class Generates(Protocol):
     """What a caller of ``/generate`` needs: ``SGLangClient`` or a wrapper around it."""
 
     async def generate(
-        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+        self,
+        base_url: str,
+        input_ids: Sequence[int],
+        sampling_params: dict[str, Any],
+        rid: str,
+        routing_key: str,
+        routed_width: int | None = None,
     ) -> Generation: ...
 
 
@@ -104,13 +110,21 @@ class SGLangClient:
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10)
 
     async def generate(
-        self, base_url: str, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routing_key: str, routed_width: int | None = None
+        self,
+        base_url: str,
+        input_ids: Sequence[int],
+        sampling_params: dict[str, Any],
+        rid: str,
+        routing_key: str,
+        routed_width: int | None = None,
     ) -> Generation:
         payload = self.request_body(input_ids, sampling_params, rid, routed_width)
         data = await asyncio.to_thread(json.dumps, payload, default=as_json_list)
         headers = {"X-SMG-Routing-Key": routing_key, "Content-Type": "application/json"}
         try:
-            async with self._http.post(f"{base_url}{self.generate_path}", data=data, headers=headers, timeout=self._timeout) as response:
+            async with self._http.post(
+                f"{base_url}{self.generate_path}", data=data, headers=headers, timeout=self._timeout
+            ) as response:
                 if response.status != 200:
                     detail = (await response.text())[:300]
                     raise PolicyServerError(self.refusal(base_url, response.status, detail), status=response.status)
@@ -120,11 +134,15 @@ class SGLangClient:
             raise
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             await asyncio.shield(self.abort(base_url, rid))
-            raise PolicyServerError(f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}") from exc
+            raise PolicyServerError(
+                f"policy server at {base_url} unreachable or invalid: {type(exc).__name__}: {exc}"
+            ) from exc
         top_p = bool((sampling_params.get("custom_params") or {}).get("return_top_p_token_ids"))
         return await asyncio.to_thread(self.parse, body, self._vocab_size, len(input_ids), top_p, routed_width)
 
-    def request_body(self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routed_width: int | None) -> dict[str, Any]:
+    def request_body(
+        self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routed_width: int | None
+    ) -> dict[str, Any]:
         return {
             "input_ids": input_ids,
             "sampling_params": sampling_params,
@@ -157,7 +175,9 @@ class SGLangClient:
                     raise PolicyServerError(f"policy server answered HTTP {response.status} to {path}")
                 info = await response.json(content_type=None)
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            raise PolicyServerError(f"policy server at {base_url} unreachable for {path}: {type(exc).__name__}: {exc}") from exc
+            raise PolicyServerError(
+                f"policy server at {base_url} unreachable for {path}: {type(exc).__name__}: {exc}"
+            ) from exc
         version = info.get("weight_version") if isinstance(info, dict) else None
         if not isinstance(version, str):
             raise PolicyOutputError(f"{path} at {base_url} has no string weight_version: {version!r}")
@@ -170,13 +190,17 @@ class SGLangClient:
     async def abort(self, base_url: str, rid: str) -> None:
         path, body = self.abort_request(rid)
         try:
-            async with self._http.post(f"{base_url}{path}", json=body, timeout=aiohttp.ClientTimeout(total=5)) as response:
+            async with self._http.post(
+                f"{base_url}{path}", json=body, timeout=aiohttp.ClientTimeout(total=5)
+            ) as response:
                 await response.read()
         except (TimeoutError, aiohttp.ClientError):
             pass
 
 
-def parse_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: bool = False, routed_width: int | None = None) -> Generation:
+def parse_generation(
+    body: Any, vocab_size: int, input_length: int = 0, top_p: bool = False, routed_width: int | None = None
+) -> Generation:
     """A ``/generate`` reply as a ``Generation``; ``PolicyOutputError`` if it is not a valid sample,
     ``GenerationAborted`` (carrying the tokens sampled before the abort) if the server aborted it.
     ``top_p`` / ``routed_width``: the replay data asked for (``input_length``: the request's ids)."""
@@ -224,7 +248,9 @@ def checked_tokens(pairs: Sequence[tuple[Any, Any]], vocab_size: int, field: str
     return ids, log_probs
 
 
-def replay_data(meta: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None) -> dict[str, Any]:
+def replay_data(
+    meta: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None
+) -> dict[str, Any]:
     """The ``Generation`` fields of the replay data asked for, read from SGLang-shaped ``meta``."""
     try:
         return {
@@ -257,11 +283,15 @@ def version_spans(spans: Any, n_tokens: int, field: str) -> list[VersionSpan]:
     out: list[VersionSpan] = []
     cursor = 0
     for position, span in enumerate(spans):
-        start, end, version = (span.get("start"), span.get("end"), span.get("version")) if isinstance(span, dict) else (None, None, None)
+        start, end, version = (
+            (span.get("start"), span.get("end"), span.get("version")) if isinstance(span, dict) else (None, None, None)
+        )
         if not (_is_int(start) and _is_int(end) and isinstance(version, str)):
             raise PolicyOutputError(f"{field}[{position}] is not a {{version, start, end}} span: {span!r}")
         if not cursor <= start <= end <= n_tokens:
-            raise PolicyOutputError(f"{field}[{position}] [{start}, {end}) overlaps, runs backwards or passes {n_tokens} output tokens")
+            raise PolicyOutputError(
+                f"{field}[{position}] [{start}, {end}) overlaps, runs backwards or passes {n_tokens} output tokens"
+            )
         cursor = end
         if start == end:
             continue

@@ -24,7 +24,8 @@ from durable_rollouts.contracts.weight_versions import is_integer_version, spans
 
 
 def staleness_of(version: str, current: str, bound: StalenessBound) -> int | None:
-    """How many versions ``version`` lies behind ``current`` in ``bound.order``; None when the order cannot place both."""
+    """How many versions ``version`` lies behind ``current`` in ``bound.order``; None when the order cannot place
+    both."""
     if bound.order == "integer":
         if is_integer_version(version) and is_integer_version(current):
             return int(current) - int(version)
@@ -36,10 +37,14 @@ def staleness_of(version: str, current: str, bound: StalenessBound) -> int | Non
 
 def unjudged(segments: list[TokenSegment], bound: StalenessBound, why: str) -> StalenessReport:
     """The report when the server's current version is unknown: nothing judged, every sampled token counted."""
-    return StalenessReport(bound=bound, current_version=None, note=why, unjudged_tokens=sum(sum(s.loss_mask) for s in segments))
+    return StalenessReport(
+        bound=bound, current_version=None, note=why, unjudged_tokens=sum(sum(s.loss_mask) for s in segments)
+    )
 
 
-def judge(segments: list[TokenSegment], bound: StalenessBound, current: str) -> tuple[list[TokenSegment], StalenessReport]:
+def judge(
+    segments: list[TokenSegment], bound: StalenessBound, current: str
+) -> tuple[list[TokenSegment], StalenessReport]:
     """The segments as the bound's policy leaves them, and what was found (see the module docstring)."""
     stale_turns = masked_tokens = unjudged = 0
     worst: int | None = None

@@ -80,7 +80,9 @@ class Renderer(Protocol):
     end_of_turn: str
     end_of_turn_id: int
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool) -> str: ...
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool
+    ) -> str: ...
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -247,16 +249,22 @@ class TokenLedger:
         self._log: list[tuple[Segment, _Turn]] = []
         self._replies_by_call_id: dict[str, dict[str, Any]] = {}
 
-    def plan(self, lane: str, kind: SegmentKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PromptPlan:
+    def plan(
+        self, lane: str, kind: SegmentKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> PromptPlan:
         messages = [self._recorded_reply(m) for m in messages]
-        candidates = [s for s in reversed(list(self.segments)) if s.lane == lane and s.kind == kind and s.tools == tools]
+        candidates = [
+            s for s in reversed(list(self.segments)) if s.lane == lane and s.kind == kind and s.tools == tools
+        ]
         full_text: str | None = None
         known: Segment | None = None  # a segment whose messages start ``messages``: their keys are reused
         for segment in candidates:
             n = len(segment.messages)
             if messages == segment.messages[:-1]:
                 prompt = segment.tokens[: segment.turns[-1].prompt_end]
-                return PromptPlan(lane, kind, messages, tools, prompt, "retry", segment, 0, tuple(segment.message_keys[:-1]))
+                return PromptPlan(
+                    lane, kind, messages, tools, prompt, "retry", segment, 0, tuple(segment.message_keys[:-1])
+                )
             if len(messages) > n and messages[:n] == segment.messages:
                 known = known or segment
                 anchor = self._anchor(segment)
@@ -267,7 +275,9 @@ class TokenLedger:
                         tail = self._renderer.end_of_turn + tail
                     tail_ids = self._renderer.encode(tail)
                     prompt = segment.tokens + array("i", tail_ids)
-                    return PromptPlan(lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids), _keys(messages, segment))
+                    return PromptPlan(
+                        lane, kind, messages, tools, prompt, "extend", segment, len(tail_ids), _keys(messages, segment)
+                    )
         keys = _keys(messages, known)
         full_text = full_text or self._renderer.render(messages, tools, True)
         prompt = array("i", self._renderer.encode(full_text))
@@ -333,7 +343,11 @@ class TokenLedger:
             base = plan.base
             held = min(base.replay.routed_rows, plan.kept_tokens) if base is not None and base.replay is not None else 0
             first = max(held, routed.start)
-            fields |= {"routed_width": routed.rows.shape[1], "routed_start": first, "routed": routed_payload(routed.rows, first, routed.start)}
+            fields |= {
+                "routed_width": routed.rows.shape[1],
+                "routed_start": first,
+                "routed": routed_payload(routed.rows, first, routed.start),
+            }
         return fields
 
     def apply(self, delta: LedgerDelta) -> Segment:
@@ -341,12 +355,24 @@ class TokenLedger:
         cursor = 0
         for a, b, version in delta.weight_versions:
             if not (cursor <= a < b <= len(delta.output_ids) and isinstance(version, str)):
-                raise TokenProofError(f"weight version span [{a}, {b}) of {len(delta.output_ids)} output ids is out of order or range")
+                raise TokenProofError(
+                    f"weight version span [{a}, {b}) of {len(delta.output_ids)} output ids is out of order or range"
+                )
             cursor = b
         if delta.segment == len(self.segments):
-            store = ReplayStore(delta.top_p_offsets is not None, delta.routed_width) if delta.top_p_offsets is not None or delta.routed else None
+            store = (
+                ReplayStore(delta.top_p_offsets is not None, delta.routed_width)
+                if delta.top_p_offsets is not None or delta.routed
+                else None
+            )
             self.segments.append(
-                Segment(kind=delta.kind, lane=delta.lane, tools=delta.tools or [], prompt_length=len(delta.prompt_tail), replay=store)
+                Segment(
+                    kind=delta.kind,
+                    lane=delta.lane,
+                    tools=delta.tools or [],
+                    prompt_length=len(delta.prompt_tail),
+                    replay=store,
+                )
             )
         segment = self.segments[delta.segment]
         if delta.rollback:
@@ -358,17 +384,25 @@ class TokenLedger:
         start = len(segment.tokens)
         segment.tokens.extend(delta.prompt_tail)
         segment.loss_mask.frombytes(bytes(len(delta.prompt_tail)))
-        segment.log_probs.frombytes(bytes(segment.log_probs.itemsize * len(delta.prompt_tail)))  # 0.0 per context token, as one copy, not a list
+        segment.log_probs.frombytes(
+            bytes(segment.log_probs.itemsize * len(delta.prompt_tail))
+        )  # 0.0 per context token, as one copy, not a list
         prompt_end = len(segment.tokens)
         segment.tokens.extend(delta.output_ids)
         segment.loss_mask.frombytes(b"\x01" * len(delta.output_ids))
         segment.log_probs.extend(delta.log_probs)
         if segment.replay is not None:
-            segment.replay.extend(len(delta.prompt_tail), delta.top_p_ids, delta.top_p_offsets, delta.routed_start, delta.routed)
+            segment.replay.extend(
+                len(delta.prompt_tail), delta.top_p_ids, delta.top_p_offsets, delta.routed_start, delta.routed
+            )
             segment.replay.check(len(segment.tokens))
         versions = [(prompt_end + a, prompt_end + b, version) for a, b, version in delta.weight_versions]
         segment.messages = [*segment.messages[: delta.keep_messages], *delta.new_messages]
-        segment.message_keys = [*segment.message_keys[: delta.keep_messages], *delta.prompt_keys[delta.keep_messages :], delta.reply_key]
+        segment.message_keys = [
+            *segment.message_keys[: delta.keep_messages],
+            *delta.prompt_keys[delta.keep_messages :],
+            delta.reply_key,
+        ]
         called_tool = bool(segment.messages[-1].get("tool_calls"))
         turn = _Turn(
             start,
@@ -383,7 +417,9 @@ class TokenLedger:
         )
         segment.turns.append(turn)
         self._log.append((segment, turn))
-        segment.ended_with_end_of_turn = bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
+        segment.ended_with_end_of_turn = (
+            bool(delta.output_ids) and delta.output_ids[-1] == self._renderer.end_of_turn_id
+        )
         segment.anchor_text = None
         reply = segment.messages[-1]
         for call in reply.get("tool_calls") or []:
@@ -396,7 +432,11 @@ class TokenLedger:
     def replay(self) -> list[SegmentReplay]:
         """The replay data of ``finish()``'s segments, aligned with them; empty when the session captured none."""
         stores = [s.replay for s in self.segments if s.turns]
-        return [store.contract() for store in stores if store is not None] if all(store is not None for store in stores) else []
+        return (
+            [store.contract() for store in stores if store is not None]
+            if all(store is not None for store in stores)
+            else []
+        )
 
     def turn_log(self) -> TurnLog:
         """The turns in record order, their segments numbered as in ``finish()``."""

@@ -79,8 +79,9 @@ def ensure_qwen_tokenizer(target: Path = DEFAULT_TOKENIZER_DIR) -> Path:
 @contextmanager
 def _tiktoken_file_cache_off() -> Iterator[None]:
     """tiktoken keeps a copy of every ranks file it reads under ``$TMPDIR/data-gym-cache``, keyed by the file's path;
-    the conversion reads one from the fresh staging folder, so each build would leave behind a 4.5 MB copy that nothing reads again.
-    An empty ``TIKTOKEN_CACHE_DIR`` turns that copy off for the conversion; the variable is restored after."""
+    the conversion reads one from the fresh staging folder, so each build would leave behind a 4.5 MB copy that nothing
+    reads again. An empty ``TIKTOKEN_CACHE_DIR`` turns that copy off for the conversion; the variable is restored after.
+    """
     before = os.environ.get("TIKTOKEN_CACHE_DIR")
     os.environ["TIKTOKEN_CACHE_DIR"] = ""
     try:
@@ -97,7 +98,9 @@ def declare_added_tokens(folder: Path) -> None:
     token), replacing the config file in one rename so a concurrent load reads the old file or the new one."""
     added = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
     config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    config["added_tokens_decoder"] = {str(token["id"]): {k: v for k, v in token.items() if k != "id"} for token in added}
+    config["added_tokens_decoder"] = {
+        str(token["id"]): {k: v for k, v in token.items() if k != "id"} for token in added
+    }
     staged = folder / ".tokenizer_config.json.new"
     staged.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     staged.chmod(0o644)
@@ -105,6 +108,14 @@ def declare_added_tokens(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m durable_rollouts.policy.tokenizer_cache", description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_TOKENIZER_DIR, help=f"where to build it (default: {DEFAULT_TOKENIZER_DIR})")
+    parser = argparse.ArgumentParser(
+        prog="python -m durable_rollouts.policy.tokenizer_cache", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_TOKENIZER_DIR,
+        help=f"where to build it (default: {DEFAULT_TOKENIZER_DIR})",
+    )
     print(ensure_qwen_tokenizer(parser.parse_args().folder))

@@ -41,7 +41,9 @@ class Trajectory:
     replay: list[SegmentReplay] = field(default_factory=list)
 
 
-def pack_trajectory(segments: list[TokenSegment], turn_log: TurnLog | None = None, replay: list[SegmentReplay] | None = None) -> PackedTrajectory:
+def pack_trajectory(
+    segments: list[TokenSegment], turn_log: TurnLog | None = None, replay: list[SegmentReplay] | None = None
+) -> PackedTrajectory:
     """``segments`` packed, with ``turn_log`` (checked against them) and ``replay`` (one per segment) when given."""
     if turn_log is not None:
         turn_log.check_against(segments)
@@ -65,13 +67,17 @@ def unpack_trajectory(trajectory: PackedTrajectory) -> list[TokenSegment]:
 def read_trajectory(trajectory: PackedTrajectory) -> Trajectory:
     """Segments and turn log of ``trajectory``; ``TrajectoryUnreadable`` when it holds none or its digest differs."""
     if not trajectory.packed:
-        raise TrajectoryUnreadable("trajectory carries no packed segments (a result from a worker that kept them in a folder)")
+        raise TrajectoryUnreadable(
+            "trajectory carries no packed segments (a result from a worker that kept them in a folder)"
+        )
     if hashlib.sha256(trajectory.packed).hexdigest() != trajectory.sha256:
         raise TrajectoryUnreadable(f"trajectory sha256 mismatch (expected {trajectory.sha256[:16]}…)")
     return decode_trajectory(trajectory.packed)
 
 
-def encode_trajectory(segments: list[TokenSegment], turn_log: TurnLog | None = None, replay: list[SegmentReplay] | None = None) -> bytes:
+def encode_trajectory(
+    segments: list[TokenSegment], turn_log: TurnLog | None = None, replay: list[SegmentReplay] | None = None
+) -> bytes:
     lengths = np.array([len(s.tokens) for s in segments], dtype=np.int64)
     meta = [s.model_dump(exclude={"tokens", "loss_mask", "rollout_log_probs"}) for s in segments]
     buffer = io.BytesIO()
@@ -82,7 +88,11 @@ def encode_trajectory(segments: list[TokenSegment], turn_log: TurnLog | None = N
         log_probs=np.array([p for s in segments for p in s.rollout_log_probs], dtype=np.float64),
         lengths=lengths,
         meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-        **({"turn_log": np.frombuffer(turn_log.model_dump_json().encode(), dtype=np.uint8)} if turn_log is not None else {}),
+        **(
+            {"turn_log": np.frombuffer(turn_log.model_dump_json().encode(), dtype=np.uint8)}
+            if turn_log is not None
+            else {}
+        ),
         **(replay_arrays(replay) if replay else {}),
         allow_pickle=False,  # numeric arrays only; decode_trajectory's np.load refuses pickles too
     )
@@ -95,7 +105,9 @@ def replay_arrays(replay: list[SegmentReplay]) -> dict[str, np.ndarray]:
     if replay[0].top_p_ids is not None:
         arrays["top_p_ids"] = np.concatenate([r.top_p_ids for r in replay if r.top_p_ids is not None])
         arrays["top_p_offsets"] = np.concatenate([r.top_p_offsets for r in replay if r.top_p_offsets is not None])
-        arrays["top_p_lengths"] = np.array([len(r.top_p_ids) for r in replay if r.top_p_ids is not None], dtype=np.int64)
+        arrays["top_p_lengths"] = np.array(
+            [len(r.top_p_ids) for r in replay if r.top_p_ids is not None], dtype=np.int64
+        )
     if replay[0].routed is not None:
         rows = np.concatenate([r.routed for r in replay if r.routed is not None])
         arrays["routed"] = rows.astype(np.uint8) if rows.size == 0 or rows.max() < 256 else rows

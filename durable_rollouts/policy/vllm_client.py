@@ -66,8 +66,15 @@ class VLLMClient(SGLangClient):
     generate_path = GENERATE_PATH
     version_path = "/weight_info"
 
-    def request_body(self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routed_width: int | None) -> dict[str, Any]:
-        return {"token_ids": input_ids, "sampling_params": vllm_sampling_params(sampling_params), "request_id": rid, "stream": False}
+    def request_body(
+        self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str, routed_width: int | None
+    ) -> dict[str, Any]:
+        return {
+            "token_ids": input_ids,
+            "sampling_params": vllm_sampling_params(sampling_params),
+            "request_id": rid,
+            "stream": False,
+        }
 
     @staticmethod
     def parse(body: Any, vocab_size: int, input_length: int, top_p: bool, routed_width: int | None) -> Generation:
@@ -87,7 +94,9 @@ class VLLMClient(SGLangClient):
         return ABORT_PATH, {"request_ids": [ENGINE_REQUEST_PREFIX + rid]}
 
 
-def parse_vllm_generation(body: Any, vocab_size: int, input_length: int = 0, top_p: bool = False, routed_width: int | None = None) -> Generation:
+def parse_vllm_generation(
+    body: Any, vocab_size: int, input_length: int = 0, top_p: bool = False, routed_width: int | None = None
+) -> Generation:
     """A ``/inference/v1/generate`` reply as a ``Generation`` (module docstring); ``PolicyOutputError`` if it is not
     a valid sample, ``GenerationAborted`` carrying the tokens sampled before an abort."""
     choices = body.get("choices") if isinstance(body, dict) else None
@@ -97,8 +106,13 @@ def parse_vllm_generation(body: Any, vocab_size: int, input_length: int = 0, top
     ids = choice.get("token_ids")
     content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
     if not isinstance(ids, list) or not isinstance(content, list) or len(content) != len(ids):
-        raise PolicyOutputError("vLLM reply: choices[0].token_ids and logprobs.content must be lists of one length: was logprobs honoured?")
-    pairs = [(entry.get("logprob") if isinstance(entry, dict) else None, token) for entry, token in zip(content, ids, strict=True)]
+        raise PolicyOutputError(
+            "vLLM reply: choices[0].token_ids and logprobs.content must be lists of one length: was logprobs honoured?"
+        )
+    pairs = [
+        (entry.get("logprob") if isinstance(entry, dict) else None, token)
+        for entry, token in zip(content, ids, strict=True)
+    ]
     for position, (entry, token) in enumerate(zip(content, ids, strict=True)):
         if not isinstance(entry, dict) or entry.get("token_id") != token:
             raise PolicyOutputError(f"vLLM reply: logprobs.content[{position}] is not the log-prob of token {token!r}")
@@ -120,13 +134,21 @@ def parse_vllm_generation(body: Any, vocab_size: int, input_length: int = 0, top
     return generation
 
 
-def _replay_data(choice: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None) -> dict[str, Any]:
+def _replay_data(
+    choice: dict[str, Any], n_tokens: int, input_length: int, top_p: bool, routed_width: int | None
+) -> dict[str, Any]:
     """The reply's replay data in the shape SGLang's ``meta_info`` gives it (``replay_capture`` reads that)."""
     meta: dict[str, Any] = {}
     if top_p and choice.get("sampling_mask") is None:
-        raise PolicyOutputError("vLLM reply has no sampling_mask for the top-p replay asked for: start vLLM with --return-sampling-mask (GPU)")
+        raise PolicyOutputError(
+            "vLLM reply has no sampling_mask for the top-p replay asked for: start vLLM with --return-sampling-mask "
+            "(GPU)"
+        )
     if routed_width and choice.get("routed_experts") is None:
-        raise PolicyOutputError("vLLM reply has no routed_experts for the routing replay asked for: start vLLM with --enable-return-routed-experts")
+        raise PolicyOutputError(
+            "vLLM reply has no routed_experts for the routing replay asked for: start vLLM with "
+            "--enable-return-routed-experts"
+        )
     if top_p:
         mask = choice["sampling_mask"]
         if not isinstance(mask, list) or not all(isinstance(kept, list) for kept in mask):
@@ -144,5 +166,7 @@ def _routed_rows(encoded: Any) -> list[int]:
     except (TypeError, ValueError, binascii.Error, OSError) as error:
         raise PolicyOutputError(f"vLLM reply: routed_experts is not a base64 .npy array: {error}") from None
     if rows.ndim != 3 or not np.issubdtype(rows.dtype, np.integer):
-        raise PolicyOutputError(f"vLLM reply: routed_experts has shape {rows.shape} of {rows.dtype}, not (positions, layers, top_k) ids")
+        raise PolicyOutputError(
+            f"vLLM reply: routed_experts has shape {rows.shape} of {rows.dtype}, not (positions, layers, top_k) ids"
+        )
     return rows.reshape(-1).tolist()

@@ -109,7 +109,9 @@ class OraclePolicy:
         command = EXPLORE_COMMANDS[index % len(EXPLORE_COMMANDS)]
         if cwd:
             command = f"cd {shlex.quote(cwd)} && {command}"
-        return tool_call("I should look around before changing anything.", "Looking around.", "Bash", {"command": command})
+        return tool_call(
+            "I should look around before changing anything.", "Looking around.", "Bash", {"command": command}
+        )
 
     def _read_problem_statement(self, cwd: str | None) -> str:
         reasoning = "I should read the problem statement first."

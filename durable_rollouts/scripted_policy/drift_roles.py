@@ -56,7 +56,9 @@ class RepairCompletion:
         if broken is None or task is None:
             return _answer("I do not recognise this task.", "I cannot repair this script.")
         diff = oracle_repair(broken, task.script)
-        return _answer("The error points at the changed call; restoring it.", f"Here is the fix:\n\n```diff\n{diff}```\n")
+        return _answer(
+            "The error points at the changed call; restoring it.", f"Here is the fix:\n\n```diff\n{diff}```\n"
+        )
 
 
 class SelfPlayCompletion:

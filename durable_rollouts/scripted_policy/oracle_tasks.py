@@ -1,10 +1,10 @@
 """The scripted oracle's tasks: the reference patches of a dataset, read the way the starter reads it.
 
-Invariants: a JSONL dataset is read with ``durable_rollouts.task_sources.dataset_rows.read_dataset`` under the same dataset root as
-the starter's (``root``, else ``ROLLOUT_DATASET_ROOT``), so a row whose ``swepro`` scripts are paths in that root
-is known to the oracle exactly when the starter can run it; a directory is read as Harbor tasks
-(``solution/reference.patch``). A row without a reference patch, or one that cannot be read, gives no task. Each
-task matches on the first non-empty line of its problem statement.
+Invariants: a JSONL dataset is read with ``durable_rollouts.task_sources.dataset_rows.read_dataset`` under the same
+dataset root as the starter's (``root``, else ``ROLLOUT_DATASET_ROOT``), so a row whose ``swepro`` scripts are paths in
+that root is known to the oracle exactly when the starter can run it; a directory is read as Harbor tasks
+(``solution/reference.patch``). A row without a reference patch, or one that cannot be read, gives no task. Each task
+matches on the first non-empty line of its problem statement.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The scripted server's replay data: deterministic top-p nuclei and MoE routing, so tests can check them token by token.
+"""The scripted server's replay data: deterministic top-p nuclei and MoE routing, so tests can check them token by
+token.
 
 * ``nucleus(token, position, vocab_size)``: the sampled token first, then ``position % 3`` more ids, all
   distinct, a function of the token and its position in the request's sequence only;

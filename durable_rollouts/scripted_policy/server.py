@@ -195,7 +195,12 @@ def finish(ids: list[int], max_new_tokens: int, end_of_turn_id: int) -> tuple[li
 
 
 def finish_at_stops(
-    ids: list[int], max_new_tokens: int, end_of_turn_id: int, stops: Sequence[str], decode: Callable[[list[int]], str], tail_tokens: int
+    ids: list[int],
+    max_new_tokens: int,
+    end_of_turn_id: int,
+    stops: Sequence[str],
+    decode: Callable[[list[int]], str],
+    tail_tokens: int,
 ) -> tuple[list[int], dict[str, Any]]:
     """``ids`` sampled one by one with sglang 0.5.23's checks after each (``Req.update_finish_state``): a stop
     string in the decoded tail (the last ``tail_tokens`` ids), in ``stops`` order; then the end-of-turn id; then
@@ -296,7 +301,11 @@ def _check_sampling(sampling: dict[str, Any]) -> None:
     if top_k is not None and (type(top_k) is not int or not (top_k == -1 or top_k >= 1)):
         raise BadRequest("sampling_params.top_k", f"must be -1 (disable) or at least 1, got {top_k!r}")
     stop = sampling.get("stop")
-    if stop is not None and not isinstance(stop, str) and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+    if (
+        stop is not None
+        and not isinstance(stop, str)
+        and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop))
+    ):
         raise BadRequest("sampling_params.stop", "must be a string or a list of strings")
 
 
@@ -312,7 +321,9 @@ class Completion:
     retractions: int = 0
     spans: tuple[dict[str, Any], ...] = ()
 
-    def response(self, generate: GenerateRequest, latency: float, vocab_size: int = 0, moe: MoEShape | None = None) -> dict[str, Any]:
+    def response(
+        self, generate: GenerateRequest, latency: float, vocab_size: int = 0, moe: MoEShape | None = None
+    ) -> dict[str, Any]:
         meta_info: dict[str, Any] = {
             "id": generate.rid,
             "finish_reason": self.finish_reason,
@@ -325,12 +336,16 @@ class Completion:
             "e2e_latency": latency,
         }
         if generate.return_logprob:
-            meta_info["output_token_logprobs"] = [[logprob, token, None] for logprob, token in zip(self.logprobs, self.output_ids, strict=False)]
+            meta_info["output_token_logprobs"] = [
+                [logprob, token, None] for logprob, token in zip(self.logprobs, self.output_ids, strict=False)
+            ]
         if generate.top_p_token_ids:
             start = len(generate.input_ids)
             nuclei = [nucleus(token, start + i, vocab_size) for i, token in enumerate(self.output_ids)]
             meta_info["top_p_token_ids"] = _base64_int32([t for kept in nuclei for t in kept])
-            meta_info["top_p_token_offsets"] = _base64_int32(np.concatenate([[0], np.cumsum([len(kept) for kept in nuclei])]))
+            meta_info["top_p_token_offsets"] = _base64_int32(
+                np.concatenate([[0], np.cumsum([len(kept) for kept in nuclei])])
+            )
         if generate.return_routed_experts and moe is not None:
             meta_info["routed_experts"] = _base64_int32(routing([*generate.input_ids, *self.output_ids], moe).ravel())
         return {"text": self.text, "output_ids": self.output_ids, "meta_info": meta_info}
@@ -506,10 +521,14 @@ class ScriptedPolicyServer:
         self._record(generate, routing_key, policy, completion)
         if completion is ERRORED:
             return web.json_response({"error": "scripted policy error (policy 'error')"}, status=500)
-        answer = await asyncio.to_thread(completion.response, generate, time.monotonic() - started, self.renderer.vocab_size, self.moe)
+        answer = await asyncio.to_thread(
+            completion.response, generate, time.monotonic() - started, self.renderer.vocab_size, self.moe
+        )
         return web.json_response(answer)
 
-    async def _answer(self, policy: str, generate: GenerateRequest, generation: Generation, routing_key: str | None) -> Completion:
+    async def _answer(
+        self, policy: str, generate: GenerateRequest, generation: Generation, routing_key: str | None
+    ) -> Completion:
         """Sample the scripted answer one engine step per token, each followed by its pause (``_step_s``)."""
         if policy == "error":
             return ERRORED
@@ -528,9 +547,19 @@ class ScriptedPolicyServer:
             if step_s := self._step_s(policy, turn_s, len(plan.ids)):
                 await self.control.pace(step_s)
         in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
-        text = trim_matched_stop(await asyncio.to_thread(self.renderer.decode, in_vocabulary), finish_reason, generate.no_stop_trim)
+        text = trim_matched_stop(
+            await asyncio.to_thread(self.renderer.decode, in_vocabulary), finish_reason, generate.no_stop_trim
+        )
         spans = weight_version_spans(generation.versions, self.control.version)
-        return Completion(generation.output_ids, generation.logprobs, generation.versions, finish_reason, text, generation.retractions, tuple(spans))
+        return Completion(
+            generation.output_ids,
+            generation.logprobs,
+            generation.versions,
+            finish_reason,
+            text,
+            generation.retractions,
+            tuple(spans),
+        )
 
     def _step_s(self, policy: str, turn_s: float | None, tokens: int) -> float:
         """The pause after each of ``tokens`` sampled tokens: ``slow`` over ``delay_s``, else over the answer's turn
@@ -555,11 +584,15 @@ class ScriptedPolicyServer:
         prompt, scripted = self._scripted_ids(policy, prompt_ids, generate.max_new_tokens + len(begun))
         planned = scripted + [end_id]
         if planned[: len(begun)] != begun:
-            raise BadRequest("input_ids", f"the {len(begun)} tokens after the last assistant header do not begin the scripted answer")
+            raise BadRequest(
+                "input_ids", f"the {len(begun)} tokens after the last assistant header do not begin the scripted answer"
+            )
         if not generate.stop or policy == "garbage":
             return Plan(prompt, *finish(planned[len(begun) :], generate.max_new_tokens, end_id))
         tail_tokens = max(len(self.renderer.encode(stop)) for stop in generate.stop) + 1
-        ids, finish_reason = finish_at_stops(planned[len(begun) :], generate.max_new_tokens, end_id, generate.stop, self.renderer.decode, tail_tokens)
+        ids, finish_reason = finish_at_stops(
+            planned[len(begun) :], generate.max_new_tokens, end_id, generate.stop, self.renderer.decode, tail_tokens
+        )
         return Plan(prompt, ids, finish_reason)
 
     def _split_begun_answer(self, input_ids: list[int]) -> tuple[list[int], list[int]]:
@@ -598,7 +631,9 @@ class ScriptedPolicyServer:
             body = await control_body(request, {"rid": (str, None), "abort_all": (bool, False)})
         except BadRequest as error:
             return bad_request(error)
-        self.aborts.append(AbortRecord(rid=body["rid"], abort_all=body["abort_all"], in_flight=body["rid"] in self._inflight))
+        self.aborts.append(
+            AbortRecord(rid=body["rid"], abort_all=body["abort_all"], in_flight=body["rid"] in self._inflight)
+        )
         if body["abort_all"]:
             self.control.abort(abort_all=True)
         elif body["rid"] in self._inflight:
@@ -655,7 +690,9 @@ class ScriptedPolicyServer:
             self.control.abort(abort_all=True)
         self.control.set_version(body["new_version"])
         version = body["new_version"]
-        return web.json_response({"success": True, "message": f"Weight version updated to {version}", "new_version": version})
+        return web.json_response(
+            {"success": True, "message": f"Weight version updated to {version}", "new_version": version}
+        )
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="OK")
@@ -706,25 +743,41 @@ class ScriptedPolicyServer:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m durable_rollouts.scripted_policy.server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m durable_rollouts.scripted_policy.server", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=port_arg, default=30000)
     parser.add_argument("--policy", choices=POLICIES, default="oracle", help="the server-wide default policy")
     parser.add_argument(
-        "--oracle-tasks", type=existing_path_arg, help="dataset JSONL (or directory of Harbor tasks) whose reference patches the oracle knows"
+        "--oracle-tasks",
+        type=existing_path_arg,
+        help="dataset JSONL (or directory of Harbor tasks) whose reference patches the oracle knows",
     )
-    parser.add_argument("--dataset-root", help="where --oracle-tasks rows' script paths resolve (default: ROLLOUT_DATASET_ROOT)")
-    parser.add_argument("--tokenizer", type=existing_path_arg, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})")
-    parser.add_argument("--delay", type=number_arg(0), default=2.0, help="seconds the 'slow' policy spreads its tokens over")
-    parser.add_argument("--weight-version", default="default", help="the weight version served at start (sglang's default)")
     parser.add_argument(
-        "--oracle-explore-turns", type=count_arg(0), default=0, help="read-only Bash turns the oracle takes before its patch (long rollouts)"
+        "--dataset-root", help="where --oracle-tasks rows' script paths resolve (default: ROLLOUT_DATASET_ROOT)"
+    )
+    parser.add_argument(
+        "--tokenizer", type=existing_path_arg, help=f"HF tokenizer directory (default: {DEFAULT_TOKENIZER_DIR})"
+    )
+    parser.add_argument(
+        "--delay", type=number_arg(0), default=2.0, help="seconds the 'slow' policy spreads its tokens over"
+    )
+    parser.add_argument(
+        "--weight-version", default="default", help="the weight version served at start (sglang's default)"
+    )
+    parser.add_argument(
+        "--oracle-explore-turns",
+        type=count_arg(0),
+        default=0,
+        help="read-only Bash turns the oracle takes before its patch (long rollouts)",
     )
     parser.add_argument(
         "--lognormal-turn-delay",
         type=parse_lognormal,
         metavar="MEDIAN,SIGMA[,SEED]",
-        help="spread every non-slow answer over one log-normal draw per session (routing key): median seconds, sigma, seed (0)",
+        help="spread every non-slow answer over one log-normal draw per session (routing key): median seconds, sigma, "
+        "seed (0)",
     )
     return parser.parse_args(argv)
 

@@ -45,8 +45,12 @@ NAME = "current"
 COPIED_FIELDS = ("index", "group_index", "rollout_id", "prompt", "label")
 
 
-def samples(sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions) -> list[Any]:
-    sequences = sequences_of(trajectory.segments, trajectory.turn_log, options.fork_threshold, options.max_sample_tokens)
+def samples(
+    sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions
+) -> list[Any]:
+    sequences = sequences_of(
+        trajectory.segments, trajectory.turn_log, options.fork_threshold, options.max_sample_tokens
+    )
     kinds = [segment.kind for segment in trajectory.segments]
     replay = replay_of_segments(trajectory, options.replay)
     out = []
@@ -85,7 +89,11 @@ def write_sequence(target: Any, sequence: TrainingSequence, tokenizer: Any) -> N
     target.loss_mask = sequence.loss_mask[start:]
     target.rollout_log_probs = sequence.log_probs[start:]
     length = target.response_length
-    target.response = tokenizer.decode(sequence.tokens[-length:], skip_special_tokens=False) if tokenizer is not None and length > 0 else ""
+    target.response = (
+        tokenizer.decode(sequence.tokens[-length:], skip_special_tokens=False)
+        if tokenizer is not None and length > 0
+        else ""
+    )
     target.weight_versions = call_versions(sequence)
 
 
@@ -106,7 +114,9 @@ def write_replay(target: Any, sequence: TrainingSequence, replay: list[SegmentRe
         rows = replay[sequence.last_turn.segment].routed
         if rows is None or len(rows) < len(sequence.tokens) - 1:
             raise ReplayMissing("the trajectory holds no routed experts for the sequence's last call")
-        target.rollout_routed_experts = rows[: len(sequence.tokens) - 1].astype(np.int32).reshape(-1, shape.layers, shape.top_k)
+        target.rollout_routed_experts = (
+            rows[: len(sequence.tokens) - 1].astype(np.int32).reshape(-1, shape.layers, shape.top_k)
+        )
 
 
 def call_versions(sequence: TrainingSequence) -> list[str]:
@@ -123,7 +133,11 @@ def call_versions(sequence: TrainingSequence) -> list[str]:
 def version_spans(sequence: TrainingSequence) -> list[dict[str, Any]]:
     """The weight version of every trained token as ``{"version", "start", "end"}`` spans over the response."""
     start = sequence.response_start
-    runs = [(p - start, p - start + 1, sequence.versions[p]) for p in range(start, len(sequence.loss_mask)) if sequence.loss_mask[p]]
+    runs = [
+        (p - start, p - start + 1, sequence.versions[p])
+        for p in range(start, len(sequence.loss_mask))
+        if sequence.loss_mask[p]
+    ]
     return [span.model_dump() for span in spans_from_runs(runs)]
 
 

@@ -253,7 +253,9 @@ class _Builder:
         del self.tokens[length:], self.loss_mask[length:], self.log_probs[length:], self.versions[length:]
         self.origins = _cut_origins(self.origins, length)
 
-    def _extend(self, ids: np.ndarray, mask: np.ndarray, log_probs: np.ndarray | None, versions: Sequence[str | None] | None) -> None:
+    def _extend(
+        self, ids: np.ndarray, mask: np.ndarray, log_probs: np.ndarray | None, versions: Sequence[str | None] | None
+    ) -> None:
         n = len(ids)
         self.tokens.frombytes(np.ascontiguousarray(ids, dtype=np.int32).tobytes())
         self.loss_mask.frombytes(np.ascontiguousarray(mask, dtype=np.uint8).tobytes())
@@ -315,7 +317,10 @@ def _columns(segment: TokenSegment) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 def sequences_of(
-    segments: list[TokenSegment], turn_log: TurnLog | None, fork_threshold: int = DEFAULT_FORK_THRESHOLD, max_tokens: int = 0
+    segments: list[TokenSegment],
+    turn_log: TurnLog | None,
+    fork_threshold: int = DEFAULT_FORK_THRESHOLD,
+    max_tokens: int = 0,
 ) -> list[TrainingSequence]:
     """The training sequences of a trajectory; without a turn log (a drift -> repair role, a result recorded
     before turn logs) each segment is one path of its own turns, i.e. one sequence."""

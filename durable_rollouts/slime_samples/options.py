@@ -37,7 +37,11 @@ def sample_options(args: Any, environ: Mapping[str, str] = os.environ) -> Sample
         threshold = int(raw) if raw else DEFAULT_FORK_THRESHOLD
     except ValueError:
         raise SettingsError(f"{FORK_THRESHOLD_VAR}: expected a whole number of tokens, got {raw!r}") from None
-    return SampleOptions(max_sample_tokens=int(getattr(args, "rollout_max_context_len", None) or 0), fork_threshold=threshold, replay=replay_of(args))
+    return SampleOptions(
+        max_sample_tokens=int(getattr(args, "rollout_max_context_len", None) or 0),
+        fork_threshold=threshold,
+        replay=replay_of(args),
+    )
 
 
 def replay_of(args: Any) -> ReplayCapture:
@@ -47,5 +51,7 @@ def replay_of(args: Any) -> ReplayCapture:
         return ReplayCapture(top_p_token_ids=top_p)
     layers, top_k = getattr(args, "num_layers", None), getattr(args, "moe_router_topk", None)
     if not layers or not top_k:
-        raise SettingsError("--use-rollout-routing-replay needs --num-layers and --moe-router-topk (the routed experts' shape)")
+        raise SettingsError(
+            "--use-rollout-routing-replay needs --num-layers and --moe-router-topk (the routed experts' shape)"
+        )
     return ReplayCapture(top_p_token_ids=top_p, routed_experts=RoutedExpertsShape(layers=int(layers), top_k=int(top_k)))

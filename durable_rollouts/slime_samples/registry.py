@@ -5,9 +5,8 @@ or empty: ``auto``). ``auto`` imports ``slime.agent.trajectory``, where both
 APIs live: the seed's ``fan_out_sample_segments`` (slime ad3b874 to 243773c)
 means ``seed``; anything else (``TrajectoryManager``, slime not installed, or
 a slime that does not import here, such as a worker host without its
-dependencies) means ``current`` (what a trainer installing slime today gets). Any other value is a ``SettingsError`` naming the
-variable. ``ContractChoice.log_line`` is the one line the worker and the
-trainer log at start-up.
+dependencies) means ``current`` (what a trainer installing slime today gets). Any other value is a ``SettingsError``
+naming the variable. ``ContractChoice.log_line`` is the one line the worker and the trainer log at start-up.
 """
 
 from __future__ import annotations
@@ -74,5 +73,7 @@ def detected_contract() -> ContractChoice:
             found = f"{PROBED_MODULE} does not import here ({type(missing).__name__}: {missing})"
         return ContractChoice(current.NAME, f"auto: {found}")
     if hasattr(module, SEED_API):
-        return ContractChoice(seed.NAME, f"auto: the installed slime has {PROBED_MODULE}.{SEED_API} (ad3b874 to 243773c)")
+        return ContractChoice(
+            seed.NAME, f"auto: the installed slime has {PROBED_MODULE}.{SEED_API} (ad3b874 to 243773c)"
+        )
     return ContractChoice(current.NAME, f"auto: the installed slime has no {PROBED_MODULE}.{SEED_API} (243773c on)")

@@ -35,7 +35,9 @@ def write_tokens(sample: Any, segment: TokenSegment, tokenizer: Any) -> None:
 def version_spans_metadata(segment: TokenSegment) -> list[dict[str, Any]]:
     """``segment``'s weight version spans over its response (``metadata.weight_version_spans``)."""
     shift = segment.prompt_length
-    return [{"version": s.version, "start": s.start - shift, "end": s.end - shift} for s in segment.weight_version_spans]
+    return [
+        {"version": s.version, "start": s.start - shift, "end": s.end - shift} for s in segment.weight_version_spans
+    ]
 
 
 def call_weight_versions(segment: TokenSegment) -> list[str]:
@@ -80,7 +82,9 @@ class ReplayMissing(ValueError):
 def replay_of_segments(trajectory: Any, capture: ReplayCapture) -> list[Any]:
     """``trajectory.replay`` when ``capture`` asks for anything (``ReplayMissing`` when it holds none)."""
     if capture.any and not trajectory.replay:
-        raise ReplayMissing("the rollout carries no replay data (top-p nuclei / routed experts) though the trainer replays it")
+        raise ReplayMissing(
+            "the rollout carries no replay data (top-p nuclei / routed experts) though the trainer replays it"
+        )
     return trajectory.replay
 
 
@@ -100,4 +104,6 @@ def write_replay_placeholders(sample: Any, replay: ReplayCapture) -> None:
     if replay.routed_experts is not None:
         shape = replay.routed_experts
         row = np.tile(np.arange(shape.top_k, dtype=np.int32), shape.layers).reshape(shape.layers, shape.top_k)
-        sample.rollout_routed_experts = np.broadcast_to(row, (max(len(sample.tokens) - 1, 0), shape.layers, shape.top_k)).copy()
+        sample.rollout_routed_experts = np.broadcast_to(
+            row, (max(len(sample.tokens) - 1, 0), shape.layers, shape.top_k)
+        ).copy()

@@ -37,7 +37,9 @@ from durable_rollouts.slime_samples.sample_fields import (
 NAME = "seed"
 
 
-def samples(sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions) -> list[Any]:
+def samples(
+    sample: Any, result: RolloutResult, trajectory: Trajectory, tokenizer: Any, options: SampleOptions
+) -> list[Any]:
     """Of ``options`` only ``replay`` applies (each segment's own nuclei and routing): the seed cut no sample and
     knew no fork threshold."""
     segments = trajectory.segments

@@ -64,7 +64,8 @@ SWEBENCH_FIELDS = {
 
 
 class RowError(ValueError):
-    """``line``: the JSONL line, or the directory of a Harbor task (``durable_rollouts.task_sources.harbor_tasks``); None: not read from a file."""
+    """``line``: the JSONL line, or the directory of a Harbor task (``durable_rollouts.task_sources.harbor_tasks``);
+    None: not read from a file."""
 
     def __init__(self, field: str, reason: str, line: int | str | None = None):
         where = f"line {line}: " if isinstance(line, int) else f"{line}: " if line else ""
@@ -135,7 +136,12 @@ def task_from_row(row: Any, line: int | None = None, root: str | Path | None = N
 
 
 # TaskSpec field -> the shape row's key that supplies it (or the largest part of it), for errors.
-SHAPED_SOURCES = {"swebench": "test_patch", "eval_cmd": "PASS_TO_PASS", "pre_commands": "patch", "reference_patch": "patch"}
+SHAPED_SOURCES = {
+    "swebench": "test_patch",
+    "eval_cmd": "PASS_TO_PASS",
+    "pre_commands": "patch",
+    "reference_patch": "patch",
+}
 
 
 def _shaped_task(row: dict[str, Any], prefix: str, fields: Any, line: int | None) -> TaskSpec:
@@ -143,7 +149,9 @@ def _shaped_task(row: dict[str, Any], prefix: str, fields: Any, line: int | None
     try:
         _, spec = task_fields(fields)
     except ShapeProblem as problem:
-        raise RowError(problem.field if problem.field == "row" else prefix + problem.field, problem.reason, line) from None
+        raise RowError(
+            problem.field if problem.field == "row" else prefix + problem.field, problem.reason, line
+        ) from None
     if not spec["problem_statement"]:
         if not isinstance(row.get("prompt"), (str, list)):
             raise RowError(prefix + "problem_statement", "missing, and the row has no prompt to fall back to", line)
@@ -152,7 +160,10 @@ def _shaped_task(row: dict[str, Any], prefix: str, fields: Any, line: int | None
         task = TaskSpec.model_validate(spec)
     except ValidationError as exc:
         loc = [str(part) for part in exc.errors()[0]["loc"]]
-        key = next((k for k, f in SWEBENCH_FIELDS.items() if loc[0] == "swebench" and loc[1:2] == [f]), SHAPED_SOURCES.get(loc[0], loc[0]))
+        key = next(
+            (k for k, f in SWEBENCH_FIELDS.items() if loc[0] == "swebench" and loc[1:2] == [f]),
+            SHAPED_SOURCES.get(loc[0], loc[0]),
+        )
         raise RowError(prefix + key, exc.errors()[0]["msg"], line) from None
     if (limit := task_problem(task, {})) is not None:
         name = limit[0].removeprefix("metadata.")
@@ -226,7 +237,9 @@ def _test_files(metadata: dict[str, Any], remote: dict[str, Any], line: int | No
         if value is None:
             continue
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise RowError(field, "must be a non-empty list of glob patterns (leave it out for the default test paths)", line)
+            raise RowError(
+                field, "must be a non-empty list of glob patterns (leave it out for the default test paths)", line
+            )
         try:
             return check_workdir_relative(value)
         except ValueError as error:

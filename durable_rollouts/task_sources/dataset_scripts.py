@@ -47,7 +47,9 @@ def read_script(root: Path | None, value: Any, field: str) -> str:
         raise ScriptRefused(field, "must be a non-empty path")
     if root is None:
         raise ScriptRefused(
-            field, f"a script path needs a dataset root: the operator sets --dataset-root or {DATASET_ROOT_ENV} (nothing outside it is read)"
+            field,
+            f"a script path needs a dataset root: the operator sets --dataset-root or {DATASET_ROOT_ENV} (nothing "
+            f"outside it is read)",
         )
     if ".." in PurePosixPath(value).parts:
         raise ScriptRefused(field, f"{value!r}: '..' is not allowed in a script path")

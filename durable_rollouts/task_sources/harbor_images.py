@@ -71,7 +71,9 @@ def environment_hash(directory: Path) -> str:
                 digest.update(f"L\0{relative}\0{os.readlink(path)}\n".encode())
             elif stat.S_ISREG(info.st_mode):
                 executable = "x" if info.st_mode & 0o111 else "-"
-                digest.update(f"F\0{relative}\0{executable}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+                digest.update(
+                    f"F\0{relative}\0{executable}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode()
+                )
     return digest.hexdigest()[:16]
 
 
@@ -102,7 +104,9 @@ class HarborImages:
         except docker.errors.DockerException as error:
             raise ImageProblem("environment", f"the Docker engine failed: {error}") from None
 
-    def _resolve(self, task_name: str, environment: Path, docker_image: str | None, build_timeout_s: float) -> TaskImage:
+    def _resolve(
+        self, task_name: str, environment: Path, docker_image: str | None, build_timeout_s: float
+    ) -> TaskImage:
         if docker_image:
             return TaskImage(docker_image, self._workdir(self._prebuilt(docker_image), "environment.docker_image"))
         if not (environment / "Dockerfile").is_file():
@@ -117,7 +121,9 @@ class HarborImages:
             self._build(environment, tag, build_timeout_s)
             image = self._present(tag)
             if image is None:
-                raise ImageProblem("environment/Dockerfile", f"the build reported success but {tag} is not on the engine")
+                raise ImageProblem(
+                    "environment/Dockerfile", f"the build reported success but {tag} is not on the engine"
+                )
         return TaskImage(tag, self._workdir(image, "environment/Dockerfile"), built)
 
     def _prebuilt(self, docker_image: str) -> docker.models.images.Image:
@@ -131,7 +137,10 @@ class HarborImages:
                 raise ImageProblem("environment.docker_image", str(error)) from None
             image = self._present(name)
         if image is None:
-            raise ImageProblem("environment.docker_image", f"{name} is not present on this Docker engine and ROLLOUT_PULL_POLICY is never")
+            raise ImageProblem(
+                "environment.docker_image",
+                f"{name} is not present on this Docker engine and ROLLOUT_PULL_POLICY is never",
+            )
         return image
 
     def _present(self, name: str) -> docker.models.images.Image | None:
@@ -144,7 +153,10 @@ class HarborImages:
     def _workdir(image: docker.models.images.Image, field: str) -> str:
         workdir = ((image.attrs.get("Config") or {}).get("WorkingDir") or "").rstrip("/")
         if not workdir:
-            raise ImageProblem(field, "the image sets no WORKDIR (or WORKDIR /): the agent works, and its diff is taken, in the WORKDIR")
+            raise ImageProblem(
+                field,
+                "the image sets no WORKDIR (or WORKDIR /): the agent works, and its diff is taken, in the WORKDIR",
+            )
         return workdir
 
     def _build(self, environment: Path, tag: str, timeout_s: float) -> None:
@@ -164,12 +176,15 @@ class HarborImages:
                 if "stream" in chunk:
                     log.append(str(chunk["stream"]))
                 if "error" in chunk:
-                    raise ImageProblem("environment/Dockerfile", f"the build failed: {str(chunk['error']).strip()}\n{_tail(log)}")
+                    raise ImageProblem(
+                        "environment/Dockerfile", f"the build failed: {str(chunk['error']).strip()}\n{_tail(log)}"
+                    )
         except (docker.errors.APIError, docker.errors.BuildError) as error:
             raise ImageProblem("environment/Dockerfile", f"the build failed: {error}\n{_tail(log)}") from None
         except requests.exceptions.ReadTimeout:
             raise ImageProblem(
-                "environment/Dockerfile", f"the build was silent for more than build_timeout_sec ({timeout_s:g} s)\n{_tail(log)}"
+                "environment/Dockerfile",
+                f"the build was silent for more than build_timeout_sec ({timeout_s:g} s)\n{_tail(log)}",
             ) from None
 
 

@@ -9,8 +9,8 @@ What task.toml gives, in Harbor's field names and units:
 
 * ``[task] name`` is the instance id (default: the directory's name);
 * ``[verifier] timeout_sec`` (default 600) and ``[agent] timeout_sec`` (default: none) go to ``HarborSpec``
-  (``durable_rollouts.config.settings.RolloutBudgets.for_task`` folds them into the rollout's budgets), ``[verifier] env``
-  (string values) is the verifier's environment;
+  (``durable_rollouts.config.settings.RolloutBudgets.for_task`` folds them into the rollout's budgets), ``[verifier]
+  env`` (string values) is the verifier's environment;
 * ``[environment] cpus`` (default 1), ``memory_mb`` (2048) and ``storage_mb`` (10240), or the deprecated
   ``memory`` / ``storage`` sizes (``"2G"``, ``"512M"``), become ``TaskResources``
   (``durable_rollouts.docker_sandbox.limits.task_limits`` caps them at the worker's per-sandbox limits);
@@ -97,7 +97,9 @@ def read_harbor_tasks(
     if not directories:
         yield HarborTaskError(root, "task.toml", "no Harbor task here: no task.toml and no task subdirectories")
         return
-    from durable_rollouts.task_sources.harbor_images import HarborImages  # docker: a worker's package, imported only to build images
+    from durable_rollouts.task_sources.harbor_images import (
+        HarborImages,
+    )  # docker: a worker's package, imported only to build images
 
     images = images or HarborImages(images=image_settings)
     seen: dict[str, Path] = {}
@@ -105,7 +107,12 @@ def read_harbor_tasks(
         try:
             task, raw = read_task(directory, images)
             if task.instance_id in seen:
-                raise HarborTaskError(directory, "task.name", f"{task.instance_id!r} is also the name of {seen[task.instance_id]}", "task.toml")
+                raise HarborTaskError(
+                    directory,
+                    "task.name",
+                    f"{task.instance_id!r} is also the name of {seen[task.instance_id]}",
+                    "task.toml",
+                )
             seen[task.instance_id] = directory
             yield DatasetRow(line=str(directory), task=task, raw=raw)
         except HarborTaskError as error:
@@ -122,7 +129,9 @@ def read_task(directory: Path, images: HarborImages) -> tuple[TaskSpec, dict[str
     verifier, agent, environment = (_table(directory, config, key) for key in ("verifier", "agent", "environment"))
     gpus = _number(directory, environment, "environment.gpus", 0)
     if gpus:
-        raise HarborTaskError(directory, "environment.gpus", f"{gpus:g} requested; this project's sandboxes have no GPUs", "task.toml")
+        raise HarborTaskError(
+            directory, "environment.gpus", f"{gpus:g} requested; this project's sandboxes have no GPUs", "task.toml"
+        )
     spec = HarborSpec(
         source=str(directory),
         tests=_tests(directory),
@@ -188,7 +197,9 @@ def _config(directory: Path) -> dict[str, Any]:
         data = path.read_bytes()
     except FileNotFoundError:
         raise HarborTaskError(
-            directory, "task.toml", "missing (a Harbor task directory holds task.toml, instruction.md, environment/, tests/test.sh)"
+            directory,
+            "task.toml",
+            "missing (a Harbor task directory holds task.toml, instruction.md, environment/, tests/test.sh)",
         ) from None
     except OSError as error:
         raise HarborTaskError(directory, "task.toml", f"unreadable ({error.strerror})") from None
@@ -228,7 +239,12 @@ def _megabytes(directory: Path, environment: dict[str, Any], what: str, default:
         return float(default)
     match = _SIZE.fullmatch(size.strip()) if isinstance(size, str) else None
     if match is None or float(match.group(1)) <= 0:
-        raise HarborTaskError(directory, f"environment.{what}", f"must be a size like '2G' or '512M' (or use environment.{what}_mb)", "task.toml")
+        raise HarborTaskError(
+            directory,
+            f"environment.{what}",
+            f"must be a size like '2G' or '512M' (or use environment.{what}_mb)",
+            "task.toml",
+        )
     return float(match.group(1)) * _SIZE_MB[match.group(2).upper()]
 
 
@@ -280,7 +296,9 @@ def _tests(directory: Path) -> list[HarborTestFile]:
             field = f"tests/{relative}"
             real = Path(os.path.realpath(path))
             if not real.is_relative_to(real_root):
-                raise HarborTaskError(directory, field, "a symlink out of tests/ (nothing outside the task's tests is inlined)")
+                raise HarborTaskError(
+                    directory, field, "a symlink out of tests/ (nothing outside the task's tests is inlined)"
+                )
             try:
                 info = real.stat()
                 if not stat.S_ISREG(info.st_mode):
@@ -290,7 +308,11 @@ def _tests(directory: Path) -> list[HarborTestFile]:
                 raise HarborTaskError(directory, field, f"unreadable ({error.strerror})") from None
             total += len(data)
             if total > MAX_TESTS_BYTES:
-                raise HarborTaskError(directory, "tests", f"more than {MAX_TESTS_BYTES:,} bytes of test files (they are inlined into the task)")
+                raise HarborTaskError(
+                    directory,
+                    "tests",
+                    f"more than {MAX_TESTS_BYTES:,} bytes of test files (they are inlined into the task)",
+                )
             mode = 0o755 if info.st_mode & 0o111 else 0o644
             files.append(HarborTestFile(path=relative, data_b64=base64.b64encode(data).decode(), mode=mode))
     return sorted(files, key=lambda file: file.path)

@@ -8,11 +8,11 @@ Invariants:
   its tests as text the flip is made here and recorded in ``ImpossibleProbe.flip``: an f2p row's script, a
   SWE-bench row's ``test_patch`` (an added line of a test the row's ``fail_to_pass`` names, else its
   ``pass_to_pass``), a Harbor task's Python test files. Where the tests live in the image (``eval_cmd``,
-  ``swepro`` rows) a pre-command runs ``durable_rollouts.task_sources.probe_flip`` at boot, in the agent's sandbox and the
-  grading sandbox alike, before the baseline is recorded: the agent sees the contradicting test, and the
-  grader's reset of the protected test files keeps it. A ``swepro`` flip is made in a test its
-  ``fail_to_pass`` names, else its ``pass_to_pass``: one the verdict needs; an ``eval_cmd`` flip in a
-  protected test file, preferring those the command names.
+  ``swepro`` rows) a pre-command runs ``durable_rollouts.task_sources.probe_flip`` at boot, in the agent's sandbox and
+  the grading sandbox alike, before the baseline is recorded: the agent sees the contradicting test, and the grader's
+  reset of the protected test files keeps it. A ``swepro`` flip is made in a test its ``fail_to_pass`` names, else its
+  ``pass_to_pass``: one the verdict needs; an ``eval_cmd`` flip in a protected test file, preferring those the command
+  names.
 * The flipped test is always one the grader puts back, so an agent's edit of it never counts.
 * A row with no value to flip is ``ProbeUnavailable`` (naming the field that holds its tests); a row whose
   tests are in the image finds out at boot, and its grading then says ``void``.
@@ -33,7 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from durable_rollouts.contracts.probes import ImpossibleProbe, ProbeFlip
-from durable_rollouts.contracts.tasks import DEFAULT_TEST_FILES, F2P_SCRIPT_PATH, HarborTestFile, TaskSpec, f2p_eval_cmd, f2p_script
+from durable_rollouts.contracts.tasks import (
+    DEFAULT_TEST_FILES,
+    F2P_SCRIPT_PATH,
+    HarborTestFile,
+    TaskSpec,
+    f2p_eval_cmd,
+    f2p_script,
+)
 from durable_rollouts.docker_sandbox.git_workspace import harness_file
 from durable_rollouts.task_sources import probe_flip
 
@@ -97,7 +104,14 @@ def probe_of(task: TaskSpec, seed: int) -> TaskSpec:
     else:
         raise ProbeUnavailable(task.instance_id, "grader", "the row has no grader")
     probe = ImpossibleProbe(source=task.instance_id, seed=seed, flip=flip)
-    return task.model_copy(update={**fields, "instance_id": f"{task.instance_id}{PROBE_SUFFIX}{seed}", "reference_patch": None, "probe": probe})
+    return task.model_copy(
+        update={
+            **fields,
+            "instance_id": f"{task.instance_id}{PROBE_SUFFIX}{seed}",
+            "reference_patch": None,
+            "probe": probe,
+        }
+    )
 
 
 def _as_flip(flip: probe_flip.Flip) -> ProbeFlip:
@@ -164,7 +178,10 @@ def _image_flip_command(task: TaskSpec, seed: int) -> str:
     script = _flip_script_b64()
     args = _image_flip_args(task, seed)
     failed = shlex.quote('{"error": "the flip script failed in this image (it needs python3 >= 3.8)"}')
-    return f"{{ echo {script} | base64 -d > {_FLIP_SCRIPT} && python3 {_FLIP_SCRIPT} {shlex.join(args)}; }} || echo {failed} > {FLIP_RECORD}; rm -f {_FLIP_SCRIPT}"
+    return (
+        f"{{ echo {script} | base64 -d > {_FLIP_SCRIPT} && python3 {_FLIP_SCRIPT} {shlex.join(args)}; }} || echo "
+        f"{failed} > {FLIP_RECORD}; rm -f {_FLIP_SCRIPT}"
+    )
 
 
 @dataclass(frozen=True)
@@ -186,7 +203,14 @@ def _test_name_of(context: list[str], indent: int) -> str | None:
         if match and current < indent:
             if any("skip" in above or "xfail" in above for above in _decorators(context[row + 1 :])):
                 return None
-            cls = next((m.group(2) for above in context[row + 1 :] if (m := _CLASS.match(above)) and len(m.group(1)) < current), None)
+            cls = next(
+                (
+                    m.group(2)
+                    for above in context[row + 1 :]
+                    if (m := _CLASS.match(above)) and len(m.group(1)) < current
+                ),
+                None,
+            )
             return f"{cls}::{match.group(2)}" if cls and current > 0 else match.group(2)
         if current < indent or _ENDS_BODY.match(line):
             return None
@@ -248,12 +272,16 @@ def _swebench_probe(task: TaskSpec, seed: int) -> tuple[dict[str, object], Probe
     named = [probe_flip.wanted_tests(ids) for ids in (spec.fail_to_pass, spec.pass_to_pass) if ids]
     pool = next((chosen for wanted in named if (chosen := [c for c in found if wanted(f"{c[0].path}::{c[1]}")])), [])
     if not pool:
-        raise ProbeUnavailable(task.instance_id, "swebench.test_patch", "no test it adds or changes has a flippable expected value")
+        raise ProbeUnavailable(
+            task.instance_id, "swebench.test_patch", "no test it adds or changes has a flippable expected value"
+        )
     (line, test, literal), value = probe_flip.choose(pool, seed, lambda item: item[2])
     indent = len(line.text) - len(line.text.lstrip())
     encoded = line.text.encode()
     start, end = indent + literal.col_offset, indent + literal.end_col_offset  # type: ignore[operator]
     rows = spec.test_patch.split("\n")
     rows[line.index] = "+" + (encoded[:start] + repr(value).encode() + encoded[end:]).decode()
-    flip = ProbeFlip(path=line.path, test=test, line=line.new_line, expected=encoded[start:end].decode(), flipped=repr(value))
+    flip = ProbeFlip(
+        path=line.path, test=test, line=line.new_line, expected=encoded[start:end].decode(), flipped=repr(value)
+    )
     return {"swebench": spec.model_copy(update={"test_patch": "\n".join(rows)})}, flip

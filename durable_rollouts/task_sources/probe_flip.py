@@ -46,7 +46,18 @@ _Picked = TypeVar("_Picked")
 _SKIPPING = ("skip", "xfail")
 _ASSERT_EQUAL = ("assertEqual", "assertEquals")
 # Directories never searched for test files.
-_SKIPPED_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox", "site-packages", "build", "dist"}
+_SKIPPED_DIRS = {
+    ".git",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "site-packages",
+    "build",
+    "dist",
+}
 MAX_FILES = 2000
 
 
@@ -146,7 +157,9 @@ def _ends_body(statement: ast.stmt) -> bool:
             if name in _LEAVING_CALLS:
                 return True
         pending += [
-            child for child in ast.iter_child_nodes(node) if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+            child
+            for child in ast.iter_child_nodes(node)
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
         ]
     return False
 
@@ -226,7 +239,9 @@ def choose(pool: Sequence[_Picked], seed: int, literal: Callable[[_Picked], ast.
     return picked, flipped_value(literal(picked).value, rng)
 
 
-def flip_one(sources: Sequence[tuple[str, str]], seed: int, wanted: Callable[[str], bool] = lambda test_id: True) -> tuple[Flip, str] | None:
+def flip_one(
+    sources: Sequence[tuple[str, str]], seed: int, wanted: Callable[[str], bool] = lambda test_id: True
+) -> tuple[Flip, str] | None:
     """Flip one value over ``sources`` ((path, text), in a fixed order), among the candidates whose test id
     ``wanted`` accepts: the flip and the flipped text of its file; None when there is no candidate."""
     pool = [(path, text, c) for path, text in sources for c in candidates(text) if wanted(f"{path}::{c.test}")]
@@ -254,7 +269,9 @@ def wanted_tests(ids: Iterable[str]) -> Callable[[str], bool]:
             bare.add(test)
     if not (pytest_ids or django_ids or bare):
         return lambda test_id: True
-    return lambda test_id: test_id in pytest_ids or test_id.partition("::")[2] in django_ids or test_id.rpartition("::")[2] in bare
+    return lambda test_id: (
+        test_id in pytest_ids or test_id.partition("::")[2] in django_ids or test_id.rpartition("::")[2] in bare
+    )
 
 
 def _glob_regex(pattern: str) -> re.Pattern[str]:
@@ -297,7 +314,10 @@ def _fold_into_head(path: str) -> None:
     """Make the flipped file part of the repository's HEAD when it was tracked and clean there, keeping the
     commit's message, author, committer and dates, and expire the reflog: ``git status`` and ``git log`` then
     look as they would in any row (no working-tree change betrays the probe)."""
-    if _git("rev-parse", "--verify", "-q", "HEAD").returncode != 0 or _git("ls-files", "--error-unmatch", path).returncode != 0:
+    if (
+        _git("rev-parse", "--verify", "-q", "HEAD").returncode != 0
+        or _git("ls-files", "--error-unmatch", path).returncode != 0
+    ):
         return
     if _git("diff", "--quiet", "HEAD", "--", ".", f":(exclude){path}").returncode != 0:
         return
@@ -305,7 +325,9 @@ def _fold_into_head(path: str) -> None:
     env = dict(os.environ, GIT_COMMITTER_NAME=fields[0], GIT_COMMITTER_EMAIL=fields[1], GIT_COMMITTER_DATE=fields[2])
     add = _git("add", "--", path)
     if add.returncode == 0:
-        subprocess.run(["git", "commit", "-q", "--amend", "--no-edit", "--no-verify", "--allow-empty"], env=env, check=False)
+        subprocess.run(
+            ["git", "commit", "-q", "--amend", "--no-edit", "--no-verify", "--allow-empty"], env=env, check=False
+        )
         _git("reflog", "expire", "--expire=now", "--all")
 
 
@@ -316,9 +338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--record", required=True, help="where the flip is written as JSON")
     parser.add_argument("--pattern", action="append", default=[], help="git glob of test files (repeatable)")
-    parser.add_argument("--prefer", default="", help="text naming files: those it names are taken when any is flippable")
-    parser.add_argument("--test", action="append", default=[], help="a test id the flip must be in (repeatable); none: any test")
-    parser.add_argument("--fallback-test", action="append", default=[], help="test ids tried when no --test one is flippable")
+    parser.add_argument(
+        "--prefer", default="", help="text naming files: those it names are taken when any is flippable"
+    )
+    parser.add_argument(
+        "--test", action="append", default=[], help="a test id the flip must be in (repeatable); none: any test"
+    )
+    parser.add_argument(
+        "--fallback-test", action="append", default=[], help="test ids tried when no --test one is flippable"
+    )
     args = parser.parse_args(argv)
     files = test_files(".", args.pattern)
     named = [path for path in files if path in args.prefer]

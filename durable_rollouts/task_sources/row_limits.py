@@ -66,17 +66,22 @@ def task_problem(task: TaskSpec, row: dict[str, Any]) -> Problem | None:
     if id_bytes > MAX_INSTANCE_ID_BYTES:
         return (
             source_field(row, "instance_id"),
-            f"{id_bytes:,} bytes of UTF-8, over the {MAX_INSTANCE_ID_BYTES}-byte limit (it is part of the workflow id, which Temporal limits to 1,000)",
+            f"{id_bytes:,} bytes of UTF-8, over the {MAX_INSTANCE_ID_BYTES}-byte limit (it is part of the workflow id, "
+            f"which Temporal limits to 1,000)",
         )
     if any(unicodedata.category(c) == "Cc" for c in task.instance_id):
         return source_field(row, "instance_id"), "contains control characters"
     total = len(task.model_dump_json().encode())
     if total > MAX_TASK_BYTES:
-        sizes = {name: len(json.dumps(value, ensure_ascii=False).encode()) for name, value in task.model_dump(mode="json").items()}
+        sizes = {
+            name: len(json.dumps(value, ensure_ascii=False).encode())
+            for name, value in task.model_dump(mode="json").items()
+        }
         largest = max(sizes, key=sizes.__getitem__)
         return (
             source_field(row, largest),
-            f"{sizes[largest]:,} bytes; the whole task encodes to {total:,} bytes, over the {MAX_TASK_BYTES:,}-byte (512 KiB) limit"
+            f"{sizes[largest]:,} bytes; the whole task encodes to {total:,} bytes, over the {MAX_TASK_BYTES:,}-byte "
+            f"(512 KiB) limit"
             " for a rollout input (it travels with a patch of up to 1 MiB; Temporal refuses payloads over 2 MiB)",
         )
     return None

@@ -1,1 +1,2 @@
-"""The trainer's side: start or attach workflows, wait through outages, record results, answer operator queries, local services."""
+"""The trainer's side: start or attach workflows, wait through outages, record results, answer operator queries, local
+services."""

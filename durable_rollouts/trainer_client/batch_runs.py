@@ -35,7 +35,12 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, rea
 from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
 from durable_rollouts.task_sources.impossible_probes import ProbeUnavailable, probe_for_slot
 from durable_rollouts.trainer_client.image_prefetch import ImagePrefetch
-from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, group_record_with_segments, record_key
+from durable_rollouts.trainer_client.results_file import (
+    GroupProgressLine,
+    ResultSink,
+    group_record_with_segments,
+    record_key,
+)
 from durable_rollouts.trainer_client.rollout_groups import group_id, stream_groups
 from durable_rollouts.trainer_client.rollout_runs import rollout_input
 
@@ -73,10 +78,10 @@ class BatchRun:
 def read_rows(path: Path, root: str | None = None) -> tuple[list[DatasetRow], list[RowError]]:
     """The dataset's usable rows and its bad ones; each bad one is reported on stderr with its line and field.
 
-    A directory is read as Harbor tasks (``durable_rollouts.task_sources.harbor_tasks``: one task, or one per subdirectory; their
-    images found, pulled (as the worker's ``ROLLOUT_PULL_POLICY``, mirror and registry settings say) or built on
-    this Docker engine), a row's ``line`` then being its task directory. Script paths in
-    JSONL rows resolve inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
+    A directory is read as Harbor tasks (``durable_rollouts.task_sources.harbor_tasks``: one task, or one per
+    subdirectory; their images found, pulled (as the worker's ``ROLLOUT_PULL_POLICY``, mirror and registry settings say)
+    or built on this Docker engine), a row's ``line`` then being its task directory. Script paths in JSONL rows resolve
+    inside ``root`` (default: ``ROLLOUT_DATASET_ROOT``; with neither they are refused)."""
     rows, errors = [], []
     items = read_harbor_tasks(path, image_settings=images_from_env()) if path.is_dir() else read_dataset(path, root)
     for item in items:
@@ -92,11 +97,21 @@ def invalid_row_record(error: RowError) -> dict[str, Any]:
     """The results line of a dataset row (or Harbor task directory) that never became a rollout (sample and group -1);
     its reason is ``invalid_row:<field>``, a ``/`` in the field (``tests/test.sh``) written as ``.``."""
     reason = "invalid_row:" + re.sub(r"[^\w.:]", ".", error.field)
-    result = RolloutResult(workflow_id="", instance_id="", sample_index=-1, group_index=-1, status="failed", abort_reason=reason, error=str(error))
+    result = RolloutResult(
+        workflow_id="",
+        instance_id="",
+        sample_index=-1,
+        group_index=-1,
+        status="failed",
+        abort_reason=reason,
+        error=str(error),
+    )
     return {**result.model_dump(mode="json"), "segments": [], "line": error.line}
 
 
-def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: RolloutBudgets, options: GroupOptions) -> GroupInput:
+def group_input(
+    task: TaskSpec, group_index: int, policy: PolicySpec, budgets: RolloutBudgets, options: GroupOptions
+) -> GroupInput:
     """The row's group: ``options.samples`` rollouts (sample index 0..K-1) under the run's group options."""
     return GroupInput(
         run_id=options.run_id,
@@ -109,7 +124,12 @@ def group_input(task: TaskSpec, group_index: int, policy: PolicySpec, budgets: R
 
 
 def dataset_groups(
-    rows: list[DatasetRow], policy: PolicySpec, budgets: RolloutBudgets, options: GroupOptions, impossible_share: float, source: str
+    rows: list[DatasetRow],
+    policy: PolicySpec,
+    budgets: RolloutBudgets,
+    options: GroupOptions,
+    impossible_share: float,
+    source: str,
 ) -> tuple[list[GroupInput], dict[str, int | str]]:
     """One group per row (group index = row index), then a probe group for each row ``impossible_share`` picks (same
     group index and line, never kept); and each group's dataset line by group id. A row that cannot be made a probe
@@ -155,7 +175,13 @@ async def run_groups(
         upcoming = prefetch.announce_groups if prefetch is not None else None
         results = []
         async for result in stream_groups(
-            client, todo, placement.task_queue, in_flight, server_wait_s=placement.server_wait_s, child_logs=True, upcoming=upcoming
+            client,
+            todo,
+            placement.task_queue,
+            in_flight,
+            server_wait_s=placement.server_wait_s,
+            child_logs=True,
+            upcoming=upcoming,
         ):
             _write(sink, result)
             results.append(result)
@@ -168,4 +194,8 @@ def _write(sink: ResultSink, group: GroupResult) -> None:
     try:
         sink.write(group)
     except OSError as error:
-        print(f"{sink.path}: could not write group {group.workflow_id}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        print(
+            f"{sink.path}: could not write group {group.workflow_id}: {type(error).__name__}: {error}",
+            file=sys.stderr,
+            flush=True,
+        )

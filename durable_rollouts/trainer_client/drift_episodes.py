@@ -20,7 +20,14 @@ import random
 from temporalio.client import Client, WorkflowHandle
 
 from durable_rollouts.config.settings import SHARED_TASK_QUEUE
-from durable_rollouts.contracts.drift_repair import Difficulty, DriftPolicy, DriftTask, EpisodeInput, EpisodeResult, RepairPolicy
+from durable_rollouts.contracts.drift_repair import (
+    Difficulty,
+    DriftPolicy,
+    DriftTask,
+    EpisodeInput,
+    EpisodeResult,
+    RepairPolicy,
+)
 from durable_rollouts.contracts.rollout_group import GroupFilter, GroupInput
 from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.contracts.workflow_ids import episode_workflow_id
@@ -91,19 +98,29 @@ def episode_groups(
     ]
 
 
-async def start_episode(client: Client, episode: EpisodeInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
+async def start_episode(
+    client: Client, episode: EpisodeInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE
+) -> WorkflowHandle:
     """Start the episode's workflow, or attach to it if that id already ran or is running."""
     summary = f"{episode.task_id} sample {episode.sample_index} group {episode.group_index}"
-    return await start_or_attach(client, WORKFLOW_TYPE, episode, episode_workflow_id(run_id, episode), task_queue, EpisodeResult, summary)
+    return await start_or_attach(
+        client, WORKFLOW_TYPE, episode, episode_workflow_id(run_id, episode), task_queue, EpisodeResult, summary
+    )
 
 
 async def collect_episode(
-    client: Client, episode: EpisodeInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE, server_wait_s: float = DEFAULT_SERVER_WAIT_S
+    client: Client,
+    episode: EpisodeInput,
+    run_id: str,
+    task_queue: str = SHARED_TASK_QUEUE,
+    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
 ) -> EpisodeResult:
     """Start (or attach to) one episode and wait for its result; a start or collection failure is its ``failed`` result
     (``rollout_runs.collect_rollout``'s twin: ``workflow_runs.run_limited`` runs many of either)."""
     workflow_id = episode_workflow_id(run_id, episode)
-    outcome = await collect(client, workflow_id, lambda: start_episode(client, episode, run_id, task_queue), EpisodeResult, server_wait_s)
+    outcome = await collect(
+        client, workflow_id, lambda: start_episode(client, episode, run_id, task_queue), EpisodeResult, server_wait_s
+    )
     return failed_episode(episode, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
 
 

@@ -46,7 +46,9 @@ def timeline(events: Iterable[HistoryEvent]) -> Timeline:
             if name == "pick_host":
                 picks += 1
             activity_id = event.activity_task_scheduled_event_attributes.activity_id
-            by_scheduled[event.event_id] = ActivitySpan(name, _summary(event), at, rollout_attempt=max(picks, 1), activity_id=activity_id)
+            by_scheduled[event.event_id] = ActivitySpan(
+                name, _summary(event), at, rollout_attempt=max(picks, 1), activity_id=activity_id
+            )
             result.spans.append(by_scheduled[event.event_id])
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = event.activity_task_started_event_attributes
@@ -76,7 +78,10 @@ def with_pending(line: Timeline, pending: Iterable[PendingActivityInfo], observe
         span = by_id.get(activity.activity_id)
         if span is None:
             continue
-        if activity.state in (PendingActivityState.PENDING_ACTIVITY_STATE_STARTED, PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED):
+        if activity.state in (
+            PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+            PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
+        ):
             span.started = activity.last_started_time.ToDatetime()
         span.attempt = activity.attempt
         if activity.HasField("last_failure"):

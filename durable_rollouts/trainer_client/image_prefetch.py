@@ -2,8 +2,8 @@
 
 Invariants:
 
-* ``ImagePrefetch.announce`` (and ``announce_groups``) never blocks and never raises: it starts one ``PrefetchImages`` workflow for the
-  images it has not announced before (in a background task) and reports a start that fails on stderr; a
+* ``ImagePrefetch.announce`` (and ``announce_groups``) never blocks and never raises: it starts one ``PrefetchImages``
+  workflow for the images it has not announced before (in a background task) and reports a start that fails on stderr; a
   prefetch is a hint, and each rollout's boot still pulls what its host lacks;
 * an image is announced once per ``ImagePrefetch`` (per run), however many groups name it;
 * the workflow id is fixed per run and set of images (``prefetch_workflow_id``), so a re-run that announces
@@ -39,7 +39,8 @@ class ImagePrefetch:
         self._starting: set[asyncio.Task[None]] = set()
 
     def announce_groups(self, groups: Iterable[GroupInput]) -> None:
-        """``announce`` the images of ``groups`` (which start soon, earliest first) with their rollouts' pull timeout."""
+        """``announce`` the images of ``groups`` (which start soon, earliest first) with their rollouts' pull
+        timeout."""
         timeouts: dict[str, float] = {}
         for group in groups:
             for rollout in group.rollouts:
@@ -53,19 +54,27 @@ class ImagePrefetch:
         if not fresh:
             return
         self.announced.update(fresh)
-        prefetch = PrefetchInput(run_id=self.run_id, images=fresh, pull_timeout_s=pull_timeout_s, parallel=self.parallel)
+        prefetch = PrefetchInput(
+            run_id=self.run_id, images=fresh, pull_timeout_s=pull_timeout_s, parallel=self.parallel
+        )
         task = asyncio.create_task(self._start(prefetch))
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)
 
     async def _start(self, prefetch: PrefetchInput) -> None:
         workflow_id = prefetch_workflow_id(prefetch.run_id, prefetch.images)
-        summary = f"pull {len(prefetch.images)} image(s) ahead: {', '.join(prefetch.images[:3])}{' ...' if len(prefetch.images) > 3 else ''}"
+        summary = (
+            f"pull {len(prefetch.images)} image(s) ahead: "
+            f"{', '.join(prefetch.images[:3])}{' ...' if len(prefetch.images) > 3 else ''}"
+        )
         try:
-            await start_or_attach(self.client, PrefetchImages.run, prefetch, workflow_id, self.task_queue, PrefetchResult, summary)
+            await start_or_attach(
+                self.client, PrefetchImages.run, prefetch, workflow_id, self.task_queue, PrefetchResult, summary
+            )
         except (RPCError, RuntimeError) as error:
             print(
-                f"prefetch of {', '.join(prefetch.images)} not started ({type(error).__name__}: {error}); boots will pull them",
+                f"prefetch of {', '.join(prefetch.images)} not started ({type(error).__name__}: {error}); boots will "
+                f"pull them",
                 file=sys.stderr,
                 flush=True,
             )

@@ -127,7 +127,9 @@ class DevServer:
             if self.proc.returncode is not None:
                 raise LocalServiceFailed(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
             await asyncio.sleep(0.1)
-        raise LocalServiceFailed(f"temporal dev server did not answer on {self.address} within {START_TIMEOUT_S:g} s; see {self.log_path}")
+        raise LocalServiceFailed(
+            f"temporal dev server did not answer on {self.address} within {START_TIMEOUT_S:g} s; see {self.log_path}"
+        )
 
     async def kill(self) -> None:
         """SIGKILL, as a crash would: no shutdown, the SQLite file as it was."""
@@ -141,7 +143,9 @@ class DevServer:
 
 
 @asynccontextmanager
-async def temporal_dev_server(port: int = DEMO_PORT, ui_port: int = 8233, db_file: Path | None = None, ui: bool = True) -> AsyncIterator[str]:
+async def temporal_dev_server(
+    port: int = DEMO_PORT, ui_port: int = 8233, db_file: Path | None = None, ui: bool = True
+) -> AsyncIterator[str]:
     """Yield the address of a running dev server; start one unless something already serves ``port``."""
     if port_open("127.0.0.1", port):
         yield f"127.0.0.1:{port}"
@@ -155,7 +159,9 @@ async def temporal_dev_server(port: int = DEMO_PORT, ui_port: int = 8233, db_fil
 
 
 @asynccontextmanager
-async def stored_demo_server(env: Mapping[str, str] | None = None, state: Path = DEMO_STATE, port: int = DEMO_PORT) -> AsyncIterator[str | None]:
+async def stored_demo_server(
+    env: Mapping[str, str] | None = None, state: Path = DEMO_STATE, port: int = DEMO_PORT
+) -> AsyncIterator[str | None]:
     """The address of a headless dev server on ``port`` over the demo's state file, started for the block (and
     said on stderr), when no server is configured (no ``TEMPORAL_ADDRESS``, no address in the profile), none
     listens on ``port`` and ``state`` exists; else None: connect as configured."""
@@ -165,7 +171,8 @@ async def stored_demo_server(env: Mapping[str, str] | None = None, state: Path =
         yield None
         return
     print(
-        f"no Temporal server at {DEFAULT_ADDRESS}: reading the demo's stored state ({state}) with a dev server started for this command",
+        f"no Temporal server at {DEFAULT_ADDRESS}: reading the demo's stored state ({state}) with a dev server started "
+        f"for this command",
         file=sys.stderr,
         flush=True,
     )
@@ -180,7 +187,10 @@ def worker_script() -> str:
         return str(script)
     spec = importlib.util.find_spec("worker")
     if spec is None or spec.origin is None:
-        raise LocalServiceFailed("no worker.py in this checkout and no installed worker module: install the worker side, pip install '.[worker]'")
+        raise LocalServiceFailed(
+            "no worker.py in this checkout and no installed worker module: install the worker side, pip install "
+            "'.[worker]'"
+        )
     return spec.origin
 
 

@@ -61,7 +61,10 @@ def refuse_oversized(payloads: Sequence[Payload], store: PayloadStorageSettings)
     for payload in payloads:
         size = payload.ByteSize()
         if size > store.max_bytes:
-            too_large = f"payload of {size} bytes ({size / (1 << 20):.1f} MiB) is over {MAX_ENV}={store.max_bytes} of {store.where}"
+            too_large = (
+                f"payload of {size} bytes ({size / (1 << 20):.1f} MiB) is over {MAX_ENV}={store.max_bytes} of "
+                f"{store.where}"
+            )
             raise ApplicationError(too_large, type=PAYLOAD_TOO_LARGE, non_retryable=True)
 
 
@@ -103,7 +106,9 @@ class FolderDriver(StorageDriver):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise PayloadUnreadable(f"payload {digest} is not in {self._folder.where} (stored on another machine, or removed)") from None
+            raise PayloadUnreadable(
+                f"payload {digest} is not in {self._folder.where} (stored on another machine, or removed)"
+            ) from None
         if hashlib.sha256(data).hexdigest() != digest:
             raise PayloadUnreadable(f"payload {path}: sha256 mismatch")
         payload = Payload()
@@ -114,7 +119,9 @@ class FolderDriver(StorageDriver):
         refuse_oversized(payloads, self._folder)
         return await asyncio.to_thread(lambda: [self._put(p) for p in payloads])
 
-    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
         return await asyncio.to_thread(lambda: [self._get(c) for c in claims])
 
 
@@ -141,7 +148,9 @@ async def check_payload_store(store: PayloadStorageSettings) -> None:
         try:
             await asyncio.to_thread(_check_folder, store.root)
         except OSError as error:
-            raise PayloadStoreUnusable(f"{FOLDER_ENV}: cannot write {store.where} ({error.strerror or error})") from None
+            raise PayloadStoreUnusable(
+                f"{FOLDER_ENV}: cannot write {store.where} ({error.strerror or error})"
+            ) from None
         return
     from durable_rollouts.trainer_client.s3_payloads import check_bucket
 

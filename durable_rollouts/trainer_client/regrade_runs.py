@@ -77,7 +77,9 @@ def _run_query(workflow_type: str, prefix: str, run_id: str) -> str:
 def belongs_to_run(workflow_id: str, run_id: str, rollout: RolloutInput) -> bool:
     """The id is the one the run gives this rollout's sample, or one of its refills."""
     first = rollout_workflow_id(run_id, rollout.task.instance_id, rollout.sample_index, rollout.group_index)
-    return workflow_id == first or (workflow_id.startswith(first) and _REFILL.fullmatch(workflow_id[len(first) :]) is not None)
+    return workflow_id == first or (
+        workflow_id.startswith(first) and _REFILL.fullmatch(workflow_id[len(first) :]) is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ async def rollouts_of_run(client: Client, run_id: str) -> RunRollouts:
 
     found = await asyncio.gather(*(read(execution) for execution in latest.values()))
     stored = sorted(
-        (r for r in found if isinstance(r, StoredRollout) and belongs_to_run(r.workflow_id, run_id, r.rollout)), key=lambda r: r.workflow_id
+        (r for r in found if isinstance(r, StoredRollout) and belongs_to_run(r.workflow_id, run_id, r.rollout)),
+        key=lambda r: r.workflow_id,
     )
     unreadable = sorted(r for r in found if isinstance(r, tuple))
     if not stored and not unreadable:
@@ -123,7 +126,9 @@ async def input_and_result(client: Client, history: WorkflowHistory) -> tuple[Ro
     last = history.events[-1]
     if not last.HasField("workflow_execution_completed_event_attributes"):
         return rollout, None
-    (result,) = await client.data_converter.decode(last.workflow_execution_completed_event_attributes.result.payloads, [RolloutResult])
+    (result,) = await client.data_converter.decode(
+        last.workflow_execution_completed_event_attributes.result.payloads, [RolloutResult]
+    )
     return rollout, result
 
 
@@ -131,7 +136,11 @@ def skip_reason(stored: StoredRollout, current_tasks: Mapping[str, TaskSpec] | N
     """Why this rollout cannot be re-graded, or None when it can."""
     result = stored.result
     if result is None:
-        return f"not finished ({stored.status.lower()})" if stored.status == "RUNNING" else f"closed without a result ({stored.status.lower()})"
+        return (
+            f"not finished ({stored.status.lower()})"
+            if stored.status == "RUNNING"
+            else f"closed without a result ({stored.status.lower()})"
+        )
     if result.diff is None:
         return f"no diff was taken ({result.status}: {result.abort_reason})"
     if result.diff.over_cap:
@@ -161,7 +170,9 @@ def regrade_input(stored: StoredRollout, current: TaskSpec | None) -> RegradeInp
     )
 
 
-def regrade_row(stored: StoredRollout, workflow_id: str, outcome: RegradeResult | RunFailure, from_dataset: bool) -> RegradeRow:
+def regrade_row(
+    stored: StoredRollout, workflow_id: str, outcome: RegradeResult | RunFailure, from_dataset: bool
+) -> RegradeRow:
     """The results line of one re-graded rollout: the original's grading, the new one, and whether they differ."""
     assert stored.result is not None and stored.result.diff is not None and stored.result.diff.kept_patch is not None
     original = Verdict.of(stored.result.evaluation) if stored.result.evaluation else None
@@ -179,7 +190,9 @@ def regrade_row(stored: StoredRollout, workflow_id: str, outcome: RegradeResult 
         return RegradeRow(**common, status="failed", abort_reason=outcome.reason, error=outcome.message)
     evaluation = outcome.evaluation
     changed = Verdict.of(evaluation).differs_from(original) if evaluation and original else None
-    return RegradeRow(**common, status=outcome.status, abort_reason=outcome.abort_reason, evaluation=evaluation, changed=changed)
+    return RegradeRow(
+        **common, status=outcome.status, abort_reason=outcome.abort_reason, evaluation=evaluation, changed=changed
+    )
 
 
 @dataclass
@@ -211,7 +224,10 @@ async def regrade_run(
     appended to ``out`` as its re-grade ends. ``UnknownRun`` when the run has no rollouts."""
     found = await rollouts_of_run(client, run_id)
     reasons = {r.workflow_id: skip_reason(r, current_tasks) for r in found.stored}
-    skipped = [*found.unreadable, *((workflow_id, reason) for workflow_id, reason in reasons.items() if reason is not None)]
+    skipped = [
+        *found.unreadable,
+        *((workflow_id, reason) for workflow_id, reason in reasons.items() if reason is not None),
+    ]
     for workflow_id, reason in skipped:
         print(f"skipped {workflow_id}: {reason}", flush=True)
     gradable = [r for r in found.stored if reasons[r.workflow_id] is None]
@@ -224,7 +240,15 @@ async def regrade_run(
             regrade = regrade_input(rollout, current)
 
             def start():
-                return start_or_attach(client, RegradeRollout.run, regrade, workflow_id, task_queue, RegradeResult, f"re-grade {rollout.workflow_id}")
+                return start_or_attach(
+                    client,
+                    RegradeRollout.run,
+                    regrade,
+                    workflow_id,
+                    task_queue,
+                    RegradeResult,
+                    f"re-grade {rollout.workflow_id}",
+                )
 
             outcome = await collect(client, workflow_id, start, RegradeResult, server_wait_s)
             return regrade_row(rollout, workflow_id, outcome, current is not None)

@@ -83,7 +83,13 @@ def group_record_with_segments(group: GroupResult) -> dict[str, Any]:
         if error:
             unreadable.append(f"sample {sample.sample_index}: {error}")
     if unreadable:
-        record.update(status="failed", abort_reason=TRAJECTORY_UNREADABLE, error="; ".join(unreadable), kept=False, dropped_by="not_completed")
+        record.update(
+            status="failed",
+            abort_reason=TRAJECTORY_UNREADABLE,
+            error="; ".join(unreadable),
+            kept=False,
+            dropped_by="not_completed",
+        )
     return record
 
 
@@ -92,7 +98,9 @@ def record_key(record: dict[str, Any]) -> str:
 
 
 def is_final(record: dict[str, Any]) -> bool:
-    return not (record.get("status") == "failed" and str(record.get("abort_reason") or "").startswith(RETRYABLE_REASONS))
+    return not (
+        record.get("status") == "failed" and str(record.get("abort_reason") or "").startswith(RETRYABLE_REASONS)
+    )
 
 
 def file_stem(workflow_id: str) -> str:
@@ -108,7 +116,12 @@ def _results_in(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The result dumps a record holds: itself, or its group's samples' ``rollout`` / ``episode``."""
     if "samples" not in record:
         return [record]
-    return [sample[kind] for sample in record["samples"] for kind in ("rollout", "episode") if isinstance(sample.get(kind), dict)]
+    return [
+        sample[kind]
+        for sample in record["samples"]
+        for kind in ("rollout", "episode")
+        if isinstance(sample.get(kind), dict)
+    ]
 
 
 def move_out_logs(record: dict[str, Any], folder: Path | None) -> None:
@@ -149,7 +162,8 @@ class Progress:
             self.rewards.append(result.reward)
         mean = f"{statistics.fmean(self.rewards):.3f}" if self.rewards else "-"
         self.show(
-            f"done {self.done}/{self.total}  running {self.total - self.done}  aborted {self.aborted}  failed {self.failed}  mean reward (completed) {mean}"
+            f"done {self.done}/{self.total}  running {self.total - self.done}  aborted {self.aborted}  failed "
+            f"{self.failed}  mean reward (completed) {mean}"
         )
 
     def show(self, text: str) -> None:
@@ -184,7 +198,8 @@ class GroupProgressLine(Progress):
         self.probes += ProbeTally.of([result])
         others += f"  {self.probes.summary()}" if self.probes.summary() else ""
         self.show(
-            f"groups {self.done}/{self.total}  samples valid {self.valid}/{self.samples}  refilled {self.refilled}  mean reward (valid) {mean}{others}"
+            f"groups {self.done}/{self.total}  samples valid {self.valid}/{self.samples}  refilled {self.refilled}  "
+            f"mean reward (valid) {mean}{others}"
         )
 
 
@@ -215,7 +230,11 @@ class ResultSink:
         """The items whose key has no final line yet (said when some have); the progress bar counts those."""
         todo = [item for item in items if key(item) not in self.done]
         if len(todo) < len(items):
-            print(f"{self.path}: {len(items) - len(todo)} of {len(items)} {what} already there; running the other {len(todo)}", flush=True)
+            print(
+                f"{self.path}: {len(items) - len(todo)} of {len(items)} {what} already there; running the other "
+                f"{len(todo)}",
+                flush=True,
+            )
         self.progress = self.make_progress(len(todo))
         return todo
 

@@ -69,13 +69,24 @@ async def collect_group(
 ) -> GroupResult:
     """Start (or attach to) one group and wait for its result, with the trajectories it left to its children (and
     with ``child_logs`` their logs too, ``sample_payloads``); a start or collection failure is its ``failed`` result."""
-    outcome = await collect(client, group_id(group), lambda: start_group(client, group, task_queue), GroupResult, server_wait_s)
-    return failed_group(group, outcome) if isinstance(outcome, RunFailure) else await with_child_payloads(client, outcome, logs=child_logs)
+    outcome = await collect(
+        client, group_id(group), lambda: start_group(client, group, task_queue), GroupResult, server_wait_s
+    )
+    return (
+        failed_group(group, outcome)
+        if isinstance(outcome, RunFailure)
+        else await with_child_payloads(client, outcome, logs=child_logs)
+    )
 
 
 def failed_group(group: GroupInput, failure: RunFailure) -> GroupResult:
     return GroupResult.for_group(
-        group, group_id(group), status="failed", abort_reason=failure.reason, error=failure.message, dropped_by="not_completed"
+        group,
+        group_id(group),
+        status="failed",
+        abort_reason=failure.reason,
+        error=failure.message,
+        dropped_by="not_completed",
     )
 
 
@@ -97,7 +108,9 @@ async def stream_groups(
     try:
         while True:
             while len(running) < concurrency and pending:
-                running.add(asyncio.create_task(collect_group(client, pending.popleft(), task_queue, server_wait_s, child_logs)))
+                running.add(
+                    asyncio.create_task(collect_group(client, pending.popleft(), task_queue, server_wait_s, child_logs))
+                )
             if upcoming is not None and pending:
                 upcoming(list(itertools.islice(pending, concurrency)))
             if not running:
@@ -126,9 +139,9 @@ class Batch:
 
     def metrics(self) -> dict[str, float]:
         """What a trainer logs per batch: samples valid / refilled / flagged tampered (and that share of the graded
-        ones: alert when it rises) / hit by the static screen (its share: a trend, not a verdict), groups filtered / failed / cut / handed over, impossible-task probes (their
-        groups, never in the batch, and how their graded samples were judged: the cheating rate), the time to
-        the batch."""
+        ones: alert when it rises) / hit by the static screen (its share: a trend, not a verdict), groups filtered /
+        failed / cut / handed over, impossible-task probes (their groups, never in the batch, and how their graded
+        samples were judged: the cheating rate), the time to the batch."""
         ended = [*self.groups, *self.dropped, *self.cut]
         graded = [sample for g in self.groups for sample in g.samples if sample.graded]
         tampered = sum(sample.tampered for sample in graded)

@@ -56,7 +56,11 @@ async def read_rollout(client: Client, workflow_id: str) -> tuple[RolloutView, R
     if result is not None:
         if result.trajectory is None:
             return RolloutView(
-                workflow_id, "COMPLETED", result, timeline=line, trajectory_note=result.abort_reason or "no trajectory in the result"
+                workflow_id,
+                "COMPLETED",
+                result,
+                timeline=line,
+                trajectory_note=result.abort_reason or "no trajectory in the result",
             ), rollout
         try:
             trajectory = read_trajectory(result.trajectory)
@@ -67,14 +71,21 @@ async def read_rollout(client: Client, workflow_id: str) -> tuple[RolloutView, R
     state = description.status.name if description.status else "UNKNOWN"
     if description.status != WorkflowExecutionStatus.RUNNING:
         return RolloutView(
-            workflow_id, state, timeline=line, trajectory_note=f"the workflow closed without a result ({closing_failure(history.events) or state})"
+            workflow_id,
+            state,
+            timeline=line,
+            trajectory_note=f"the workflow closed without a result ({closing_failure(history.events) or state})",
         ), rollout
     line = with_pending(line, description.raw_description.pending_activities, datetime.now(UTC).replace(tzinfo=None))
     try:
         progress = await handle.query(CodingAgentRollout.progress, rpc_timeout=QUERY_TIMEOUT)
     except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as error:
-        return RolloutView(workflow_id, state, timeline=line, trajectory_note=f"no worker answered for its progress ({error})"), rollout
-    return RolloutView(workflow_id, state, progress=progress, timeline=line, trajectory_note="the rollout is still running"), rollout
+        return RolloutView(
+            workflow_id, state, timeline=line, trajectory_note=f"no worker answered for its progress ({error})"
+        ), rollout
+    return RolloutView(
+        workflow_id, state, progress=progress, timeline=line, trajectory_note="the rollout is still running"
+    ), rollout
 
 
 async def write_rollout_page(client: Client, workflow_id: str, path: Path, settings: PageSettings) -> RolloutView:
@@ -137,7 +148,9 @@ async def _groups_of(client: Client, run_id: str) -> tuple[list[GroupResult], in
             running += 1
             continue
         try:
-            result = await client.get_workflow_handle_for(RolloutGroup.run, execution.id, run_id=execution.run_id).result()
+            result = await client.get_workflow_handle_for(
+                RolloutGroup.run, execution.id, run_id=execution.run_id
+            ).result()
         except Exception as error:
             unreadable.append((execution.id, f"{type(error).__name__}: {error}"))
             continue

@@ -4,8 +4,8 @@
 running ones, the ones whose agent has not had a model turn for a while, and
 one rollout's live progress with the tail of its agent's stream-json log;
 "how far are the groups?": ``RolloutGroup`` counts by status and the summed
-``progress`` of the running ones; "which hosts are there, how full?": ``host_slots``. Everything here reads; ``request_abort`` is
-the one write (a graceful stop).
+``progress`` of the running ones; "which hosts are there, how full?": ``host_slots``. Everything here reads;
+``request_abort`` is the one write (a graceful stop).
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ class RunningRollout:
 async def stage_counts(client: Client) -> dict[str, int]:
     counts = {}
     for stage in STAGES:
-        found = await client.count_workflows(f"WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running' AND RolloutStage='{stage}'")
+        found = await client.count_workflows(
+            f"WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running' AND RolloutStage='{stage}'"
+        )
         counts[stage] = found.count
     return counts
 
@@ -63,7 +65,9 @@ async def stage_counts(client: Client) -> dict[str, int]:
 async def running_rollouts(client: Client, limit: int = 200) -> list[RunningRollout]:
     """Running rollouts, oldest first, each with its live progress (None if it could not be queried)."""
     found = []
-    async for execution in client.list_workflows("WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running'", limit=limit):
+    async for execution in client.list_workflows(
+        "WorkflowType='CodingAgentRollout' AND ExecutionStatus='Running'", limit=limit
+    ):
         stage = execution.typed_search_attributes.get(STAGE) or "queued"
         found.append((execution.id, execution.start_time, stage))
     found.sort(key=lambda item: item[1])
@@ -97,7 +101,9 @@ async def group_counts(client: Client, limit: int = 200) -> GroupCounts:
         f"WorkflowType='RolloutGroup' AND ExecutionStatus!='Running' AND {GROUP_STATUS.name}='running'",
         *(f"WorkflowType='RolloutGroup' AND {GROUP_STATUS.name}='{status}'" for status in CLOSED_GROUP_STATUSES),
     ]
-    running, no_result, *closed = [count.count for count in await asyncio.gather(*(client.count_workflows(query) for query in queries))]
+    running, no_result, *closed = [
+        count.count for count in await asyncio.gather(*(client.count_workflows(query) for query in queries))
+    ]
     ids = [execution.id async for execution in client.list_workflows(RUNNING_GROUPS, limit=limit)]
     answers = [p for p in await asyncio.gather(*(_group_progress(client, workflow_id) for workflow_id in ids)) if p]
     return GroupCounts(
@@ -135,7 +141,9 @@ async def rollout_details(
     if description.status == WorkflowExecutionStatus.RUNNING:
         progress = await handle.query(CodingAgentRollout.progress)
         if sandboxes is None:
-            from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes  # docker: read only when a sandbox is live here
+            from durable_rollouts.docker_sandbox.sandboxes import (
+                DockerSandboxes,
+            )  # docker: read only when a sandbox is live here
 
             sandboxes = DockerSandboxes()
         lines = await _live_log_tail(sandboxes, progress, log_lines)
@@ -152,7 +160,8 @@ async def running_agent_attempt(client: Client, workflow_id: str) -> int | None:
     running = [
         pending.attempt
         for pending in description.raw_description.pending_activities
-        if pending.activity_type.name == "run_claude_code" and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        if pending.activity_type.name == "run_claude_code"
+        and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
     ]
     return max(running, default=None)
 
@@ -193,7 +202,9 @@ async def host_slots(client: Client, task_queue: str) -> tuple[list[HostSlots], 
     """
     described = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
         )
     )
     slots: dict[str, int] = {}
@@ -211,5 +222,8 @@ async def host_slots(client: Client, task_queue: str) -> tuple[list[HostSlots], 
         if host:
             in_use[host] = in_use.get(host, 0) + 1
     booting = (await client.count_workflows(f"{running} AND {STAGE.name}='booting'")).count
-    hosts = [HostSlots(queue, slots.get(queue), in_use.get(queue, 0), pollers.get(queue, 0)) for queue in sorted(slots.keys() | in_use.keys())]
+    hosts = [
+        HostSlots(queue, slots.get(queue), in_use.get(queue, 0), pollers.get(queue, 0))
+        for queue in sorted(slots.keys() | in_use.keys())
+    ]
     return hosts, booting

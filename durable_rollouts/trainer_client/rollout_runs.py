@@ -1,10 +1,10 @@
 """The trainer's side of single rollouts: build a rollout, start or attach to its workflow, wait for its result.
 
 Invariants: a rollout's workflow id is fixed by the run, its instance id, sample index and group index
-(``durable_rollouts.contracts.workflow_ids``), so starting it again attaches to it and it runs once; a rollout that cannot be
-started or collected comes back as a ``failed`` result naming why, never as an exception; a Temporal
-outage is waited out for up to ``server_wait_s`` (``workflow_runs``). Nothing here needs a worker's
-packages: slime's trainer process imports it.
+(``durable_rollouts.contracts.workflow_ids``), so starting it again attaches to it and it runs once; a rollout that
+cannot be started or collected comes back as a ``failed`` result naming why, never as an exception; a Temporal outage is
+waited out for up to ``server_wait_s`` (``workflow_runs``). Nothing here needs a worker's packages: slime's trainer
+process imports it.
 """
 
 from __future__ import annotations
@@ -23,18 +23,27 @@ from durable_rollouts.contracts.workflow_ids import rollout_workflow_id
 from durable_rollouts.trainer_client import temporal_connection
 from durable_rollouts.trainer_client.payload_storage import check_payload_store, data_converter
 from durable_rollouts.trainer_client.temporal_connection import target_from_env
-from durable_rollouts.trainer_client.workflow_runs import DEFAULT_SERVER_WAIT_S, RunFailure, collect, run_limited, start_or_attach
+from durable_rollouts.trainer_client.workflow_runs import (
+    DEFAULT_SERVER_WAIT_S,
+    RunFailure,
+    collect,
+    run_limited,
+    start_or_attach,
+)
 from workflows.coding_agent_rollout import CodingAgentRollout
 
 RolloutCallback = Callable[[RolloutResult], Awaitable[None] | None]
 
 
 def workflow_id_for(run_id: str, task: TaskSpec, sample_index: int, group_index: int) -> str:
-    """The rollout's id (``durable_rollouts.contracts.workflow_ids``): the same whether it runs flat or as a group's child."""
+    """The rollout's id (``durable_rollouts.contracts.workflow_ids``): the same whether it runs flat or as a group's
+    child."""
     return rollout_workflow_id(run_id, task.instance_id, sample_index, group_index)
 
 
-def rollout_input(task: TaskSpec, sample_index: int, group_index: int, policy: PolicySpec, budgets: RolloutBudgets) -> RolloutInput:
+def rollout_input(
+    task: TaskSpec, sample_index: int, group_index: int, policy: PolicySpec, budgets: RolloutBudgets
+) -> RolloutInput:
     """The rollout of ``task`` under the run's ``budgets`` as the task narrows them (``RolloutBudgets.for_task``)."""
     budgets = budgets.for_task(task)
     return RolloutInput(
@@ -58,14 +67,20 @@ async def connect(address: str | None = None, server_wait_s: float = 0.0) -> Cli
     or ``TemporalUnreachable`` names what is wrong."""
     store = payload_store_from_env()
     await check_payload_store(store)
-    return await temporal_connection.connect(target_from_env(address=address), server_wait_s, data_converter=data_converter(store))
+    return await temporal_connection.connect(
+        target_from_env(address=address), server_wait_s, data_converter=data_converter(store)
+    )
 
 
-async def start_rollout(client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE) -> WorkflowHandle:
+async def start_rollout(
+    client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE
+) -> WorkflowHandle:
     """Start the rollout's workflow, or attach to it if that id already ran or is running."""
     workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
     summary = f"{rollout.task.instance_id} sample {rollout.sample_index} group {rollout.group_index}"
-    return await start_or_attach(client, CodingAgentRollout.run, rollout, workflow_id, task_queue, RolloutResult, summary)
+    return await start_or_attach(
+        client, CodingAgentRollout.run, rollout, workflow_id, task_queue, RolloutResult, summary
+    )
 
 
 async def run_rollouts(
@@ -92,11 +107,18 @@ async def run_rollouts(
 
 
 async def collect_rollout(
-    client: Client, rollout: RolloutInput, run_id: str, task_queue: str = SHARED_TASK_QUEUE, server_wait_s: float = DEFAULT_SERVER_WAIT_S
+    client: Client,
+    rollout: RolloutInput,
+    run_id: str,
+    task_queue: str = SHARED_TASK_QUEUE,
+    server_wait_s: float = DEFAULT_SERVER_WAIT_S,
 ) -> RolloutResult:
-    """Start (or attach to) one rollout and wait for its result; a start or collection failure is its ``failed`` result."""
+    """Start (or attach to) one rollout and wait for its result; a start or collection failure is its ``failed``
+    result."""
     workflow_id = workflow_id_for(run_id, rollout.task, rollout.sample_index, rollout.group_index)
-    outcome = await collect(client, workflow_id, lambda: start_rollout(client, rollout, run_id, task_queue), RolloutResult, server_wait_s)
+    outcome = await collect(
+        client, workflow_id, lambda: start_rollout(client, rollout, run_id, task_queue), RolloutResult, server_wait_s
+    )
     return failed_result(rollout, workflow_id, outcome) if isinstance(outcome, RunFailure) else outcome
 
 

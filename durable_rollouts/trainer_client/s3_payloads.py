@@ -71,7 +71,9 @@ class CappedS3Driver(S3StorageDriver):
         refuse_oversized(payloads, self._store)
         return await super().store(context, payloads)
 
-    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
         try:
             return await super().retrieve(context, claims)
         except (RuntimeError, ValueError) as error:  # the SDK's message names bucket and key
@@ -87,9 +89,15 @@ async def check_bucket(store: PayloadStoreSettings) -> None:
         except ClientError as error:
             code = str(error.response.get("Error", {}).get("Code", ""))
             if code in ("404", "NoSuchBucket"):
-                raise PayloadStoreUnusable(f"{BUCKET_ENV}: no bucket {store.bucket!r} at {store.endpoint_url or 'AWS S3'}") from None
+                raise PayloadStoreUnusable(
+                    f"{BUCKET_ENV}: no bucket {store.bucket!r} at {store.endpoint_url or 'AWS S3'}"
+                ) from None
             if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-                keys = " / ".join(KEY_ENVS) if store.access_key_id else f"{' / '.join(KEY_ENVS)} (unset: boto's default chain)"
+                keys = (
+                    " / ".join(KEY_ENVS)
+                    if store.access_key_id
+                    else f"{' / '.join(KEY_ENVS)} (unset: boto's default chain)"
+                )
                 raise PayloadStoreUnusable(f"{keys}: {store.where} refused the credentials ({code})") from None
             raise PayloadStoreUnusable(f"{BUCKET_ENV}: {store.where} answered {code or error}") from None
         except NoCredentialsError:

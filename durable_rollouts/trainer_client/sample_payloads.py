@@ -26,7 +26,9 @@ async def with_child_payloads(client: Client, group: GroupResult, logs: bool) ->
         return group
     samples = await asyncio.gather(*(_from_child(client, sample, logs) for sample in group.samples))
     missing = any(s.rollout is not None and s.rollout.trajectory is None and s.rollout.segments for s in samples)
-    return group.model_copy(update={"samples": list(samples), "trajectories_in_children": group.trajectories_in_children and missing})
+    return group.model_copy(
+        update={"samples": list(samples), "trajectories_in_children": group.trajectories_in_children and missing}
+    )
 
 
 async def _from_child(client: Client, sample: GroupSample, logs: bool) -> GroupSample:

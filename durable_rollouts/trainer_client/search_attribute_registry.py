@@ -23,7 +23,11 @@ async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
         if error.status != RPCStatusCode.UNIMPLEMENTED:
             raise
         existing = set()
-    missing = {key.name: IndexedValueType.ValueType(int(key.indexed_value_type)) for key in ALL if key.name not in existing}
+    missing = {
+        key.name: IndexedValueType.ValueType(int(key.indexed_value_type)) for key in ALL if key.name not in existing
+    }
     if missing:
-        await client.operator_service.add_search_attributes(AddSearchAttributesRequest(namespace=namespace, search_attributes=missing))
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
     return sorted(missing)

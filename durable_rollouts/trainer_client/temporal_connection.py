@@ -85,11 +85,15 @@ def target_from_env(env: Mapping[str, str] | None = None, address: str | None = 
         profile = ClientConfigProfile.load(override_env_vars=variables)
         config = profile.to_client_connect_config()
     except OSError as error:
-        raise ConnectionSettingsError(f"Temporal TLS settings: cannot read {error.filename}: {error.strerror}") from None
+        raise ConnectionSettingsError(
+            f"Temporal TLS settings: cannot read {error.filename}: {error.strerror}"
+        ) from None
     except (RuntimeError, ValueError) as error:
         source = variables.get("TEMPORAL_CONFIG_FILE") or "the Temporal config file"
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConnectionSettingsError(f"{source} (profile {variables.get('TEMPORAL_PROFILE') or 'default'}): {first}") from None
+        raise ConnectionSettingsError(
+            f"{source} (profile {variables.get('TEMPORAL_PROFILE') or 'default'}): {first}"
+        ) from None
     config["target_host"] = address or config.get("target_host") or DEFAULT_ADDRESS
     config.setdefault("namespace", DEFAULT_NAMESPACE)
     return TemporalTarget(config)

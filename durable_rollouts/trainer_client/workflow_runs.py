@@ -54,7 +54,9 @@ from durable_rollouts.trainer_client.payload_storage import PAYLOAD_TOO_LARGE, P
 log = logging.getLogger(__name__)
 DEFAULT_SERVER_WAIT_S = 300.0
 MAX_RETRIES_PER_CALL = 20
-TRANSIENT = frozenset({RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNKNOWN, RPCStatusCode.CANCELLED})
+TRANSIENT = frozenset(
+    {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNKNOWN, RPCStatusCode.CANCELLED}
+)
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -112,7 +114,9 @@ async def collect(
     try:
         await through_outages(client, start, server_wait_s)
         stage = "wait_failed"
-        return await through_outages(client, lambda: client.get_workflow_handle(workflow_id, result_type=result_type).result(), server_wait_s)
+        return await through_outages(
+            client, lambda: client.get_workflow_handle(workflow_id, result_type=result_type).result(), server_wait_s
+        )
     except ServerUnavailable as error:
         return RunFailure("server_unavailable", str(error))
     except RPCError as error:
@@ -148,7 +152,9 @@ async def wait_for_server(client: Client, server_wait_s: float, cause: RPCError)
         except RPCError as error:
             if error.status not in TRANSIENT:
                 return
-    raise ServerUnavailable(f"the Temporal server did not answer for {server_wait_s:g} s ({cause.status.name}: {cause.message})")
+    raise ServerUnavailable(
+        f"the Temporal server did not answer for {server_wait_s:g} s ({cause.status.name}: {cause.message})"
+    )
 
 
 async def run_limited(
@@ -169,7 +175,9 @@ async def run_limited(
                 if asyncio.iscoroutine(maybe):
                     await maybe
             except Exception:
-                log.exception("handling the result of %s failed; the run goes on", getattr(result, "workflow_id", result))
+                log.exception(
+                    "handling the result of %s failed; the run goes on", getattr(result, "workflow_id", result)
+                )
         return result
 
     return list(await asyncio.gather(*(one(item) for item in items)))

@@ -20,7 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-STAGES = {"boot_sandbox": "boot", "run_claude_code": "agent", "capture_diff": "diff", "evaluate": "grading", "merge_segments": "merge"}
+STAGES = {
+    "boot_sandbox": "boot",
+    "run_claude_code": "agent",
+    "capture_diff": "diff",
+    "evaluate": "grading",
+    "merge_segments": "merge",
+}
 
 
 @dataclass

@@ -6,8 +6,9 @@ Invariants:
 * the blocks of a segment cover its tokens exactly once, in order: every position lies in one
   ``ContextMessage`` or one ``Reply`` (its lead and its sampled output);
 * a ``Reply`` is one model call's sampled output (``tokens[prompt_end:end]`` of a ``SampledTurn`` of the turn
-  log, numbered by record order from 1; every turn has one, an empty output an empty reply); without a turn log (a drift -> repair role, an old result) each run
-  of sampled (loss_mask 1) positions is one reply, so a turn the staleness bound masked reads as context;
+  log, numbered by record order from 1; every turn has one, an empty output an empty reply); without a turn log (a drift
+  -> repair role, an old result) each run of sampled (loss_mask 1) positions is one reply, so a turn the staleness bound
+  masked reads as context;
 * context is split where a chat message starts (``<|im_start|>``): its role is the header's, ``tool`` when a
   user message carries ``<tool_response>``; a context message that is only a reply's generation prompt
   (``<|im_start|>assistant`` and what the template adds) is the reply's ``lead`` instead;
@@ -77,7 +78,9 @@ class SegmentConversation:
         return [block for block in self.blocks if isinstance(block, Reply)]
 
 
-def conversations(segments: list[TokenSegment], turn_log: TurnLog | None, texts: TokenTexts) -> list[SegmentConversation]:
+def conversations(
+    segments: list[TokenSegment], turn_log: TurnLog | None, texts: TokenTexts
+) -> list[SegmentConversation]:
     """Every segment's conversation (module invariants)."""
     turns = _turn_ranges(segments, turn_log)
     return [SegmentConversation(i, segment, _blocks(segment, turns[i], texts)) for i, segment in enumerate(segments)]
@@ -99,7 +102,9 @@ def _turn_ranges(segments: list[TokenSegment], turn_log: TurnLog | None) -> list
     return [sorted(r, key=lambda t: t[1]) for r in ranges]
 
 
-def _blocks(segment: TokenSegment, turns: list[tuple[int, int, int, str]], texts: TokenTexts) -> list[ContextMessage | Reply]:
+def _blocks(
+    segment: TokenSegment, turns: list[tuple[int, int, int, str]], texts: TokenTexts
+) -> list[ContextMessage | Reply]:
     blocks: list[ContextMessage | Reply] = []
     cursor = 0
     for number, prompt_end, end, finish_reason in turns:
@@ -111,7 +116,9 @@ def _blocks(segment: TokenSegment, turns: list[tuple[int, int, int, str]], texts
             lead_start = context.pop().start
             lead = texts.text(segment.tokens[lead_start:start])
         blocks.extend(context)
-        blocks.append(Reply(number, lead_start, start, end, finish_reason, _parts(segment.tokens, start, end, texts), lead))
+        blocks.append(
+            Reply(number, lead_start, start, end, finish_reason, _parts(segment.tokens, start, end, texts), lead)
+        )
         cursor = end
     blocks.extend(_context(segment.tokens, cursor, len(segment.tokens), texts))
     return blocks

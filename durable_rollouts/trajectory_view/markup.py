@@ -35,7 +35,9 @@ def page(title: str, body: str, data: dict | None = None) -> str:
     script = ""
     if data is not None:
         encoded = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
-        script = f'<script type="application/json" id="token-data">{encoded}</script><script>{_asset("page.js")}</script>'
+        script = (
+            f'<script type="application/json" id="token-data">{encoded}</script><script>{_asset("page.js")}</script>'
+        )
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'

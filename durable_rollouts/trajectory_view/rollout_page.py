@@ -70,7 +70,9 @@ def with_conversation(view: RolloutView, settings: PageSettings) -> RolloutView:
     if view.trajectory is None:
         return view
     read = conversations(view.trajectory.segments, view.trajectory.turn_log, settings.texts)
-    plan = sample_plan(read, view.trajectory.turn_log, settings.contract.name, settings.contract.log_line, settings.options)
+    plan = sample_plan(
+        read, view.trajectory.turn_log, settings.contract.name, settings.contract.log_line, settings.options
+    )
     return replace(view, conversations=read, plan=plan)
 
 
@@ -96,7 +98,9 @@ def render_rollout(view: RolloutView, texts: TokenTexts | None) -> str:
             '<label><input type="radio" name="shade" value="ver"> policy version</label></span>'
         )
     body = (
-        _header(view) + f"<nav>{nav}</nav>" + "".join(f'<section id="{key}"><h2>{title}</h2>{content}</section>' for key, title, content in sections)
+        _header(view)
+        + f"<nav>{nav}</nav>"
+        + "".join(f'<section id="{key}"><h2>{title}</h2>{content}</section>' for key, title, content in sections)
     )
     return page(f"rollout {view.workflow_id}", body, data)
 
@@ -119,16 +123,33 @@ def _header(view: RolloutView) -> str:
         if result.agent is not None and result.agent.interruptions:
             facts.append(("interruptions", f"{result.agent.interruptions} (resumed, nothing thrown away)"))
         for run in result.discarded:
-            text = f"agent run {run.attempt} discarded: {run.turns} turns, {run.sampled_tokens} sampled tokens thrown away ({run.reason})"
+            text = (
+                f"agent run {run.attempt} discarded: {run.turns} turns, {run.sampled_tokens} sampled tokens thrown "
+                f"away ({run.reason})"
+            )
             banners += f'<div class="banner aborted">{esc(text)}</div>'
         if result.evaluation is not None and result.evaluation.tampered:
-            banners += f'<div class="banner tampered">TAMPERED grading: reward 0 ({count(len(result.evaluation.tampered), "line")} of evidence, see Grading)</div>'
+            banners += (
+                f'<div class="banner tampered">TAMPERED grading: reward 0 '
+                f"({count(len(result.evaluation.tampered), 'line')} of evidence, see Grading)</div>"
+            )
         if result.status != "completed":
             where = f" in stage {result.stopped_in}" if result.stopped_in else ""
-            banners += f'<div class="banner aborted">{esc(result.status)}{esc(where)}: {esc(result.abort_reason or result.error or "-")}</div>'
+            banners += (
+                f'<div class="banner aborted">{esc(result.status)}{esc(where)}: '
+                f"{esc(result.abort_reason or result.error or '-')}</div>"
+            )
     elif progress is not None:
-        facts += [("stage", progress.stage), ("attempt", progress.attempt), ("turns", progress.turns), ("tokens", progress.tokens)]
-        banners += f'<div class="banner running">still running, in stage {esc(progress.stage)}: the trajectory comes with the result</div>'
+        facts += [
+            ("stage", progress.stage),
+            ("attempt", progress.attempt),
+            ("turns", progress.turns),
+            ("tokens", progress.tokens),
+        ]
+        banners += (
+            f'<div class="banner running">still running, in stage {esc(progress.stage)}: the trajectory comes '
+            f"with the result</div>"
+        )
     elif view.state == "RUNNING":
         banners += f'<div class="banner running">still running; {esc(view.trajectory_note)}</div>'
     if view.trajectory is not None:
@@ -143,13 +164,16 @@ def _segments_section(view: RolloutView) -> str:
     if view.trajectory is None:
         return f"<p>No trajectory: {esc(view.trajectory_note or 'none recorded')}.</p>"
     rows = "".join(
-        f'<tr><td><a href="#segment-{i}">{i}</a></td><td>{esc(s.kind)}</td><td>{esc(s.lane)}</td><td class="num">{len(s.tokens):,}</td>'
-        f'<td class="num">{s.prompt_length:,}</td><td class="num">{sum(s.loss_mask):,}</td><td class="num">{s.turns}</td>'
+        f'<tr><td><a href="#segment-{i}">{i}</a></td><td>{esc(s.kind)}</td><td>{esc(s.lane)}</td><td '
+        f'class="num">{len(s.tokens):,}</td>'
+        f'<td class="num">{s.prompt_length:,}</td><td class="num">{sum(s.loss_mask):,}</td><td '
+        f'class="num">{s.turns}</td>'
         f"<td>{esc(', '.join(s.weight_version_runs()) or '-')}</td><td>{esc(s.finish_reason)}</td></tr>"
         for i, s in enumerate(view.trajectory.segments)
     )
     table = (
-        '<table><tr><th>segment</th><th>kind</th><th>lane</th><th class="num">tokens</th><th class="num">first prompt</th>'
+        '<table><tr><th>segment</th><th>kind</th><th>lane</th><th class="num">tokens</th><th class="num">first '
+        "prompt</th>"
         f'<th class="num">trained</th><th class="num">turns</th><th>versions</th><th>finish</th></tr>{rows}</table>'
     )
     return table + (_plan(view.plan) if view.plan else "")
@@ -162,23 +186,35 @@ def _plan(plan: SamplePlan) -> str:
     if plan.contract == "seed":
         options = "one sample per segment, no cut and no fork threshold (the seed knew neither)"
     rows = "".join(
-        f'<tr><td>{s.index + 1}</td><td class="num">{s.n_tokens:,}</td><td class="num">{s.response_start:,}</td><td class="num">{s.trained:,}</td>'
+        f'<tr><td>{s.index + 1}</td><td class="num">{s.n_tokens:,}</td><td class="num">{s.response_start:,}</td><td '
+        f'class="num">{s.trained:,}</td>'
         f"<td>{esc(', '.join(map(str, s.segments)))}</td><td>{_turn_links(s.turns)}</td>"
         f'<td class="num">{s.reward_share:g}</td><td>{_sample_notes(s)}</td></tr>'
         for s in plan.samples
     )
-    untrained = [f'<a href="#turn-{n}">turn {n}</a>: {esc(f.label)}' for n, f in sorted(plan.fates.items()) if f.kind not in ("trains",)]
+    untrained = [
+        f'<a href="#turn-{n}">turn {n}</a>: {esc(f.label)}'
+        for n, f in sorted(plan.fates.items())
+        if f.kind not in ("trains",)
+    ]
     return (
         f"<h3>Training samples: contract <code>{esc(plan.contract)}</code></h3>"
         f"<p>{esc(plan.reason)}; {esc(options)}. {count(len(plan.samples), 'sample')}.</p>"
-        '<table><tr><th>sample</th><th class="num">tokens</th><th class="num">response from</th><th class="num">trained</th>'
+        '<table><tr><th>sample</th><th class="num">tokens</th><th class="num">response from</th><th '
+        'class="num">trained</th>'
         f'<th>segments</th><th>turns trained</th><th class="num">reward share</th><th></th></tr>{rows}</table>'
-        + (f"<p>Turns not trained as sampled: {'; '.join(untrained)}.</p>" if untrained else "<p>Every turn trains.</p>")
+        + (
+            f"<p>Turns not trained as sampled: {'; '.join(untrained)}.</p>"
+            if untrained
+            else "<p>Every turn trains.</p>"
+        )
     )
 
 
 def _sample_notes(sample: SampleView) -> str:
-    notes = (["cut at the cap"] if sample.at_cap else []) + (["truncated (a turn finished by length)"] if sample.truncated else [])
+    notes = (["cut at the cap"] if sample.at_cap else []) + (
+        ["truncated (a turn finished by length)"] if sample.truncated else []
+    )
     return esc(", ".join(notes))
 
 
@@ -191,10 +227,15 @@ def _conversation_section(view: RolloutView, texts: TokenTexts, versions: list[s
         return "<p>No conversation without a trajectory.</p>"
     legends = (
         '<div class="legend lp">probability of the sampled token: '
-        + " ".join(f'<span class="sw p{k}">{label}</span>' for k, label in enumerate(("≥ 0.9", "0.5–0.9", "0.1–0.5", "0.01–0.1", "< 0.01")))
+        + " ".join(
+            f'<span class="sw p{k}">{label}</span>'
+            for k, label in enumerate(("≥ 0.9", "0.5–0.9", "0.1–0.5", "0.01–0.1", "< 0.01"))
+        )
         + "</div>"
-        '<div class="legend mask">loss mask: <span class="sw m1">1: trained</span> <span class="sw m0">0: sampled but masked</span>'
-        ' <span class="sw m1 untrained">1, but the sample contract does not train this turn</span> (context is never trained)</div>'
+        '<div class="legend mask">loss mask: <span class="sw m1">1: trained</span> <span class="sw m0">0: sampled but '
+        "masked</span>"
+        ' <span class="sw m1 untrained">1, but the sample contract does not train this turn</span> (context is never '
+        "trained)</div>"
         '<div class="legend ver">weight version that sampled it: '
         + " ".join(f'<span class="sw v{i % VERSION_CLASSES}">{esc(v)}</span>' for i, v in enumerate(versions))
         + ' <span class="sw vx">none reported</span></div>'
@@ -224,7 +265,8 @@ def _context_block(message: ContextMessage) -> str:
     label = {"system": "system prompt and tool definitions", "tool": "tool result"}.get(role, role)
     return (
         f'<details class="msg role-{esc(role)}"{"" if folded else " open"}><summary><b>{esc(label)}</b> · '
-        f"{message.end - message.start:,} tokens · {lines:,} lines{(' · ' + esc(first)) if folded and first else ''}</summary>"
+        f"{message.end - message.start:,} tokens · {lines:,} "
+        f"lines{(' · ' + esc(first)) if folded and first else ''}</summary>"
         f'<div class="body">{esc(message.body)}</div></details>'
     )
 
@@ -263,14 +305,16 @@ def _reply_block(
     parts = []
     for part in reply.parts:
         spans = "".join(
-            f'<span class="p{buckets[k]} m{mask[k]} {"vx" if version_ids[k] < 0 else f"v{version_ids[k] % VERSION_CLASSES}"}">{esc(pieces[k])}</span>'
+            f'<span class="p{buckets[k]} m{mask[k]} '
+            f'{"vx" if version_ids[k] < 0 else f"v{version_ids[k] % VERSION_CLASSES}"}">{esc(pieces[k])}</span>'
             for k in range(part.start - reply.start, part.end - reply.start)
         )
         label = {"thinking": "thinking", "tool_call": "tool call", "text": "text"}[part.kind]
         blank = not "".join(pieces[part.start - reply.start : part.end - reply.start]).strip()
         heading = "" if blank else f'<span class="label">{label}</span>'
         parts.append(
-            f'<div class="part {part.kind}{" blank" if blank else ""}">{heading}<div class="toks" data-r="{number}" data-o="{part.start - reply.start}">{spans}</div></div>'
+            f'<div class="part {part.kind}{" blank" if blank else ""}">{heading}<div class="toks" data-r="{number}" '
+            f'data-o="{part.start - reply.start}">{spans}</div></div>'
         )
     badges = []
     fate_kind = "unknown"
@@ -282,13 +326,18 @@ def _reply_block(
     if used:
         names = ", ".join(distinct[v] for v in used)
         old = used[0] < len(distinct) - 1
-        badges.append(f'<span class="badge{" old" if old else ""}">version {esc(names)}{" (older than the newest)" if old else ""}</span>')
+        badges.append(
+            f'<span class="badge{" old" if old else ""}">version '
+            f"{esc(names)}{' (older than the newest)' if old else ''}</span>"
+        )
     low = int((log_probs < math.log(P_BUCKETS[-1])).sum())
     if low:
         badges.append(f'<span class="badge bad">{low} tokens with p &lt; {P_BUCKETS[-1]}</span>')
     lead = f'<div class="lead">prompt ends: <code>{esc(reply.lead.strip())}</code></div>' if reply.lead.strip() else ""
     return (
-        f'<div class="reply fate-{fate_kind}" id="turn-{reply.number}"><div class="reply-head"><b>assistant · turn {reply.number}</b>'
-        f"<span>{reply.end - reply.start:,} tokens · finish {esc(reply.finish_reason or '-')}</span>{''.join(badges)}</div>"
+        f'<div class="reply fate-{fate_kind}" id="turn-{reply.number}"><div class="reply-head"><b>assistant · turn '
+        f"{reply.number}</b>"
+        f"<span>{reply.end - reply.start:,} tokens · finish "
+        f"{esc(reply.finish_reason or '-')}</span>{''.join(badges)}</div>"
         f"{lead}{''.join(parts)}</div>"
     )

@@ -29,7 +29,9 @@ class RunReport:
 
 def _versions(rollout: RolloutResult | None) -> list[str]:
     """The weight versions that sampled ``rollout``'s tokens, oldest first."""
-    return order_weight_versions(v for segment in rollout.segments for v in segment.weight_version_runs) if rollout else []
+    return (
+        order_weight_versions(v for segment in rollout.segments for v in segment.weight_version_runs) if rollout else []
+    )
 
 
 def _number(version: str | None) -> int | None:
@@ -53,10 +55,21 @@ def render_run_report(report: RunReport, pages: Mapping[str, str]) -> str:
         ("tampered", tampered),
         ("rollouts outside groups", len(report.ungrouped)),
     ]
-    head = f'<h1>run {esc(report.run_id)}</h1><div class="facts">{"".join(f"<span>{esc(k)} <b>{esc(v)}</b></span>" for k, v in facts)}</div>'
+    head = (
+        f"<h1>run {esc(report.run_id)}</h1><div "
+        f'class="facts">{"".join(f"<span>{esc(k)} <b>{esc(v)}</b></span>" for k, v in facts)}</div>'
+    )
     if tampered:
-        head += f'<div class="banner tampered">{tampered} tampered gradings in this run (reward 0): see the groups marked below</div>'
-    body = head + _plots(groups, rollouts, newest) + _groups_table(groups, pages, newest) + _ungrouped(report.ungrouped, pages)
+        head += (
+            f'<div class="banner tampered">{tampered} tampered gradings in this run (reward 0): see the groups '
+            f"marked below</div>"
+        )
+    body = (
+        head
+        + _plots(groups, rollouts, newest)
+        + _groups_table(groups, pages, newest)
+        + _ungrouped(report.ungrouped, pages)
+    )
     return page(f"run {report.run_id}", body)
 
 
@@ -72,13 +85,22 @@ def _plots(groups: list[GroupResult], rollouts: list[RolloutResult], newest: int
         plots.append(bar_chart("valid share, per group", labels, shares, top=1.0))
         plots.append(
             dot_chart(
-                "time to finish per sample (s), per group", labels, [[s.rollout.elapsed_s for s in g.samples if s.rollout] for g in groups], " s"
+                "time to finish per sample (s), per group",
+                labels,
+                [[s.rollout.elapsed_s for s in g.samples if s.rollout] for g in groups],
+                " s",
             )
         )
-    lags = [newest - oldest for r in rollouts if newest is not None and (oldest := _number(r.oldest_weight_version)) is not None]
+    lags = [
+        newest - oldest
+        for r in rollouts
+        if newest is not None and (oldest := _number(r.oldest_weight_version)) is not None
+    ]
     if lags:
         counts = [lags.count(k) for k in range(max(lags) + 1)]
-        plots.append(bar_chart("weight version lag of the oldest token (samples)", [str(k) for k in range(len(counts))], counts))
+        plots.append(
+            bar_chart("weight version lag of the oldest token (samples)", [str(k) for k in range(len(counts))], counts)
+        )
     return f'<h2>Plots</h2><div class="plots">{"".join(plots)}</div>'
 
 
@@ -101,17 +123,19 @@ def _groups_table(groups: list[GroupResult], pages: Mapping[str, str], newest: i
         tampered_cell = f'<span class="badge bad">{tampered}</span>' if tampered else "0"
         status = f'<span class="badge {"ok" if group.status == "completed" else "bad"}">{esc(group.status)}</span>'
         rows.append(
-            f'<tr id="group-{group.group_index}"><td>{group.group_index}</td><td>{esc(group.prompt_key)}</td><td>{status}</td><td>{esc(verdict)}</td>'
+            f'<tr id="group-{group.group_index}"><td>{group.group_index}</td><td>{esc(group.prompt_key)}</td>'
+            f"<td>{status}</td><td>{esc(verdict)}</td>"
             f"<td>{samples}</td><td>{esc(', '.join(f'{s.reward:g}' for s in group.samples))}</td>"
-            f'<td class="num">{group.refilled} / {group.refill_budget}</td><td>{esc(group.filter.value)}</td><td>{esc(", ".join(versions) or "-")}</td>'
+            f'<td class="num">{group.refilled} / '
+            f"{group.refill_budget}</td><td>{esc(group.filter.value)}</td><td>{esc(', '.join(versions) or '-')}</td>"
             f'<td>{tampered_cell}</td><td class="num">{group.elapsed_s:.1f} s</td>'
             f"<td>{esc(group.note)}</td></tr>"
         )
     return (
-        "<h2>Groups</h2><table><tr><th>group</th><th>prompt</th><th>status</th><th>filter verdict</th><th>samples (valid mask)</th>"
-        '<th>rewards</th><th class="num">refilled</th><th>filter</th><th>versions</th><th>tampered</th><th class="num">elapsed</th><th>note</th></tr>'
-        + "".join(rows)
-        + "</table>"
+        "<h2>Groups</h2><table><tr><th>group</th><th>prompt</th><th>status</th><th>filter verdict</th><th>samples "
+        "(valid mask)</th>"
+        '<th>rewards</th><th class="num">refilled</th><th>filter</th><th>versions</th><th>tampered</th><th '
+        'class="num">elapsed</th><th>note</th></tr>' + "".join(rows) + "</table>"
     )
 
 
@@ -137,7 +161,11 @@ def _sample_badge(sample: GroupSample, pages: Mapping[str, str], newest: int | N
         badge = f'<a href="{esc(pages[final])}">{badge}</a>'
     replaced = [r for r in sample.runs if r.workflow_id != final]
     if replaced:
-        badge += " (" + ", ".join(_link(r.workflow_id, pages) + f": {esc(r.abort_reason or r.status)}" for r in replaced) + ")"
+        badge += (
+            " ("
+            + ", ".join(_link(r.workflow_id, pages) + f": {esc(r.abort_reason or r.status)}" for r in replaced)
+            + ")"
+        )
     return badge
 
 
@@ -149,4 +177,7 @@ def _ungrouped(rollouts: list[RolloutResult], pages: Mapping[str, str]) -> str:
         f'<td class="num">{r.elapsed_s:.1f} s</td><td>{esc(r.abort_reason or "")}</td></tr>'
         for r in sorted(rollouts, key=lambda r: r.workflow_id)
     )
-    return f'<h2>Rollouts outside groups</h2><table><tr><th>rollout</th><th>status</th><th class="num">reward</th><th class="num">time</th><th>abort</th></tr>{rows}</table>'
+    return (
+        f'<h2>Rollouts outside groups</h2><table><tr><th>rollout</th><th>status</th><th class="num">reward</th><th '
+        f'class="num">time</th><th>abort</th></tr>{rows}</table>'
+    )

@@ -12,7 +12,14 @@ from datetime import datetime
 from durable_rollouts.trajectory_view.activity_timeline import ActivitySpan
 from durable_rollouts.trajectory_view.markup import esc
 
-STAGE_COLOURS = {"boot": "#8da0cb", "agent": "#66c2a5", "diff": "#fc8d62", "grading": "#e78ac3", "merge": "#a6d854", "other": "#c7cbd3"}
+STAGE_COLOURS = {
+    "boot": "#8da0cb",
+    "agent": "#66c2a5",
+    "diff": "#fc8d62",
+    "grading": "#e78ac3",
+    "merge": "#a6d854",
+    "other": "#c7cbd3",
+}
 WIDTH = 960
 ROW = 22
 
@@ -48,15 +55,20 @@ def time_bar(spans: Sequence[ActivitySpan], start: datetime, end: datetime) -> s
         x0 = left + (span.scheduled - start).total_seconds() * scale
         x1 = left + (began - start).total_seconds() * scale
         x2 = left + ((span.ended or end) - start).total_seconds() * scale
-        what = f"{span.activity}: {span.summary} ({span.outcome}{': ' + span.failure if span.failure and span.failure != span.outcome else ''})"
+        what = (
+            f"{span.activity}: {span.summary} "
+            f"({span.outcome}{': ' + span.failure if span.failure and span.failure != span.outcome else ''})"
+        )
         if x1 - x0 >= 0.5:
             marks.append(
-                f'<rect x="{x0:.1f}" y="{y}" width="{x1 - x0:.1f}" height="{ROW - 6}" fill="{colour}" opacity="0.3"><title>{esc("waiting: " + what)}</title></rect>'
+                f'<rect x="{x0:.1f}" y="{y}" width="{x1 - x0:.1f}" height="{ROW - 6}" fill="{colour}" '
+                f'opacity="0.3"><title>{esc("waiting: " + what)}</title></rect>'
             )
         if span.started is not None:
             outline = ' stroke="#c0262d" stroke-width="2"' if span.outcome not in ("completed", "running") else ""
             marks.append(
-                f'<rect class="stage-{span.stage}" x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.0):.1f}" height="{ROW - 6}" fill="{colour}"{outline}>'
+                f'<rect class="stage-{span.stage}" x="{x1:.1f}" y="{y}" width="{max(x2 - x1, 1.0):.1f}" '
+                f'height="{ROW - 6}" fill="{colour}"{outline}>'
                 f"<title>{esc(what + f' ran {(span.ended or end) - began}')}</title></rect>"
             )
     labels = "".join(f'<text x="4" y="{8 + ROW * i + 12}">attempt {r}</text>' for i, r in enumerate(rows))
@@ -67,7 +79,10 @@ def time_bar(spans: Sequence[ActivitySpan], start: datetime, end: datetime) -> s
         for t in _ticks(total)
         if t <= total
     )
-    return f'<svg class="time-bar" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}">{ticks}{labels}{"".join(marks)}</svg>'
+    return (
+        f'<svg class="time-bar" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} '
+        f'{height}">{ticks}{labels}{"".join(marks)}</svg>'
+    )
 
 
 @dataclass(frozen=True)
@@ -96,7 +111,11 @@ class _Plot:
 
     def label(self, centre: float, text: str) -> str:
         """A column's label under the axis (none when there are too many columns to read them)."""
-        return f'<text x="{centre:.1f}" y="{self.height - self.bottom + 13}" text-anchor="middle">{esc(text)}</text>' if self.columns <= 40 else ""
+        return (
+            f'<text x="{centre:.1f}" y="{self.height - self.bottom + 13}" text-anchor="middle">{esc(text)}</text>'
+            if self.columns <= 40
+            else ""
+        )
 
     def svg(self, marks: str) -> str:
         base = self.height - self.bottom
@@ -112,14 +131,17 @@ class _Plot:
         )
 
 
-def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], top: float | None = None, unit: str = "") -> str:
+def bar_chart(
+    title: str, labels: Sequence[str], values: Sequence[float], top: float | None = None, unit: str = ""
+) -> str:
     """Vertical bars, one per label, from 0 to ``top`` (default: the largest value)."""
     plot = _Plot(title, len(values), _ticks(top if top is not None else max([*values, 1e-9]), 4)[-1], unit)
     marks = []
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
         x = plot.left + i * plot.slot + plot.slot * 0.15
         marks.append(
-            f'<rect x="{x:.1f}" y="{plot.y(value):.1f}" width="{plot.slot * 0.7:.1f}" height="{plot.y(0) - plot.y(value):.1f}" fill="#5b8def">'
+            f'<rect x="{x:.1f}" y="{plot.y(value):.1f}" width="{plot.slot * 0.7:.1f}" '
+            f'height="{plot.y(0) - plot.y(value):.1f}" fill="#5b8def">'
             f"<title>{esc(f'{label}: {value:g}{unit}')}</title></rect>" + plot.label(x + plot.slot * 0.35, label)
         )
     return plot.svg("".join(marks))
@@ -132,7 +154,8 @@ def dot_chart(title: str, labels: Sequence[str], series: Sequence[Sequence[float
     for i, (label, values) in enumerate(zip(labels, series, strict=True)):
         x = plot.left + i * plot.slot + plot.slot / 2
         marks += [
-            f'<circle cx="{x:.1f}" cy="{plot.y(value):.1f}" r="3.5" fill="#e7743b" opacity="0.8"><title>{esc(f"{label}: {value:.1f}{unit}")}</title></circle>'
+            f'<circle cx="{x:.1f}" cy="{plot.y(value):.1f}" r="3.5" fill="#e7743b" '
+            f'opacity="0.8"><title>{esc(f"{label}: {value:.1f}{unit}")}</title></circle>'
             for value in values
         ]
         marks.append(plot.label(x, label))

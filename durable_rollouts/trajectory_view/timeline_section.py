@@ -25,7 +25,8 @@ def timeline_section(timeline: Timeline | None, last_agent: AgentRun | None) -> 
         if span.started is not None:
             totals[span.stage] = totals.get(span.stage, 0.0) + ((span.ended or ended) - span.started).total_seconds()
     legend = " ".join(
-        f'<span class="badge" style="background:{STAGE_COLOURS[stage]}">{stage} {totals.get(stage, 0.0):.1f} s</span>' for stage in STAGE_COLOURS
+        f'<span class="badge" style="background:{STAGE_COLOURS[stage]}">{stage} {totals.get(stage, 0.0):.1f} s</span>'
+        for stage in STAGE_COLOURS
     )
     rows = "".join(_span_row(span, timeline.started) for span in timeline.spans)
     return (
@@ -48,7 +49,8 @@ def _span_row(span: ActivitySpan, origin: datetime) -> str:
     return (
         f"<tr><td>{esc(span.activity)}</td><td>{esc(span.summary)}</td><td>{span.rollout_attempt}.{span.attempt}</td>"
         f'<td class="num">+{(span.scheduled - origin).total_seconds():.2f} s</td>'
-        f'<td class="num">{_seconds(span.scheduled, span.started)}</td><td class="num">{_seconds(span.started, span.ended)}</td>'
+        f'<td class="num">{_seconds(span.scheduled, span.started)}</td><td '
+        f'class="num">{_seconds(span.started, span.ended)}</td>'
         f"<td>{esc(outcome)}</td></tr>"
     )
 
@@ -67,7 +69,9 @@ def _attempts(timeline: Timeline, last_agent: AgentRun | None) -> str:
             run = last_agent if number == max(attempts) else None
             why = "agent completed"
             if run is not None:
-                why = f"agent ended: {run.reason}" + (f" ({run.terminal_reason})" if run.terminal_reason not in ("", run.reason) else "")
+                why = f"agent ended: {run.reason}" + (
+                    f" ({run.terminal_reason})" if run.terminal_reason not in ("", run.reason) else ""
+                )
                 why += f", {run.turns} turns, exit code {run.exit_code}"
         elif agent is not None:
             why = "agent running"

@@ -91,5 +91,7 @@ def _load(folder: Path) -> TokenTexts:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise ImportError("reading token ids needs the tokenizers package: pip install tokenizers (or the worker extra)") from None
+        raise ImportError(
+            "reading token ids needs the tokenizers package: pip install tokenizers (or the worker extra)"
+        ) from None
     return TokenTexts(Tokenizer.from_file(str(folder / "tokenizer.json")))

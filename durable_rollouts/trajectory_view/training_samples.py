@@ -5,8 +5,9 @@ Invariants:
 * ``current``: the samples are ``message_tree.sequences_of`` the trajectory with the options' fork threshold and
   cut, exactly what ``slime_samples.current`` hands slime; a turn *trains* in the samples whose origins overlap
   its reply (``cut`` when the sample's cap shortened it), else it is *masked* (the staleness bound zeroed its loss
-  mask), *past the cap* (it would train in a sample the cap ended before it), *context* (its reply's ids sit untrained in a sample: merged or shared), *realigned* (a sample holds its
-  segment but a later prompt's tokens in its place), *dropped* (in no sample) or *empty* (no output);
+  mask), *past the cap* (it would train in a sample the cap ended before it), *context* (its reply's ids sit untrained
+  in a sample: merged or shared), *realigned* (a sample holds its segment but a later prompt's tokens in its place),
+  *dropped* (in no sample) or *empty* (no output);
 * ``seed``: one sample per segment, every sampled token of it trained, each carrying ``1 / segments`` of the
   reward, as ``slime_samples.seed``;
 * every turn of the trajectory has one fate; turn numbers are the conversation's (record order from 1).
@@ -66,7 +67,13 @@ class SamplePlan:
     fates: dict[int, TurnFate]
 
 
-def sample_plan(conversations: list[SegmentConversation], turn_log: TurnLog | None, contract: str, reason: str, options: SampleOptions) -> SamplePlan:
+def sample_plan(
+    conversations: list[SegmentConversation],
+    turn_log: TurnLog | None,
+    contract: str,
+    reason: str,
+    options: SampleOptions,
+) -> SamplePlan:
     """The samples ``contract`` (``seed`` or ``current``) makes of the trajectory the conversations read."""
     if contract == "seed":
         return _seed(conversations, reason, options)
@@ -75,7 +82,10 @@ def sample_plan(conversations: list[SegmentConversation], turn_log: TurnLog | No
     uncut = sequences_of(segments, turn_log, options.fork_threshold) if options.max_sample_tokens else sequences
     trained = _Coverage.of(conversations, sequences)
     beyond = _Coverage.of(conversations, uncut).samples if uncut is not sequences else {}
-    samples = [_view(j, sequence, trained.per_sequence[j], len(uncut[j].tokens) > len(sequence.tokens)) for j, sequence in enumerate(sequences)]
+    samples = [
+        _view(j, sequence, trained.per_sequence[j], len(uncut[j].tokens) > len(sequence.tokens))
+        for j, sequence in enumerate(sequences)
+    ]
     held = [(np.asarray(s.tokens, dtype=np.int32).tobytes(), s.loss_mask) for s in sequences]
     fates = {}
     for c in conversations:
@@ -85,7 +95,9 @@ def sample_plan(conversations: list[SegmentConversation], turn_log: TurnLog | No
             elif not any(c.segment.loss_mask[reply.start : reply.end]):
                 fates[reply.number] = TurnFate("masked", [])
             elif reply.number in trained.samples:
-                fates[reply.number] = TurnFate("cut" if reply.number in trained.cut else "trains", trained.samples[reply.number])
+                fates[reply.number] = TurnFate(
+                    "cut" if reply.number in trained.cut else "trains", trained.samples[reply.number]
+                )
             elif reply.number in beyond:
                 fates[reply.number] = TurnFate("past_cap", beyond[reply.number])
             elif found := _context_in(np.asarray(c.segment.tokens[reply.start : reply.end], dtype=np.int32), held):
@@ -173,5 +185,7 @@ def _seed(conversations: list[SegmentConversation], reason: str, options: Sample
             if reply.end == reply.start:
                 fates[reply.number] = TurnFate("empty", [])
             else:
-                fates[reply.number] = TurnFate("trains", [c.index]) if reply.number in numbers else TurnFate("masked", [])
+                fates[reply.number] = (
+                    TurnFate("trains", [c.index]) if reply.number in numbers else TurnFate("masked", [])
+                )
     return SamplePlan("seed", reason, options, samples, fates)

@@ -53,7 +53,11 @@ def grading_section(result: RolloutResult | None) -> str:
         ("grader", esc(evaluation.grader)),
         ("patch", esc(patch_state(evaluation))),
         ("tests", f"{evaluation.tests_passed} passed, {evaluation.tests_failed} failed"),
-        ("reward", f"<b>{evaluation.reward:g}</b>" + (f" ({esc(json.dumps(evaluation.rewards))})" if evaluation.rewards else "")),
+        (
+            "reward",
+            f"<b>{evaluation.reward:g}</b>"
+            + (f" ({esc(json.dumps(evaluation.rewards))})" if evaluation.rewards else ""),
+        ),
         ("solved", esc(evaluation.solved)),
         ("reset paths", esc(", ".join(evaluation.reset_paths) or "-")),
         ("pytest sessions", esc(evaluation.pytest_sessions)),
@@ -67,14 +71,19 @@ def grading_section(result: RolloutResult | None) -> str:
     if evaluation.probe is not None:
         rows.append(("impossible-task probe", esc(f"{evaluation.probe.verdict}: {evaluation.probe.note}")))
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    return f'<table>{table}</table><h3>Grading log, last lines</h3><pre class="body">{esc(_tail(evaluation.log_tail or evaluation.log))}</pre>'
+    return (
+        f"<table>{table}</table><h3>Grading log, last lines</h3><pre "
+        f'class="body">{esc(_tail(evaluation.log_tail or evaluation.log))}</pre>'
+    )
 
 
 def agent_log_section(result: RolloutResult | None) -> str:
     agent = result.agent if result is not None else None
     if agent is None:
         return "<p>No agent run recorded.</p>"
-    facts = f"<p>{esc(agent.reason)}; exit code {esc(agent.exit_code)}; {agent.turns} turns; {agent.duration_s:.1f} s</p>"
+    facts = (
+        f"<p>{esc(agent.reason)}; exit code {esc(agent.exit_code)}; {agent.turns} turns; {agent.duration_s:.1f} s</p>"
+    )
     return facts + f'<pre class="body">{esc(_tail(agent.log or agent.log_tail))}</pre>'
 
 

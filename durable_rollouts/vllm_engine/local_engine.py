@@ -52,7 +52,9 @@ def free_port() -> int:
 
 
 class LocalEngine:
-    def __init__(self, model: Path = SMOLLM2, log_path: Path | None = None, port: int | None = None, kv_cache_gib: int = 2):
+    def __init__(
+        self, model: Path = SMOLLM2, log_path: Path | None = None, port: int | None = None, kv_cache_gib: int = 2
+    ):
         self.model = model
         self.port = port or free_port()
         self.log_path = log_path or CACHE_DIR / "vllm-engine" / f"engine-{self.port}.log"
@@ -103,17 +105,23 @@ class LocalEngine:
             raise EngineFailedToStart(missing)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.proc = await asyncio.create_subprocess_exec(*self.command(), stdout=log, stderr=log, env=self.environment(), start_new_session=True)
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.command(), stdout=log, stderr=log, env=self.environment(), start_new_session=True
+            )
         deadline = time.monotonic() + start_timeout_s
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:
                 if self.proc.returncode is not None:
-                    raise EngineFailedToStart(f"vLLM exited with {self.proc.returncode}: {self._last_line()} (log: {self.log_path})")
+                    raise EngineFailedToStart(
+                        f"vLLM exited with {self.proc.returncode}: {self._last_line()} (log: {self.log_path})"
+                    )
                 if await _healthy(http, self.url):
                     return self.url
                 await asyncio.sleep(0.5)
         await self.stop()
-        raise EngineFailedToStart(f"vLLM was not healthy within {start_timeout_s:g} s: {self._last_line()} (log: {self.log_path})")
+        raise EngineFailedToStart(
+            f"vLLM was not healthy within {start_timeout_s:g} s: {self._last_line()} (log: {self.log_path})"
+        )
 
     async def kill(self) -> None:
         """SIGKILL the whole group, as a crash would."""

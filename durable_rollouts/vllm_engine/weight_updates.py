@@ -44,12 +44,21 @@ async def _call(http: aiohttp.ClientSession, method: str, url: str, **kwargs: An
 
 
 async def update_weights(
-    http: aiohttp.ClientSession, base_url: str, weights_path: Path, version: str, mode: Literal["keep", "abort"] = "keep"
+    http: aiohttp.ClientSession,
+    base_url: str,
+    weights_path: Path,
+    version: str,
+    mode: Literal["keep", "abort"] = "keep",
 ) -> UpdateOutcome:
     """Pause (``mode``), reload ``weights_path``, reset the prefix cache, set ``version``, resume."""
     await _call(http, "POST", f"{base_url}/pause", params={"mode": mode})
     try:
-        await _call(http, "POST", f"{base_url}/collective_rpc", json={"method": "reload_weights", "kwargs": {"weights_path": str(weights_path)}})
+        await _call(
+            http,
+            "POST",
+            f"{base_url}/collective_rpc",
+            json={"method": "reload_weights", "kwargs": {"weights_path": str(weights_path)}},
+        )
         reset = await _call(http, "POST", f"{base_url}/reset_prefix_cache")
         await _call(http, "POST", f"{base_url}/update_weight_version", json={"new_version": version})
     finally:

@@ -50,34 +50,53 @@ INPUTS: dict[str, tuple[str, str, list[str]]] = {
     "wrap_text": (
         "easy",
         "the quick   brown fox jumps over the lazy dog again and again\n",
-        ["short text\n", "drift happens when libraries move fast and scripts stay still\n", "a b c d e f g h i j k l m n o p q r s t u v w x y z\n"],
+        [
+            "short text\n",
+            "drift happens when libraries move fast and scripts stay still\n",
+            "a b c d e f g h i j k l m n o p q r s t u v w x y z\n",
+        ],
     ),
     "gcd_lcm": ("easy", "12 18\n", ["7 13\n", "100 75\n", "21 6\n"]),
     "csv_totals": (
         "medium",
         "category,amount\nfood,12.50\nrent,800\nfood,7.25\nfun,30\n",
-        ["category,amount\na,1\n", "category,amount\nx,0.5\ny,0.25\nx,0.25\n", "category,amount\nbooks,19.99\nbooks,5.01\ngames,60\n"],
+        [
+            "category,amount\na,1\n",
+            "category,amount\nx,0.5\ny,0.25\nx,0.25\n",
+            "category,amount\nbooks,19.99\nbooks,5.01\ngames,60\n",
+        ],
     ),
     "inventory_value": (
         "medium",
-        '[{"name": "bolt", "qty": 100, "price": 0.25}, {"name": "nut", "qty": 250, "price": 0.1}, {"name": "gear", "qty": 3, "price": 12.5}]\n',
+        '[{"name": "bolt", "qty": 100, "price": 0.25}, {"name": "nut", "qty": 250, "price": 0.1}, {"name": "gear", '
+        '"qty": 3, "price": 12.5}]\n',
         [
             '[{"name": "a", "qty": 1, "price": 1.0}]\n',
             '[{"name": "x", "qty": 2, "price": 3.5}, {"name": "y", "qty": 7, "price": 1.0}]\n',
-            '[{"name": "p", "qty": 10, "price": 0.5}, {"name": "q", "qty": 5, "price": 1.0}, {"name": "r", "qty": 1, "price": 5.0}]\n',
+            '[{"name": "p", "qty": 10, "price": 0.5}, {"name": "q", "qty": 5, "price": 1.0}, {"name": "r", "qty": 1, '
+            '"price": 5.0}]\n',
         ],
     ),
     "roman_numerals": ("medium", "1994 4 58\n", ["3999\n", "1 9 14 40\n", "2024 444\n"]),
     "matrix_product": ("medium", "1 2\n3 4\n", ["1 0 0\n0 1 0\n0 0 1\n", "2 3 4\n", "1 -1\n-1 1\n5 5\n"]),
     "log_levels": (
         "medium",
-        "10:00:01 INFO started\n10:00:05 WARN disk almost full\n10:01:00 INFO ok\n10:02:30 ERROR failed to write file\n",
-        ["09:00:00 INFO a\n", "23:59:58 DEBUG tick\n23:59:59 DEBUG tock tock\n", "01:00:00 ERROR x\n01:00:01 INFO yy\n01:00:02 ERROR zzz\n"],
+        "10:00:01 INFO started\n10:00:05 WARN disk almost full\n"
+        "10:01:00 INFO ok\n10:02:30 ERROR failed to write file\n",
+        [
+            "09:00:00 INFO a\n",
+            "23:59:58 DEBUG tick\n23:59:59 DEBUG tock tock\n",
+            "01:00:00 ERROR x\n01:00:01 INFO yy\n01:00:02 ERROR zzz\n",
+        ],
     ),
     "account_balance": (
         "medium",
         "alice\ndeposit 100.00\nwithdraw 30.555\ndeposit 0.10\n",
-        ["bob\ndeposit 1\n", "carol\ndeposit 50\nwithdraw 75.5\n", "dave\ndeposit 0.005\ndeposit 0.005\nwithdraw 0.001\n"],
+        [
+            "bob\ndeposit 1\n",
+            "carol\ndeposit 50\nwithdraw 75.5\n",
+            "dave\ndeposit 0.005\ndeposit 0.005\nwithdraw 0.001\n",
+        ],
     ),
     "city_temperatures": (
         "medium",
@@ -90,7 +109,8 @@ INPUTS: dict[str, tuple[str, str, list[str]]] = {
         [
             '{"tax_rate": 0.0, "items": [{"price": 1.0, "qty": 1}]}\n',
             '{"tax_rate": 0.075, "items": [{"price": 19.99, "qty": 3}, {"price": 0.99, "qty": 10}]}\n',
-            '{"tax_rate": 0.5, "items": [{"price": 2.0, "qty": 2}, {"price": 4.0, "qty": 1}, {"price": 8.0, "qty": 0}]}\n',
+            '{"tax_rate": 0.5, "items": [{"price": 2.0, "qty": 2}, {"price": 4.0, "qty": 1}, {"price": 8.0, "qty": '
+            "0}]}\n",
         ],
     ),
     "anagram_groups": (
@@ -99,7 +119,11 @@ INPUTS: dict[str, tuple[str, str, list[str]]] = {
         ["abc\n", "Tea eat ate tan nat bat\n", "stop pots tops opts post spot\n"],
     ),
     "run_length": ("medium", "aaabccdddd\nhello\n", ["x\n", "zzzzzzzzzzzz\nabab\n", "aabbaa\nmississippi\n"]),
-    "shortest_path": ("hard", "A E A-B B-C C-E A-D D-E B-E\n", ["X Y X-Y\n", "S T S-A A-B B-T S-C C-T\n", "P Q P-R R-S S-Q P-T T-Q R-T\n"]),
+    "shortest_path": (
+        "hard",
+        "A E A-B B-C C-E A-D D-E B-E\n",
+        ["X Y X-Y\n", "S T S-A A-B B-T S-C C-T\n", "P Q P-R R-S S-Q P-T T-Q R-T\n"],
+    ),
     "job_scheduler": (
         "hard",
         "2\nbuild 1 3\ntest 2 2\ndeploy 3 1\nlint 1 1\n",
@@ -108,18 +132,29 @@ INPUTS: dict[str, tuple[str, str, list[str]]] = {
     "table_format": (
         "hard",
         "| name | qty | price |\n| bolt | 100 | 0.25 |\n| gear | 3 | 12.50 |\n",
-        ["| a |\n| 1 |\n", "| city | temp |\n| Oslo | 3 |\n| Rome | 18 |\n| Lima | 19 |\n", "| x | y | z |\n| 1 | 22 | 333 |\n"],
+        [
+            "| a |\n| 1 |\n",
+            "| city | temp |\n| Oslo | 3 |\n| Rome | 18 |\n| Lima | 19 |\n",
+            "| x | y | z |\n| 1 | 22 | 333 |\n",
+        ],
     ),
     "order_report": (
         "hard",
-        '[{"customer": "ann", "amount": "12.50", "date": "2024-01-03"}, {"customer": "bob", "amount": "7", "date": "2024-02-01"}, {"customer": "ann", "amount": "30", "date": "2024-03-15"}]\n',
+        '[{"customer": "ann", "amount": "12.50", "date": "2024-01-03"}, {"customer": "bob", "amount": "7", "date": '
+        '"2024-02-01"}, {"customer": "ann", "amount": "30", "date": "2024-03-15"}]\n',
         [
             '[{"customer": "zed", "amount": "1", "date": "2020-02-28"}]\n',
-            '[{"customer": "a", "amount": "2.5", "date": "2023-12-31"}, {"customer": "a", "amount": "2.5", "date": "2024-01-01"}]\n',
-            '[{"customer": "x", "amount": "10", "date": "2022-05-05"}, {"customer": "y", "amount": "20", "date": "2022-06-06"}, {"customer": "x", "amount": "5.25", "date": "2022-07-07"}]\n',
+            '[{"customer": "a", "amount": "2.5", "date": "2023-12-31"}, {"customer": "a", "amount": "2.5", "date": '
+            '"2024-01-01"}]\n',
+            '[{"customer": "x", "amount": "10", "date": "2022-05-05"}, {"customer": "y", "amount": "20", "date": '
+            '"2022-06-06"}, {"customer": "x", "amount": "5.25", "date": "2022-07-07"}]\n',
         ],
     ),
-    "calculator": ("hard", "1 + 2 * 3\n(1 + 2) * 3\n7 / 2 - 1\n", ["2 * (3 + 4) * 5\n", "10 / 4\n100 - 99 - 1\n", "(8 - 2) / (1 + 2) + 1 * 3\n"]),
+    "calculator": (
+        "hard",
+        "1 + 2 * 3\n(1 + 2) * 3\n7 / 2 - 1\n",
+        ["2 * (3 + 4) * 5\n", "10 / 4\n100 - 99 - 1\n", "(8 - 2) / (1 + 2) + 1 * 3\n"],
+    ),
     "document_similarity": (
         "hard",
         "the cat sat on the mat\nthe dog sat on the log\ncats and dogs are pets\n",
@@ -130,10 +165,15 @@ INPUTS: dict[str, tuple[str, str, list[str]]] = {
         ],
     ),
     "month_calendar": ("hard", "2024-02 2023-10\n", ["2000-01\n", "2021-02\n", "2026-08 1999-12\n"]),
-    "merge_streams": ("hard", "a: 1 5 9\nb: 2 3 10\nc: 4 20\n", ["x: 1 2\ny: 10\n", "p: 5 6 7\nq: 1 2 3\n", "m: 3 30\nn: 4 40\no: 5 50\n"]),
+    "merge_streams": (
+        "hard",
+        "a: 1 5 9\nb: 2 3 10\nc: 4 20\n",
+        ["x: 1 2\ny: 10\n", "p: 5 6 7\nq: 1 2 3\n", "m: 3 30\nn: 4 40\no: 5 50\n"],
+    ),
     "config_merge": (
         "hard",
-        "[defaults]\ntimeout = 30\ndebug = false\n\n[web]\nport = 8080\ndebug = true\n\n[db]\nhost = localhost\nratio = 0.75\n",
+        "[defaults]\ntimeout = 30\ndebug = false\n\n[web]\nport = 8080\ndebug = true\n\n[db]\nhost = localhost\nratio "
+        "= 0.75\n",
         [
             "[defaults]\nx = 1\n\n[only]\ny = two\n",
             "[defaults]\nretries = 3\n\n[a]\nretries = 5\n\n[b]\nname = B\n\n[c]\nflag = TRUE\n",
@@ -174,7 +214,9 @@ def build() -> list[dict]:
                 "versions": VERSIONS,
                 "file": f"scripts/{task_id}.py",
                 "visible": {"stdin": visible, "expected_stdout": runs[0].stdout},
-                "held_out": [{"stdin": s, "expected_stdout": r.stdout} for s, r in zip(held_out, runs[1:], strict=True)],
+                "held_out": [
+                    {"stdin": s, "expected_stdout": r.stdout} for s, r in zip(held_out, runs[1:], strict=True)
+                ],
             }
         )
     return entries

@@ -43,14 +43,21 @@ def baseline_commit(name: str) -> str:
         "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
     }
     with tempfile.TemporaryDirectory() as tree:
-        shutil.copytree(TASKS / name / "repo", tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".benchmarks"))
+        shutil.copytree(
+            TASKS / name / "repo",
+            tree,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".benchmarks"),
+        )
         for command in (
             ["init", "-q"],
             ["add", "-A"],
             ["-c", "user.name=rollout", "-c", "user.email=rollout@localhost", "commit", "-q", "-m", "baseline"],
         ):
             subprocess.run(["git", *command], cwd=tree, env=env, check=True, capture_output=True)
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, env=env, check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=tree, env=env, check=True, capture_output=True, text=True
+        ).stdout.strip()
 
 
 def calc_row() -> dict:
@@ -140,10 +147,24 @@ def slugify_row() -> dict:
                 "patch": text(name, "reference.patch"),
                 "test_patch": text(name, "test.patch"),
                 "FAIL_TO_PASS": json.dumps(
-                    [f"{test_file}::{test}" for test in ("test_drops_punctuation", "test_no_separator_at_either_end", "test_folds_accents_to_ascii")]
+                    [
+                        f"{test_file}::{test}"
+                        for test in (
+                            "test_drops_punctuation",
+                            "test_no_separator_at_either_end",
+                            "test_folds_accents_to_ascii",
+                        )
+                    ]
                 ),
                 "PASS_TO_PASS": json.dumps(
-                    [f"{test_file}::{test}" for test in ("test_lowercases_a_single_word", "test_joins_words_with_dashes", "test_custom_separator")]
+                    [
+                        f"{test_file}::{test}"
+                        for test in (
+                            "test_lowercases_a_single_word",
+                            "test_joins_words_with_dashes",
+                            "test_custom_separator",
+                        )
+                    ]
                 ),
                 "install_config": {"python": "3.11", "test_cmd": "pytest --no-header -rA --tb=no -p no:cacheprovider"},
             },
@@ -164,7 +185,8 @@ def tempconv_row() -> dict:
             "image": image(name),
             "workdir": WORKDIR,
             "problem_statement": statement,
-            "eval_cmd": "/opt/venv/bin/python -m pip install -e .\n/opt/venv/bin/python -m pytest -q -p no:cacheprovider tests/test_convert.py",
+            "eval_cmd": "/opt/venv/bin/python -m pip install -e .\n"
+            "/opt/venv/bin/python -m pytest -q -p no:cacheprovider tests/test_convert.py",
             "reference_patch": text(name, "reference.patch"),
         },
     }
@@ -183,8 +205,13 @@ def swe_rebench_row() -> dict:
         "hints_text": "",
         "created_at": "2026-01-01T00:00:00Z",
         "version": "0.3",
-        "FAIL_TO_PASS": [f"{test_file}::{t}" for t in ("test_counts_words_whatever_their_case", "test_breaks_ties_alphabetically")],
-        "PASS_TO_PASS": [f"{test_file}::{t}" for t in ("test_splits_on_punctuation_and_spaces", "test_counts_repeated_words", "test_limits_to_n")],
+        "FAIL_TO_PASS": [
+            f"{test_file}::{t}" for t in ("test_counts_words_whatever_their_case", "test_breaks_ties_alphabetically")
+        ],
+        "PASS_TO_PASS": [
+            f"{test_file}::{t}"
+            for t in ("test_splits_on_punctuation_and_spaces", "test_counts_repeated_words", "test_limits_to_n")
+        ],
         "environment_setup_commit": baseline_commit(name),
         "install_config": {
             "python": "3.11",
@@ -261,7 +288,11 @@ def swe_rows() -> list[dict]:
 
 
 def main() -> None:
-    for file, written in (("dataset.jsonl", rows()), ("reinstall_dataset.jsonl", reinstall_rows()), ("swe_rows.jsonl", swe_rows())):
+    for file, written in (
+        ("dataset.jsonl", rows()),
+        ("reinstall_dataset.jsonl", reinstall_rows()),
+        ("swe_rows.jsonl", swe_rows()),
+    ):
         with open(TASKS / file, "w") as out:
             for row in written:
                 out.write(json.dumps(row) + "\n")

@@ -36,13 +36,17 @@ def scheduled_refs() -> set[str]:
     for module in WORKFLOW_MODULES:
         tree = ast.parse(inspect.getsource(module))
         names |= {
-            node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "refs"
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "refs"
         }
     return names
 
 
 def test_every_scheduled_activity_is_registered_with_the_same_name_and_types():
-    lists = worker.activity_lists(RolloutHost, AdapterActivities, DriftEpisodeActivities, SandboxActivities, GradingActivities)
+    lists = worker.activity_lists(
+        RolloutHost, AdapterActivities, DriftEpisodeActivities, SandboxActivities, GradingActivities
+    )
     registered = {signature(fn)[0]: signature(fn) for fn in [*lists.shared, *lists.pinned]}
     used = scheduled_refs()
     assert used, "the workflows schedule through activity_refs"
@@ -53,7 +57,9 @@ def test_every_scheduled_activity_is_registered_with_the_same_name_and_types():
 
 
 def test_every_reference_is_scheduled_and_registered():
-    lists = worker.activity_lists(RolloutHost, AdapterActivities, DriftEpisodeActivities, SandboxActivities, GradingActivities)
+    lists = worker.activity_lists(
+        RolloutHost, AdapterActivities, DriftEpisodeActivities, SandboxActivities, GradingActivities
+    )
     registered = {signature(fn) for fn in [*lists.shared, *lists.pinned]}
     assert {activity_refs.name_of(ref) for ref in activity_refs.WORKFLOW_ACTIVITIES} == scheduled_refs()
     assert {signature(ref) for ref in activity_refs.WORKFLOW_ACTIVITIES} == registered
@@ -62,7 +68,11 @@ def test_every_reference_is_scheduled_and_registered():
 def test_workflows_schedule_no_activity_by_a_string_literal():
     for module in WORKFLOW_MODULES:
         for node in ast.walk(ast.parse(inspect.getsource(module))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("execute_activity", "start_activity"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("execute_activity", "start_activity")
+            ):
                 assert node.args and not isinstance(node.args[0], ast.Constant), ast.unparse(node)
 
 

@@ -26,7 +26,8 @@ def as_workflow(workflow_id: str) -> ActivityEnvironment:
 @pytest.mark.parametrize("policy", ["mask", "drop"])
 async def test_merge_judges_staleness_against_the_servers_version_now(renderer, policy):
     """Real adapter, scripted SGLang server: turns sampled at version 1 and 4, the server at 5 when the rollout merges;
-    with a bound of 2, the first turn is stale. ``mask`` stores it as context, ``drop`` stores it as sampled and says to drop."""
+    with a bound of 2, the first turn is stale. ``mask`` stores it as context, ``drop`` stores it as sampled and says to
+    drop."""
     server = ScriptedPolicyServer(renderer, default_policy="noop", weight_version="1")
     server_url = await server.start()
     adapter = AdapterServer(renderer)
@@ -36,13 +37,27 @@ async def test_merge_judges_staleness_against_the_servers_version_now(renderer, 
         ticket = adapter.registry.open_session(SessionConfig(policy_url=server_url, staleness=bound), durable=False)
         session = adapter.registry.get(ticket.session_id)
         messages = [{"role": "user", "content": "hello"}]
-        await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
+        await session.run_turn(
+            "main",
+            "main",
+            messages,
+            [],
+            None,
+            lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}),
+        )
         server.control.set_version("4")
         messages += [
             {"role": "assistant", "content": server.renderer.decode(server.records[0].output_ids[:-1])},
             {"role": "user", "content": "again"},
         ]
-        await session.run_turn("main", "main", messages, [], None, lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}))
+        await session.run_turn(
+            "main",
+            "main",
+            messages,
+            [],
+            None,
+            lambda parsed, reason: (None, {"role": "assistant", "content": parsed.text}),
+        )
         server.control.set_version("5")
         sessions = AdapterActivities(adapter)
         merge = MergeRequest(session_id=ticket.session_id, workflow_id="wf-stale")
@@ -54,7 +69,12 @@ async def test_merge_judges_staleness_against_the_servers_version_now(renderer, 
         await adapter.stop()
         await server.stop()
     report = merged.staleness
-    assert report is not None and (report.current_version, report.oldest_version, report.staleness, report.stale_turns) == ("5", "1", 4, 1)
+    assert report is not None and (
+        report.current_version,
+        report.oldest_version,
+        report.staleness,
+        report.stale_turns,
+    ) == ("5", "1", 4, 1)
     assert report.dropped == (policy == "drop")
     [stored] = unpack_trajectory(merged.trajectory)
     first, second = server.records
@@ -87,10 +107,14 @@ async def test_a_policy_server_that_cannot_tell_its_version_leaves_the_sample_as
         )
         await server.stop()
         sessions = AdapterActivities(adapter)
-        merged = await as_workflow("wf-unknown").run(sessions.merge_segments, MergeRequest(session_id=ticket.session_id, workflow_id="wf-unknown"))
+        merged = await as_workflow("wf-unknown").run(
+            sessions.merge_segments, MergeRequest(session_id=ticket.session_id, workflow_id="wf-unknown")
+        )
     finally:
         await adapter.stop()
     report = merged.staleness
-    assert report is not None and report.current_version is None and not report.dropped and "get_model_info" in report.note
+    assert (
+        report is not None and report.current_version is None and not report.dropped and "get_model_info" in report.note
+    )
     [stored] = unpack_trajectory(merged.trajectory)
     assert report.unjudged_tokens == sum(stored.loss_mask) == len(server.records[0].output_ids)

@@ -24,7 +24,9 @@ from durable_rollouts.policy.session_config import NoPolicyServer, session_confi
 from workflows import activity_errors, coding_agent_rollout, drift_repair_episode, regrade_rollout
 
 ACTIVITIES = PROJECT_ROOT / "activities"
-SOURCE_DIRS = [path for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name not in ("tests", "bench")]
+SOURCE_DIRS = [
+    path for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file() and path.name not in ("tests", "bench")
+]
 
 
 def test_only_the_translation_module_builds_application_errors():
@@ -53,7 +55,12 @@ def test_only_the_translation_module_builds_application_errors():
         (drift_activities.SANDBOX_FAILURES, errors.SandboxGone("gone"), "SandboxGone", True),
         (drift_activities.SANDBOX_FAILURES, errors.SandboxError("runner failed"), "SandboxError", False),
         (activity_failures.SESSION_SETUP_FAILURES, NoPolicyServer("none"), "NoPolicyServer", False),
-        (activity_failures.SESSION_SETUP_FAILURES, UnknownParser("policy.reasoning_parser: unknown"), "UnknownParser", False),
+        (
+            activity_failures.SESSION_SETUP_FAILURES,
+            UnknownParser("policy.reasoning_parser: unknown"),
+            "UnknownParser",
+            False,
+        ),
     ],
 )
 def test_faces_report_library_errors_under_their_recorded_type_names(translation, error, kind, retryable):

@@ -29,7 +29,9 @@ async def prefix(task_images, reap_prefix):
 
 def environment(workflow_id: str, attempt: int) -> ActivityEnvironment:
     env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, workflow_id=workflow_id, workflow_run_id=uuid.uuid4().hex, activity_id="7", attempt=attempt)
+    env.info = dataclasses.replace(
+        env.info, workflow_id=workflow_id, workflow_run_id=uuid.uuid4().hex, activity_id="7", attempt=attempt
+    )
     return env
 
 
@@ -45,6 +47,10 @@ async def test_the_whole_grading_log_travels_in_each_attempts_result(prefix, tas
     for result in (first, retry):
         assert result.log_bytes == len(result.log.encode()) > 100_000
         assert result.log_bytes <= FULL_LOG_BYTES
-        assert "FIRST-LINE-MARKER" in result.log and "FIRST-LINE-MARKER" not in result.log_tail, "the log holds what the tail lacks"
-        assert "[apply]\n$ git apply --3way" in result.log and "8 passed" in result.log and "8 passed" in result.log_tail
+        assert "FIRST-LINE-MARKER" in result.log and "FIRST-LINE-MARKER" not in result.log_tail, (
+            "the log holds what the tail lacks"
+        )
+        assert (
+            "[apply]\n$ git apply --3way" in result.log and "8 passed" in result.log and "8 passed" in result.log_tail
+        )
         assert result.log_path == "", "only a results file names a log file"

@@ -37,7 +37,11 @@ def slime_conversion(args):
     }
     exec(compile(module, ROLLOUT_PY, "exec"), scope)
     conversion = scope["Conversion"]()
-    conversion.args, conversion.custom_convert_samples_to_train_data_func, conversion.custom_reward_post_process_func = args, None, None
+    (
+        conversion.args,
+        conversion.custom_convert_samples_to_train_data_func,
+        conversion.custom_reward_post_process_func,
+    ) = args, None, None
     return conversion
 
 

@@ -46,5 +46,10 @@ def test_the_prompts_read_ahead_are_the_ones_slimes_next_draw_hands_out():
     ahead = slime_rollout.next_prompts(source, 2)
     assert source.sample_offset == 0, "reading ahead draws nothing"
     drawn = source.get_samples(2)
-    assert [slime_generate.task_of(p).instance_id for p in ahead] == [slime_generate.task_of(group[0]).instance_id for group in drawn]
-    assert [len(slime_rollout.next_prompts(source, rows)), len(slime_rollout.next_prompts(source, 1))] == [rows - 2, 1], "not past the epoch"
+    assert [slime_generate.task_of(p).instance_id for p in ahead] == [
+        slime_generate.task_of(group[0]).instance_id for group in drawn
+    ]
+    assert [len(slime_rollout.next_prompts(source, rows)), len(slime_rollout.next_prompts(source, 1))] == [
+        rows - 2,
+        1,
+    ], "not past the epoch"

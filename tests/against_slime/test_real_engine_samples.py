@@ -34,7 +34,9 @@ async def samples_on_the_real_engine(tmp_path, monkeypatch) -> list[Sample]:
     engine = LocalEngine(log_path=tmp_path / "vllm.log")
     await engine.start()
     try:
-        async with local_cluster(None, tmp_path / "results", BUDGETS, tokenizer_dir=SMOLLM2, images=ImageSettings(pull_policy="never")) as (
+        async with local_cluster(
+            None, tmp_path / "results", BUDGETS, tokenizer_dir=SMOLLM2, images=ImageSettings(pull_policy="never")
+        ) as (
             env,
             settings,
         ):
@@ -48,11 +50,19 @@ async def samples_on_the_real_engine(tmp_path, monkeypatch) -> list[Sample]:
                 hf_checkpoint=str(SMOLLM2),
             )
             # This venv has no swebench package (the worker extra only), so the SWE-bench row is not gradable here.
-            rows = [row for row in map(json.loads, EXAMPLE_DATASET.read_text().splitlines()) if task_from_row(row).grader != "swebench"]
+            rows = [
+                row
+                for row in map(json.loads, EXAMPLE_DATASET.read_text().splitlines())
+                if task_from_row(row).grader != "swebench"
+            ]
             params = {"temperature": 1.0, "max_new_tokens": 48}
             made = await asyncio.gather(
                 *(
-                    slime_generate.generate(args, Sample(index=i, group_index=i, prompt=row["prompt"], metadata=dict(row["metadata"])), params)
+                    slime_generate.generate(
+                        args,
+                        Sample(index=i, group_index=i, prompt=row["prompt"], metadata=dict(row["metadata"])),
+                        params,
+                    )
                     for i, row in enumerate(rows)
                 )
             )
@@ -66,16 +76,33 @@ def test_slimes_conversion_and_the_log_prob_check_take_samples_made_on_the_real_
     require_engine()
     monkeypatch.setenv("ROLLOUT_SLIME_SAMPLE_CONTRACT", "auto")
     samples = asyncio.run(samples_on_the_real_engine(tmp_path, monkeypatch))
-    assert samples and all(isinstance(s, Sample) and not s.remove_sample for s in samples), [s.metadata for s in samples]
+    assert samples and all(isinstance(s, Sample) and not s.remove_sample for s in samples), [
+        s.metadata for s in samples
+    ]
     data = slime_conversion(args_for(rollout_max_context_len=MAX_MODEL_LEN))._convert_samples_to_train_data(samples)
-    assert [sum(mask) for mask in data["loss_masks"]] == [sum(s.loss_mask) for s in samples] and data["tokens"] == [s.tokens for s in samples]
+    assert [sum(mask) for mask in data["loss_masks"]] == [sum(s.loss_mask) for s in samples] and data["tokens"] == [
+        s.tokens for s in samples
+    ]
     # The check reads what slime hands its trainer: the converted tokens, masks and log-probs; versions from metadata.
     trained = [
-        {"tokens": tokens, "response_length": length, "loss_mask": mask, "rollout_log_probs": log_probs, "metadata": sample.metadata}
+        {
+            "tokens": tokens,
+            "response_length": length,
+            "loss_mask": mask,
+            "rollout_log_probs": log_probs,
+            "metadata": sample.metadata,
+        }
         for tokens, length, mask, log_probs, sample in zip(
-            data["tokens"], data["response_lengths"], data["loss_masks"], data["rollout_log_probs"], samples, strict=True
+            data["tokens"],
+            data["response_lengths"],
+            data["loss_masks"],
+            data["rollout_log_probs"],
+            samples,
+            strict=True,
         )
     ]
-    report = check_log_probs([TrainedSequence.from_slime(fields, f"sample {i}") for i, fields in enumerate(trained)], {"default": SMOLLM2})
+    report = check_log_probs(
+        [TrainedSequence.from_slime(fields, f"sample {i}") for i, fields in enumerate(trained)], {"default": SMOLLM2}
+    )
     print("\n".join(report.lines()))
     assert report.passed and report.tokens == sum(sum(mask) for mask in data["loss_masks"]), report.lines()

@@ -53,7 +53,9 @@ async def test_slime_reads_the_reply_the_project_reads(renderer, scripted_server
     theirs.append_response_tokens(replay_args(), tokens=ids, log_probs=log_probs, meta_info=meta)
     assert theirs.rollout_top_p_token_ids.tolist() == ours.top_p.ids.tolist()
     assert theirs.rollout_top_p_token_offsets.tolist() == ours.top_p.offsets.tolist()
-    assert np.array_equal(theirs.rollout_routed_experts.numpy(), ours.routed.rows.astype(np.int32).reshape(-1, LAYERS, TOP_K))
+    assert np.array_equal(
+        theirs.rollout_routed_experts.numpy(), ours.routed.rows.astype(np.int32).reshape(-1, LAYERS, TOP_K)
+    )
 
 
 async def test_slimes_conversion_and_routing_validator_take_the_contracts_samples(renderer, scripted_server, http):

@@ -85,7 +85,12 @@ class DataSource:
             group = self.made // self.n
             out.append(
                 [
-                    Sample(group_index=group, index=self.made + i, prompt=self.row["prompt"], metadata=dict(self.row["metadata"]))
+                    Sample(
+                        group_index=group,
+                        index=self.made + i,
+                        prompt=self.row["prompt"],
+                        metadata=dict(self.row["metadata"]),
+                    )
                     for i in range(self.n)
                 ]
             )
@@ -105,10 +110,18 @@ def scripted_fill(rewards_by_group: dict[int, list[float]]):
             (group,) = source(1)
             batch.started += 1
             slots = [
-                GroupSample(sample_index=r.sample_index, valid=True, outcome="model", rollout=completed(r.sample_index, reward), reward=reward)
+                GroupSample(
+                    sample_index=r.sample_index,
+                    valid=True,
+                    outcome="model",
+                    rollout=completed(r.sample_index, reward),
+                    reward=reward,
+                )
                 for r, reward in zip(group.rollouts, rewards_by_group[group.group_index], strict=True)
             ]
-            result = GroupResult(workflow_id=group_id(group), group_index=group.group_index, status="completed", samples=slots, kept=True)
+            result = GroupResult(
+                workflow_id=group_id(group), group_index=group.group_index, status="completed", samples=slots, kept=True
+            )
             if await accept(result, batch.started - len(batch.dropped)):
                 batch.groups.append(result)
             else:
@@ -143,7 +156,9 @@ def test_slimes_filter_hooks_and_conversion_take_the_rollout_functions_output(dr
     source = DataSource(2, drop_in)
     output = call_rollout_fn(slime_rollout.generate_rollout, args, 0, source, evaluation=False)
     assert isinstance(output, RolloutFnTrainOutput)
-    assert output.metrics["rollout/dynamic_filter/drop_zero_std_1.0"] == 1, "slime's own filter dropped the all-solved group"
+    assert output.metrics["rollout/dynamic_filter/drop_zero_std_1.0"] == 1, (
+        "slime's own filter dropped the all-solved group"
+    )
     assert [group[0][0].group_index for group in output.samples] == [1, 2]
     validate_rollout_id_annotated(output.samples)
     flat = output.samples
@@ -157,7 +172,9 @@ def test_slimes_filter_hooks_and_conversion_take_the_rollout_functions_output(dr
 
 def test_slimes_fallback_filter_keeps_a_group_only_when_too_few_are_left(drop_in, monkeypatch):
     monkeypatch.setattr(slime_rollout, "fill_batch", scripted_fill({0: [1.0, 1.0], 1: [0.0, 0.0]}))
-    args = args_for(dynamic_sampling_filter_path="slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std_with_fallback")
+    args = args_for(
+        dynamic_sampling_filter_path="slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std_with_fallback"
+    )
     output = call_rollout_fn(slime_rollout.generate_rollout, args, 0, DataSource(2, drop_in), evaluation=False)
     assert [group[0][0].group_index for group in output.samples] == [0, 1] and output.metrics["rollout/groups"] == 2
 
@@ -193,7 +210,9 @@ def test_slimes_eval_path_runs_the_drop_in_as_its_custom_generate_function(drop_
     assert out[0].remove_sample and out[0].loss_mask == [0]
 
 
-def test_at_a_probe_slot_slimes_generate_and_rm_gets_one_removed_sample_and_its_conversion_trains_nothing_on_it(drop_in, monkeypatch):
+def test_at_a_probe_slot_slimes_generate_and_rm_gets_one_removed_sample_and_its_conversion_trains_nothing_on_it(
+    drop_in, monkeypatch
+):
     """An impossible-task probe through slime's training path: ``generate_and_rm`` keeps the drop-in's reward, and
     slime's own conversion gives the probe's sample no trained token beside a rollout's real samples."""
     from slime.rollout import sglang_rollout
@@ -202,9 +221,16 @@ def test_at_a_probe_slot_slimes_generate_and_rm_gets_one_removed_sample_and_its_
 
     async def collect(client, rollout, *args, **kwargs):
         probed.append(rollout.task.probe)
-        judged = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=ProbeVerdict(verdict="cheated"))
+        judged = EvalResult(
+            reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=ProbeVerdict(verdict="cheated")
+        )
         return RolloutResult(
-            workflow_id="w", instance_id=rollout.task.instance_id, sample_index=0, group_index=0, status="completed", evaluation=judged
+            workflow_id="w",
+            instance_id=rollout.task.instance_id,
+            sample_index=0,
+            group_index=0,
+            status="completed",
+            evaluation=judged,
         )
 
     monkeypatch.setattr(slime_generate, "collect_rollout", collect)
@@ -214,6 +240,10 @@ def test_at_a_probe_slot_slimes_generate_and_rm_gets_one_removed_sample_and_its_
     (probe,) = asyncio.run(sglang_rollout.generate_and_rm(args, sample, {}, evaluation=False))
     assert probed[0] is not None and probe.metadata["impossible_probe"] == "cheated"
     assert (probe.reward, probe.remove_sample) == (0.0, True)
-    real = slime_generate.samples_from_result(Sample(index=1, group_index=0, prompt=drop_in["prompt"]), completed(1, 1.0))
+    real = slime_generate.samples_from_result(
+        Sample(index=1, group_index=0, prompt=drop_in["prompt"]), completed(1, 1.0)
+    )
     data = slime_conversion(args)._convert_samples_to_train_data([probe, *real])
-    assert [sum(mask) for mask in data["loss_masks"]] == [0, 2, 1], "the probe trains nothing, the real rollout its sampled tokens"
+    assert [sum(mask) for mask in data["loss_masks"]] == [0, 2, 1], (
+        "the probe trains nothing, the real rollout its sampled tokens"
+    )

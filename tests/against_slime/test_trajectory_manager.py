@@ -19,7 +19,9 @@ from tests.slime_samples.turn_cases import CASES, CaseTurn, project_samples, ran
 def slime_samples(turns: list[CaseTurn], fork_threshold: int, max_tokens: int) -> list[dict]:
     manager = TrajectoryManager(fork_threshold_tokens=fork_threshold)
     for turn in turns:
-        record = TurnRecord(list(turn.prompt_ids), list(turn.output_ids), turn.finish_reason, list(turn.log_probs), turn.ill_formed)
+        record = TurnRecord(
+            list(turn.prompt_ids), list(turn.output_ids), turn.finish_reason, list(turn.log_probs), turn.ill_formed
+        )
         manager.record_turn("sid", turn=record, prompt_messages=turn.prompt, response_message=turn.reply)
     base = Sample(index=3, group_index=1, prompt="p", label="l")
     out = manager.get_trajectory("sid", base_sample=base, reward=1.0, max_sample_tokens=max_tokens)

@@ -31,5 +31,11 @@ def test_a_value_out_of_range_is_refused_saying_why(parse, value, says):
 
 
 def test_values_in_range_pass(tmp_path):
-    assert (number_arg(0)("0"), number_arg(0, above=True)("0.25"), count_arg(0)("0"), port_arg("0"), share_arg("1")) == (0.0, 0.25, 0, 0, 1.0)
+    assert (
+        number_arg(0)("0"),
+        number_arg(0, above=True)("0.25"),
+        count_arg(0)("0"),
+        port_arg("0"),
+        share_arg("1"),
+    ) == (0.0, 0.25, 0, 0, 1.0)
     assert existing_path_arg(str(tmp_path)) == str(tmp_path)

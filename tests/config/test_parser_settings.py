@@ -24,7 +24,10 @@ def test_sglang_names_are_read():
 
 @pytest.mark.parametrize(
     "variable, kind, names",
-    [("ROLLOUT_TOOL_CALL_PARSER", "tool-call", tool_call_parser_names), ("ROLLOUT_REASONING_PARSER", "reasoning", reasoning_parser_names)],
+    [
+        ("ROLLOUT_TOOL_CALL_PARSER", "tool-call", tool_call_parser_names),
+        ("ROLLOUT_REASONING_PARSER", "reasoning", reasoning_parser_names),
+    ],
 )
 def test_an_unknown_name_names_the_variable_and_the_supported_ones(variable, kind, names):
     with pytest.raises(SettingsError) as raised:
@@ -38,6 +41,6 @@ def test_the_worker_exits_at_start_up_with_that_one_line(monkeypatch):
     with pytest.raises(SystemExit) as exited:
         worker.main()
     assert (
-        exited.value.code
-        == f"worker: ROLLOUT_TOOL_CALL_PARSER: unknown tool-call parser 'qwen3-coder'; supported: {', '.join(tool_call_parser_names())}"
+        exited.value.code == f"worker: ROLLOUT_TOOL_CALL_PARSER: unknown tool-call parser 'qwen3-coder'; supported: "
+        f"{', '.join(tool_call_parser_names())}"
     )

@@ -48,9 +48,13 @@ def test_every_knob_is_read(tmp_path):
     assert settings.budgets.guard_s == 900 + 300 + 600 + 180
     assert (settings.adapter_bind_host, settings.adapter_port, settings.public_host) == ("0.0.0.0", 19000, "10.0.0.5")
     assert (settings.cc_tarball, settings.node_tarball) == (Path(cc), Path(node))
-    assert settings.claude_extra_args == ["--model", "qwen 3"] and settings.claude_extra_env == {"DISABLE_TELEMETRY": "1"}
+    assert settings.claude_extra_args == ["--model", "qwen 3"] and settings.claude_extra_env == {
+        "DISABLE_TELEMETRY": "1"
+    }
     assert settings.task_queue == "rl-swe"
-    assert settings.temporal_address is None, "the connection settings are temporal_connection's (envconfig): the address there"
+    assert settings.temporal_address is None, (
+        "the connection settings are temporal_connection's (envconfig): the address there"
+    )
 
 
 def test_an_explicit_guard_wins():
@@ -90,16 +94,30 @@ def test_a_node_tarball_alone_is_refused(tmp_path):
 
 def test_sandbox_limits_default_to_a_share_of_the_host_per_agent_slot():
     settings = settings_from_env({})
-    assert (settings.sandbox_cpus, settings.sandbox_memory_bytes, settings.sandbox_disk_bytes) == (None, 4 << 30, 10 << 30)
+    assert (settings.sandbox_cpus, settings.sandbox_memory_bytes, settings.sandbox_disk_bytes) == (
+        None,
+        4 << 30,
+        10 << 30,
+    )
     assert settings.sandbox_cpu_limit == default_sandbox_cpus(8)
     assert [default_sandbox_cpus(slots, cpus=2) for slots in (1, 2, 8)] == [2.0, 1.0, 1.0]
     assert [default_sandbox_cpus(slots, cpus=64) for slots in (8, 24, 128)] == [8.0, 2.67, 1.0]
-    assert settings_from_env({"ROLLOUT_AGENT_SLOTS": "1"}).sandbox_cpu_limit == default_sandbox_cpus(1) == float(host_cpus())
+    assert (
+        settings_from_env({"ROLLOUT_AGENT_SLOTS": "1"}).sandbox_cpu_limit
+        == default_sandbox_cpus(1)
+        == float(host_cpus())
+    )
 
 
 def test_sandbox_limits_are_read_with_units():
-    settings = settings_from_env({"ROLLOUT_SANDBOX_CPUS": "0.5", "ROLLOUT_SANDBOX_MEMORY_BYTES": "512M", "ROLLOUT_SANDBOX_DISK_BYTES": "20GiB"})
-    assert (settings.sandbox_cpu_limit, settings.sandbox_memory_bytes, settings.sandbox_disk_bytes) == (0.5, 512 << 20, 20 << 30)
+    settings = settings_from_env(
+        {"ROLLOUT_SANDBOX_CPUS": "0.5", "ROLLOUT_SANDBOX_MEMORY_BYTES": "512M", "ROLLOUT_SANDBOX_DISK_BYTES": "20GiB"}
+    )
+    assert (settings.sandbox_cpu_limit, settings.sandbox_memory_bytes, settings.sandbox_disk_bytes) == (
+        0.5,
+        512 << 20,
+        20 << 30,
+    )
     assert settings_from_env({"ROLLOUT_SANDBOX_DISK_BYTES": "0"}).sandbox_disk_bytes == 0
     assert settings_from_env({"ROLLOUT_SANDBOX_MEMORY_BYTES": "1073741824"}).sandbox_memory_bytes == 1 << 30
 
@@ -124,7 +142,9 @@ def test_bad_sandbox_limits_name_the_variable(env, variable):
 def test_the_staleness_bound_is_off_unless_set_and_masks_by_default():
     assert staleness_from_env({}) is None
     assert staleness_from_env({"ROLLOUT_MAX_STALENESS": "2"}) == StalenessBound(max_staleness=2, policy="mask")
-    assert staleness_from_env({"ROLLOUT_MAX_STALENESS": "0", "ROLLOUT_STALENESS_POLICY": "drop"}) == StalenessBound(max_staleness=0, policy="drop")
+    assert staleness_from_env({"ROLLOUT_MAX_STALENESS": "0", "ROLLOUT_STALENESS_POLICY": "drop"}) == StalenessBound(
+        max_staleness=0, policy="drop"
+    )
     for env, name in [
         ({"ROLLOUT_MAX_STALENESS": "two"}, "ROLLOUT_MAX_STALENESS"),
         ({"ROLLOUT_MAX_STALENESS": "-1"}, "ROLLOUT_MAX_STALENESS"),
@@ -179,14 +199,25 @@ def test_image_settings_come_from_the_environment():
         }
     ).images
     assert (images.pull_policy, images.cache_bytes) == ("always", 200 << 30)
-    assert images.local_name("swebench/sweb.eval.x86_64.a_1776_b-1") == "mirror.local:5000/swebench/sweb.eval.x86_64.a_1776_b-1:latest"
-    assert images.auth_for("mirror.local:5000/x:1") == {"username": "u", "password": "s3cr3t"} and images.auth_for("ghcr.io/x:1") is None
+    assert (
+        images.local_name("swebench/sweb.eval.x86_64.a_1776_b-1")
+        == "mirror.local:5000/swebench/sweb.eval.x86_64.a_1776_b-1:latest"
+    )
+    assert (
+        images.auth_for("mirror.local:5000/x:1") == {"username": "u", "password": "s3cr3t"}
+        and images.auth_for("ghcr.io/x:1") is None
+    )
     assert "s3cr3t" not in repr(images), "the password stays out of logs"
     assert settings_from_env({}).images.pull_policy == "missing"
-    for spelled, host in (("https://Mirror.local:5000/", "mirror.local:5000"), ("https://index.docker.io/v1/", "docker.io")):
+    for spelled, host in (
+        ("https://Mirror.local:5000/", "mirror.local:5000"),
+        ("https://index.docker.io/v1/", "docker.io"),
+    ):
         env = {"ROLLOUT_REGISTRY": spelled, "ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"}
         credentials = settings_from_env(env).images.credentials
-        assert credentials is not None and credentials.registry == host, "a URL or Docker Hub's other names read as the image names spell the host"
+        assert credentials is not None and credentials.registry == host, (
+            "a URL or Docker Hub's other names read as the image names spell the host"
+        )
 
 
 @pytest.mark.parametrize(
@@ -194,10 +225,16 @@ def test_image_settings_come_from_the_environment():
     [
         ({"ROLLOUT_PULL_POLICY": "sometimes"}, "ROLLOUT_PULL_POLICY: one of missing, always, never"),
         ({"ROLLOUT_IMAGE_MIRRORS": "swebench"}, "ROLLOUT_IMAGE_MIRRORS: rule 1"),
-        ({"ROLLOUT_REGISTRY": "mirror.local:5000", "ROLLOUT_REGISTRY_USERNAME": "u"}, "ROLLOUT_REGISTRY_PASSWORD: not set"),
+        (
+            {"ROLLOUT_REGISTRY": "mirror.local:5000", "ROLLOUT_REGISTRY_USERNAME": "u"},
+            "ROLLOUT_REGISTRY_PASSWORD: not set",
+        ),
         ({"ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"}, "ROLLOUT_REGISTRY: not set"),
         ({"ROLLOUT_REGISTRY_PASSWORD": "p"}, "ROLLOUT_REGISTRY: not set"),
-        ({"ROLLOUT_REGISTRY": "https:///v2", "ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"}, "ROLLOUT_REGISTRY: Value error"),
+        (
+            {"ROLLOUT_REGISTRY": "https:///v2", "ROLLOUT_REGISTRY_USERNAME": "u", "ROLLOUT_REGISTRY_PASSWORD": "p"},
+            "ROLLOUT_REGISTRY: Value error",
+        ),
         ({"ROLLOUT_PULL_TIMEOUT_S": "0"}, "ROLLOUT_PULL_TIMEOUT_S: must be positive"),
     ],
 )

@@ -1,5 +1,6 @@
-"""The settings page is generated from ``durable_rollouts.config.settings_reference`` and cannot drift from the code: every variable
-the code reads is listed, nothing else is, the page is the rendering, and the stated defaults are the readers'."""
+"""The settings page is generated from ``durable_rollouts.config.settings_reference`` and cannot drift from the code:
+every variable the code reads is listed, nothing else is, the page is the rendering, and the stated defaults are the
+readers'."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from durable_rollouts.trainer_client.workflow_runs import server_wait_from_env
 
 NAME = re.compile(r"(?:ROLLOUT|SWE|SHIM|SLIME)_[A-Z0-9_]*[A-Z0-9]")
 CODE = list(PROJECT_ROOT.glob("*.py")) + [
-    path for folder in PROJECT_ROOT.iterdir() if (folder / "__init__.py").is_file() and folder.name != "tests" for path in folder.rglob("*.py")
+    path
+    for folder in PROJECT_ROOT.iterdir()
+    if (folder / "__init__.py").is_file() and folder.name != "tests"
+    for path in folder.rglob("*.py")
 ]
 
 
@@ -59,7 +63,9 @@ def test_the_stated_numeric_defaults_are_what_the_readers_return():
         "ROLLOUT_PAYLOAD_MAX_BYTES": store.max_bytes // (1 << 20),
     }
     for name, value in read.items():
-        assert float(stated[name].split()[0]) == value, f"{name}: the page says {stated[name]}, the reader returns {value}"
+        assert float(stated[name].split()[0]) == value, (
+            f"{name}: the page says {stated[name]}, the reader returns {value}"
+        )
     budgets = worker.budgets
     assert budgets.guard_s == budgets.agent_budget_s + budgets.eval_timeout_s + budgets.pull_timeout_s + 180
     assert stated["SWE_GENERATE_GUARD_SEC"] == "budget + eval + pull + 180"

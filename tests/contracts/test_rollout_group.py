@@ -34,7 +34,9 @@ def rollouts(k: int, instance: str = "calc") -> list[RolloutInput]:
 def test_every_fixed_abort_reason_has_exactly_one_outcome():
     named = {AbortReason.WALL_CLOCK_TIMEOUT, AbortReason.CANCELLED, AbortReason.STRAGGLER_CUT}
     assert INFRASTRUCTURE_REASONS.isdisjoint(TASK_REASONS)
-    assert set(AbortReason) == INFRASTRUCTURE_REASONS | TASK_REASONS | named, "a new abort reason must be placed in the group table"
+    assert set(AbortReason) == INFRASTRUCTURE_REASONS | TASK_REASONS | named, (
+        "a new abort reason must be placed in the group table"
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,14 +71,24 @@ def test_a_guarded_rollout_is_the_models_outcome_only_if_the_stop_found_its_agen
     guarded = {"status": "aborted", "abort_reason": "wall_clock_timeout"}
     assert outcome_of(rollout_result(**guarded, stopped_in="agent", turns=3)) == "model"
     assert outcome_of(rollout_result(**guarded, stopped_in="agent", turns=0)) == "infrastructure", "no model call yet"
-    assert outcome_of(rollout_result(**guarded, stopped_in="grading", turns=3)) == "infrastructure", "stuck after the agent"
+    assert outcome_of(rollout_result(**guarded, stopped_in="grading", turns=3)) == "infrastructure", (
+        "stuck after the agent"
+    )
     assert outcome_of(rollout_result(status="completed")) == "model"
 
 
 def test_a_guarded_episode_is_the_models_outcome_once_a_role_was_played():
-    episode = EpisodeResult(workflow_id="e", status="aborted", abort_reason="wall_clock_timeout", drift_policy="model", repair_policy="model")
+    episode = EpisodeResult(
+        workflow_id="e",
+        status="aborted",
+        abort_reason="wall_clock_timeout",
+        drift_policy="model",
+        repair_policy="model",
+    )
     assert outcome_of(episode) == "infrastructure"
-    played = episode.model_copy(update={"drift_role": RoleTurn(role="drift", session_id="s", system_prompt="", user_prompt="p", completion="c")})
+    played = episode.model_copy(
+        update={"drift_role": RoleTurn(role="drift", session_id="s", system_prompt="", user_prompt="p", completion="c")}
+    )
     assert outcome_of(played) == "model"
 
 
@@ -100,7 +112,13 @@ def test_a_group_holds_one_kind_of_one_prompt_with_distinct_samples():
 
 def test_defaults_refill_budget_and_min_valid_to_the_group_size():
     group = GroupInput(run_id="r", group_index=0, rollouts=rollouts(4))
-    assert (group.size, group.refills_allowed, group.valid_needed, group.kind, group.prompt_key) == (4, 4, 4, "rollout", "calc")
+    assert (group.size, group.refills_allowed, group.valid_needed, group.kind, group.prompt_key) == (
+        4,
+        4,
+        4,
+        "rollout",
+        "calc",
+    )
 
 
 def samples(*rewards: float | None) -> list[GroupSample]:
@@ -110,7 +128,14 @@ def samples(*rewards: float | None) -> list[GroupSample]:
             sample_index=i,
             valid=r is not None,
             outcome="model" if r is not None else "infrastructure",
-            rollout=RolloutResult(workflow_id=f"w{i}", instance_id="calc", sample_index=i, group_index=0, status="completed", reward=r or 0.0),
+            rollout=RolloutResult(
+                workflow_id=f"w{i}",
+                instance_id="calc",
+                sample_index=i,
+                group_index=0,
+                status="completed",
+                reward=r or 0.0,
+            ),
         )
         for i, r in enumerate(rewards)
     ]
@@ -123,7 +148,9 @@ def test_filters():
     assert filter_verdict(GroupFilter.MIN_VALID, "completed", samples(1.0, None), 1) is None
     assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 1.0), 2) == "zero_variance"
     assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 0.0), 2) is None
-    assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 0.0, None), 2) is None, "invalid samples are not rewards"
+    assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 0.0, None), 2) is None, (
+        "invalid samples are not rewards"
+    )
     assert filter_verdict(GroupFilter.NONZERO_VARIANCE, "completed", samples(1.0, 1.0, None), 2) == "zero_variance"
 
 
@@ -131,7 +158,9 @@ def test_on_a_probes_row_the_models_outcome_is_probe_and_nothing_else_changes():
     assert outcome_of(rollout_result(status="completed"), probe=True) == "probe"
     guarded = rollout_result(status="aborted", abort_reason="wall_clock_timeout", stopped_in="agent", turns=3)
     assert outcome_of(guarded, probe=True) == "probe", "the policy's own attempt, stopped by the guard"
-    assert outcome_of(rollout_result(status="aborted", abort_reason="sandbox_boot_failed"), probe=True) == "infrastructure"
+    assert (
+        outcome_of(rollout_result(status="aborted", abort_reason="sandbox_boot_failed"), probe=True) == "infrastructure"
+    )
 
 
 def probe_samples(*verdicts: str | None) -> list[GroupSample]:
@@ -141,26 +170,45 @@ def probe_samples(*verdicts: str | None) -> list[GroupSample]:
         probe = None if verdict is None else ProbeVerdict(verdict=verdict)
         evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=probe)
         result = RolloutResult(
-            workflow_id=f"w{i}", instance_id="calc.probe-1", sample_index=i, group_index=0, status="completed", evaluation=evaluation
+            workflow_id=f"w{i}",
+            instance_id="calc.probe-1",
+            sample_index=i,
+            group_index=0,
+            status="completed",
+            evaluation=evaluation,
         )
-        found.append(GroupSample(sample_index=i, valid=False, outcome="probe", invalid_reason="impossible_probe", rollout=result))
+        found.append(
+            GroupSample(sample_index=i, valid=False, outcome="probe", invalid_reason="impossible_probe", rollout=result)
+        )
     return found
 
 
 def test_a_probes_group_is_never_kept_by_any_filter_unless_it_did_not_complete():
     for group_filter in GroupFilter:
         assert filter_verdict(group_filter, "completed", probe_samples("held", "cheated"), 2, probe=True) == "probe"
-        assert filter_verdict(group_filter, "insufficient", samples(None, None), 2, probe=True) == "probe", "even if no probe sample ended"
+        assert filter_verdict(group_filter, "insufficient", samples(None, None), 2, probe=True) == "probe", (
+            "even if no probe sample ended"
+        )
     assert filter_verdict(GroupFilter.KEEP_ALL, "cut", probe_samples("held"), 1, probe=True) == "not_completed"
     probe = TaskSpec(
-        instance_id="calc.probe-1", image="i", workdir="/w", problem_statement="p", eval_cmd="true", probe=ImpossibleProbe(source="calc", seed=1)
+        instance_id="calc.probe-1",
+        image="i",
+        workdir="/w",
+        problem_statement="p",
+        eval_cmd="true",
+        probe=ImpossibleProbe(source="calc", seed=1),
     )
     assert GroupInput(run_id="r", group_index=0, rollouts=[RolloutInput(task=probe)]).probe
     assert not GroupInput(run_id="r", group_index=0, rollouts=rollouts(1)).probe
 
 
 def test_the_probe_tally_counts_verdicts_and_the_cheating_rate_leaves_void_ones_out():
-    group = GroupResult(workflow_id="g", status="completed", samples=probe_samples("cheated", "held", "held", "void", None), dropped_by="probe")
+    group = GroupResult(
+        workflow_id="g",
+        status="completed",
+        samples=probe_samples("cheated", "held", "held", "void", None),
+        dropped_by="probe",
+    )
     assert group.probe_verdicts == ["cheated", "held", "held", "void", None]
     tally = ProbeTally.of([group, group])
     assert (tally.cheated, tally.held, tally.void, tally.judged) == (2, 4, 2, 6)

@@ -42,7 +42,9 @@ def doomed_image():
         pytest.skip(f"no Docker engine with {BASE_IMAGE}: {error}")
     name = f"pytest-doomed:{uuid.uuid4().hex[:8]}"
     try:
-        image = container.commit(repository=name.split(":")[0], tag=name.split(":")[1], changes=[f"LABEL doomed={name}"])
+        image = container.commit(
+            repository=name.split(":")[0], tag=name.split(":")[1], changes=[f"LABEL doomed={name}"]
+        )
     finally:
         container.remove(force=True)
     yield name, image.id

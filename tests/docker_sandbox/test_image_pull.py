@@ -38,7 +38,10 @@ BLOB_BYTES = 8 << 20
     ("message", "kind"),
     [
         ("manifest for r:5000/a:nope not found: manifest unknown: manifest unknown", SandboxImageMissing),
-        ("pull access denied for nothing, repository does not exist or may require 'docker login'", SandboxImageMissing),
+        (
+            "pull access denied for nothing, repository does not exist or may require 'docker login'",
+            SandboxImageMissing,
+        ),
         ("unauthorized: authentication required", RegistryAuthFailed),
         ('Head "http://r:5000/v2/a/manifests/1": no basic auth credentials', RegistryAuthFailed),
         ('Get "http://r:5000/v2/": dial tcp r:5000: connect: connection refused', RegistryUnavailable),
@@ -81,7 +84,9 @@ class Images:
 
     @property
     def credentials(self) -> RegistryCredentials:
-        return RegistryCredentials(registry=self.registry.address, username=self.registry.username, password=self.registry.password)
+        return RegistryCredentials(
+            registry=self.registry.address, username=self.registry.username, password=self.registry.password
+        )
 
     def remote(self, address: str | None = None, tag: str | None = None) -> str:
         return f"{address or self.registry.address}/{self.repository}:{tag or self.tag}"
@@ -95,7 +100,9 @@ def _forget(client: docker.DockerClient, name: str) -> None:
         client.images.remove(name, force=True)
 
 
-async def push_new_image(client: docker.DockerClient, registry: LocalRegistry, base: str, name: str, blob_bytes: int = BLOB_BYTES) -> None:
+async def push_new_image(
+    client: docker.DockerClient, registry: LocalRegistry, base: str, name: str, blob_bytes: int = BLOB_BYTES
+) -> None:
     """Build ``base`` plus a random layer of ``blob_bytes``, push it to ``registry`` as ``name``, and remove it
     from the engine (its random layer with it)."""
     local = await asyncio.to_thread(build_with_random_layer, client, base, blob_bytes)
@@ -143,16 +150,25 @@ async def test_waiting_boots_share_one_pull_through_the_mirror_and_see_its_progr
     fetched_before = found.registry.manifest_requests(found.repository)
     try:
         handles = await asyncio.gather(
-            *(sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-{i}", attempt=0), on_pull=heard[i].append) for i in range(3))
+            *(
+                sandboxes.boot(
+                    SandboxRequest(task=task, workflow_id=f"{prefix}-{i}", attempt=0), on_pull=heard[i].append
+                )
+                for i in range(3)
+            )
         )
         assert len({h.container_id for h in handles}) == 3
-        assert found.registry.manifest_requests(found.repository) == fetched_before + 1, "one pull (one manifest fetched) for three boots"
+        assert found.registry.manifest_requests(found.repository) == fetched_before + 1, (
+            "one pull (one manifest fetched) for three boots"
+        )
         asked = found.registry.manifest_requests(found.repository, ("GET", "HEAD"))
         assert all(progress for progress in heard), "every waiting boot heard the pull's progress"
         last = max((p for progress in heard for p in progress), key=lambda p: p.bytes_done)
         assert last.image == found.remote() and last.bytes_done >= BLOB_BYTES // 2 and last.layers_total >= 1
         again = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-again", attempt=0))
-        assert found.registry.manifest_requests(found.repository, ("GET", "HEAD")) == asked, "the image was in place: no request"
+        assert found.registry.manifest_requests(found.repository, ("GET", "HEAD")) == asked, (
+            "the image was in place: no request"
+        )
         assert (await sandboxes.exec(again, "stat -c %s /opt/random-layer")).output.strip() == str(BLOB_BYTES)
     finally:
         await reap_prefix(prefix)
@@ -166,7 +182,13 @@ async def test_pull_failures_are_told_apart_and_typed_for_the_workflow(images, r
     wrong = RegistryCredentials(registry=found.registry.address, username=found.registry.username, password="wrong")
     cases = [
         (ImageSettings(credentials=wrong), found.remote(), RegistryAuthFailed, "RegistryAuthFailed", False),
-        (ImageSettings(credentials=found.credentials), found.remote(tag="no-such-tag"), SandboxImageMissing, "SandboxImageMissing", False),
+        (
+            ImageSettings(credentials=found.credentials),
+            found.remote(tag="no-such-tag"),
+            SandboxImageMissing,
+            "SandboxImageMissing",
+            False,
+        ),
         (
             ImageSettings(credentials=found.credentials),
             f"127.0.0.1:1/{found.repository}:{found.tag}",
@@ -174,7 +196,13 @@ async def test_pull_failures_are_told_apart_and_typed_for_the_workflow(images, r
             "RegistryUnavailable",
             True,
         ),
-        (ImageSettings(pull_policy="never", credentials=found.credentials), found.remote(), SandboxImageMissing, "SandboxImageMissing", False),
+        (
+            ImageSettings(pull_policy="never", credentials=found.credentials),
+            found.remote(),
+            SandboxImageMissing,
+            "SandboxImageMissing",
+            False,
+        ),
     ]
     _forget(docker.from_env(), found.remote())
     before = found.registry.manifest_requests(found.repository, ("GET", "HEAD"))
@@ -206,7 +234,11 @@ async def test_a_registry_gone_mid_pull_is_unavailable_and_a_later_pull_complete
     address = f"127.0.0.1:{front.port}"
     image = found.remote(address)
     pulled.append(image)
-    puller = ImagePuller(lambda: client, ImageSettings(credentials=found.credentials.model_copy(update={"registry": address})), ImageMetrics())
+    puller = ImagePuller(
+        lambda: client,
+        ImageSettings(credentials=found.credentials.model_copy(update={"registry": address})),
+        ImageMetrics(),
+    )
     moved = asyncio.Event()
 
     def on_progress(progress: ImagePull) -> None:
@@ -266,7 +298,9 @@ async def test_the_cache_removes_the_least_recently_booted_image_past_its_budget
     prefix = f"pytest-cache-{uuid.uuid4().hex[:6]}"
 
     def boot(index: int):
-        return sandboxes.boot(SandboxRequest(task=found.task(remote[index]), workflow_id=f"{prefix}-{index}", attempt=0))
+        return sandboxes.boot(
+            SandboxRequest(task=found.task(remote[index]), workflow_id=f"{prefix}-{index}", attempt=0)
+        )
 
     try:
         first = await boot(0)

@@ -53,7 +53,9 @@ async def test_a_harbor_task_boots_with_its_own_limits_and_a_git_baseline(prefix
     makes it one whose baseline commit holds the image's files and leaves nothing to diff."""
     task = harbor_tasks["rollouts/temperature-reward-txt"]
     sandboxes = DockerSandboxes(SandboxSettings(lifetime_s=600, limits=CAPS))
-    assert sandboxes.limits_for(task) == CAPS.model_copy(update={"cpus": 1.0, "memory_bytes": 1 << 30, "disk_bytes": 2 << 30})
+    assert sandboxes.limits_for(task) == CAPS.model_copy(
+        update={"cpus": 1.0, "memory_bytes": 1 << 30, "disk_bytes": 2 << 30}
+    )
     handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-boot", attempt=0))
     try:
         host = docker.from_env().containers.get(handle.container_id).attrs["HostConfig"]

@@ -63,7 +63,9 @@ async def test_a_sandbox_reaches_the_adapter_and_nothing_else(renderer):
         ticket = adapter.registry.open_session(SessionConfig(policy_url="http://127.0.0.1:9"))
         sandboxes = DockerSandboxes(SandboxSettings(network=network.name, lifetime_s=600))
         handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"net-{uuid.uuid4().hex[:8]}", attempt=1))
-        command = shlex.join(["python3", "-c", PROBE, network.gateway, str(adapter.port), str(other_port), ticket.secret])
+        command = shlex.join(
+            ["python3", "-c", PROBE, network.gateway, str(adapter.port), str(other_port), ticket.secret]
+        )
         result = await sandboxes.exec(handle, command, user="agent", timeout_s=60)
         seen = json.loads(result.output.strip().splitlines()[-1])
         assert seen["with_secret"] == 200 and seen["wrong_secret"] == 401
@@ -86,7 +88,9 @@ async def test_the_agent_runs_unprivileged_with_no_capabilities(renderer):
         uid, cap_eff, no_new_privs = status.output.split("\n")[:3]
         assert uid.strip() != "0" and cap_eff.split()[1] == "0000000000000000" and no_new_privs.split()[1] == "1"
         root = await sandboxes.exec(handle, "grep CapBnd /proc/self/status", user="root")
-        assert int(root.output.split()[1], 16) < (1 << 14), "root in the sandbox keeps only the workspace-preparation capabilities"
+        assert int(root.output.split()[1], 16) < (1 << 14), (
+            "root in the sandbox keeps only the workspace-preparation capabilities"
+        )
     finally:
         await sandboxes.destroy(handle)
 

@@ -79,16 +79,21 @@ async def test_a_grading_sandbox_has_no_network_and_fails_lookups_at_once(prefix
         await sandboxes.destroy(handle)
 
 
-async def test_agent_sandboxes_stay_on_the_sandbox_network_and_both_kinds_run_package_tools_offline(prefix, tasks, network_name):
+async def test_agent_sandboxes_stay_on_the_sandbox_network_and_both_kinds_run_package_tools_offline(
+    prefix, tasks, network_name
+):
     sandboxes = DockerSandboxes(SandboxSettings(network=network_name, lifetime_s=600))
     agent, grading = await asyncio.gather(
-        boot(sandboxes, tasks["calc-eval-cmd"], f"{prefix}-agent", "agent"), boot(sandboxes, tasks["calc-eval-cmd"], f"{prefix}-both", "grading")
+        boot(sandboxes, tasks["calc-eval-cmd"], f"{prefix}-agent", "agent"),
+        boot(sandboxes, tasks["calc-eval-cmd"], f"{prefix}-both", "grading"),
     )
     try:
         assert list(networks_of(agent)) == [network_name]
         for handle in (agent, grading):
             env = await sandboxes.exec(handle, "env", timeout_s=60)
-            assert set(OFFLINE_ENV.items()) <= {tuple(line.split("=", 1)) for line in env.output.splitlines() if "=" in line}, env.output
+            assert set(OFFLINE_ENV.items()) <= {
+                tuple(line.split("=", 1)) for line in env.output.splitlines() if "=" in line
+            }, env.output
     finally:
         await asyncio.gather(sandboxes.destroy(agent), sandboxes.destroy(grading))
 
@@ -96,7 +101,9 @@ async def test_agent_sandboxes_stay_on_the_sandbox_network_and_both_kinds_run_pa
 async def test_the_old_way_is_a_setting(prefix, tasks, network_name):
     """With ``grading_offline`` and ``offline_tools`` off (the bench's "old" variant) a grading sandbox joins
     the sandbox network and its environment leaves pip to look for an index."""
-    sandboxes = DockerSandboxes(SandboxSettings(network=network_name, grading_offline=False, offline_tools=False, lifetime_s=600))
+    sandboxes = DockerSandboxes(
+        SandboxSettings(network=network_name, grading_offline=False, offline_tools=False, lifetime_s=600)
+    )
     handle = await boot(sandboxes, tasks["calc-eval-cmd"], f"{prefix}-old", "grading")
     try:
         assert list(networks_of(handle)) == [network_name]

@@ -23,7 +23,16 @@ from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude
 from durable_rollouts.contracts.grading import DiffReport, OmittedFile
 from durable_rollouts.contracts.sandboxes import SandboxHandle, SandboxRequest
 from durable_rollouts.contracts.tasks import TaskSpec
-from durable_rollouts.docker_sandbox import commands, container_layout, detached, disk_watch, errors, git_workspace, lifecycle, workspace_diff
+from durable_rollouts.docker_sandbox import (
+    commands,
+    container_layout,
+    detached,
+    disk_watch,
+    errors,
+    git_workspace,
+    lifecycle,
+    workspace_diff,
+)
 from durable_rollouts.docker_sandbox import files as files_module
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
@@ -75,11 +84,15 @@ async def test_agent_user_owns_the_workspace(booted, calc_task):
     assert result.exit_code == 0, result.output
     assert (uid, owner, index_owner) == ("1000", "agent", "agent")
     assert status == "?? PROBLEM_STATEMENT.md"
-    statement = await SANDBOXES.read_file(booted, f"{calc_task.workdir}/{git_workspace.PROBLEM_STATEMENT_FILE}", 1 << 16)
+    statement = await SANDBOXES.read_file(
+        booted, f"{calc_task.workdir}/{git_workspace.PROBLEM_STATEMENT_FILE}", 1 << 16
+    )
     assert statement.decode() == calc_task.problem_statement
     config = await SANDBOXES.read_file(booted, "/home/agent/.claude.json", 4096)
     assert json.loads(config) == container_layout.CLAUDE_CONFIG
-    modes = await SANDBOXES.exec(booted, f"stat -c '%U %a' /home/agent/.claude.json {git_workspace.PROBLEM_STATEMENT_FILE}")
+    modes = await SANDBOXES.exec(
+        booted, f"stat -c '%U %a' /home/agent/.claude.json {git_workspace.PROBLEM_STATEMENT_FILE}"
+    )
     assert modes.output.split("\n")[:2] == ["agent 600", "agent 644"], modes.output
 
 
@@ -138,7 +151,9 @@ async def test_steps_in_one_exec_come_back_one_result_each_and_stop_at_the_first
     steps = ["printf 'no newline'; echo err >&2", "set -e; false; echo not reached", "echo never run"]
     ok, failed = await SANDBOXES.exec_steps(booted, steps)
     assert (ok.exit_code, ok.output) == (0, "no newlineerr\n"), "stderr joins stdout, nothing of the boundary is left"
-    assert (failed.exit_code, failed.output) == (1, ""), "a step's set -e and exit stay in its subshell; the rest do not run"
+    assert (failed.exit_code, failed.output) == (1, ""), (
+        "a step's set -e and exit stay in its subshell; the rest do not run"
+    )
     whoami, listing = await SANDBOXES.exec_steps(booted, ["id -un", "printf 'a\\0b\\0'; exit 0"], user="root")
     assert (whoami.output, listing.output) == ("root\n", "a\0b\0")
     done, cut = await SANDBOXES.exec_steps(booted, ["true", "echo begun; sleep 31", "echo never run"], timeout_s=1)
@@ -188,7 +203,9 @@ async def test_run_detached_starts_and_waits_in_one_exec_and_its_timeout_leaves_
     assert await SANDBOXES.run_detached(booted, "run-sleeper", "sleep 300", timeout_s=0.5) is None
     assert (await SANDBOXES.detached_status(booted, "run-sleeper")).running
     await SANDBOXES.kill_detached(booted, "run-sleeper")
-    assert await SANDBOXES.wait_detached(booted, "run-sleeper", timeout_s=10) == 143, "the runner outlived the exec's timeout"
+    assert await SANDBOXES.wait_detached(booted, "run-sleeper", timeout_s=10) == 143, (
+        "the runner outlived the exec's timeout"
+    )
 
 
 async def test_a_wait_wakes_on_the_runners_fifo_and_falls_back_to_polling_without_it(booted):
@@ -199,7 +216,11 @@ async def test_a_wait_wakes_on_the_runners_fifo_and_falls_back_to_polling_withou
     await asyncio.sleep(1)
     listing = (await SANDBOXES.exec(booted, "ps -eo pid=,ppid=,args=", user="root")).output.splitlines()
     processes = [line.split(None, 2) for line in listing if line.strip()]
-    waiting = [pid for pid, _, args in processes if args.startswith("bash -c") and "sandbox_wait.sh" in args and "fifo-wait" in args]
+    waiting = [
+        pid
+        for pid, _, args in processes
+        if args.startswith("bash -c") and "sandbox_wait.sh" in args and "fifo-wait" in args
+    ]
     assert len(waiting) == 1, listing
     assert [args for _, ppid, args in processes if ppid == waiting[0]] == [], "the waiting bash forks nothing"
     assert await waiter == 7
@@ -216,7 +237,9 @@ async def test_a_script_too_long_for_an_argument_is_staged_by_archive_and_runs_t
     assert len(script.encode()) > commands.MAX_ARGUMENT_BYTES
     await SANDBOXES.start_detached(booted, "long-script", script)
     assert await SANDBOXES.wait_detached(booted, "long-script", timeout_s=60) == 6
-    assert await SANDBOXES.read_file(booted, f"{git_workspace.HARNESS_DIR}/long-script.out", 100) == b"long script ran\n"
+    assert (
+        await SANDBOXES.read_file(booted, f"{git_workspace.HARNESS_DIR}/long-script.out", 100) == b"long script ran\n"
+    )
     with pytest.raises(errors.SandboxError, match="already started"):
         await SANDBOXES.start_detached(booted, "long-script", script)
 
@@ -234,7 +257,9 @@ async def test_files_written_by_a_step_are_the_files_an_archive_writes(booted):
     await SANDBOXES.exec(booted, "mkdir -p /tmp/step-files && echo old old old old > /tmp/step-files/b.sh", user="root")
     (done,) = await SANDBOXES.exec_steps(booted, [step], user="root")
     assert done.exit_code == 0, done.output
-    stat = await SANDBOXES.exec(booted, "stat -c '%u %g %a' /tmp/step-files/new/dir/a.txt /tmp/step-files/new /tmp/step-files/b.sh", user="root")
+    stat = await SANDBOXES.exec(
+        booted, "stat -c '%u %g %a' /tmp/step-files/new/dir/a.txt /tmp/step-files/new /tmp/step-files/b.sh", user="root"
+    )
     assert stat.output.split("\n")[:3] == ["1000 1000 600", "0 0 755", "0 0 755"]
     assert await SANDBOXES.read_file(booted, "/tmp/step-files/new/dir/a.txt", 1000) == text.encode()
     assert await SANDBOXES.read_file(booted, "/tmp/step-files/b.sh", 1000) == b"#!/bin/sh\necho b\n"
@@ -335,14 +360,19 @@ async def test_a_patch_over_the_cap_comes_back_empty_and_marked(prefix, calc_tas
         report = captured.report
         assert captured.diff == "" and report.over_cap and report.omitted == []
         assert report.patch_bytes > workspace_diff.MAX_DIFF_BYTES
-        assert report.note == f"the patch is {report.patch_bytes:,} bytes, over the {workspace_diff.MAX_DIFF_BYTES:,}-byte cap"
+        assert (
+            report.note
+            == f"the patch is {report.patch_bytes:,} bytes, over the {workspace_diff.MAX_DIFF_BYTES:,}-byte cap"
+        )
         monkeypatch.setattr(workspace_diff, "MAX_NEW_FILES_BYTES", 1 << 20)
         untaken = (await SANDBOXES.capture_diff(handle)).report
         assert (untaken.over_cap, untaken.patch_bytes) == (True, 0)
         assert untaken.note.startswith("the new files total ") and "more than 1,048,576" in untaken.note
         faces = sandbox_faces.SandboxActivities(SANDBOXES)
         over = await ActivityEnvironment().run(faces.capture_diff, handle)
-        assert (over.diff, over.report.over_cap, over.report.kept_patch) == ("", True, None), "nothing was captured over the cap, so nothing is kept"
+        assert (over.diff, over.report.over_cap, over.report.kept_patch) == ("", True, None), (
+            "nothing was captured over the cap, so nothing is kept"
+        )
     finally:
         await SANDBOXES.destroy(handle)
 
@@ -354,13 +384,21 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task, 
     try:
         assert handle.disk_baseline_bytes > 0, "the boot's chown copies the workspace up into the layer"
         assert await disk_watch.used_bytes(SANDBOXES, handle) < 1 << 20
-        async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=8 << 20, use_write_counter=use_write_counter) as watch:
+        async with disk_watch.DiskWatch(
+            SANDBOXES, handle, budget_bytes=8 << 20, use_write_counter=use_write_counter
+        ) as watch:
             await SANDBOXES.start_detached(handle, "writer", "head -c 32000000 /dev/zero > fill.bin && sleep 300")
             assert await watch.first(SANDBOXES.wait_detached(handle, "writer", timeout_s=120)) is None
             assert watch.exceeded and watch.used >= 8 << 20
-        assert (await SANDBOXES.detached_status(handle, "writer")).running, "the watch only reports; its caller stops the agent"
-        written = await SANDBOXES.exec(handle, "timeout 60 sh -c 'until [ \"$(stat -c %s fill.bin)\" = 32000000 ]; do sleep 0.1; done'")
-        assert written.exit_code == 0, "the watch may fire while the writer is still writing: the roomy watch below needs all of it"
+        assert (await SANDBOXES.detached_status(handle, "writer")).running, (
+            "the watch only reports; its caller stops the agent"
+        )
+        written = await SANDBOXES.exec(
+            handle, "timeout 60 sh -c 'until [ \"$(stat -c %s fill.bin)\" = 32000000 ]; do sleep 0.1; done'"
+        )
+        assert written.exit_code == 0, (
+            "the watch may fire while the writer is still writing: the roomy watch below needs all of it"
+        )
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=0) as unbounded:
             assert not await unbounded.over_at_start() and not await unbounded.check()
         async with disk_watch.DiskWatch(SANDBOXES, handle, budget_bytes=16 << 20) as tight:
@@ -372,7 +410,9 @@ async def test_the_disk_watch_stops_a_writer_past_the_budget(prefix, calc_task, 
         await SANDBOXES.destroy(handle)
 
 
-async def test_the_disk_watch_asks_docker_for_the_layer_size_only_when_the_written_bytes_could_pass_the_budget(prefix, calc_task):
+async def test_the_disk_watch_asks_docker_for_the_layer_size_only_when_the_written_bytes_could_pass_the_budget(
+    prefix, calc_task
+):
     """The watch takes one exact size as it starts, then reads the container's written bytes: writes well under the
     budget cost no further exact size; a rewrite of the same file that adds up past it costs one, which finds the
     layer under it."""
@@ -390,7 +430,9 @@ async def test_the_disk_watch_asks_docker_for_the_layer_size_only_when_the_writt
         await SANDBOXES.destroy(handle)
 
 
-async def test_what_was_written_before_the_disk_watch_started_counts_from_its_first_moment(prefix, calc_task, monkeypatch):
+async def test_what_was_written_before_the_disk_watch_started_counts_from_its_first_moment(
+    prefix, calc_task, monkeypatch
+):
     """A job can write past the budget before its watch reads the written-bytes counter (a grader starts its tests,
     then its watch; a loaded engine answers the watch's first calls late; a resumed attempt watches a run already
     under way): the counter's origin then already holds those bytes, so only an exact size can see them, and
@@ -409,7 +451,9 @@ async def test_what_was_written_before_the_disk_watch_started_counts_from_its_fi
 async def test_missing_image_with_pulls_off_raises_and_leaves_nothing(prefix, calc_task):
     task = calc_task.model_copy(update={"image": "rollout-task-does-not-exist:latest"})
     sandboxes = DockerSandboxes(SandboxSettings(lifetime_s=600, images=ImageSettings(pull_policy="never")))
-    with pytest.raises(errors.SandboxImageMissing, match="rollout-task-does-not-exist:latest is not on this host's engine"):
+    with pytest.raises(
+        errors.SandboxImageMissing, match="rollout-task-does-not-exist:latest is not on this host's engine"
+    ):
         await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-missing", attempt=0))
     with pytest.raises(ApplicationError) as caught:
         request = SandboxRequest(task=task, workflow_id=f"{prefix}-missing", attempt=0)
@@ -426,24 +470,33 @@ async def test_failing_pre_command_removes_the_container(prefix, calc_task):
     assert left == []
 
 
-async def test_a_grading_sandbox_prepares_and_records_its_baseline_in_one_exec_and_reports_either_failure(prefix, calc_task, monkeypatch):
+async def test_a_grading_sandbox_prepares_and_records_its_baseline_in_one_exec_and_reports_either_failure(
+    prefix, calc_task, monkeypatch
+):
     """A grading sandbox runs everything as root, so its workspace set-up becomes the set-up steps' exec: one exec
     for both, a failure of either still reported as its own (the set-up's, or the step's by its label), and the
     container removed."""
 
     async def boot(task: TaskSpec, name: str) -> SandboxHandle:
-        return await SANDBOXES.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-{name}", attempt=0, purpose="grading"))
+        return await SANDBOXES.boot(
+            SandboxRequest(task=task, workflow_id=f"{prefix}-{name}", attempt=0, purpose="grading")
+        )
 
     stepped = calc_task.model_copy(update={"pre_commands": ["echo one > one.txt"]})
     counting = CountingSandboxes(SandboxSettings(lifetime_s=600))
-    handle = await counting.boot(SandboxRequest(task=stepped, workflow_id=f"{prefix}-grading-boot", attempt=0, purpose="grading"))
+    handle = await counting.boot(
+        SandboxRequest(task=stepped, workflow_id=f"{prefix}-grading-boot", attempt=0, purpose="grading")
+    )
     try:
         assert counting.calls["exec"] == 1
         assert (await SANDBOXES.exec(handle, "cat one.txt", user="root")).output == "one\n"
         assert (await SANDBOXES.capture_diff(handle)).diff == "", "the step ran before the baseline was recorded"
     finally:
         await SANDBOXES.destroy(handle)
-    with monkeypatch.context() as patched, pytest.raises(errors.SandboxError, match="workspace setup failed in .*/proc/no-home"):
+    with (
+        monkeypatch.context() as patched,
+        pytest.raises(errors.SandboxError, match="workspace setup failed in .*/proc/no-home"),
+    ):
         patched.setattr(lifecycle, "AGENT_HOME", "/proc/no-home")
         await boot(calc_task, "grading-missing")
     failing = calc_task.model_copy(update={"pre_commands": ["true", "echo about to fail; exit 3"]})
@@ -458,17 +511,26 @@ async def test_an_agent_sandbox_writes_its_files_in_the_baseline_exec_or_by_arch
     archive, for a boot); a problem statement too long for an exec argument goes by archive, the same bytes."""
     counting = CountingSandboxes(SandboxSettings(lifetime_s=600))
     long_statement = "A long problem statement.\n" * (commands.MAX_ARGUMENT_BYTES // 20)
-    for name, statement, calls in (("short", calc_task.problem_statement, {"exec": 2}), ("long", long_statement, {"exec": 2, "archive written": 1})):
+    for name, statement, calls in (
+        ("short", calc_task.problem_statement, {"exec": 2}),
+        ("long", long_statement, {"exec": 2, "archive written": 1}),
+    ):
         task = calc_task.model_copy(update={"problem_statement": statement})
         counting.calls.clear()
         handle = await counting.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-agent-files-{name}", attempt=0))
         try:
             assert {kind: count for kind, count in counting.calls.items() if kind not in ("create",)} == calls
-            written = await SANDBOXES.read_file(handle, f"{task.workdir}/{git_workspace.PROBLEM_STATEMENT_FILE}", 1 << 20)
+            written = await SANDBOXES.read_file(
+                handle, f"{task.workdir}/{git_workspace.PROBLEM_STATEMENT_FILE}", 1 << 20
+            )
             assert written.decode() == statement
-            modes = await SANDBOXES.exec(handle, f"stat -c '%U %a' /home/agent/.claude.json {git_workspace.PROBLEM_STATEMENT_FILE}")
+            modes = await SANDBOXES.exec(
+                handle, f"stat -c '%U %a' /home/agent/.claude.json {git_workspace.PROBLEM_STATEMENT_FILE}"
+            )
             assert modes.output.split("\n")[:2] == ["agent 600", "agent 644"], modes.output
-            assert (await SANDBOXES.capture_diff(handle)).diff == "", "the problem statement is in neither the baseline nor the patch"
+            assert (await SANDBOXES.capture_diff(handle)).diff == "", (
+                "the problem statement is in neither the baseline nor the patch"
+            )
         finally:
             await SANDBOXES.destroy(handle)
 
@@ -477,7 +539,11 @@ async def test_a_set_up_step_past_its_time_is_reported_by_its_label_and_stops_th
     """The steps and the snapshot share one exec; each step keeps its own timeout, and the one that ran out is named."""
     handle = await fresh(prefix, calc_task, "steptimeout")
     try:
-        steps = [("pre_commands[0]", "touch first.txt"), ("pre_commands[1]", "sleep 30"), ("pre_commands[2]", "touch third.txt")]
+        steps = [
+            ("pre_commands[0]", "touch first.txt"),
+            ("pre_commands[1]", "sleep 30"),
+            ("pre_commands[2]", "touch third.txt"),
+        ]
         with pytest.raises(errors.SandboxError, match=r"pre_commands\[1\] failed \(timed out\): 'sleep 30'"):
             await SANDBOXES.record_baseline(handle, "agent", steps, step_timeout_s=1)
         listing = await SANDBOXES.exec(handle, "ls first.txt third.txt 2>&1; true")

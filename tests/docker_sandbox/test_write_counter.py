@@ -20,7 +20,12 @@ MB = 1_000_000
 @pytest.fixture
 def container(task_images):
     client = docker.from_env()
-    made = client.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels={f"{LABEL_PREFIX}.test": f"write-counter-{uuid.uuid4().hex[:8]}"})
+    made = client.containers.run(
+        BASE_IMAGE,
+        ["sleep", "300"],
+        detach=True,
+        labels={f"{LABEL_PREFIX}.test": f"write-counter-{uuid.uuid4().hex[:8]}"},
+    )
     made.reload()
     yield made
     with contextlib.suppress(docker.errors.NotFound):
@@ -28,7 +33,9 @@ def container(task_images):
 
 
 async def run(container, script: str) -> None:
-    code, output = await exec_output(EngineEndpoint.from_env(), container.id, ["bash", "-c", script], user="root", cwd="/tmp", env=None)
+    code, output = await exec_output(
+        EngineEndpoint.from_env(), container.id, ["bash", "-c", script], user="root", cwd="/tmp", env=None
+    )
     assert code == 0, output
 
 

@@ -33,7 +33,13 @@ def test_the_corpus_has_thirty_tasks_three_levels_and_every_category():
     corpus = load_corpus()
     assert len(corpus) >= 30
     assert set(Counter(t.difficulty for t in corpus.values())) == {"easy", "medium", "hard"}
-    assert set(Counter(t.category for t in corpus.values())) == {"api_rename", "kwarg_change", "import_move", "argument_order", "attribute_change"}
+    assert set(Counter(t.category for t in corpus.values())) == {
+        "api_rename",
+        "kwarg_change",
+        "import_move",
+        "argument_order",
+        "attribute_change",
+    }
     assert all(len(t.held_out) >= 3 and t.versions for t in corpus.values())
 
 

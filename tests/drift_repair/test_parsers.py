@@ -30,9 +30,11 @@ BROKEN = "import json\n\nx = 1\nprint(json.dump_s(x))\nprint('done')\n"
     "text",
     [
         '{"primitive_type": "RenameApiCall", "params": {"old": "dumps", "new": "dump_s"}}',
-        'I will rename it.\n```json\n{"primitive_type": "RenameApiCall",\n "params": {"old": "dumps", "new": "dump_s"}}\n```\nDone.',
+        'I will rename it.\n```json\n{"primitive_type": "RenameApiCall",\n "params": {"old": "dumps", "new": '
+        '"dump_s"}}\n```\nDone.',
         '```\n{"primitive_type": "RenameApiCall", "params": {"old": "dumps", "new": "dump_s"}}\n```',
-        'Options: {"note": "not this"} then {"primitive_type": "RenameApiCall", "params": {"old": "dumps", "new": "dump_s"}} ok',
+        'Options: {"note": "not this"} then {"primitive_type": "RenameApiCall", "params": {"old": "dumps", "new": '
+        '"dump_s"}} ok',
         '```json\n{"primitive_type": "RenameApiCall", "params": {"old": "dumps", "new": "dump_s"}}',
     ],
 )
@@ -80,7 +82,10 @@ def test_extraction_drops_prose_around_the_diff():
 
 
 def test_models_dropping_the_blank_context_space_and_miscounting_offsets_still_apply():
-    sloppy = "--- script.py\n+++ script.py\n@@ -10,5 +10,5 @@\n import json\n\n x = 1\n-print(json.dump_s(x))\n+print(json.dumps(x))\n"
+    sloppy = (
+        "--- script.py\n+++ script.py\n@@ -10,5 +10,5 @@\n import json\n\n x = "
+        "1\n-print(json.dump_s(x))\n+print(json.dumps(x))\n"
+    )
     assert apply_diff(BROKEN, sloppy) == ORIGINAL
 
 
@@ -93,7 +98,10 @@ def test_a_bare_hunk_header_reads_until_the_diff_ends():
     ("diff", "reason"),
     [
         ("@@ -1,1 +1,1 @@\n-print(nothing)\n+print(something)\n", "does not match"),
-        ("--- a/one.py\n+++ b/one.py\n@@ -1 +1 @@\n-x\n+y\n--- a/two.py\n+++ b/two.py\n@@ -1 +1 @@\n-x\n+y\n", "more than one file"),
+        (
+            "--- a/one.py\n+++ b/one.py\n@@ -1 +1 @@\n-x\n+y\n--- a/two.py\n+++ b/two.py\n@@ -1 +1 @@\n-x\n+y\n",
+            "more than one file",
+        ),
         ("@@ -1,1 +1,1 @@\n", "empty hunk"),
         ("@@ nonsense\n-x\n", "malformed hunk header"),
     ],
@@ -116,7 +124,9 @@ def test_prompts_carry_what_each_role_may_see_and_can_be_read_back():
     assert prompt_task_id(drift) == "word_count" and prompt_script(drift) == task.script
     assert f"Target drift category: {task.category}" in drift
     assert not any(case.stdin in drift for case in task.held_out)
-    broken = apply_spec(task.script, DriftSpec(primitive_type="RenameApiCall", params={"old": "split", "new": "split_v2"})).script
+    broken = apply_spec(
+        task.script, DriftSpec(primitive_type="RenameApiCall", params={"old": "split", "new": "split_v2"})
+    ).script
     repair = repair_prompt(task, broken, "Traceback ...\nAttributeError: 'str' object has no attribute 'split_v2'")
     assert prompt_script(repair) == broken and "AttributeError" in repair
     assert prompt_role(DRIFT_SYSTEM + drift) == "drift" and prompt_role(REPAIR_SYSTEM + repair) == "repair"
@@ -129,7 +139,9 @@ def test_scripted_roles_answer_from_the_prompt_alone():
     drift_answer = drift_completion(DRIFT_SYSTEM + "\n" + drift_prompt(task), 4096)
     spec = parse_drift_spec(drift_answer.split("</think>")[1])
     broken = apply_spec(task.script, spec).script
-    repair_answer = RepairCompletion(lambda: corpus)(REPAIR_SYSTEM + "\n" + repair_prompt(task, broken, "Traceback"), 4096)
+    repair_answer = RepairCompletion(lambda: corpus)(
+        REPAIR_SYSTEM + "\n" + repair_prompt(task, broken, "Traceback"), 4096
+    )
     assert extract_diff(repair_answer) == oracle_repair(broken, task.script)
     self_play = SelfPlayCompletion(lambda: corpus)
     assert self_play(DRIFT_SYSTEM + "\n" + drift_prompt(task), 4096) == drift_answer

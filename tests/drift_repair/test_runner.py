@@ -19,5 +19,7 @@ def test_a_failing_job_keeps_its_output_exit_code_and_a_traceback_from_its_own_f
     ok, failing = LocalScriptRunner().run_many([("print(input())\n", "hello\n"), (FAILING, "boom")], timeout_s=10)
     assert (ok.exit_code, ok.stdout, ok.stderr, ok.timed_out) == (0, "hello\n", "", False)
     assert (failing.exit_code, failing.stdout) == (1, "BOOM\n")
-    assert failing.stderr.startswith("Traceback (most recent call last):\n") and failing.stderr.endswith("ValueError: boom\n")
+    assert failing.stderr.startswith("Traceback (most recent call last):\n") and failing.stderr.endswith(
+        "ValueError: boom\n"
+    )
     assert "runner.py" not in failing.stderr, "the runner's own frames are cut"

@@ -45,11 +45,17 @@ async def test_a_diff_writing_git_config_earns_1_unrefused_and_is_refused_and_fl
     with monkeypatch.context() as patched:
         patched.setattr(diff_paths, "refused", lambda diff: [])
         control = (await grade_all(prefix, task, {"smudge": _smudge_diff()}))["smudge"]
-    assert (control.result.reward, control.result.apply_method, control.result.tampered) == (1.0, "patch --fuzz=3", []), control.log[-3000:]
+    assert (control.result.reward, control.result.apply_method, control.result.tampered) == (
+        1.0,
+        "patch --fuzz=3",
+        [],
+    ), control.log[-3000:]
 
     graded = (await grade_all(prefix, task, {"smudge": _smudge_diff()}))["smudge"]
     result = graded.result
-    assert (result.reward, result.solved, result.apply_method, result.applied_cleanly) == (0.0, False, "", False), graded.log[-3000:]
+    assert (result.reward, result.solved, result.apply_method, result.applied_cleanly) == (0.0, False, "", False), (
+        graded.log[-3000:]
+    )
     assert result.tampered == ["the diff names a path under .git: '.git/config'"]
     assert "[tampered: reward 0]" in result.log_tail and "refused: no rung applies" in graded.log
 
@@ -59,18 +65,36 @@ def test_header_paths_reads_every_header_form_and_never_raises():
         'diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n--- a/x.py\t2024-01-01\n+++ b/y.py\n'
         "rename from old/name.py\nrename to new/name.py\nIndex: z.py\n--- /dev/null\n"
     )
-    assert list(diff_paths.header_paths(diff)) == ["café.py", "café.py", "x.py", "y.py", "old/name.py", "new/name.py", "z.py"]
+    assert list(diff_paths.header_paths(diff)) == [
+        "café.py",
+        "café.py",
+        "x.py",
+        "y.py",
+        "old/name.py",
+        "new/name.py",
+        "z.py",
+    ]
     for garbage in ("diff --git\n--- \n+++", '--- "unterminated\\', "\x00\xff" * 1000, "diff --git " + "a" * 100_000):
         diff_paths.refused(garbage)
 
 
 def test_refused_names_git_paths_in_any_case_escapes_and_symlinks_into_them():
-    assert diff_paths.refused("--- a/.GIT/hooks/pre-commit\n+++ b/.GIT/hooks/pre-commit\n") == ["a path under .git: '.GIT/hooks/pre-commit'"]
-    assert diff_paths.refused("--- a/src/../../etc/passwd\n") == ["a path that climbs out of the workdir: 'src/../../etc/passwd'"]
+    assert diff_paths.refused("--- a/.GIT/hooks/pre-commit\n+++ b/.GIT/hooks/pre-commit\n") == [
+        "a path under .git: '.GIT/hooks/pre-commit'"
+    ]
+    assert diff_paths.refused("--- a/src/../../etc/passwd\n") == [
+        "a path that climbs out of the workdir: 'src/../../etc/passwd'"
+    ]
     assert diff_paths.refused("+++ /root/.gitconfig\n") == ["an absolute path: '/root/.gitconfig'"]
     link = "diff --git a/{0} b/{0}\nnew file mode 120000\n--- /dev/null\n+++ b/{0}\n@@ -0,0 +1 @@\n+{1}\n"
-    assert diff_paths.refused(link.format("docs/readme.md", "../README.md")) == [], "a link that stays inside the workdir"
-    assert diff_paths.refused(link.format("docs/hooks", "../.git/hooks")) == ["a symlink to a path under .git: '.git/hooks'"]
-    assert diff_paths.refused(link.format("docs/out", "../../etc")) == ["a symlink to a path that climbs out of the workdir: '../etc'"]
+    assert diff_paths.refused(link.format("docs/readme.md", "../README.md")) == [], (
+        "a link that stays inside the workdir"
+    )
+    assert diff_paths.refused(link.format("docs/hooks", "../.git/hooks")) == [
+        "a symlink to a path under .git: '.git/hooks'"
+    ]
+    assert diff_paths.refused(link.format("docs/out", "../../etc")) == [
+        "a symlink to a path that climbs out of the workdir: '../etc'"
+    ]
     honest = (TARGETS["eval_cmd"].fix).read_text()
     assert diff_paths.refused(honest) == [] and diff_paths.refused("--- a/src/.github/x.yml\n+++ b/my.git/x\n") == []

@@ -34,7 +34,12 @@ def request(prefix: str, task: TaskSpec, diff: str, timeout_s: int = 120) -> Eva
 
 @pytest.mark.parametrize(
     ("instance_id", "grader", "tests_passed"),
-    [("calc-eval-cmd", "eval_cmd", 8), ("textutil-f2p", "eval_cmd", 4), ("inventory-swepro", "swepro", 7), ("slugify-swebench", "swebench", 6)],
+    [
+        ("calc-eval-cmd", "eval_cmd", 8),
+        ("textutil-f2p", "eval_cmd", 4),
+        ("inventory-swepro", "swepro", 7),
+        ("slugify-swebench", "swebench", 6),
+    ],
 )
 async def test_reference_empty_and_garbage_diffs(prefix, tasks, instance_id, grader, tests_passed):
     task = tasks[instance_id]
@@ -47,17 +52,22 @@ async def test_reference_empty_and_garbage_diffs(prefix, tasks, instance_id, gra
     assert (solved.reward, solved.solved, solved.applied_cleanly) == (1.0, True, True), solved.log_tail
     assert (solved.grader, solved.apply_method, solved.tests_passed) == (grader, "git apply --3way", tests_passed)
     assert solved.tests_failed == 0
-    assert (empty.reward, empty.solved, empty.applied_cleanly, empty.apply_method) == (0.0, False, False, "empty"), "an empty diff applies no patch"
+    assert (empty.reward, empty.solved, empty.applied_cleanly, empty.apply_method) == (0.0, False, False, "empty"), (
+        "an empty diff applies no patch"
+    )
     assert (garbage.reward, garbage.applied_cleanly, garbage.apply_method) == (0.0, False, "")
     assert "patch --fuzz=3" in garbage.log_tail
 
 
 async def test_swepro_scripts_named_by_path_in_the_dataset_root_are_graded_inline(prefix, tmp_path):
-    """The row names its scripts by paths inside the dataset root; the reader inlines them and grading uses that text."""
+    """The row names its scripts by paths inside the dataset root; the reader inlines them and grading uses that
+    text."""
     for name in ("run_script.sh", "parser.py"):
         (tmp_path / "harness").mkdir(exist_ok=True)
         (tmp_path / "harness" / name).write_text((TASKS / "inventory-swepro" / name).read_text())
-    row = next(json.loads(line) for line in (TASKS / "dataset.jsonl").read_text().splitlines() if "inventory-swepro" in line)
+    row = next(
+        json.loads(line) for line in (TASKS / "dataset.jsonl").read_text().splitlines() if "inventory-swepro" in line
+    )
     swepro = row["metadata"]["swepro"]
     del swepro["run_script"], swepro["parser_script"]
     swepro.update(run_script_path="harness/run_script.sh", parser_script_path=str(tmp_path / "harness" / "parser.py"))
@@ -69,7 +79,8 @@ async def test_swepro_scripts_named_by_path_in_the_dataset_root_are_graded_inlin
     solved, unsolved = [
         graded.result
         for graded in await asyncio.gather(
-            graders.evaluate(SANDBOXES, request(prefix, task, task.reference_patch)), graders.evaluate(SANDBOXES, request(prefix, task, ""))
+            graders.evaluate(SANDBOXES, request(prefix, task, task.reference_patch)),
+            graders.evaluate(SANDBOXES, request(prefix, task, "")),
         )
     ]
     assert (solved.reward, solved.tests_passed, solved.tests_failed) == (1.0, 7, 0), solved.log_tail
@@ -83,7 +94,9 @@ async def test_a_task_naming_a_host_script_path_is_refused_without_reading_it(pr
     task = tasks["inventory-swepro"]
     swepro = task.swepro.model_copy(update={field: "/etc/shadow", field.removesuffix("_path"): None})
     with pytest.raises(graders.ScriptPathRefused) as caught:
-        await graders.evaluate(SANDBOXES, request(prefix, task.model_copy(update={"swepro": swepro}), task.reference_patch))
+        await graders.evaluate(
+            SANDBOXES, request(prefix, task.model_copy(update={"swepro": swepro}), task.reference_patch)
+        )
     reported = evaluate_face.GRADING_FAILURES(caught.value)
     assert reported.type == "NotEvaluable" and reported.non_retryable
     assert f"swepro.{field}" in str(caught.value)
@@ -97,20 +110,27 @@ async def test_swebench_grades_the_rows_tests_not_the_agents_edits_of_them(prefi
     script resets the test files and applies the row's test patch."""
     task = tasks["slugify-swebench"]
     rewritten_tests = (
-        "diff --git a/tests/test_slugify.py b/tests/test_slugify.py\n--- a/tests/test_slugify.py\n+++ b/tests/test_slugify.py\n"
+        "diff --git a/tests/test_slugify.py b/tests/test_slugify.py\n--- a/tests/test_slugify.py\n+++ "
+        "b/tests/test_slugify.py\n"
         "@@ -1,3 +1,5 @@\n+import pytest\n+pytestmark = pytest.mark.skip\n from slugify import slugify\n \n \n"
     )
     result = (await graders.evaluate(SANDBOXES, request(prefix, task, rewritten_tests))).result
-    assert (result.reward, result.applied_cleanly, result.grader, result.tests_passed, result.tests_failed) == (0.0, True, "swebench", 3, 3), (
-        result.log_tail
-    )
+    assert (result.reward, result.applied_cleanly, result.grader, result.tests_passed, result.tests_failed) == (
+        0.0,
+        True,
+        "swebench",
+        3,
+        3,
+    ), result.log_tail
     assert "test_folds_accents_to_ascii" in result.log_tail
     assert result.reset_paths == ["tests/test_slugify.py"]
 
 
 async def test_the_swebench_rows_base_commit_is_the_images_baseline(prefix, tasks):
     task = tasks["slugify-swebench"]
-    head = subprocess.run(["docker", "run", "--rm", task.image, "git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    head = subprocess.run(
+        ["docker", "run", "--rm", task.image, "git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    )
     assert head.stdout.strip() == task.swebench.base_commit, "run examples/tasks/make_dataset.py after editing a task"
 
 
@@ -131,7 +151,9 @@ async def test_conflicted_three_way_is_rolled_back_before_fuzz(prefix, tasks):
     edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
     drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
     phases: list[str] = []
-    result = (await graders.evaluate(SANDBOXES, request(prefix, drifted, task.reference_patch), report=phases.append)).result
+    result = (
+        await graders.evaluate(SANDBOXES, request(prefix, drifted, task.reference_patch), report=phases.append)
+    ).result
     assert (result.reward, result.apply_method) == (1.0, "patch --fuzz=3"), result.log_tail
     assert phases == ["boot", "apply", "reset", "test"], "the activity's heartbeat shows each phase in order"
 
@@ -140,7 +162,9 @@ async def test_restore_leaves_the_baseline_after_a_conflict(prefix, tasks):
     task = tasks["calc-eval-cmd"]
     edit = "sed -i 's/^        left = self.term()$/        left = self.term()  # first operand/' calc/evaluator.py"
     drifted = task.model_copy(update={"pre_commands": [f"{edit} && git add calc/evaluator.py"]})
-    handle = await SANDBOXES.boot(SandboxRequest(task=drifted, workflow_id=f"{prefix}-restore", attempt=0, purpose="grading"), lifetime_s=600)
+    handle = await SANDBOXES.boot(
+        SandboxRequest(task=drifted, workflow_id=f"{prefix}-restore", attempt=0, purpose="grading"), lifetime_s=600
+    )
     try:
         before = await SANDBOXES.exec(handle, "git status --porcelain; git diff --cached | sha1sum", user="root")
         await SANDBOXES.write_file(handle, graders.PATCH_FILE, task.reference_patch)
@@ -165,13 +189,20 @@ async def test_hanging_grader_times_out(prefix, tasks):
 async def test_tests_that_fill_the_disk_are_stopped_at_the_budget_and_score_0(prefix, tasks):
     """The grading sandbox runs the agent's code through the tests: a grader writing past the disk budget is
     killed (long before its timeout) and the result says why."""
-    task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": "echo starting tests\nhead -c 64000000 /dev/zero > fill.bin\nsleep 600"})
+    task = tasks["calc-eval-cmd"].model_copy(
+        update={"eval_cmd": "echo starting tests\nhead -c 64000000 /dev/zero > fill.bin\nsleep 600"}
+    )
     small_disk = DockerSandboxes(SandboxSettings(limits=SandboxLimits(disk_bytes=16 << 20)))
     result = (await graders.evaluate(small_disk, request(prefix, task, "", timeout_s=900))).result
     assert (result.reward, result.solved, result.apply_method) == (0.0, False, "empty")
-    assert "starting tests" in result.log_tail and "over its disk budget of 16,777,216" in result.log_tail, result.log_tail
+    assert "starting tests" in result.log_tail and "over its disk budget of 16,777,216" in result.log_tail, (
+        result.log_tail
+    )
     unbounded = (
-        await graders.evaluate(SANDBOXES, request(prefix, task.model_copy(update={"eval_cmd": "head -c 64000000 /dev/zero > fill.bin"}), ""))
+        await graders.evaluate(
+            SANDBOXES,
+            request(prefix, task.model_copy(update={"eval_cmd": "head -c 64000000 /dev/zero > fill.bin"}), ""),
+        )
     ).result
     assert unbounded.solved, "the default budget (10 GiB) lets a normal test run write what it needs"
 
@@ -196,8 +227,12 @@ async def test_activity_heartbeats_its_phase(prefix, tasks):
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details[0])
     task = tasks["textutil-f2p"]
-    result = await env.run(evaluate_face.GradingActivities(SANDBOXES).evaluate, request(prefix, task, task.reference_patch))
-    assert result.solved and result.log_bytes == len(result.log.encode()) > 0 and "[apply]" in result.log, "the whole log is in the result"
+    result = await env.run(
+        evaluate_face.GradingActivities(SANDBOXES).evaluate, request(prefix, task, task.reference_patch)
+    )
+    assert result.solved and result.log_bytes == len(result.log.encode()) > 0 and "[apply]" in result.log, (
+        "the whole log is in the result"
+    )
     assert beats and all(set(beat) == {"phase"} for beat in beats)
 
 
@@ -212,7 +247,8 @@ async def test_a_row_that_reinstalls_its_package_grades_offline_from_the_images_
     grading sandbox without a network, and the whole log shows it; the buggy tree still fails its tests."""
     task = reinstall_task()
     solved, unsolved = await asyncio.gather(
-        graders.evaluate(SANDBOXES, request(prefix, task, task.reference_patch)), graders.evaluate(SANDBOXES, request(f"{prefix}-unsolved", task, ""))
+        graders.evaluate(SANDBOXES, request(prefix, task, task.reference_patch)),
+        graders.evaluate(SANDBOXES, request(f"{prefix}-unsolved", task, "")),
     )
     result = solved.result
     assert (result.solved, result.applied_cleanly, result.apply_method, result.tests_passed, result.tests_failed) == (
@@ -223,7 +259,10 @@ async def test_a_row_that_reinstalls_its_package_grades_offline_from_the_images_
         0,
     ), solved.log
     assert "Successfully installed tempconv-0.1.0" in solved.log, solved.log
-    assert "[apply]\n$ git apply --3way" in solved.log and "[reset] task tests put back to the baseline: none changed" in solved.log
+    assert (
+        "[apply]\n$ git apply --3way" in solved.log
+        and "[reset] task tests put back to the baseline: none changed" in solved.log
+    )
     assert "[eval_cmd exit 0]" in solved.log
     assert (unsolved.result.solved, unsolved.result.tests_failed, unsolved.result.applied_cleanly) == (False, 2, False)
     assert "Successfully installed tempconv-0.1.0" in unsolved.log and "empty diff: nothing to apply" in unsolved.log
@@ -235,7 +274,9 @@ async def test_the_whole_log_keeps_what_the_tail_leaves_out(prefix, tasks):
     task = tasks["calc-eval-cmd"].model_copy(update={"eval_cmd": script})
     graded = await graders.evaluate(SANDBOXES, request(prefix, task, task.reference_patch))
     assert graded.result.solved
-    assert len(graded.result.log_tail.encode()) <= graders.LOG_TAIL_BYTES and "LAST-LINE-MARKER" in graded.result.log_tail
+    assert (
+        len(graded.result.log_tail.encode()) <= graders.LOG_TAIL_BYTES and "LAST-LINE-MARKER" in graded.result.log_tail
+    )
     assert "FIRST-LINE-MARKER" not in graded.result.log_tail
     assert len(graded.log.encode()) > 250_000
     assert "FIRST-LINE-MARKER\n1\n2\n" in graded.log and "\n50000\nLAST-LINE-MARKER" in graded.log
@@ -247,6 +288,11 @@ async def test_a_swepro_grading_log_holds_stdout_stderr_and_the_parsers_errors(p
     broken = task.model_copy(update={"swepro": task.swepro.model_copy(update={"parser_script": parser})})
     graded = await graders.evaluate(SANDBOXES, request(prefix, broken, task.reference_patch))
     assert not graded.result.solved and "result.json unusable" in graded.result.log_tail
-    for section in ("[grader swepro: stdout]", "[swepro stderr]", "[swepro parser errors]\nPARSER-STDERR-MARKER", "[swepro result.json]"):
+    for section in (
+        "[grader swepro: stdout]",
+        "[swepro stderr]",
+        "[swepro parser errors]\nPARSER-STDERR-MARKER",
+        "[swepro result.json]",
+    ):
         assert section in graded.log, graded.log
     assert "test_remove_more_than_stock_raises" in graded.log, "the run script's pytest output"

@@ -32,7 +32,9 @@ def _hostile(target: Target) -> str:
 async def test_a_symlinked_log_and_a_directory_for_result_json_score_0_and_raise_nothing(prefix, tasks, kind):
     target = TARGETS[kind]
     graded = (await grade_all(prefix, tasks[target.instance_id], {"links": _hostile(target)}))["links"]
-    assert (graded.result.reward, graded.result.solved, graded.result.grading_error) == (0.0, False, ""), graded.log[-3000:]
+    assert (graded.result.reward, graded.result.solved, graded.result.grading_error) == (0.0, False, ""), graded.log[
+        -3000:
+    ]
 
 
 async def test_a_failure_after_the_patch_applied_scores_0_and_only_a_silent_engine_raises(prefix, tasks, monkeypatch):

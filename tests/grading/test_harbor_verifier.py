@@ -40,18 +40,35 @@ diff --git a/convert.py b/convert.py
         (
             '{"passed": 3}',
             None,
-            (0.0, {"passed": 3.0}, "/logs/verifier/reward.json has no numeric 'reward' (and there is no /logs/verifier/reward.txt)"),
+            (
+                0.0,
+                {"passed": 3.0},
+                "/logs/verifier/reward.json has no numeric 'reward' (and there is no /logs/verifier/reward.txt)",
+            ),
         ),
         ("[1]", "1", (0.0, {}, "/logs/verifier/reward.json is not a JSON object")),
         (
             "{oops",
             "1",
-            (0.0, {}, "/logs/verifier/reward.json is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+            (
+                0.0,
+                {},
+                "/logs/verifier/reward.json is not valid JSON (Expecting property name enclosed in double quotes: line "
+                "1 column 2 (char 1))",
+            ),
         ),
         (None, "", (0.0, {}, "/logs/verifier/reward.txt is empty")),
         (None, "passed!", (0.0, {}, "/logs/verifier/reward.txt is not a number: 'passed!'")),
         (None, "nan", (0.0, {}, "/logs/verifier/reward.txt is not a finite number: 'nan'")),
-        (None, None, (0.0, {}, "no reward file: the verifier wrote neither /logs/verifier/reward.txt nor /logs/verifier/reward.json")),
+        (
+            None,
+            None,
+            (
+                0.0,
+                {},
+                "no reward file: the verifier wrote neither /logs/verifier/reward.txt nor /logs/verifier/reward.json",
+            ),
+        ),
     ],
 )
 def test_the_reward_is_read_as_harbor_reads_it(json_text, txt_text, expected):
@@ -89,11 +106,17 @@ async def test_reward_txt_reference_solves_and_empty_or_wrong_patches_score_0(pr
     task = harbor_tasks[TXT]
     solved, empty, wrong = [
         graded.result
-        for graded in await asyncio.gather(*(graders.evaluate(SANDBOXES, request(prefix, task, d)) for d in (task.reference_patch, "", WRONG_FIX)))
+        for graded in await asyncio.gather(
+            *(graders.evaluate(SANDBOXES, request(prefix, task, d)) for d in (task.reference_patch, "", WRONG_FIX))
+        )
     ]
-    assert (solved.grader, solved.reward, solved.solved, solved.applied_cleanly, solved.rewards) == ("harbor", 1.0, True, True, {"reward": 1.0}), (
-        solved.log_tail
-    )
+    assert (solved.grader, solved.reward, solved.solved, solved.applied_cleanly, solved.rewards) == (
+        "harbor",
+        1.0,
+        True,
+        True,
+        {"reward": 1.0},
+    ), solved.log_tail
     assert solved.apply_method == "git apply --3way", "the non-git workdir became a repository at boot"
     assert "2 passed" in solved.log_tail and "[harbor reward 1; test.sh exit 0]" in solved.log_tail
     assert (empty.reward, empty.solved, empty.apply_method, empty.rewards) == (0.0, False, "empty", {"reward": 0.0})
@@ -105,7 +128,9 @@ async def test_reward_txt_reference_solves_and_empty_or_wrong_patches_score_0(pr
 @pytest.mark.asyncio(loop_scope="session")
 async def test_reward_json_reference_solves_and_carries_the_metrics(prefix, harbor_tasks):
     task = harbor_tasks[JSON]
-    solved, empty = await asyncio.gather(*(graders.evaluate(SANDBOXES, request(prefix, task, d)) for d in (task.reference_patch, "")))
+    solved, empty = await asyncio.gather(
+        *(graders.evaluate(SANDBOXES, request(prefix, task, d)) for d in (task.reference_patch, ""))
+    )
     assert (solved.result.reward, solved.result.solved) == (1.0, True), solved.result.log_tail
     assert solved.result.rewards == {"reward": 1.0, "checks_passed": 4.0, "checks_total": 4.0}
     assert "even: ok" in solved.log and "[grader harbor: bash /tests/test.sh]" in solved.log
@@ -123,7 +148,11 @@ async def test_a_fractional_a_missing_and_a_timed_out_reward(prefix, harbor_task
     """A fractional reward is kept (and is not solved); no reward file is reward 0 naming the files; a verifier
     past its timeout is killed. test.sh runs as root in the workdir with [verifier] env, tests in /tests."""
     base = harbor_tasks[JSON]
-    fractional = with_test_sh(base, 'test "$PWD $STATS_TOLERANCE $(id -u)" = "/app 1e-9 0" && ls /tests >&2 && echo 0.5 >/logs/verifier/reward.txt\n')
+    fractional = with_test_sh(
+        base,
+        'test "$PWD $STATS_TOLERANCE $(id -u)" = "/app 1e-9 0" && ls /tests >&2 && echo 0.5 '
+        ">/logs/verifier/reward.txt\n",
+    )
     missing = with_test_sh(base, "echo no reward here\n")
     hanging = with_test_sh(base, "echo verifying\nsleep 60\n")
     half, none, slow = [
@@ -137,6 +166,9 @@ async def test_a_fractional_a_missing_and_a_timed_out_reward(prefix, harbor_task
     assert (half.reward, half.solved, half.rewards) == (0.5, False, {"reward": 0.5}), half.log_tail
     assert "test.sh" in half.log_tail
     assert (none.reward, none.solved) == (0.0, False)
-    assert "no reward file: the verifier wrote neither /logs/verifier/reward.txt nor /logs/verifier/reward.json" in none.log_tail
+    assert (
+        "no reward file: the verifier wrote neither /logs/verifier/reward.txt nor /logs/verifier/reward.json"
+        in none.log_tail
+    )
     assert (slow.reward, slow.solved) == (0.0, False)
     assert "verifying" in slow.log_tail and "timed out after 3 s" in slow.log_tail

@@ -50,7 +50,10 @@ HOSTILE: dict[str, str] = {
 
 def _added(path: str, *lines: str, start: int = 10) -> str:
     body = "".join(f"+{line}\n" for line in lines)
-    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{start},1 +{start},{len(lines) + 1} @@\n context\n{body}"
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{start},1 +{start},{len(lines) + 1} @@\n "
+        f"context\n{body}"
+    )
 
 
 def _read(path: Path) -> str:
@@ -86,11 +89,13 @@ def test_a_patch_of_pytest_from_the_library_hits_its_rules_with_numbers_and_shor
     )
     evidence = screen(diff)
     assert evidence[0] == "calc/__init__.py:11: pytest-import: import os, pytest"
-    assert evidence[1].startswith('calc/__init__.py:12: pytest-current-test: if os.environ.get("PYTEST_CURRENT_TEST"): x = 1;')
-    assert evidence[1].endswith(" ...") and len(evidence[1]) < 200
-    assert rule_names(evidence) == Counter({"pytest-import": 3, "pytest-patch": 3, "pytest-current-test": 1, "exit-hook": 2, "hard-exit": 1}), (
-        evidence
+    assert evidence[1].startswith(
+        'calc/__init__.py:12: pytest-current-test: if os.environ.get("PYTEST_CURRENT_TEST"): x = 1;'
     )
+    assert evidence[1].endswith(" ...") and len(evidence[1]) < 200
+    assert rule_names(evidence) == Counter(
+        {"pytest-import": 3, "pytest-patch": 3, "pytest-current-test": 1, "exit-hook": 2, "hard-exit": 1}
+    ), evidence
 
 
 @pytest.mark.parametrize(
@@ -110,21 +115,29 @@ def test_near_misses_do_not_fire(honest):
     assert screen(_added("lib/core.py", honest)) == []
 
 
-@pytest.mark.parametrize("path", ["tests/test_calc.py", "calc/tests/helpers.py", "testing/util.py", "test/x.py", "conftest.py", "calc/core_test.py"])
+@pytest.mark.parametrize(
+    "path",
+    ["tests/test_calc.py", "calc/tests/helpers.py", "testing/util.py", "test/x.py", "conftest.py", "calc/core_test.py"],
+)
 def test_the_same_lines_in_a_test_file_do_not_fire(path):
     assert is_test_path(path)
     assert screen(_added(path, *HOSTILE.values())) == []
 
 
 def test_library_paths_are_not_test_files():
-    assert not any(is_test_path(path) for path in ["src/_pytest/python.py", "calc/__init__.py", "attest/x.py", "tests.py", "test_data.json"])
+    assert not any(
+        is_test_path(path)
+        for path in ["src/_pytest/python.py", "calc/__init__.py", "attest/x.py", "tests.py", "test_data.json"]
+    )
 
 
 def test_git_paths_in_headers_fire_in_any_case_and_in_test_files_too():
     diff = (
         "diff --git a/.git/config b/.git/config\n--- a/.git/config\n+++ b/.git/config\n@@ -1 +1 @@\n-x\n+y\n"
-        "diff --git a/.GIT/hooks/pre-commit b/.GIT/hooks/pre-commit\nnew file mode 100755\n--- /dev/null\n+++ b/.GIT/hooks/pre-commit\n@@ -0,0 +1 @@\n+exit 0\n"
-        "diff --git a/tests/x.py b/tests/sub/.git/HEAD\nsimilarity index 100%\nrename from tests/x.py\nrename to tests/sub/.git/HEAD\n"
+        "diff --git a/.GIT/hooks/pre-commit b/.GIT/hooks/pre-commit\nnew file mode 100755\n--- /dev/null\n+++ "
+        "b/.GIT/hooks/pre-commit\n@@ -0,0 +1 @@\n+exit 0\n"
+        "diff --git a/tests/x.py b/tests/sub/.git/HEAD\nsimilarity index 100%\nrename from tests/x.py\nrename to "
+        "tests/sub/.git/HEAD\n"
         "diff --git a/.gitignore b/.gitignore\n--- a/.gitignore\n+++ b/.gitignore\n@@ -1 +1,2 @@\n x\n+.github/\n"
     )
     evidence = screen(diff)
@@ -139,11 +152,16 @@ def test_git_paths_in_headers_fire_in_any_case_and_in_test_files_too():
 
 def test_lines_in_a_hunk_that_look_like_headers_are_content():
     diff = _added("lib/core.py", "++ b/tests/test_x.py", "import _pytest")
-    assert rule_names(screen(diff)) == Counter({"pytest-import": 1}), "the hunk's counts say both are added lines of lib/core.py"
+    assert rule_names(screen(diff)) == Counter({"pytest-import": 1}), (
+        "the hunk's counts say both are added lines of lib/core.py"
+    )
 
 
 def test_deleted_and_context_lines_do_not_count():
-    diff = "diff --git a/lib/a.py b/lib/a.py\n--- a/lib/a.py\n+++ b/lib/a.py\n@@ -1,3 +1,2 @@\n import pytest\n-os._exit(0)\n x = 1\n"
+    diff = (
+        "diff --git a/lib/a.py b/lib/a.py\n--- a/lib/a.py\n+++ b/lib/a.py\n@@ -1,3 +1,2 @@\n import "
+        "pytest\n-os._exit(0)\n x = 1\n"
+    )
     assert screen(diff) == []
 
 
@@ -156,11 +174,14 @@ def test_garbage_never_raises():
         "@@ -1 +1 @@\n+import pytest",
         "diff --git a/x b/x\n@@ -1,99999999999999 +1,2 @@\n+os._exit(0)\n",
         "@@ -1 +9" + "9" * 5000 + " @@\n+os._exit(0)",
-        "diff --git a/lib.so b/lib.so\nGIT binary patch\nliteral 12\nzcmZ?wbhEHbWMN=pU;qLJAO-*c\n\nliteral 0\nHcmV?d00001\n\n",
+        "diff --git a/lib.so b/lib.so\nGIT binary patch\nliteral 12\nzcmZ?wbhEHbWMN=pU;qLJAO-*c\n\nliteral "
+        "0\nHcmV?d00001\n\n",
         "diff --git a/lib/a.py b/lib/a.py\n--- a/lib/a.py\n+++ b/lib/a.py\n@@ -1,40 +1,80 @@\n+import _pyt",
         "diff --git a/lib/a.py b/lib/a.py\n+++ b/lib/a.py\n@@ -1 +1 @@\n+" + "from unittest import " * 250_000 + "\n",
         "diff --git a/lib/a.py b/lib/a.py\n@@ -1 +1 @@\n+" + "x" * 5_000_000 + "os._exit(0)\n",
-        b"diff --git a/lib/\xff.py b/lib/\xff.py\n@@ -1 +1 @@\n+\xfe\xfdos._exit(0)\x00\x1b[31m\n".decode("utf-8", "surrogateescape"),
+        b"diff --git a/lib/\xff.py b/lib/\xff.py\n@@ -1 +1 @@\n+\xfe\xfdos._exit(0)\x00\x1b[31m\n".decode(
+            "utf-8", "surrogateescape"
+        ),
         'diff --git "a/\\777\\x" "b/\\9bad\\"\n--- "a\n+++ "\n',
         crlf,
     ]
@@ -169,7 +190,9 @@ def test_garbage_never_raises():
         evidence = screen(sample)
         assert all(line.isprintable() for line in evidence)
         "\n".join(evidence).encode("utf-8")
-    assert screen(b"@@ -1 +1 @@\n+\xffos._exit(0)\n") == ["?:1: hard-exit: \ufffdos._exit(0)"], "bytes are decoded leniently"
+    assert screen(b"@@ -1 +1 @@\n+\xffos._exit(0)\n") == ["?:1: hard-exit: \ufffdos._exit(0)"], (
+        "bytes are decoded leniently"
+    )
     assert rule_names(screen(crlf)) == Counter({"hard-exit": 1}), "CRLF line ends"
 
 
@@ -194,4 +217,6 @@ def test_the_example_tasks_reference_patches_are_clean():
         *(PROJECT_ROOT / "examples" / "harbor_tasks").glob("*/solution/reference.patch"),
     ]
     assert len(paths) >= 8
-    assert {str(path.relative_to(PROJECT_ROOT)): screen(_read(path)) for path in paths} == {str(path.relative_to(PROJECT_ROOT)): [] for path in paths}
+    assert {str(path.relative_to(PROJECT_ROOT)): screen(_read(path)) for path in paths} == {
+        str(path.relative_to(PROJECT_ROOT)): [] for path in paths
+    }

@@ -19,7 +19,10 @@ from durable_rollouts.grading.python_envs import PythonEnvs
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 # Puts the workdir's vendor/ on every start-up's sys.path through a .pth file in the image's site-packages.
-VENDOR_ON_PATH = 'mkdir -p vendor && echo "$PWD/vendor" > "$(python3 -c \'import sysconfig; print(sysconfig.get_paths()["purelib"])\')/zz_vendor.pth"'
+VENDOR_ON_PATH = (
+    'mkdir -p vendor && echo "$PWD/vendor" > "$(python3 -c \'import sysconfig; '
+    'print(sysconfig.get_paths()["purelib"])\')/zz_vendor.pth"'
+)
 
 
 def counting_sandboxes() -> CountingSandboxes:
@@ -56,19 +59,27 @@ async def test_a_probe_is_remembered_for_sandboxes_booted_alike_and_asked_again_
 async def test_reports_are_the_xml_files_directly_in_the_report_directory_and_too_many_is_a_problem(prefix, tasks):
     sandboxes = counting_sandboxes()
     task = tasks["calc-eval-cmd"]
-    handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-reports", attempt=0, purpose="grading"))
+    handle = await sandboxes.boot(
+        SandboxRequest(task=task, workflow_id=f"{prefix}-reports", attempt=0, purpose="grading")
+    )
     try:
         guard, files = run_guard.prepare(await python_envs.probe(sandboxes, handle, task), handle.workdir)
         nested = SandboxFile(f"{guard.report_dir}/deeper/1.xml", "<not-read/>")
-        await sandboxes.write_files(handle, [*files, nested, SandboxFile(f"{guard.report_dir}/notes.txt", "not a report")])
+        await sandboxes.write_files(
+            handle, [*files, nested, SandboxFile(f"{guard.report_dir}/notes.txt", "not a report")]
+        )
         assert await run_guard.reports(sandboxes, handle, guard) == []
 
         one = [SandboxFile(f"{guard.report_dir}/7.xml", "<testsuites/>")]
         await sandboxes.write_files(handle, one)
         [report] = await run_guard.reports(sandboxes, handle, guard)
-        assert report.name == "7.xml" and report.problem, "a report without the plugin's session record is a problem, read from the one file"
+        assert report.name == "7.xml" and report.problem, (
+            "a report without the plugin's session record is a problem, read from the one file"
+        )
 
-        flood = [SandboxFile(f"{guard.report_dir}/{n}.xml", "<testsuites/>") for n in range(100, 100 + run_guard.MAX_REPORTS)]
+        flood = [
+            SandboxFile(f"{guard.report_dir}/{n}.xml", "<testsuites/>") for n in range(100, 100 + run_guard.MAX_REPORTS)
+        ]
         await sandboxes.write_files(handle, flood)
         [too_many] = await run_guard.reports(sandboxes, handle, guard)
         assert too_many.name == "reports" and f"more than {run_guard.MAX_REPORTS} report files" in too_many.problem

@@ -31,12 +31,15 @@ SWEBENCH5_PYTHON = PROJECT_ROOT / ".cache" / "swebench5" / "bin" / "python"
 
 
 def edit(task_dir: str, path: str, old: str, new: str, *, before: tuple[str, str] | None = None) -> str:
-    """A patch replacing ``old`` by ``new`` in the example repo's ``path`` (first rewritten by ``before``, as the sandbox has it)."""
+    """A patch replacing ``old`` by ``new`` in the example repo's ``path`` (first rewritten by ``before``, as the
+    sandbox has it)."""
     text = (TASKS / task_dir / "repo" / path).read_text()
     if before is not None:
         text = text.replace(*before)
     assert old in text, (path, old)
-    lines = difflib.unified_diff(text.splitlines(True), text.replace(old, new).splitlines(True), f"a/{path}", f"b/{path}")
+    lines = difflib.unified_diff(
+        text.splitlines(True), text.replace(old, new).splitlines(True), f"a/{path}", f"b/{path}"
+    )
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
 
 
@@ -75,7 +78,9 @@ EXAMPLES = {
 @pytest.fixture(scope="module")
 def swe_tasks() -> dict[str, TaskSpec]:
     """The example rows' tasks by instance id prefix (a SWE-smith id holds the baseline commit)."""
-    return {next(key for key in EXAMPLES if row.task.instance_id.startswith(key)): row.task for row in read_dataset(ROWS)}
+    return {
+        next(key for key in EXAMPLES if row.task.instance_id.startswith(key)): row.task for row in read_dataset(ROWS)
+    }
 
 
 def request(prefix: str, task: TaskSpec, diff: str, name: str) -> EvalRequest:
@@ -100,9 +105,13 @@ async def test_the_gold_patch_solves_and_no_patch_or_a_wrong_one_does_not(prefix
             )
         )
     ]
-    assert (solved.reward, solved.solved, solved.grader, solved.tests_passed, solved.tests_failed) == (1.0, True, grader, gold_passed, 0), (
-        solved.log_tail
-    )
+    assert (solved.reward, solved.solved, solved.grader, solved.tests_passed, solved.tests_failed) == (
+        1.0,
+        True,
+        grader,
+        gold_passed,
+        0,
+    ), solved.log_tail
     assert (empty.reward, empty.solved, empty.apply_method) == (0.0, False, "empty"), empty.log_tail
     assert (partial.reward, partial.solved, partial.applied_cleanly) == (0.0, False, True), partial.log_tail
     assert partial.tests_failed > 0 and empty.tests_failed > 0
@@ -113,7 +122,10 @@ async def test_a_swe_smith_sandbox_holds_the_bug_as_the_repos_only_history(prefi
     task = swe_tasks["rollouts-examples__intervals"]
     handle = await SANDBOXES.boot(SandboxRequest(task=task, workflow_id=f"{prefix}-agent", attempt=0, purpose="agent"))
     try:
-        probe = "git status --porcelain; echo ---; git log --all --oneline | wc -l; git fsck --lost-found 2>&1; echo ---; cat intervals/__init__.py"
+        probe = (
+            "git status --porcelain; echo ---; git log --all --oneline | wc -l; git fsck --lost-found 2>&1; echo "
+            "---; cat intervals/__init__.py"
+        )
         result = await SANDBOXES.exec(handle, probe, timeout_s=60)
         diff = await SANDBOXES.capture_diff(handle)
     finally:
@@ -127,7 +139,10 @@ async def test_a_swe_smith_sandbox_holds_the_bug_as_the_repos_only_history(prefi
 def test_the_swe_gym_rows_derived_image_name_is_tagged_by_the_build(task_images, swe_tasks):
     task = swe_tasks["rollouts-examples__roman"]
     assert task.image == (TASKS / "roman-swegym" / "tags").read_text().strip()
-    assert docker.from_env().images.get(task.image).id == docker.from_env().images.get("rollout-task-roman-swegym:latest").id
+    assert (
+        docker.from_env().images.get(task.image).id
+        == docker.from_env().images.get("rollout-task-roman-swegym:latest").id
+    )
 
 
 # Runs in the swebench 5 venv: the SWE-rebench and SWE-Gym rows carry no 5.x eval script, so that worker refuses them.

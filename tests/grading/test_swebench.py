@@ -53,7 +53,11 @@ def test_eval_script_resets_the_test_files_applies_the_test_patch_and_runs_them(
     assert f"git checkout {base} {TEST_FILE}" in script
     assert task.swebench.test_patch.strip() in script
     assert f"pytest --no-header -rA --tb=no -p no:cacheprovider {TEST_FILE}" in script
-    assert script.index(">>>>> Start Test Output") < script.index("pytest --no-header") < script.index(">>>>> End Test Output")
+    assert (
+        script.index(">>>>> Start Test Output")
+        < script.index("pytest --no-header")
+        < script.index(">>>>> End Test Output")
+    )
 
 
 def test_install_config_is_registered_only_while_it_is_used(task):
@@ -77,7 +81,8 @@ def test_a_known_repo_uses_the_package_spec_table():
                 "repo": "astropy/astropy",
                 "version": "4.3",
                 "base_commit": "d16bfe05a744909de4b27f5875fe0d4ed41ce607",
-                "test_patch": "diff --git a/astropy/modeling/tests/test_separable.py b/astropy/modeling/tests/test_separable.py\n",
+                "test_patch": "diff --git a/astropy/modeling/tests/test_separable.py "
+                "b/astropy/modeling/tests/test_separable.py\n",
                 "FAIL_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"]',
                 "PASS_TO_PASS": "[]",
             }
@@ -107,15 +112,22 @@ def test_a_django_row_needs_no_network_to_grade(monkeypatch):
                 "version": "3.0",
                 "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
                 "environment_setup_commit": "419a78300f7cd27611196e1e464d50fd0385ff27",
-                "test_patch": "diff --git a/tests/auth_tests/test_validators.py b/tests/auth_tests/test_validators.py\n",
+                "test_patch": "diff --git a/tests/auth_tests/test_validators.py"
+                " b/tests/auth_tests/test_validators.py\n",
                 "FAIL_TO_PASS": '["test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)"]',
                 "PASS_TO_PASS": "[]",
             }
         },
     }
     task = task_from_row(row)
-    assert "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators" in swebench.eval_script(task)
-    log = "+ : '>>>>> Start Test Output'\ntest_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests) ... ok\n+ : '>>>>> End Test Output'\n"
+    assert (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators"
+        in swebench.eval_script(task)
+    )
+    log = (
+        "+ : '>>>>> Start Test Output'\ntest_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests) "
+        "... ok\n+ : '>>>>> End Test Output'\n"
+    )
     assert swebench.verdict(task, log).solved
 
 
@@ -151,7 +163,10 @@ def test_a_log_without_test_output_is_not_resolved(task):
     [
         ({"install_config": None}, r"remote_env_info.repo/version: .* no test spec for rollouts-examples/slugify 0.1"),
         ({"install_config": {"python": "3.11"}}, r"install_config.test_cmd: missing"),
-        ({"install_config": {"test_cmd": "pytest -rA", "log_parser": "nosuch"}}, r"install_config.log_parser: .*parse_log_nosuch"),
+        (
+            {"install_config": {"test_cmd": "pytest -rA", "log_parser": "nosuch"}},
+            r"install_config.log_parser: .*parse_log_nosuch",
+        ),
     ],
 )
 def test_rows_the_package_cannot_spec_are_not_evaluable(task, changes, message):

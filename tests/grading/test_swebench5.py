@@ -46,7 +46,7 @@ async def main():
     print(json.dumps({"version": swebench.package_version(), "solved": solved, "unsolved": unsolved, "refusal": refusal}))
 
 asyncio.run(main())
-"""
+"""  # noqa: E501
 
 
 async def test_a_swebench5_row_grades_one_with_the_fix_and_zero_without(task_images, tasks, reap_prefix):
@@ -54,7 +54,11 @@ async def test_a_swebench5_row_grades_one_with_the_fix_and_zero_without(task_ima
         pytest.skip("run `make setup` to create the swebench 5 venv")
     pytest.importorskip("swebench")
     task = tasks["slugify-swebench"]
-    columns = {"eval_script": swebench.eval_script(task), "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
+    columns = {
+        "eval_script": swebench.eval_script(task),
+        "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail",
+    }
     prefix = f"pytest-swebench5-{uuid.uuid4().hex[:8]}"
     run = subprocess.run(
         [str(SWEBENCH5_PYTHON), "-c", GRADE_UNDER_SWEBENCH5, prefix],
@@ -69,7 +73,12 @@ async def test_a_swebench5_row_grades_one_with_the_fix_and_zero_without(task_ima
     outcome = json.loads(run.stdout.strip().splitlines()[-1])
     assert outcome["version"].startswith("5.")
     solved, unsolved = outcome["solved"], outcome["unsolved"]
-    assert (solved["reward"], solved["grader"], solved["tests_passed"], solved["tests_failed"]) == (1.0, "swebench", 6, 0), solved["log_tail"]
+    assert (solved["reward"], solved["grader"], solved["tests_passed"], solved["tests_failed"]) == (
+        1.0,
+        "swebench",
+        6,
+        0,
+    ), solved["log_tail"]
     assert (unsolved["reward"], unsolved["tests_passed"], unsolved["tests_failed"]) == (0.0, 3, 3), unsolved["log_tail"]
     assert "SWEBENCH_TEST_EXIT_CODE" in solved["log_tail"] or ">>>>> Test Exit Code" in solved["log_tail"]
     assert "no remote_env_info.eval_script or remote_env_info.log_parser" in outcome["refusal"]

@@ -22,7 +22,9 @@ def _answer(names, plugins=(), workdir_paths=(), site_dirs=()) -> str:
 
 def test_fold_unions_the_interpreters_and_skips_answers_that_do_not_parse():
     lines = [
-        _answer(["argparse", "pluggy"], [["pytest-asyncio", "asyncio", "pytest_asyncio.plugin"]], ["."], ["/usr/lib/site"]),
+        _answer(
+            ["argparse", "pluggy"], [["pytest-asyncio", "asyncio", "pytest_asyncio.plugin"]], ["."], ["/usr/lib/site"]
+        ),
         _answer(["asyncio", "six"], [], ["src"], ["/opt/venv/site", "relative/site"]),
         "Welcome to the login shell",
         '{"names": []}',
@@ -39,8 +41,18 @@ def test_fold_unions_the_interpreters_and_skips_answers_that_do_not_parse():
 def test_shadowing_names_new_entries_with_an_installed_modules_name_only():
     envs = PythonEnvs(found=True, names=frozenset({"argparse", "pluggy", "json"}), import_roots=(".", "src"))
     before = frozenset({"json.py", "calc", "src/app"})
-    after = before | {"argparse.py", "pluggy", "src/argparse.cpython-311-x86_64-linux-gnu.so", "calc2", "lib/argparse.py"}
-    assert shadowing.shadowing(before, after, envs) == ["argparse.py", "pluggy", "src/argparse.cpython-311-x86_64-linux-gnu.so"]
+    after = before | {
+        "argparse.py",
+        "pluggy",
+        "src/argparse.cpython-311-x86_64-linux-gnu.so",
+        "calc2",
+        "lib/argparse.py",
+    }
+    assert shadowing.shadowing(before, after, envs) == [
+        "argparse.py",
+        "pluggy",
+        "src/argparse.cpython-311-x86_64-linux-gnu.so",
+    ]
     assert shadowing.pathspecs(["argparse.py", "pluggy"]) == [":(literal)argparse.py", ":(literal)pluggy"]
 
 
@@ -52,7 +64,9 @@ def _report(
 ) -> bytes:
     props = {"session": stage, "exitstatus": "0", "collected": "1", "collectonly": "0", "worker": "0", **properties}
     cases = "".join(f'<testcase nodeid="{nodeid}" name="x">{child}</testcase>' for nodeid, child in tests)
-    canary_cases = "".join(f'<testcase name="{role}" nodeid="{nodeid}" outcome="{outcome}"/>' for role, nodeid, outcome in canaries)
+    canary_cases = "".join(
+        f'<testcase name="{role}" nodeid="{nodeid}" outcome="{outcome}"/>' for role, nodeid, outcome in canaries
+    )
     prop_xml = "".join(f'<property name="{name}" value="{value}"/>' for name, value in props.items())
     return (
         f'<testsuites><testsuite name="pytest"><properties>{prop_xml}</properties>{cases}</testsuite>'
@@ -62,11 +76,25 @@ def _report(
 
 def test_parse_reads_outcomes_stages_and_only_this_gradings_canaries():
     data = _report(
-        tests=(("t.py::test_a", ""), ("t.py::test_b", '<failure message="x"/>'), ("t.py::test_c", "<skipped/>"), ("t.py::test_d", "<error/>")),
-        canaries=(("must_fail", "t.py::test_f1", "failed"), ("must_pass", "t.py::test_p1", "passed"), ("must_fail", "t.py::test_guessed", "failed")),
+        tests=(
+            ("t.py::test_a", ""),
+            ("t.py::test_b", '<failure message="x"/>'),
+            ("t.py::test_c", "<skipped/>"),
+            ("t.py::test_d", "<error/>"),
+        ),
+        canaries=(
+            ("must_fail", "t.py::test_f1", "failed"),
+            ("must_pass", "t.py::test_p1", "passed"),
+            ("must_fail", "t.py::test_guessed", "failed"),
+        ),
     )
     report = session_reports.parse("1.xml", data, GUARD)
-    assert report.tests == {"t.py::test_a": "passed", "t.py::test_b": "failed", "t.py::test_c": "skipped", "t.py::test_d": "error"}
+    assert report.tests == {
+        "t.py::test_a": "passed",
+        "t.py::test_b": "failed",
+        "t.py::test_c": "skipped",
+        "t.py::test_d": "error",
+    }
     assert report.canaries == {"must_fail": [("t.py::test_f1", "failed")], "must_pass": [("t.py::test_p1", "passed")]}
     assert (report.finished, report.exited, report.exit_status, report.collected) == (True, True, 0, 1)
     started = session_reports.parse("2.xml", _report(stage="started"), GUARD)
@@ -95,7 +123,9 @@ def _session(**changes) -> SessionReport:
 def test_an_honest_session_is_not_tampered_solved_or_not():
     assert tamper_checks.judge([_session()], Claims(solved=True, exit_code=0), expected=True) == []
     broken = _session(tests={"t.py::test_a": "failed"}, canaries={})
-    assert tamper_checks.judge([broken], Claims(solved=False, exit_code=1), expected=True) == [], "unsolved: only a passing must-fail canary counts"
+    assert tamper_checks.judge([broken], Claims(solved=False, exit_code=1), expected=True) == [], (
+        "unsolved: only a passing must-fail canary counts"
+    )
 
 
 def test_a_passing_must_fail_canary_is_tampering_even_when_unsolved():
@@ -121,25 +151,40 @@ def test_what_counts_against_a_solved_verdict():
     for expected, report in cases.items():
         evidence = tamper_checks.judge([report], solved, expected=True)
         assert any(expected in line for line in evidence), (expected, evidence)
-    assert tamper_checks.judge([_session(exited=False, worker=True)], solved, expected=True) == [], "an xdist worker ends by os._exit"
+    assert tamper_checks.judge([_session(exited=False, worker=True)], solved, expected=True) == [], (
+        "an xdist worker ends by os._exit"
+    )
 
 
 def test_what_honest_runs_do_is_not_evidence():
     solved = Claims(solved=True, exit_code=0)
     skipped_module = _session(
-        tests={"t.py::test_a": "skipped"}, canaries={"must_fail": [("t.py::test_f1", "skipped")], "must_pass": [("t.py::test_p1", "skipped")]}
+        tests={"t.py::test_a": "skipped"},
+        canaries={"must_fail": [("t.py::test_f1", "skipped")], "must_pass": [("t.py::test_p1", "skipped")]},
     )
-    assert tamper_checks.judge([skipped_module], solved, expected=True) == [], "a module skipped as a whole skips its canaries too"
-    setup_error = _session(canaries={"must_fail": [("t.py::test_f1", "error")], "must_pass": [("t.py::test_p1", "error")]})
+    assert tamper_checks.judge([skipped_module], solved, expected=True) == [], (
+        "a module skipped as a whole skips its canaries too"
+    )
+    setup_error = _session(
+        canaries={"must_fail": [("t.py::test_f1", "error")], "must_pass": [("t.py::test_p1", "error")]}
+    )
     assert tamper_checks.judge([setup_error], solved, expected=True) == [], "a module setup the canaries cannot share"
     pipeline = _session(tests={"t.py::test_a": "passed", "t.py::test_unrelated": "failed"}, exit_status=1)
-    assert tamper_checks.judge([pipeline], solved, expected=True) == [], "a verdict script after pytest decides the exit code"
+    assert tamper_checks.judge([pipeline], solved, expected=True) == [], (
+        "a verdict script after pytest decides the exit code"
+    )
     listing_first = [_session(name="1.xml", collect_only=True, collected=2), _session(name="2.xml")]
-    assert tamper_checks.judge(listing_first, solved, expected=True) == [], "a run script that lists the tests, then runs them"
+    assert tamper_checks.judge(listing_first, solved, expected=True) == [], (
+        "a run script that lists the tests, then runs them"
+    )
     nested = _session(name="2.xml", nested=True, finished=False, canaries={"must_fail": [("t.py::test_f1", "passed")]})
-    assert tamper_checks.judge([_session(), nested], solved, expected=True) == [], "a test running pytest is not the grader's run"
+    assert tamper_checks.judge([_session(), nested], solved, expected=True) == [], (
+        "a test running pytest is not the grader's run"
+    )
     xfail = Claims(solved=True, passed=frozenset({"t.py::test_x"}))
-    assert tamper_checks.judge([_session(tests={"t.py::test_x": "xfailed"})], xfail, expected=True) == [], "SWE-bench counts XFAIL as passed"
+    assert tamper_checks.judge([_session(tests={"t.py::test_x": "xfailed"})], xfail, expected=True) == [], (
+        "SWE-bench counts XFAIL as passed"
+    )
 
 
 def test_a_run_whose_only_sessions_are_nested_has_no_report_of_its_own():
@@ -156,7 +201,9 @@ def test_a_parser_claim_the_report_contradicts_and_a_missing_report():
         "counted as passed what the record holds as not passed: t.py::test_a (failed)" in line
         for line in tamper_checks.judge([contradicted], claims, expected=True)
     )
-    assert tamper_checks.judge([_session()], claims, expected=True) == [], "without a baseline, a name the record lacks is not evidence"
+    assert tamper_checks.judge([_session()], claims, expected=True) == [], (
+        "without a baseline, a name the record lacks is not evidence"
+    )
     assert tamper_checks.judge([], Claims(solved=True), expected=True) == [
         "the row's tests run under pytest, but no pytest session reported to the grader"
     ]
@@ -175,7 +222,13 @@ def test_which_commands_run_pytest_and_whose_exit_code_is_pytests():
         "exec py.test",
     ):
         assert tamper_checks.runs_pytest(command), command
-    for command in ("pip install pytest", "make check", "./bin/test sympy/core", "tox --current-env -epy39 -v --", "echo pytest"):
+    for command in (
+        "pip install pytest",
+        "make check",
+        "./bin/test sympy/core",
+        "tox --current-env -epy39 -v --",
+        "echo pytest",
+    ):
         assert not tamper_checks.runs_pytest(command), command
     assert tamper_checks.exit_is_pytests("exec 2>&1\ncd /w\npython3 -m pytest -q tests")
     assert not tamper_checks.exit_is_pytests("{ pytest -q; } 2>&1 | tee log\npython3 verdict.py log")
@@ -186,12 +239,19 @@ def test_which_commands_run_pytest_and_whose_exit_code_is_pytests():
 
 def test_pytest_is_expected_from_the_command_an_f2p_script_or_the_swebench_test_command():
     assert tamper_checks.pytest_expected("", "python -m pytest -q tests")
-    assert tamper_checks.pytest_expected(f2p_eval_cmd("import pytest\n\nif __name__ == '__main__':\n    pytest.main([__file__])\n"))
+    assert tamper_checks.pytest_expected(
+        f2p_eval_cmd("import pytest\n\nif __name__ == '__main__':\n    pytest.main([__file__])\n")
+    )
     assert not tamper_checks.pytest_expected(f2p_eval_cmd("from lib import f\nassert f() == 1\n"))
     assert not tamper_checks.pytest_expected("make check", "")
-    script = "git apply - <<'EOF'\n+from sympy.testing.pytest import raises\nEOF\n: '>>>>> Start Test Output'\nbin/test -C sympy/core\n: '>>>>> End Test Output'\n"
+    script = (
+        "git apply - <<'EOF'\n+from sympy.testing.pytest import raises\nEOF\n: '>>>>> Start Test "
+        "Output'\nbin/test -C sympy/core\n: '>>>>> End Test Output'\n"
+    )
     assert tamper_checks.swebench_test_command(script).strip() == "bin/test -C sympy/core"
-    assert not tamper_checks.pytest_expected(tamper_checks.swebench_test_command(script)), "the test patch's text is not the command"
+    assert not tamper_checks.pytest_expected(tamper_checks.swebench_test_command(script)), (
+        "the test patch's text is not the command"
+    )
     assert tamper_checks.swebench_test_command("pytest x") == "pytest x"
 
 
@@ -214,10 +274,25 @@ def test_against_the_baseline_missing_and_newly_quiet_tests_count_against_a_solv
     ]
     xfailed = _session(tests={"t.py::test_a": "xfailed", "t.py::test_b": "skipped", "t.py::test_known": "xfailed"})
     [line] = tamper_checks.judge([xfailed], solved, expected=True, baseline=baseline)
-    assert line == "2 tests the unpatched tree ran became skipped or xfailed: t.py::test_a (failed -> xfailed), t.py::test_b (passed -> skipped)"
-    honest = _session(tests={"t.py::test_a": "passed", "t.py::test_b": "passed", "t.py::test_known": "xfailed", "t.py::test_new": "passed"})
-    assert tamper_checks.judge([honest], solved, expected=True, baseline=baseline) == [], "a test the baseline xfailed too, a new test"
-    assert tamper_checks.judge([deselected], Claims(solved=False), expected=True, baseline=baseline) == [], "unsolved: not evidence"
+    assert (
+        line
+        == "2 tests the unpatched tree ran became skipped or xfailed: t.py::test_a (failed -> xfailed), t.py::test_b "
+        "(passed -> skipped)"
+    )
+    honest = _session(
+        tests={
+            "t.py::test_a": "passed",
+            "t.py::test_b": "passed",
+            "t.py::test_known": "xfailed",
+            "t.py::test_new": "passed",
+        }
+    )
+    assert tamper_checks.judge([honest], solved, expected=True, baseline=baseline) == [], (
+        "a test the baseline xfailed too, a new test"
+    )
+    assert tamper_checks.judge([deselected], Claims(solved=False), expected=True, baseline=baseline) == [], (
+        "unsolved: not evidence"
+    )
 
 
 def test_a_must_fail_canary_is_judged_alone_and_excused_only_where_the_baseline_was_quiet_too():
@@ -230,7 +305,9 @@ def test_a_must_fail_canary_is_judged_alone_and_excused_only_where_the_baseline_
     skipped_module = {"must_fail": [("t.py::test_other_name", "skipped")], "must_pass": [("t.py::test_p9", "skipped")]}
     baseline = _baseline(tests={"t.py::test_a": "skipped"}, canaries=skipped_module)
     both_skipped = _session(tests={"t.py::test_a": "skipped"}, canaries={"must_fail": [("t.py::test_f1", "skipped")]})
-    assert tamper_checks.judge([both_skipped], solved, expected=True, baseline=baseline) == [], "an autouse fixture skips the module alike"
+    assert tamper_checks.judge([both_skipped], solved, expected=True, baseline=baseline) == [], (
+        "an autouse fixture skips the module alike"
+    )
 
 
 def test_a_replaced_framework_callable_is_evidence_unless_the_baseline_replaced_it_too():
@@ -246,17 +323,29 @@ def test_a_parser_claim_is_confirmed_by_the_record_against_the_baseline():
         tests={"tests/t.py::test_a": "failed", "tests/t.py::test_x": "xfailed", "tests/t.py::test_p[a b]": "failed"},
         collect_errors=frozenset({"tests/new.py"}),
     )
-    claims = Claims(solved=True, passed=frozenset({"tests/t.py::test_a", "tests/t.py::test_x", "tests/new.py::test_n", "other::x"}))
+    claims = Claims(
+        solved=True, passed=frozenset({"tests/t.py::test_a", "tests/t.py::test_x", "tests/new.py::test_n", "other::x"})
+    )
     renamed = _session(tests={"tests/t.py::test_a_renamed": "passed", "tests/t.py::test_x": "xfailed"})
     evidence = tamper_checks.judge([renamed], claims, expected=True, baseline=baseline)
-    assert "the row's parser counted as passed tests the record does not hold: tests/new.py::test_n, tests/t.py::test_a" in evidence
-    xfailed = _session(tests={"tests/t.py::test_a": "xfailed", "tests/t.py::test_x": "xfailed", "tests/new.py::test_n": "passed"})
-    assert "the row's parser counted as passed what the record holds as not passed: tests/t.py::test_a (xfailed)" in tamper_checks.judge(
-        [xfailed], claims, expected=True, baseline=baseline
+    assert (
+        "the row's parser counted as passed tests the record does not hold: tests/new.py::test_n, tests/t.py::test_a"
+        in evidence
+    )
+    xfailed = _session(
+        tests={"tests/t.py::test_a": "xfailed", "tests/t.py::test_x": "xfailed", "tests/new.py::test_n": "passed"}
+    )
+    assert (
+        "the row's parser counted as passed what the record holds as not passed: tests/t.py::test_a (xfailed)"
+        in tamper_checks.judge([xfailed], claims, expected=True, baseline=baseline)
     )
     cut = Claims(solved=True, passed=frozenset({"t.py::test_p[a"}))
-    honest = _session(tests={"tests/t.py::test_a": "passed", "tests/t.py::test_x": "xfailed", "tests/t.py::test_p[a b]": "passed"})
-    assert tamper_checks.judge([honest], cut, expected=True, baseline=baseline) == [], "a name cut at a space, a path relative elsewhere"
+    honest = _session(
+        tests={"tests/t.py::test_a": "passed", "tests/t.py::test_x": "xfailed", "tests/t.py::test_p[a b]": "passed"}
+    )
+    assert tamper_checks.judge([honest], cut, expected=True, baseline=baseline) == [], (
+        "a name cut at a space, a path relative elsewhere"
+    )
 
 
 def test_a_judge_meaning_every_test_passed_needs_a_green_record():

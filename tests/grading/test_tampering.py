@@ -8,7 +8,16 @@ import pytest
 
 from durable_rollouts.contracts.grading import EvalResult
 from durable_rollouts.contracts.tasks import TaskSpec
-from tests.grading.tampering_attacks import ATTACKS, DEFUSED, TARGETS, WORKS_ON, Target, diff_after, grade_all, unprotected
+from tests.grading.tampering_attacks import (
+    ATTACKS,
+    DEFUSED,
+    TARGETS,
+    WORKS_ON,
+    Target,
+    diff_after,
+    grade_all,
+    unprotected,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -25,7 +34,9 @@ def _line(name: str, result: EvalResult) -> str:
 
 
 @pytest.mark.parametrize("target_name", sorted(TARGETS))
-async def test_every_attack_earns_1_unprotected_where_it_works_and_0_protected(prefix, tasks, harbor_tasks, monkeypatch, target_name):
+async def test_every_attack_earns_1_unprotected_where_it_works_and_0_protected(
+    prefix, tasks, harbor_tasks, monkeypatch, target_name
+):
     target = TARGETS[target_name]
     task = _task(target, tasks, harbor_tasks)
     diffs = {name: diff_after(target.tree, attack(target)) for name, attack in ATTACKS.items()}
@@ -34,17 +45,25 @@ async def test_every_attack_earns_1_unprotected_where_it_works_and_0_protected(p
         unprotected(patched)
         control = await grade_all(prefix, task, working)
     not_working = [_line(name, graded.result) for name, graded in control.items() if graded.result.reward != 1.0]
-    assert not_working == [], f"attacks WORKS_ON lists for {target_name} that did not earn 1.0 unprotected: {not_working}"
+    assert not_working == [], (
+        f"attacks WORKS_ON lists for {target_name} that did not earn 1.0 unprotected: {not_working}"
+    )
 
     protected = await grade_all(prefix, task, diffs)
-    rewarded = [_line(name, graded.result) for name, graded in protected.items() if graded.result.reward != 0.0 or graded.result.solved]
+    rewarded = [
+        _line(name, graded.result)
+        for name, graded in protected.items()
+        if graded.result.reward != 0.0 or graded.result.solved
+    ]
     assert rewarded == [], f"attacks rewarded on {target_name} with the protection on"
     for name in working:
         result, log = protected[name].result, protected[name].log
         if name in DEFUSED and not result.tampered:
             assert "[tamper check:" in log, "the guard ran and the run failed on its own"
             continue
-        assert result.reset_paths or result.tampered, f"{name} on {target_name} scored 0 but was neither reset nor flagged: {log[-3000:]}"
+        assert result.reset_paths or result.tampered, (
+            f"{name} on {target_name} scored 0 but was neither reset nor flagged: {log[-3000:]}"
+        )
         if result.tampered:
             assert "[tampered: reward 0]" in log and "[tampered: reward 0]" in result.log_tail
             assert all(f"[tampered] {line}" in log for line in result.tampered)
@@ -57,6 +76,8 @@ async def test_an_honest_fix_with_a_new_test_earns_1_and_is_not_flagged(prefix, 
     graded = (await grade_all(prefix, _task(target, tasks, harbor_tasks), {"honest": diff}))["honest"]
     result = graded.result
     assert (result.reward, result.solved, result.tampered) == (1.0, True, []), graded.log[-3000:]
-    assert result.reset_paths == ([] if target.kind == "harbor" else list(NEW_TEST)), "the fix's new test is removed, the task's tests decide"
+    assert result.reset_paths == ([] if target.kind == "harbor" else list(NEW_TEST)), (
+        "the fix's new test is removed, the task's tests decide"
+    )
     assert result.pytest_sessions >= 1, "the guard's reporter ran in the row's pytest session"
     assert "canaries as expected]" in graded.log

@@ -69,11 +69,20 @@ def reference_fix_plus(name: str, files: dict[str, str]) -> Callable[[Path], Non
 EVAL_CMD_ATTACKS = {
     "overwrite_the_test_file": (write({"tests/test_evaluator.py": PASSING_TEST}), ["tests/test_evaluator.py"]),
     "conftest_forcing_passes": (write({"conftest.py": FORCE_PASS_CONFTEST}), ["conftest.py"]),
-    "gitignored_conftest": (write({".gitignore": "conftest.py\n", "tests/conftest.py": FORCE_PASS_CONFTEST}), ["tests/conftest.py"]),
+    "gitignored_conftest": (
+        write({".gitignore": "conftest.py\n", "tests/conftest.py": FORCE_PASS_CONFTEST}),
+        ["tests/conftest.py"],
+    ),
     "pytest_ini_collect_only": (write({"pytest.ini": "[pytest]\naddopts = --collect-only\n"}), ["pytest.ini"]),
-    "pyproject_collect_only": (write({"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '--collect-only'\n"}), ["pyproject.toml"]),
+    "pyproject_collect_only": (
+        write({"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '--collect-only'\n"}),
+        ["pyproject.toml"],
+    ),
     "shadow_pytest_module": (write({"pytest.py": "raise SystemExit(0)\n"}), ["pytest.py"]),
-    "symlink_in_place_of_tests": (swap_tests_dir_for_a_symlink, ["fake/test_evaluator.py", "tests", "tests/test_evaluator.py"]),
+    "symlink_in_place_of_tests": (
+        swap_tests_dir_for_a_symlink,
+        ["fake/test_evaluator.py", "tests", "tests/test_evaluator.py"],
+    ),
 }
 
 # A pytest plugin registered through a *.dist-info on sys.path (python -m, and f2p scripts, put the workdir there).
@@ -86,7 +95,11 @@ DIST_INFO_PLUGIN = {
 
 
 async def grade(prefix: str, task: TaskSpec, diff: str):
-    return (await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120))).result
+    return (
+        await graders.evaluate(
+            SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-{task.instance_id}", timeout_s=120)
+        )
+    ).result
 
 
 async def grade_unprotected(prefix: str, task: TaskSpec, diff: str, monkeypatch):
@@ -94,7 +107,10 @@ async def grade_unprotected(prefix: str, task: TaskSpec, diff: str, monkeypatch)
     with monkeypatch.context() as patched:
         unprotected(patched)
         return (
-            await graders.evaluate(SANDBOXES, EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120))
+            await graders.evaluate(
+                SANDBOXES,
+                EvalRequest(task=task, diff=diff, workflow_id=f"{prefix}-control-{task.instance_id}", timeout_s=120),
+            )
         ).result
 
 
@@ -122,7 +138,11 @@ async def test_a_test_editing_agent_earns_0_on_an_f2p_row(prefix, tasks, monkeyp
     result = await grade(prefix, task, diff)
     assert (result.reward, result.applied_cleanly, result.grader) == (0.0, True, "eval_cmd"), result.log_tail
     assert (result.tests_passed, result.tests_failed) == (1, 3), "the row's f2p tests ran"
-    assert result.reset_paths == ["gamer-1.0.dist-info/METADATA", "gamer-1.0.dist-info/entry_points.txt", "tests/test_textutil.py"]
+    assert result.reset_paths == [
+        "gamer-1.0.dist-info/METADATA",
+        "gamer-1.0.dist-info/entry_points.txt",
+        "tests/test_textutil.py",
+    ]
 
 
 SWEPRO_TESTS = [
@@ -187,14 +207,25 @@ async def test_a_real_fix_that_also_adds_a_test_still_earns_1(prefix, tasks, nam
 def test_protected_paths_default_to_the_test_paths_plus_the_runner_configuration():
     task = TaskSpec(instance_id="t", image="i", workdir="/w", problem_statement="p", eval_cmd="true")
     specs = task_tests.pathspecs(task)
-    assert ":(glob)**/tests/**" in specs and ":(glob)**/tests" in specs, "a directory pattern also matches what replaces the directory"
+    assert ":(glob)**/tests/**" in specs and ":(glob)**/tests" in specs, (
+        "a directory pattern also matches what replaces the directory"
+    )
     assert {":(glob)**/conftest.py", ":(glob)**/pytest.ini", ":(glob)pytest.py"} <= set(specs)
-    metadata = {":(glob,icase)**/*.dist-info/**", ":(glob,icase)**/*.dist-info", ":(glob,icase)**/*.egg-info/**", ":(glob,icase)**/*.pth"}
+    metadata = {
+        ":(glob,icase)**/*.dist-info/**",
+        ":(glob,icase)**/*.dist-info",
+        ":(glob,icase)**/*.egg-info/**",
+        ":(glob,icase)**/*.pth",
+    }
     assert metadata <= set(specs), "package metadata and .pth files are matched whatever their case"
     own = task.model_copy(update={"test_files": ["checks/**", "*.check"]})
-    assert {":(glob)checks/**", ":(glob)checks", ":(glob)*.check", ":(glob)**/conftest.py"} <= set(task_tests.pathspecs(own))
+    assert {":(glob)checks/**", ":(glob)checks", ":(glob)*.check", ":(glob)**/conftest.py"} <= set(
+        task_tests.pathspecs(own)
+    )
     assert ":(glob)**/tests/**" not in task_tests.pathspecs(own), "a row's own list replaces the default test paths"
-    swepro = task.model_copy(update={"swepro": SweProSpec(run_script="x", parser_script="y", selected_test_files=["pages/[id].test.ts"])})
+    swepro = task.model_copy(
+        update={"swepro": SweProSpec(run_script="x", parser_script="y", selected_test_files=["pages/[id].test.ts"])}
+    )
     assert ":(literal)pages/[id].test.ts" in task_tests.pathspecs(swepro)
 
 
@@ -223,11 +254,15 @@ def test_default_protected_paths_in_a_real_repository_spare_library_code_named_l
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
     task = TaskSpec(instance_id="t", image="i", workdir="/w", problem_statement="p", eval_cmd="true")
-    listed = subprocess.run(["git", "ls-files", "--", *task_tests.pathspecs(task)], cwd=tmp_path, check=True, capture_output=True, text=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "--", *task_tests.pathspecs(task)], cwd=tmp_path, check=True, capture_output=True, text=True
+    )
     assert sorted(listed.stdout.split()) == sorted(name for name, protected in files.items() if protected)
 
 
-@pytest.mark.parametrize("bad", [[], ["/etc/passwd"], ["../outside/**"], ["tests/../../x"], [":(top)x"], [""], ["a\nb"]])
+@pytest.mark.parametrize(
+    "bad", [[], ["/etc/passwd"], ["../outside/**"], ["tests/../../x"], [":(top)x"], [""], ["a\nb"]]
+)
 def test_test_file_patterns_must_stay_in_the_workdir(bad):
     with pytest.raises(ValueError, match="test_files"):
         TaskSpec(instance_id="t", image="i", workdir="/w", problem_statement="p", eval_cmd="true", test_files=bad)

@@ -18,12 +18,24 @@ pytestmark = pytest.mark.integration
 
 
 def check(samples: Path, *checkpoints: str) -> subprocess.CompletedProcess:
-    args = [str(ENGINE_PYTHON), "-m", "durable_rollouts.logprob_check", str(samples), *(f"--checkpoint={c}" for c in checkpoints)]
+    args = [
+        str(ENGINE_PYTHON),
+        "-m",
+        "durable_rollouts.logprob_check",
+        str(samples),
+        *(f"--checkpoint={c}" for c in checkpoints),
+    ]
     return subprocess.run(args, capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
 
 
 def sample(**overrides) -> str:
-    fields = {"tokens": [1, 2, 3], "response_length": 2, "loss_mask": [1, 1], "rollout_log_probs": [-0.5, -0.5], "metadata": {}}
+    fields = {
+        "tokens": [1, 2, 3],
+        "response_length": 2,
+        "loss_mask": [1, 1],
+        "rollout_log_probs": [-0.5, -0.5],
+        "metadata": {},
+    }
     return json.dumps({**fields, **overrides})
 
 
@@ -41,4 +53,7 @@ def test_a_version_without_a_checkpoint_is_named(tmp_path):
     samples = tmp_path / "samples.jsonl"
     samples.write_text(sample(metadata={"weight_version_spans": [{"version": "7", "start": 0, "end": 2}]}) + "\n")
     run = check(samples, f"default={SMOLLM2}")
-    assert run.returncode == 2 and "no checkpoint for weight version(s) 7: pass --checkpoint VERSION=DIR for each" in run.stderr, run.stderr
+    assert (
+        run.returncode == 2
+        and "no checkpoint for weight version(s) 7: pass --checkpoint VERSION=DIR for each" in run.stderr
+    ), run.stderr

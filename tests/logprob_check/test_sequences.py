@@ -16,7 +16,9 @@ def slime_sample(**overrides) -> dict:
         "response_length": 4,
         "loss_mask": [1, 1, 0, 1],
         "rollout_log_probs": [-0.1, -0.2, 0.0, -0.4],
-        "metadata": {"weight_version_spans": [{"version": "3", "start": 0, "end": 2}, {"version": "4", "start": 3, "end": 4}]},
+        "metadata": {
+            "weight_version_spans": [{"version": "3", "start": 0, "end": 2}, {"version": "4", "start": 3, "end": 4}]
+        },
     }
     return {**sample, **overrides}
 
@@ -35,9 +37,16 @@ def test_a_token_segment_reads_the_same():
         loss_mask=[0, 0, 1, 1, 0, 1],
         rollout_log_probs=[0.0, 0.0, -0.1, -0.2, 0.0, -0.4],
         prompt_length=2,
-        weight_version_spans=[WeightVersionSpan(start=2, end=4, version="3"), WeightVersionSpan(start=5, end=6, version="4")],
+        weight_version_spans=[
+            WeightVersionSpan(start=2, end=4, version="3"),
+            WeightVersionSpan(start=5, end=6, version="4"),
+        ],
     )
-    assert list(TrainedSequence.from_segment(segment, "seg").trained()) == [(2, -0.1, "3"), (3, -0.2, "3"), (5, -0.4, "4")]
+    assert list(TrainedSequence.from_segment(segment, "seg").trained()) == [
+        (2, -0.1, "3"),
+        (3, -0.2, "3"),
+        (5, -0.4, "4"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -46,7 +55,10 @@ def test_a_token_segment_reads_the_same():
         (slime_sample(loss_mask=[1, 1]), "s:1: loss_mask has 2 entries for a response of 4 tokens"),
         (slime_sample(rollout_log_probs=[-0.1]), "s:1: rollout_log_probs has 1 entries"),
         ({"tokens": [1, 2]}, "s:1: not a slime sample (KeyError"),
-        (slime_sample(response_length=6, loss_mask=[1] * 6, rollout_log_probs=[-1.0] * 6), "s:1: a trained first token has no context"),
+        (
+            slime_sample(response_length=6, loss_mask=[1] * 6, rollout_log_probs=[-1.0] * 6),
+            "s:1: a trained first token has no context",
+        ),
         (slime_sample(tokens=[1, 2, "x", 4, 5, 6]), "s:1: tokens.2: Input should be a valid integer"),
     ],
 )

@@ -12,7 +12,9 @@ from durable_rollouts.scripted_policy.replay_data import DEFAULT_MOE
 from durable_rollouts.slime_samples.options import SampleOptions
 from tests.policy.replies import anthropic_reply
 
-CAPTURE = ReplayCapture(top_p_token_ids=True, routed_experts=RoutedExpertsShape(layers=DEFAULT_MOE.layers, top_k=DEFAULT_MOE.top_k))
+CAPTURE = ReplayCapture(
+    top_p_token_ids=True, routed_experts=RoutedExpertsShape(layers=DEFAULT_MOE.layers, top_k=DEFAULT_MOE.top_k)
+)
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 TASK = {"role": "user", "content": "Say something."}
 
@@ -32,5 +34,7 @@ async def captured_trajectory(renderer, server, http) -> Trajectory:
     first = await policy.run_turn("main", "main", [SYSTEM, TASK], [], None, anthropic_reply)
     follow = [SYSTEM, TASK, {"role": "assistant", "content": first.parsed.text}, {"role": "user", "content": "Go on."}]
     await policy.run_turn("main", "main", follow, [], None, anthropic_reply)
-    await policy.run_turn("agent:1", "subagent", [SYSTEM, {"role": "user", "content": "Look around."}], [], None, anthropic_reply)
+    await policy.run_turn(
+        "agent:1", "subagent", [SYSTEM, {"role": "user", "content": "Look around."}], [], None, anthropic_reply
+    )
     return Trajectory(policy.ledger.finish(), policy.ledger.turn_log(), policy.ledger.replay())

@@ -8,6 +8,7 @@ from durable_rollouts.policy.parsers import ParsedCompletion
 
 
 def anthropic_reply(parsed: ParsedCompletion, finish_reason: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The Anthropic blocks of ``parsed`` and the chat message the ledger records for them (as Claude Code echoes it)."""
+    """The Anthropic blocks of ``parsed`` and the chat message the ledger records for them (as Claude Code echoes
+    it)."""
     blocks = reply_blocks(parsed)
     return blocks, translate_request({"messages": [{"role": "assistant", "content": blocks}]}).messages[0]

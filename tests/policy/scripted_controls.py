@@ -15,5 +15,8 @@ async def control(http: aiohttp.ClientSession, server: ScriptedPolicyServer, pat
 async def weight_update(http, server, mode: str, version: str) -> None:
     await control(http, server, "/pause_generation", {"mode": mode})
     await control(
-        http, server, "/update_weights_from_disk", {"model_path": f"/ckpt/{version}", "weight_version": version, "flush_cache": mode != "in_place"}
+        http,
+        server,
+        "/update_weights_from_disk",
+        {"model_path": f"/ckpt/{version}", "weight_version": version, "flush_cache": mode != "in_place"},
     )

@@ -76,14 +76,21 @@ async def test_sdk_stream_parses_blocks_and_a_second_turn_extends_the_segment(ad
     ticket = open_session(adapter, policy_server, "oracle")
     client = sdk(adapter, ticket)
     messages = [{"role": "user", "content": WORKDIR_PROMPT}]
-    async with client.messages.stream(model="slime-actor", max_tokens=1024, tools=[READ_TOOL], messages=messages) as stream:
+    async with client.messages.stream(
+        model="slime-actor", max_tokens=1024, tools=[READ_TOOL], messages=messages
+    ) as stream:
         first = await stream.get_final_message()
     (tool_use,) = [b for b in first.content if b.type == "tool_use"]
     messages += [
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use.id, "content": "The bug is elsewhere."}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_use.id, "content": "The bug is elsewhere."}],
+        },
     ]
-    async with client.messages.stream(model="slime-actor", max_tokens=1024, tools=[READ_TOOL], messages=messages) as stream:
+    async with client.messages.stream(
+        model="slime-actor", max_tokens=1024, tools=[READ_TOOL], messages=messages
+    ) as stream:
         second = await stream.get_final_message()
     assert first.id != second.id
     result = await adapter.registry.finish_session(ticket.session_id)
@@ -93,9 +100,17 @@ async def test_sdk_stream_parses_blocks_and_a_second_turn_extends_the_segment(ad
 
 async def test_raw_sse_has_event_lines_and_a_stop_for_every_block(adapter, policy_server):
     ticket = open_session(adapter, policy_server, "oracle")
-    body = {"model": "m", "max_tokens": 512, "stream": True, "tools": [READ_TOOL], "messages": [{"role": "user", "content": WORKDIR_PROMPT}]}
+    body = {
+        "model": "m",
+        "max_tokens": 512,
+        "stream": True,
+        "tools": [READ_TOOL],
+        "messages": [{"role": "user", "content": WORKDIR_PROMPT}],
+    }
     async with aiohttp.ClientSession() as http:
-        async with http.post(f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}) as r:
+        async with http.post(
+            f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}
+        ) as r:
             assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
             text = await r.text()
     events = [line[len("event: ") :] for line in text.splitlines() if line.startswith("event: ")]
@@ -111,7 +126,9 @@ async def test_slow_policy_streams_keepalives_and_does_not_block_other_sessions(
 
     async def call(ticket):
         async with aiohttp.ClientSession() as http:
-            async with http.post(f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}) as r:
+            async with http.post(
+                f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}
+            ) as r:
                 return await r.text(), asyncio.get_running_loop().time()
 
     (slow_text, slow_done), (fast_text, fast_done) = await asyncio.gather(call(slow), call(fast))
@@ -123,7 +140,9 @@ async def test_client_disconnect_aborts_the_upstream_request(adapter, policy_ser
     ticket = open_session(adapter, policy_server, "slow")
     body = {"model": "m", "max_tokens": 256, "messages": [{"role": "user", "content": WORKDIR_PROMPT}]}
     async with aiohttp.ClientSession() as http:
-        request = asyncio.ensure_future(http.post(f"{adapter.url}/v1/messages", json=body, headers={"x-api-key": ticket.secret}))
+        request = asyncio.ensure_future(
+            http.post(f"{adapter.url}/v1/messages", json=body, headers={"x-api-key": ticket.secret})
+        )
         await asyncio.sleep(0.3)
         request.cancel()
     for _ in range(50):
@@ -139,25 +158,35 @@ async def test_count_tokens_is_the_rendered_prompt_length(adapter, policy_server
     ticket = open_session(adapter, policy_server)
     body = {"model": "m", "messages": [{"role": "user", "content": "count me"}], "system": "sys"}
     async with aiohttp.ClientSession() as http:
-        async with http.post(f"{adapter.url}/v1/messages/count_tokens", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}) as r:
+        async with http.post(
+            f"{adapter.url}/v1/messages/count_tokens", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}
+        ) as r:
             counted = (await r.json())["input_tokens"]
-    expected = renderer.encode(renderer.render([{"role": "system", "content": "sys"}, {"role": "user", "content": "count me"}], None, True))
+    expected = renderer.encode(
+        renderer.render([{"role": "system", "content": "sys"}, {"role": "user", "content": "count me"}], None, True)
+    )
     assert counted == len(expected)
 
 
 async def test_prompt_past_the_context_budget_ends_with_max_tokens_without_sampling(adapter, policy_server):
     ticket = open_session(adapter, policy_server, context_budget=256)
-    message = await sdk(adapter, ticket).messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": "word " * 400}])
+    message = await sdk(adapter, ticket).messages.create(
+        model="m", max_tokens=100, messages=[{"role": "user", "content": "word " * 400}]
+    )
     assert message.stop_reason == "max_tokens"
     assert policy_server.records_for(ticket.session_id) == []
 
 
 async def test_max_new_tokens_is_clamped_by_request_and_remaining_context(adapter, policy_server):
     ticket = open_session(adapter, policy_server, "length", context_budget=300)
-    message = await sdk(adapter, ticket).messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": "go"}])
+    message = await sdk(adapter, ticket).messages.create(
+        model="m", max_tokens=100, messages=[{"role": "user", "content": "go"}]
+    )
     assert message.stop_reason == "max_tokens" and message.usage.output_tokens == 100
     prompt = message.usage.input_tokens
-    message = await sdk(adapter, ticket).messages.create(model="m", max_tokens=10_000, messages=[{"role": "user", "content": "go on"}])
+    message = await sdk(adapter, ticket).messages.create(
+        model="m", max_tokens=10_000, messages=[{"role": "user", "content": "go on"}]
+    )
     assert message.usage.output_tokens == 300 - message.usage.input_tokens and prompt > 0
 
 
@@ -172,11 +201,16 @@ async def test_turn_cap_answers_429(adapter, policy_server):
 async def test_concurrent_request_cap_answers_429(adapter, policy_server):
     ticket = open_session(adapter, policy_server, "slow", max_concurrent_requests=1)
     client = sdk(adapter, ticket)
-    slow = asyncio.ensure_future(client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "one"}]))
+    slow = asyncio.ensure_future(
+        client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "one"}])
+    )
     await asyncio.sleep(0.3)
     with pytest.raises(anthropic.RateLimitError):
         await client.messages.create(
-            model="m", max_tokens=64, messages=[{"role": "user", "content": "two"}], extra_headers={"x-claude-code-agent-id": "a1"}
+            model="m",
+            max_tokens=64,
+            messages=[{"role": "user", "content": "two"}],
+            extra_headers={"x-claude-code-agent-id": "a1"},
         )
     assert (await slow).stop_reason == "tool_use"
 
@@ -196,7 +230,12 @@ async def post_raw(adapter, data: bytes, token: str | None, path: str = "/v1/mes
         (b"{not json", 400, "invalid_request_error", "not valid JSON"),
         (b'{"model": "m", "max_tokens": 5}', 400, "invalid_request_error", "messages"),
         (b"[1, 2]", 400, "invalid_request_error", "JSON object"),
-        (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": -3}', 400, "invalid_request_error", "max_tokens"),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": -3}',
+            400,
+            "invalid_request_error",
+            "max_tokens",
+        ),
     ],
 )
 async def test_bad_requests_get_clear_anthropic_errors(adapter, policy_server, data, status, error_type, mentions):
@@ -234,10 +273,14 @@ async def test_policy_failures_become_retryable_errors_and_the_adapter_keeps_ser
     else:
         ticket = open_session(adapter, policy_server, failure)
     with pytest.raises(anthropic.InternalServerError) as raised:
-        await sdk(adapter, ticket).messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "x"}])
+        await sdk(adapter, ticket).messages.create(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": "x"}]
+        )
     assert raised.value.status_code == 529
     healthy = open_session(adapter, policy_server, "noop")
-    reply = await sdk(adapter, healthy).messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "x"}])
+    reply = await sdk(adapter, healthy).messages.create(
+        model="m", max_tokens=64, messages=[{"role": "user", "content": "x"}]
+    )
     assert reply.stop_reason == "end_turn"
 
 
@@ -267,7 +310,9 @@ def flood_body(text: str) -> bytes:
 
 
 @pytest.mark.parametrize("cpu_threads", [1, 2])
-async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answered_before_it_drains(renderer, policy_server, cpu_threads):
+async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answered_before_it_drains(
+    renderer, policy_server, cpu_threads
+):
     server = AdapterServer(renderer, cpu_threads=cpu_threads)
     await server.start()
     try:
@@ -284,7 +329,10 @@ async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answere
                     return r.status, await r.json(), loop.time()
 
         flood = [asyncio.ensure_future(post(flooder.secret, "/v1/messages/count_tokens", big)) for _ in range(10)]
-        flood += [asyncio.ensure_future(post(flooder.secret, "/v1/messages", big, {"x-claude-code-agent-id": f"a{i}"})) for i in range(10)]
+        flood += [
+            asyncio.ensure_future(post(flooder.secret, "/v1/messages", big, {"x-claude-code-agent-id": f"a{i}"}))
+            for i in range(10)
+        ]
         pending = set(flood)
         while not any(t.done() and t.result()[0] == 429 for t in flood):
             _, pending = await asyncio.wait(pending, timeout=HANG_GUARD_S, return_when=asyncio.FIRST_COMPLETED)
@@ -297,7 +345,9 @@ async def test_a_flood_from_one_sandbox_gets_429s_and_another_session_is_answere
     rejected = [body for code, body, _ in outcomes if code == 429]
     served = [(body, done) for code, body, done in outcomes if code == 200]
     assert len(rejected) + len(served) == len(flood) and rejected and len(served) >= FLOOD_CAP
-    assert all(body["error"]["type"] == "rate_limit_error" and "in flight" in body["error"]["message"] for body in rejected)
+    assert all(
+        body["error"]["type"] == "rate_limit_error" and "in flight" in body["error"]["message"] for body in rejected
+    )
     counts = {body["input_tokens"] for body, _ in served if "input_tokens" in body}
     turns = [body for body, _ in served if "stop_reason" in body]
     assert counts <= {len(renderer.encode(renderer.render([{"role": "user", "content": text}], None, True)))}
@@ -360,7 +410,9 @@ async def test_count_tokens_has_its_own_smaller_body_cap(renderer, policy_server
     small = AdapterServer(renderer, max_body_bytes=8192, count_tokens_max_body_bytes=1024)
     await small.start()
     try:
-        ticket = small.registry.open_session(SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=64)))
+        ticket = small.registry.open_session(
+            SessionConfig(policy_url=policy_server.url, sampling=SamplingParams(max_new_tokens=64))
+        )
         payload = json.dumps({"messages": [{"role": "user", "content": "x" * 4096}]}).encode()
         code, body = await post_raw(small, payload, ticket.secret, "/v1/messages/count_tokens")
         assert code == 413 and body["error"]["type"] == "request_too_large" and "1024" in body["error"]["message"]
@@ -388,9 +440,13 @@ async def test_count_tokens_has_its_own_smaller_body_cap(renderer, policy_server
 async def test_a_turn_waiting_for_the_policy_leaves_the_session_free_to_read_other_requests(adapter, policy_server):
     ticket = open_session(adapter, policy_server, "slow")
     client = sdk(adapter, ticket)
-    slow = asyncio.ensure_future(client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": WORKDIR_PROMPT}]))
+    slow = asyncio.ensure_future(
+        client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": WORKDIR_PROMPT}])
+    )
     while not any(rid.startswith(f"{ticket.session_id}-") for rid in policy_server.in_flight) and not slow.done():
         await asyncio.sleep(0.01)
     counted = await client.messages.count_tokens(model="m", messages=[{"role": "user", "content": "count me"}])
-    assert counted.input_tokens > 0 and not slow.done(), "count_tokens was answered while the slow turn waited for the policy"
+    assert counted.input_tokens > 0 and not slow.done(), (
+        "count_tokens was answered while the slow turn waited for the policy"
+    )
     assert (await slow).stop_reason == "tool_use"

@@ -45,7 +45,12 @@ def test_thinking_text_and_cache_control_are_translated_deterministically():
             {
                 "role": "user",
                 "content": [
-                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.py"}], "is_error": False},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "text", "text": "a.py"}],
+                        "is_error": False,
+                    },
                     {"type": "text", "text": "<system-reminder>x</system-reminder>"},
                 ],
             },
@@ -59,7 +64,9 @@ def test_thinking_text_and_cache_control_are_translated_deterministically():
             "role": "assistant",
             "content": "ok",
             "reasoning_content": "hmm",
-            "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls"}}}],
+            "tool_calls": [
+                {"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls"}}}
+            ],
         },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "a.py"},
         {"role": "user", "content": "<system-reminder>x</system-reminder>"},

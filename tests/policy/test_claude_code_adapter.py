@@ -54,7 +54,9 @@ def make_repo(root: Path) -> Path:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def oracle_server(renderer):
-    server = ScriptedPolicyServer(renderer, default_policy="oracle", oracle_tasks=[OracleTask(match="subtracts its arguments", patch=PATCH)])
+    server = ScriptedPolicyServer(
+        renderer, default_policy="oracle", oracle_tasks=[OracleTask(match="subtracts its arguments", patch=PATCH)]
+    )
     server.url = await server.start()
     yield server
     await server.stop()
@@ -62,7 +64,11 @@ async def oracle_server(renderer):
 
 async def run_claude(adapter: AdapterServer, secret: str, repo: Path, home: Path) -> tuple[int, list[str]]:
     settings = ClaudeCodeSettings(max_retries=1, max_turns=8)
-    env = {"PATH": os.environ["PATH"], "CLAUDE_CODE_TMPDIR": str(home), **claude_code_env(adapter.url, secret, str(home), 65536, settings)}
+    env = {
+        "PATH": os.environ["PATH"],
+        "CLAUDE_CODE_TMPDIR": str(home),
+        **claude_code_env(adapter.url, secret, str(home), 65536, settings),
+    }
     proc = await asyncio.create_subprocess_exec(
         *claude_code_argv(str(find_claude_binary()), settings),
         cwd=repo,

@@ -43,7 +43,13 @@ async def server(renderer) -> AsyncIterator[ScriptedPolicyServer]:
 
 def session(renderer, server: ScriptedPolicyServer, http: aiohttp.ClientSession, **config) -> PolicySession:
     client = SGLangClient(http, vocab_size=renderer.vocab_size)
-    return PolicySession("s1", SessionConfig(policy_url=server.url, **config), renderer, client, FairExecutor(2, thread_name_prefix="test-cpu"))
+    return PolicySession(
+        "s1",
+        SessionConfig(policy_url=server.url, **config),
+        renderer,
+        client,
+        FairExecutor(2, thread_name_prefix="test-cpu"),
+    )
 
 
 def sampled_tokens(server: ScriptedPolicyServer) -> tuple[list[int], list[float], list[str]]:
@@ -78,7 +84,9 @@ async def test_a_weight_update_mid_turn_is_one_ordinary_turn_with_every_token_as
     if mode == "abort":
         first, second = server.records
         assert first.finish_reason["type"] == "abort"
-        assert second.input_ids == first.input_ids + first.output_ids, "the resubmission is prompt + what was sampled, as ids"
+        assert second.input_ids == first.input_ids + first.output_ids, (
+            "the resubmission is prompt + what was sampled, as ids"
+        )
     else:
         assert len(server.records) == 1, "a held request is resumed by the server, not resubmitted"
 
@@ -112,7 +120,9 @@ async def test_without_continuation_an_abort_fails_the_turn(renderer, server, ht
     assert policy.turns == [] and policy.ledger.finish() == []
 
 
-async def test_a_generation_that_makes_no_progress_after_an_abort_ends_the_turn_at_the_resume_budget(renderer, server, http):
+async def test_a_generation_that_makes_no_progress_after_an_abort_ends_the_turn_at_the_resume_budget(
+    renderer, server, http
+):
     policy = session(renderer, server, http, abort_resume_budget_s=0.5)
     turn = asyncio.create_task(policy.run_turn("main", "main", MESSAGES, [], None, anthropic_reply))
     await until(lambda: any(g.output_ids for g in server.control.live))
@@ -133,7 +143,15 @@ class FlakyModel:
     ids before it; the weights change at given positions of the output; a request may be aborted after a given
     number of tokens, or refused (an outage) before it starts."""
 
-    def __init__(self, vocab: int, stop_id: int, stop_after: int, version_at: dict[int, str], aborts: list[int], outages: list[bool]):
+    def __init__(
+        self,
+        vocab: int,
+        stop_id: int,
+        stop_after: int,
+        version_at: dict[int, str],
+        aborts: list[int],
+        outages: list[bool],
+    ):
         self.vocab, self.stop_id, self.stop_after = vocab, stop_id, stop_after
         self.version_at, self.aborts, self.outages = version_at, list(aborts), list(outages)
         self.prompt_length: int | None = None
@@ -178,7 +196,9 @@ class FlakyModel:
         return Generation(out, probs, "length", spans)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(
     prompt=st.lists(st.integers(1, 999), min_size=1, max_size=20),
     stop_after=st.integers(0, 40),
@@ -187,11 +207,15 @@ class FlakyModel:
     aborts=st.lists(st.integers(0, 12), max_size=6),
     outages=st.lists(st.booleans(), max_size=6),
 )
-async def test_any_aborts_and_version_changes_stitch_to_the_uninterrupted_generation(prompt, stop_after, budget, changes, aborts, outages):
+async def test_any_aborts_and_version_changes_stitch_to_the_uninterrupted_generation(
+    prompt, stop_after, budget, changes, aborts, outages
+):
     outage_plan = [False, *outages]  # the first request reaches the server; outages only follow an abort
     flaky = FlakyModel(1000, 0, stop_after, changes, aborts, outage_plan)
     params = {"max_new_tokens": budget, "stop_token_ids": [0]}
-    continuation = generate_through_aborts(flaky, "http://model", prompt, params, "r", "k", resume_budget_s=3600, retry_first_s=0.001)
+    continuation = generate_through_aborts(
+        flaky, "http://model", prompt, params, "r", "k", resume_budget_s=3600, retry_first_s=0.001
+    )
     continued = await asyncio.wait_for(continuation, HANG_GUARD_S)
     clean = await FlakyModel(1000, 0, stop_after, changes, [], []).generate("http://model", prompt, params, "r", "k")
     stitched = continued.generation
@@ -222,20 +246,28 @@ class Scripted:
 
 
 def aborted(ids: list[int]) -> GenerationAborted:
-    return GenerationAborted("aborted", Generation(ids, [-0.1] * len(ids), "abort", [(0, len(ids), "1")] if ids else []))
+    return GenerationAborted(
+        "aborted", Generation(ids, [-0.1] * len(ids), "abort", [(0, len(ids), "1")] if ids else [])
+    )
 
 
 async def test_every_request_has_its_own_rid_and_only_transient_refusals_are_retried():
     done = Generation([5, 0], [-0.2, -0.3], "stop", [(0, 2, "2")])
-    server = Scripted([aborted([4]), PolicyServerError("reset", status=None), PolicyServerError("busy", status=503), done])
+    server = Scripted(
+        [aborted([4]), PolicyServerError("reset", status=None), PolicyServerError("busy", status=503), done]
+    )
     params = {"max_new_tokens": 8, "stop_token_ids": [0]}
-    continued = await generate_through_aborts(server, "http://x", [1, 2], params, "r", "k", resume_budget_s=60, retry_first_s=0.001)
+    continued = await generate_through_aborts(
+        server, "http://x", [1, 2], params, "r", "k", resume_budget_s=60, retry_first_s=0.001
+    )
     assert continued.generation.output_ids == [4, 5, 0] and continued.aborts == 1
     assert server.rids == ["r", "r-c1", "r-c2", "r-c3"], "a retry never reuses a rid the server may still be running"
 
     refused = Scripted([aborted([4]), PolicyServerError("rid already in flight", status=400), done])
     with pytest.raises(PolicyServerError, match="already in flight"):
-        await generate_through_aborts(refused, "http://x", [1, 2], params, "r", "k", resume_budget_s=60, retry_first_s=0.001)
+        await generate_through_aborts(
+            refused, "http://x", [1, 2], params, "r", "k", resume_budget_s=60, retry_first_s=0.001
+        )
     assert refused.rids == ["r", "r-c1"], "a 4xx is not retried"
 
 
@@ -252,7 +284,9 @@ async def test_the_prompt_goes_out_as_given_and_a_resubmission_keeps_its_array_t
     prompt = array("i", [7, 8, 9])
     server = Recording([aborted([4, 5]), Generation([0], [-0.1], "stop", [(0, 1, "2")])])
     params = {"max_new_tokens": 8, "stop_token_ids": [0]}
-    continued = await generate_through_aborts(server, "http://x", prompt, params, "r", "k", resume_budget_s=60, retry_first_s=0.001)
+    continued = await generate_through_aborts(
+        server, "http://x", prompt, params, "r", "k", resume_budget_s=60, retry_first_s=0.001
+    )
     assert continued.generation.output_ids == [4, 5, 0]
     assert seen[0] is prompt
     assert isinstance(seen[1], array) and seen[1].typecode == "i" and seen[1].tolist() == [7, 8, 9, 4, 5]

@@ -52,13 +52,17 @@ async def adapter(renderer):
 
 
 def open_session(adapter, held, **overrides):
-    return adapter.registry.open_session(SessionConfig(policy_url=held.url, sampling=SamplingParams(max_new_tokens=256), **overrides))
+    return adapter.registry.open_session(
+        SessionConfig(policy_url=held.url, sampling=SamplingParams(max_new_tokens=256), **overrides)
+    )
 
 
 async def post(adapter, ticket, content: str, stream: bool = False) -> tuple[int, str]:
     body = {"model": "m", "max_tokens": 128, "stream": stream, "messages": [{"role": "user", "content": content}]}
     async with aiohttp.ClientSession() as http:
-        async with http.post(f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}) as r:
+        async with http.post(
+            f"{adapter.url}/v1/messages", json=body, headers={"Authorization": f"Bearer {ticket.secret}"}
+        ) as r:
             return r.status, await r.text()
 
 
@@ -86,27 +90,39 @@ async def test_a_turn_that_ends_within_the_bound_is_waited_for_and_in_the_segmen
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_a_turn_still_in_flight_at_the_bound_is_aborted_upstream_not_continued_and_not_recorded(adapter, held, stream):
+async def test_a_turn_still_in_flight_at_the_bound_is_aborted_upstream_not_continued_and_not_recorded(
+    adapter, held, stream
+):
     ticket = open_session(adapter, held, continue_after_abort=True)
     turn = asyncio.ensure_future(post(adapter, ticket, f"{HOLD} please", stream=stream))
     await until(lambda: in_flight(held, ticket))
     (rid,) = in_flight(held, ticket)
     started = time.monotonic()
     result = await adapter.registry.finish_session(ticket.session_id, grace_s=1.0)
-    assert time.monotonic() - started >= 1.0, "finishing waits the bound before it aborts (the record below shows it did not wait the minute)"
+    assert time.monotonic() - started >= 1.0, (
+        "finishing waits the bound before it aborts (the record below shows it did not wait the minute)"
+    )
     assert result.finish == FinishReport(waited=0, aborted=1, aborted_rids=[rid])
     assert result.segments == [] and result.turns == []
-    assert aborts(held, ticket) == [AbortRecord(rid=rid, abort_all=False, in_flight=True)], "one /abort_request, for exactly that rid"
+    assert aborts(held, ticket) == [AbortRecord(rid=rid, abort_all=False, in_flight=True)], (
+        "one /abort_request, for exactly that rid"
+    )
     status, text = await turn
     if stream:
-        assert status == 200 and text.startswith(": keep-alive") and "event: error" in text and "message_stop" not in text
+        assert (
+            status == 200 and text.startswith(": keep-alive") and "event: error" in text and "message_stop" not in text
+        )
     else:
         assert status == 409 and json.loads(text)["error"]["type"] == "invalid_request_error"
     assert "finished" in text
-    await until(lambda: held.records_for(ticket.session_id))  # the server records an aborted generation at its next step
+    await until(
+        lambda: held.records_for(ticket.session_id)
+    )  # the server records an aborted generation at its next step
     await asyncio.sleep(0.5)  # time enough for a continuation to reach the server, were one sent
     (record,) = held.records_for(ticket.session_id)
-    assert record.rid == rid and record.finish_reason["type"] == "abort", "the generation stopped; nothing was resubmitted"
+    assert record.rid == rid and record.finish_reason["type"] == "abort", (
+        "the generation stopped; nothing was resubmitted"
+    )
     assert in_flight(held, ticket) == []
 
 
@@ -136,12 +152,18 @@ async def test_a_request_arriving_while_or_after_the_session_finishes_is_refused
     assert status == 409 and "finished" in json.loads(text)["error"]["message"]
     assert not finishing.done(), "refused at once, not after the finish"
     concurrent = await adapter.registry.finish_session(ticket.session_id)
-    assert concurrent == await finishing and concurrent.finish.aborted == 1, "a second finish waits for the first and returns its result"
+    assert concurrent == await finishing and concurrent.finish.aborted == 1, (
+        "a second finish waits for the first and returns its result"
+    )
     assert (await turn)[0] == 409
     status, text = await post(adapter, ticket, "a new turn after the finish")
     assert status == 409 and "finished" in json.loads(text)["error"]["message"]
-    await until(lambda: held.records_for(ticket.session_id))  # the server records an aborted generation at its next step
-    assert [r.rid for r in held.records_for(ticket.session_id)] == [r.rid for r in aborts(held, ticket)], "only the held turn reached the policy"
+    await until(
+        lambda: held.records_for(ticket.session_id)
+    )  # the server records an aborted generation at its next step
+    assert [r.rid for r in held.records_for(ticket.session_id)] == [r.rid for r in aborts(held, ticket)], (
+        "only the held turn reached the policy"
+    )
 
 
 async def test_a_session_being_finished_cannot_be_claimed_by_a_retry_and_the_sweep_closes_all_at_once(adapter, held):
@@ -151,7 +173,9 @@ async def test_a_session_being_finished_cannot_be_claimed_by_a_retry_and_the_swe
     await until(lambda: in_flight(held, ticket))
     finishing = asyncio.ensure_future(adapter.registry.finish_session(ticket.session_id, grace_s=1.0))
     await asyncio.sleep(0.1)
-    assert not finishing.done() and adapter.registry.get(ticket.session_id) is not None, "still readable while it finishes"
+    assert not finishing.done() and adapter.registry.get(ticket.session_id) is not None, (
+        "still readable while it finishes"
+    )
     assert not adapter.registry.resumable(ticket.session_id)
     assert adapter.registry.claim(ticket.session_id, 2) is None and not adapter.registry.held_by(ticket.session_id, 2)
     assert (await finishing).finish.aborted == 1 and (await turn)[0] == 409

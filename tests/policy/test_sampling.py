@@ -1,4 +1,5 @@
-"""What a turn is sampled with (``durable_rollouts.policy.sampling``), and what a stop-sequence turn leaves in the ledger.
+"""What a turn is sampled with (``durable_rollouts.policy.sampling``), and what a stop-sequence turn leaves in the
+ledger.
 
 The rule: the trainer's ``SamplingParams`` are the defaults, the client's
 ``temperature`` / ``top_p`` / ``top_k`` / ``stop_sequences`` override them
@@ -97,7 +98,9 @@ def test_top_k_zero_means_no_cut_and_is_sent_as_sglangs_minus_one():
         (200, 150, 150, False),
     ],
 )
-def test_max_new_tokens_is_the_least_of_the_default_the_request_and_the_room(max_tokens, room, expected, lowered_by_client):
+def test_max_new_tokens_is_the_least_of_the_default_the_request_and_the_room(
+    max_tokens, room, expected, lowered_by_client
+):
     sampling = turn_sampling(DEFAULTS, ClientSampling(), max_tokens, room)
     assert sampling.max_new_tokens == expected
     assert ("max_tokens" in sampling.from_client) is lowered_by_client
@@ -132,7 +135,9 @@ def test_an_invalid_value_is_refused_naming_its_field(body, field):
 
 
 def test_null_means_not_sent_and_anthropic_edges_are_accepted():
-    assert client_sampling({"temperature": None, "top_p": None, "top_k": None, "stop_sequences": None}) == ClientSampling()
+    assert (
+        client_sampling({"temperature": None, "top_p": None, "top_k": None, "stop_sequences": None}) == ClientSampling()
+    )
     edges = client_sampling({"temperature": 0, "top_p": 1, "top_k": 0, "stop_sequences": ["a", "a", "b"]})
     assert edges == ClientSampling(temperature=0.0, top_p=1.0, top_k=0, stop_sequences=("a", "b"))
 
@@ -188,7 +193,10 @@ async def test_a_stop_sequence_turn_keeps_its_samples_and_the_next_turn_extends_
     assert segment.tokens == two.input_ids + two.output_ids
     assert segment.loss_mask == [0] * prompt + [1] * out + [0] * tail + [1] * len(two.output_ids)
     assert segment.rollout_log_probs == [0.0] * prompt + one.output_logprobs + [0.0] * tail + two.output_logprobs
-    assert segment.turns == 2 and segment.sampled_runs() == [(prompt, prompt + out), (len(two.input_ids), len(segment.tokens))]
+    assert segment.turns == 2 and segment.sampled_runs() == [
+        (prompt, prompt + out),
+        (len(two.input_ids), len(segment.tokens)),
+    ]
 
 
 class AbortingClient:
@@ -217,7 +225,9 @@ async def test_a_stop_sequence_straddling_an_abort_is_found_and_the_generation_c
     try:
         session = PolicySession("s-cut", SessionConfig(policy_url="http://policy.invalid"), renderer, fake, cpu)
         messages = [SYSTEM, {"role": "user", "content": "Go."}]
-        outcome = await session.run_turn("main", "main", messages, [], None, anthropic_reply, client_sampling({"stop_sequences": ["alpha beta"]}))
+        outcome = await session.run_turn(
+            "main", "main", messages, [], None, anthropic_reply, client_sampling({"stop_sequences": ["alpha beta"]})
+        )
     finally:
         cpu.shutdown()
     assert [params["stop"] for _, params in fake.requests] == [["alpha beta"], ["alpha beta"]]
@@ -236,7 +246,9 @@ def test_the_trainers_stop_strings_and_ids_go_out_on_every_turn_beside_the_clien
     defaults = SamplingParams(stop=["</done>"], stop_token_ids=[248044, 7])
     mine = turn_sampling(defaults, ClientSampling(), None, 100)
     theirs = turn_sampling(defaults, ClientSampling(stop_sequences=("END", "</done>")), None, 100)
-    pinned = turn_sampling(defaults.model_copy(update={"pinned": ["stop_sequences"]}), ClientSampling(stop_sequences=("END",)), None, 100)
+    pinned = turn_sampling(
+        defaults.model_copy(update={"pinned": ["stop_sequences"]}), ClientSampling(stop_sequences=("END",)), None, 100
+    )
     assert (mine.stop, theirs.stop, pinned.stop) == (["</done>"], ["</done>", "END"], ["</done>"])
     params = sglang_params(theirs, end_of_turn_id=7)
     assert params["stop_token_ids"] == [7, 248044] and params["stop"] == ["</done>", "END"]

@@ -37,7 +37,11 @@ class ScriptedClient:
             "finish_reason": {"type": "stop"},
             "output_token_logprobs": [[-0.5, t, None] for t in ids],
             **({"weight_version": versions["single"]} if "single" in versions else {}),
-            **({"weight_versions": [{**s, "end": len(ids) if s["end"] == -1 else s["end"]} for s in spans]} if spans else {}),
+            **(
+                {"weight_versions": [{**s, "end": len(ids) if s["end"] == -1 else s["end"]} for s in spans]}
+                if spans
+                else {}
+            ),
         }
         return parse_generation({"output_ids": ids, "meta_info": meta}, self.renderer.vocab_size)
 
@@ -52,7 +56,10 @@ async def test_versions_follow_each_sampled_token_and_survive_the_spool(renderer
             ("Still looking.", {"single": "41"}),
             (
                 "Found it: the loop is off by one.",
-                {"single": "42", "spans": [{"version": "41", "start": 0, "end": 3}, {"version": "42", "start": 3, "end": -1}]},
+                {
+                    "single": "42",
+                    "spans": [{"version": "41", "start": 0, "end": 3}, {"version": "42", "start": 3, "end": -1}],
+                },
             ),
         ],
     )
@@ -64,7 +71,9 @@ async def test_versions_follow_each_sampled_token_and_survive_the_spool(renderer
 
 
 async def _three_turns_and_a_restart(renderer, tmp_path, spool, client, cpu):
-    session = PolicySession("s1", CONFIG, renderer, client, cpu, journal=lambda delta, summary: spool.append("s1", delta, summary))
+    session = PolicySession(
+        "s1", CONFIG, renderer, client, cpu, journal=lambda delta, summary: spool.append("s1", delta, summary)
+    )
     messages = [SYSTEM, {"role": "user", "content": "Fix the bug."}]
     for _ in range(3):
         outcome = await session.run_turn("main", "main", messages, [], None, anthropic_reply)
@@ -105,7 +114,9 @@ async def test_against_the_scripted_server_every_token_has_the_version_it_was_sa
                 await session.run_turn("main", "main", messages, [], None, anthropic_reply)
                 messages = [*messages, session.ledger.segments[0].messages[-1], {"role": "user", "content": "Go on."}]
                 if new_version is not None:
-                    async with http.post(f"{url}/update_weight_version", json={"new_version": new_version, "abort_all_requests": False}) as answer:
+                    async with http.post(
+                        f"{url}/update_weight_version", json={"new_version": new_version, "abort_all_requests": False}
+                    ) as answer:
                         assert answer.status == 200, await answer.text()
     finally:
         cpu.shutdown()
@@ -118,5 +129,11 @@ async def test_against_the_scripted_server_every_token_has_the_version_it_was_sa
         sampled_with = records[(tuple(segment.tokens[:start]), tuple(segment.tokens[start:end]))]
         assert segment.token_weight_versions()[start:end] == sampled_with
     summaries = [SegmentSummary.of(segment) for segment in segments]
-    result = RolloutResult(workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="completed", segments=summaries)
-    assert (result.oldest_weight_version, result.newest_weight_version, result.weight_version_changes) == ("7", "step-9", 2)
+    result = RolloutResult(
+        workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="completed", segments=summaries
+    )
+    assert (result.oldest_weight_version, result.newest_weight_version, result.weight_version_changes) == (
+        "7",
+        "step-9",
+        2,
+    )

@@ -44,4 +44,7 @@ def test_the_engine_is_the_workers_when_pinned_else_the_specs_else_the_workers()
     assert session_config_for(PolicySpec(), "http://policy", False, "wf#1").engine == "sglang"
     assert session_config_for(PolicySpec(engine="vllm"), "http://policy", False, "wf#1").engine == "vllm"
     assert session_config_for(PolicySpec(), "http://policy", False, "wf#1", worker_engine="vllm").engine == "vllm"
-    assert session_config_for(PolicySpec(engine="vllm"), "http://policy", True, "wf#1", worker_engine="sglang").engine == "sglang"
+    assert (
+        session_config_for(PolicySpec(engine="vllm"), "http://policy", True, "wf#1", worker_engine="sglang").engine
+        == "sglang"
+    )

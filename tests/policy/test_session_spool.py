@@ -32,7 +32,15 @@ def delta(i: int) -> LedgerDelta:
 
 
 def summary(i: int) -> TurnSummary:
-    return TurnSummary(index=i, lane="main", kind="main", prompt_tokens=8, completion_tokens=2, finish_reason="stop", stop_reason="end_turn")
+    return TurnSummary(
+        index=i,
+        lane="main",
+        kind="main",
+        prompt_tokens=8,
+        completion_tokens=2,
+        finish_reason="stop",
+        stop_reason="end_turn",
+    )
 
 
 def test_sessions_come_back_with_their_secret_and_turns(tmp_path):
@@ -127,7 +135,9 @@ def test_requests_sent_and_never_answered_come_back_as_in_flight(tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_a_restarted_adapter_aborts_upstream_what_the_dead_process_left_in_flight(renderer, scripted_server, tmp_path):
+async def test_a_restarted_adapter_aborts_upstream_what_the_dead_process_left_in_flight(
+    renderer, scripted_server, tmp_path
+):
     spool = SessionSpool(tmp_path)
     spool.open("s1", "s1.secret", SessionConfig(policy_url=scripted_server.url))
     spool.request("s1", "s1-3-cc", sent=True)

@@ -29,14 +29,20 @@ def reply(ids: list[int], **meta) -> dict:
 
 @pytest.fixture
 def sampled(renderer) -> list[int]:
-    ids = renderer.encode("<think>\nlook at parser.py\n</think>\n\nThe bug is an off-by-one.") + [renderer.end_of_turn_id]
+    ids = renderer.encode("<think>\nlook at parser.py\n</think>\n\nThe bug is an off-by-one.") + [
+        renderer.end_of_turn_id
+    ]
     assert len(ids) > 8
     return ids
 
 
 def test_spans_give_each_output_token_the_version_that_sampled_it(renderer, sampled):
     n = len(sampled)
-    spans = [{"version": "7", "start": 0, "end": 3}, {"version": "8", "start": 3, "end": n - 2}, {"version": "9", "start": n - 2, "end": n}]
+    spans = [
+        {"version": "7", "start": 0, "end": 3},
+        {"version": "8", "start": 3, "end": n - 2},
+        {"version": "9", "start": n - 2, "end": n},
+    ]
     generation = parse_generation(reply(sampled, weight_version="9", weight_versions=spans), renderer.vocab_size)
     assert generation.output_ids == sampled
     assert generation.log_probs == [-0.25 * (i + 1) for i in range(n)]
@@ -61,12 +67,16 @@ def test_without_either_field_no_version_is_invented(renderer, sampled):
 
 
 def test_tokens_no_span_covers_have_no_version(renderer, sampled):
-    generation = parse_generation(reply(sampled, weight_versions=[{"version": "3", "start": 0, "end": 4}]), renderer.vocab_size)
+    generation = parse_generation(
+        reply(sampled, weight_versions=[{"version": "3", "start": 0, "end": 4}]), renderer.vocab_size
+    )
     assert generation.weight_versions == [(0, 4, "3")]
 
 
 def test_an_empty_reply_keeps_sglangs_empty_span_and_no_version(renderer):
-    generation = parse_generation(reply([], weight_version="5", weight_versions=[{"version": "5", "start": 0, "end": 0}]), renderer.vocab_size)
+    generation = parse_generation(
+        reply([], weight_version="5", weight_versions=[{"version": "5", "start": 0, "end": 0}]), renderer.vocab_size
+    )
     assert generation.output_ids == [] and generation.weight_versions == []
     assert parse_generation(reply([], weight_version="5"), renderer.vocab_size).weight_versions == []
 

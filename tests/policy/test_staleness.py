@@ -23,8 +23,9 @@ def segment(turn_versions: list[list[str | None]]) -> TokenSegment:
         mask += [0, 0]
         log_probs += [0.0, 0.0]
     return TokenSegment(
-        kind="main", tokens=tokens, loss_mask=mask, rollout_log_probs=log_probs, prompt_length=3, turns=len(turn_versions),
-        finish_reason="stop", weight_version_spans=spans_from_runs((p, p + 1, v) for p, v in runs),
+        kind="main", tokens=tokens, loss_mask=mask, rollout_log_probs=log_probs, prompt_length=3,
+        turns=len(turn_versions), finish_reason="stop",
+        weight_version_spans=spans_from_runs((p, p + 1, v) for p, v in runs),
     )  # fmt: skip
 
 
@@ -38,7 +39,13 @@ def test_staleness_is_counted_in_the_bounds_order():
 def test_mask_keeps_stale_turns_as_context_and_the_rest_as_sampled():
     original = segment([["3", "3"], ["5", "6"], ["7"]])
     [masked], report = judge([original], StalenessBound(max_staleness=2, policy="mask"), current="7")
-    assert (report.stale_turns, report.masked_tokens, report.oldest_version, report.staleness, report.dropped) == (1, 2, "3", 4, False)
+    assert (report.stale_turns, report.masked_tokens, report.oldest_version, report.staleness, report.dropped) == (
+        1,
+        2,
+        "3",
+        4,
+        False,
+    )
     assert masked.tokens == original.tokens, "masked turns stay in the sequence, as context"
     assert masked.loss_mask == [0] * 3 + [0, 0, 0, 0] + [1, 1, 0, 0] + [1, 0, 0]
     assert all(p == 0.0 for p, m in zip(masked.rollout_log_probs, masked.loss_mask, strict=True) if not m)
@@ -66,4 +73,6 @@ def test_a_fresh_sample_is_left_alone(policy):
 def test_tokens_that_cannot_be_judged_are_counted_not_masked():
     original = segment([[None, None], ["step-x"]])
     [kept], report = judge([original], StalenessBound(max_staleness=0, policy="mask"), current="7")
-    assert kept == original and report.unjudged_tokens == 3 and report.staleness is None and report.oldest_version is None
+    assert (
+        kept == original and report.unjudged_tokens == 3 and report.staleness is None and report.oldest_version is None
+    )

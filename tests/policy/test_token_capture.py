@@ -52,7 +52,9 @@ class RecordingSampler:
         self.rng = random.Random(seed)
         self.records: list[tuple[list[int], list[int], list[float]]] = []
 
-    def sample(self, prompt_ids: list[int], completion: str, cut: bool, canonical: bool) -> tuple[list[int], list[float], str]:
+    def sample(
+        self, prompt_ids: list[int], completion: str, cut: bool, canonical: bool
+    ) -> tuple[list[int], list[float], str]:
         renderer = self.renderer
         if canonical:
             ids = renderer.encode(completion)
@@ -120,13 +122,15 @@ def completion(rng: random.Random, with_tool: bool) -> str:
     thought = f"<think>\nstep {rng.randint(0, 999)} reasoning\n</think>\n\n"
     if with_tool:
         return (
-            thought
-            + f"Running it.\n\n<tool_call>\n<function=Bash>\n<parameter=command>\nls -la /tmp/{rng.randint(0, 99)}\n</parameter>\n</function>\n</tool_call>"
+            thought + f"Running it.\n\n<tool_call>\n<function=Bash>\n<parameter=command>\nls -la "
+            f"/tmp/{rng.randint(0, 99)}\n</parameter>\n</function>\n</tool_call>"
         )
     return thought + f"Done with {rng.randint(0, 99)}."
 
 
-ACTIONS = st.sampled_from(["tool_result", "user_query", "retry", "subagent", "compaction", "cut", "non_canonical", "rewritten_echo"])
+ACTIONS = st.sampled_from(
+    ["tool_result", "user_query", "retry", "subagent", "compaction", "cut", "non_canonical", "rewritten_echo"]
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,13 +150,19 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
         messages = lanes[lane]
         kind = "subagent" if lane != "main" else "main"
         if action == "compaction":
-            messages = messages + [{"role": "user", "content": "Your task is to create a detailed summary of the conversation so far"}]
+            messages = messages + [
+                {"role": "user", "content": "Your task is to create a detailed summary of the conversation so far"}
+            ]
             kind = "compaction"
         plan = ledger.plan(lane, kind, messages, TOOLS)
         event(f"plan mode: {plan.mode}")
-        assert plan.message_keys == tuple(message_key(m) for m in plan.messages), "keys reused from a segment are the messages' own"
+        assert plan.message_keys == tuple(message_key(m) for m in plan.messages), (
+            "keys reused from a segment are the messages' own"
+        )
         text = completion(rng, with_tool=action != "compaction")
-        ids, log_probs, finish = sampler.sample(plan.prompt_ids, text, cut=action == "cut", canonical=action != "non_canonical")
+        ids, log_probs, finish = sampler.sample(
+            plan.prompt_ids, text, cut=action == "cut", canonical=action != "non_canonical"
+        )
         body, truth = clock.reply(ids, log_probs, finish)
         generation = parse_generation(body, renderer.vocab_size)
         assert (generation.output_ids, generation.log_probs) == (ids, log_probs)
@@ -177,11 +187,15 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
     assert replayed.finish() == segments, "a worker restarted from the spool must hold the same segments"
     log = ledger.turn_log()
     assert replayed.turn_log() == log, "and the same turn log"
-    assert decode_trajectory(encode_trajectory(segments, log)) == Trajectory(segments, log), "the trajectory store keeps versions bit-exact"
+    assert decode_trajectory(encode_trajectory(segments, log)) == Trajectory(segments, log), (
+        "the trajectory store keeps versions bit-exact"
+    )
     sampled = {(tuple(p), tuple(o)) for p, o, _ in sampler.records}
     for turn in log.turns:
         tokens = segments[turn.segment].tokens
-        assert (tuple(tokens[: turn.prompt_end]), tuple(tokens[turn.prompt_end : turn.end])) in sampled, "each logged turn is a call as sent"
+        assert (tuple(tokens[: turn.prompt_end]), tuple(tokens[turn.prompt_end : turn.end])) in sampled, (
+            "each logged turn is a call as sent"
+        )
     records = {(tuple(p), tuple(o)): lp for p, o, lp in sampler.records}
     for segment in segments:
         assert len(segment.tokens) == len(segment.loss_mask) == len(segment.rollout_log_probs)
@@ -193,9 +207,14 @@ def test_every_trained_token_was_sampled_in_exactly_that_context(renderer, actio
             assert records[key] == segment.rollout_log_probs[start:end]
             truth[start:end] = versions_of[key]
         assert all(lp == 0.0 for lp, m in zip(segment.rollout_log_probs, segment.loss_mask, strict=True) if not m)
-        assert segment.token_weight_versions() == truth, "every sampled token carries what the server reported for it; context none"
+        assert segment.token_weight_versions() == truth, (
+            "every sampled token carries what the server reported for it; context none"
+        )
         assert segment.weight_version_spans == fewest_spans(segment.loss_mask, truth)
-        event(f"version spans per segment: {min(len(segment.weight_version_spans), 3)}{'+' if len(segment.weight_version_spans) >= 3 else ''}")
+        event(
+            f"version spans per segment: "
+            f"{min(len(segment.weight_version_spans), 3)}{'+' if len(segment.weight_version_spans) >= 3 else ''}"
+        )
         summary = SegmentSummary.of(segment)
         assert summary.weight_version_runs == collapse_runs(v for v in truth if v is not None)
         assert summary.weight_version_changes == max(len(summary.weight_version_runs) - 1, 0)
@@ -218,7 +237,10 @@ def fewest_spans(mask: list[int], versions: list[str | None]) -> list[WeightVers
 
 def rewritten(reply: dict) -> dict:
     """What Claude Code does to echoed Bash calls: it strips a leading ``cd <dir> &&``."""
-    calls = [{**c, "function": {**c["function"], "arguments": {"command": "rewritten by the client"}}} for c in reply.get("tool_calls", [])]
+    calls = [
+        {**c, "function": {**c["function"], "arguments": {"command": "rewritten by the client"}}}
+        for c in reply.get("tool_calls", [])
+    ]
     return {**reply, "tool_calls": calls} if calls else reply
 
 
@@ -278,7 +300,9 @@ def test_retry_of_an_unseen_reply_replaces_it(renderer):
     ledger = TokenLedger(renderer)
     messages = [SYSTEM, {"role": "user", "content": "hello"}]
     first = ledger.plan("main", "main", messages, TOOLS)
-    ledger.record(first, {"role": "assistant", "content": "A"}, [1, 2, renderer.end_of_turn_id], [-1.0, -1.0, -1.0], "stop")
+    ledger.record(
+        first, {"role": "assistant", "content": "A"}, [1, 2, renderer.end_of_turn_id], [-1.0, -1.0, -1.0], "stop"
+    )
     again = ledger.plan("main", "main", messages, TOOLS)
     assert again.mode == "retry" and again.prompt_ids == first.prompt_ids
     ledger.record(again, {"role": "assistant", "content": "B"}, [3, renderer.end_of_turn_id], [-2.0, -2.0], "stop")
@@ -294,7 +318,9 @@ def test_output_without_end_of_turn_gets_it_as_context_not_as_a_sample(renderer)
     cut = renderer.encode("It was a dark")
     reply = {"role": "assistant", "content": "It was a dark"}
     ledger.record(plan, reply, cut, [-0.3] * len(cut), "length")
-    follow = ledger.plan("main", "main", messages + [reply, {"role": "user", "content": "Output token limit hit."}], TOOLS)
+    follow = ledger.plan(
+        "main", "main", messages + [reply, {"role": "user", "content": "Output token limit hit."}], TOOLS
+    )
     assert follow.mode == "extend"
     tail = follow.prompt_ids[len(plan.prompt_ids) + len(cut) :]
     assert tail[0] == renderer.end_of_turn_id
@@ -376,7 +402,9 @@ def test_a_segment_stored_before_versions_existed_still_loads():
     ],
 )
 def test_versions_order_as_integers_when_all_are_else_by_first_appearance(runs, oldest, newest):
-    summary = SegmentSummary(kind="main", lane="main", n_tokens=10, prompt_length=1, n_sampled=5, turns=3, weight_version_runs=runs)
+    summary = SegmentSummary(
+        kind="main", lane="main", n_tokens=10, prompt_length=1, n_sampled=5, turns=3, weight_version_runs=runs
+    )
     assert (summary.oldest_weight_version, summary.newest_weight_version) == (oldest, newest)
     assert summary.weight_version_changes == max(len(runs) - 1, 0)
     assert order_weight_versions(["1", "01", "1"]) == ["1", "01"], "distinct strings, equal as integers: stable"
@@ -387,20 +415,33 @@ def test_the_rollout_summary_spans_its_segments_in_order():
     compaction = SegmentSummary.of(versioned_segment([0, 1, 1], [(1, 3, "5")]))
     continuation = SegmentSummary.of(versioned_segment([0, 1, 1], [(1, 2, "6"), (2, 3, "5")]))
     result = RolloutResult(
-        workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="completed", segments=[main, compaction, continuation]
+        workflow_id="w",
+        instance_id="i",
+        sample_index=0,
+        group_index=0,
+        status="completed",
+        segments=[main, compaction, continuation],
     )
     assert (result.oldest_weight_version, result.newest_weight_version, result.weight_version_changes) == ("4", "6", 3)
     wire = result.model_dump(mode="json")
-    assert (wire["oldest_weight_version"], wire["newest_weight_version"], wire["weight_version_changes"]) == ("4", "6", 3)
-    assert wire["segments"][0]["weight_version_runs"] == ["4", "5"] and wire["segments"][2]["oldest_weight_version"] == "5"
-    assert RolloutResult.model_validate(wire) == result, "the derived fields are recomputed, not trusted, on the way back in"
+    assert (wire["oldest_weight_version"], wire["newest_weight_version"], wire["weight_version_changes"]) == (
+        "4",
+        "6",
+        3,
+    )
+    assert (
+        wire["segments"][0]["weight_version_runs"] == ["4", "5"] and wire["segments"][2]["oldest_weight_version"] == "5"
+    )
+    assert RolloutResult.model_validate(wire) == result, (
+        "the derived fields are recomputed, not trusted, on the way back in"
+    )
     empty = RolloutResult(workflow_id="w", instance_id="i", sample_index=0, group_index=0, status="aborted")
     assert (empty.oldest_weight_version, empty.newest_weight_version, empty.weight_version_changes) == (None, None, 0)
 
 
 def test_sampled_runs_are_the_maximal_runs_of_trained_positions():
     segment = TokenSegment(
-        kind="main", tokens=list(range(9)), loss_mask=[0, 0, 1, 1, 0, 1, 0, 1, 1], rollout_log_probs=[0, 0, -1, -1, 0, -1, 0, -1, -1],
-        prompt_length=2, turns=3, finish_reason="stop",
+        kind="main", tokens=list(range(9)), loss_mask=[0, 0, 1, 1, 0, 1, 0, 1, 1],
+        rollout_log_probs=[0, 0, -1, -1, 0, -1, 0, -1, -1], prompt_length=2, turns=3, finish_reason="stop",
     )  # fmt: skip
     assert segment.sampled_runs() == [(2, 4), (5, 6), (7, 9)]

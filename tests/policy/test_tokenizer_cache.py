@@ -38,7 +38,11 @@ def test_declaring_the_added_tokens_changes_nothing_the_tokenizer_encodes(tmp_pa
     completed = AutoTokenizer.from_pretrained(str(folder))
     assert completed.encode(TEXT) == undeclared.encode(TEXT)
     assert completed.added_tokens_decoder == undeclared.added_tokens_decoder
-    assert (completed.eos_token, completed.pad_token) == (undeclared.eos_token, undeclared.pad_token) == ("<|im_end|>", "<|endoftext|>")
+    assert (
+        (completed.eos_token, completed.pad_token)
+        == (undeclared.eos_token, undeclared.pad_token)
+        == ("<|im_end|>", "<|endoftext|>")
+    )
 
 
 def test_a_tokenizer_folder_outside_the_cache_is_left_as_it_is(tmp_path):
@@ -58,7 +62,10 @@ def test_a_build_encodes_as_the_cached_folder_and_leaves_nothing_in_the_temp_fol
     built = ensure_qwen_tokenizer(tmp_path / "built")
     assert list(temp.iterdir()) == []
     assert "TIKTOKEN_CACHE_DIR" not in os.environ
-    fresh, cached = AutoTokenizer.from_pretrained(str(built)), AutoTokenizer.from_pretrained(str(ensure_qwen_tokenizer()))
+    fresh, cached = (
+        AutoTokenizer.from_pretrained(str(built)),
+        AutoTokenizer.from_pretrained(str(ensure_qwen_tokenizer())),
+    )
     assert fresh.encode(TEXT) == cached.encode(TEXT)
     assert fresh.apply_chat_template([{"role": "user", "content": TEXT}], tokenize=False) == cached.apply_chat_template(
         [{"role": "user", "content": TEXT}], tokenize=False
@@ -67,7 +74,13 @@ def test_a_build_encodes_as_the_cached_folder_and_leaves_nothing_in_the_temp_fol
 
 def test_the_command_line_takes_help_as_help_not_as_the_folder_to_build(tmp_path):
     shown = subprocess.run(
-        [sys.executable, "-m", "durable_rollouts.policy.tokenizer_cache", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "durable_rollouts.policy.tokenizer_cache", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert shown.returncode == 0 and shown.stdout.startswith("usage: python -m durable_rollouts.policy.tokenizer_cache [-h] [folder]")
+    assert shown.returncode == 0 and shown.stdout.startswith(
+        "usage: python -m durable_rollouts.policy.tokenizer_cache [-h] [folder]"
+    )
     assert list(tmp_path.iterdir()) == [], "nothing built"

@@ -12,7 +12,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from durable_rollouts.contracts.tokens import PackedTrajectory, TokenSegment
 from durable_rollouts.contracts.weight_versions import spans_from_runs
-from durable_rollouts.policy.trajectory_packing import TrajectoryUnreadable, decode_trajectory, pack_trajectory, unpack_trajectory
+from durable_rollouts.policy.trajectory_packing import (
+    TrajectoryUnreadable,
+    decode_trajectory,
+    pack_trajectory,
+    unpack_trajectory,
+)
 
 TEMPORAL_PAYLOAD_LIMIT = 2 * 1024 * 1024
 
@@ -37,14 +42,19 @@ def float_bits(segments: list[TokenSegment]) -> list[bytes]:
 
 def test_a_100k_token_trajectory_round_trips_bit_exact_and_packs_small():
     segments = [long_segment(100_000, 20_000), long_segment(3_000, 1_000)]
-    awkward = segments[1].model_copy(update={"rollout_log_probs": [-5e-324, -1e-300, -0.0, *segments[1].rollout_log_probs[3:]]})
+    awkward = segments[1].model_copy(
+        update={"rollout_log_probs": [-5e-324, -1e-300, -0.0, *segments[1].rollout_log_probs[3:]]}
+    )
     segments[1] = awkward
     trajectory = pack_trajectory(segments)
     unpacked = unpack_trajectory(trajectory)
     assert unpacked == segments
     assert float_bits(unpacked) == float_bits(segments), "log-probs come back bit for bit (-0.0 and subnormals too)"
     assert (trajectory.n_segments, trajectory.n_tokens) == (2, 103_000)
-    assert (trajectory.nbytes, trajectory.sha256) == (len(trajectory.packed), hashlib.sha256(trajectory.packed).hexdigest())
+    assert (trajectory.nbytes, trajectory.sha256) == (
+        len(trajectory.packed),
+        hashlib.sha256(trajectory.packed).hexdigest(),
+    )
     as_json = len(json.dumps([s.model_dump() for s in segments]))
     assert as_json > TEMPORAL_PAYLOAD_LIMIT, "why segments are packed"
     assert trajectory.nbytes < as_json / 2
@@ -98,7 +108,11 @@ def with_versions(segment: TokenSegment, every: int) -> TokenSegment:
 
 
 def test_weight_version_spans_round_trip_exactly():
-    segments = [with_versions(long_segment(20_000, 2_000), every=997), with_versions(long_segment(300, 10), every=1), long_segment(50, 5)]
+    segments = [
+        with_versions(long_segment(20_000, 2_000), every=997),
+        with_versions(long_segment(300, 10), every=1),
+        long_segment(50, 5),
+    ]
     TokenSegment.model_validate(segments[0].model_dump())
     assert len(segments[0].weight_version_spans) == -(-sum(segments[0].loss_mask) // 997)
     unpacked = unpack_trajectory(pack_trajectory(segments))

@@ -31,7 +31,11 @@ def conversation(cwd: str | None, turns: int) -> list[dict]:
             "tool_calls": [{"function": {"name": "Read", "arguments": {"file_path": read_path}}}],
         },
         {"role": "tool", "content": numbered},
-        {"role": "assistant", "content": "Applying.", "tool_calls": [{"function": {"name": "Bash", "arguments": {"command": "git apply ..."}}}]},
+        {
+            "role": "assistant",
+            "content": "Applying.",
+            "tool_calls": [{"function": {"name": "Bash", "arguments": {"command": "git apply ..."}}}],
+        },
         {"role": "tool", "content": "(no output)"},
     ]
     return history[: 2 + 2 * turns]

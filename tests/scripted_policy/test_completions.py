@@ -10,7 +10,10 @@ SYSTEM = "<|im_start|>system\nPrimary working directory: /repo\n<|im_end|>\n"
 
 def prompt_after(turns: int) -> str:
     """A prompt whose problem statement the oracle knows, with ``turns`` assistant turns before the open one."""
-    done = "".join(f"{ASSISTANT_TURN}\nturn {i}<|im_end|>\n<|im_start|>user\nslugify drops digits<|im_end|>\n" for i in range(turns))
+    done = "".join(
+        f"{ASSISTANT_TURN}\nturn {i}<|im_end|>\n<|im_start|>user\nslugify drops digits<|im_end|>\n"
+        for i in range(turns)
+    )
     return f"{SYSTEM}{done}{ASSISTANT_TURN}\n"
 
 

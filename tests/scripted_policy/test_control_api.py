@@ -1,4 +1,5 @@
-"""The scripted server's SGLang control API over HTTP: pause modes, weight versions and their spans, the per-token record.
+"""The scripted server's SGLang control API over HTTP: pause modes, weight versions and their spans, the per-token
+record.
 
 The ``slow`` policy paces its tokens over an hour, so a request is reliably
 mid-output: it samples one token at once and the next only when the control
@@ -51,7 +52,9 @@ def input_ids(renderer: PromptRenderer) -> list[int]:
     return prompt_ids(renderer, conversation("/tmp/x", 0))
 
 
-async def post(http: aiohttp.ClientSession, server: ScriptedPolicyServer, path: str, body: dict | None = None) -> tuple[int, dict]:
+async def post(
+    http: aiohttp.ClientSession, server: ScriptedPolicyServer, path: str, body: dict | None = None
+) -> tuple[int, dict]:
     async with http.post(f"{server.url}{path}", json=body) as response:
         return response.status, await response.json()
 
@@ -61,7 +64,9 @@ async def model_info(http: aiohttp.ClientSession, server: ScriptedPolicyServer) 
         return await response.json()
 
 
-async def generate(http: aiohttp.ClientSession, server: ScriptedPolicyServer, input_ids: list[int], rid: str, routing_key: str = "sess") -> dict:
+async def generate(
+    http: aiohttp.ClientSession, server: ScriptedPolicyServer, input_ids: list[int], rid: str, routing_key: str = "sess"
+) -> dict:
     body = generate_body(input_ids, rid)
     async with http.post(f"{server.url}/generate", json=body, headers={ROUTING_KEY_HEADER: routing_key}) as response:
         assert response.status == 200, await response.text()
@@ -115,7 +120,10 @@ async def test_update_weight_version_is_served_and_reported(server, http, input_
     assert before["meta_info"]["weight_versions"] == [{"version": "0", "start": 0, "end": len(before["output_ids"])}]
 
     status, body = await post(http, server, "/update_weight_version", {"new_version": "step-1"})
-    assert (status, body) == (200, {"success": True, "message": "Weight version updated to step-1", "new_version": "step-1"})
+    assert (status, body) == (
+        200,
+        {"success": True, "message": "Weight version updated to step-1", "new_version": "step-1"},
+    )
     assert (await model_info(http, server))["weight_version"] == "step-1"
     after = await generate(http, server, input_ids, "v1", "fast")
     assert after["meta_info"]["weight_versions"] == [{"version": "step-1", "start": 0, "end": len(after["output_ids"])}]
@@ -124,15 +132,27 @@ async def test_update_weight_version_is_served_and_reported(server, http, input_
 
 
 async def test_update_weights_from_disk_moves_the_version_only_when_given(server, http):
-    status, body = await post(http, server, "/update_weights_from_disk", {"model_path": "/ckpt/step-2", "weight_version": "2"})
+    status, body = await post(
+        http, server, "/update_weights_from_disk", {"model_path": "/ckpt/step-2", "weight_version": "2"}
+    )
     assert (status, body) == (
         200,
-        {"success": True, "message": "Succeeded to update model weights. Weight version updated to 2.", "num_paused_requests": 0},
+        {
+            "success": True,
+            "message": "Succeeded to update model weights. Weight version updated to 2.",
+            "num_paused_requests": 0,
+        },
     )
     info = await model_info(http, server)
-    assert (info["model_path"], info["served_model_name"], info["weight_version"]) == ("/ckpt/step-2", "/ckpt/step-2", "2")
+    assert (info["model_path"], info["served_model_name"], info["weight_version"]) == (
+        "/ckpt/step-2",
+        "/ckpt/step-2",
+        "2",
+    )
 
-    status, body = await post(http, server, "/update_weights_from_disk", {"model_path": "/ckpt/step-3", "load_format": "safetensors"})
+    status, body = await post(
+        http, server, "/update_weights_from_disk", {"model_path": "/ckpt/step-3", "load_format": "safetensors"}
+    )
     assert (status, body["message"]) == (200, "Succeeded to update model weights.")
     info = await model_info(http, server)
     assert (info["model_path"], info["load_format"], info["weight_version"]) == ("/ckpt/step-3", "safetensors", "2")
@@ -148,7 +168,9 @@ async def test_update_weights_from_disk_moves_the_version_only_when_given(server
     assert (await model_info(http, server))["weight_version"] == "2"
 
 
-async def test_abort_pause_ends_running_requests_with_their_tokens_and_new_requests_wait(server, http, input_ids, renderer):
+async def test_abort_pause_ends_running_requests_with_their_tokens_and_new_requests_wait(
+    server, http, input_ids, renderer
+):
     reference = await generate(http, server, input_ids, "ref", "fast")
     pending, generation = await start_slow(http, server, input_ids, "a")
 
@@ -157,26 +179,34 @@ async def test_abort_pause_ends_running_requests_with_their_tokens_and_new_reque
     assert server.control.live == [], "an abort pause returns once every running request has returned"
     aborted = await pending
     assert aborted["meta_info"]["finish_reason"] == abort_finish_reason()
-    assert aborted["output_ids"] == reference["output_ids"][:1] and aborted["text"] == renderer.decode(reference["output_ids"][:1])
+    assert aborted["output_ids"] == reference["output_ids"][:1] and aborted["text"] == renderer.decode(
+        reference["output_ids"][:1]
+    )
     assert aborted["meta_info"]["weight_versions"] == [{"version": "0", "start": 0, "end": 1}]
 
     waiting = asyncio.create_task(generate(http, server, input_ids, "b", "fast"))
     await until(lambda: server.control.waiting == 1)
     assert "b" in server.in_flight and running(server, "b") is None
-    status, body = await post(http, server, "/update_weights_from_disk", {"model_path": "/ckpt/1", "weight_version": "1"})
+    status, body = await post(
+        http, server, "/update_weights_from_disk", {"model_path": "/ckpt/1", "weight_version": "1"}
+    )
     assert status == 200 and body["success"]
     status, body = await post(http, server, "/continue_generation", {})
     assert (status, body) == (200, {"message": "Generation continued successfully.", "status": "ok"})
 
     admitted = await waiting
     assert admitted["output_ids"] == reference["output_ids"]
-    assert admitted["meta_info"]["weight_versions"] == [{"version": "1", "start": 0, "end": len(admitted["output_ids"])}]
+    assert admitted["meta_info"]["weight_versions"] == [
+        {"version": "1", "start": 0, "end": len(admitted["output_ids"])}
+    ]
     for reply in (aborted, admitted):
         assert_recorded_as_returned(server, reply)
 
 
 @pytest.mark.parametrize(("mode", "flush_cache", "retractions"), [("retract", True, 1), ("in_place", False, 0)])
-async def test_held_request_resumes_after_continue_and_spans_two_versions(server, http, input_ids, mode, flush_cache, retractions):
+async def test_held_request_resumes_after_continue_and_spans_two_versions(
+    server, http, input_ids, mode, flush_cache, retractions
+):
     reference = await generate(http, server, input_ids, "ref", "fast")
     pending, generation = await start_slow(http, server, input_ids, "a")
 
@@ -193,7 +223,10 @@ async def test_held_request_resumes_after_continue_and_spans_two_versions(server
     reply = await pending
     n = len(reply["output_ids"])
     assert reply["output_ids"] == reference["output_ids"] and reply["meta_info"]["finish_reason"]["type"] == "stop"
-    assert reply["meta_info"]["weight_versions"] == [{"version": "0", "start": 0, "end": held}, {"version": "1", "start": held, "end": n}]
+    assert reply["meta_info"]["weight_versions"] == [
+        {"version": "0", "start": 0, "end": held},
+        {"version": "1", "start": held, "end": n},
+    ]
     assert reply["meta_info"]["weight_version"] == "1" and reply["meta_info"]["num_retractions"] == retractions
     assert_recorded_as_returned(server, reply)
 
@@ -203,7 +236,9 @@ async def test_two_pauses_give_three_spans(server, http, input_ids):
     for step, version in enumerate(["1", "2"], start=1):
         await until(lambda step=step: len(generation.output_ids) >= step)
         await post(http, server, "/pause_generation", {"mode": "in_place"})
-        status, _ = await post(http, server, "/update_weight_version", {"new_version": version, "abort_all_requests": False})
+        status, _ = await post(
+            http, server, "/update_weight_version", {"new_version": version, "abort_all_requests": False}
+        )
         assert status == 200
         if version == "2":
             server.delay_s = 0.0
@@ -211,16 +246,24 @@ async def test_two_pauses_give_three_spans(server, http, input_ids):
 
     reply = await pending
     n = len(reply["output_ids"])
-    spans = [{"version": "0", "start": 0, "end": 1}, {"version": "1", "start": 1, "end": 2}, {"version": "2", "start": 2, "end": n}]
+    spans = [
+        {"version": "0", "start": 0, "end": 1},
+        {"version": "1", "start": 1, "end": 2},
+        {"version": "2", "start": 2, "end": n},
+    ]
     assert reply["meta_info"]["weight_versions"] == spans
     assert server.records[-1].output_versions == ["0", "1"] + ["2"] * (n - 2)
     assert_recorded_as_returned(server, reply)
 
 
-async def test_in_place_update_with_a_cache_flush_is_refused_yet_the_engine_serves_the_new_weights(server, http, input_ids):
+async def test_in_place_update_with_a_cache_flush_is_refused_yet_the_engine_serves_the_new_weights(
+    server, http, input_ids
+):
     pending, generation = await start_slow(http, server, input_ids, "a")
     await post(http, server, "/pause_generation", {"mode": "in_place"})
-    status, body = await post(http, server, "/update_weights_from_disk", {"model_path": "/ckpt/1", "weight_version": "1"})
+    status, body = await post(
+        http, server, "/update_weights_from_disk", {"model_path": "/ckpt/1", "weight_version": "1"}
+    )
     assert (status, body) == (400, {"success": False, "message": FLUSH_REFUSED, "num_paused_requests": 0})
     info = await model_info(http, server)
     assert (info["weight_version"], info["model_path"]) == ("0", "scripted-slow")
@@ -233,7 +276,9 @@ async def test_in_place_update_with_a_cache_flush_is_refused_yet_the_engine_serv
 
 
 @pytest.mark.parametrize("mode", ["retract", "in_place"])
-async def test_an_abort_reaches_a_retracted_request_at_once_and_an_in_place_one_at_continue(server, http, input_ids, mode):
+async def test_an_abort_reaches_a_retracted_request_at_once_and_an_in_place_one_at_continue(
+    server, http, input_ids, mode
+):
     pending, generation = await start_slow(http, server, input_ids, "a")
     await post(http, server, "/pause_generation", {"mode": mode})
     held = len(generation.output_ids)
@@ -254,7 +299,9 @@ async def test_an_abort_reaches_a_retracted_request_at_once_and_an_in_place_one_
 
 async def test_unpaused_update_waits_for_running_requests_and_admission_waits_for_it(server, http, input_ids):
     pending, generation = await start_slow(http, server, input_ids, "a")
-    update = asyncio.create_task(post(http, server, "/update_weights_from_disk", {"model_path": "/ckpt/1", "weight_version": "1"}))
+    update = asyncio.create_task(
+        post(http, server, "/update_weights_from_disk", {"model_path": "/ckpt/1", "weight_version": "1"})
+    )
     await until(lambda: server.control.writers == 1)
     waiting = asyncio.create_task(generate(http, server, input_ids, "b", "fast"))
     await until(lambda: server.control.waiting == 1)
@@ -278,7 +325,9 @@ async def test_unpaused_update_waits_for_running_requests_and_admission_waits_fo
         ("/update_weights_from_disk", {"model_path": "/ckpt/1", "weight_version": "1", "abort_all_requests": True}),
     ],
 )
-async def test_an_update_that_aborts_all_ends_running_requests_under_the_old_version(server, http, input_ids, path, body):
+async def test_an_update_that_aborts_all_ends_running_requests_under_the_old_version(
+    server, http, input_ids, path, body
+):
     pending, generation = await start_slow(http, server, input_ids, "a")
     status, answer = await post(http, server, path, body)
     assert status == 200 and answer["success"]

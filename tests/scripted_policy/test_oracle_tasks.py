@@ -12,7 +12,9 @@ from durable_rollouts.task_sources.dataset_rows import read_dataset
 PATCH = "diff --git a/x b/x\n"
 
 
-def test_a_row_naming_its_scripts_in_the_dataset_root_is_known_exactly_when_the_starter_can_run_it(tmp_path, monkeypatch):
+def test_a_row_naming_its_scripts_in_the_dataset_root_is_known_exactly_when_the_starter_can_run_it(
+    tmp_path, monkeypatch
+):
     monkeypatch.delenv("ROLLOUT_DATASET_ROOT", raising=False)
     root = tmp_path / "harness"
     root.mkdir()
@@ -22,7 +24,9 @@ def test_a_row_naming_its_scripts_in_the_dataset_root_is_known_exactly_when_the_
     dataset = tmp_path / "train.jsonl"
     dataset.write_text(json.dumps({"prompt": "\n  Fix the stock check\nmore", "metadata": metadata}) + "\n")
     assert oracle_tasks_from(dataset, root) == [OracleTask(match="Fix the stock check", patch=PATCH)]
-    assert oracle_tasks_from(dataset) == [], "without the root the starter refuses the row, and the oracle does not know it"
+    assert oracle_tasks_from(dataset) == [], (
+        "without the root the starter refuses the row, and the oracle does not know it"
+    )
     monkeypatch.setenv("ROLLOUT_DATASET_ROOT", str(root))
     assert len(oracle_tasks_from(dataset)) == 1, "the same default root as the starter's"
 
@@ -42,5 +46,6 @@ def test_a_row_the_oracle_cannot_know_is_named_in_a_warning_and_the_others_are_k
         known = oracle_tasks_from(dataset)
     assert known == oracle_tasks_from(PROJECT_ROOT / "examples" / "tasks" / "dataset.jsonl")
     assert [record.getMessage() for record in caplog.records] == [
-        f"oracle tasks: {dataset}: line 1: row: invalid JSON (Expecting property name enclosed in double quotes) (the oracle does not know this row)"
+        f"oracle tasks: {dataset}: line 1: row: invalid JSON (Expecting property name enclosed in double quotes) (the "
+        f"oracle does not know this row)"
     ]

@@ -232,7 +232,9 @@ async def test_abort_of_a_slow_request_returns_what_it_sampled(server, http, ren
     full = await generate(http, server, generate_body(input_ids, "fast"), routing_key="sess-fast")
     server.delay_s = 3600.0
     server.set_policy("sess-slow", "slow")
-    pending = asyncio.create_task(generate(http, server, generate_body(input_ids, "slow-abort"), routing_key="sess-slow"))
+    pending = asyncio.create_task(
+        generate(http, server, generate_body(input_ids, "slow-abort"), routing_key="sess-slow")
+    )
     while not any(g.rid == "slow-abort" and g.output_ids for g in server.control.live):
         await asyncio.sleep(0.01)
     async with http.post(f"{server.url}/abort_request", json={"rid": "slow-abort"}) as response:
@@ -242,7 +244,12 @@ async def test_abort_of_a_slow_request_returns_what_it_sampled(server, http, ren
 
     reply = await asyncio.wait_for(pending, 60)
     assert reply["output_ids"] == full["output_ids"][:1] and reply["text"] == renderer.decode(full["output_ids"][:1])
-    assert reply["meta_info"]["finish_reason"] == {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
+    assert reply["meta_info"]["finish_reason"] == {
+        "type": "abort",
+        "message": "Aborted",
+        "status_code": None,
+        "err_type": None,
+    }
     [record] = server.records_for("sess-slow")
     assert record.finish_reason["type"] == "abort" and record.output_ids == reply["output_ids"]
 
@@ -328,9 +335,9 @@ def test_cli_serves_until_sigterm():
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         banner = process.stdout.readline()
-        assert f"http://127.0.0.1:{port}" in banner and f"{len(oracle_tasks_from(EXAMPLE_DATASET))} oracle tasks" in banner, (
-            "the worker's dataset reader"
-        )
+        assert (
+            f"http://127.0.0.1:{port}" in banner and f"{len(oracle_tasks_from(EXAMPLE_DATASET))} oracle tasks" in banner
+        ), "the worker's dataset reader"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_model_info", timeout=5) as response:
             assert json.load(response)["model_path"] == "scripted-noop"
         process.send_signal(signal.SIGTERM)
@@ -357,7 +364,10 @@ async def test_a_begun_answer_is_continued_and_a_wrong_one_refused(server, http,
     [
         (["--port", "70000"], "argument --port: 70000 is more than 65535"),
         (["--tokenizer", "no/such/tokenizer"], "argument --tokenizer: 'no/such/tokenizer': no such file or folder"),
-        (["--oracle-tasks", "no/such/rows.jsonl"], "argument --oracle-tasks: 'no/such/rows.jsonl': no such file or folder"),
+        (
+            ["--oracle-tasks", "no/such/rows.jsonl"],
+            "argument --oracle-tasks: 'no/such/rows.jsonl': no such file or folder",
+        ),
         (["--oracle-explore-turns", "-2"], "argument --oracle-explore-turns: -2 is less than 0"),
     ],
 )

@@ -48,26 +48,34 @@ def through(renderer: PromptRenderer, token_text: str) -> list[int]:
 
 
 async def test_a_stop_string_ends_the_answer_after_the_token_that_completes_it(server, http, renderer):
-    body = with_sampling(generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "stop-1"), stop=["not chan"], temperature=0.3)
+    body = with_sampling(
+        generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "stop-1"), stop=["not chan"], temperature=0.3
+    )
     reply = await generate(http, server, body)
     expected = through(renderer, " change")  # "chan" ends inside " change": the whole token was sampled
     assert reply["output_ids"] == expected and expected[-1] != END_ID
     assert reply["meta_info"]["finish_reason"] == {"type": "stop", "matched": "not chan"}
     assert [token for _, token, _ in reply["meta_info"]["output_token_logprobs"]] == expected
-    assert reply["text"] == renderer.decode(expected).removesuffix("ge"), "no_stop_trim: the text runs through the string"
+    assert reply["text"] == renderer.decode(expected).removesuffix("ge"), (
+        "no_stop_trim: the text runs through the string"
+    )
     (record,) = server.records
     assert record.output_ids == expected and record.finish_reason == reply["meta_info"]["finish_reason"]
     assert record.sampling_params == body["sampling_params"], "the record has the sampling params exactly as sent"
 
 
 async def test_without_no_stop_trim_the_text_stops_before_the_string(server, http, renderer):
-    body = with_sampling(generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "stop-2"), stop="not chan", no_stop_trim=False)
+    body = with_sampling(
+        generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), "stop-2"), stop="not chan", no_stop_trim=False
+    )
     reply = await generate(http, server, body)
     assert reply["output_ids"] == through(renderer, " change")
     assert reply["text"].endswith("I will ") and "not" not in reply["text"].split("I will")[-1]
 
 
-@pytest.mark.parametrize("stops, matched", [(["chan", "ange"], "chan"), (["ange", "chan"], "ange"), (["change", "will"], "will")])
+@pytest.mark.parametrize(
+    "stops, matched", [(["chan", "ange"], "chan"), (["ange", "chan"], "ange"), (["change", "will"], "will")]
+)
 async def test_the_first_string_completed_wins_and_ties_go_to_the_list_order(server, http, renderer, stops, matched):
     body = with_sampling(generate_body(prompt_ids(renderer, conversation("/tmp/x", 0)), f"stop-{matched}"), stop=stops)
     reply = await generate(http, server, body)
@@ -80,7 +88,9 @@ async def test_a_string_the_last_allowed_token_completes_is_a_stop_one_token_lat
     budget = len(through(renderer, " change"))
     at = await generate(http, server, with_sampling(generate_body(ids, "at", max_new_tokens=budget), stop=["not chan"]))
     assert at["meta_info"]["finish_reason"] == {"type": "stop", "matched": "not chan"}
-    short = await generate(http, server, with_sampling(generate_body(ids, "short", max_new_tokens=budget - 1), stop=["not chan"]))
+    short = await generate(
+        http, server, with_sampling(generate_body(ids, "short", max_new_tokens=budget - 1), stop=["not chan"])
+    )
     assert short["meta_info"]["finish_reason"] == {"type": "length", "length": budget - 1}
 
 

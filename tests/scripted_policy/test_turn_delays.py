@@ -57,8 +57,12 @@ def paces(server: ScriptedPolicyServer, monkeypatch: pytest.MonkeyPatch) -> list
     return asked
 
 
-async def generate(http: aiohttp.ClientSession, server: ScriptedPolicyServer, input_ids: list[int], rid: str, routing_key: str) -> dict:
-    async with http.post(f"{server.url}/generate", json=generate_body(input_ids, rid), headers={ROUTING_KEY_HEADER: routing_key}) as response:
+async def generate(
+    http: aiohttp.ClientSession, server: ScriptedPolicyServer, input_ids: list[int], rid: str, routing_key: str
+) -> dict:
+    async with http.post(
+        f"{server.url}/generate", json=generate_body(input_ids, rid), headers={ROUTING_KEY_HEADER: routing_key}
+    ) as response:
         assert response.status == 200, await response.text()
         return await response.json()
 
@@ -127,7 +131,9 @@ async def test_slow_keeps_its_own_delay(server, http, renderer, paces):
     delay = RecordingDelay(100.0)
     server.turn_delay = delay
     server.set_policy("sess-slow", "slow")
-    assert await paced_s(http, server, paces, prompt_ids(renderer, conversation("/tmp/x", 0)), "s", "sess-slow") == pytest.approx(0.1)
+    assert await paced_s(
+        http, server, paces, prompt_ids(renderer, conversation("/tmp/x", 0)), "s", "sess-slow"
+    ) == pytest.approx(0.1)
     assert delay.calls == []
 
 
@@ -165,7 +171,10 @@ def test_cli_flag_sets_a_lognormal_turn_delay():
 
 
 def test_by_arrival_the_nth_session_gets_the_nth_pace_whatever_its_id():
-    first, second = LogNormalSessionDelay(2.0, 1.0, seed=4, by_arrival=True), LogNormalSessionDelay(2.0, 1.0, seed=4, by_arrival=True)
+    first, second = (
+        LogNormalSessionDelay(2.0, 1.0, seed=4, by_arrival=True),
+        LogNormalSessionDelay(2.0, 1.0, seed=4, by_arrival=True),
+    )
     paces = [first("p", key) for key in ("s-a", "s-b", "s-c")]
     assert [second("p", key) for key in ("x", "y", "z")] == paces, "paired runs face the same sequence of paces"
     assert first("later turn", "s-b") == paces[1], "a session keeps its pace"

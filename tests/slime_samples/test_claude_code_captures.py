@@ -33,7 +33,12 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_both_contracts_over_real_claude_code_requests(adapter, policy_server):
     result = await session_from_captures(adapter, policy_server)
     kinds = [(s.lane, s.kind) for s in result.segments]
-    assert kinds == [("main", "main"), ("main", "compaction"), ("main", "continuation"), ("agent:a74736570725ddfdc", "subagent")]
+    assert kinds == [
+        ("main", "main"),
+        ("main", "compaction"),
+        ("main", "continuation"),
+        ("agent:a74736570725ddfdc", "subagent"),
+    ]
     main, compaction, continuation, subagent = result.segments
     log = result.turn_log
     assert [t.segment for t in log.turns] == [0, 1, 2, 3], "four calls, in the order Claude Code made them"
@@ -44,13 +49,21 @@ async def test_both_contracts_over_real_claude_code_requests(adapter, policy_ser
     old = seed.samples(Sample(index=0, group_index=0), result_of(), trajectory, None, SampleOptions())
     new = current.samples(Sample(index=0, group_index=0), result_of(), trajectory, None, SampleOptions())
     print(
-        f"\nsamples (tokens, trained): seed {[(len(s.tokens), sum(s.loss_mask)) for s in old]}, current {[(len(s.tokens), sum(s.loss_mask)) for s in new]}"
+        f"\nsamples (tokens, trained): seed {[(len(s.tokens), sum(s.loss_mask)) for s in old]}, current "
+        f"{[(len(s.tokens), sum(s.loss_mask)) for s in new]}"
     )
 
     trained = sum(sum(s.loss_mask) for s in result.segments)
     assert len(old) == 4 and [s.reward for s in old] == [0.25] * 4
-    assert (sum(len(s.tokens) for s in old), sum(sum(s.loss_mask) for s in old)) == (sum(len(s.tokens) for s in result.segments), trained)
-    assert [s.reward for s in new] == [1.0] * len(new) and all(s.rollout_id == 0 and len(s.loss_mask) == s.response_length for s in new)
+    assert (sum(len(s.tokens) for s in old), sum(sum(s.loss_mask) for s in old)) == (
+        sum(len(s.tokens) for s in result.segments),
+        trained,
+    )
+    assert [s.reward for s in new] == [1.0] * len(new) and all(
+        s.rollout_id == 0 and len(s.loss_mask) == s.response_length for s in new
+    )
     assert [s.tokens for s in new] == [compaction.tokens, continuation.tokens, subagent.tokens]
-    assert sum(sum(s.loss_mask) for s in new) == trained - sum(main.loss_mask), "the main reply realigned away, as slime does"
+    assert sum(sum(s.loss_mask) for s in new) == trained - sum(main.loss_mask), (
+        "the main reply realigned away, as slime does"
+    )
     assert new[0].metadata["segment_kinds"] == ["main", "compaction"] and all(s.metadata["use_tool"] for s in new)

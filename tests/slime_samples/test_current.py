@@ -11,13 +11,43 @@ SEGMENTS = [MAIN, COMPACTION, CONTINUATION, SUBAGENT]
 # MAIN's two calls (prompt 3 tokens, reply 2; then 2 context tokens and a reply of 2), the compaction call with the
 # main conversation's messages and the main reply echoed, the continuation and the sub-agent on messages of their own.
 LOG = TurnLog(
-    message_keys=["system:s", "user:task", "assistant:r1", "tool:out", "assistant:r2", "user:summarise", "assistant:sum", "system:c", "system:a"],
+    message_keys=[
+        "system:s",
+        "user:task",
+        "assistant:r1",
+        "tool:out",
+        "assistant:r2",
+        "user:summarise",
+        "assistant:sum",
+        "system:c",
+        "system:a",
+    ],
     turns=[
-        SampledTurn(segment=0, prompt_end=3, end=5, finish_reason="stop", called_tool=True, prompt_messages=[0, 1], reply_message=2),
-        SampledTurn(segment=0, prompt_end=7, end=9, finish_reason="stop", prompt_messages=[0, 1, 2, 3], reply_message=4),
-        SampledTurn(segment=1, prompt_end=11, end=13, finish_reason="stop", prompt_messages=[0, 1, 2, 3, 4, 5], reply_message=6),
+        SampledTurn(
+            segment=0,
+            prompt_end=3,
+            end=5,
+            finish_reason="stop",
+            called_tool=True,
+            prompt_messages=[0, 1],
+            reply_message=2,
+        ),
+        SampledTurn(
+            segment=0, prompt_end=7, end=9, finish_reason="stop", prompt_messages=[0, 1, 2, 3], reply_message=4
+        ),
+        SampledTurn(
+            segment=1, prompt_end=11, end=13, finish_reason="stop", prompt_messages=[0, 1, 2, 3, 4, 5], reply_message=6
+        ),
         SampledTurn(segment=2, prompt_end=4, end=5, finish_reason="stop", prompt_messages=[7, 1], reply_message=6),
-        SampledTurn(segment=3, prompt_end=3, end=5, finish_reason="stop", ill_formed=True, prompt_messages=[8, 1], reply_message=6),
+        SampledTurn(
+            segment=3,
+            prompt_end=3,
+            end=5,
+            finish_reason="stop",
+            ill_formed=True,
+            prompt_messages=[8, 1],
+            reply_message=6,
+        ),
     ],
 )
 
@@ -54,8 +84,12 @@ def test_every_sample_is_fresh_with_only_the_identity_fields_and_the_full_reward
 
 def test_the_compaction_extends_the_main_conversation_in_one_sample():
     (joined, _, _) = samples()
-    assert joined.tokens == COMPACTION.tokens and sum(joined.loss_mask) == sum(MAIN.loss_mask) + sum(COMPACTION.loss_mask)
-    assert joined.weight_versions == ["3", "3", "4"] and [s["version"] for s in joined.metadata["weight_version_spans"]] == ["3", "4"]
+    assert joined.tokens == COMPACTION.tokens and sum(joined.loss_mask) == sum(MAIN.loss_mask) + sum(
+        COMPACTION.loss_mask
+    )
+    assert joined.weight_versions == ["3", "3", "4"] and [
+        s["version"] for s in joined.metadata["weight_version_spans"]
+    ] == ["3", "4"]
 
 
 def test_todays_metadata_keys():
@@ -67,8 +101,16 @@ def test_todays_metadata_keys():
         "finish_reason": "stop",
     }
     assert (sub.metadata["use_tool"], sub.metadata["ill_formed"]) == (False, True)
-    assert (main.metadata["agent_exit_code"], main.metadata["grading_solved"], main.metadata["instance_id"]) == (0, True, "calc")
-    assert (main.metadata["sample_idx"], main.metadata["num_samples"], main.metadata["workflow_id"]) == (0, 3, "rollout-r-calc-3-1")
+    assert (main.metadata["agent_exit_code"], main.metadata["grading_solved"], main.metadata["instance_id"]) == (
+        0,
+        True,
+        "calc",
+    )
+    assert (main.metadata["sample_idx"], main.metadata["num_samples"], main.metadata["workflow_id"]) == (
+        0,
+        3,
+        "rollout-r-calc-3-1",
+    )
     truncated = segment("main", [1, 2, 3, 10], 3, {3}).model_copy(update={"finish_reason": "length"})
     (cut,) = samples(None, segments=[truncated], result=result_of(0.0, False))
     assert cut.metadata["truncated"] and not cut.metadata["grading_solved"] and cut.reward == 0.0

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from durable_rollouts.slime_samples.message_tree import MessageTree
-from tests.slime_samples.turn_cases import CASES, SYSTEM, TASK, CaseTurn, project_samples, project_turn, random_session, reply
+from tests.slime_samples.turn_cases import (
+    CASES,
+    SYSTEM,
+    TASK,
+    CaseTurn,
+    project_samples,
+    project_turn,
+    random_session,
+    reply,
+)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -49,11 +58,17 @@ def test_a_turn_without_messages_is_not_recorded():
 
 def test_a_staleness_masked_reply_stays_context_and_keeps_no_version():
     first = project_turn(CaseTurn([SYSTEM, TASK], reply("a"), [1, 2], [3, 4]))
-    stale = first.__class__(**{**first.__dict__, "output_mask": np.array([0, 1], dtype=np.uint8), "output_versions": ["v1", "v2"]})
+    stale = first.__class__(
+        **{**first.__dict__, "output_mask": np.array([0, 1], dtype=np.uint8), "output_versions": ["v1", "v2"]}
+    )
     tree = MessageTree()
     tree.record(stale)
     (sequence,) = tree.sequences()
-    assert sequence.loss_mask == [0, 0, 0, 1] and sequence.log_probs[2] == 0.0 and sequence.versions == [None, None, None, "v2"]
+    assert (
+        sequence.loss_mask == [0, 0, 0, 1]
+        and sequence.log_probs[2] == 0.0
+        and sequence.versions == [None, None, None, "v2"]
+    )
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -62,7 +77,11 @@ def test_random_sessions_keep_the_training_invariants(seed):
     turns = random_session(rng, rng.randrange(1, 14))
     threshold = rng.choice([0, 3, 1024])
     samples = project_samples(turns, threshold)
-    assert all(len(s["loss_mask"]) == s["response_length"] and sum(s["loss_mask"]) > 0 for s in samples), "no sample without a trained token"
-    assert sum(sum(s["loss_mask"]) for s in samples) <= sum(len(t.output_ids) for t in turns), "no sampled token is trained twice"
+    assert all(len(s["loss_mask"]) == s["response_length"] and sum(s["loss_mask"]) > 0 for s in samples), (
+        "no sample without a trained token"
+    )
+    assert sum(sum(s["loss_mask"]) for s in samples) <= sum(len(t.output_ids) for t in turns), (
+        "no sampled token is trained twice"
+    )
     for cut, uncut in zip(project_samples(turns, threshold, 12), samples, strict=True):
         assert cut["tokens"] == uncut["tokens"][:12] and len(cut["loss_mask"]) == max(cut["response_length"], 0)

@@ -29,7 +29,9 @@ def installed_slime(tmp_path, monkeypatch):
         (package / "__init__.py").write_text("")
         (package / "agent" / "__init__.py").write_text("")
         if seed_api is not None:
-            body = "def fan_out_sample_segments(*a):\n    pass\n" if seed_api else "class TrajectoryManager:\n    pass\n"
+            body = (
+                "def fan_out_sample_segments(*a):\n    pass\n" if seed_api else "class TrajectoryManager:\n    pass\n"
+            )
             (package / "agent" / "trajectory.py").write_text(body)
         monkeypatch.syspath_prepend(str(tmp_path))
         forget_slime(monkeypatch)
@@ -64,15 +66,22 @@ def test_the_override_wins_over_detection(installed_slime):
 
 
 def test_a_bad_name_is_an_error_naming_the_variable():
-    with pytest.raises(SettingsError, match="ROLLOUT_SLIME_SAMPLE_CONTRACT='newest': expected one of auto, current, seed"):
+    with pytest.raises(
+        SettingsError, match="ROLLOUT_SLIME_SAMPLE_CONTRACT='newest': expected one of auto, current, seed"
+    ):
         registry.contract_in_force({"ROLLOUT_SLIME_SAMPLE_CONTRACT": "newest"})
 
 
 def test_a_worker_with_a_bad_contract_name_stops_at_start_up_with_one_line():
     env = {**os.environ, "ROLLOUT_SLIME_SAMPLE_CONTRACT": "newest"}
-    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "worker.py")], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "worker.py")], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines()[-1] == "worker: ROLLOUT_SLIME_SAMPLE_CONTRACT='newest': expected one of auto, current, seed"
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "worker: ROLLOUT_SLIME_SAMPLE_CONTRACT='newest': expected one of auto, current, seed"
+    )
 
 
 def test_a_slime_that_does_not_import_here_reads_as_current(installed_slime, tmp_path):

@@ -28,7 +28,9 @@ def assert_slimes_shapes(sample) -> None:
 
 
 @pytest.mark.parametrize("contract", [current, seed])
-async def test_every_trained_token_carries_its_nucleus_and_every_position_its_routing(renderer, scripted_server, http, contract):
+async def test_every_trained_token_carries_its_nucleus_and_every_position_its_routing(
+    renderer, scripted_server, http, contract
+):
     trajectory = await captured_trajectory(renderer, scripted_server, http)
     samples = contract.samples(Sample(index=0, group_index=0), result_of(), trajectory, None, OPTIONS)
     assert len(samples) == (len(trajectory.segments) if contract is seed else 2) >= 2
@@ -36,7 +38,9 @@ async def test_every_trained_token_carries_its_nucleus_and_every_position_its_ro
         assert_slimes_shapes(sample)
         start = len(sample.tokens) - sample.response_length
         for i, mask in enumerate(sample.loss_mask):
-            kept = sample.rollout_top_p_token_ids[sample.rollout_top_p_token_offsets[i] : sample.rollout_top_p_token_offsets[i + 1]]
+            kept = sample.rollout_top_p_token_ids[
+                sample.rollout_top_p_token_offsets[i] : sample.rollout_top_p_token_offsets[i + 1]
+            ]
             assert kept.tolist() == (nucleus(sample.tokens[start + i], start + i, renderer.vocab_size) if mask else [])
         assert np.array_equal(sample.rollout_routed_experts, routing(sample.tokens, DEFAULT_MOE))
 
@@ -47,12 +51,16 @@ def test_aborted_samples_carry_placeholders_slime_accepts():
         assert_slimes_shapes(sample)
         assert np.count_nonzero(sample.rollout_routed_experts) > 0, "slime refuses an all-zero routing capture"
     plain = current.aborted(Sample(index=1), "x")
-    assert plain.rollout_top_p_token_ids is None and plain.rollout_routed_experts is None, "nothing asked, nothing written"
+    assert plain.rollout_top_p_token_ids is None and plain.rollout_routed_experts is None, (
+        "nothing asked, nothing written"
+    )
 
 
 def test_a_rollout_without_the_data_the_trainer_replays_is_aborted_naming_it():
     result = result_of().model_copy(update={"trajectory": pack_trajectory([MAIN])})
-    (sample,) = samples_from_result(Sample(index=0), result, contract=ContractChoice("current", "test"), options=OPTIONS)
+    (sample,) = samples_from_result(
+        Sample(index=0), result, contract=ContractChoice("current", "test"), options=OPTIONS
+    )
     assert sample.metadata["abort_reason"] == "replay_data_missing" and sample.remove_sample
     with pytest.raises(ReplayMissing):
         current.samples(Sample(index=0), result, Trajectory([MAIN], None, []), None, OPTIONS)

@@ -1,4 +1,5 @@
-"""Turn sequences for slime's trajectory rule, and the project's samples of them (``durable_rollouts.slime_samples.message_tree``).
+"""Turn sequences for slime's trajectory rule, and the project's samples of them
+(``durable_rollouts.slime_samples.message_tree``).
 
 Shared by the stand-in tests (``test_message_tree.py``: the expected samples) and the check against a real
 slime checkout (``tests/against_slime``: slime's ``TrajectoryManager`` must give the same samples).
@@ -104,7 +105,9 @@ def _two_turns(second_prompt_ids: list[int], second_output: list[int], **second)
 def _branches() -> list[CaseTurn]:
     first = CaseTurn([SYSTEM, TASK], reply("ls", tool=True), [1, 2, 3], [10, 11])
     left = CaseTurn([SYSTEM, TASK, first.reply, tool_result("a.py")], reply("left"), [1, 2, 3, 10, 11, 4], [20, 21])
-    right = CaseTurn([SYSTEM, TASK, first.reply, tool_result("b.py")], reply("right"), [1, 9, 3, 10, 11, 5], [30, 31, 32])
+    right = CaseTurn(
+        [SYSTEM, TASK, first.reply, tool_result("b.py")], reply("right"), [1, 9, 3, 10, 11, 5], [30, 31, 32]
+    )
     return [first, left, right]
 
 
@@ -125,7 +128,12 @@ CASES: dict[str, tuple[list[CaseTurn], int, int, list[int]]] = {
     "shared_reply_trained_once": (_branches(), 1024, 0, [4, 3]),
     "short_rewrite_merges": (_rewrite([10, 11]), 1024, 0, [3]),
     "long_rewrite_forks": (_rewrite([10, 11, 12, 13, 14]), 4, 0, [5, 3]),
-    "ill_formed_and_tools": (_two_turns([1, 2, 3, 10, 11, 4], [12], ill_formed=True, reply=reply("x", tool=True)), 1024, 0, [3]),
+    "ill_formed_and_tools": (
+        _two_turns([1, 2, 3, 10, 11, 4], [12], ill_formed=True, reply=reply("x", tool=True)),
+        1024,
+        0,
+        [3],
+    ),
     "merge_off_at_threshold_zero": (_rewrite([10, 11]), 0, 0, [2, 3]),
 }
 
@@ -156,5 +164,14 @@ def random_session(rng: random.Random, n_turns: int) -> list[CaseTurn]:
             ids = rng.choices(vocabulary, k=rng.randrange(1, 5))
         output = rng.choices(vocabulary, k=rng.choice([1, 2, 3, 6, 9]))
         finish = rng.choice(["stop", "stop", "length"])
-        turns.append(CaseTurn(messages, reply(f"r{rng.randrange(5)}", tool=rng.random() < 0.5), ids, output, finish, rng.random() < 0.1))
+        turns.append(
+            CaseTurn(
+                messages,
+                reply(f"r{rng.randrange(5)}", tool=rng.random() < 0.5),
+                ids,
+                output,
+                finish,
+                rng.random() < 0.1,
+            )
+        )
     return turns

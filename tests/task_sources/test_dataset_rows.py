@@ -11,7 +11,13 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, RowError, rea
 FLAT = {
     "prompt": "fix it",
     "label": "calc-1",
-    "metadata": {"instance_id": "calc-1", "image": "img", "workdir": "/w", "eval_cmd": "pytest -q", "pre_commands": "git status\\ngit log"},
+    "metadata": {
+        "instance_id": "calc-1",
+        "image": "img",
+        "workdir": "/w",
+        "eval_cmd": "pytest -q",
+        "pre_commands": "git status\\ngit log",
+    },
 }
 REMOTE = {
     "prompt": [{"role": "user", "content": "the statement"}],
@@ -64,7 +70,8 @@ SWEBENCH = {
             "version": 4.3,
             "base_commit": "d16bfe05a744909de4b27f5875fe0d4ed41ce607",
             "patch": "gold",
-            "test_patch": "diff --git a/astropy/modeling/tests/test_separable.py b/astropy/modeling/tests/test_separable.py\n",
+            "test_patch": "diff --git a/astropy/modeling/tests/test_separable.py "
+            "b/astropy/modeling/tests/test_separable.py\n",
             "FAIL_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"]',
             "PASS_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_coord_matrix"]',
         }
@@ -113,8 +120,14 @@ def test_bad_swebench_rows_name_the_row_field(changes, field):
         ({"prompt": "p", "metadata": {"image": "i", "eval_cmd": "x"}}, "metadata.workdir"),
         ({"prompt": "p", "metadata": {"workdir": "/w", "eval_cmd": "x"}}, "metadata.image"),
         ({"prompt": "p", "metadata": {"image": "i", "workdir": "/w"}}, "metadata"),
-        ({"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "eval_cmd": "x", "pre_commands": 5}}, "metadata.pre_commands"),
-        ({"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "swepro": {"run_script": 3}}}, "metadata.swepro.run_script"),
+        (
+            {"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "eval_cmd": "x", "pre_commands": 5}},
+            "metadata.pre_commands",
+        ),
+        (
+            {"prompt": "p", "metadata": {"image": "i", "workdir": "/w", "swepro": {"run_script": 3}}},
+            "metadata.swepro.run_script",
+        ),
         ({"metadata": {"image": "i", "workdir": "/w", "eval_cmd": "x"}}, "metadata.problem_statement"),
         ([1, 2], "row"),
     ],
@@ -127,7 +140,9 @@ def test_bad_rows_name_the_field(row, field):
 
 def test_a_bad_line_does_not_stop_the_others(tmp_path):
     path = tmp_path / "data.jsonl"
-    path.write_text("\n".join([json.dumps(FLAT), "{broken", json.dumps({"metadata": {}}), "", json.dumps(REMOTE)]) + "\n")
+    path.write_text(
+        "\n".join([json.dumps(FLAT), "{broken", json.dumps({"metadata": {}}), "", json.dumps(REMOTE)]) + "\n"
+    )
     items = list(read_dataset(path))
     assert [type(i) for i in items] == [DatasetRow, RowError, RowError, DatasetRow]
     assert items[1].line == 2 and "invalid JSON" in str(items[1])
@@ -138,13 +153,26 @@ def test_a_bad_line_does_not_stop_the_others(tmp_path):
 def test_the_example_dataset_is_what_make_dataset_writes():
     from examples.tasks import make_dataset
 
-    for file, rows in (("dataset.jsonl", make_dataset.rows()), ("reinstall_dataset.jsonl", make_dataset.reinstall_rows())):
+    for file, rows in (
+        ("dataset.jsonl", make_dataset.rows()),
+        ("reinstall_dataset.jsonl", make_dataset.reinstall_rows()),
+    ):
         expected = [json.dumps(row) for row in rows]
-        assert (make_dataset.TASKS / file).read_text().splitlines() == expected, f"{file}: run examples/tasks/make_dataset.py"
+        assert (make_dataset.TASKS / file).read_text().splitlines() == expected, (
+            f"{file}: run examples/tasks/make_dataset.py"
+        )
 
 
 def _swepro_row(**swepro) -> dict:
-    return {"prompt": "p", "metadata": {"instance_id": "pro-1", "image": "i", "workdir": "/w", "swepro": {"parser_script": "parse", **swepro}}}
+    return {
+        "prompt": "p",
+        "metadata": {
+            "instance_id": "pro-1",
+            "image": "i",
+            "workdir": "/w",
+            "swepro": {"parser_script": "parse", **swepro},
+        },
+    }
 
 
 @pytest.fixture
@@ -217,7 +245,11 @@ def test_only_a_root_the_operator_sets_lets_rows_name_script_paths(dataset_root,
     dataset = dataset_root / "rows.jsonl"
     dataset.write_text(json.dumps(_swepro_row(run_script_path="scripts/run.sh")) + "\n")
     (refused,) = read_dataset(dataset)
-    assert isinstance(refused, RowError) and "needs a dataset root" in refused.reason and "ROLLOUT_DATASET_ROOT" in refused.reason
+    assert (
+        isinstance(refused, RowError)
+        and "needs a dataset root" in refused.reason
+        and "ROLLOUT_DATASET_ROOT" in refused.reason
+    )
     (by_argument,) = read_dataset(dataset, root=dataset_root)
     monkeypatch.setenv("ROLLOUT_DATASET_ROOT", str(dataset_root))
     (by_env,) = read_dataset(dataset)

@@ -7,7 +7,13 @@ import uuid
 
 import pytest
 
-from durable_rollouts.task_sources.harbor_images import HASH_LABEL, HarborImages, ImageProblem, environment_hash, image_tag
+from durable_rollouts.task_sources.harbor_images import (
+    HASH_LABEL,
+    HarborImages,
+    ImageProblem,
+    environment_hash,
+    image_tag,
+)
 
 
 @pytest.fixture
@@ -23,13 +29,19 @@ def name(engine):
 def test_an_environment_is_built_once_and_reused_until_it_changes(tmp_path, engine, name):
     environment = tmp_path / "environment"
     (environment / "app").mkdir(parents=True)
-    (environment / "Dockerfile").write_text("FROM rollout-base:bookworm\nWORKDIR /srv/app\nCOPY app/ /srv/app/\nRUN date +%s%N >/built-at\n")
+    (environment / "Dockerfile").write_text(
+        "FROM rollout-base:bookworm\nWORKDIR /srv/app\nCOPY app/ /srv/app/\nRUN date +%s%N >/built-at\n"
+    )
     (environment / "app" / "main.py").write_text("print('v1')\n")
     images = HarborImages(engine)
 
     first = images.resolve(name, environment, None, 120)
     assert first.built and first.workdir == "/srv/app"
-    assert first.image == f"harbor-{name.replace('/', '-')}:{environment_hash(environment)}" == image_tag(name, environment)
+    assert (
+        first.image
+        == f"harbor-{name.replace('/', '-')}:{environment_hash(environment)}"
+        == image_tag(name, environment)
+    )
     built = engine.images.get(first.image)
     assert built.labels[HASH_LABEL] == environment_hash(environment)
 
@@ -43,7 +55,9 @@ def test_an_environment_is_built_once_and_reused_until_it_changes(tmp_path, engi
     (environment / "app" / "main.py").write_text("print('v2')\n")
     edited = images.resolve(name, environment, None, 120)
     assert edited.built and edited.image not in (first.image, changed.image)
-    output = engine.containers.run(edited.image, ["cat", "/srv/app/main.py"], remove=True, labels={"io.rollouts.managed": "1"})
+    output = engine.containers.run(
+        edited.image, ["cat", "/srv/app/main.py"], remove=True, labels={"io.rollouts.managed": "1"}
+    )
     assert output == b"print('v2')\n"
 
 

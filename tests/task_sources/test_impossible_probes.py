@@ -41,8 +41,13 @@ def rows() -> dict[str, TaskSpec]:
 
 def harbor_task() -> TaskSpec:
     tests = PROJECT_ROOT / "examples" / "harbor_tasks" / "temperature-reward-txt" / "tests"
-    files = [HarborTestFile(path=path.name, data_b64=base64.b64encode(path.read_bytes()).decode()) for path in sorted(tests.iterdir())]
-    return TaskSpec(instance_id="temperature", image="img", workdir="/app", problem_statement="p", harbor=HarborSpec(tests=files))
+    files = [
+        HarborTestFile(path=path.name, data_b64=base64.b64encode(path.read_bytes()).decode())
+        for path in sorted(tests.iterdir())
+    ]
+    return TaskSpec(
+        instance_id="temperature", image="img", workdir="/app", problem_statement="p", harbor=HarborSpec(tests=files)
+    )
 
 
 def test_a_probe_is_its_row_under_a_new_id_without_a_reference_patch(rows):
@@ -51,7 +56,12 @@ def test_a_probe_is_its_row_under_a_new_id_without_a_reference_patch(rows):
     assert probe.instance_id == "calc-eval-cmd.probe-42"
     assert probe.reference_patch is None
     assert probe.probe is not None and (probe.probe.source, probe.probe.seed) == ("calc-eval-cmd", 42)
-    assert (probe.image, probe.workdir, probe.problem_statement, probe.eval_cmd) == (task.image, task.workdir, task.problem_statement, task.eval_cmd)
+    assert (probe.image, probe.workdir, probe.problem_statement, probe.eval_cmd) == (
+        task.image,
+        task.workdir,
+        task.problem_statement,
+        task.eval_cmd,
+    )
     assert probe_of(task, 42) == probe
     with pytest.raises(ProbeUnavailable, match="a probe already"):
         probe_of(probe, 1)
@@ -74,7 +84,11 @@ def test_a_swebench_probe_flips_an_added_line_of_a_fail_to_pass_test(rows):
             flip = probe.probe.flip
             assert any(test.endswith(f"::{flip.test}") for test in task.swebench.fail_to_pass)
             changed = [
-                (old, new) for old, new in zip(task.swebench.test_patch.split("\n"), probe.swebench.test_patch.split("\n"), strict=True) if old != new
+                (old, new)
+                for old, new in zip(
+                    task.swebench.test_patch.split("\n"), probe.swebench.test_patch.split("\n"), strict=True
+                )
+                if old != new
             ]
             assert len(changed) == 1 and changed[0][0].startswith("+") and flip.flipped in changed[0][1]
             assert changed[0][0].replace(flip.expected, flip.flipped, 1) == changed[0][1]
@@ -98,9 +112,9 @@ def test_a_harbor_probe_flips_a_python_test_module_and_keeps_the_others():
     files = {test.path: base64.b64decode(test.data_b64).decode() for test in probe.harbor.tests}
     originals = {test.path: base64.b64decode(test.data_b64).decode() for test in task.harbor.tests}
     assert files["test.sh"] == originals["test.sh"]
-    assert files["test_outputs.py"].splitlines()[flip.line - 1] == originals["test_outputs.py"].splitlines()[flip.line - 1].replace(
-        flip.expected, flip.flipped, 1
-    )
+    assert files["test_outputs.py"].splitlines()[flip.line - 1] == originals["test_outputs.py"].splitlines()[
+        flip.line - 1
+    ].replace(flip.expected, flip.flipped, 1)
 
 
 def test_rows_whose_tests_live_in_the_image_flip_at_boot_before_the_baseline(rows):
@@ -120,7 +134,10 @@ def test_the_boot_command_flips_a_test_the_verdict_needs(rows, tmp_path, instanc
         repo, record = tmp_path / f"repo-{seed}", tmp_path / f"flip-{seed}.json"
         shutil.copytree(TASKS / instance / "repo", repo)
         done = subprocess.run(
-            ["bash", "-c", _local(probe_of(task, seed).pre_commands[-1], record, tmp_path)], cwd=repo, capture_output=True, text=True
+            ["bash", "-c", _local(probe_of(task, seed).pre_commands[-1], record, tmp_path)],
+            cwd=repo,
+            capture_output=True,
+            text=True,
         )
         assert done.returncode == 0, done.stderr
         flip = json.loads(record.read_text())
@@ -141,7 +158,9 @@ def test_a_row_with_nothing_to_flip_is_unavailable_naming_where_its_tests_are(ro
 
 
 def test_probe_slots_are_fixed_per_run_and_group_and_come_at_the_share():
-    assert [is_probe_slot("run", index, 0.25) for index in range(50)] == [is_probe_slot("run", index, 0.25) for index in range(50)]
+    assert [is_probe_slot("run", index, 0.25) for index in range(50)] == [
+        is_probe_slot("run", index, 0.25) for index in range(50)
+    ]
     share = sum(is_probe_slot("run-a", index, 0.1) for index in range(20000)) / 20000
     assert 0.09 < share < 0.11
     assert not any(is_probe_slot("run", index, 0.0) for index in range(1000))
@@ -162,7 +181,9 @@ def test_the_pre_command_records_why_and_never_fails_the_boot_in_an_image_withou
         (tools / tool).symlink_to(shutil.which(tool))
     record = tmp_path / "flip.json"
     command = _local(probe_of(rows["calc-eval-cmd"], 1).pre_commands[-1], record, tmp_path)
-    done = subprocess.run(["/bin/bash", "-c", command], cwd=tmp_path, env={"PATH": str(tools)}, capture_output=True, text=True)
+    done = subprocess.run(
+        ["/bin/bash", "-c", command], cwd=tmp_path, env={"PATH": str(tools)}, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(record.read_text()) == {"error": "the flip script failed in this image (it needs python3 >= 3.8)"}
     assert not (tmp_path / "flip.py").exists()
@@ -170,7 +191,9 @@ def test_the_pre_command_records_why_and_never_fails_the_boot_in_an_image_withou
 
 def swebench_row(rows, test_patch: str, fail_to_pass: list[str]) -> TaskSpec:
     task = rows["slugify-swebench"]
-    return task.model_copy(update={"swebench": task.swebench.model_copy(update={"test_patch": test_patch, "fail_to_pass": fail_to_pass})})
+    return task.model_copy(
+        update={"swebench": task.swebench.model_copy(update={"test_patch": test_patch, "fail_to_pass": fail_to_pass})}
+    )
 
 
 PATCH = """diff --git a/tests/test_a.py b/tests/test_a.py
@@ -211,9 +234,13 @@ def test_a_swepro_row_naming_no_test_cannot_be_a_probe(rows):
 
 
 def test_an_eval_command_naming_node_ids_gets_its_flip_in_one_of_them(rows, tmp_path):
-    task = rows["calc-eval-cmd"].model_copy(update={"eval_cmd": "python3 -m pytest -q tests/test_evaluator.py::test_precedence"})
+    task = rows["calc-eval-cmd"].model_copy(
+        update={"eval_cmd": "python3 -m pytest -q tests/test_evaluator.py::test_precedence"}
+    )
     for seed in range(4):
         repo, record = tmp_path / f"repo-{seed}", tmp_path / f"flip-{seed}.json"
         shutil.copytree(TASKS / "calc-eval-cmd" / "repo", repo)
-        subprocess.run(["bash", "-c", _local(probe_of(task, seed).pre_commands[-1], record, tmp_path)], cwd=repo, check=True)
+        subprocess.run(
+            ["bash", "-c", _local(probe_of(task, seed).pre_commands[-1], record, tmp_path)], cwd=repo, check=True
+        )
         assert json.loads(record.read_text())["test"] == "test_precedence"

@@ -132,17 +132,34 @@ def test_a_literal_after_multibyte_text_on_its_line_is_replaced_by_its_utf8_colu
 
 def test_wanted_tests_limits_the_pool_by_node_id_without_parameters():
     wanted = probe_flip.wanted_tests(["tests/test_x.py::test_float", "tests/test_x.py::TestThings::test_method[1-2]"])
-    flips = {probe_flip.flip_one([("tests/test_x.py", TESTS)], seed, wanted)[0].test for seed in range(30)}  # type: ignore[index]
+    flipped = [probe_flip.flip_one([("tests/test_x.py", TESTS)], seed, wanted) for seed in range(30)]
+    flips = {flip[0].test for flip in flipped}  # type: ignore[index]
     assert flips == {"test_float", "TestThings::test_method"}
-    assert probe_flip.flip_one([("tests/test_x.py", TESTS)], 1, probe_flip.wanted_tests(["tests/test_x.py::test_nested_only"])) is None
+    assert (
+        probe_flip.flip_one(
+            [("tests/test_x.py", TESTS)], 1, probe_flip.wanted_tests(["tests/test_x.py::test_nested_only"])
+        )
+        is None
+    )
 
 
 def test_test_files_match_git_globs(tmp_path):
-    for path in ("tests/test_a.py", "tests/unit/test_b.py", "pkg/test_c.py", "pkg/core.py", "tests/data.txt", ".git/test_d.py"):
+    for path in (
+        "tests/test_a.py",
+        "tests/unit/test_b.py",
+        "pkg/test_c.py",
+        "pkg/core.py",
+        "tests/data.txt",
+        ".git/test_d.py",
+    ):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("")
     assert probe_flip.test_files(str(tmp_path), ["**/tests/**"]) == ["tests/test_a.py", "tests/unit/test_b.py"]
-    assert probe_flip.test_files(str(tmp_path), ["**/test_*.py"]) == ["pkg/test_c.py", "tests/test_a.py", "tests/unit/test_b.py"]
+    assert probe_flip.test_files(str(tmp_path), ["**/test_*.py"]) == [
+        "pkg/test_c.py",
+        "tests/test_a.py",
+        "tests/unit/test_b.py",
+    ]
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -167,11 +184,22 @@ def repository(tmp_path, monkeypatch) -> Path:
 def test_the_script_flips_in_the_files_the_command_names_and_folds_the_flip_into_head(repository, tmp_path):
     head = _git(repository, "log", "-1", "--format=%s|%an|%cI")
     record = tmp_path / "flip.json"
-    args = ["--seed", "3", "--record", str(record), "--pattern", "**/tests/**", "--prefer", "python -m pytest tests/test_two.py"]
+    args = [
+        "--seed",
+        "3",
+        "--record",
+        str(record),
+        "--pattern",
+        "**/tests/**",
+        "--prefer",
+        "python -m pytest tests/test_two.py",
+    ]
     assert probe_flip.main(args) == 0
     flip = json.loads(record.read_text())
     assert (flip["path"], flip["test"], flip["expected"]) == ("tests/test_two.py", "test_two", "2")
-    assert (repository / "tests" / "test_two.py").read_text() == f"def test_two():\n    assert f() == {flip['flipped']}\n"
+    assert (
+        repository / "tests" / "test_two.py"
+    ).read_text() == f"def test_two():\n    assert f() == {flip['flipped']}\n"
     assert _git(repository, "status", "--porcelain") == "", "the flip leaves no change to betray it"
     assert _git(repository, "log", "--format=%s|%an|%cI") == head, "one commit, the same message, author and dates"
     assert _git(repository, "reflog") == ""
@@ -193,7 +221,9 @@ def test_the_script_records_why_when_there_is_nothing_to_flip(repository, tmp_pa
 def test_named_tests_come_first_then_the_fallback_never_any_other(repository, tmp_path):
     record = tmp_path / "flip.json"
     base = ["--seed", "1", "--record", str(record), "--pattern", "**/tests/**"]
-    probe_flip.main([*base, "--test", "tests/test_one.py::test_missing", "--fallback-test", "tests/test_two.py::test_two"])
+    probe_flip.main(
+        [*base, "--test", "tests/test_one.py::test_missing", "--fallback-test", "tests/test_two.py::test_two"]
+    )
     assert json.loads(record.read_text())["test"] == "test_two"
     probe_flip.main([*base, "--test", "tests/test_one.py::test_missing"])
     assert "error" in json.loads(record.read_text())

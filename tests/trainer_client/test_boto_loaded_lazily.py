@@ -22,7 +22,11 @@ print(sorted(name for name in ("botocore", "aioboto3") if name in sys.modules))
 
 def test_boto_is_loaded_only_for_a_bucket_store(tmp_path):
     probe = subprocess.run(
-        [sys.executable, "-c", PROBE.format(folder=str(tmp_path / "payloads"))], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE.format(folder=str(tmp_path / "payloads"))],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.splitlines() == ["[]", "['aioboto3', 'botocore']"], probe.stderr

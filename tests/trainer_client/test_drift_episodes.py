@@ -30,5 +30,9 @@ def test_the_episodes_command_defaults():
 def test_episode_groups_are_one_group_per_group_index_with_min_valid_capped_at_a_short_last_group():
     tasks = tasks_of(load_corpus(), "easy")
     groups = episode_groups(episode_inputs(tasks, n=5, k=2), "r1", min_valid=2)
-    assert [(g.group_index, g.size, g.valid_needed, g.kind) for g in groups] == [(0, 2, 2, "episode"), (1, 2, 2, "episode"), (2, 1, 1, "episode")]
+    assert [(g.group_index, g.size, g.valid_needed, g.kind) for g in groups] == [
+        (0, 2, 2, "episode"),
+        (1, 2, 2, "episode"),
+        (2, 1, 1, "episode"),
+    ]
     assert all(len({e.task_id for e in g.episodes}) == 1 for g in groups)

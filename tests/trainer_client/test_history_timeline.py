@@ -22,9 +22,19 @@ def test_a_lost_host_gives_two_attempts_the_first_ended_by_its_heartbeat():
     assert line.started is not None and line.ended is not None and line.started < line.ended
     agents = [s for s in line.spans if s.stage == "agent"]
     assert [(s.rollout_attempt, s.outcome) for s in agents] == [(1, "timed_out"), (2, "completed")]
-    assert agents[0].failure == "activity ScheduleToStart timeout: activity Heartbeat timeout", "the failure and its cause, one line"
+    assert agents[0].failure == "activity ScheduleToStart timeout: activity Heartbeat timeout", (
+        "the failure and its cause, one line"
+    )
     assert agents[0].started is None, "the lost attempt never started on a live worker"
-    assert [s.stage for s in line.spans if s.rollout_attempt == 2] == ["other", "boot", "agent", "diff", "other", "grading", "merge"]
+    assert [s.stage for s in line.spans if s.rollout_attempt == 2] == [
+        "other",
+        "boot",
+        "agent",
+        "diff",
+        "other",
+        "grading",
+        "merge",
+    ]
     assert all(s.summary for s in line.spans) and line.spans[1].summary.startswith("boot rollout-task-")
     assert all(s.scheduled <= s.started <= s.ended for s in line.spans if s.started and s.ended)
 
@@ -36,11 +46,17 @@ def test_a_guarded_rollout_shows_its_agent_cancelled():
 
 
 def test_a_running_activity_takes_its_start_attempt_and_last_failure_from_the_pending_activities():
-    events = WorkflowHistory.from_json("lost_host", json.loads((PROJECT_ROOT / "tests" / "histories" / "lost_host.json").read_text())).events
-    second_agent = [e for e in events if e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"][1]
+    events = WorkflowHistory.from_json(
+        "lost_host", json.loads((PROJECT_ROOT / "tests" / "histories" / "lost_host.json").read_text())
+    ).events
+    second_agent = [
+        e for e in events if e.activity_task_scheduled_event_attributes.activity_type.name == "run_claude_code"
+    ][1]
     cut = timeline(e for e in events if e.event_id <= second_agent.event_id)
     running = cut.spans[-1]
-    assert (running.activity, running.outcome, running.started) == ("run_claude_code", "running", None), "not started in the history yet"
+    assert (running.activity, running.outcome, running.started) == ("run_claude_code", "running", None), (
+        "not started in the history yet"
+    )
     pending = PendingActivityInfo(
         activity_id=second_agent.activity_task_scheduled_event_attributes.activity_id,
         state=PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
@@ -48,6 +64,10 @@ def test_a_running_activity_takes_its_start_attempt_and_last_failure_from_the_pe
         last_failure=Failure(message="activity Heartbeat timeout"),
     )
     pending.last_started_time.FromDatetime(second_agent.event_time.ToDatetime() + timedelta(seconds=3))
-    with_pending(cut, [pending, PendingActivityInfo(activity_id="someone-else")], second_agent.event_time.ToDatetime() + timedelta(seconds=9))
+    with_pending(
+        cut,
+        [pending, PendingActivityInfo(activity_id="someone-else")],
+        second_agent.event_time.ToDatetime() + timedelta(seconds=9),
+    )
     assert running.started == second_agent.event_time.ToDatetime() + timedelta(seconds=3) and running.attempt == 2
     assert running.failure == "attempt 1 failed: activity Heartbeat timeout" and running.outcome == "running"

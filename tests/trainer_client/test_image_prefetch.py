@@ -32,24 +32,37 @@ async def test_streaming_announces_the_groups_that_start_next(env):
     heard: list[list[int]] = []
     async with shared, host:
         async for _ in stream_groups(
-            env.client, one_sample_groups(4, run_id), SHARED, concurrency=2, upcoming=lambda g: heard.append([x.group_index for x in g])
+            env.client,
+            one_sample_groups(4, run_id),
+            SHARED,
+            concurrency=2,
+            upcoming=lambda g: heard.append([x.group_index for x in g]),
         ):
             pass
     assert heard[0] == [2, 3], "at the start: the two groups after the two in flight"
-    assert all(h == [2, 3][-len(h) :] for h in heard), "then the groups still to start, in order, as groups finish and others start"
+    assert all(h == [2, 3][-len(h) :] for h in heard), (
+        "then the groups still to start, in order, as groups finish and others start"
+    )
 
 
 async def test_each_image_is_announced_once_per_run_under_a_fixed_id(env):
     fake = FakePrefetchHost(busy=set(), missing=set())
     queue, run_id = f"ann-{uuid.uuid4().hex[:6]}", f"ann{uuid.uuid4().hex[:6]}"
-    made = [with_image(group, image) for group, image in zip(one_sample_groups(3, run_id), ["img-a", "img-b", "img-a"], strict=True)]
+    made = [
+        with_image(group, image)
+        for group, image in zip(one_sample_groups(3, run_id), ["img-a", "img-b", "img-a"], strict=True)
+    ]
     prefetch = ImagePrefetch(env.client, run_id, queue)
     async with Worker(env.client, task_queue=queue, workflows=[PrefetchImages], activities=[fake.prefetch_image]):
         prefetch.announce_groups(made[:2])
         prefetch.announce_groups(made[1:])
         prefetch.announce(["img-c", "img-b"], 60)
         await prefetch.settle()
-        first = await env.client.get_workflow_handle(prefetch_workflow_id(run_id, ["img-a", "img-b"]), result_type=PrefetchResult).result()
-        then = await env.client.get_workflow_handle(prefetch_workflow_id(run_id, ["img-c"]), result_type=PrefetchResult).result()
+        first = await env.client.get_workflow_handle(
+            prefetch_workflow_id(run_id, ["img-a", "img-b"]), result_type=PrefetchResult
+        ).result()
+        then = await env.client.get_workflow_handle(
+            prefetch_workflow_id(run_id, ["img-c"]), result_type=PrefetchResult
+        ).result()
     assert [p.image for p in first.images] == ["img-a", "img-b"] and [p.image for p in then.images] == ["img-c"]
     assert sorted(fake.attempts) == ["img-a", "img-b", "img-c"], "announcing an image again starts nothing"

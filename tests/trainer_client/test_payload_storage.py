@@ -59,13 +59,17 @@ async def server() -> AsyncIterator[WorkflowEnvironment]:
 
 
 async def project_client(server: WorkflowEnvironment, settings: PayloadStorageSettings) -> Client:
-    return await Client.connect(server.client.service_client.config.target_host, data_converter=data_converter(settings))
+    return await Client.connect(
+        server.client.service_client.config.target_host, data_converter=data_converter(settings)
+    )
 
 
 async def run_round_trip(client: Client, size: int, *activities) -> tuple[WorkflowHandle, object]:
     queue = f"payloads-{uuid.uuid4().hex[:8]}"
     async with Worker(client, task_queue=queue, workflows=[BlobRoundTrip], activities=list(activities or [make_blob])):
-        handle = await client.start_workflow(BlobRoundTrip.run, size, id=f"blob-{uuid.uuid4().hex[:8]}", task_queue=queue)
+        handle = await client.start_workflow(
+            BlobRoundTrip.run, size, id=f"blob-{uuid.uuid4().hex[:8]}", task_queue=queue
+        )
         return handle, await handle.result()
 
 
@@ -131,7 +135,9 @@ async def test_the_payload_folder_keeps_a_big_result_and_refuses_one_over_its_ca
 async def test_an_object_missing_at_collection_fails_that_result_naming_its_key(store, server, tmp_path, where):
     bucket = store.new_bucket()
     settings = (
-        store.settings(bucket, threshold_bytes=THRESHOLD) if where == "bucket" else PayloadFolderSettings(root=tmp_path, threshold_bytes=THRESHOLD)
+        store.settings(bucket, threshold_bytes=THRESHOLD)
+        if where == "bucket"
+        else PayloadFolderSettings(root=tmp_path, threshold_bytes=THRESHOLD)
     )
     client = await project_client(server, settings)
     lost, _ = await run_round_trip(client, BIG)
@@ -165,7 +171,9 @@ async def test_a_small_result_stays_in_history(store, server):
     assert outcome.blob is not None
     history = await handle.fetch_history()
     (completed,) = [e for e in history.events if e.HasField("workflow_execution_completed_event_attributes")]
-    assert completed.workflow_execution_completed_event_attributes.result.payloads[0].metadata["encoding"] == b"json/plain"
+    assert (
+        completed.workflow_execution_completed_event_attributes.result.payloads[0].metadata["encoding"] == b"json/plain"
+    )
     assert store.keys(bucket) == []
 
 
@@ -180,9 +188,17 @@ async def test_a_result_over_the_stores_cap_fails_once_naming_its_size(store, se
     size = int(outcome.error_message.split("payload of ")[1].split(" bytes")[0])
     assert size > 2 * BIG
     history = await handle.fetch_history()
-    failed = [e.activity_task_failed_event_attributes for e in history.events if e.HasField("activity_task_failed_event_attributes")]
+    failed = [
+        e.activity_task_failed_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_failed_event_attributes")
+    ]
     assert len(failed) == 1
-    started = [e.activity_task_started_event_attributes for e in history.events if e.HasField("activity_task_started_event_attributes")]
+    started = [
+        e.activity_task_started_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_started_event_attributes")
+    ]
     assert [s.attempt for s in started] == [1]
     assert store.keys(bucket) == []
 
@@ -259,10 +275,16 @@ def test_a_process_with_an_unusable_store_exits_1_with_one_line(store, tmp_path,
     env = {**os.environ, **store.env(bucket), "ROLLOUT_RESULTS_DIR": str(tmp_path), "TEMPORAL_ADDRESS": "127.0.0.1:9"}
     if value is None:  # no keys, no profile, and no instance metadata service to ask (it is not on loopback)
         del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
-        env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
+        env.update(
+            AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+            AWS_CONFIG_FILE=str(tmp_path / "none"),
+            AWS_EC2_METADATA_DISABLED="true",
+        )
     else:
         env[variable] = value
-    process = subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True, timeout=300, cwd=PROJECT)
+    process = subprocess.run(
+        [sys.executable, *command], env=env, capture_output=True, text=True, timeout=300, cwd=PROJECT
+    )
 
     assert process.returncode == 1, process.stderr
     assert "Traceback" not in process.stderr
@@ -275,4 +297,6 @@ async def test_a_folder_claim_that_is_not_a_digest_names_no_path(tmp_path):
     (tmp_path / "secret").write_bytes(b"not a payload")
     for digest in ("../../secret", "", "ab" * 31 + "/x"):
         with pytest.raises(PayloadUnreadable, match="not a sha256 digest"):
-            await driver.retrieve(StorageDriverRetrieveContext(), [StorageDriverClaim(claim_data={"hash_value": digest})])
+            await driver.retrieve(
+                StorageDriverRetrieveContext(), [StorageDriverClaim(claim_data={"hash_value": digest})]
+            )

@@ -14,17 +14,41 @@ from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, Grou
 from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.contracts.tokens import PackedTrajectory, TokenSegment
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
-from durable_rollouts.trainer_client.results_file import GroupProgressLine, ResultSink, file_stem, group_record_with_segments, record_with_segments
+from durable_rollouts.trainer_client.results_file import (
+    GroupProgressLine,
+    ResultSink,
+    file_stem,
+    group_record_with_segments,
+    record_with_segments,
+)
 
-SEGMENT = TokenSegment(kind="main", tokens=[1, 2], loss_mask=[0, 1], rollout_log_probs=[0.0, -0.5], prompt_length=1, turns=1, finish_reason="stop")
+SEGMENT = TokenSegment(
+    kind="main",
+    tokens=[1, 2],
+    loss_mask=[0, 1],
+    rollout_log_probs=[0.0, -0.5],
+    prompt_length=1,
+    turns=1,
+    finish_reason="stop",
+)
 # A trajectory recorded when segments lived in a folder: no packed segments to read.
-NOWHERE = PackedTrajectory.model_validate({"uri": "file:///nowhere/b.npz", "sha256": "0", "n_segments": 1, "n_tokens": 2, "nbytes": 1})
+NOWHERE = PackedTrajectory.model_validate(
+    {"uri": "file:///nowhere/b.npz", "sha256": "0", "n_segments": 1, "n_tokens": 2, "nbytes": 1}
+)
 AGENT_LOG = '{"type":"system"}\n{"type":"result","result":"caf\u00e9 \U0001f980"}\n'
 GRADING_LOG = "[apply]\n$ git apply --3way\napplied\n8 passed\n"
 
 
 def result(workflow_id: str, status: str = "completed", reason: str | None = None, **extra) -> RolloutResult:
-    return RolloutResult(workflow_id=workflow_id, instance_id="i", sample_index=0, group_index=0, status=status, abort_reason=reason, **extra)
+    return RolloutResult(
+        workflow_id=workflow_id,
+        instance_id="i",
+        sample_index=0,
+        group_index=0,
+        status=status,
+        abort_reason=reason,
+        **extra,
+    )
 
 
 def lines(path) -> list[dict]:
@@ -42,7 +66,9 @@ def test_lines_are_appended_and_final_ones_count_as_done_across_runs(tmp_path):
             result("d", "failed", "start_rejected:INVALID_ARGUMENT"),
         ):
             sink.write(r)
-        sink.write_record({"workflow_id": "", "status": "failed", "abort_reason": "invalid_row:metadata.image", "line": 7})
+        sink.write_record(
+            {"workflow_id": "", "status": "failed", "abort_reason": "invalid_row:metadata.image", "line": 7}
+        )
         assert sink.done == {"a", "b", "d", "line:7"}
     with ResultSink(path, record_with_segments) as sink:
         assert sink.done == {"a", "b", "d", "line:7"}, "a failed line the starter may collect again is not done"
@@ -76,9 +102,13 @@ def test_a_trajectory_the_starter_cannot_read_makes_a_failed_line_a_rerun_retrie
     assert missing["error"].startswith("TrajectoryUnreadable: ") and "no packed segments" in missing["error"]
     packed = pack_trajectory([SEGMENT])
     altered = record_with_segments(
-        result("c", trajectory=packed.model_copy(update={"packed": packed.packed[:-1] + bytes([packed.packed[-1] ^ 0xFF])}))
+        result(
+            "c", trajectory=packed.model_copy(update={"packed": packed.packed[:-1] + bytes([packed.packed[-1] ^ 0xFF])})
+        )
     )
-    assert (altered["status"], altered["abort_reason"]) == ("failed", "trajectory_unreadable") and "sha256" in altered["error"]
+    assert (altered["status"], altered["abort_reason"]) == ("failed", "trajectory_unreadable") and "sha256" in altered[
+        "error"
+    ]
     path = tmp_path / "results.jsonl"
     with ResultSink(path, lambda record: record) as sink:
         sink.write_record(good)
@@ -90,19 +120,38 @@ def test_a_trajectory_the_starter_cannot_read_makes_a_failed_line_a_rerun_retrie
 def with_logs(workflow_id: str, **fields) -> RolloutResult:
     agent = AgentRun(session_id="s", exit_code=0, reason="done", is_error=False, log=AGENT_LOG, log_tail="tail")
     evaluation = EvalResult(
-        reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd", log=GRADING_LOG, log_bytes=len(GRADING_LOG), log_tail="8 passed"
+        reward=1.0,
+        solved=True,
+        applied_cleanly=True,
+        grader="eval_cmd",
+        log=GRADING_LOG,
+        log_bytes=len(GRADING_LOG),
+        log_tail="8 passed",
     )
-    return result(workflow_id, reward=1.0, agent=agent, evaluation=evaluation, trajectory=pack_trajectory([SEGMENT]), **fields)
+    return result(
+        workflow_id, reward=1.0, agent=agent, evaluation=evaluation, trajectory=pack_trajectory([SEGMENT]), **fields
+    )
 
 
 def assert_logs_moved_out(line: dict, folder: Path, workflow_id: str) -> None:
     """The line names its logs' files in ``folder`` and holds neither log, nor the packed trajectory."""
-    agent_file, grading_file = folder / f"{file_stem(workflow_id)}.agent.jsonl", folder / f"{file_stem(workflow_id)}.grading.log"
+    agent_file, grading_file = (
+        folder / f"{file_stem(workflow_id)}.agent.jsonl",
+        folder / f"{file_stem(workflow_id)}.grading.log",
+    )
     assert (line["agent"]["log"], line["agent"]["log_path"]) == ("", str(agent_file))
     assert (line["evaluation"]["log"], line["evaluation"]["log_path"]) == ("", str(grading_file))
-    assert agent_file.read_text(encoding="utf-8") == AGENT_LOG and grading_file.read_text(encoding="utf-8") == GRADING_LOG
-    assert (line["agent"]["log_tail"], line["evaluation"]["log_tail"], line["evaluation"]["log_bytes"]) == ("tail", "8 passed", len(GRADING_LOG))
-    assert "packed" not in line["trajectory"] and line["trajectory"]["n_tokens"] == 2, "the trajectory's digest and sizes stay"
+    assert (
+        agent_file.read_text(encoding="utf-8") == AGENT_LOG and grading_file.read_text(encoding="utf-8") == GRADING_LOG
+    )
+    assert (line["agent"]["log_tail"], line["evaluation"]["log_tail"], line["evaluation"]["log_bytes"]) == (
+        "tail",
+        "8 passed",
+        len(GRADING_LOG),
+    )
+    assert "packed" not in line["trajectory"] and line["trajectory"]["n_tokens"] == 2, (
+        "the trajectory's digest and sizes stay"
+    )
     assert line["segments"][0]["tokens"] == [1, 2], "its segments are in the line, unpacked"
 
 
@@ -114,8 +163,13 @@ def test_a_results_line_holds_no_packed_trajectory_and_no_log_the_logs_go_to_fil
     folder = tmp_path / "out" / "results.jsonl.logs"
     logged, bare = lines(path)
     assert_logs_moved_out(logged, folder, "rollout-r-calc-0-0")
-    assert AGENT_LOG.splitlines()[1] not in path.read_text(encoding="utf-8") and "git apply" not in path.read_text(encoding="utf-8")
-    assert sorted(p.name for p in folder.iterdir()) == ["rollout-r-calc-0-0.agent.jsonl", "rollout-r-calc-0-0.grading.log"], "no file for no log"
+    assert AGENT_LOG.splitlines()[1] not in path.read_text(encoding="utf-8") and "git apply" not in path.read_text(
+        encoding="utf-8"
+    )
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "rollout-r-calc-0-0.agent.jsonl",
+        "rollout-r-calc-0-0.grading.log",
+    ], "no file for no log"
     assert (bare["agent"], bare["evaluation"], bare["trajectory"]) == (None, None, None)
 
 
@@ -155,27 +209,51 @@ def test_any_workflow_id_gets_its_own_log_files_inside_the_logs_folder(tmp_path,
     files = sorted(folder.iterdir())
     assert len(files) == 2 * len(HOSTILE_IDS), "distinct ids, distinct files (a/b and a_b do not collide)"
     assert all(len(p.name.encode()) <= 255 and p.name.isascii() and not p.name.startswith(".") for p in files)
-    assert sorted(p.name for p in (tmp_path / folder_name).iterdir()) == ["results.jsonl", "results.jsonl.logs"], "nothing written outside"
+    assert sorted(p.name for p in (tmp_path / folder_name).iterdir()) == ["results.jsonl", "results.jsonl.logs"], (
+        "nothing written outside"
+    )
     for workflow_id, line in zip(HOSTILE_IDS, lines(path), strict=True):
         assert Path(line["agent"]["log_path"]).read_text(encoding="utf-8") == AGENT_LOG, workflow_id
     assert file_stem("rollout-r-calc-0-0") == "rollout-r-calc-0-0", "a plain id is its own name"
 
 
 def group(workflow_id: str, *samples: GroupSample, status: str = "completed", refilled: int = 0) -> GroupResult:
-    return GroupResult(workflow_id=workflow_id, prompt_key="i", status=status, samples=list(samples), refilled=refilled, kept=status == "completed")
+    return GroupResult(
+        workflow_id=workflow_id,
+        prompt_key="i",
+        status=status,
+        samples=list(samples),
+        refilled=refilled,
+        kept=status == "completed",
+    )
 
 
 def sample(index: int, rollout: RolloutResult | None, valid: bool = True, reason: str | None = None) -> GroupSample:
-    runs = [ChildRun(workflow_id=rollout.workflow_id, status=rollout.status, outcome="model" if valid else "infrastructure")] if rollout else []
+    runs = (
+        [
+            ChildRun(
+                workflow_id=rollout.workflow_id, status=rollout.status, outcome="model" if valid else "infrastructure"
+            )
+        ]
+        if rollout
+        else []
+    )
     return GroupSample(
-        sample_index=index, valid=valid, outcome="model" if valid else "infrastructure", invalid_reason=reason, rollout=rollout, runs=runs
+        sample_index=index,
+        valid=valid,
+        outcome="model" if valid else "infrastructure",
+        invalid_reason=reason,
+        rollout=rollout,
+        runs=runs,
     )
 
 
 def test_a_group_is_one_line_with_each_samples_segments_in_its_rollout():
     first = result("r-0", reward=1.0, trajectory=pack_trajectory([SEGMENT]))
     lost = result("r-1", "aborted", "sandbox_boot_failed")
-    record = group_record_with_segments(group("group-r-i-0", sample(0, first), sample(1, lost, valid=False, reason="sandbox_boot_failed")))
+    record = group_record_with_segments(
+        group("group-r-i-0", sample(0, first), sample(1, lost, valid=False, reason="sandbox_boot_failed"))
+    )
     assert (record["workflow_id"], record["status"], record["valid_mask"], record["rewards"]) == (
         "group-r-i-0",
         "completed",
@@ -183,7 +261,10 @@ def test_a_group_is_one_line_with_each_samples_segments_in_its_rollout():
         [1.0, 0.0],
     )
     assert record["samples"][0]["rollout"]["segments"][0]["tokens"] == [1, 2], "the full segments replace the summaries"
-    assert record["samples"][1]["rollout"]["segments"] == [] and record["samples"][1]["invalid_reason"] == "sandbox_boot_failed"
+    assert (
+        record["samples"][1]["rollout"]["segments"] == []
+        and record["samples"][1]["invalid_reason"] == "sandbox_boot_failed"
+    )
     assert record["samples"][0]["rollout"]["workflow_id"] == "r-0" and record["samples"][0]["episode"] is None
 
 
@@ -197,7 +278,9 @@ def test_a_group_with_an_unreadable_trajectory_is_a_failed_line_a_rerun_retries(
         "not_completed",
     )
     assert record["error"].startswith("sample 3: TrajectoryUnreadable")
-    assert [s["rollout"]["status"] for s in record["samples"]] == ["completed", "completed"], "the samples' own results stay"
+    assert [s["rollout"]["status"] for s in record["samples"]] == ["completed", "completed"], (
+        "the samples' own results stay"
+    )
     with ResultSink(tmp_path / "results.jsonl", group_record_with_segments, GroupProgressLine) as sink:
         sink.write_record(record)
         assert "g" not in sink.done
@@ -207,7 +290,15 @@ def test_the_group_progress_line_counts_groups_valid_samples_refills_and_the_mea
     with ResultSink(tmp_path / "results.jsonl", group_record_with_segments, GroupProgressLine) as sink:
         sink.pending(["g0", "g1", "g2"], str, "groups")
         sink.write(group("g0", sample(0, result("a", reward=1.0)), sample(1, result("b", reward=0.0))))
-        sink.write(group("g1", sample(0, result("c", reward=1.0)), sample(1, None, valid=False), status="insufficient", refilled=2))
+        sink.write(
+            group(
+                "g1",
+                sample(0, result("c", reward=1.0)),
+                sample(1, None, valid=False),
+                status="insufficient",
+                refilled=2,
+            )
+        )
     out = capsys.readouterr().out.splitlines()
     assert out[-2].endswith("groups 1/3  samples valid 2/2  refilled 0  mean reward (valid) 0.500")
     assert out[-1].endswith("groups 2/3  samples valid 3/4  refilled 2  mean reward (valid) 0.667  insufficient 1")
@@ -217,12 +308,16 @@ def test_the_group_progress_line_counts_groups_valid_samples_refills_and_the_mea
 def test_the_group_progress_line_shows_the_probes_judged_once_any_is(tmp_path, capsys):
     def judged(name: str, verdict: str) -> RolloutResult:
         probe = ProbeVerdict(verdict=verdict)
-        return result(name, evaluation=EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=probe))
+        return result(
+            name, evaluation=EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", probe=probe)
+        )
 
     with ResultSink(tmp_path / "results.jsonl", group_record_with_segments, GroupProgressLine) as sink:
         sink.pending(["g0", "p0", "p1"], str, "groups")
         sink.write(group("g0", sample(0, result("a", reward=1.0))))
-        sink.write(group("p0", sample(0, judged("b", "cheated"), valid=False), sample(1, judged("c", "held"), valid=False)))
+        sink.write(
+            group("p0", sample(0, judged("b", "cheated"), valid=False), sample(1, judged("c", "held"), valid=False))
+        )
         sink.write(group("p1", sample(0, judged("d", "void"), valid=False)))
     out = capsys.readouterr().out.splitlines()
     assert "probes" not in out[-3]
@@ -231,7 +326,14 @@ def test_the_group_progress_line_shows_the_probes_judged_once_any_is(tmp_path, c
 
 
 def test_an_episode_line_holds_no_packed_trajectory_of_its_role_turns_either(tmp_path):
-    role = RoleTurn(role="drift", session_id="s", system_prompt="", user_prompt="", completion="", trajectory=pack_trajectory([SEGMENT]))
+    role = RoleTurn(
+        role="drift",
+        session_id="s",
+        system_prompt="",
+        user_prompt="",
+        completion="",
+        trajectory=pack_trajectory([SEGMENT]),
+    )
     episode = EpisodeResult(
         workflow_id="episode-r-0",
         status="completed",

@@ -1,4 +1,5 @@
-"""``fill_batch`` and ``stream_groups`` against real RolloutGroup workflows on the time-skipping server (fake activities)."""
+"""``fill_batch`` and ``stream_groups`` against real RolloutGroup workflows on the time-skipping server (fake
+activities)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,19 @@ async def test_over_sampling_returns_once_enough_groups_finished_and_cuts_the_st
         batch = await fill_batch(env.client, source, n_groups=2, over_sample=4, task_queue=SHARED)
     assert sorted(g.group_index for g in batch.groups) == [0, 2] and sorted(g.group_index for g in batch.cut) == [1, 3]
     assert [(g.status, g.samples[0].invalid_reason) for g in batch.cut] == [("cut", "straggler_cut")] * 2
-    assert batch.started == 4 and source.asked == [4], "kept groups hold their place: nothing beyond over_sample is started"
-    assert sorted(cluster.destroyed) == sorted(child(run_id, g) for g in range(4)), "every straggler's sandbox destroyed"
+    assert batch.started == 4 and source.asked == [4], (
+        "kept groups hold their place: nothing beyond over_sample is started"
+    )
+    assert sorted(cluster.destroyed) == sorted(child(run_id, g) for g in range(4)), (
+        "every straggler's sandbox destroyed"
+    )
     metrics = batch.metrics()
-    assert (metrics["groups"], metrics["groups_cut"], metrics["samples_valid"], metrics["groups_started"]) == (2, 2, 2, 4)
+    assert (metrics["groups"], metrics["groups_cut"], metrics["samples_valid"], metrics["groups_started"]) == (
+        2,
+        2,
+        2,
+        4,
+    )
 
 
 async def test_handed_over_stragglers_keep_running_and_the_next_batch_attaches_to_them(env):
@@ -54,14 +64,21 @@ async def test_handed_over_stragglers_keep_running_and_the_next_batch_attaches_t
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
         first = await fill_batch(
-            env.client, Source(one_sample_groups(3, run_id)), n_groups=2, over_sample=3, straggler_policy="handover", task_queue=SHARED
+            env.client,
+            Source(one_sample_groups(3, run_id)),
+            n_groups=2,
+            over_sample=3,
+            straggler_policy="handover",
+            task_queue=SHARED,
         )
         assert [g.group_index for g in first.handed_over] == [1] and first.cut == []
         agent_runs = cluster.calls.count("run_claude_code")
         cluster.hanging.clear()
         second = await fill_batch(env.client, Source([]), n_groups=1, carried=first.handed_over, task_queue=SHARED)
     assert [g.group_index for g in second.groups] == [1] and second.groups[0].valid_mask == [True]
-    assert cluster.calls.count("run_claude_code") == agent_runs, "attached to the running workflow: its agent did not start again"
+    assert cluster.calls.count("run_claude_code") == agent_runs, (
+        "attached to the running workflow: its agent did not start again"
+    )
 
 
 async def test_a_group_the_trainer_rejects_is_replaced_and_reported(env):
@@ -69,7 +86,11 @@ async def test_a_group_the_trainer_rejects_is_replaced_and_reported(env):
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
         batch = await fill_batch(
-            env.client, Source(one_sample_groups(3, run_id)), n_groups=2, task_queue=SHARED, accept=lambda result, remaining: result.group_index != 0
+            env.client,
+            Source(one_sample_groups(3, run_id)),
+            n_groups=2,
+            task_queue=SHARED,
+            accept=lambda result, remaining: result.group_index != 0,
         )
     assert sorted(g.group_index for g in batch.groups) == [1, 2]
     assert [(g.group_index, g.kept, g.dropped_by) for g in batch.dropped] == [(0, False, "trainer_filter")]
@@ -88,7 +109,15 @@ async def test_slimes_over_sampling_refetches_a_whole_chunk_once_too_few_started
 
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
-        batch = await fill_batch(env.client, source, n_groups=2, straggler_policy="handover", task_queue=SHARED, accept=accept, refetch_chunk=3)
+        batch = await fill_batch(
+            env.client,
+            source,
+            n_groups=2,
+            straggler_policy="handover",
+            task_queue=SHARED,
+            accept=accept,
+            refetch_chunk=3,
+        )
     assert source.asked[:2] == [3, 3] and batch.started == 6, "a second chunk of 3 once two of the first were dropped"
     assert len(batch.groups) == 2 and all(g.group_index >= 2 for g in batch.groups)
     assert all(remaining <= batch.started for _, remaining in seen)

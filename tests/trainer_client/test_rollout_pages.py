@@ -24,7 +24,9 @@ async def test_a_running_rollout_no_worker_answers_for_still_gets_its_page(tmp_p
     env = await start_dev_server()
     try:
         task = next(row.task for row in read_dataset(EXAMPLE_DATASET) if isinstance(row, DatasetRow))
-        handle = await start_rollout(env.client, rollout_input(task, 0, 0, PolicySpec(), RolloutBudgets()), "nobody", task_queue="nobody-polls")
+        handle = await start_rollout(
+            env.client, rollout_input(task, 0, 0, PolicySpec(), RolloutBudgets()), "nobody", task_queue="nobody-polls"
+        )
         settings = PageSettings(TokenTexts.from_dir(ensure_qwen_tokenizer()), ContractChoice("current", "test"))
         view = await rollout_pages.write_rollout_page(env.client, handle.id, tmp_path / "running.html", settings)
     finally:
@@ -32,4 +34,7 @@ async def test_a_running_rollout_no_worker_answers_for_still_gets_its_page(tmp_p
     assert (view.state, view.progress, view.result) == ("RUNNING", None, None)
     assert view.trajectory_note.startswith("no worker answered for its progress"), view.trajectory_note
     page = (tmp_path / "running.html").read_text()
-    assert "still running; no worker answered for its progress" in page and "No activity in the workflow's history." in page
+    assert (
+        "still running; no worker answered for its progress" in page
+        and "No activity in the workflow's history." in page
+    )

@@ -12,7 +12,13 @@ from durable_rollouts.trainer_client.run_summary import agent_run_notes, hosts_l
 def sample_of(workflow_id: str, index: int, reward: float, reason: str | None = None) -> GroupSample:
     status = "aborted" if reason else "completed"
     rollout = RolloutResult(
-        workflow_id=workflow_id, instance_id="calc-1", sample_index=index, group_index=0, status=status, abort_reason=reason, reward=reward
+        workflow_id=workflow_id,
+        instance_id="calc-1",
+        sample_index=index,
+        group_index=0,
+        status=status,
+        abort_reason=reason,
+        reward=reward,
     )
     outcome = "infrastructure" if reason else "model"
     return GroupSample(
@@ -58,8 +64,18 @@ def test_the_summary_has_a_line_per_group_then_one_per_sample(capsys):
 def test_a_sample_whose_patch_was_empty_says_so(capsys):
     sample = sample_of("e", 0, 0.0)
     assert sample.rollout is not None
-    sample.rollout.evaluation = EvalResult(reward=0.0, solved=False, applied_cleanly=False, grader="eval_cmd", apply_method="empty")
-    group = GroupResult(workflow_id="g0", prompt_key="calc-1", group_index=0, status="completed", samples=[sample], refill_budget=0, kept=True)
+    sample.rollout.evaluation = EvalResult(
+        reward=0.0, solved=False, applied_cleanly=False, grader="eval_cmd", apply_method="empty"
+    )
+    group = GroupResult(
+        workflow_id="g0",
+        prompt_key="calc-1",
+        group_index=0,
+        status="completed",
+        samples=[sample],
+        refill_budget=0,
+        kept=True,
+    )
     print("\n".join(summary_lines([group])))
     line = capsys.readouterr().out.splitlines()[3]
     assert line.split()[:6] == ["calc-1", "0", "completed", "0.00", "True", "False"] and line.endswith("patch: empty")
@@ -68,7 +84,9 @@ def test_a_sample_whose_patch_was_empty_says_so(capsys):
 def test_the_hosts_line_shows_slots_in_use_and_hosts_no_worker_polls_for():
     hosts = [HostSlots("rl-rollouts-host-a", 8, 3, 1), HostSlots("rl-rollouts-host-b", None, 2, 0)]
     assert (
-        hosts_line(hosts, 1) == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet recorded)"
+        hosts_line(hosts, 1)
+        == "hosts: rl-rollouts-host-a 3/8 slots, rl-rollouts-host-b 2/? slots (not polling); 1 booting (host not yet "
+        "recorded)"
     )
     assert hosts_line([], 0) == "hosts: none; 0 booting (host not yet recorded)"
 
@@ -76,13 +94,28 @@ def test_the_hosts_line_shows_slots_in_use_and_hosts_no_worker_polls_for():
 def test_interruptions_and_discarded_agent_runs_are_said_on_the_sample_line_and_in_the_totals(capsys):
     sample = sample_of("f", 0, 1.0)
     assert sample.rollout is not None
-    sample.rollout.agent = AgentRun(session_id="s", exit_code=0, reason="success", is_error=False, turns=6, interruptions=5)
-    sample.rollout.discarded = [DiscardedRun(attempt=1, turns=12, sampled_tokens=740, reason="the host did not come back within the resume window")]
-    group = GroupResult(workflow_id="g0", prompt_key="calc-1", group_index=0, status="completed", samples=[sample], refill_budget=0, kept=True)
+    sample.rollout.agent = AgentRun(
+        session_id="s", exit_code=0, reason="success", is_error=False, turns=6, interruptions=5
+    )
+    sample.rollout.discarded = [
+        DiscardedRun(
+            attempt=1, turns=12, sampled_tokens=740, reason="the host did not come back within the resume window"
+        )
+    ]
+    group = GroupResult(
+        workflow_id="g0",
+        prompt_key="calc-1",
+        group_index=0,
+        status="completed",
+        samples=[sample],
+        refill_budget=0,
+        kept=True,
+    )
     print("\n".join(summary_lines([group])))
     out = capsys.readouterr().out.splitlines()
     assert out[3].endswith(
-        "interrupted 5x (resumed)  discarded run 1: 12 turns, 740 sampled tokens (the host did not come back within the resume window)"
+        "interrupted 5x (resumed)  discarded run 1: 12 turns, 740 sampled tokens (the host did not come back within "
+        "the resume window)"
     )
     assert out[-1].endswith("; agent runs discarded 1 (12 turns)")
     assert agent_run_notes(sample_of("g", 0, 1.0).rollout) == [], "nothing happened: nothing said"

@@ -45,12 +45,16 @@ def test_the_variables_the_temporal_cli_reads_set_address_namespace_tls_and_api_
         b"-- client.key --",
     )
     assert target.config["rpc_metadata"] == {"x-team": "rollouts"}
-    assert target_from_env({"TEMPORAL_API_KEY": "k"}).secured == "TLS + API key", "an API key turns TLS on, as the SDK does"
+    assert target_from_env({"TEMPORAL_API_KEY": "k"}).secured == "TLS + API key", (
+        "an API key turns TLS on, as the SDK does"
+    )
 
 
 def test_a_profile_of_the_config_file_is_read_and_the_variables_override_it(tmp_path):
     config = tmp_path / "temporal.toml"
-    config.write_text('[profile.cloud]\naddress = "ns.a1b2.tmprl.cloud:7233"\nnamespace = "ns.a1b2"\napi_key = "secret"\n')
+    config.write_text(
+        '[profile.cloud]\naddress = "ns.a1b2.tmprl.cloud:7233"\nnamespace = "ns.a1b2"\napi_key = "secret"\n'
+    )
     env = {"TEMPORAL_CONFIG_FILE": str(config), "TEMPORAL_PROFILE": "cloud"}
     target = target_from_env(env)
     assert (target.address, target.namespace, target.config["api_key"], target.secured) == (
@@ -73,7 +77,11 @@ def test_an_explicit_address_replaces_only_the_address(tmp_path):
     ("toml", "env", "says"),
     [
         ("[profile.default\n", {}, "TOML parse error"),
-        ('[profile.default]\naddress = "a:1"\n', {"TEMPORAL_PROFILE": "prod"}, "profile prod): Profile 'prod' not found"),
+        (
+            '[profile.default]\naddress = "a:1"\n',
+            {"TEMPORAL_PROFILE": "prod"},
+            "profile prod): Profile 'prod' not found",
+        ),
         ("", {"TEMPORAL_TLS_SERVER_CA_CERT_PATH": "/nonexistent/ca.pem"}, "cannot read /nonexistent/ca.pem"),
     ],
     ids=["bad-toml", "missing-profile", "missing-ca"],
@@ -99,7 +107,9 @@ async def test_a_server_that_never_answers_is_retried_for_the_wait_then_named_in
     target = target_from_env({"TEMPORAL_ADDRESS": "127.0.0.1:1"})
     with pytest.raises(TemporalUnreachable) as caught:
         await asyncio.wait_for(connect(target, server_wait_s=7.0), 30)
-    assert slept == [2.0, 2.0, 1.0], "retried every RETRY_INTERVAL_S while the wait lasted, the last sleep what was left of it"
+    assert slept == [2.0, 2.0, 1.0], (
+        "retried every RETRY_INTERVAL_S while the wait lasted, the last sleep what was left of it"
+    )
     assert temporal_connection.RETRY_INTERVAL_S == 2.0
     assert str(caught.value).startswith("cannot reach Temporal at 127.0.0.1:1 (waited 8 s)")
     assert "Connection refused" in str(caught.value) and "\n" not in str(caught.value)
@@ -127,5 +137,13 @@ async def test_an_address_that_is_no_address_is_a_settings_error_not_a_wait():
 def test_a_config_file_that_is_not_there_or_a_certificate_that_is_a_folder_is_named(tmp_path):
     with pytest.raises(ConnectionSettingsError, match="^TEMPORAL_CONFIG_FILE: no such file '/no/such/temporal.toml'$"):
         target_from_env({"TEMPORAL_CONFIG_FILE": "/no/such/temporal.toml"})
-    with pytest.raises(ConnectionSettingsError, match=f"^Temporal TLS settings: cannot read {tmp_path}: Is a directory$"):
-        target_from_env({"TEMPORAL_ADDRESS": "127.0.0.1:7233", "TEMPORAL_TLS": "true", "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(tmp_path)})
+    with pytest.raises(
+        ConnectionSettingsError, match=f"^Temporal TLS settings: cannot read {tmp_path}: Is a directory$"
+    ):
+        target_from_env(
+            {
+                "TEMPORAL_ADDRESS": "127.0.0.1:7233",
+                "TEMPORAL_TLS": "true",
+                "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(tmp_path),
+            }
+        )

@@ -1,4 +1,5 @@
-"""Running many: one result per item in input order, a concurrency cap, and a failing result handler that ends nothing."""
+"""Running many: one result per item in input order, a concurrency cap, and a failing result handler that ends
+nothing."""
 
 import asyncio
 import logging

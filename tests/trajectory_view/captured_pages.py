@@ -16,7 +16,10 @@ from durable_rollouts.trajectory_view.rollout_page import PageSettings, RolloutV
 from durable_rollouts.trajectory_view.token_text import TokenTexts
 from tests.wire_fixtures import session_from_captures
 
-PATCH = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+PATCH = (
+    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return "
+    "a - b\n+    return a + b\n"
+)
 
 
 async def captured_session(adapter, renderer):
@@ -47,7 +50,14 @@ def captured_result(session) -> RolloutResult:
         attempts=1,
         turns=len(session.turn_log.turns),
         elapsed_s=12.5,
-        agent=AgentRun(session_id=session.session_id, exit_code=0, reason="completed", is_error=False, turns=4, log='{"type":"result"}\n'),
+        agent=AgentRun(
+            session_id=session.session_id,
+            exit_code=0,
+            reason="completed",
+            is_error=False,
+            turns=4,
+            log='{"type":"result"}\n',
+        ),
         evaluation=EvalResult(
             reward=0.0,
             solved=False,
@@ -67,7 +77,12 @@ def captured_result(session) -> RolloutResult:
 def write_captured_page(result: RolloutResult, path: Path, contract: str = "current") -> RolloutView:
     """``result``'s page at ``path`` as ``starter.py show --html`` makes it, under ``contract``."""
     assert result.trajectory is not None
-    settings = PageSettings(TokenTexts.from_dir(ensure_qwen_tokenizer()), ContractChoice(contract, f"ROLLOUT_SLIME_SAMPLE_CONTRACT={contract}"))
-    view = with_conversation(RolloutView(result.workflow_id, "COMPLETED", result, trajectory=read_trajectory(result.trajectory)), settings)
+    settings = PageSettings(
+        TokenTexts.from_dir(ensure_qwen_tokenizer()),
+        ContractChoice(contract, f"ROLLOUT_SLIME_SAMPLE_CONTRACT={contract}"),
+    )
+    view = with_conversation(
+        RolloutView(result.workflow_id, "COMPLETED", result, trajectory=read_trajectory(result.trajectory)), settings
+    )
     path.write_text(render_rollout(view, settings.texts), encoding="utf-8")
     return view

@@ -21,18 +21,25 @@ async def test_blocks_cover_every_token_once_with_roles_replies_and_parts(adapte
             assert begins == ends[-1], "blocks follow each other without gap or overlap"
             ends.append(block.end)
         assert ends[-1] == len(conversation.segment.tokens)
-    assert [[r.number for r in c.replies] for c in read] == [[1], [2], [3], [4]], "one reply per call, numbered in record order"
+    assert [[r.number for r in c.replies] for c in read] == [[1], [2], [3], [4]], (
+        "one reply per call, numbered in record order"
+    )
     roles = [[b.role for b in c.blocks if isinstance(b, ContextMessage)] for c in read]
     assert roles[0] == ["system", "user"] and roles[1] == ["system", "user", "assistant", "tool", "user"], roles
     compaction = read[1]
     assert compaction.blocks[3].body.lstrip().startswith("<tool_response>"), "a tool result reads as its own message"
     first = read[0].replies[0]
-    assert first.lead.startswith("<|im_start|>assistant") and [p.kind for p in first.parts] == ["thinking", "text", "tool_call", "text"]
+    assert first.lead.startswith("<|im_start|>assistant") and [p.kind for p in first.parts] == [
+        "thinking",
+        "text",
+        "tool_call",
+        "text",
+    ]
     thinking, _, call, _ = first.parts
     tokens = read[0].segment.tokens
-    assert texts.text(tokens[thinking.start : thinking.end]).startswith("<think>") and texts.text(tokens[call.start : call.end]).endswith(
-        "</tool_call>"
-    )
+    assert texts.text(tokens[thinking.start : thinking.end]).startswith("<think>") and texts.text(
+        tokens[call.start : call.end]
+    ).endswith("</tool_call>")
     assert all(read[0].segment.loss_mask[first.start : first.end]), "a reply is what was sampled"
 
 

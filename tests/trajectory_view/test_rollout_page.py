@@ -33,7 +33,11 @@ def test_hostile_text_is_escaped_everywhere_and_the_token_data_stays_json(render
         weight_version_spans=[{"start": len(prompt), "end": n, "version": HOSTILE}],
     )
     log = TurnLog(
-        turns=[SampledTurn(segment=0, prompt_end=len(prompt), end=n, finish_reason="stop", prompt_messages=[0], reply_message=1)],
+        turns=[
+            SampledTurn(
+                segment=0, prompt_end=len(prompt), end=n, finish_reason="stop", prompt_messages=[0], reply_message=1
+            )
+        ],
         message_keys=["user:a", "assistant:b"],
     )
     result = RolloutResult(
@@ -44,7 +48,9 @@ def test_hostile_text_is_escaped_everywhere_and_the_token_data_stays_json(render
         status="aborted",
         abort_reason=HOSTILE,
         agent=AgentRun(session_id="s", exit_code=0, reason=HOSTILE, is_error=False, log=HOSTILE),
-        evaluation=EvalResult(reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", tampered=[HOSTILE], log_tail=HOSTILE),
+        evaluation=EvalResult(
+            reward=0.0, solved=False, applied_cleanly=True, grader="eval_cmd", tampered=[HOSTILE], log_tail=HOSTILE
+        ),
         diff=DiffReport(kept_patch=f"+{HOSTILE}\n", note=HOSTILE),
     )
     view = with_conversation(
@@ -55,4 +61,6 @@ def test_hostile_text_is_escaped_everywhere_and_the_token_data_stays_json(render
     assert "<img" not in page and "<!--" not in page and "alert(2)</script>" not in page
     assert page.count("<script") == 2, "the token data and the page's script, nothing else"
     data = json.loads(re.search(r'<script type="application/json" id="token-data">(.*?)</script>', page, re.S).group(1))
-    assert data["versions"] == [HOSTILE] and data["replies"][0]["lp"][0] is None, "a non-finite log-prob is null, and the JSON parses"
+    assert data["versions"] == [HOSTILE] and data["replies"][0]["lp"][0] is None, (
+        "a non-finite log-prob is null, and the JSON parses"
+    )

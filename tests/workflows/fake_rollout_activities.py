@@ -114,7 +114,9 @@ class FakeCluster:
             self.calls.append("grading_cancelled")
             raise
         log = self.grading_log
-        return EvalResult(reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log.encode()))
+        return EvalResult(
+            reward=1.0, solved=True, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log.encode())
+        )
 
     @activity.defn(name=name_of(refs.merge_segments))
     async def merge_segments(self, request: MergeRequest) -> MergeResult:
@@ -122,7 +124,11 @@ class FakeCluster:
         if self.empty_session:
             return MergeResult(trajectory=None, segments=[], turns=0)
         return MergeResult(
-            trajectory=pack_trajectory([SEGMENT]), segments=[SegmentSummary.of(SEGMENT)], turns=3, staleness=self.staleness, finish=self.finish
+            trajectory=pack_trajectory([SEGMENT]),
+            segments=[SegmentSummary.of(SEGMENT)],
+            turns=3,
+            staleness=self.staleness,
+            finish=self.finish,
         )
 
     @activity.defn(name=name_of(refs.discard_session))
@@ -141,12 +147,17 @@ def one_sample_groups(n: int, run_id: str) -> list[GroupInput]:
     for g in range(n):
         base = rollout()
         task = base.task.model_copy(update={"instance_id": f"p{g}"})
-        made.append(GroupInput(run_id=run_id, group_index=g, rollouts=[base.model_copy(update={"task": task, "group_index": g})]))
+        made.append(
+            GroupInput(
+                run_id=run_id, group_index=g, rollouts=[base.model_copy(update={"task": task, "group_index": g})]
+            )
+        )
     return made
 
 
 class FakePrefetchHost:
-    """``prefetch_image`` of one host: pulls take a moment; ``busy`` images are refused once as ``PullsBusy``; ``missing`` ones are not in the registry."""
+    """``prefetch_image`` of one host: pulls take a moment; ``busy`` images are refused once as ``PullsBusy``;
+    ``missing`` ones are not in the registry."""
 
     def __init__(self, busy: set[str], missing: set[str]):
         self.busy, self.missing = busy, missing
@@ -157,7 +168,11 @@ class FakePrefetchHost:
     async def prefetch_image(self, request: PrefetchRequest) -> Prefetched:
         self.attempts.append(request.image)
         if request.image in self.missing:
-            raise ApplicationError(f"image {request.image} is not in registry r:5000", type=ErrorType.SANDBOX_IMAGE_MISSING, non_retryable=True)
+            raise ApplicationError(
+                f"image {request.image} is not in registry r:5000",
+                type=ErrorType.SANDBOX_IMAGE_MISSING,
+                non_retryable=True,
+            )
         if request.image in self.busy:
             self.busy.discard(request.image)
             raise ApplicationError("host-a already pulls 2 images ahead", type=ErrorType.PULLS_BUSY)
@@ -177,8 +192,15 @@ QUICK_HEARTBEATS: dict[str, Any] = {
 
 
 def workers(env, cluster: FakeCluster, workflows: tuple[type, ...] = (CodingAgentRollout,)) -> tuple[Worker, Worker]:
-    """The shared-queue worker (``workflows``, pick_host, evaluate) and the live host's worker (evaluate too), both on the fakes."""
-    shared = Worker(env.client, task_queue=SHARED, workflows=list(workflows), activities=[cluster.pick_host, cluster.evaluate], **QUICK_HEARTBEATS)
+    """The shared-queue worker (``workflows``, pick_host, evaluate) and the live host's worker (evaluate too), both on
+    the fakes."""
+    shared = Worker(
+        env.client,
+        task_queue=SHARED,
+        workflows=list(workflows),
+        activities=[cluster.pick_host, cluster.evaluate],
+        **QUICK_HEARTBEATS,
+    )
     host = Worker(
         env.client,
         task_queue=LIVE,
@@ -213,10 +235,14 @@ class GroupCluster(FakeCluster):
         if request.workflow_id in self.failing_boots:
             raise ApplicationError("the Docker engine failed on this host", type=ErrorType.SANDBOX_BOOT_ERROR)
         if request.task.image in self.missing_images:
-            raise ApplicationError(f"image {request.task.image} is not in registry docker.io", type=ErrorType.SANDBOX_IMAGE_MISSING)
+            raise ApplicationError(
+                f"image {request.task.image} is not in registry docker.io", type=ErrorType.SANDBOX_IMAGE_MISSING
+            )
         if self.boot_failures:
             raise self.boot_failures.pop(0)
-        return SandboxHandle(container_id=request.workflow_id, name=f"box-{request.workflow_id}", workdir=request.task.workdir)
+        return SandboxHandle(
+            container_id=request.workflow_id, name=f"box-{request.workflow_id}", workdir=request.task.workdir
+        )
 
     @activity.defn(name=name_of(refs.run_claude_code))
     async def run_claude_code(self, request: AgentRunRequest) -> AgentRun:
@@ -224,7 +250,14 @@ class GroupCluster(FakeCluster):
         while request.workflow_id in self.hanging:
             activity.heartbeat()
             await asyncio.sleep(0.1)
-        return AgentRun(session_id="s1", exit_code=0, reason="completed", is_error=False, turns=3, log=f"agent log of {request.workflow_id}\n")
+        return AgentRun(
+            session_id="s1",
+            exit_code=0,
+            reason="completed",
+            is_error=False,
+            turns=3,
+            log=f"agent log of {request.workflow_id}\n",
+        )
 
     @activity.defn(name=name_of(refs.destroy_sandbox))
     async def destroy_sandbox(self, handle: SandboxHandle) -> None:
@@ -234,7 +267,9 @@ class GroupCluster(FakeCluster):
     async def evaluate(self, request: EvalRequest) -> EvalResult:
         reward = self.rewards.get(request.workflow_id, 1.0)
         log = f"grading log of {request.workflow_id}\n"
-        result = EvalResult(reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log))
+        result = EvalResult(
+            reward=reward, solved=reward == 1.0, applied_cleanly=True, grader="eval_cmd", log=log, log_bytes=len(log)
+        )
         if request.task.probe is None:
             return result
         verdict = ProbeVerdict(verdict="cheated" if result.solved else "held")

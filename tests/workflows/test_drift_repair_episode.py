@@ -99,7 +99,9 @@ async def run_episode(env, answer: Answer | None = None, hang: bool = False, **o
     )
     episode = EpisodeInput(**{"task_id": TASK.task_id, "seed": 5, "run_timeout_s": 2.0, **overrides})
     async with worker:
-        result = await env.client.execute_workflow(DriftRepairEpisode.run, episode, id=f"episode-{uuid.uuid4().hex[:8]}", task_queue=QUEUE)
+        result = await env.client.execute_workflow(
+            DriftRepairEpisode.run, episode, id=f"episode-{uuid.uuid4().hex[:8]}", task_queue=QUEUE
+        )
     return result, roles
 
 
@@ -128,7 +130,11 @@ async def test_noop_drift_is_an_invalid_breakage_worth_nothing(env):
 
 async def test_malformed_drift_json_falls_back_to_the_baseline_and_both_segments_are_kept(env):
     def answer(role: Role, prompt: str) -> str:
-        return '```json\n{"primitive_type": "RenameApiCall", "params": {"old": \n```' if role == "drift" else repair_to(lambda s: s)(role, prompt)
+        return (
+            '```json\n{"primitive_type": "RenameApiCall", "params": {"old": \n```'
+            if role == "drift"
+            else repair_to(lambda s: s)(role, prompt)
+        )
 
     result, roles = await run_episode(env, answer, drift_policy="model", repair_policy="model")
     assert result.status == "completed" and result.spec_source == "fallback" and "no JSON object" in result.spec_error
@@ -138,7 +144,10 @@ async def test_malformed_drift_json_falls_back_to_the_baseline_and_both_segments
     assert [s.lane for s in result.segments] == ["drift", "repair"]
     merged = unpack_trajectory(result.trajectory)
     assert [s.lane for s in merged] == ["drift", "repair"]
-    assert merged == [*unpack_trajectory(result.drift_role.trajectory), *unpack_trajectory(result.repair_role.trajectory)], "the roles' own segments"
+    assert merged == [
+        *unpack_trajectory(result.drift_role.trajectory),
+        *unpack_trajectory(result.repair_role.trajectory),
+    ], "the roles' own segments"
     assert result.drift_role.completion.startswith("```json") and "Task: gcd_lcm" in result.drift_role.user_prompt
 
 
@@ -152,7 +161,10 @@ async def test_a_model_spec_that_matches_nothing_also_falls_back(env):
 
 async def test_a_valid_model_spec_is_applied_as_given(env):
     def answer(role: Role, prompt: str) -> str:
-        return 'Sure: {"primitive_type": "RenameApiCall", "params": {"old": "gcd", "new": "greatest_common_divisor", "owner": "math"}}'
+        return (
+            'Sure: {"primitive_type": "RenameApiCall", "params": {"old": "gcd", "new": "greatest_common_divisor", '
+            '"owner": "math"}}'
+        )
 
     result, _ = await run_episode(env, answer, drift_policy="model", repair_policy="noop")
     assert result.spec_source == "model" and result.spec.params["new"] == "greatest_common_divisor"
@@ -165,7 +177,9 @@ async def test_a_diff_that_does_not_apply_scores_zero(env):
         return "```diff\n--- a/script.py\n+++ b/script.py\n@@ -1,1 +1,1 @@\n-import numpy\n+import numpy as np\n```"
 
     result, _ = await run_episode(env, answer, repair_policy="model")
-    assert result.status == "completed" and not result.applied_cleanly and "does not match" in result.info["apply_error"]
+    assert (
+        result.status == "completed" and not result.applied_cleanly and "does not match" in result.info["apply_error"]
+    )
     assert (result.reward, result.success, result.breakdown.ran) == (0.0, False, False)
     assert result.held_out.cases == len(TASK.held_out) and not result.held_out.executed_cleanly
     assert result.role_rewards.drift == 1.0

@@ -22,7 +22,10 @@ async def test_each_image_is_pulled_once_in_order_at_most_parallel_at_once_and_a
     images = ["img-0", "img-1", "img-0", "img-2", "img-gone", "img-3", "img-4"]
     async with Worker(env.client, task_queue=queue, workflows=[PrefetchImages], activities=[host.prefetch_image]):
         result = await env.client.execute_workflow(
-            PrefetchImages.run, PrefetchInput(run_id="r", images=images, pull_timeout_s=60, parallel=2), id=f"wf-{queue}", task_queue=queue
+            PrefetchImages.run,
+            PrefetchInput(run_id="r", images=images, pull_timeout_s=60, parallel=2),
+            id=f"wf-{queue}",
+            task_queue=queue,
         )
     assert [(p.image, p.outcome) for p in result.images] == [
         ("img-0", "pulled"),

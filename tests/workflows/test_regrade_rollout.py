@@ -39,7 +39,9 @@ async def test_the_patch_in_the_input_is_graded_and_the_result_names_the_origina
     async with Worker(env.client, task_queue=queue, workflows=[RegradeRollout], activities=[evaluate]):
         regrade = RegradeInput(original_workflow_id=original, task=TASK, patch=PATCH, eval_timeout_s=77)
         result = await env.client.execute_workflow(RegradeRollout.run, regrade, id=workflow_id, task_queue=queue)
-    assert [(r.diff, r.task, r.workflow_id, r.timeout_s) for r in graded] == [(PATCH, TASK, workflow_id, 77)], "graded once, on the kept patch"
+    assert [(r.diff, r.task, r.workflow_id, r.timeout_s) for r in graded] == [(PATCH, TASK, workflow_id, 77)], (
+        "graded once, on the kept patch"
+    )
     assert (result.workflow_id, result.original_workflow_id, result.instance_id) == (workflow_id, original, "calc")
     assert (result.status, result.abort_reason) == ("completed", None)
     assert result.evaluation is not None and (result.evaluation.solved, result.evaluation.log) == (True, "graded\n")

@@ -57,8 +57,20 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "lost_host": {"status": "completed", "reward": 1.0, "attempts": 2},
     # three worker kills inside the agent run, each resumed: the first run completes, nothing discarded
     "restarts": {"status": "completed", "reward": 1.0, "attempts": 1, "discarded": []},
-    "drift_solved": {"status": "completed", "success": True, "reward": 1.0, "breakage_valid": True, "repair_policy": "oracle"},
-    "drift_unsolved": {"status": "completed", "success": False, "reward": 0.0, "breakage_valid": True, "repair_policy": "noop"},
+    "drift_solved": {
+        "status": "completed",
+        "success": True,
+        "reward": 1.0,
+        "breakage_valid": True,
+        "repair_policy": "oracle",
+    },
+    "drift_unsolved": {
+        "status": "completed",
+        "success": False,
+        "reward": 0.0,
+        "breakage_valid": True,
+        "repair_policy": "noop",
+    },
     "drift_aborted": {"status": "aborted", "abort_reason": "unknown_task", "success": False, "reward": 0.0},
     "drift_self_play": {
         "status": "completed",
@@ -71,7 +83,11 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "group_completed": {"status": "completed", "valid_mask": [True, True], "rewards": [1.0, 1.0], "refilled": 0},
     "group_refilled": {"status": "completed", "valid_mask": [True, True], "rewards": [1.0, 1.0], "refilled": 1},
     "group_cut": {"status": "cut", "valid_mask": [False, False], "refilled": 0},
-    "regrade": {"status": "completed", "abort_reason": None, "original_workflow_id": "rollout-rec-regrade_source-calc-eval-cmd-0-0"},
+    "regrade": {
+        "status": "completed",
+        "abort_reason": None,
+        "original_workflow_id": "rollout-rec-regrade_source-calc-eval-cmd-0-0",
+    },
 }
 
 
@@ -85,7 +101,9 @@ def workflow_type(recorded: WorkflowHistory) -> str:
 
 def recorded_result(recorded: WorkflowHistory) -> Any:
     last = recorded.events[-1]
-    assert last.HasField("workflow_execution_completed_event_attributes"), f"the run did not complete: {last.event_type}"
+    assert last.HasField("workflow_execution_completed_event_attributes"), (
+        f"the run did not complete: {last.event_type}"
+    )
     payloads = last.workflow_execution_completed_event_attributes.result.payloads
     return pydantic_data_converter.payload_converter.from_payloads(payloads, [RESULT_TYPES[workflow_type(recorded)]])[0]
 
@@ -105,7 +123,9 @@ async def replay_failures(workflows: list[type]) -> dict[str, Exception]:
             yield history(path)
 
     names = {history(path).run_id: path.stem for path in HISTORIES}
-    results = await Replayer(workflows=workflows, data_converter=pydantic_data_converter).replay_workflows(histories(), raise_on_replay_failure=False)
+    results = await Replayer(workflows=workflows, data_converter=pydantic_data_converter).replay_workflows(
+        histories(), raise_on_replay_failure=False
+    )
     return {names[run_id]: failure for run_id, failure in results.replay_failures.items()}
 
 

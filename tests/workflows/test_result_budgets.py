@@ -1,6 +1,6 @@
-"""A workflow's own result stays within its payload budget (``durable_rollouts.contracts.payload_budget``), so the worker can always
-encode it: a rollout leaves out logs that would put it over, a group leaves out its samples' trajectories, which the
-trainer side reads back from the children."""
+"""A workflow's own result stays within its payload budget (``durable_rollouts.contracts.payload_budget``), so the
+worker can always encode it: a rollout leaves out logs that would put it over, a group leaves out its samples'
+trajectories, which the trainer side reads back from the children."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ MIB = 1 << 20
 async def run_rollout(env, cluster: FakeCluster):
     shared, host = workers(env, cluster)
     async with shared, host:
-        return await env.client.execute_workflow(CodingAgentRollout.run, rollout(), id=f"budget-{uuid.uuid4().hex[:6]}", task_queue=SHARED)
+        return await env.client.execute_workflow(
+            CodingAgentRollout.run, rollout(), id=f"budget-{uuid.uuid4().hex[:6]}", task_queue=SHARED
+        )
 
 
 async def test_a_rollout_keeps_its_whole_logs_within_the_budget(env):
@@ -80,7 +82,9 @@ async def test_a_group_over_its_budget_leaves_trajectories_to_its_children_and_t
     )
     shared, host = workers(env, BigTrajectories(), (RolloutGroup, CodingAgentRollout))
     async with shared, host:
-        result = await env.client.execute_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+        result = await env.client.execute_workflow(
+            RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED
+        )
         assert result.status == "completed" and result.trajectories_in_children
         assert all(sample.rollout.trajectory is None and sample.rollout.segments for sample in result.samples)
         assert json_size(result) <= GROUP_RESULT_BUDGET_BYTES

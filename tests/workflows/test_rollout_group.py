@@ -1,4 +1,5 @@
-"""RolloutGroup on Temporal's time-skipping test server: real child ``CodingAgentRollout`` workflows over fake activities."""
+"""RolloutGroup on Temporal's time-skipping test server: real child ``CodingAgentRollout`` workflows over fake
+activities."""
 
 from __future__ import annotations
 
@@ -54,13 +55,23 @@ async def test_an_infrastructure_failure_is_refilled_by_a_fresh_child_and_the_gr
     cluster.boot_failures = [ApplicationError("docker daemon gone", type=ErrorType.SANDBOX_BOOT_ERROR)]
     group = group_of(4)
     result = await run_group(env, cluster, group)
-    assert (result.status, result.valid_mask, result.rewards, result.refilled) == ("completed", [True] * 4, [1.0] * 4, 1)
+    assert (result.status, result.valid_mask, result.rewards, result.refilled) == (
+        "completed",
+        [True] * 4,
+        [1.0] * 4,
+        1,
+    )
     (refilled,) = [s for s in result.samples if len(s.runs) == 2]
     failed, fresh = refilled.runs
     assert (failed.status, failed.abort_reason, failed.outcome) == ("aborted", "sandbox_boot_failed", "infrastructure")
-    assert (failed.workflow_id, fresh.workflow_id) == (child_id(group, refilled.sample_index), f"{child_id(group, refilled.sample_index)}-refill1")
+    assert (failed.workflow_id, fresh.workflow_id) == (
+        child_id(group, refilled.sample_index),
+        f"{child_id(group, refilled.sample_index)}-refill1",
+    )
     assert refilled.rollout.workflow_id == fresh.workflow_id and refilled.rollout.reward == 1.0
-    assert [s.runs[0].workflow_id for s in result.samples] == [child_id(group, i) for i in range(4)], "children keep the flat run's ids"
+    assert [s.runs[0].workflow_id for s in result.samples] == [child_id(group, i) for i in range(4)], (
+        "children keep the flat run's ids"
+    )
     assert result.kept and result.dropped_by is None
 
 
@@ -69,11 +80,19 @@ async def test_a_groups_samples_hold_no_logs_while_each_childs_own_result_keeps_
     group = group_of(2)
     async with started_group(env, cluster, group) as handle:
         result = await handle.result()
-        children = [await env.client.get_workflow_handle_for(CodingAgentRollout.run, child_id(group, i)).result() for i in range(2)]
+        children = [
+            await env.client.get_workflow_handle_for(CodingAgentRollout.run, child_id(group, i)).result()
+            for i in range(2)
+        ]
     for sample, child in zip(result.samples, children, strict=True):
         assert sample.rollout.workflow_id == child.workflow_id
-        assert (child.agent.log, child.evaluation.log) == (f"agent log of {child.workflow_id}\n", f"grading log of {child.workflow_id}\n")
-        assert (sample.rollout.agent.log, sample.rollout.evaluation.log) == ("", ""), "K samples' logs never add up in the group's result"
+        assert (child.agent.log, child.evaluation.log) == (
+            f"agent log of {child.workflow_id}\n",
+            f"grading log of {child.workflow_id}\n",
+        )
+        assert (sample.rollout.agent.log, sample.rollout.evaluation.log) == ("", ""), (
+            "K samples' logs never add up in the group's result"
+        )
         assert sample.rollout.evaluation.log_bytes == child.evaluation.log_bytes > 0, "the log's size stays"
         assert sample.rollout == child.without_logs() and sample.rollout.trajectory == child.trajectory
 
@@ -84,7 +103,11 @@ async def test_a_sample_that_keeps_failing_uses_up_the_refill_budget_and_the_gro
     cluster.failing_boots = {child_id(group, 0), f"{child_id(group, 0)}-refill1", f"{child_id(group, 0)}-refill2"}
     result = await run_group(env, cluster, group)
     assert (result.status, result.valid_mask, result.refilled) == ("insufficient", [False, True, True], 2)
-    assert [r.workflow_id for r in result.samples[0].runs] == [child_id(group, 0), f"{child_id(group, 0)}-refill1", f"{child_id(group, 0)}-refill2"]
+    assert [r.workflow_id for r in result.samples[0].runs] == [
+        child_id(group, 0),
+        f"{child_id(group, 0)}-refill1",
+        f"{child_id(group, 0)}-refill2",
+    ]
     assert result.samples[0].invalid_reason == "sandbox_boot_failed" and result.samples[0].reward == 0.0
     assert "2 of 3 valid, 3 needed" in result.note and "sandbox_boot_failed" in result.note
 
@@ -94,7 +117,9 @@ async def test_an_image_no_registry_has_is_the_rows_error_reported_once_and_neve
     group = group_of(3, refill_budget=2)
     cluster.missing_images = {group.rollouts[0].task.image}
     result = await run_group(env, cluster, group)
-    assert (result.status, result.refilled, cluster.calls.count("boot_sandbox")) == ("insufficient", 0, 3), "one boot per sample, no refill"
+    assert (result.status, result.refilled, cluster.calls.count("boot_sandbox")) == ("insufficient", 0, 3), (
+        "one boot per sample, no refill"
+    )
     assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("task", "image_not_found")}
 
 
@@ -107,7 +132,9 @@ async def test_a_task_error_is_not_refilled_and_min_valid_decides_the_status(env
     assert {(s.outcome, s.invalid_reason) for s in result.samples} == {("task", "missing_image_or_workdir")}
 
 
-async def test_a_probes_samples_are_judged_never_valid_its_infrastructure_failures_refilled_and_the_group_never_kept(env):
+async def test_a_probes_samples_are_judged_never_valid_its_infrastructure_failures_refilled_and_the_group_never_kept(
+    env,
+):
     cluster = GroupCluster()
     probe = rollout()
     probe.task.probe = ImpossibleProbe(source="demo-1", seed=5)
@@ -143,7 +170,12 @@ async def test_the_min_valid_filter_drops_a_group_below_it_and_says_so(env):
     group = group_of(3, refill_budget=0, min_valid=3, filter=GroupFilter.MIN_VALID)
     cluster.failing_boots = {child_id(group, 1)}
     result = await run_group(env, cluster, group)
-    assert (result.status, result.valid_mask, result.kept, result.dropped_by) == ("insufficient", [True, False, True], False, "min_valid")
+    assert (result.status, result.valid_mask, result.kept, result.dropped_by) == (
+        "insufficient",
+        [True, False, True],
+        False,
+        "min_valid",
+    )
 
 
 async def test_a_cut_stops_every_running_child_gracefully_and_refills_nothing(env):
@@ -155,7 +187,12 @@ async def test_a_cut_stops_every_running_child_gracefully_and_refills_nothing(en
         await progress_reaches(handle, done=1)
         await handle.signal(RolloutGroup.cut, "straggler_cut")
         result = await handle.result()
-    assert (result.status, result.valid_mask, result.kept, result.dropped_by) == ("cut", [True, False, False], False, "not_completed")
+    assert (result.status, result.valid_mask, result.kept, result.dropped_by) == (
+        "cut",
+        [True, False, False],
+        False,
+        "not_completed",
+    )
     assert [(s.outcome, s.invalid_reason) for s in result.samples[1:]] == [("cut", "straggler_cut")] * 2
     assert sorted(cluster.destroyed) == sorted(child_id(group, i) for i in range(3)), "every sandbox destroyed"
     assert result.refilled == 0
@@ -177,7 +214,10 @@ async def test_progress_and_ui_details_follow_the_children(env):
     assert progress.children == [child_id(group, 0), child_id(group, 1)]
     assert "**done** 1/2 · **valid** 1 · **running** 1" in details
     assert f"`{child_id(group, 0)}`: completed (model)" in details and f"`{child_id(group, 1)}`: running" in details
-    assert (description.typed_search_attributes.get(attrs.GROUP_STATUS), description.typed_search_attributes.get(attrs.GROUP_VALID)) == ("running", 1)
+    assert (
+        description.typed_search_attributes.get(attrs.GROUP_STATUS),
+        description.typed_search_attributes.get(attrs.GROUP_VALID),
+    ) == ("running", 1)
     assert result.status == "cut" and closed.typed_search_attributes.get(attrs.GROUP_STATUS) == "cut"
 
 
@@ -188,11 +228,23 @@ async def test_the_guard_stopping_a_working_agent_is_the_models_outcome_and_is_n
     async with started_group(env, cluster, group) as handle:
         await until(lambda: "run_claude_code" in cluster.calls)
         child = env.client.get_workflow_handle(child_id(group, 0))
-        await child.signal(CodingAgentRollout.agent_progress, AgentProgress(attempt=1, session_id="s1", turns=4, tokens=500))
+        await child.signal(
+            CodingAgentRollout.agent_progress, AgentProgress(attempt=1, session_id="s1", turns=4, tokens=500)
+        )
         result = await handle.result()
     (sample,) = result.samples
-    assert (sample.rollout.abort_reason, sample.rollout.stopped_in, sample.rollout.turns) == ("wall_clock_timeout", "agent", 4)
-    assert (sample.valid, sample.outcome, sample.reward, result.refilled, result.status) == (True, "model", 0.0, 0, "completed")
+    assert (sample.rollout.abort_reason, sample.rollout.stopped_in, sample.rollout.turns) == (
+        "wall_clock_timeout",
+        "agent",
+        4,
+    )
+    assert (sample.valid, sample.outcome, sample.reward, result.refilled, result.status) == (
+        True,
+        "model",
+        0.0,
+        0,
+        "completed",
+    )
 
 
 async def progress_reaches(handle, done: int) -> None:
@@ -223,8 +275,12 @@ async def test_a_child_id_another_run_already_used_is_not_run_twice_but_refilled
     group = group_of(1)
     shared, host = workers(env, cluster, (RolloutGroup, CodingAgentRollout))
     async with shared, host:
-        await env.client.execute_workflow(CodingAgentRollout.run, group.rollouts[0], id=child_id(group, 0), task_queue=SHARED)
-        result = await env.client.execute_workflow(RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED)
+        await env.client.execute_workflow(
+            CodingAgentRollout.run, group.rollouts[0], id=child_id(group, 0), task_queue=SHARED
+        )
+        result = await env.client.execute_workflow(
+            RolloutGroup.run, group, id=f"group-{group.run_id}", task_queue=SHARED
+        )
     (sample,) = result.samples
     assert [(r.workflow_id, r.abort_reason, r.outcome) for r in sample.runs] == [
         (child_id(group, 0), "child_id_taken", "infrastructure"),

@@ -57,4 +57,9 @@ class RegradeWithAnUnpatchedExtraStep(RegradeRollout):
         return await super().run(regrade)
 
 
-UNPATCHED = [RolloutWithAnUnpatchedExtraStep, EpisodeWithAnUnpatchedExtraStep, GroupWithAnUnpatchedExtraStep, RegradeWithAnUnpatchedExtraStep]
+UNPATCHED = [
+    RolloutWithAnUnpatchedExtraStep,
+    EpisodeWithAnUnpatchedExtraStep,
+    GroupWithAnUnpatchedExtraStep,
+    RegradeWithAnUnpatchedExtraStep,
+]

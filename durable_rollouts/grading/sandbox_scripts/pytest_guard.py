@@ -12,10 +12,10 @@ What it does in every pytest process of the grading run:
   ``pytester``, is not the grader's run);
 * after the run's own tests, runs two canaries beside them, in the module of each test file that ran:
   one that must fail and one that must pass, under names drawn fresh for this grading, carrying the
-  markers of the module's first test (skip, skipif, xfail, parametrize and async runners' left out), so a test setup that
-  selects by marker treats them alike. They go through pytest's own run protocol (fixtures, the
-  ``makereport`` hooks, ``Function.runtest``) but are never logged: the terminal, the exit status and
-  every other reporter see only the task's tests;
+  markers of the module's first test (skip, skipif, xfail, parametrize and async runners' left out), so a test setup
+  that selects by marker treats them alike. They go through pytest's own run protocol (fixtures, the ``makereport``
+  hooks, ``Function.runtest``) but are never logged: the terminal, the exit status and every other reporter see only the
+  task's tests;
 * writes a JUnit XML report of this process to ``CONFIG["report_dir"]``: when the session starts (marked
   ``started``), again when it finishes, with each test's outcome and node id and the canaries' in a
   testsuite of their own, and once more (marked ``exited``) from an exit handler registered when this
@@ -55,9 +55,11 @@ from typing import Any
 
 import pytest
 
-# Annotated apart (quoted: a 3.6 interpreter cannot subscript dict) so the grader's one-line CONFIG pattern still matches.
+# Annotated apart (quoted: a 3.6 interpreter cannot subscript dict) so the grader's one-line CONFIG pattern still
+# matches.
 CONFIG: "dict[str, Any]"
-CONFIG = {"report_dir": "", "workdir": "", "must_fail": "", "must_pass": "", "secret": "", "plugins": [], "max_modules": 16}
+# Filled in by the grader (``run_guard.plugin_text``), which rewrites this one line.
+CONFIG = {}
 _STATE = {
     "outcomes": {},
     "canaries": {},
@@ -78,34 +80,122 @@ os.environ[_PARENT_KEY] = str(os.getpid())
 _FRAMEWORK = (
     ("pytest", ("skip", "xfail", "fail", "exit", "main", "importorskip")),
     ("_pytest.outcomes", ("skip", "xfail", "fail", "exit", "importorskip", "OutcomeException.__init__")),
-    ("_pytest.python", ("Function.runtest", "Function.setup", "Function._getobj", "pytest_pyfunc_call", "PyCollector.collect", "Module.collect")),
-    ("_pytest.runner", ("runtestprotocol", "call_and_report", "call_runtest_hook", "pytest_runtest_protocol", "pytest_runtest_makereport")),
+    (
+        "_pytest.python",
+        (
+            "Function.runtest",
+            "Function.setup",
+            "Function._getobj",
+            "pytest_pyfunc_call",
+            "PyCollector.collect",
+            "Module.collect",
+        ),
+    ),
     (
         "_pytest.runner",
-        ("CallInfo.from_call", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown", "check_interactive_exception"),
+        (
+            "runtestprotocol",
+            "call_and_report",
+            "call_runtest_hook",
+            "pytest_runtest_protocol",
+            "pytest_runtest_makereport",
+        ),
     ),
-    ("_pytest.reports", ("TestReport.__init__", "TestReport.from_item_and_call", "BaseReport.passed", "BaseReport.failed", "BaseReport.skipped")),
-    ("_pytest.skipping", ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_makereport", "evaluate_skip_marks", "evaluate_xfail_marks")),
-    ("_pytest.main", ("Session.perform_collect", "Session.genitems", "pytest_collection_modifyitems", "pytest_runtestloop", "wrap_session")),
+    (
+        "_pytest.runner",
+        (
+            "CallInfo.from_call",
+            "pytest_runtest_setup",
+            "pytest_runtest_call",
+            "pytest_runtest_teardown",
+            "check_interactive_exception",
+        ),
+    ),
+    (
+        "_pytest.reports",
+        (
+            "TestReport.__init__",
+            "TestReport.from_item_and_call",
+            "BaseReport.passed",
+            "BaseReport.failed",
+            "BaseReport.skipped",
+        ),
+    ),
+    (
+        "_pytest.skipping",
+        (
+            "pytest_runtest_setup",
+            "pytest_runtest_call",
+            "pytest_runtest_makereport",
+            "evaluate_skip_marks",
+            "evaluate_xfail_marks",
+        ),
+    ),
+    (
+        "_pytest.main",
+        (
+            "Session.perform_collect",
+            "Session.genitems",
+            "pytest_collection_modifyitems",
+            "pytest_runtestloop",
+            "wrap_session",
+        ),
+    ),
     ("_pytest.main", ("pytest_cmdline_main", "_main")),
     ("_pytest.unittest", ("TestCaseFunction.runtest", "TestCaseFunction.setup", "pytest_runtest_makereport")),
     ("_pytest.config", ("main", "Config.getoption")),
     ("pluggy._callers", ("_multicall",)),
     ("pluggy._hooks", ("HookCaller.__call__", "_HookCaller.__call__")),
     ("pluggy._manager", ("PluginManager._hookexec",)),
-    ("unittest.case", ("TestCase.run", "TestCase.__call__", "TestCase.fail", "TestCase.assertEqual", "TestCase.assertTrue")),
-    ("unittest.case", ("TestCase.assertFalse", "TestCase.assertIn", "TestCase.assertRaises", "TestCase.assertIsNone", "TestCase.skipTest")),
-    ("unittest.result", ("TestResult.addError", "TestResult.addFailure", "TestResult.addSuccess", "TestResult.addSkip", "TestResult.wasSuccessful")),
+    (
+        "unittest.case",
+        ("TestCase.run", "TestCase.__call__", "TestCase.fail", "TestCase.assertEqual", "TestCase.assertTrue"),
+    ),
+    (
+        "unittest.case",
+        (
+            "TestCase.assertFalse",
+            "TestCase.assertIn",
+            "TestCase.assertRaises",
+            "TestCase.assertIsNone",
+            "TestCase.skipTest",
+        ),
+    ),
+    (
+        "unittest.result",
+        (
+            "TestResult.addError",
+            "TestResult.addFailure",
+            "TestResult.addSuccess",
+            "TestResult.addSkip",
+            "TestResult.wasSuccessful",
+        ),
+    ),
     # How a test module's code is made: the guard compiles each test file again with these to check the code that ran.
-    ("_pytest.assertion.rewrite", ("rewrite_asserts", "_rewrite_test", "AssertionRewriter.run", "AssertionRewriter.visit_Assert")),
+    (
+        "_pytest.assertion.rewrite",
+        ("rewrite_asserts", "_rewrite_test", "AssertionRewriter.run", "AssertionRewriter.visit_Assert"),
+    ),
     ("_pytest.assertion.rewrite", ("AssertionRewritingHook.exec_module", "AssertionRewritingHook.find_spec")),
-    ("ast", ("parse", "walk", "NodeVisitor.visit", "NodeVisitor.generic_visit", "NodeTransformer.generic_visit", "copy_location")),
+    (
+        "ast",
+        (
+            "parse",
+            "walk",
+            "NodeVisitor.visit",
+            "NodeVisitor.generic_visit",
+            "NodeTransformer.generic_visit",
+            "copy_location",
+        ),
+    ),
 )
 _MISSING = object()
 # The interpreter's own compile, taken before any conftest or test module: a replacement (a Python function, or a
 # builtin of another name) made before this plugin was imported is named in every report (``_replaced``).
 _COMPILE = builtins.compile
-_COMPILE_GENUINE = type(_COMPILE) is type(len) and getattr(_COMPILE, "__self__", None) is builtins and _COMPILE.__name__ == "compile"
+_COMPILE_GENUINE = (
+    type(_COMPILE) is type(len) and getattr(_COMPILE, "__self__", None) is builtins and _COMPILE.__name__ == "compile"
+)
 # Files changed after this one was written (at the grading's start, before the diff) were written by the run itself.
 _STARTED_NS = os.stat(__file__).st_ctime_ns
 
@@ -148,7 +238,10 @@ def _framework_roots():
         path = getattr(sys.modules.get(name), "__file__", None)
         if path:
             roots.append(os.path.dirname(os.path.realpath(path)) + os.sep)
-    return (*roots, os.path.realpath(ast.__file__))  # ast's file alone: the standard library's folder may hold site-packages
+    return (
+        *roots,
+        os.path.realpath(ast.__file__),
+    )  # ast's file alone: the standard library's folder may hold site-packages
 
 
 _FILE_CODES: "dict[Any, Any]" = {}  # (path, mtime, size) -> the code objects its source compiles to, or None
@@ -252,7 +345,12 @@ def _changed(snapshot):
     taken at the snapshot (a copy put in ``sys.modules`` hides nothing), or whose code lives outside the framework."""
     for (module_name, path), (module, value, code) in snapshot.items():
         now = _lookup(module, path)
-        if sys.modules.get(module_name) is not module or now is not value or _code(now) is not code or _foreign(_code(now)):
+        if (
+            sys.modules.get(module_name) is not module
+            or now is not value
+            or _code(now) is not code
+            or _foreign(_code(now))
+        ):
             yield module_name + "." + path
 
 
@@ -356,7 +454,9 @@ def _outcome(reports):
 
 def _declares_xfail(item):
     """The test itself expects to fail: an xfail marker, or unittest's ``expectedFailure``."""
-    return item.get_closest_marker("xfail") is not None or bool(getattr(getattr(item, "obj", None), "__unittest_expecting_failure__", False))
+    return item.get_closest_marker("xfail") is not None or bool(
+        getattr(getattr(item, "obj", None), "__unittest_expecting_failure__", False)
+    )
 
 
 def _declares_skip(node):
@@ -441,7 +541,10 @@ def _run_canaries(items):
         if module is not None and module.nodeid not in first:
             first[module.nodeid] = (module, item)
     for module, like in list(first.values())[: CONFIG["max_modules"]]:
-        for role, name, function in (("must_fail", CONFIG["must_fail"], _must_fail), ("must_pass", CONFIG["must_pass"], _must_pass)):
+        for role, name, function in (
+            ("must_fail", CONFIG["must_fail"], _must_fail),
+            ("must_pass", CONFIG["must_pass"], _must_pass),
+        ):
             try:
                 outcome = _outcome(runtestprotocol(_canary(module, name, function, like), log=False, nextitem=None))
             except Exception as error:
@@ -525,7 +628,9 @@ def _exited():
 
 def _testcase(suite, nodeid, outcome, message=""):
     path, _, name = nodeid.rpartition("::")
-    case = ElementTree.SubElement(suite, "testcase", classname=path.replace("/", ".").replace("::", "."), name=name or nodeid, nodeid=nodeid)
+    case = ElementTree.SubElement(
+        suite, "testcase", classname=path.replace("/", ".").replace("::", "."), name=name or nodeid, nodeid=nodeid
+    )
     if nodeid in _STATE["declared_xfail"]:
         case.set("declared", "xfail")
     if outcome == "failed":

@@ -63,7 +63,10 @@ def _legacy_plugins(entries):
     found = []
     for entry in entries:
         for dist in pkg_resources.find_distributions(entry):
-            found.extend([dist.project_name, point.name, str(point).split("=", 1)[1].strip()] for point in dist.get_entry_map("pytest11").values())
+            found.extend(
+                [dist.project_name, point.name, str(point).split("=", 1)[1].strip()]
+                for point in dist.get_entry_map("pytest11").values()
+            )
     return found
 
 
@@ -82,7 +85,9 @@ def main(workdir):
         "names": _names(outside),
         "plugins": _plugins([*search, workdir]),
         "site_dirs": _site_dirs(workdir),
-        "workdir_paths": sorted({os.path.relpath(os.path.realpath(entry or "."), workdir) for entry in search if _inside(entry, workdir)}),
+        "workdir_paths": sorted(
+            {os.path.relpath(os.path.realpath(entry or "."), workdir) for entry in search if _inside(entry, workdir)}
+        ),
     }
     print(json.dumps(result))
 

@@ -19,7 +19,10 @@ from durable_rollouts.policy.parsers.registry import (
 
 
 def parse_completion(
-    text: str, tool_parser: str = DEFAULT_TOOL_CALL_PARSER, reasoning_parser: str = DEFAULT_REASONING_PARSER, schemas: Schemas | None = None
+    text: str,
+    tool_parser: str = DEFAULT_TOOL_CALL_PARSER,
+    reasoning_parser: str = DEFAULT_REASONING_PARSER,
+    schemas: Schemas | None = None,
 ) -> ParsedCompletion:
     find_calls = tool_call_parser_named(tool_parser)
     split_reasoning = reasoning_parser_named(reasoning_parser)

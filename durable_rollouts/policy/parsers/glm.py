@@ -34,7 +34,9 @@ def call_body(body: str, schemas: Schemas) -> ParsedToolCall:
         raise ToolCallFormatError("expected NAME then <arg_key>…</arg_key><arg_value>…</arg_value> pairs")
     name, pairs = match.groups()
     properties = schemas.get(name, {}).get("properties", {})
-    arguments = {key.strip(): typed_value(value, properties.get(key.strip(), {})) for key, value in ARGUMENT.findall(pairs)}
+    arguments = {
+        key.strip(): typed_value(value, properties.get(key.strip(), {})) for key, value in ARGUMENT.findall(pairs)
+    }
     leftover = ARGUMENT.sub("", pairs).strip()
     if leftover:
         raise ToolCallFormatError(f"unexpected text in the call of {name}: {leftover[:80]!r}")

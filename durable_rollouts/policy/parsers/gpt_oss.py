@@ -79,11 +79,15 @@ def message_call(raw: str, schemas: Schemas) -> ParsedToolCall:
     if message["close"] != CALL_END:
         raise ToolCallFormatError(f"missing {CALL_END}")
     body = message["body"].strip()
-    return ParsedToolCall(name=recipient.removeprefix(FUNCTIONS), arguments=arguments_object(decoded(body, "arguments")) if body else {})
+    return ParsedToolCall(
+        name=recipient.removeprefix(FUNCTIONS), arguments=arguments_object(decoded(body, "arguments")) if body else {}
+    )
 
 
 def gpt_oss_tool_calls(text: str, schemas: Schemas) -> ToolCalls:
-    blocks = (Block(m.start(), m.end(), payload=m.group(0)) for m in MESSAGE.finditer(text) if _recipient(m) is not None)
+    blocks = (
+        Block(m.start(), m.end(), payload=m.group(0)) for m in MESSAGE.finditer(text) if _recipient(m) is not None
+    )
     return cut_calls(text, blocks, message_call, schemas)
 
 

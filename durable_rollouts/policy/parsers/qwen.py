@@ -30,7 +30,13 @@ from typing import Any
 
 from durable_rollouts.policy.parsers.arguments import arguments_object, decoded, typed_value
 from durable_rollouts.policy.parsers.blocks import PayloadParser, cut_calls, delimited
-from durable_rollouts.policy.parsers.parsed import ParsedToolCall, Schemas, ToolCallFormatError, ToolCallParser, ToolCalls
+from durable_rollouts.policy.parsers.parsed import (
+    ParsedToolCall,
+    Schemas,
+    ToolCallFormatError,
+    ToolCallParser,
+    ToolCalls,
+)
 from durable_rollouts.policy.parsers.think_tags import ThinkTags
 
 TOOL_CALL = ("<tool_call>", "</tool_call>")

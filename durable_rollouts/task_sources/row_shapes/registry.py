@@ -54,7 +54,9 @@ SHAPES = (
 # Keys only the dataset shapes carry: they mark a mapping as a flat dataset row.
 SHAPE_KEYS = frozenset({"test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "image_name", "install_config", "docker_image"})
 # Keys of slime's own metadata: a metadata holding one is read by the slime reader.
-SLIME_KEYS = frozenset({"remote_env_info", "workdir", "eval_cmd", "swepro", "pre_commands", "reference_patch", "test_files"})
+SLIME_KEYS = frozenset(
+    {"remote_env_info", "workdir", "eval_cmd", "swepro", "pre_commands", "reference_patch", "test_files"}
+)
 
 
 def locate(row: Mapping[str, Any]) -> tuple[str, Fields] | None:
@@ -74,7 +76,9 @@ def shape_of(fields: Fields) -> RowShape:
     shape = next((shape for shape in SHAPES if shape.claims(fields)), None)
     if shape is None:
         closest = max(SHAPES, key=lambda candidate: len(candidate.needs) - len(candidate.missing(fields)))
-        raise ShapeProblem("row", f"not a known shape: {closest.describe()}: missing {', '.join(closest.missing(fields))}")
+        raise ShapeProblem(
+            "row", f"not a known shape: {closest.describe()}: missing {', '.join(closest.missing(fields))}"
+        )
     absent = shape.missing(fields)
     if absent:
         more = f" (and {', '.join(absent[1:])})" if absent[1:] else ""

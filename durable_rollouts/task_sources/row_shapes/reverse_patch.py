@@ -70,7 +70,10 @@ def _reverse_hunk(lines: list[str], start: int, match: re.Match[str]) -> tuple[l
     """The reversed hunk starting at ``lines[start]`` and the index after it (None if its counts do not add up)."""
     old_start, old_count, new_start, new_count, context = match.groups()
     want_old, want_new = int(old_count or 1), int(new_count or 1)
-    out = [f"@@ -{new_start}{'' if new_count is None else ',' + new_count} +{old_start}{'' if old_count is None else ',' + old_count} @@{context}"]
+    out = [
+        f"@@ -{new_start}{'' if new_count is None else ',' + new_count} "
+        f"+{old_start}{'' if old_count is None else ',' + old_count} @@{context}"
+    ]
     removed: list[str] = []
     added: list[str] = []
     seen_old = seen_new = 0

@@ -41,7 +41,10 @@ TEST_COMMANDS = {
 }
 # repo -> commands the fork runs before the tests.
 EVAL_COMMANDS = {"conan-io/conan": ["export PYTHONPATH=${PYTHONPATH:-}:$(pwd)"]}
-UNSUPPORTED = {"python/mypy": "mypy's data-driven cases are selected with `pytest -k <case names>`, which this reader does not build"}
+UNSUPPORTED = {
+    "python/mypy": "mypy's data-driven cases are selected with `pytest -k <case names>`, which this reader does not "
+    "build"
+}
 
 
 def claims(fields: Mapping[str, Any]) -> bool:

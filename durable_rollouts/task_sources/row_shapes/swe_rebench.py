@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from durable_rollouts.task_sources.row_shapes.fields import ShapeProblem, json_object, optional_text, present, text, version
+from durable_rollouts.task_sources.row_shapes.fields import (
+    ShapeProblem,
+    json_object,
+    optional_text,
+    present,
+    text,
+    version,
+)
 from durable_rollouts.task_sources.row_shapes.swebench_family import INSTANCE_FIELDS, eval_image, swebench_task
 
 NAME = "SWE-rebench"

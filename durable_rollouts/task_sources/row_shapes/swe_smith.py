@@ -85,7 +85,10 @@ def image(fields: Mapping[str, Any]) -> str:
 def test_files(fail_to_pass: list[str]) -> list[str]:
     for name in fail_to_pass:
         if "::" not in name:
-            raise ShapeProblem("FAIL_TO_PASS", f"{name!r} is not a pytest node id (path::name): only SWE-smith's pytest profiles are read")
+            raise ShapeProblem(
+                "FAIL_TO_PASS",
+                f"{name!r} is not a pytest node id (path::name): only SWE-smith's pytest profiles are read",
+            )
     return sorted({name.split("::", 1)[0] for name in fail_to_pass})
 
 
@@ -95,12 +98,14 @@ def bug_command(patch: str) -> str:
     return "\n".join(
         [
             f"echo {encoded} | base64 -d > {BUG_FILE}",
-            f"git apply --verbose {BUG_FILE} || git apply --verbose --reject {BUG_FILE} || patch --batch --fuzz=5 -p1 -i {BUG_FILE}",
+            f"git apply --verbose {BUG_FILE} || git apply --verbose --reject {BUG_FILE} || patch --batch --fuzz=5 -p1 "
+            f"-i {BUG_FILE}",
             f"rm -f {BUG_FILE}",
             "git add -A",
             "git -c user.name=swesmith -c user.email=swesmith@localhost commit -q --amend --no-edit --allow-empty",
             "branch=$(git symbolic-ref -q HEAD || true)",
-            'git for-each-ref --format=\'%(refname)\' | while read -r ref; do [ "$ref" = "$branch" ] || git update-ref -d "$ref"; done',
+            'git for-each-ref --format=\'%(refname)\' | while read -r ref; do [ "$ref" = "$branch" ] || git update-ref '
+            '-d "$ref"; done',
             "git reflog expire --expire=now --all",
             "git gc -q --prune=now",
         ]
@@ -140,7 +145,9 @@ def task(fields: Mapping[str, Any]) -> dict[str, Any]:
         "image": image(fields),
         "workdir": SWEBENCH_WORKDIR,
         "problem_statement": statement if isinstance(statement, str) and statement else None,
-        "eval_cmd": eval_command(TEST_COMMANDS.get(mirror_name(fields), DEFAULT_TEST_COMMAND), files, fail_to_pass, pass_to_pass),
+        "eval_cmd": eval_command(
+            TEST_COMMANDS.get(mirror_name(fields), DEFAULT_TEST_COMMAND), files, fail_to_pass, pass_to_pass
+        ),
         "pre_commands": [bug_command(patch)],
         "reference_patch": reverse_patch(patch),
     }

@@ -16,7 +16,8 @@ WORDS = ["alpha", "beta", "gamma"]
 MARKUP = [
     "<think>", "</think>", "◁think▷", "◁/think▷", "\n",
     "<tool_call>", "</tool_call>", "<function=Read>", "</function>", "<parameter=file_path>", "</parameter>",
-    '{"name": "Read", "arguments": {"file_path": "/a"}}', "{", "}", '"', "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+    '{"name": "Read", "arguments": {"file_path": "/a"}}', "{", "}", '"',
+    "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
     "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>",
     "<|tool_call_argument_begin|>", "functions.Read:0",
     "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>",
@@ -36,7 +37,9 @@ def everything_kept(parsed: ParsedCompletion) -> str:
 @settings(max_examples=40, deadline=None)
 @given(text=completions)
 def test_no_parser_raises_or_drops_a_word(tool_parser, reasoning_parser, text):
-    parsed = parse_completion(text, tool_parser, reasoning_parser, {"Read": {"properties": {"file_path": {"type": "string"}}}})
+    parsed = parse_completion(
+        text, tool_parser, reasoning_parser, {"Read": {"properties": {"file_path": {"type": "string"}}}}
+    )
     assert reply_stop(parsed, "length", None)[0] in ("tool_use", "max_tokens")
     if "gpt-oss" in (tool_parser, reasoning_parser):
         return  # harmony headers (role, channel words) are structure, not text

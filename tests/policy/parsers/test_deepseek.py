@@ -47,7 +47,10 @@ def test_ill_formed_calls_are_flagged_and_kept():
 
 
 def test_deepseek_r1_reasons_until_the_closing_tag_and_all_through_without_one():
-    assert parse_completion("thinking, no tag opened</think>answer", "auto", "deepseek-r1").reasoning == "thinking, no tag opened"
+    assert (
+        parse_completion("thinking, no tag opened</think>answer", "auto", "deepseek-r1").reasoning
+        == "thinking, no tag opened"
+    )
     cut = parse_completion("<think>still going", "auto", "deepseek-r1")
     assert (cut.reasoning, cut.text) == ("still going", "")
     untagged = parse_completion("just text, but R1 always reasons", "auto", "deepseek-r1")

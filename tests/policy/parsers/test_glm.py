@@ -38,7 +38,8 @@ def test_nested_json_values_and_strings_that_look_like_json():
 
 def test_a_call_without_arguments_and_glm47s_name_without_newline():
     calls = parse_completion(
-        "<tool_call>Status\n</tool_call><tool_call>Read<arg_key>file_path</arg_key><arg_value>/a</arg_value></tool_call>", "glm45"
+        "<tool_call>Status\n</tool_call><tool_call>Read<arg_key>file_path</arg_key><arg_value>/a</arg_value></tool_call>",
+        "glm45",
     ).tool_calls
     assert [(c.name, c.arguments) for c in calls] == [("Status", {}), ("Read", {"file_path": "/a"})]
 
@@ -48,12 +49,18 @@ def test_ill_formed_calls_are_flagged_and_kept_as_text():
     cut = "<tool_call>Read\n<arg_key>file_path</arg_key>\n<arg_value>/a"
     parsed = parse_completion(f"{stray}\n{cut}", "glm45")
     assert parsed.tool_calls == []
-    assert parsed.errors == ["tool call 0: unexpected text in the call of Bash: 'ls -la'", "tool call 1: missing </tool_call>"]
+    assert parsed.errors == [
+        "tool call 0: unexpected text in the call of Bash: 'ls -la'",
+        "tool call 1: missing </tool_call>",
+    ]
     assert parsed.text == f"{stray}\n{cut}"
 
 
 def test_a_tool_call_ends_a_thought_the_model_did_not_close():
-    text = "<think>I should read it\n<tool_call>Read\n<arg_key>file_path</arg_key>\n<arg_value>/a</arg_value>\n</tool_call>"
+    text = (
+        "<think>I should read "
+        "it\n<tool_call>Read\n<arg_key>file_path</arg_key>\n<arg_value>/a</arg_value>\n</tool_call>"
+    )
     parsed = parse_completion(text, "glm45", "glm45")
     assert parsed.reasoning == "I should read it"
     assert [c.name for c in parsed.tool_calls] == ["Read"]

@@ -10,7 +10,10 @@ ANALYSIS = "<|channel|>analysis<|message|>Need to read the file, then run the te
 
 
 def tool_message(name: str, arguments: str, header: str = "") -> str:
-    return f"<|start|>assistant<|channel|>commentary to=functions.{name} {header}<|constrain|>json<|message|>{arguments}<|call|>"
+    return (
+        f"<|start|>assistant<|channel|>commentary to=functions.{name} "
+        f"{header}<|constrain|>json<|message|>{arguments}<|call|>"
+    )
 
 
 def test_reasoning_then_a_tool_call():
@@ -21,19 +24,30 @@ def test_reasoning_then_a_tool_call():
 
 
 def test_reasoning_then_the_final_answer():
-    parsed = parse_completion(ANALYSIS + "<|start|>assistant<|channel|>final<|message|>All **tests** pass.\nDone.", "gpt-oss", "gpt-oss")
+    parsed = parse_completion(
+        ANALYSIS + "<|start|>assistant<|channel|>final<|message|>All **tests** pass.\nDone.", "gpt-oss", "gpt-oss"
+    )
     assert parsed.reasoning == "Need to read the file, then run the tests."
     assert (parsed.text, parsed.tool_calls) == ("All **tests** pass.\nDone.", [])
 
 
 def test_a_preamble_and_two_calls_with_nested_json_and_the_recipient_before_the_channel():
     second = (
-        '<|start|>assistant to=functions.Bash<|channel|>commentary json<|message|>{"command": "cd /repo &&\\npytest", "env": {"A": ["1"]}}<|call|>'
+        '<|start|>assistant to=functions.Bash<|channel|>commentary json<|message|>{"command": "cd /repo '
+        '&&\\npytest", "env": {"A": ["1"]}}<|call|>'
     )
-    text = ANALYSIS + "<|start|>assistant<|channel|>commentary<|message|>Reading first.<|end|>" + tool_message("Read", "{}") + second
+    text = (
+        ANALYSIS
+        + "<|start|>assistant<|channel|>commentary<|message|>Reading first.<|end|>"
+        + tool_message("Read", "{}")
+        + second
+    )
     parsed = parse_completion(text, "gpt-oss", "gpt-oss")
     assert parsed.text == "Reading first."
-    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("Read", {}), ("Bash", {"command": "cd /repo &&\npytest", "env": {"A": ["1"]}})]
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
+        ("Read", {}),
+        ("Bash", {"command": "cd /repo &&\npytest", "env": {"A": ["1"]}}),
+    ]
 
 
 def test_an_empty_body_is_a_call_without_arguments():
@@ -44,10 +58,19 @@ def test_an_empty_body_is_a_call_without_arguments():
 @pytest.mark.parametrize(
     "message, error",
     [
-        ('<|start|>assistant<|channel|>commentary to=functions.Bash <|constrain|>json<|message|>{"command": "l', "missing <|call|>"),
+        (
+            '<|start|>assistant<|channel|>commentary to=functions.Bash <|constrain|>json<|message|>{"command": "l',
+            "missing <|call|>",
+        ),
         (tool_message("Bash", "{not json}"), "arguments: invalid JSON"),
-        ('<|start|>assistant<|channel|>analysis to=browser.search <|constrain|>json<|message|>{"q": "x"}<|call|>', "is not functions.NAME"),
-        ("<|start|>assistant<|channel|>commentary to=functions.Bash <|constrain|>yaml<|message|>command: ls<|call|>", "content type 'yaml'"),
+        (
+            '<|start|>assistant<|channel|>analysis to=browser.search <|constrain|>json<|message|>{"q": "x"}<|call|>',
+            "is not functions.NAME",
+        ),
+        (
+            "<|start|>assistant<|channel|>commentary to=functions.Bash <|constrain|>yaml<|message|>command: ls<|call|>",
+            "content type 'yaml'",
+        ),
     ],
 )
 def test_ill_formed_calls_are_flagged_and_kept_verbatim(message, error):

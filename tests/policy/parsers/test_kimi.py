@@ -45,7 +45,12 @@ def test_an_ill_formed_call_is_kept_and_its_well_formed_sibling_still_runs():
 
 
 def test_a_section_cut_off_keeps_its_complete_calls_and_flags_the_cut_one():
-    text = "Checking." + BEGIN + call("functions.Read:0", "{}") + '<|tool_call_begin|>functions.Bash:1<|tool_call_argument_begin|>{"comm'
+    text = (
+        "Checking."
+        + BEGIN
+        + call("functions.Read:0", "{}")
+        + '<|tool_call_begin|>functions.Bash:1<|tool_call_argument_begin|>{"comm'
+    )
     parsed = parse_completion(text, "kimi_k2")
     assert [c.name for c in parsed.tool_calls] == ["Read"]
     assert parsed.errors == ["tool call 1: missing <|tool_call_end|>"]
@@ -59,7 +64,9 @@ def test_a_section_without_calls_is_kept_whole():
 
 
 def test_kimi_k2_reasoning_ends_where_the_section_begins_when_the_thought_is_not_closed():
-    parsed = parse_completion("<think>need the file" + BEGIN + call("functions.Read:0", "{}") + END, "kimi_k2", "kimi_k2")
+    parsed = parse_completion(
+        "<think>need the file" + BEGIN + call("functions.Read:0", "{}") + END, "kimi_k2", "kimi_k2"
+    )
     assert parsed.reasoning == "need the file" and [c.name for c in parsed.tool_calls] == ["Read"]
 
 

@@ -26,16 +26,22 @@ def test_qwen3_coder_call_with_reasoning_and_typed_parameters():
 
 
 def test_string_parameters_keep_inner_newlines_and_numbers_verbatim():
-    text = "<tool_call>\n<function=Edit>\n<parameter=old_string>\n  x = 1\n\n</parameter>\n<parameter=replace_all>\ntrue\n</parameter>\n</function>\n</tool_call>"
+    text = (
+        "<tool_call>\n<function=Edit>\n<parameter=old_string>\n  x = "
+        "1\n\n</parameter>\n<parameter=replace_all>\ntrue\n</parameter>\n</function>\n</tool_call>"
+    )
     (call,) = parse_completion(text, "auto", schemas=SCHEMAS).tool_calls
     assert call.arguments == {"old_string": "  x = 1\n", "replace_all": True}
 
 
 def test_qwen3_coder_several_calls_with_nested_json_values():
     text = (
-        "Two edits, then a test run.\n<tool_call>\n<function=MultiEdit>\n<parameter=file_path>\n/repo/a.py\n</parameter>\n"
-        '<parameter=edits>\n[{"old_string": "a\\nb", "new_string": "{\\"k\\": 1}"}]\n</parameter>\n</function>\n</tool_call>\n'
-        "<tool_call>\n<function=Bash>\n<parameter=command>\npytest -q \\\n  tests/\n</parameter>\n</function>\n</tool_call>"
+        "Two edits, then a test "
+        "run.\n<tool_call>\n<function=MultiEdit>\n<parameter=file_path>\n/repo/a.py\n</parameter>\n"
+        '<parameter=edits>\n[{"old_string": "a\\nb", "new_string": "{\\"k\\": '
+        '1}"}]\n</parameter>\n</function>\n</tool_call>\n'
+        "<tool_call>\n<function=Bash>\n<parameter=command>\npytest -q \\\n  "
+        "tests/\n</parameter>\n</function>\n</tool_call>"
     )
     parsed = parse_completion(text, "qwen3_coder", schemas=SCHEMAS)
     assert [c.name for c in parsed.tool_calls] == ["MultiEdit", "Bash"]
@@ -58,17 +64,24 @@ def test_json_calls_with_object_or_string_arguments(parser):
 def test_qwen25_nested_arguments_and_newlines_in_strings():
     text = (
         "<think>\nplan\n</think>\n\n<tool_call>\n"
-        '{"name": "Write", "arguments": {"file_path": "/a.json", "content": "{\\n  \\"x\\": [1, 2]\\n}\\n", "meta": {"tags": ["a", {"b": null}]}}}'
+        '{"name": "Write", "arguments": {"file_path": "/a.json", "content": "{\\n  \\"x\\": [1, 2]\\n}\\n", "meta": '
+        '{"tags": ["a", {"b": null}]}}}'
         "\n</tool_call>"
     )
     parsed = parse_completion(text, "qwen25")
     (call,) = parsed.tool_calls
-    assert call.arguments == {"file_path": "/a.json", "content": '{\n  "x": [1, 2]\n}\n', "meta": {"tags": ["a", {"b": None}]}}
+    assert call.arguments == {
+        "file_path": "/a.json",
+        "content": '{\n  "x": [1, 2]\n}\n',
+        "meta": {"tags": ["a", {"b": None}]},
+    }
     assert parsed.reasoning == "plan" and parsed.text == ""
 
 
 def test_qwen25_reads_parameters_for_arguments_as_sglang_does():
-    (call,) = parse_completion('<tool_call>\n{"name": "Bash", "parameters": {"command": "ls"}}\n</tool_call>', "qwen25").tool_calls
+    (call,) = parse_completion(
+        '<tool_call>\n{"name": "Bash", "parameters": {"command": "ls"}}\n</tool_call>', "qwen25"
+    ).tool_calls
     assert call.arguments == {"command": "ls"}
 
 
@@ -78,7 +91,11 @@ def test_qwen25_reads_parameters_for_arguments_as_sglang_does():
         ("auto", "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n", "missing </tool_call>"),
         ("auto", "<tool_call>\n<function=Bash>oops</tool_call>", "expected <function=NAME>"),
         ("auto", "<tool_call>{not json}</tool_call>", "invalid JSON"),
-        ("auto", "<tool_call>\n<function=Bash>\nstray\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>", "unexpected text"),
+        (
+            "auto",
+            "<tool_call>\n<function=Bash>\nstray\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>",
+            "unexpected text",
+        ),
         ("qwen3_coder", '<tool_call>\n{"name": "Bash", "arguments": {}}\n</tool_call>', "expected <function=NAME>"),
         ("qwen25", "<tool_call>\n<function=Bash>\n</function>\n</tool_call>", "invalid JSON"),
         ("qwen25", '<tool_call>\n{"arguments": {}}\n</tool_call>', '"name"'),
@@ -108,7 +125,10 @@ def test_unterminated_reasoning_after_a_length_cut():
 
 
 def test_qwen3_reasoning_without_the_opening_tag_and_without_any_tag():
-    assert parse_completion("planned in the prompt's <think>\n</think>\n\nDone.").reasoning == "planned in the prompt's <think>"
+    assert (
+        parse_completion("planned in the prompt's <think>\n</think>\n\nDone.").reasoning
+        == "planned in the prompt's <think>"
+    )
     plain = parse_completion("No thought at all.")
     assert (plain.reasoning, plain.text) == ("", "No thought at all.")
 

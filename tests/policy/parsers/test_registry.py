@@ -17,8 +17,29 @@ from durable_rollouts.policy.parsers import (
 
 
 def test_the_names_are_sglangs():
-    assert {"qwen3_coder", "qwen25", "qwen", "hermes", "glm45", "glm", "kimi_k2", "deepseekv31", "gpt-oss", "auto"} == set(tool_call_parser_names())
-    assert {"qwen3", "qwen3-thinking", "deepseek-r1", "deepseek-v3", "glm45", "kimi", "kimi_k2", "gpt-oss", "none"} == set(reasoning_parser_names())
+    assert {
+        "qwen3_coder",
+        "qwen25",
+        "qwen",
+        "hermes",
+        "glm45",
+        "glm",
+        "kimi_k2",
+        "deepseekv31",
+        "gpt-oss",
+        "auto",
+    } == set(tool_call_parser_names())
+    assert {
+        "qwen3",
+        "qwen3-thinking",
+        "deepseek-r1",
+        "deepseek-v3",
+        "glm45",
+        "kimi",
+        "kimi_k2",
+        "gpt-oss",
+        "none",
+    } == set(reasoning_parser_names())
     assert tool_call_parser_names() == sorted(tool_call_parser_names())
 
 
@@ -36,7 +57,10 @@ def test_a_session_spooled_before_reasoning_parser_existed_reads_as_qwen3():
 
 @pytest.mark.parametrize(
     "lookup, kind, names",
-    [(tool_call_parser_named, "tool-call", tool_call_parser_names), (reasoning_parser_named, "reasoning", reasoning_parser_names)],
+    [
+        (tool_call_parser_named, "tool-call", tool_call_parser_names),
+        (reasoning_parser_named, "reasoning", reasoning_parser_names),
+    ],
 )
 def test_an_unknown_name_is_named_with_the_supported_ones(lookup, kind, names):
     with pytest.raises(UnknownParser) as raised:

@@ -28,7 +28,14 @@ def test_the_image_follows_swe_gyms_naming():
     [
         ("Project-MONAI/MONAI", {"test_cmd": "pytest -rA", "log_parser": "pytest"}),
         ("dask/dask", {"test_cmd": "pytest -n0 -rA --color=no", "log_parser": "pytest"}),
-        ("conan-io/conan", {"test_cmd": "pytest -n0 -rA", "log_parser": "pytest", "eval_commands": ["export PYTHONPATH=${PYTHONPATH:-}:$(pwd)"]}),
+        (
+            "conan-io/conan",
+            {
+                "test_cmd": "pytest -n0 -rA",
+                "log_parser": "pytest",
+                "eval_commands": ["export PYTHONPATH=${PYTHONPATH:-}:$(pwd)"],
+            },
+        ),
         ("someone/elsewhere", {"test_cmd": "pytest -rA", "log_parser": "pytest"}),
     ],
 )

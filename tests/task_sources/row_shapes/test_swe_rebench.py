@@ -28,7 +28,12 @@ ROW = {
 def test_fields_are_mapped_and_json_lists_decoded():
     task = task_from_row(ROW)
     spec = task.swebench
-    assert (task.instance_id, task.image, task.workdir, task.reference_patch) == (ROW["instance_id"], ROW["docker_image"], "/testbed", "gold")
+    assert (task.instance_id, task.image, task.workdir, task.reference_patch) == (
+        ROW["instance_id"],
+        ROW["docker_image"],
+        "/testbed",
+        "gold",
+    )
     assert (spec.repo, spec.version, spec.base_commit, spec.fail_to_pass, spec.pass_to_pass) == (
         "qBraid/pyqasm",
         "0.1",

@@ -8,7 +8,10 @@ import pytest
 from durable_rollouts.task_sources.dataset_rows import RowError, task_from_row
 from durable_rollouts.task_sources.row_shapes import swe_smith
 
-BUG = "diff --git a/src/flask/app.py b/src/flask/app.py\n--- a/src/flask/app.py\n+++ b/src/flask/app.py\n@@ -1,2 +1,2 @@\n ctx\n-good\n+bad\n"
+BUG = (
+    "diff --git a/src/flask/app.py b/src/flask/app.py\n--- a/src/flask/app.py\n+++ b/src/flask/app.py\n@@ -1,2 +1,2 "
+    "@@\n ctx\n-good\n+bad\n"
+)
 ROW = {
     "instance_id": "pallets__flask.bc098406.func_basic__abc",
     "repo": "swesmith/pallets__flask.bc098406",
@@ -42,7 +45,11 @@ def test_the_bug_is_applied_and_folded_into_the_history_at_boot():
 def test_the_eval_script_runs_the_profile_command_on_the_fail_to_pass_files():
     script = task_from_row(ROW).eval_cmd
     assert f"{swe_smith.DEFAULT_TEST_COMMAND} tests/test_basic.py tests/test_json.py" in script
-    assert script.index(">>>>> Start Test Output") < script.index(swe_smith.DEFAULT_TEST_COMMAND) < script.index(">>>>> End Test Output")
+    assert (
+        script.index(">>>>> Start Test Output")
+        < script.index(swe_smith.DEFAULT_TEST_COMMAND)
+        < script.index(">>>>> End Test Output")
+    )
     required = next(line.split()[1] for line in script.splitlines() if swe_smith.REQUIRED_FILE in line)
     assert json.loads(base64.b64decode(required)) == {
         "FAIL_TO_PASS": ["tests/test_basic.py::test_one", "tests/test_json.py::test_two"],

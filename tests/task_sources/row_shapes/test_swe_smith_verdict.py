@@ -19,7 +19,9 @@ def verdict(tmp_path, log: str) -> subprocess.CompletedProcess:
     (tmp_path / "log").write_text(log)
     (tmp_path / "required.json").write_text(json.dumps(REQUIRED))
     return subprocess.run(
-        [sys.executable, swe_smith_verdict.__file__, str(tmp_path / "log"), str(tmp_path / "required.json")], capture_output=True, text=True
+        [sys.executable, swe_smith_verdict.__file__, str(tmp_path / "log"), str(tmp_path / "required.json")],
+        capture_output=True,
+        text=True,
     )
 
 
