@@ -83,6 +83,7 @@ class RunRecord:
     declared_xfail: frozenset[str] = frozenset()
     test_code: dict[str, str] = field(default_factory=dict)
     early_imports: frozenset[str] = frozenset()
+    tracers: frozenset[str] = frozenset()
 
     @property
     def files(self) -> frozenset[str]:
@@ -137,4 +138,5 @@ def record(reports: Iterable[SessionReport]) -> RunRecord:
         declared_xfail=frozenset().union(*(report.declared_xfail for report in sessions)),
         test_code={key: status for report in sessions for key, status in report.test_code.items()},
         early_imports=frozenset().union(*(report.early_imports for report in sessions)),
+        tracers=frozenset().union(*(report.tracers for report in sessions)),
     )

@@ -33,8 +33,8 @@ class SessionReport:
     (node id, outcome) under its role (``must_fail`` / ``must_pass``); the collectors that failed
     (``collect_errors``), the test framework's callables found replaced (``replaced``, by dotted name), the
     workdir files registered as pytest plugins (``workdir_plugins``, conftest files aside), the tests and test-module
-    functions whose code is not their file's (``test_code``: key -> "forged FILE", "from FILE", ...) and the workdir
-    modules imported before the guard (``early_imports``)."""
+    functions whose code is not their file's (``test_code``: key -> "forged FILE", "from FILE", ...), the workdir
+    modules imported before the guard (``early_imports``) and the trace and profile hooks seen set (``tracers``)."""
 
     name: str
     finished: bool = False
@@ -52,6 +52,7 @@ class SessionReport:
     declared_xfail: frozenset[str] = frozenset()
     test_code: dict[str, str] = field(default_factory=dict)
     early_imports: frozenset[str] = frozenset()
+    tracers: frozenset[str] = frozenset()
     problem: str = ""
 
 
@@ -119,4 +120,5 @@ def parse(name: str, data: bytes, guard: Guard) -> SessionReport:
         declared_xfail=declared_xfail - {""},
         test_code={key: status for key, status in test_code.items() if key and status},
         early_imports=frozenset(filter(None, properties.get("early_imports", "").split(","))),
+        tracers=frozenset(filter(None, properties.get("tracers", "").split(","))),
     )

@@ -14,7 +14,7 @@ import pytest
 from durable_rollouts.grading import run_guard, run_record, session_reports, tamper_checks
 from durable_rollouts.grading.python_envs import PytestPlugin, PythonEnvs
 from durable_rollouts.grading.run_guard import Guard
-from durable_rollouts.grading.tamper_checks import Claims
+from durable_rollouts.grading.tamper_checks import INSTALLED_PATCH, Claims
 from tests.grading.tampering_attacks import COMPILE_SWAP, FORGED_FILE_NAME_PLUGIN, MODULE_CLASS_SWAP, THREAD_CODE_SWAP
 
 TESTS = "def test_adds():\n    assert 1 + 1 == 2\n\n\ndef test_subtracts():\n    assert 2 - 1 == 1\n"
@@ -277,7 +277,9 @@ def test_a_module_that_does_not_import_is_reported_as_a_collection_error(tmp_pat
     assert report.collect_errors == {"tests/test_new.py"} and _record(reports).has_file_of(
         "tests/test_new.py::test_feature"
     )
-    assert report.replaced == frozenset(), "an honest run replaces nothing the guard watches"
+    assert not [name for name in report.replaced if not name.endswith(INSTALLED_PATCH)], (
+        "an honest run replaces nothing the guard watches"
+    )
 
 
 def _judged_against_baseline(tmp_path, before: dict[str, str], after: dict[str, str], *args: str) -> list[str]:
@@ -512,7 +514,10 @@ def test_tests_wrapped_by_decorators_are_judged_against_the_baseline_and_honest_
     )
     assert report.test_code["tests/test_lib.py::test_patched"].endswith("unittest/mock.py"), "mock.patch's wrapper"
     assert len(report.test_code) == 2, "the others (parametrised, a class's, unittest's) ran their own file's code"
-    assert report.replaced == frozenset() and report.early_imports == frozenset()
+    assert (
+        not [name for name in report.replaced if not name.endswith(INSTALLED_PATCH)]
+        and report.early_imports == frozenset()
+    )
 
 
 def test_a_workdir_module_pytest_loads_at_start_up_counts_only_where_the_baseline_did_not(tmp_path, monkeypatch):

@@ -364,3 +364,42 @@ def test_find_matches_a_judges_names_to_the_records_ids():
     assert record.find("test_x.py::test_p[a") == ["tests/test_x.py::test_p[a b]"], "cut inside its parameters"
     assert record.find("test_a (tests.test_x.T)") == [] and record.find("other/test_x.py::T::test_a") == []
     assert record.has_file_of("test_x.py::anything") and not record.has_file_of("no_separator")
+
+
+def _code_report(test_code: dict[str, str], **fields: object) -> SessionReport:
+    return SessionReport(name="1.xml", finished=True, exited=True, test_code=test_code, **fields)  # type: ignore[arg-type]
+
+
+def test_a_tests_code_is_judged_by_its_kind_against_the_baseline():
+    key = "tests/test_lib.py::test_adds"
+    solved = Claims(solved=True, exit_code=0)
+
+    def judged(before: dict[str, str], after: dict[str, str]) -> list[str]:
+        baseline = run_record.record([_code_report(before)])
+        return tamper_checks._code_evidence(run_record.record([_code_report(after)]), baseline, solved.solved)
+
+    assert judged({key: "from lib/__init__.py"}, {key: "from lib/util.py"}) == [], (
+        "a decorator moved within the library"
+    )
+    assert judged({key: "unreadable <decorator-gen-0>"}, {key: "unreadable <decorator-gen-1>"}) == [], "a counter"
+    assert judged({}, {key: "from lib/__init__.py"}) == [
+        "1 tests ran code other than their own file's: tests/test_lib.py::test_adds (from lib/__init__.py)"
+    ]
+    assert judged({key: "from lib/__init__.py"}, {key: "forged tests/test_lib.py"}) == [
+        "1 test functions ran code that is not what their file compiles to: tests/test_lib.py::test_adds "
+        "(forged tests/test_lib.py)"
+    ]
+
+
+def test_trace_hooks_and_framework_patches_by_installed_code_count_only_against_the_baseline():
+    patched = "_pytest.fixtures.FixtureFunctionMarker.__call__" + tamper_checks.INSTALLED_PATCH
+    hook = "profile _profile (lib/__init__.py)"
+    reports = [_code_report({}, replaced=frozenset({patched}), tracers=frozenset({hook}))]
+    solved = Claims(solved=True, exit_code=0)
+    assert tamper_checks.judge(reports, solved, expected=True) == [
+        f"a trace or profile hook was set during the run: {hook}"
+    ]
+    baseline = run_record.record([_code_report({}, replaced=frozenset({patched}))])
+    assert tamper_checks.judge(reports, solved, expected=True, baseline=baseline) == [
+        f"a trace or profile hook was set during the run: {hook}"
+    ], "the image's own plugin patches pytest on the unpatched tree too"

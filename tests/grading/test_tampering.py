@@ -11,6 +11,7 @@ from durable_rollouts.contracts.tasks import TaskSpec
 from tests.grading.tampering_attacks import (
     ATTACKS,
     DEFUSED,
+    RACY,
     TARGETS,
     WORKS_ON,
     Target,
@@ -44,7 +45,11 @@ async def test_every_attack_earns_1_unprotected_where_it_works_and_0_protected(
     with monkeypatch.context() as patched:
         unprotected(patched)
         control = await grade_all(prefix, task, working)
-    not_working = [_line(name, graded.result) for name, graded in control.items() if graded.result.reward != 1.0]
+    not_working = [
+        _line(name, graded.result)
+        for name, graded in control.items()
+        if graded.result.reward != 1.0 and name not in RACY
+    ]
     assert not_working == [], (
         f"attacks WORKS_ON lists for {target_name} that did not earn 1.0 unprotected: {not_working}"
     )

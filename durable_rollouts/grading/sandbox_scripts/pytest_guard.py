@@ -1,46 +1,17 @@
-"""The grader's pytest plugin, written outside the workdir under a fresh random name for each grading and
-loaded through ``PYTEST_PLUGINS`` with plugin auto-loading off. The grader fills ``CONFIG`` when it writes
-the file.
+"""The grader's pytest plugin: written outside the workdir under a fresh random name for each grading, loaded through
+``PYTEST_PLUGINS`` with plugin auto-loading off; the grader fills ``CONFIG`` when it writes the file.
 
-What it does in every pytest process of the grading run:
+In every pytest process of the run (the first configuration only) it registers the plugins auto-loading would have
+loaded except the workdir's, runs a must-fail and a must-pass canary in each test module after the run's own tests
+(never logged), snapshots the test framework when it is imported and names what was replaced since, checks that each
+test runs the code its own file compiles to (from the source kept before pytest imported it), records trace and
+profile hooks and the workdir modules imported before it, and writes a JUnit XML report of the process when the
+session starts, when it finishes and from an exit handler; pytest as the program then ends with its session's own
+status. docs/grading.md ("What is checked in the run itself") states every rule.
 
-* registers the pytest plugins auto-loading would have loaded, except those the workdir declares: the
-  baseline's (``CONFIG["plugins"]``: [distribution, entry point, value] as the probe found them before the
-  diff was applied) and those of any distribution that lives outside ``CONFIG["workdir"]`` (a plugin the
-  row's test command installs, as ``uvx -w pytest-json-ctrf`` does), unless ``-p no:<name>`` blocks it;
-* watches the first pytest configuration of the process only (a test that runs pytest in-process, through
-  ``pytester``, is not the grader's run);
-* after the run's own tests, runs two canaries beside them, in the module of each test file that ran:
-  one that must fail and one that must pass, under names drawn fresh for this grading, carrying the
-  markers of the module's first test (skip, skipif, xfail, parametrize and async runners' left out), so a test setup
-  that selects by marker treats them alike. They go through pytest's own run protocol (fixtures, the ``makereport``
-  hooks, ``Function.runtest``) but are never logged: the terminal, the exit status and every other reporter see only the
-  task's tests;
-* writes a JUnit XML report of this process to ``CONFIG["report_dir"]``: when the session starts (marked
-  ``started``), again when it finishes, with each test's outcome and node id and the canaries' in a
-  testsuite of their own, and once more (marked ``exited``) from an exit handler registered when this
-  module is imported: handlers run last-registered first, so a process ended by ``os._exit``, a signal or
-  a cleared handler list after its session never says ``exited``. A pytest process started by another
-  one of the run (not an xdist worker) is marked ``nested``. A report that cannot be written is left out;
-  pytest carries on. Collection errors are reported by collector node id (a test module that does not import);
-* snapshots the test framework's callables (``_FRAMEWORK``: pytest's, ``_pytest``'s, pluggy's and unittest's run
-  and report paths) and this plugin's own functions when it is imported, before any conftest or test module, and
-  names in every report those replaced since (the value, or its code object in place; read from the module objects
-  it took, so a copy put in ``sys.modules`` hides nothing), or whose code lives outside the framework's packages
-  (replaced before the plugin was imported: a script that imports the library under test, then calls
-  ``pytest.main``) or is not what its file compiles to (a forged file name) (``replaced``; ``compile`` too); and the
-  files, other than installed packages and conftest files, whose hook functions are registered with pytest
-  (``workdir_plugins``: a plugin the library under test registers at run time, wherever it wrote it, judged by
-  where its hooks' code is, not what its module claims, and by whether its file compiles to that code);
-* records each test whose function, checked before and after its call, and each test module's function, checked
-  at the session's end, does not have the code its own file compiles to (``test_code``: forged, from another file,
-  unreadable); the file is compiled by the plugin from the source kept before pytest imported it;
-* names the workdir modules imported before it in a process whose program is pytest (``early_imports``);
-* ends a process whose program is pytest (``pytest``, ``py.test``, ``python -m pytest``) with its session's own exit
-  status, from the last exit handler, flushing stdout and stderr first: nothing that runs later in the interpreter's
-  teardown (a finalizer calling ``os._exit(0)``) can change the status the record holds.
-
-Runs in the image's own Python and pytest (3.6 and pytest 3 onwards): standard library and pytest only.
+Key invariant: what the report holds comes from objects the plugin took before any conftest or test module ran, and
+from its own compile of the files; nothing the code under test prints or claims about itself is asked. Runs in the
+image's own Python and pytest (3.6 and pytest 3 onwards): standard library and pytest only.
 """
 
 import ast
@@ -50,6 +21,8 @@ import importlib
 import inspect
 import os
 import sys
+import threading
+import time
 import xml.etree.ElementTree as ElementTree
 from typing import Any
 
@@ -70,6 +43,7 @@ _STATE = {
     "config": None,
     "exitstatus": None,
     "test_code": {},
+    "tracers": set(),
 }
 _LEFT_OUT_MARKERS = ("skip", "skipif", "xfail", "parametrize", "asyncio", "anyio", "trio")
 _PARENT_KEY = "ROLLOUT_GUARD_" + CONFIG["must_fail"].upper()
@@ -198,6 +172,9 @@ _COMPILE_GENUINE = (
 )
 # Files changed after this one was written (at the grading's start, before the diff) were written by the run itself.
 _STARTED_NS = os.stat(__file__).st_ctime_ns
+_IMPORTED_NS = int(
+    time.time() * 1e9
+)  # this pytest process's start, near enough: a conftest newer than it was written by the run
 
 
 def _module(module_name):
@@ -355,6 +332,57 @@ def _changed(snapshot):
 
 
 _FRAMEWORK_SNAPSHOT = _snapshot(_FRAMEWORK)
+_MODULE_DICT = vars(type(sys))["__dict__"]  # read past any __getattribute__ a module's class was given
+
+
+def _framework_modules():
+    """(name, module) of every module of the framework's packages imported by now."""
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("_pytest", "pluggy", "pytest", "unittest") and module is not None:
+            yield name, module
+
+
+def _members(modules):
+    """Dotted name -> value: every function of the framework's modules, and every callable or descriptor of each
+    class they define (a class attribute added later, such as a property that shadows an inherited one, counts)."""
+    found = {}
+    for module_name, module in modules:
+        try:
+            namespace = dict(_MODULE_DICT.__get__(module))
+        except Exception:
+            continue
+        for name, value in namespace.items():
+            if inspect.isfunction(value):
+                found[module_name + "." + name] = value
+            elif isinstance(value, type) and value.__dict__.get("__module__") == module_name:
+                for key, member in list(vars(value).items()):
+                    if callable(member) or hasattr(type(member), "__get__"):
+                        found[module_name + "." + name + "." + key] = member
+    return found
+
+
+_MEMBER_MODULES = list(_framework_modules())
+_MEMBERS = _members(_MEMBER_MODULES)
+
+
+def _members_changed():
+    """The framework's functions and class members replaced, added or removed since this plugin was imported; one
+    replaced by installed code (an installed plugin that patches pytest) is marked ``INSTALLED_PATCH``."""
+    now = _members(_MEMBER_MODULES)
+    changed = [name for name, value in _MEMBERS.items() if now.get(name, _MISSING) is not value]
+    changed += [name for name in now if name not in _MEMBERS and name.count(".") > 1]
+    if not _pytest_is_the_program():  # a script ran before this plugin (the library imported, then pytest.main)
+        changed += [name for name, value in _MEMBERS.items() if name not in changed and _foreign(_code(value))]
+    return sorted(name + (INSTALLED_PATCH if _installed_code(now.get(name)) else "") for name in changed)
+
+
+INSTALLED_PATCH = " (by installed code)"
+
+
+def _installed_code(value):
+    """``value`` is a function (or descriptor over one) that an installed file outside the workdir compiles to."""
+    code = _code(value)
+    return code is not None and _installed(os.path.realpath(code.co_filename)) and _compiled_from(code) is True
 
 
 def _inside_workdir(path):
@@ -489,8 +517,29 @@ def _by_function(nodeid):
     return nodeid[: nodeid.index("[")] if nodeid.endswith("]") and "[" in nodeid else nodeid
 
 
+def _note_tracers():
+    """Record the trace and profile hooks set now (this thread's and new threads'; ``sys.monitoring``'s tools): a hook
+    can swap what a test calls inside the call itself and put it back before it returns."""
+    hooks = [
+        ("trace", sys.gettrace()),
+        ("profile", sys.getprofile()),
+        ("thread trace", getattr(threading, "_trace_hook", None)),
+        ("thread profile", getattr(threading, "_profile_hook", None)),
+    ]
+    for kind, hook in hooks:
+        if hook is not None:
+            code = _code(hook)
+            where = _shown(os.path.realpath(code.co_filename)) if code is not None else type(hook).__module__
+            _STATE["tracers"].add(kind + " " + getattr(hook, "__qualname__", type(hook).__name__) + " (" + where + ")")
+    monitoring = getattr(sys, "monitoring", None)
+    for tool in range(6) if monitoring is not None else ():
+        if monitoring.get_tool(tool):
+            _STATE["tracers"].add("monitoring " + str(monitoring.get_tool(tool)))
+
+
 def _check_test(item):
     """Record where the function pytest calls for ``item`` comes from, unless it is its own file's (canaries aside)."""
+    _note_tracers()
     if not isinstance(item, pytest.Function) or item.name in (CONFIG["must_fail"], CONFIG["must_pass"]):
         return
     try:
@@ -499,9 +548,6 @@ def _check_test(item):
         status = "unreadable: " + type(error).__name__
     if status:
         _STATE["test_code"].setdefault(_by_function(item.nodeid), status)
-
-
-_MODULE_DICT = vars(type(sys))["__dict__"]  # read past any __getattribute__ a module's class was given
 
 
 def _sweep_modules(items):
@@ -647,50 +693,78 @@ def _replaced():
     """The framework's and this plugin's callables replaced since the snapshot (see ``_changed``)."""
     own = ["rollout guard " + name.rpartition(__name__ + ".")[2] for name in _changed(_OWN_SNAPSHOT)]
     compiles = [] if _COMPILE_GENUINE and builtins.compile is _COMPILE else ["builtins.compile"]
-    return list(_changed(_FRAMEWORK_SNAPSHOT)) + compiles + own
+    named = list(_changed(_FRAMEWORK_SNAPSHOT))
+    return named + [name for name in _members_changed() if name not in named] + compiles + own
 
 
-def _hook_codes(plugin):
-    """A registered plugin's hooks' code objects (what its module or class claims about itself is not asked)."""
-    codes = []
-    for name in dir(plugin):
-        if name.startswith("pytest_"):
-            try:
-                code = _code(inspect.getattr_static(plugin, name))
-            except AttributeError:
-                continue
-            if code is not None:
-                codes.append(code)
-    return codes
+def _hook_impls(config):
+    """(hook name, plugin, the callable pluggy calls) for every registered hook implementation: what ``_multicall``
+    runs, not what the plugin's module or class claims about itself."""
+    hooks = config.pluginmanager.hook
+    for name in sorted(vars(hooks)):
+        caller = getattr(hooks, name, None)
+        get = getattr(caller, "get_hookimpls", None)
+        if name.startswith("pytest_") and get is not None:
+            for impl in get():
+                yield name, impl.plugin, impl.function
+
+
+def _is_attribute(plugin, name, function):
+    """``function`` is the plugin's own ``name`` (a bound method compares by its function and instance)."""
+    try:
+        own = getattr(plugin, name)
+    except Exception:
+        return False
+    same_method = getattr(own, "__func__", None) is getattr(function, "__func__", 0)
+    return own is function or (same_method and getattr(own, "__self__", None) is getattr(function, "__self__", 0))
 
 
 def _installed(path):
-    """Code of the framework, this plugin, an installed distribution (site or dist packages) or a conftest file."""
+    """Code of the framework, this plugin or an installed distribution (site or dist packages) outside the workdir."""
+    if _inside_workdir(path):
+        return False  # the patch's own files, whatever folder names it chose
     installed = os.sep + "site-packages" + os.sep in path or os.sep + "dist-packages" + os.sep in path
-    return installed or path.startswith(_framework_roots()) or os.path.basename(path) == "conftest.py"
+    return installed or path.startswith(_framework_roots())
+
+
+def _loaded_conftest(config, plugin, path):
+    """A conftest module pytest loaded itself, from a file not written since this process started."""
+    loaded = getattr(config.pluginmanager, "_conftest_plugins", None)
+    if os.path.basename(path) != "conftest.py" or loaded is None or plugin not in loaded:
+        return False
+    try:
+        return os.stat(path).st_ctime_ns <= _IMPORTED_NS
+    except OSError:
+        return False
 
 
 def _workdir_plugins(config):
-    """The files, not installed (see ``_installed``) or not what their hooks' code was compiled from, whose hooks are
-    registered with pytest: a plugin the library under test registered, wherever it wrote it or whatever file name
-    it forged, or one the repository declares (workdir files relative to it)."""
+    """The files whose hooks are registered with pytest and are neither installed (``_installed``) nor conftest files
+    pytest loaded, or whose hooks are not what their file compiles to, and the hook implementations swapped for
+    another callable than the plugin's own: a plugin the library under test registered, wherever it wrote it or
+    whatever file name it forged, or one the repository declares (workdir files relative to it)."""
     found = set()
-    try:
-        registered = config.pluginmanager.list_name_plugin() if config is not None else []
-    except AttributeError:  # a pluggy too old to list them
-        registered = []
-    for _, plugin in registered:
-        for code in _hook_codes(plugin):
-            path = os.path.realpath(code.co_filename)
-            if not _installed(path):
-                found.add(_shown(path))
-            elif _compiled_from(code) is False:  # a file name forged, or a file the run wrote
-                found.add(_shown(path) + " (its hooks are not that file's code)")
+    if config is None:
+        return []
+    for name, plugin, function in _hook_impls(config):
+        # The plugin holds it under the hook's name, or under its own (``specname``).
+        if not any(_is_attribute(plugin, held, function) for held in (name, getattr(function, "__name__", name))):
+            found.add(name + " of " + str(config.pluginmanager.get_name(plugin)) + " (swapped for another callable)")
+            continue
+        code = _code(function)
+        if code is None:
+            continue
+        path = os.path.realpath(code.co_filename)
+        if not _installed(path) and not _loaded_conftest(config, plugin, path):
+            found.add(_shown(path))
+        elif _compiled_from(code) is False:  # a file name forged, or a file the run wrote
+            found.add(_shown(path) + " (its hooks are not that file's code)")
     return sorted(found)
 
 
 def _write(stage, exitstatus=None):
     config = _STATE["config"]
+    _note_tracers()
     root = ElementTree.Element("testsuites")
     outcomes = {nodeid: _outcome(reports) for nodeid, reports in _STATE["outcomes"].items()}
     suite = ElementTree.SubElement(
@@ -715,6 +789,7 @@ def _write(stage, exitstatus=None):
         ("replaced", ",".join(_replaced())),
         ("workdir_plugins", ",".join(_workdir_plugins(config))),
         ("early_imports", ",".join(_EARLY_IMPORTS)),
+        ("tracers", ",".join(sorted(_STATE["tracers"]))),
     ):
         ElementTree.SubElement(properties, "property", name=name, value=value)
     for nodeid, outcome in outcomes.items():
@@ -748,6 +823,8 @@ _OWN = (
     "_outcome",
     "_exited",
     "_check_test",
+    "_note_tracers",
+    "_members_changed",
     "_sweep_modules",
     "_code_status",
     "_compiled_from",
