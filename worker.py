@@ -1,53 +1,16 @@
-"""The long-lived rollout worker: Temporal workers + the Anthropic adapter in one process.
+"""The long-lived rollout worker: the Anthropic adapter and two Temporal workers in one process.
 
-One process runs
-* the adapter HTTP server on ``SHIM_BIND_HOST:SHIM_PORT`` (default: only
-  this host's address on the internal sandbox network ``rollouts-sandbox``),
-  reachable from sandboxes at ``SLIME_HEAD_HOST`` (default: that address); a
-  host firewall lets sandboxes reach that port and nothing else on the host;
-* a Temporal worker on the shared queue: the workflows, ``pick_host``,
-  ``evaluate`` and the drift → repair episode's activities;
-* a Temporal worker on this host's own queue (``rl-rollouts-host-<host id>``,
-  stable across restarts of the same host): boot, run-claude-code, git-diff,
-  destroy, merge-segments, discard-session;
-* optionally (``--scripted-policy``) the scripted policy server, for the demo
-  and tests; otherwise ``ROLLOUT_POLICY_URL`` names the SGLang server. Either
-  pins the policy for every rollout; with neither, each rollout's own
-  ``policy_url`` (the trainer's SGLang router) is used. The completions'
-  parsers are the rollout's ``PolicySpec`` ones, else this worker's
-  ``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER`` (an unknown name
-  there stops the worker at start-up).
+* the adapter serves ``SHIM_BIND_HOST:SHIM_PORT`` (default: this host's address on the sandbox network), which a host
+  firewall leaves as the one host port sandboxes may reach;
+* the shared-queue worker runs the workflows, ``pick_host``, ``evaluate`` and the drift → repair activities; this
+  host's queue (``rl-rollouts-host-<host id>``, stable across restarts) runs boot, agent, diff, destroy and merge;
+* ``--scripted-policy`` serves the scripted policy in-process (demo and tests); it or ``ROLLOUT_POLICY_URL`` pins the
+  policy for every rollout, else each rollout's own ``PolicySpec`` is used (docs/settings.md has the precedence).
 
-Results travel through Temporal as payloads (packed trajectories, whole logs, the graded patch); large ones go
-to the payload store (``ROLLOUT_PAYLOAD_BUCKET``, else the local payload folder), checked at start-up: an
-unusable one stops the worker with one line naming the setting.
-
-Blocking Docker SDK calls run in the loop's default executor, sized to the
-agent slots (asyncio's default of cpu_count + 4 threads serialised boots).
-
-Crash survival: every adapter turn is spooled under
-``<results>/spool/<host queue>/`` before its reply is sent; a worker that
-restarts with the same host id takes those sessions back, and the retried
-agent activity re-attaches to the still-running Claude Code process. A reaper
-sweeps orphaned sandboxes at start-up (before polling, so it also removes the
-sandboxes the previous process never finished booting) and every
-``ROLLOUT_REAP_INTERVAL_S``. Sessions nobody holds (restored ones no retry
-claimed, or ones a cancelled agent activity let go) are finished once they
-have been unclaimed for ``UNCLAIMED_SESSION_GRACE_S``. Expected, classified
-activity failures are logged as one line (``activity_failure_log``).
-
-Temporal: the connection comes from ``durable_rollouts.trainer_client.temporal_connection`` (a ``temporal.toml`` profile
-and the ``TEMPORAL_*`` variables: address, namespace, TLS, mTLS, API key); ``--temporal-address`` replaces the address
-alone. A server that cannot be reached at start is waited for (``ROLLOUT_SERVER_WAIT_S``), then the worker stops with
-one line naming the address.
-
-Metrics: with ``ROLLOUT_METRICS_ADDRESS`` set, the Temporal runtime serves Prometheus there (the
-SDK's metrics and the rollout metrics, ``activities.metrics``); the client polls under an identity
-naming this host's queue and agent slots (``durable_rollouts.contracts.host_identity``), which ``starter.py status``
-reads.
-
-SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then
-close the adapter (spooled sessions stay for the next start).
+Key invariant: a restart with the same host id loses no turn (every turn is spooled before its reply is sent, the
+restarted worker takes the sessions back and the retried agent activity re-attaches: docs/rollouts.md, "When things
+crash"). Bad settings, an unusable payload store or an unreachable Temporal server stop it at start with one line
+naming the setting or address. SIGINT/SIGTERM stop polling, give in-flight activities a grace period, then close.
 
     python worker.py [--scripted-policy oracle --oracle-tasks examples/tasks/dataset.jsonl]
 """
@@ -63,6 +26,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -242,35 +206,58 @@ def activity_lists(
     )
 
 
-async def run_worker(
+@dataclass
+class BuiltWorker:
+    """A worker assembled and connected, not yet polling: what ``serve_worker`` polls with and closes."""
+
+    settings: WorkerSettings
+    client: Client
+    adapter: AdapterServer
+    host: RolloutHost
+    sandboxes: DockerSandboxes
+    metrics: HostMetrics
+    shared: Worker
+    pinned: Worker
+    firewalled: bool
+    scripted: ScriptedPolicyServer | None
+
+    async def close(self) -> None:
+        """Close what the build opened (spooled sessions stay for the next start)."""
+        if self.firewalled:
+            await asyncio.to_thread(sandbox_firewall.revoke_port, self.adapter.port)
+        await self.adapter.stop()
+        if self.scripted is not None:
+            await self.scripted.stop()
+
+
+async def build_worker(
     settings: WorkerSettings,
     scripted_policy: str | None = None,
     oracle_tasks: Sequence[OracleTask] = (),
-    stop: asyncio.Event | None = None,
-    ready: asyncio.Event | None = None,
     payload_store: PayloadStorageSettings | None = None,
     server_wait_s: float | None = None,
-) -> None:
-    """Serve until ``stop`` is set; ``ready`` is set once both Temporal workers poll. Large payloads go to
-    ``payload_store`` (default: the environment's, ``durable_rollouts.config.payload_store``), checked first
-    (``PayloadStoreUnusable``). ``server_wait_s``: how long an unreachable Temporal server is waited for at start
-    (default: ``ROLLOUT_SERVER_WAIT_S``)."""
+) -> BuiltWorker:
+    """Assemble the worker: the payload store checked, the adapter serving (its spooled sessions taken back), the
+    Temporal client connected and both Temporal workers made. Large payloads go to ``payload_store`` (default: the
+    environment's); ``server_wait_s``: how long an unreachable Temporal server is waited for (default:
+    ``ROLLOUT_SERVER_WAIT_S``)."""
     payload_store = payload_store or payload_store_from_env()
     await check_payload_store(payload_store)
-    stop = stop or asyncio.Event()
     runtime = metrics_runtime(settings.metrics_address)
     host_metrics = HostMetrics(runtime.metric_meter)
     activity_failure_log.install()
+    # asyncio's default of cpu_count + 4 threads serialised the blocking Docker calls of concurrent boots.
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=settings.agent_slots * 4 + 8, thread_name_prefix="blocking-io")
     )
     claude_code = await asyncio.to_thread(find_claude_code, settings.cc_tarball, settings.node_tarball)
     renderer = await asyncio.to_thread(PromptRenderer.from_folder, settings.tokenizer_dir)
     scripted: ScriptedPolicyServer | None = None
-    policy_url = settings.policy_url
+    policy_url, policy_engine = settings.policy_url, settings.policy_engine
     if scripted_policy:
         scripted = ScriptedPolicyServer(renderer, default_policy=scripted_policy, oracle_tasks=oracle_tasks)
-        policy_url = await scripted.start("127.0.0.1", 0)
+        # The scripted policy speaks SGLang's /generate, whatever ROLLOUT_POLICY_ENGINE says.
+        policy_url, policy_engine = await scripted.start("127.0.0.1", 0), "sglang"
     host_queue = settings.host_queue
     docker_client = await asyncio.to_thread(docker.from_env)
     network = await asyncio.to_thread(ensure_network, docker_client)
@@ -326,13 +313,11 @@ async def run_worker(
         pin_policy_url=policy_url is not None,
         parsers=settings.parser_defaults,
         image_affinity=settings.image_affinity,
-        policy_engine=settings.policy_engine,
+        policy_engine=policy_engine,
     )
     await asyncio.to_thread(sandboxes.image_cache.refresh)
     drift = DriftEpisodeActivities(
-        roles=AdapterRolePlayer(
-            registry, policy_url, policy_url is not None, settings.parser_defaults, settings.policy_engine
-        ),
+        roles=AdapterRolePlayer(registry, policy_url, policy_url is not None, settings.parser_defaults, policy_engine),
         runner=SandboxScriptRunner(sandboxes),
     )
     registered = await ensure_search_attributes(client, client.namespace)
@@ -367,26 +352,47 @@ async def run_worker(
         f"http://{settings.metrics_address}/metrics" if settings.metrics_address else "off",
     )
     print(f"worker ready host_queue={host_queue} adapter={public_url} policy={policy_url}", flush=True)
-    await sweep_logged(sandboxes, client, host_queue, at_start=True)
-    reaper = asyncio.create_task(reap_forever(sandboxes, client, host_queue, settings.reap_interval_s))
-    forget = asyncio.create_task(forget_unclaimed_sessions(adapter, UNCLAIMED_SESSION_GRACE_S))
-    occupancy = asyncio.create_task(report_occupancy(host, host_metrics))
-    loop_lag = asyncio.create_task(report_loop_lag(host_metrics))
+    return BuiltWorker(settings, client, adapter, host, sandboxes, host_metrics, shared, pinned, firewalled, scripted)
+
+
+async def serve_worker(built: BuiltWorker, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+    """Sweep orphaned sandboxes (before polling: the previous process's unfinished boots too), then poll until
+    ``stop`` is set with the reaper, the unclaimed-session sweep and the gauges running; ``ready`` is set once both
+    Temporal workers poll. Closes ``built`` on the way out."""
+    settings, host = built.settings, built.host
     try:
-        async with shared, pinned:
-            if ready is not None:
-                ready.set()
-            await stop.wait()
+        await sweep_logged(built.sandboxes, built.client, settings.host_queue, at_start=True)
+        background = [
+            reap_forever(built.sandboxes, built.client, settings.host_queue, settings.reap_interval_s),
+            forget_unclaimed_sessions(built.adapter, UNCLAIMED_SESSION_GRACE_S),
+            report_occupancy(host, built.metrics),
+            report_loop_lag(built.metrics),
+        ]
+        tasks = [asyncio.create_task(job) for job in background]
+        try:
+            async with built.shared, built.pinned:
+                if ready is not None:
+                    ready.set()
+                await stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
     finally:
-        reaper.cancel()
-        forget.cancel()
-        occupancy.cancel()
-        loop_lag.cancel()
-        if firewalled:
-            await asyncio.to_thread(sandbox_firewall.revoke_port, adapter.port)
-        await adapter.stop()
-        if scripted is not None:
-            await scripted.stop()
+        await built.close()
+
+
+async def run_worker(
+    settings: WorkerSettings,
+    scripted_policy: str | None = None,
+    oracle_tasks: Sequence[OracleTask] = (),
+    stop: asyncio.Event | None = None,
+    ready: asyncio.Event | None = None,
+    payload_store: PayloadStorageSettings | None = None,
+    server_wait_s: float | None = None,
+) -> None:
+    """Build the worker and serve it until ``stop`` is set (``build_worker``, ``serve_worker``)."""
+    built = await build_worker(settings, scripted_policy, oracle_tasks, payload_store, server_wait_s)
+    await serve_worker(built, stop or asyncio.Event(), ready)
 
 
 def main() -> None:

@@ -327,6 +327,63 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 
+# Which value wins where several can set one: (what, the order, first wins). One table, here; other pages link to it.
+PRECEDENCE: tuple[tuple[str, str], ...] = (
+    (
+        "a worker setting",
+        "`worker.py --temporal-address / --host-id / --adapter-port`, then its variable, then its default",
+    ),
+    (
+        "a starter setting",
+        "the subcommand's flag (`--task-queue`, `--server-wait`, `--max-staleness`, `--staleness-policy`, "
+        "`--impossible-share`, `--dataset-root`), then its variable, then its default",
+    ),
+    (
+        "the policy server",
+        "`worker.py --scripted-policy`, then the worker's `ROLLOUT_POLICY_URL` (either pins every rollout), then the "
+        "rollout's `PolicySpec.policy_url` (`starter.py run --policy-url`, slime's router); with none the agent "
+        "activity fails `NoPolicyServer`",
+    ),
+    (
+        "the policy engine",
+        "a pinned server's engine is the worker's `ROLLOUT_POLICY_ENGINE` (`sglang` for the scripted policy); "
+        "otherwise the rollout's `PolicySpec.engine` (`--policy-engine`, the trainer's `ROLLOUT_POLICY_ENGINE`), then "
+        "the worker's, then `sglang`",
+    ),
+    (
+        "the completion parsers",
+        "the rollout's `PolicySpec` parsers (slime's `--sglang-tool-call-parser` / `--sglang-reasoning-parser`), then "
+        "the worker's `ROLLOUT_TOOL_CALL_PARSER` / `ROLLOUT_REASONING_PARSER`, then `auto` / `qwen3`",
+    ),
+    (
+        "a turn's sampling",
+        "the trainer's defaults, then the client's overrides, then the trainer's pins and caps "
+        "([the adapter](adapter.md#sampling-parameters-and-stop-sequences))",
+    ),
+    (
+        "a rollout's budgets",
+        "the run's `SWE_*` / `ROLLOUT_PULL_TIMEOUT_S` are caps a task's own timeouts (Harbor's) can only lower; "
+        "`SWE_GENERATE_GUARD_SEC` unset is budget + eval + pull + 180",
+    ),
+    (
+        "the Temporal connection",
+        "`--temporal-address` (the address alone), then the `TEMPORAL_*` variables, then a `temporal.toml` profile, "
+        "then `localhost:7233` ([connecting](running.md#connecting-to-your-temporal-cluster))",
+    ),
+    ("the dataset root", "`--dataset-root`, then `ROLLOUT_DATASET_ROOT`, then none (script paths are refused)"),
+    (
+        "Claude Code",
+        "`SWE_HOST_CC_TARBALL` (with `SWE_HOST_NODE_TARBALL`), then `CLAUDE_CODE_BINARY`, then the npm install under "
+        "`.cache/claude-code`, then `claude` on `PATH`",
+    ),
+    (
+        "the payload store's endpoint and region",
+        "`AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL`, then AWS; `AWS_REGION`, then `AWS_DEFAULT_REGION`, then "
+        "`us-east-1`",
+    ),
+)
+
+
 def render() -> str:
     """``docs/settings.md``: one table per side, the variables in the order listed here."""
     parts = [
@@ -342,6 +399,9 @@ def render() -> str:
         parts += [f"## {title}\n", "| variable | default | meaning |", "|---|---|---|"]
         parts += [f"| `{s.name}` | {s.default} | {s.meaning} |" for s in SETTINGS if s.side == side]
         parts.append("")
+    parts += ["## Which value wins\n", "| setting | order (the first that is set wins) |", "|---|---|"]
+    parts += [f"| {what} | {order} |" for what, order in PRECEDENCE]
+    parts.append("")
     return "\n".join(parts)
 
 
