@@ -1,49 +1,20 @@
-"""The trainer's side: start rollouts, follow them, write results.
+"""The trainer's side: start rollouts, follow them, write results (docs/running.md, docs/operations.md).
 
 CLI::
 
-    python starter.py run DATASET.jsonl|HARBOR_TASKS_DIR [--n-samples-per-prompt K] [--concurrency C] [--out
-    results.jsonl]
-                      [--group-filter keep_all|min_valid|nonzero_variance] [--min-valid M] [--refill-budget R]
-    python starter.py demo [--policy oracle|noop|smollm2] [--keep-ui]   # smollm2: the real model on a local vLLM
-    python starter.py status [--stale-minutes 10] [--oldest 10]     # operators: what is running, what is stuck, hosts
-    and slots python starter.py show WORKFLOW_ID                              # live progress + agent log tail; grading
-    summary + log paths python starter.py show WORKFLOW_ID --html FILE                  # the rollout as one HTML page:
-    tokens, samples, patch, verdict python starter.py report --run-id R --html DIR                  # a run's groups as
-    an HTML index with plots, a page per rollout python starter.py cancel WORKFLOW_ID [--reason R]               #
-    graceful: sandbox destroyed, result aborted python starter.py episodes --n 32 --difficulty easy [--k K]     # drift
-    -> repair self-play episodes python starter.py regrade --run-id R [--out F] [--dataset ROWS] # grade run R's kept
-    patches again
+    python starter.py run DATASET.jsonl|HARBOR_TASKS_DIR [--n-samples-per-prompt K] [--concurrency C] [--out F]
+    python starter.py demo [--policy oracle|noop|smollm2] [--keep-ui]  # its own dev server and worker; smollm2: vLLM
+    python starter.py status [--stale-minutes 10] [--oldest 10]        # what is running, what is stuck, hosts, slots
+    python starter.py show WORKFLOW_ID [--html FILE] [--save-logs DIR]  # progress and agent log, or the rollout's page
+    python starter.py report --run-id R --html DIR                     # a run's groups as an index, a page per rollout
+    python starter.py cancel WORKFLOW_ID [--reason R]                  # graceful: sandbox destroyed, result aborted
+    python starter.py episodes --n 32 --difficulty easy [--k K]        # drift -> repair self-play episodes
+    python starter.py regrade --run-id R [--out F] [--dataset ROWS]    # grade run R's kept patches again
 
-``run`` needs a worker (``python worker.py``) and a Temporal server: the connection comes from a
-``temporal.toml`` profile and the ``TEMPORAL_*`` variables (address, namespace, TLS, mTLS, API key;
-``durable_rollouts.trainer_client.temporal_connection``); ``run`` waits ``--server-wait`` for a server unreachable at
-start as for an outage mid-run, then says so in one line. ``demo`` is the embedded default: with no ``TEMPORAL_ADDRESS``
-it starts a local dev server (UI on :8233) and a worker with the scripted policy, then runs the bundled example tasks.
-``episodes`` runs ``DriftRepairEpisode`` workflows over the drift corpus the same way (embedded, with the scripted
-``self_play`` policy, unless ``TEMPORAL_ADDRESS`` is set); the K episodes of a task are one ``RolloutGroup``, appended
-as one line when it finishes, like ``run``'s groups.
-
-This script only parses arguments and prints; what it runs is the library's
-(``durable_rollouts.trainer_client``): ``batch_runs`` (rows and episodes as groups
-into a results file), ``rollout_runs`` (flat rollouts: ``start_rollout``,
-``run_rollouts``), ``rollout_groups`` (``stream_groups``, ``fill_batch``, what the
-slime drop-ins use), ``rollout_queries`` and ``regrade_runs`` (the operator
-commands), ``rollout_pages`` (``show --html`` and ``report``) and ``run_summary`` (the tables and status lines).
-``show --html`` and ``report`` with no Temporal server configured and none on the default address read the
-demo's dev server state (``local_services.stored_demo_server``), so they work after ``make demo`` has stopped.
-
-``run`` and ``demo`` read the dataset (a JSONL file, or a directory of Harbor
-tasks: ``durable_rollouts.task_sources.harbor_tasks``, a bad task directory reported by its path
-and field), report every bad row by line and field
-(on stderr and as a ``failed`` line ``invalid_row:<field>`` in the results),
-run each usable row as one group of K samples (``--n-samples-per-prompt``,
-with ``--group-filter``, ``--min-valid`` and ``--refill-budget``; at most
-``--concurrency`` samples, i.e. ``max(1, C // K)`` groups, in flight) and
-append each group to the results file as one line as soon as it finishes: a
-re-run with the same ``--run-id`` starts or attaches to only the groups
-missing from it (``durable_rollouts.trainer_client.results_file``). ``run`` and ``episodes``
-use the ``ROLLOUT_TASK_QUEUE`` the workers poll.
+Key invariant: a results file is only appended to, one line per finished group, and a re-run with the same
+``--run-id`` starts or attaches to only the groups missing from it. Bad rows are reported by line and field and
+never stop the others. This script parses arguments and prints; what it runs is ``durable_rollouts.trainer_client``.
+``show`` and ``report`` with no server configured or running read the demo's stored state.
 """
 
 from __future__ import annotations
@@ -59,7 +30,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -476,170 +447,186 @@ def add_page_options(sub: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    status_cmd = commands.add_parser("status", help="counts by stage, oldest running, stale agents")
-    status_cmd.add_argument("--stale-minutes", type=number_arg(0), default=10.0)
-    status_cmd.add_argument("--oldest", type=count_arg(0), default=10)
-    status_cmd.add_argument(
+def add_status_parser(commands: Any) -> None:
+    sub = commands.add_parser("status", help="counts by stage, oldest running, stale agents")
+    sub.add_argument("--stale-minutes", type=number_arg(0), default=10.0)
+    sub.add_argument("--oldest", type=count_arg(0), default=10)
+    sub.add_argument(
         "--task-queue",
         default=task_queue_from_env(),
         help="the shared queue whose workers are listed (default: ROLLOUT_TASK_QUEUE)",
     )
-    show_cmd = commands.add_parser("show", help="one rollout's progress and agent log tail")
-    show_cmd.add_argument("workflow_id")
-    show_cmd.add_argument(
+
+
+def add_show_parser(commands: Any) -> None:
+    sub = commands.add_parser("show", help="one rollout's progress and agent log tail")
+    sub.add_argument("workflow_id")
+    sub.add_argument(
         "--save-logs", metavar="DIR", help="write a finished rollout's whole agent and grading logs into DIR"
     )
-    show_cmd.add_argument(
+    sub.add_argument(
         "--html", metavar="FILE", help="write the rollout as one self-contained HTML page instead of printing it"
     )
-    add_page_options(show_cmd)
-    report_cmd = commands.add_parser(
-        "report", help="a run's groups as an HTML index with plots, and every rollout's page"
+    add_page_options(sub)
+
+
+def add_report_parser(commands: Any) -> None:
+    sub = commands.add_parser("report", help="a run's groups as an HTML index with plots, and every rollout's page")
+    sub.add_argument("--run-id", type=run_id_arg, required=True, help="the run whose groups and rollouts are shown")
+    sub.add_argument("--html", metavar="DIR", required=True, help="folder for index.html and pages/")
+    add_page_options(sub)
+
+
+def add_cancel_parser(commands: Any) -> None:
+    sub = commands.add_parser("cancel", help="stop one rollout gracefully")
+    sub.add_argument("workflow_id")
+    sub.add_argument("--reason", default="cancelled")
+
+
+def add_sampling_options(sub: argparse.ArgumentParser) -> None:
+    """The policy a run's rollouts sample from, and how."""
+    sub.add_argument("--policy-url", help="policy server URL (default: the worker's)")
+    sub.add_argument(
+        "--policy-engine", choices=get_args(PolicyEngine), help="its protocol, sglang or vllm (default: the worker's)"
     )
-    report_cmd.add_argument(
-        "--run-id", type=run_id_arg, required=True, help="the run whose groups and rollouts are shown"
+    sub.add_argument("--temperature", type=number_arg(0), default=1.0)
+    sub.add_argument(
+        "--pin-sampling",
+        action="append",
+        default=[],
+        choices=list(get_args(PinnableSamplingKey)),
+        metavar="KEY",
+        help="a sampling key Claude Code may not change (temperature, top_p, top_k, stop_sequences); repeat for more",
     )
-    report_cmd.add_argument("--html", metavar="DIR", required=True, help="folder for index.html and pages/")
-    add_page_options(report_cmd)
-    cancel_cmd = commands.add_parser("cancel", help="stop one rollout gracefully")
-    cancel_cmd.add_argument("workflow_id")
-    cancel_cmd.add_argument("--reason", default="cancelled")
-    for name in ("run", "demo"):
-        sub = commands.add_parser(name)
-        if name == "run":
-            sub.add_argument(
-                "dataset",
-                type=existing_path_arg,
-                help="a JSONL dataset, or a directory of Harbor tasks (one task, or one per subdirectory)",
-            )
-        else:
-            sub.add_argument(
-                "--dataset",
-                type=existing_path_arg,
-                help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)",
-            )
-            sub.add_argument(
-                "--policy",
-                default="oracle",
-                help=f"scripted policy: oracle (reward 1), noop (reward 0), ...; or {REAL_MODEL}: the real "
-                f"SmolLM2-135M on a local vLLM",
-            )
-            sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
-        add_run_options(sub, name)
+    sub.add_argument("--max-new-tokens", type=count_arg(1), default=8192)
+    sub.add_argument("--context-budget", type=count_arg(MIN_CONTEXT_BUDGET), default=65536)
+    sub.add_argument(
+        "--max-staleness",
+        type=count_arg(0),
+        help="versions a sampled token may lie behind the policy server's at merge time (default: "
+        "ROLLOUT_MAX_STALENESS; unset: no bound)",
+    )
+    sub.add_argument(
+        "--staleness-policy",
+        choices=["mask", "drop"],
+        help="what a stale sample gets: mask its stale turns (loss_mask 0) or drop it (aborted: stale_policy); "
+        "default ROLLOUT_STALENESS_POLICY or mask",
+    )
+
+
+def add_dataset_run_parser(commands: Any, name: str) -> None:
+    """``run`` (a dataset given) and ``demo`` (the bundled tasks unless given, its own server and worker)."""
+    sub = commands.add_parser(name)
+    if name == "run":
         sub.add_argument(
-            "--dataset-root",
-            help="folder that rows' script paths resolve in; nothing outside it is read (default: "
-            "ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)",
+            "dataset",
+            type=existing_path_arg,
+            help="a JSONL dataset, or a directory of Harbor tasks (one task, or one per subdirectory)",
+        )
+    else:
+        sub.add_argument(
+            "--dataset",
+            type=existing_path_arg,
+            help="a JSONL dataset or a directory of Harbor tasks (default: the bundled example tasks)",
         )
         sub.add_argument(
-            "--n-samples-per-prompt", type=count_arg(1), default=1, help="K, the samples of one group (default 1)"
+            "--policy",
+            default="oracle",
+            help=f"scripted policy: oracle (reward 1), noop (reward 0), ...; or {REAL_MODEL}: the real "
+            f"SmolLM2-135M on a local vLLM",
         )
-        add_group_options(sub)
-        sub.add_argument(
-            "--impossible-share",
-            type=share_arg,
-            help="share of rows that also run as an impossible-task probe, never trained on (default: "
-            "ROLLOUT_IMPOSSIBLE_SHARE or 0)",
-        )
-        sub.add_argument("--policy-url", help="policy server URL (default: the worker's)")
-        sub.add_argument(
-            "--policy-engine",
-            choices=get_args(PolicyEngine),
-            help="its protocol, sglang or vllm (default: the worker's)",
-        )
-        sub.add_argument("--temperature", type=number_arg(0), default=1.0)
-        sub.add_argument(
-            "--pin-sampling",
-            action="append",
-            default=[],
-            choices=list(get_args(PinnableSamplingKey)),
-            metavar="KEY",
-            help="a sampling key Claude Code may not change (temperature, top_p, top_k, stop_sequences); repeat for "
-            "more",
-        )
-        sub.add_argument("--max-new-tokens", type=count_arg(1), default=8192)
-        sub.add_argument("--context-budget", type=count_arg(MIN_CONTEXT_BUDGET), default=65536)
-        sub.add_argument(
-            "--max-staleness",
-            type=count_arg(0),
-            help="versions a sampled token may lie behind the policy server's at merge time (default: "
-            "ROLLOUT_MAX_STALENESS; unset: no bound)",
-        )
-        sub.add_argument(
-            "--staleness-policy",
-            choices=["mask", "drop"],
-            help="what a stale sample gets: mask its stale turns (loss_mask 0) or drop it (aborted: stale_policy); "
-            "default ROLLOUT_STALENESS_POLICY or mask",
-        )
-    regrade_cmd = commands.add_parser(
+        sub.add_argument("--keep-ui", action="store_true", help="keep the dev server (and its UI) up afterwards")
+    add_run_options(sub, name)
+    sub.add_argument(
+        "--dataset-root",
+        help="folder that rows' script paths resolve in; nothing outside it is read (default: "
+        "ROLLOUT_DATASET_ROOT; with neither, rows naming script paths are refused)",
+    )
+    sub.add_argument(
+        "--n-samples-per-prompt", type=count_arg(1), default=1, help="K, the samples of one group (default 1)"
+    )
+    add_group_options(sub)
+    sub.add_argument(
+        "--impossible-share",
+        type=share_arg,
+        help="share of rows that also run as an impossible-task probe, never trained on (default: "
+        "ROLLOUT_IMPOSSIBLE_SHARE or 0)",
+    )
+    add_sampling_options(sub)
+
+
+def add_regrade_parser(commands: Any) -> None:
+    sub = commands.add_parser(
         "regrade", help="grade a finished run's kept patches again, in fresh sandboxes, with the current graders"
     )
-    regrade_cmd.add_argument("--run-id", type=run_id_arg, required=True, help="the run whose rollouts are re-graded")
-    regrade_cmd.add_argument(
+    sub.add_argument("--run-id", type=run_id_arg, required=True, help="the run whose rollouts are re-graded")
+    sub.add_argument(
         "--regrade-id",
         type=run_id_arg,
         default=time.strftime("%Y%m%d-%H%M%S"),
         help="names the re-grade workflows; reuse it to attach to a re-grade and complete --out (default: a new one, "
         "so it grades again)",
     )
-    regrade_cmd.add_argument(
-        "--out", help="results JSONL, appended to; default results/regrade-<run id>-<regrade id>.jsonl"
-    )
-    regrade_cmd.add_argument(
+    sub.add_argument("--out", help="results JSONL, appended to; default results/regrade-<run id>-<regrade id>.jsonl")
+    sub.add_argument(
         "--dataset",
         type=existing_path_arg,
         help="take each task's current grader spec from this dataset's row of the same instance id",
     )
-    regrade_cmd.add_argument(
+    sub.add_argument(
         "--dataset-root", help="folder the --dataset rows' script paths resolve in (default: ROLLOUT_DATASET_ROOT)"
     )
-    regrade_cmd.add_argument("--concurrency", type=count_arg(1), default=8, help="re-grades in flight (default 8)")
-    regrade_cmd.add_argument(
+    sub.add_argument("--concurrency", type=count_arg(1), default=8, help="re-grades in flight (default 8)")
+    sub.add_argument(
         "--task-queue", default=task_queue_from_env(), help="the queue the workers poll (default: ROLLOUT_TASK_QUEUE)"
     )
-    regrade_cmd.add_argument(
-        "--server-wait",
-        type=number_arg(0),
-        default=server_wait_from_env(),
-        help="seconds to wait out one Temporal outage",
+    sub.add_argument(
+        "--server-wait", type=number_arg(0), default=server_wait_from_env(), help="seconds to wait out one outage"
     )
-    episodes_cmd = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
-    episodes_cmd.add_argument("--n", type=count_arg(1), default=32, help="number of episodes")
-    episodes_cmd.add_argument("--k", type=count_arg(1), default=1, help="episodes per task (one GRPO group)")
-    episodes_cmd.add_argument("--difficulty", choices=["easy", "medium", "hard"], help="default: any")
-    episodes_cmd.add_argument("--seed", type=int, default=0, help="task order and drift seeds")
-    episodes_cmd.add_argument("--drift-policy", choices=["model", "baseline", "noop"], default="model")
-    episodes_cmd.add_argument("--repair-policy", choices=["model", "oracle", "noop"], default="model")
-    episodes_cmd.add_argument(
-        "--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial"
-    )
-    episodes_cmd.add_argument(
-        "--run-timeout", type=number_arg(0, above=True), default=5.0, help="seconds per script run"
-    )
-    add_run_options(episodes_cmd, "episodes")
-    add_group_options(episodes_cmd)
-    episodes_cmd.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
-    episodes_cmd.add_argument("--temperature", type=number_arg(0), default=1.0)
-    episodes_cmd.add_argument("--max-new-tokens", type=count_arg(1), default=4096)
-    episodes_cmd.add_argument("--context-budget", type=count_arg(MIN_CONTEXT_BUDGET), default=16384)
+
+
+def add_episodes_parser(commands: Any) -> None:
+    sub = commands.add_parser("episodes", help="drift -> repair self-play episodes over the drift corpus")
+    sub.add_argument("--n", type=count_arg(1), default=32, help="number of episodes")
+    sub.add_argument("--k", type=count_arg(1), default=1, help="episodes per task (one GRPO group)")
+    sub.add_argument("--difficulty", choices=["easy", "medium", "hard"], help="default: any")
+    sub.add_argument("--seed", type=int, default=0, help="task order and drift seeds")
+    sub.add_argument("--drift-policy", choices=["model", "baseline", "noop"], default="model")
+    sub.add_argument("--repair-policy", choices=["model", "oracle", "noop"], default="model")
+    sub.add_argument("--drift-reward", default="breaks_and_survives", help="breaks_and_survives | breaks | adversarial")
+    sub.add_argument("--run-timeout", type=number_arg(0, above=True), default=5.0, help="seconds per script run")
+    add_run_options(sub, "episodes")
+    add_group_options(sub)
+    sub.add_argument("--policy-url", help="SGLang URL (default: the worker's)")
+    sub.add_argument("--temperature", type=number_arg(0), default=1.0)
+    sub.add_argument("--max-new-tokens", type=count_arg(1), default=4096)
+    sub.add_argument("--context-budget", type=count_arg(MIN_CONTEXT_BUDGET), default=16384)
+
+
+def _results_file(*parts: str) -> str:
+    """``results/<parts joined by ->.jsonl``, with what a file name cannot hold replaced."""
+    return str(PROJECT_ROOT / "results" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', '-'.join(parts))}.jsonl")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, one parser per subcommand; a group's ``--min-valid`` over its size is refused here."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for add in (add_status_parser, add_show_parser, add_report_parser, add_cancel_parser):
+        add(commands)
+    add_dataset_run_parser(commands, "run")
+    add_dataset_run_parser(commands, "demo")
+    add_regrade_parser(commands)
+    add_episodes_parser(commands)
     args = parser.parse_args(argv)
     group_size = {"run": "n_samples_per_prompt", "demo": "n_samples_per_prompt", "episodes": "k"}.get(args.command)
     if group_size and args.min_valid is not None and args.min_valid > getattr(args, group_size):
         flag = "--" + group_size.replace("_", "-")
         parser.error(f"--min-valid {args.min_valid}: more than the group's {flag} {getattr(args, group_size)}")
     if args.command == "regrade" and args.out is None:
-        args.out = str(
-            PROJECT_ROOT
-            / "results"
-            / f"regrade-{re.sub(r'[^A-Za-z0-9._-]', '_', f'{args.run_id}-{args.regrade_id}')}.jsonl"
-        )
+        args.out = _results_file("regrade", f"{args.run_id}-{args.regrade_id}")
     if getattr(args, "out", "") is None:
-        args.out = str(
-            PROJECT_ROOT / "results" / f"{args.command}-{re.sub(r'[^A-Za-z0-9._-]', '_', args.run_id)}.jsonl"
-        )
+        args.out = _results_file(args.command, args.run_id)
     return args
 
 
@@ -651,11 +638,12 @@ async def main_async(args: argparse.Namespace) -> int:
         return await demo(args)
     if args.command == "episodes":
         return await episodes(args)
-    if args.command == "report" or (args.command == "show" and args.html):
+    if args.command in ("report", "show"):  # with no server configured or running: the demo's stored state
         async with stored_demo_server() as address:
-            return await (report if args.command == "report" else show_html)(await connect(address), args)
+            command = report if args.command == "report" else show_html if args.html else show
+            return await command(await connect(address), args)
     client = await connect(server_wait_s=args.server_wait if args.command == "run" else 0.0)
-    operator_commands = {"status": status, "show": show, "cancel": cancel, "regrade": regrade}
+    operator_commands = {"status": status, "cancel": cancel, "regrade": regrade}
     if args.command in operator_commands:
         return await operator_commands[args.command](client, args)
     return await run_dataset(client, args)

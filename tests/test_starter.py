@@ -480,3 +480,33 @@ async def test_a_dataset_without_rows_says_so_and_exits_1(env, tmp_path, capsys)
     args = parse_args(["run", str(empty), "--out", str(tmp_path / "out.jsonl"), "--task-queue", SHARED])
     assert await run_dataset(env.client, args) == 1
     assert f"starter: {empty}: no rows" in capsys.readouterr().err
+
+
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize(
+    ("argv", "command"), [(["show", "wf-1"], "show"), (["show", "wf-1", "--html", "p.html"], "show_html")]
+)
+async def test_show_reads_the_demos_stored_state_as_report_does(monkeypatch, argv, command):
+    """With no server configured or running, ``show`` (text or page) goes through ``stored_demo_server``."""
+    entered: list[str] = []
+
+    class Stored:
+        async def __aenter__(self) -> str:
+            entered.append("stored")
+            return "127.0.0.1:1"
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+    async def fake_connect(address=None, server_wait_s=0.0):
+        return f"client at {address}"
+
+    async def fake_command(client, args):
+        entered.append(f"{command} with {client}")
+        return 0
+
+    monkeypatch.setattr(starter, "stored_demo_server", Stored)
+    monkeypatch.setattr(starter, "connect", fake_connect)
+    monkeypatch.setattr(starter, command, fake_command)
+    assert await starter.main_async(parse_args(argv)) == 0
+    assert entered == ["stored", f"{command} with client at 127.0.0.1:1"]
