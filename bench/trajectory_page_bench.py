@@ -15,8 +15,8 @@ over DevTools; so is a short rollout's page (the same system prompt, a few turns
 spans, no script), so the ratio is what the per-token shading and hover cost over showing the text at all; the
 small page's numbers show the fixed cost. No thresholds. From the repository root (about a minute)::
 
-    flock /tmp/bench.lock .venv/bin/python -m bench.trajectory_page_bench [--tokens 65536] [--rounds 3] [--json
-    out.json]
+    flock /tmp/bench.lock .venv/bin/python -m bench.trajectory_page_bench [--tokens 65536] [--rounds 3]
+        [--json out.json]
 """
 
 from __future__ import annotations
