@@ -1,51 +1,22 @@
 """Activities that must run on the worker that owns a sandbox and its adapter session.
 
-``RolloutHost`` is instantiated once per worker process with that process's
-adapter; its bound methods are registered as activities on the host queue
-(``pick_host`` on the shared queue, so a workflow learns which queue to pin
-the rest of its attempt to).
+``RolloutHost`` is made once per worker process with its adapter; its bound methods are the host queue's activities
+(``pick_host`` and ``prefetch_image`` on the shared queue: whichever host polls first answers). Where a rollout goes
+is decided by ``durable_rollouts.docker_sandbox.host_placement``; the agent's log is read and cut by
+``durable_rollouts.claude_code.agent_log``; the session's policy and parsers by ``policy.session_config``.
 
-The policy server is the rollout's own (the trainer's router) unless the
-worker pins one (``ROLLOUT_POLICY_URL`` or the scripted policy), which then
-wins; with neither the agent activity fails as ``NoPolicyServer``. The
-session's parsers are the rollout's ``PolicySpec`` ones, else the worker's
-(``ROLLOUT_TOOL_CALL_PARSER`` / ``ROLLOUT_REASONING_PARSER``); a spec naming a
-parser ``durable_rollouts.policy.parsers`` does not know fails it as ``UnknownParser``. Neither
-failure is retried: another attempt would fail the same way.
-
-``run_claude_code`` starts the CLI detached inside the sandbox (exit-code
-marker in the container), heartbeats every few seconds with the session's
-progress, and enforces the wall-clock budget itself, since the CLI never
-aborts a stalled stream, and the sandbox's disk budget
-(``durable_rollouts.claude_code.agent_wait``); an agent stopped at either
-returns normally, so its work is graded. The adapter
-session it opens lives until ``merge_segments`` or ``discard_session``
-(``activities.adapter``) collects it; every finish here (a stopped agent, a
-failed launch) aborts its turns in flight at once.
-
-Invariants of the agent activity when it does not return:
-* cancelled because its workflow asked (guard, operator abort, reset): the
-  agent is stopped and its session finished;
-* cancelled for any other reason (its heartbeat was lost, e.g. while the
-  Temporal server restarted; the attempt timed out) or failed: the agent keeps
-  running and the session is let go unfinished (``SessionRegistry.unclaim``),
-  so the activity's retry re-attaches to both, exactly as after a worker
-  restart; the session keeps its agent slot meanwhile, and one no retry
-  claims is finished by the worker's sweep of unclaimed sessions;
-* only the activity attempt that holds a session lets it go: a retry that
-  already re-attached keeps it even if the superseded attempt learns of its
-  cancellation later.
-
-Agent slots: ``pick_host`` reserves one per workflow until that workflow's
-agent activity starts (or its boot fails for good, which releases it at
-once); from then the held session counts.
+``run_claude_code`` starts Claude Code detached in the sandbox, heartbeats the session's progress and the run's
+ledger, and enforces the wall-clock and disk budgets itself (an agent stopped at either returns normally and is
+graded). Key invariant when it does not return: cancelled because its workflow asked, the agent is stopped and its
+session finished; cancelled for any other reason (a lost heartbeat, a timeout) or failed, the agent keeps running
+and the session is let go unfinished, so the retry re-attaches to both, exactly as after a worker restart; only the
+attempt that holds a session lets it go. docs/fault_tolerance.md lists each case and the test that shows it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from typing import Any
@@ -58,6 +29,7 @@ from temporalio.service import RPCError
 from activities import sandbox
 from activities.activity_failures import SESSION_SETUP_FAILURES, Failure, Translation, application_error, final_failure
 from activities.error_types import ErrorType
+from durable_rollouts.claude_code.agent_log import decoded, read_agent_log
 from durable_rollouts.claude_code.agent_wait import AgentLaunch, wait_for_agent
 from durable_rollouts.claude_code.harness import ClaudeCodeSettings, judge_run
 from durable_rollouts.claude_code.run_ledger import MAX_AGENT_FAILURES, RunLedger
@@ -72,7 +44,13 @@ from durable_rollouts.docker_sandbox.errors import (
     RegistryUnavailable,
     SandboxImageMissing,
 )
-from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB, AGENT_LOG
+from durable_rollouts.docker_sandbox.git_workspace import AGENT_JOB
+from durable_rollouts.docker_sandbox.host_placement import (
+    IMAGE_AFFINITY_ATTEMPTS,
+    AgentSlots,
+    pick_refusal,
+    prefetch_refusal,
+)
 from durable_rollouts.docker_sandbox.image_refs import ImageReferenceError
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
 from durable_rollouts.policy.adapter_server import AdapterServer
@@ -84,17 +62,6 @@ DEFAULT_CLAUDE_SETTINGS = ClaudeCodeSettings()  # RolloutHost's default; shared,
 HEARTBEAT_INTERVAL_S = 3.0
 # The workflow hears of new turns at most this often (each signal is a workflow task and a search-attribute update).
 PROGRESS_SIGNAL_INTERVAL_S = 10.0
-RESERVATION_TTL_S = 300.0
-# Refusals of ``pick_host`` by hosts without the rollout's image (and with a free slot), so a host that holds it
-# can take it; after that any host with a free slot takes it and pulls the image.
-IMAGE_AFFINITY_ATTEMPTS = 3
-# Images one host pulls ahead at once (``prefetch_image``); a boot's own pull is never held back by them.
-PREFETCH_PULLS_PER_HOST = 2
-# The agent's log travels in its result: at most this much, so a rollout's result stays well under the
-# payload cap (``ROLLOUT_PAYLOAD_MAX_BYTES``) with the grading log and the trajectory beside it.
-LOG_LIMIT_BYTES = 8 * 1024 * 1024
-# Of a log over the limit, the end kept after its head (the ``result`` line the verdict reads is last).
-LOG_END_BYTES = 1024 * 1024
 
 
 class HostFull(Exception):
@@ -125,23 +92,6 @@ class SessionLost(Exception):
     """A retried agent activity found no session or no launched agent to re-attach to."""
 
 
-def cut_log(head: bytes, end: bytes, limit: int) -> bytes:
-    """A stream-json log longer than ``limit``, from its first ``limit + 1`` bytes and its last ``len(end)``:
-    whole lines of the head, a ``rollout_log_cut`` line saying what is kept, whole lines of the end; at most
-    ``limit`` bytes plus that line."""
-    kept = head[: max(limit - len(end), 0)]
-    kept = kept[: kept.rfind(b"\n") + 1]
-    end = end[end.find(b"\n") + 1 :]
-    marker = json.dumps({"type": "rollout_log_cut", "kept_head_bytes": len(kept), "kept_end_bytes": len(end)})
-    return kept + marker.encode() + b"\n" + end
-
-
-def _decoded(log: bytes) -> tuple[str, list[str]]:
-    """An agent log (up to ``LOG_LIMIT_BYTES``) as text and lines; run in a thread, off the adapter's event loop."""
-    text = log.decode(errors="replace")
-    return text, text.splitlines()
-
-
 class RolloutHost:
     def __init__(
         self,
@@ -169,22 +119,23 @@ class RolloutHost:
         self.parsers = parsers
         self.policy_engine = policy_engine
         self.image_affinity = image_affinity
-        self._reservations: dict[str, float] = {}
+        self.slots = AgentSlots(agent_slots)
         self._prefetching = 0
         self.claude = claude
 
     @property
     def reserved_slots(self) -> int:
         """Slots reserved by ``pick_host`` for workflows whose agent has not started yet."""
-        now = time.monotonic()
-        return sum(1 for t in self._reservations.values() if t > now)
+        return self.slots.reserved
 
     @property
     def slots_in_use(self) -> int:
-        """Slots held: live adapter sessions plus ``pick_host`` reservations (what ``pick_host`` compares with
-        ``agent_slots``)."""
+        """Slots held: live adapter sessions plus ``pick_host`` reservations."""
+        return self.slots.in_use(self._live_sessions())
+
+    def _live_sessions(self) -> int:
         registry = self.adapter.registry
-        return (registry.live_count if registry is not None else 0) + self.reserved_slots
+        return registry.live_count if registry is not None else 0
 
     @activity.defn(name="pick_host")
     async def pick_host(self, request: PickRequest | None = None) -> str:
@@ -202,28 +153,28 @@ class RolloutHost:
         passes; then by the session the agent activity holds until it is
         merged or discarded.
         """
-        now = time.monotonic()
-        self._reservations = {k: t for k, t in self._reservations.items() if t > now}
-        registry = self.adapter.registry
-        live = registry.live_count if registry is not None else 0
         key = activity.info().workflow_id
         assert key is not None, "pick_host is scheduled by a workflow"
         details = activity.info().heartbeat_details
         refusals = int(details[0]) if details else 0
-        if key not in self._reservations and live + len(self._reservations) >= self.agent_slots:
-            activity.heartbeat(refusals)
+        image = request.image if request is not None else ""
+        holds = bool(image) and self._holds(image)
+        refusal = pick_refusal(
+            self.slots.has_room(key, self._live_sessions()), image, holds, self.image_affinity, refusals
+        )
+        if refusal == "full":
+            activity.heartbeat(refusals)  # a full host's refusal does not count against the image's
             raise application_error(
                 HostFull(f"{self.host_queue} is full ({self.agent_slots} agent slots)"),
                 ErrorType.HOST_FULL,
                 retryable=True,
             )
-        image = request.image if request is not None else ""
-        if self.image_affinity and image and refusals < IMAGE_AFFINITY_ATTEMPTS and not self._holds(image):
+        if refusal == "image_elsewhere":
             activity.heartbeat(refusals + 1)
             raise application_error(
                 ImageElsewhere(f"{self.host_queue} lacks {image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True
             )
-        self._reservations[key] = now + RESERVATION_TTL_S
+        self.slots.reserve(key)
         return self.host_queue
 
     def _holds(self, image: str) -> bool:
@@ -249,21 +200,19 @@ class RolloutHost:
         refusals = (
             details[0] if details and isinstance(details[0], int) else (IMAGE_AFFINITY_ATTEMPTS if details else 0)
         )
-        if not self._holds(request.image):
-            if self.image_affinity and refusals < IMAGE_AFFINITY_ATTEMPTS:
-                activity.heartbeat(refusals + 1)
-                raise application_error(
-                    ImageElsewhere(f"{self.host_queue} lacks {request.image}"),
-                    ErrorType.IMAGE_ELSEWHERE,
-                    retryable=True,
-                )
-            if self._prefetching >= PREFETCH_PULLS_PER_HOST:
-                activity.heartbeat(refusals)
-                raise application_error(
-                    PullsBusy(f"{self.host_queue} already pulls {self._prefetching} images ahead"),
-                    ErrorType.PULLS_BUSY,
-                    retryable=True,
-                )
+        refusal = prefetch_refusal(self._holds(request.image), self.image_affinity, refusals, self._prefetching)
+        if refusal == "image_elsewhere":
+            activity.heartbeat(refusals + 1)
+            raise application_error(
+                ImageElsewhere(f"{self.host_queue} lacks {request.image}"), ErrorType.IMAGE_ELSEWHERE, retryable=True
+            )
+        if refusal == "pulls_busy":
+            activity.heartbeat(refusals)
+            raise application_error(
+                PullsBusy(f"{self.host_queue} already pulls {self._prefetching} images ahead"),
+                ErrorType.PULLS_BUSY,
+                retryable=True,
+            )
         started, latest = time.monotonic(), dict[str, dict[str, Any]]()
         self._prefetching += 1
         try:
@@ -290,7 +239,7 @@ class RolloutHost:
             return await sandbox.boot_sandbox(self.sandboxes, request, self.client)
         except BaseException as error:
             if _final_failure(error):
-                self._reservations.pop(request.workflow_id, None)
+                self.slots.release(request.workflow_id)
             raise
 
     @activity.defn(name="run_claude_code")
@@ -308,7 +257,7 @@ class RolloutHost:
         """
         registry = self.adapter.registry
         assert registry is not None
-        self._reservations.pop(request.workflow_id, None)
+        self.slots.release(request.workflow_id)
         info = activity.info()
         ledger = RunLedger.after(info.heartbeat_details[0] if info.heartbeat_details else None, info.attempt)
         if info.attempt > 1:
@@ -335,7 +284,7 @@ class RolloutHost:
             )
             if exit_code is None:
                 await self.sandboxes.kill_detached(request.handle, AGENT_JOB)
-            agent_log = await self._agent_log(request.handle)
+            agent_log = await read_agent_log(self.sandboxes, request.handle)
         except BaseException as error:
             beat.cancel()
             if activity.is_worker_shutdown():
@@ -373,7 +322,7 @@ class RolloutHost:
             raise
         finally:
             beat.cancel()
-        text, lines = await asyncio.to_thread(_decoded, agent_log)
+        text, lines = await asyncio.to_thread(decoded, agent_log)  # up to 8 MiB: off the adapter's event loop
         verdict = judge_run(lines, exit_code if exit_code is not None else -1)
         if verdict.is_error and session is not None and session.policy_failure is not None:
             # The agent gave up because the policy server failed its last call: the machinery's failure, never a sample.
@@ -392,19 +341,6 @@ class RolloutHost:
             log=text,
             log_tail="\n".join(lines[-5:])[-2000:],
         )
-
-    async def _agent_log(self, handle: SandboxHandle) -> bytes:
-        """The agent's stream-json log, whole up to ``LOG_LIMIT_BYTES``; a longer one keeps its head and its
-        last ``LOG_END_BYTES`` with a ``rollout_log_cut`` line between them, never cut silently. Empty when no
-        agent started (the runner creates the file as it starts)."""
-        try:
-            head = await self.sandboxes.read_file(handle, AGENT_LOG, LOG_LIMIT_BYTES + 1)
-        except FileNotFoundError:
-            return b""
-        if len(head) <= LOG_LIMIT_BYTES:
-            return head
-        end = await self.sandboxes.read_file(handle, AGENT_LOG, LOG_END_BYTES, tail=True)
-        return cut_log(head, end, LOG_LIMIT_BYTES)
 
     def _open_session(self, request: AgentRunRequest) -> tuple[str, AgentLaunch]:
         """Open a fresh adapter session; returns its id and the Claude Code command that uses it."""

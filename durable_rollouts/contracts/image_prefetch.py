@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from durable_rollouts.contracts.sandboxes import DEFAULT_PULL_TIMEOUT_S
 
 # How many of a prefetch's images are pulled at once across the fleet (each host also takes at most
-# ``activities.rollout_host.PREFETCH_PULLS_PER_HOST`` of them at a time).
+# ``durable_rollouts.docker_sandbox.host_placement.PREFETCH_PULLS_PER_HOST`` of them at a time).
 DEFAULT_PREFETCH_PARALLEL = 4
 
 

@@ -23,7 +23,7 @@ from temporalio.worker import Worker
 
 from activities import activity_failure_log
 from activities import rollout_host as rollout_host_module
-from activities.rollout_host import IMAGE_AFFINITY_ATTEMPTS, PREFETCH_PULLS_PER_HOST, RolloutHost, cut_log
+from activities.rollout_host import RolloutHost
 from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code import agent_wait
 from durable_rollouts.claude_code.binary import find_claude_code
@@ -36,6 +36,7 @@ from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox import container_layout
 from durable_rollouts.docker_sandbox import firewall as sandbox_firewall
 from durable_rollouts.docker_sandbox.errors import DetachedLaunchFailed, SandboxError
+from durable_rollouts.docker_sandbox.host_placement import IMAGE_AFFINITY_ATTEMPTS, PREFETCH_PULLS_PER_HOST
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.network import ensure_network
@@ -467,19 +468,6 @@ async def test_a_sandbox_over_its_disk_budget_before_the_agent_starts_starts_no_
             assert not (await sandboxes.detached_status(handle, "claude")).started
         finally:
             await sandboxes.destroy(handle)
-
-
-async def test_an_agent_log_over_the_limit_keeps_whole_lines_of_its_head_and_end_with_a_line_saying_so():
-    lines = [json.dumps({"type": "assistant", "n": n}).encode() + b"\n" for n in range(400)]
-    lines[-1] = json.dumps({"type": "result", "num_turns": 399}).encode() + b"\n"
-    log = b"".join(lines)
-    limit = 4000
-    kept = cut_log(log[: limit + 1], log[-1000:], limit)
-    events = [json.loads(line) for line in kept.splitlines()]
-    cut = next(event for event in events if event["type"] == "rollout_log_cut")
-    assert events[0] == {"type": "assistant", "n": 0} and events[-1] == {"type": "result", "num_turns": 399}
-    assert kept.startswith(log[: cut["kept_head_bytes"]]) and kept.endswith(log[-cut["kept_end_bytes"] :])
-    assert cut["kept_head_bytes"] + cut["kept_end_bytes"] <= limit
 
 
 @pytest.mark.integration
