@@ -385,6 +385,9 @@ def test_a_tests_code_is_judged_by_its_kind_against_the_baseline():
     assert judged({}, {key: "from lib/__init__.py"}) == [
         "1 tests ran code other than their own file's: tests/test_lib.py::test_adds (from lib/__init__.py)"
     ]
+    new_module = run_record.record([_code_report({}, collect_errors=frozenset({"tests/test_lib.py"}))])
+    wrapped = run_record.record([_code_report({key: "from /usr/lib/python3.11/unittest/mock.py"})])
+    assert tamper_checks._code_evidence(wrapped, new_module, True) == [], "a mock.patch test in a module new to the run"
     assert judged({key: "from lib/__init__.py"}, {key: "forged tests/test_lib.py"}) == [
         "1 test functions ran code that is not what their file compiles to: tests/test_lib.py::test_adds "
         "(forged tests/test_lib.py)"

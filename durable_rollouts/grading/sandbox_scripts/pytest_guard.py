@@ -206,7 +206,8 @@ def _code(value):
     """The code object behind a callable (a function, a classmethod, a property's getter), else None."""
     for attribute in ("__func__", "fget"):
         value = getattr(value, attribute, None) or value
-    return getattr(value, "__code__", None)
+    code = getattr(value, "__code__", None)
+    return code if type(code) is type(_code.__code__) else None  # a class's __code__ is a descriptor, not code
 
 
 def _framework_roots():
@@ -342,9 +343,24 @@ def _framework_modules():
             yield name, module
 
 
+def _fingerprint(value):
+    """What a callable runs: the object, its code and its defaults (a ``__code__`` or ``__defaults__`` swapped in place
+    leaves the object the same)."""
+    function = value
+    for attribute in ("__func__", "fget"):
+        function = getattr(function, attribute, None) or function
+    return (
+        id(value),
+        id(getattr(function, "__code__", None)),
+        id(getattr(function, "__defaults__", None)),
+        id(getattr(function, "__kwdefaults__", None)),
+    )
+
+
 def _members(modules):
-    """Dotted name -> value: every function of the framework's modules, and every callable or descriptor of each
-    class they define (a class attribute added later, such as a property that shadows an inherited one, counts)."""
+    """Dotted name -> (value, fingerprint): every callable a framework module binds (its functions, the classes it
+    defines or imports, other callables), and every callable or descriptor of each class it defines (a class
+    attribute added later, such as a property that shadows an inherited one, counts)."""
     found = {}
     for module_name, module in modules:
         try:
@@ -352,12 +368,12 @@ def _members(modules):
         except Exception:
             continue
         for name, value in namespace.items():
-            if inspect.isfunction(value):
-                found[module_name + "." + name] = value
-            elif isinstance(value, type) and value.__dict__.get("__module__") == module_name:
+            if callable(value):
+                found[module_name + "." + name] = (value, _fingerprint(value))
+            if isinstance(value, type) and value.__dict__.get("__module__") == module_name:
                 for key, member in list(vars(value).items()):
                     if callable(member) or hasattr(type(member), "__get__"):
-                        found[module_name + "." + name + "." + key] = member
+                        found[module_name + "." + name + "." + key] = (member, _fingerprint(member))
     return found
 
 
@@ -366,14 +382,56 @@ _MEMBERS = _members(_MEMBER_MODULES)
 
 
 def _members_changed():
-    """The framework's functions and class members replaced, added or removed since this plugin was imported; one
-    replaced by installed code (an installed plugin that patches pytest) is marked ``INSTALLED_PATCH``."""
+    """The framework's callables and class members replaced (or their code or defaults), added or removed since this
+    plugin was imported; one replaced by installed code (a plugin of the image that patches pytest) is marked
+    ``INSTALLED_PATCH``."""
     now = _members(_MEMBER_MODULES)
-    changed = [name for name, value in _MEMBERS.items() if now.get(name, _MISSING) is not value]
+    changed = [name for name, (_, mark) in _MEMBERS.items() if now.get(name, (None, None))[1] != mark]
     changed += [name for name in now if name not in _MEMBERS and name.count(".") > 1]
     if not _pytest_is_the_program():  # a script ran before this plugin (the library imported, then pytest.main)
-        changed += [name for name, value in _MEMBERS.items() if name not in changed and _foreign(_code(value))]
-    return sorted(name + (INSTALLED_PATCH if _installed_code(now.get(name)) else "") for name in changed)
+        changed += [name for name, (value, _) in _MEMBERS.items() if name not in changed and _planted_value(value)]
+    return sorted(name + (INSTALLED_PATCH if _installed_code(now.get(name, (None,))[0]) else "") for name in changed)
+
+
+def _planted(code):
+    """Code the workdir wrote, or code that is not what the file it names compiles to (a framework member replaced
+    before this plugin was imported; code generated from text, a dataclass's ``__init__``, names no file)."""
+    if code is None or code.co_filename.startswith("<"):
+        return False
+    return _inside_workdir(code.co_filename) or _compiled_from(code) is False
+
+
+def _planted_value(value):
+    """A callable the workdir planted in a framework module before this plugin: its code, or for a class the module
+    that defined it or any of its own methods."""
+    if not isinstance(value, type):
+        return _planted(_code(value))
+    module = sys.modules.get(getattr(value, "__module__", ""), None)
+    path = getattr(module, "__file__", None)
+    if isinstance(path, str) and _inside_workdir(path):
+        return True
+    return any(_planted(_code(member)) for member in list(vars(value).values()))
+
+
+def _hook_machinery_changed(config):
+    """What pluggy calls between a hook call and the implementations, when it is not installed code: the plugin
+    manager's inner executor, each hook caller's executor and class (the hook relay's entries), and the relay itself."""
+    if config is None:
+        return []
+    manager, found = config.pluginmanager, []
+    inner = getattr(manager, "_inner_hookexec", None)
+    if inner is not None and not _installed_code(inner):
+        found.append("pluggy PluginManager._inner_hookexec")
+    if getattr(config, "hook", None) is not manager.hook:
+        found.append("pytest Config.hook")
+    for name, caller in sorted(vars(manager.hook).items()):
+        if not name.startswith("pytest_"):
+            continue
+        if not _installed_code(inspect.getattr_static(type(caller), "__call__", None)):
+            found.append("pluggy hook relay " + name)
+        elif not _installed_code(getattr(caller, "_hookexec", None)):
+            found.append("pluggy hook caller " + name + "._hookexec")
+    return found
 
 
 INSTALLED_PATCH = " (by installed code)"
@@ -573,7 +631,8 @@ def _sweep_modules(items):
                 if getattr(function, "__module__", None) == name:
                     status = _code_status(function, own_file)
                     if status:
-                        _STATE["test_code"].setdefault(module.nodeid + "::" + function.__qualname__, status)
+                        key = module.nodeid + "::" + function.__qualname__.replace(".", "::")  # as pytest's ids
+                        _STATE["test_code"].setdefault(key, status)
         except Exception as error:
             _STATE["test_code"].setdefault(module.nodeid, "unreadable: " + type(error).__name__)
 
@@ -694,7 +753,8 @@ def _replaced():
     own = ["rollout guard " + name.rpartition(__name__ + ".")[2] for name in _changed(_OWN_SNAPSHOT)]
     compiles = [] if _COMPILE_GENUINE and builtins.compile is _COMPILE else ["builtins.compile"]
     named = list(_changed(_FRAMEWORK_SNAPSHOT))
-    return named + [name for name in _members_changed() if name not in named] + compiles + own
+    machinery = _hook_machinery_changed(_STATE["config"])
+    return named + [name for name in _members_changed() if name not in named] + machinery + compiles + own
 
 
 def _hook_impls(config):
@@ -825,6 +885,9 @@ _OWN = (
     "_check_test",
     "_note_tracers",
     "_members_changed",
+    "_hook_machinery_changed",
+    "_planted_value",
+    "_installed_code",
     "_sweep_modules",
     "_code_status",
     "_compiled_from",
