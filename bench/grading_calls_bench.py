@@ -1,24 +1,13 @@
 """Grading calls: how many Docker calls a grading makes and what they cost the host, a worker's first grading of
 an image against the ones after it.
 
-The bench grades the reference patch of each row of the example dataset with the library
-(``durable_rollouts.grading.graders.evaluate`` over ``DockerSandboxes``, no Temporal), one grading at a time,
-``--rounds`` times per task, each round one grading per variant back to back so drift on a shared machine hits both
-alike:
-
-* ``first`` (a baseline): the Python-environment probe's memory forgotten just before
-  (``python_envs.forget``), as on a worker's first grading of an image;
-* ``split`` (a baseline): the probe remembered, but the grading sandbox's workspace set-up and its set-up steps
-  in two execs, the grader's start and its wait in two (``SplitCalls``), and the patch, guard files and scripts
-  written by archives (``graders.files_step`` answering None), as before 2026-12-07;
-* ``remembered`` (shipped, every later grading): the probe answered from memory, one exec for each pair, the
-  files written by the first exec.
-
-Per grading it prints the engine calls (execs, archives written and read, container creates and removals: every
-call this process makes through ``DockerSandboxes``), the seconds from ``evaluate`` called to returned, the CPU of
-dockerd + containerd, and the machine's busy CPU (containers, shims and ``runc`` included), medians per variant,
-and the ratio of each baseline to remembered. Every grading must solve its task. No thresholds. From the repository root
-(about 3 minutes with the defaults)::
+Every example row's reference patch is graded through ``graders.evaluate`` over ``DockerSandboxes`` (no Temporal),
+one grading at a time, each round one grading per variant back to back: ``first`` (a baseline: the
+Python-environment probe's memory forgotten, ``python_envs.forget``), ``split`` (a baseline: the calls cut on
+2026-12-07 put back, ``SplitCalls``) and ``remembered`` (shipped). Per grading it prints the engine calls by kind,
+the seconds, the CPU of dockerd + containerd and the machine's busy CPU; then medians per variant and the ratio of
+each baseline to ``remembered``. Every grading must solve its task. Method and results: docs/benchmarks.md,
+"Grading calls". No thresholds. From the repository root (about 3 minutes with the defaults)::
 
     flock /tmp/bench.lock .venv/bin/python -m bench.grading_calls_bench [--rounds 3] [--json out.json]
 """
@@ -34,7 +23,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.harness.call_counts import CountingSandboxes
 from bench.harness.procfs import machine_busy_s, total_cpu_s
 from bench.harness.rollout_stack import docker_daemon_pids, example_rows
 from durable_rollouts.contracts.grading import EvalRequest
@@ -44,6 +32,7 @@ from durable_rollouts.docker_sandbox import workspace_diff
 from durable_rollouts.docker_sandbox.commands import ExecResult
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.grading import baselines, graders, python_envs
+from testbed.call_counts import CountingSandboxes
 
 VARIANTS = ("first", "split", "remembered")
 
@@ -99,7 +88,7 @@ async def grade(sandboxes: CountingSandboxes, task: TaskSpec, run_id: str, varia
         timeout_s=300,
     )
     shipped_files_step = graders.files_step
-    if variant == "split":
+    if variant == "split":  # no files step: the patch, guard files and scripts go by archives, as before 2026-12-07
         graders.files_step = lambda files: None
     try:
         daemons_before, machine_before, started = total_cpu_s(daemons), machine_busy_s(), time.monotonic()

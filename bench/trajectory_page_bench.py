@@ -30,7 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness.headless_chromium import HeadlessChromium
 from bench.harness.long_trajectory import long_trajectory
 from durable_rollouts.contracts.rollouts import RolloutResult
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
@@ -41,6 +40,7 @@ from durable_rollouts.trajectory_view.conversation import conversations
 from durable_rollouts.trajectory_view.markup import esc, page
 from durable_rollouts.trajectory_view.rollout_page import PageSettings, RolloutView, render_rollout, with_conversation
 from durable_rollouts.trajectory_view.token_text import TokenTexts
+from testbed.headless_chromium import HeadlessChromium
 
 
 def rollout_page(result: RolloutResult, settings: PageSettings) -> tuple[str, float]:

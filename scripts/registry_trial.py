@@ -1,7 +1,7 @@
 """The example tasks with their images from a registry, on an engine emptied of them: ``python -m
 scripts.registry_trial``.
 
-Starts Debian's ``docker-registry`` on loopback with htpasswd auth (``bench.harness.local_registry``), pushes the
+Starts Debian's ``docker-registry`` on loopback with htpasswd auth (``testbed.local_registry``), pushes the
 image of every example row and Harbor task to it under ``examples/``, removes those images from this engine, then
 runs ``starter.py demo`` (a local dev server, a worker and ``starter.py run``'s path) over the example rows and
 over the Harbor tasks with a mirror rule sending Docker Hub library names to the registry and its credentials in
@@ -21,10 +21,10 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from bench.harness.local_registry import LocalRegistry, image_present
 from durable_rollouts.paths import EXAMPLE_DATASET, PROJECT_ROOT
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
+from testbed.local_registry import LocalRegistry, image_present
 
 HARBOR_TASKS = PROJECT_ROOT / "examples" / "harbor_tasks"
 

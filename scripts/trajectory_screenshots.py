@@ -18,11 +18,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.harness.headless_chromium import HeadlessChromium
 from durable_rollouts.paths import PROJECT_ROOT
 from durable_rollouts.policy.adapter_server import AdapterServer
 from durable_rollouts.policy.prompt_renderer import PromptRenderer
 from durable_rollouts.policy.tokenizer_cache import ensure_qwen_tokenizer
+from testbed.headless_chromium import HeadlessChromium
 from tests.trajectory_view.captured_pages import captured_result, captured_session, write_captured_page
 
 # Per shading, the token hovered: in turn 2 for log-prob and version; in the realigned turn 1 for the loss mask.

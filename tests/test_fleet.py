@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from bench.harness.seaweed_s3 import SeaweedS3, seaweed_s3
 from durable_rollouts.paths import EXAMPLE_DATASET
 from durable_rollouts.trainer_client.local_services import worker_process
 from durable_rollouts.trainer_client.payload_storage import data_converter
+from testbed.seaweed_s3 import SeaweedS3, seaweed_s3
 from tests.local_cluster import start_dev_server, until_no_containers_of
 from tests.waiting import AFTER_DISRUPTION_TURN_S
 from workflows.coding_agent_rollout import CodingAgentRollout

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from bench.harness.headless_chromium import HeadlessChromium
 from durable_rollouts.paths import PROJECT_ROOT
+from testbed.headless_chromium import HeadlessChromium
 from tests.local_cluster import containers_of_runs, start_dev_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

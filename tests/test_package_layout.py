@@ -1,7 +1,8 @@
 """The tree shows the architecture: one library package holds the machinery and never reaches up into Temporal.
 
 The top level holds only the entry scripts, ``activities/`` (the Temporal faces), ``workflows/`` (the workflow
-code) and the library ``durable_rollouts/``, beside ``bench/`` and ``tests/``, which the library never imports. Inside
+code) and the library ``durable_rollouts/``, beside ``bench/``, ``tests/`` and ``testbed/`` (the local stand-ins both of
+those use), which the library never imports. Inside
 the library, ``trainer_client`` is the trainer's Temporal client (it starts workflows by their typed references); every
 other subpackage is machinery the faces wrap, so it imports neither ``temporalio`` nor the faces, the workflows or the
 trainer's client, and each one's modules import only subpackages of its own layer or a lower one in ``LAYERS``.
@@ -35,6 +36,7 @@ UPPER = {
     "slime_generate",
     "slime_rollout",
     "bench",
+    "testbed",
     "tests",
 }
 ENTRY_SCRIPTS = {"worker.py", "starter.py", "slime_generate.py", "slime_rollout.py"}
@@ -68,7 +70,7 @@ def _top(module: str) -> str:
 
 def test_the_top_level_holds_the_entry_scripts_the_faces_and_one_library():
     packages = {path.name for path in PROJECT_ROOT.iterdir() if (path / "__init__.py").is_file()}
-    assert packages == {"activities", "workflows", LIBRARY, "tests", "bench", "scripts"}
+    assert packages == {"activities", "workflows", LIBRARY, "tests", "bench", "testbed", "scripts"}
     assert {path.name for path in PROJECT_ROOT.glob("*.py")} == ENTRY_SCRIPTS
 
 
@@ -134,3 +136,10 @@ def test_the_maintenance_scripts_run_as_modules_without_path_edits():
     """``python -m scripts.<name>`` from the checkout, as the benchmarks run."""
     for module in imported_tops(PROJECT_ROOT / "scripts"):
         assert "sys.path" not in (PROJECT_ROOT / "scripts" / module).read_text(), f"scripts/{module} edits sys.path"
+
+
+def test_the_tests_and_the_testbed_do_not_import_the_benchmarks():
+    """What a test and a benchmark both need (a registry, an object store, a browser) lives in ``testbed/``."""
+    for folder in ("tests", "testbed"):
+        for module, names in imported_tops(PROJECT_ROOT / folder).items():
+            assert "bench" not in names, f"{folder}/{module} imports the benchmarks"

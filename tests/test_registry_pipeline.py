@@ -23,7 +23,6 @@ import docker.errors
 import pytest
 from temporalio.client import Client
 
-from bench.harness.local_registry import LocalRegistry, image_present
 from durable_rollouts.config.settings import RolloutBudgets
 from durable_rollouts.contracts.image_prefetch import PrefetchResult
 from durable_rollouts.contracts.rollout_group import GroupFilter
@@ -38,6 +37,7 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.task_sources.harbor_tasks import read_harbor_tasks
 from durable_rollouts.trainer_client.batch_runs import GroupOptions, Placement, group_input, run_groups
 from durable_rollouts.trainer_client.image_prefetch import ImagePrefetch
+from testbed.local_registry import LocalRegistry, image_present
 from tests.local_cluster import containers_of_runs, local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

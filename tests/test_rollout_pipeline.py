@@ -18,7 +18,6 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 import slime_generate
-from bench.harness.headless_chromium import HeadlessChromium
 from durable_rollouts.config.settings import RolloutBudgets, WorkerSettings
 from durable_rollouts.contracts.rollouts import RolloutInput
 from durable_rollouts.contracts.session import PolicySpec, SamplingParams
@@ -32,6 +31,7 @@ from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.task_sources.impossible_probes import probe_of
 from durable_rollouts.trainer_client.results_file import file_stem
 from durable_rollouts.trainer_client.rollout_runs import rollout_input, run_rollouts, start_rollout
+from testbed.headless_chromium import HeadlessChromium
 from tests.local_cluster import containers_of_runs, local_cluster
 from tests.slime_sample import Sample
 from workflows.coding_agent_rollout import CodingAgentRollout

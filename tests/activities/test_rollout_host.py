@@ -24,7 +24,6 @@ from temporalio.worker import Worker
 from activities import activity_failure_log
 from activities import rollout_host as rollout_host_module
 from activities.rollout_host import RolloutHost
-from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code import agent_wait
 from durable_rollouts.claude_code.binary import find_claude_code
 from durable_rollouts.contracts.agent_runs import AgentRunRequest
@@ -48,6 +47,7 @@ from durable_rollouts.scripted_policy.oracle_tasks import oracle_tasks_from
 from durable_rollouts.scripted_policy.server import ScriptedPolicyServer
 from durable_rollouts.task_sources.dataset_rows import DatasetRow, read_dataset
 from durable_rollouts.trainer_client.search_attribute_registry import ensure_search_attributes
+from testbed.call_counts import CountingSandboxes
 from tests.local_cluster import start_dev_server
 from workflows.coding_agent_rollout import CodingAgentRollout
 

@@ -20,7 +20,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import sandbox as sandbox_faces
-from bench.harness.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer, image_present
 from durable_rollouts.contracts.sandboxes import ImagePull, SandboxRequest
 from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.errors import RegistryAuthFailed, RegistryUnavailable, SandboxImageMissing
@@ -30,6 +29,7 @@ from durable_rollouts.docker_sandbox.image_refs import parse_mirror_rules
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings, RegistryCredentials
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from testbed.local_registry import LocalRegistry, ThrottledFront, build_with_random_layer, image_present
 
 BLOB_BYTES = 8 << 20
 

@@ -18,7 +18,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import sandbox as sandbox_faces
-from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.claude_code.binary import CLAUDE_CODE_VERSION, find_claude_binary
 from durable_rollouts.contracts.grading import DiffReport, OmittedFile
 from durable_rollouts.contracts.sandboxes import SandboxHandle, SandboxRequest
@@ -37,6 +36,7 @@ from durable_rollouts.docker_sandbox import files as files_module
 from durable_rollouts.docker_sandbox.image_settings import ImageSettings
 from durable_rollouts.docker_sandbox.limits import SandboxLimits, SandboxSettings
 from durable_rollouts.docker_sandbox.sandboxes import DockerSandboxes
+from testbed.call_counts import CountingSandboxes
 from tests.waiting import HANG_GUARD_S, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

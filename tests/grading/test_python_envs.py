@@ -8,13 +8,13 @@ from collections import Counter
 
 import pytest
 
-from bench.harness.call_counts import CountingSandboxes
 from durable_rollouts.contracts.sandboxes import SandboxRequest
 from durable_rollouts.contracts.tasks import TaskSpec
 from durable_rollouts.docker_sandbox.files import SandboxFile
 from durable_rollouts.docker_sandbox.limits import SandboxSettings
 from durable_rollouts.grading import python_envs, run_guard
 from durable_rollouts.grading.python_envs import PythonEnvs
+from testbed.call_counts import CountingSandboxes
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -24,7 +24,6 @@ from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContex
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from bench.harness.seaweed_s3 import SeaweedS3, seaweed_s3
 from durable_rollouts.config.payload_store import PayloadFolderSettings, PayloadStorageSettings
 from durable_rollouts.trainer_client.payload_storage import (
     PAYLOAD_TOO_LARGE,
@@ -35,6 +34,7 @@ from durable_rollouts.trainer_client.payload_storage import (
     data_converter,
 )
 from durable_rollouts.trainer_client.workflow_runs import RunFailure, collect
+from testbed.seaweed_s3 import SeaweedS3, seaweed_s3
 from tests.local_cluster import start_dev_server
 from tests.payload_workflows import Blob, BlobOutcome, BlobRoundTrip, make_blob
 

@@ -9,11 +9,11 @@ import os
 
 import pytest
 
-from bench.harness.headless_chromium import HeadlessChromium
 from durable_rollouts.contracts.rollout_group import ChildRun, GroupResult, GroupSample
 from durable_rollouts.contracts.tokens import SegmentSummary
 from durable_rollouts.policy.trajectory_packing import read_trajectory
 from durable_rollouts.trajectory_view.run_report import RunReport, render_run_report
+from testbed.headless_chromium import HeadlessChromium
 from tests.trajectory_view.captured_pages import captured_result, captured_session, write_captured_page
 from tests.waiting import until
 
