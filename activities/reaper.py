@@ -1,24 +1,12 @@
 """Remove sandboxes nobody will clean up: the worker sweeps at start-up and then periodically.
 
-A labelled sandbox is removed when
-* its lifetime (``io.rollouts.expires_at``) has passed, or
-* its workflow is closed (completed, failed, terminated, ...): e.g. the
-  container of an attempt whose worker was SIGKILLed while another worker
-  finished the rollout, or
-* its workflow is unknown to this cluster *and* it was booted by this very
-  host queue (a sandbox of another cluster sharing the Docker engine is never
-  touched on that ground), or
-* it is an agent sandbox of an attempt its workflow has given up: the
-  workflow's ``RolloutAttempt`` search attribute is past the container's
-  ``io.rollouts.attempt`` (e.g. its worker died while booting it and the
-  workflow moved to a fresh attempt), or
-* (start-up sweep only, before this worker polls) it belongs to this host
-  queue and no activity can still be using it: a grading sandbox (those live
-  inside one activity of the process that died), or an agent sandbox whose
-  workflow's current attempt is still booting (a ``boot_sandbox`` activity is
-  pending), i.e. one the previous process of this host never finished
-  booting; the boot's retry creates a fresh one. An agent sandbox that
-  finished booting is kept, so a restarted worker can resume its agent.
+A labelled sandbox is removed once nothing can still use it: its lifetime has passed, its workflow is closed or has
+moved past its attempt, or (start-up sweep only) this host queue's previous process left it; ``_orphaned`` gives
+each rule at its line. Invariants:
+* a sandbox whose workflow this cluster does not know is removed only if this very host queue booted it, so a sandbox
+  of another cluster sharing the Docker engine is never touched on that ground;
+* an agent sandbox of its workflow's current attempt that finished booting is kept, so a restarted worker can resume
+  its agent.
 """
 
 from __future__ import annotations
@@ -46,7 +34,7 @@ async def sweep(
 ) -> list[str]:
     """One pass; returns the names of the containers it removed. ``at_start``: no activity of this
     host queue runs yet (the worker sweeps before it polls), so its unfinished boots are orphans."""
-    expired = await sandboxes.reap_expired(now)
+    expired = await sandboxes.reap_expired(now)  # lifetime (``io.rollouts.expires_at``) passed
     containers = await sandboxes.list_managed()
     workflow_ids = sorted({c.labels.get(f"{PREFIX}.workflow_id", "") for c in containers})
     descriptions = dict(
@@ -65,18 +53,26 @@ def _orphaned(
 ) -> bool:
     labels = container.labels
     mine = labels.get(f"{PREFIX}.host_queue") == host_queue
-    if description is None:
+    if description is None:  # unknown to this cluster: only if this host queue booted it
         return mine
     if description.status != WorkflowExecutionStatus.RUNNING:
+        # Closed (completed, failed, terminated, ...): e.g. the container of an attempt whose worker was SIGKILLed
+        # while another worker finished the rollout.
         return True
     if labels.get(f"{PREFIX}.purpose", "agent") != "agent":
+        # A grading sandbox lives inside one activity of the process that booted it, so at this queue's start-up
+        # (before it polls) it is the dead process's.
         return at_start and mine
     label = labels.get(f"{PREFIX}.attempt", "")
     current = description.typed_search_attributes.get(_ATTEMPT)
     if not label.isdigit() or current is None:
         return False
     if current > int(label):
+        # An attempt its workflow has given up (``RolloutAttempt`` past the label): e.g. its worker died while
+        # booting it and the workflow moved to a fresh attempt.
         return True
+    # At start-up, the current attempt's sandbox while its ``boot_sandbox`` is still pending is one the previous
+    # process of this host never finished booting (the boot's retry creates a fresh one); once booted it is kept.
     booting = any(a.activity_type.name == "boot_sandbox" for a in description.raw_description.pending_activities)
     return at_start and mine and current == int(label) and booting
 

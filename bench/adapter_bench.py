@@ -1,50 +1,15 @@
 """Adapter load benchmark: adapter CPU per turn and event-loop lag, "ours" vs "naive".
 
-Three processes, all on 127.0.0.1:
+Three processes on 127.0.0.1: a zero-latency SGLang ``/generate`` stand-in; the shipped ``AdapterServer`` plus a
+control port that meters the whole process's CPU, the loop thread's CPU and the event loop's lag; and, in this
+process, agent loops in the style of Claude Code whose prompts grow by a chunk of real source code every turn.
+Scenario ``cpu`` meters CPU per turn at several context sizes (``--sessions`` in lock-step up to ``--context``);
+scenario ``lag`` meters the loop's lag under ``--lag-sessions`` saturating agent loops.
 
-* **policy**: a zero-latency SGLang ``/generate`` server. It answers every
-  request at once with one fixed completion (a Bash ``ls`` tool call plus the
-  end-of-turn id), tokenised once at start-up with the real tokenizer.
-* **adapter**: ``durable_rollouts.policy.adapter_server.AdapterServer`` as shipped, plus a small
-  control app on a second port (open/finish sessions, start/stop a meter).
-  The meter reports ``getrusage(RUSAGE_SELF)`` deltas (the whole adapter
-  process, all threads), loop-thread CPU (``time.thread_time``), turns done,
-  and event-loop lag samples (a task sleeping 10 ms and recording the
-  overshoot; it runs only while the meter runs).
-* **clients** (this process): N agent loops in the style of Claude Code,
-  non-streaming JSON ``POST /v1/messages``. Request k is request k-1 + the
-  assistant reply echoed back (its content blocks as returned) + a user turn
-  whose ``tool_result`` carries the next chunk of real source code (stdlib
-  files in ``Read`` format, ~1-2k tokens), until the prompt would pass the
-  target context.
-
-Two adapter variants, in the same adapter process, on fresh sessions:
-
-* **ours**: the session as ``open_session`` builds it (incremental prompt
-  planning, render/tokenise in the adapter's thread pool);
-* **naive**: after ``open_session`` the bench swaps the session's ledger for
-  ``NaiveLedger`` (render and tokenise the whole conversation every turn) and
-  its CPU pool for ``InlineCPU`` (runs the work on the event-loop thread).
-
-Scenarios (both run by default):
-
-* ``cpu``: ``--sessions`` (8) sessions in lock-step rounds up to ``--context``
-  (32768) tokens. Each round (one turn per session) is metered separately, so
-  per-turn CPU can be read off at several context sizes (``--sizes``).
-* ``lag``: ``--lag-sessions`` (64) agent loops with no think time, each running
-  back-to-back conversations (a fresh session each) up to ``--lag-context``
-  (16384) tokens, so contexts are spread over ~4k-16k at any moment. The meter
-  runs for ``--lag-seconds`` (10) after ``--lag-warmup`` (3) seconds of load;
-  every loop is busy throughout. With a zero-latency policy this is a
-  saturating, closed-loop load (``--policy-delay-ms`` adds policy latency).
-
-Diagnostics: ``--profile DIR`` (cProfile of the adapter process during the lag
-windows; since Python 3.12 cProfile records every thread, the CPU pool's with the loop's), ``--what-if-switch-interval
-S`` and ``--what-if-gc-freeze`` (knobs the shipped adapter does not set, to test a suggestion), and ``--cpu-threads``
-(the adapter's CPU pool size; default: the adapter's own, max(2, cpu_count - 1)).
-
-No pass/fail thresholds are enforced: the script prints numbers and says
-whether the project's stated targets are met. Run from the repository root::
+Baseline, in the same adapter process on fresh sessions: "naive", the session with its ledger swapped for
+``NaiveLedger`` (render and tokenise the whole conversation every turn) and its CPU pool for ``InlineCPU`` (that
+work on the event-loop thread). No pass/fail: it prints numbers and whether the project's stated targets are met.
+Set-up, options and results: docs/benchmarks.md, "Adapter load". Run from the repository root::
 
     .venv/bin/python -m bench.adapter_bench [--json results.json]
 """

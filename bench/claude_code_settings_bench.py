@@ -1,21 +1,14 @@
 """Claude Code settings: what each setting or flag does to the CLI's own CPU, per run and per turn.
 
-The real Claude Code binary (the project's pinned version, from the cache) runs headless on this host, as root
-with ``IS_SANDBOX=1`` and a fresh HOME per run, in a throw-away git repository holding a ``PROBLEM_STATEMENT.md``,
-against the real adapter (``AdapterServer``, no spool) and the scripted oracle (``ScriptedPolicyServer``): a
-**short** run is 2 turns (Read the problem statement; no task matches, so it finishes), a **long** run is
-``--explore-turns`` + 2 (as many read-only Bash commands in between). The oracle's answers do not depend on the
-settings, so every variant does the same work.
+The real Claude Code binary (the project's pinned version) runs headless on this host in a throw-away git repository,
+against the real adapter and the scripted oracle: a **short** run is 2 turns, a **long** run ``--explore-turns`` + 2
+(read-only Bash commands in between); the oracle's answers do not depend on the settings, so every variant does the
+same work. Per variant, over ``--rounds`` rounds in a rotated order, it prints the short run's CPU (mostly start-up),
+the CPU per turn ((long - short) / ``--explore-turns``) and the ``/generate`` calls per run.
 
-The CPU of one run is the CLI with the commands it ran (``RUSAGE_CHILDREN`` around one child at a time). Per
-variant, over ``--rounds`` rounds in which the variants run in a rotated order:
-
-* **per run**: the short run's CPU (mostly start-up);
-* **per turn**: (long - short) / ``--explore-turns``;
-* **requests**: ``/generate`` calls the policy served per run (a setting that made extra model calls shows here).
-
-**Baseline:** the shipped settings (``claude_code_argv`` / ``claude_code_env``), measured in the same rounds;
-each variant adds one setting to them. No thresholds. From the repository root (about 6 minutes)::
+**Baseline:** the shipped settings (``claude_code_argv`` / ``claude_code_env``), measured in the same rounds; each
+variant adds one setting to them. Method and results: docs/benchmarks.md, "Claude Code settings". No thresholds.
+From the repository root (about 6 minutes)::
 
     flock /tmp/bench.lock .venv/bin/python -m bench.claude_code_settings_bench [--rounds 4] [--explore-turns 20] [--json
     out.json]

@@ -1,27 +1,18 @@
 """Docker costs: what each kind of Docker call costs the host, and what watching N sandboxes' disk budget costs.
 
 Everything runs against agent sandboxes booted by the library (``DockerSandboxes.boot``, no Temporal) from the
-bench's own image: ``rollout-base:bookworm`` plus a committed repository of ``--files`` files at ``/testbed``
-(``bench.harness.repo_image``). An agent sandbox's boot gives the workdir to ``agent`` (``chown -R``), which copies
-every file up into its writable layer: the layer Docker walks for its size is the whole repository.
+bench's own image (``bench.harness.repo_image``: a repository of ``--files`` files, which the boot's ``chown -R``
+copies whole into the writable layer). Three parts, each with its baseline in the same run:
 
-Three parts, each with its baseline in the same run:
+* **calls**: the host CPU of each kind of call, one at a time; the ``docker exec`` CLI is the baseline of the
+  engine's API (shipped);
+* **disk watch**: ``--sandboxes`` idle sandboxes with no watch (the baseline), with the watch sampling Docker alone
+  every 5 s (before the write counter) and as shipped; a watch's cost is its CPU over the no-watch phase's;
+* **overshoot**: a fast writer past a ``--budget`` budget; per variant, the layer's size over the budget when the
+  watch fired.
 
-* **calls**: ``--calls`` repeats of each kind in one sandbox, one at a time. Per call: CPU of dockerd +
-  containerd, of the container's shim (with the ``runc`` it reaped), of this process and of its reaped children,
-  and the machine's busy time. Kinds: an exec of ``true`` through the ``docker exec`` CLI (the old path; the CLI
-  is a child of this process) and through the engine's API (``engine_exec``, shipped), a 1 KB ``put_archive`` and
-  ``get_archive``, Docker's exact layer size (``layer_bytes``) and one ``WriteCounter.read``. Boot + destroy of a
-  sandbox is measured ``--boots`` times by the machine's busy time (its shim dies with it).
-* **disk watch**: ``--sandboxes`` idle sandboxes for ``--seconds`` per phase, in rounds of three phases in
-  alternating order: no watch (the baseline), one ``DiskWatch`` per sandbox sampling Docker alone
-  (``use_write_counter=False``, every 5 s: the watch before the write counter) and one per sandbox as shipped.
-  Cost of a variant = its phase's dockerd + containerd + this process CPU minus the baseline phase's, as a
-  share of one core; also the exact sizes taken.
-* **overshoot**: one sandbox, a ``--budget`` budget, a writer of zeros as fast as the disk takes them
-  (``head -c``); per variant, the layer's size over the budget when the watch fired (its last exact size).
-
-No thresholds. From the repository root (about 10 minutes with the defaults)::
+Method and results: docs/benchmarks.md, "Docker costs". No thresholds. From the repository root (about 10 minutes
+with the defaults)::
 
     flock /tmp/bench.lock .venv/bin/python -m bench.docker_costs_bench [--files 5000] [--sandboxes 32] [--json out.json]
 """

@@ -1,37 +1,15 @@
 """Fairness benchmark: a victim session's latency while another session floods the adapter.
 
-Three processes, all on 127.0.0.1:
+Three processes on 127.0.0.1: the project's scripted policy server (``noop``), one fresh adapter process per variant
+(``AdapterServer`` plus a control app, so its peak RSS belongs to that variant) and the clients in this process: a
+*flooder* session running concurrent loops of large ``count_tokens`` and ``/v1/messages`` calls, each loop on its own
+lane, and a *victim* session sending one small ``/v1/messages`` turn at a time, first alone, then under the flood.
 
-* **policy**: the project's scripted policy server (``noop``: every turn ends at once);
-* **adapter**: ``durable_rollouts.policy.adapter_server.AdapterServer`` plus a small control app
-  (open sessions); one fresh process per variant, so its peak RSS (``VmHWM``)
-  belongs to that variant alone;
-* **clients** (this process): one *flooder* session (its own valid token) runs
-  ``--count-tokens-flood`` concurrent loops of ``--count-tokens-bytes``
-  ``count_tokens`` calls and ``--messages-flood`` concurrent loops of
-  ``--messages-bytes`` ``/v1/messages`` calls (each loop its own
-  ``x-claude-code-agent-id``, so its own lane), each loop re-sending at once
-  and waiting ``--retry-after`` seconds after a 429, as a client honouring
-  ``retry-after`` would; the *victim* session sends one small
-  ``/v1/messages`` turn at a time.
-
-Per variant: the victim's latency alone (``--victim-requests`` turns), then
-the flood starts, after ``--flood-warmup`` seconds the victim measures again
-(the same count, or until ``--victim-budget`` seconds have passed), and the
-script prints median / p90 / max, the ratio of the medians (flood / alone), the
-flooder's outcomes (200 / 429 / 413) and the adapter's peak RSS before and
-after the flood. Variants (``--variants``):
-
-* ``fair``: the adapter as shipped (its default CPU pool, ``max(2, cpu_count - 1)`` threads);
-* ``fair-1``: as shipped with a one-thread pool (round robin alone, no spare thread);
-* ``unfair``: the behaviour before the fairness work, rebuilt inside the
-  bench's adapter process: one FIFO pool of ``cpu_count - 1`` threads shared
-  by everyone, no per-session intake (every admitted request reads and parses
-  its body at once), no in-flight cap for the flooder and the messages body
-  cap (16 MiB) for ``count_tokens`` too. This is bench-only surgery on the
-  registry and the sessions' private state.
-
-No pass/fail thresholds: the script prints numbers. Run from the repository root::
+Baseline: the victim's latency alone, in the same adapter process just before the flood; it prints the ratio of the
+medians (flood / alone), the flooder's outcomes and the adapter's peak RSS. Variants: ``fair`` (as shipped),
+``fair-1`` (a one-thread CPU pool) and ``unfair`` (the shared FIFO pool from before the fairness work, rebuilt in
+the bench). Method and results: docs/benchmarks.md, "Fairness under a flood". No pass/fail thresholds. Run from the
+repository root::
 
     .venv/bin/python -m bench.fairness_bench [--json out.json]
 """

@@ -1,23 +1,14 @@
 """Offline-grading benchmark: grading a row whose eval script reinstalls its package, the old way and the new.
 
-The row is ``tempconv-reinstall`` (``examples/tasks/reinstall_dataset.jsonl``): its ``eval_cmd`` runs
-``/opt/venv/bin/python -m pip install -e .`` (an isolated build: pip needs setuptools and wheel) and then
-pytest, as a SWE-bench eval script does; its image holds those wheels at ``/opt/wheels``. Its reference
-patch is graded ``--rounds`` times per variant with the library (``durable_rollouts.grading.graders.evaluate`` over
-``DockerSandboxes``, no Temporal), one grading at a time, variants alternating so drift on a shared
-machine hits both alike:
-
-* ``old``: the grading sandbox on the sandbox network (``rollouts-sandbox``, internal bridge) and no
-  offline environment: pip looks for an index it can never reach (every name lookup hangs, then retries);
-* ``new``: as shipped: no network (Docker's ``none``) and ``durable_rollouts.docker_sandbox.offline_tools``' environment
-  (no index, the image's wheel directories as find-links, no retries);
-* ``no-network`` / ``offline-env``: one of the two changes alone (``--variants`` to add them).
-
-Per variant it prints each grading's seconds (``evaluate`` called -> returned: boot, apply, reset,
-the eval script, destroy), the median, whether the reinstall succeeded (its "Successfully installed"
-line in the whole grading log) and the verdict; then the ratio old / new of the medians. No thresholds:
-the script prints numbers. Run from the repository root (the task image is built by
-``scripts/build_task_images.sh``)::
+The row is ``tempconv-reinstall`` (``examples/tasks/reinstall_dataset.jsonl``), whose ``eval_cmd`` runs
+``pip install -e .`` before pytest, as a SWE-bench eval script does. Its reference patch is graded ``--rounds`` times
+per variant with the library (``graders.evaluate`` over ``DockerSandboxes``, no Temporal), one grading at a time,
+the variants alternating: ``old`` (the baseline: the grading sandbox on the sandbox network and no offline
+environment, so pip waits on an index it cannot reach), ``new`` (as shipped: no network and
+``durable_rollouts.docker_sandbox.offline_tools``' environment) and, with ``--variants``, ``no-network`` /
+``offline-env`` (one change alone). It prints each grading's seconds, the median, whether the reinstall succeeded and
+the verdict, then the ratio old / new of the medians. Method and results: docs/benchmarks.md, "Offline grading". No
+thresholds. Run from the repository root (the task image is built by ``scripts/build_task_images.sh``)::
 
     .venv/bin/python -m bench.grading_offline_bench [--rounds 3] [--json out.json]
 """

@@ -1,47 +1,16 @@
 """Group-batch benchmark: time to a batch of N GRPO groups with and without over-sampling, under heavy-tailed turns.
 
-A group of K samples is done when its slowest sample is; a batch of N groups
-waits for the slowest of N·K. Over-sampling (``trainer_client.rollout_groups.
-fill_batch``) keeps N' > N groups in flight, takes the first N that finish
-and cuts the rest as stragglers. Two arms, measured in the same run through
-the real stack:
+A batch of N groups of K samples waits for the slowest of its N·K samples. Over-sampling
+(``trainer_client.rollout_groups.fill_batch``) keeps N' > N groups in flight, takes the first N that finish and cuts
+the rest as stragglers. Two arms run through the real stack on this host (a Temporal dev server, one ``worker.py``,
+Docker sandboxes, Claude Code, the scripted ``oracle`` policy in this process with a log-normal pace per session):
+``baseline``, ``fill_batch(n_groups=N, over_sample=N)``, and ``over-sampled``,
+``fill_batch(n_groups=N, over_sample=N', straggler_policy="cut")``. The arms of a trial are paired (the n-th session
+of both draws the same pace) and alternate which runs first.
 
-* ``baseline``: ``fill_batch(n_groups=N, over_sample=N)``;
-* ``over-sampled``: ``fill_batch(n_groups=N, over_sample=N', straggler_policy="cut")``.
-
-Same N, K, tasks and delay distribution in both; ``--trials`` trials per
-arm, alternating which arm runs first, so drift on a shared machine hits both
-alike; one warm-up group without delay runs first and is not counted.
-
-Set-up, all on this host: a Temporal dev server
-(``durable_rollouts.trainer_client.local_services.DevServer``), one ``worker.py`` subprocess
-(``durable_rollouts.trainer_client.local_services.worker_process``) on its own task queue
-with ``ROLLOUT_AGENT_SLOTS`` = N'·K, real Docker sandboxes of the example
-tasks (``durable_rollouts.paths.EXAMPLE_DATASET``, rows round-robin; build the images with
-``bash scripts/build_task_images.sh``), the real Claude Code CLI, and the
-scripted ``oracle`` policy served by ``ScriptedPolicyServer`` in THIS process
-with a ``LogNormalSessionDelay(--median, --sigma, seed, by_arrival=True)``:
-every session (rollout attempt) draws one pace, and each of its turns takes
-that long. Trial ``i`` uses seed ``--seed + i`` in both arms and the n-th
-session of a trial gets the n-th draw, so the two arms of a trial are paired:
-the over-sampled arm faces the baseline's N·K paces plus (N'-N)·K more.
-
-Per trial it prints ``time_to_batch_s`` (``Batch.time_to_batch_s``: start
-until the N-th group passed its filter), the time until ``fill_batch``
-returned (after the cut groups ended), groups started / cut / dropped, the
-batch's valid samples, the slowest session pace drawn, and each group's
-elapsed time with the slowest pace among its samples' sessions. Then per arm
-the median (and per-trial) ``time_to_batch_s``, and the ratio baseline /
-over-sampled of the medians, of the means and of the worst trials (the tail
-is what over-sampling cuts). The ratio is noisy at a few trials: a baseline
-batch waits for the slowest of its N·K draws, so one far-tail draw moves it
-by tens of seconds or more; raise ``--trials`` for a steadier median. The
-load averages printed at start and end show a shared machine.
-
-After every trial it waits (up to ``--drain-timeout``) until no managed
-container of this run is left, and at the end checks that none is; one left
-is reported, then removed. No thresholds: the script prints numbers. Run
-from the repository root::
+It prints each trial's ``time_to_batch_s`` per arm, and the ratio baseline / over-sampled of the medians, the means
+and the worst trials. Method and results: docs/benchmarks.md, "Group batches". No thresholds. Run from the
+repository root (the task images come from ``bash scripts/build_task_images.sh``)::
 
     .venv/bin/python -m bench.group_batch_bench [--groups 4 --over-sample 6 --k 2 --median 2 --sigma 1 --trials 5]
     [--json out.json]

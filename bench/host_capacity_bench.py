@@ -1,47 +1,17 @@
 """Host capacity benchmark: how many concurrent agents ONE worker host holds when agents mostly wait on the model.
 
-In RL training an agent spends most of its life waiting for the policy. This bench makes that so on purpose
-and measures what N such agents cost one host. For the baseline N (default 1) and then each ``--n`` (default
-16 32 64) it runs N concurrent ``CodingAgentRollout`` workflows of the bundled example tasks
-(``examples/tasks/dataset.jsonl``, rows repeated round-robin) through
+In RL training an agent spends most of its life waiting for the policy: here the scripted ``oracle`` policy, served in
+this process, waits ``--think-s`` seconds before every answer and holds each session's first answer until all N
+agents of the step are alive. For the baseline N (default 1) and then each ``--n`` (default 16 32 64) it runs N
+concurrent ``CodingAgentRollout`` workflows of the example tasks through a Temporal dev server, a fresh
+``worker.py`` per step (``ROLLOUT_AGENT_SLOTS`` = N), real Docker sandboxes and the real Claude Code binary.
 
-* a Temporal dev server (``WorkflowEnvironment.start_local``, in-memory, 127.0.0.1),
-* ONE ``worker.py`` subprocess per step (``durable_rollouts.trainer_client.local_services.worker_process``), fresh for
-  every N so its RSS growth belongs to that N, with ``ROLLOUT_AGENT_SLOTS`` = N and its own host id and results dir,
-* real Docker sandboxes and the real Claude Code binary,
-* the scripted ``oracle`` policy served in THIS process (``bench.harness.rollout_stack.TimedPolicyServer``),
-  which waits ``--think-s`` seconds before every answer (one sleep, not per-token pacing, so the bench
-  process stays light), and holds each session's FIRST answer until all N sessions of the step have asked
-  (at most ``--hold-s`` after that session asked): boots go 16 at a time, so without the hold the first
-  agents would finish before the last ones start, and the host would never hold N live agents at once.
-
-Measured per step (nothing is read from project internals):
-
-* **memory per agent** -- a /proc + cgroup sampler thread (``bench.harness.proc_watch.ProcWatcher``
-  extended; every ``--mem-interval`` s): peak ``VmRSS`` and ``RssAnon`` of each Claude Code process
-  (``/opt/claude/bin/claude -p``; RSS counts the shared binary's pages in every process, RssAnon is its own heap); peak
-  working set of each agent sandbox's memory cgroup (usage minus inactive file cache, as ``docker stats`` reports it;
-  cgroup v1 ``memory/docker/<id>`` or v2 ``docker-<id>.scope``); the worker's RSS growth (peak during the step minus RSS
-  at ready, ``/proc/<pid>/status`` every 0.5 s) divided by N; and host memory in use (``MemTotal - MemAvailable``) at
-  peak minus before the step, divided by N, which also holds grading sandboxes, the Docker daemons and page cache the
-  kernel will not give back at once.
-* **event-loop lag of the worker** -- the adapter runs inside worker.py, and its ``GET /healthz`` is
-  answered on the event loop without doing any work, so the latency of that GET is the time the loop takes
-  to get to it plus a fixed HTTP cost (the idle rows show that floor). ``bench.loop_probe`` (its own
-  process, so this process's GIL does not slow it) probes it every ``--probe-interval`` s over one
-  keep-alive connection; p50/p99/max over the step's run (first start -> last result), over the window in
-  which all N agents were alive (hold released -> first agent exit), and with the worker idle before.
-* **failures** -- results not ``completed`` (status, abort reason) and workflows whose result could not be
-  read (the exception); one failed rollout does not stop the step or the bench.
-* **wall time and turns** -- first start -> last result; ``RolloutResult.turns`` and the ``/generate``
-  calls the policy server answered; the client gap per turn (policy answer sent -> the same session's next
-  request arrives: Claude Code, the tool run in the sandbox and the adapter both ways; not separable here).
-* **CPU** -- machine busy time (``/proc/stat``) and the worker's own CPU over the run, as a share of the
-  machine's cores, to tell a memory-bound host from a CPU-bound one.
-
-The table ends with each step's per-agent memory and lag as a ratio of the baseline step's, measured in
-the same run, and a memory-bound estimate of how many such agents this host holds. No thresholds, no
-pass/fail. Run from the repository root (take the machine-wide lock for more than 4 agents)::
+Per step it prints memory per agent (Claude Code's RSS, the sandbox's working set, the worker's and the host's
+growth over N), the worker's event-loop lag (``bench.loop_probe`` timing the adapter's ``GET /healthz``), failures,
+wall time and turns, and CPU; then each step's memory and lag as a ratio of the baseline step's, measured in the
+same run, and a memory-bound estimate of the agents this host holds. Method and results: docs/benchmarks.md, "Host
+capacity". No thresholds, no pass/fail. Run from the repository root (take the machine-wide lock for more than 4
+agents)::
 
     flock /tmp/bench.lock .venv/bin/python -m bench.host_capacity_bench --n 16 32 64 [--think-s 3] [--json out.json]
 """

@@ -1,30 +1,19 @@
 """A hand-rolled asyncio rollout driver: the libraries the activities call, wired as ``worker.py`` wires them, no
 Temporal.
 
-It is the baseline of ``bench.temporal_cost_bench``: what a seed without durability would do for one
-rollout, every step a direct call into the same code the workflow's activities reach:
+It is the baseline of ``bench.temporal_cost_bench`` (docs/benchmarks.md, "What Temporal costs"): each rollout makes
+the direct calls the workflow's activities make (boot, an adapter session, Claude Code detached under the time and
+disk budgets, the diff, destroy, grading in a fresh sandbox, the session's segments) and leaves out what durability
+costs: no Temporal server, history, heartbeats, signals, slot reservations or retries; the adapter spools nothing and
+the logs, patch and segments stay in memory. A rollout that raises is ``failed`` with the exception; the guard
+(``RolloutInput.guard_s``) bounds it.
 
-* boot the agent sandbox (``DockerSandboxes.boot``; a SWE-bench row's eval script is checked first,
-  ``durable_rollouts.grading.swebench.require_eval_script``, as the boot activity does);
-* open an adapter session (``durable_rollouts.policy.session_config.session_config_for``,
-  ``SessionRegistry.open_session``) and start Claude Code detached in the sandbox and wait for it in slices under the
-  disk budget (``durable_rollouts.claude_code.agent_wait``, as the agent activity does), stop it at the agent budget
-  (``kill_detached``), read its stream-json log and judge the run (``judge_run``);
-* take the git diff (``DockerSandboxes.capture_diff``) and destroy the sandbox (always);
-* grade the diff in a fresh sandbox (``durable_rollouts.grading.graders.evaluate``; a patch over the cap is not graded);
-* finish the session and take its token segments (``SessionRegistry.finish_session``).
-
-What it leaves out is what durability costs: no Temporal server, no history, no heartbeats or progress
-signals, no host pinning or slot reservations, no retries; the adapter spools nothing (``spool=None``)
-and the agent log, patch, grading log and segments stay in memory instead of going to a store. A
-rollout that raises is ``failed`` with the exception; the guard (``RolloutInput.guard_s``) bounds it.
-
-Run as a long-lived process (like the worker), ``python -m bench.plain_rollouts``: its settings come from
-the same environment (``durable_rollouts.config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``.
-It prints ``plain driver ready`` on stdout, then reads one JSON line per batch from stdin (``{"rollouts":
-[{"workflow_id": ..., "input": <RolloutInput>}, ...]}``), runs the batch's rollouts all at once and writes one JSON line
-per finished rollout, then ``{"done": true}``. End of stdin stops it. ``PlainDriver`` is the other end: the bench's
-handle on that process.
+Run as a long-lived process (like the worker), ``python -m bench.plain_rollouts``: its settings come from the same
+environment (``durable_rollouts.config.settings.settings_from_env``), the policy from ``ROLLOUT_POLICY_URL``. It
+prints ``plain driver ready`` on stdout, then reads one JSON line per batch from stdin (``{"rollouts":
+[{"workflow_id": ..., "input": <RolloutInput>}, ...]}``), runs the batch's rollouts all at once and writes one JSON
+line per finished rollout, then ``{"done": true}``. End of stdin stops it. ``PlainDriver`` is the bench's handle on
+that process.
 """
 
 from __future__ import annotations
@@ -128,7 +117,7 @@ class PlainHost:
     async def _rollout(self, workflow_id: str, rollout: RolloutInput) -> dict[str, Any]:
         assert self.adapter is not None and self.adapter.registry is not None and self.sandboxes is not None
         registry, sandboxes, task = self.adapter.registry, self.sandboxes, rollout.task
-        if task.grader == "swebench":
+        if task.grader == "swebench":  # checked before the boot, as the boot activity does
             await swebench.require_eval_script(task)
         handle = await sandboxes.boot(SandboxRequest(task=task, workflow_id=workflow_id, attempt=1))
         session_id: str | None = None
@@ -160,7 +149,7 @@ class PlainHost:
         finally:
             await sandboxes.destroy(handle)
         try:
-            if captured.report.over_cap:
+            if captured.report.over_cap:  # not graded, as in the workflow: reward 0 without a grading sandbox
                 reward, solved = 0.0, False
             else:
                 graded = await evaluate(

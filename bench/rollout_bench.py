@@ -1,72 +1,15 @@
 """End-to-end rollout benchmark: N concurrent rollouts through the real stack on this one host.
 
-For each N (default 1, 8, 32) the bundled example tasks
-(``examples/tasks/dataset.jsonl``, rows repeated round-robin, several samples
-per prompt) run as N concurrent ``CodingAgentRollout`` workflows through
+For each N (default 1, 8, 32) the bundled example tasks run as N concurrent ``CodingAgentRollout`` workflows
+through a Temporal dev server, ONE ``worker.py`` subprocess that serves every N, real Docker sandboxes, the real
+Claude Code binary and the scripted ``oracle`` policy served in THIS process, so every ``/generate`` is timed on
+arrival and on answer. Per N it prints rollouts/min, sandbox boot, spawn -> first model request, agent exit ->
+detection, worker RSS, CPU per rollout and the orchestration share, all read from outside the project code
+(Temporal histories, a /proc watcher, Docker events, the policy server's timings).
 
-* a Temporal dev server (``WorkflowEnvironment.start_local`` with
-  ``.venv/bin/temporal``, a free port on 127.0.0.1, in-memory state),
-* ONE ``worker.py`` subprocess (``durable_rollouts.trainer_client.local_services.worker_process``)
-  with its own task queue, host id and results directory, the adapter bound to
-  the sandbox network's gateway, ``ROLLOUT_AGENT_SLOTS`` = max N,
-* real Docker sandboxes and the real Claude Code binary,
-* the scripted ``oracle`` policy, served by ``ScriptedPolicyServer`` in THIS
-  process (the worker gets its URL through ``ROLLOUT_POLICY_URL``), so every
-  ``/generate`` call can be timed on arrival and on answer.
-
-The worker is started once and serves every N (it is a long-lived process in
-production too); per-N RSS is the peak of samples taken during that N.
-
-Where each number comes from (nothing is read from project internals):
-
-* **Temporal histories** (``handle.fetch_history()``): workflow start/close and
-  every activity's Scheduled/Started/Closed event times (server clock, same
-  host). ``boot`` = ``boot_sandbox`` Scheduled -> Completed.
-* **A /proc watcher thread in this process**: the sandboxes' processes are
-  visible in the host's /proc (cgroup ``/docker/<id>``). It tracks the Claude
-  Code process (``/opt/claude/bin/claude -p ...``), its detached runner
-  (``bash /tmp/rollout/claude.run``) and the grader's runner
-  (``bash /tmp/rollout/grade.run``). Start time is exact (``/proc/<pid>/stat``
-  starttime, 10 ms ticks); exit is the first liveness check that finds the
-  process gone or a zombie (checked every ``--live-interval``, default 20 ms).
-  Container id -> workflow via the container's labels (docker inspect) or,
-  for agent sandboxes, the ``boot_sandbox`` result in the history.
-* **Policy server timings**: arrival and answer time of every ``/generate``,
-  keyed by the routing key (= adapter session id = ``result.agent.session_id``).
-* **RolloutResult** (status, abort reason, ``agent.duration_s``) and the agent's
-  stream-json log at ``result.agent.log_path`` (``duration_ms`` of its last
-  ``result`` line, a cross-check of the /proc lifetime).
-* **Worker RSS**: ``/proc/<worker pid>/status`` VmRSS sampled every 0.5 s, and
-  VmHWM (the kernel's own high-water mark, cumulative over the process life).
-* **Docker events** (``docker events --filter label=io.rollouts.managed=1``,
-  streamed live): container create/start, every exec_create/exec_die and
-  archive call with ns timestamps. They split boot (activity start -> create
-  -> start -> ready) and exit detection (exit marker -> the waiting
-  ``docker exec`` ends -> ``get_archive`` of the log -> activity completed),
-  and count the docker round trips per rollout.
-* **CPU**: per process ``/proc/<pid>/stat`` (worker, its reaped docker CLI
-  children, dockerd + containerd, the dev server, this process), the Claude
-  Code process and grader runner (incl. reaped children) from the watcher,
-  each sandbox's cgroup ``cpuacct.usage`` (cgroup v1) for everything else run
-  inside it, and machine-wide busy time from ``/proc/stat``; "other" is the
-  rest (runc, shims, kernel, and any other tenant of the host).
-
-Derived metrics:
-
-* rollouts/min = N / (first workflow start -> last result) * 60.
-* spawn -> first model request: (a) ``run_claude_code`` ActivityTaskStarted ->
-  first ``/generate`` arrival for the session ("launch", includes opening the
-  session and the docker execs that start the detached runner), (b) Claude
-  Code process start -> first ``/generate`` arrival ("process"). Both include
-  the adapter rendering/tokenising the first prompt before it calls the policy
-  (the adapter runs inside the worker and is not instrumented from outside).
-* exit -> detection: Claude Code process gone -> ``run_claude_code``
-  ActivityTaskCompleted. Baseline: the reference (slime) polls the agent every
-  5 s: a CONSTANT, not measured here -- expected 2.5 s on average, 5 s worst case.
-* orchestration share = 1 - |union(agent process lifetime, grader runner
-  lifetime, policy /generate intervals)| / workflow elapsed, per rollout.
-
-No thresholds, no pass/fail. Run from the repository root::
+Baselines: for throughput, the run's first N; for exit detection, the reference (slime), which polls the agent every
+5 s: a constant (2.5 s mean, 5 s worst), not measured. How each number is derived, and the
+results: docs/benchmarks.md, "End-to-end rollouts". No thresholds, no pass/fail. Run from the repository root::
 
     .venv/bin/python -m bench.rollout_bench --n 1 8 32 [--json out.json] [--keep-temp]
 """

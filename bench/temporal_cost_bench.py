@@ -1,39 +1,16 @@
 """What Temporal costs: the same rollouts driven by a plain asyncio driver and by the workflows, in one run.
 
-For each N (default 1, 8, 32) the bundled example tasks (``examples/tasks/dataset.jsonl``, rows repeated
-round-robin, each round starting further on) run as N concurrent rollouts, ``--rounds`` times per driver:
+For each N (default 1, 8, 32) the bundled example tasks run as N concurrent rollouts, ``--rounds`` times per driver:
+``plain`` (``bench.plain_rollouts``: the libraries the activities call, wired as ``worker.py`` wires them, no
+Temporal) and ``workflows`` (``CodingAgentRollout`` through a Temporal dev server and ONE ``worker.py``). Both get
+the same environment, the same rows, real Docker sandboxes, the real Claude Code binary and the scripted ``oracle``
+policy from one ``ScriptedPolicyServer`` in this process; batches run one at a time, and each round runs both
+drivers on the same rows, alternating which goes first.
 
-* **plain**: ``bench.plain_rollouts``, a long-lived subprocess that calls the sandbox, agent, diff,
-  grading and merge libraries directly, wired in-process as ``worker.py`` wires them (adapter without a
-  spool, ``DockerSandboxes`` with the worker's settings): what a hand-rolled asyncio seed does;
-* **workflows**: ``CodingAgentRollout`` through a Temporal dev server (``WorkflowEnvironment.start_local``,
-  in-memory) and ONE ``worker.py`` subprocess, as ``bench.rollout_bench`` runs them.
-
-Both drivers get the same environment (``ROLLOUT_AGENT_SLOTS`` = max N, so the same sandbox CPU caps and
-executor sizes; the adapter bound to the sandbox network's gateway; the same budgets), real Docker
-sandboxes, the real Claude Code binary, and the scripted ``oracle`` policy from ONE ``ScriptedPolicyServer``
-in this process. Both long-lived processes start before the first N and serve every N. Batches run one
-at a time, never two together; within an N each round runs both drivers on the same rows, the order
-alternating (plain first in rounds 1, 3, ...), so neither always runs on the warmer machine.
-
-Per N and driver, over its rounds:
-
-* **wall per rollout**: this process hands the batch over (``start_workflow`` calls / one stdin line)
-  -> that rollout's result is in this process; mean, p50, max over every rollout of the rounds.
-  **Throughput**: rollouts / the batches' summed time (hand-over -> last result) per minute.
-* **CPU core-seconds per rollout** (snapshots around the batch, ``bench.harness.procfs``):
-  the driver process with its reaped children (iptables, git; before the exec API, every docker CLI call), the Temporal
-  dev server (workflows only), dockerd + containerd, and every sandbox of the batch by its cgroup (``cpuacct.usage``,
-  cgroup v1), of which the Claude Code processes (``bench.harness.proc_watch.ProcWatcher``); containers are tied to the
-  batch by their workflow-id label (``docker events``). **stack** = driver + Temporal + daemons + sandboxes, the number
-  the ratio compares; **orchestration** = driver + Temporal (what drives the rollouts, without the agent, the tests and
-  Docker). This process (policy server, /proc watcher, the workflow client's calls) and "other" (runc, shims, kernel,
-  the idle driver of the other path, any other tenant) are shown, not compared.
-* **failures**: rollouts not ``completed`` (aborted, failed, or an exception collecting them).
-* **driver RSS peak** during the batch (``VmRSS`` samples).
-
-The ratio workflows / plain of wall and CPU per rollout is the price of durability measured in the same
-run. No thresholds, no assertions. From the repository root::
+Per N and driver it prints wall time per rollout, throughput, CPU core-seconds per rollout (**stack** = driver +
+Temporal + Docker daemons + sandboxes; **orchestration** = driver + Temporal), failures and the driver's RSS peak.
+The ratio workflows / plain is the price of durability measured in the same run. Method and results:
+docs/benchmarks.md, "What Temporal costs". No thresholds, no assertions. From the repository root::
 
     .venv/bin/python -m bench.temporal_cost_bench --n 1 8 32 [--rounds 3] [--json out.json] [--keep-temp]
 """

@@ -1,21 +1,13 @@
 """What the adapter adds to a turn on a real engine: latency and CPU, against calling vLLM directly, in one run.
 
 A real vLLM (the CPU build, SmolLM2-135M-Instruct, ``durable_rollouts.vllm_engine.local_engine``) serves both arms:
-
-* **direct**: ``VLLMClient.generate`` with the token ids the adapter sends for the same conversation (rendered once
-  with the model's chat template, outside the timing): the engine's own time plus one HTTP call;
-* **adapter**: ``POST /v1/messages`` (Anthropic, non-streaming) to the worker's ``AdapterServer`` in this process,
-  a fresh session per turn (engine ``vllm``): parsing the body, rendering and tokenising, the same engine call,
-  decoding, parsing the reply and recording it in the ledger.
-
-Both arms ask for ``--reply-tokens`` tokens greedily (temperature 0, stop ids off), so the engine does the same work
-in each; the prompt is the same every time, so after a warm-up call the engine serves its prefix from cache and its
-time is the decode. Contexts: a short conversation and one of ``--long`` tokens (4k by default; prefill of the first
-call ≈11 s, cached after). Turns alternate between the arms, ``--turns`` each, so drift hits both alike.
-
-Prints per context: median wall time per turn of each arm, the adapter's added milliseconds and the ratio adapter /
-direct; CPU seconds of this process per turn (``time.process_time``: the adapter, its HTTP server and the client all
-run here; the engine is another process) and their ratio. Run from the repository root after ``make setup``::
+**direct**, the baseline (``VLLMClient.generate`` with the token ids the adapter sends for the same conversation:
+the engine's own time plus one HTTP call), and **adapter** (``POST /v1/messages`` to an ``AdapterServer`` in this
+process, a fresh session per turn). Both ask for ``--reply-tokens`` tokens greedily from the same cached prompt, so
+the engine does the same work in each; turns alternate between the arms. Per context (a short conversation and one of
+``--long`` tokens) it prints the median wall time per turn of each arm, the adapter's added milliseconds, the ratio
+adapter / direct, and this process's CPU per turn in each arm. Method and results: docs/benchmarks.md, "The adapter
+on a real engine". Run from the repository root after ``make setup``::
 
     .venv/bin/python -m bench.vllm_adapter_bench [--turns 12] [--long 4000] [--json out.json]
 """

@@ -1,37 +1,18 @@
 """Weight-update benchmark: continuing an aborted generation versus failing the turn, in one run.
 
-A weight update in SGLang's ``abort`` mode ends every running generation with the tokens sampled so far.
-Two ways to live through it, both driven here through real ``PolicySession`` turns against the project's
-scripted SGLang stand-in over HTTP:
+A weight update in SGLang's ``abort`` mode ends every running generation with the tokens sampled so far. Real
+``PolicySession`` turns run over HTTP against the project's scripted SGLang stand-in in this process; in an update
+round a driver pauses generation (``abort``) part-way through the answers, bumps the weight version, holds the pause
+``--hold`` seconds and continues. Two variants, alternating, with rounds without an update as each one's reference:
 
-* ``continuation``: the session as shipped (``SessionConfig.continue_after_abort=True``): the aborted
-  generation is resubmitted as prompt + what it sampled and stitched into one
-  (``durable_rollouts.policy.continuation``);
-* ``baseline``: the old behaviour (``continue_after_abort=False``): the abort fails the turn with a
-  retryable error and the client, as Claude Code does on a 529, waits ``--retry-delay`` seconds (its first
-  backoff step, ~0.6 s) and re-sends the whole turn, which samples the answer again from its first token.
+* ``continuation`` (shipped, ``continue_after_abort=True``): the session resubmits the cut generation with the
+  tokens it already has and joins the pieces (``durable_rollouts.policy.continuation``);
+* ``baseline`` (the old behaviour): the abort fails the turn, and the client waits ``--retry-delay`` seconds (Claude
+  Code's first backoff step on a 529) and sends the whole turn again.
 
-Set-up, all in this process on 127.0.0.1: ``durable_rollouts.scripted_policy.server.ScriptedPolicyServer`` whose every
-answer is one fixed completion of about ``--tokens`` tokens, sampled at a constant ``--token-ms`` per
-token (bench-only: the server's ``slow`` policy spreads a whole answer over a fixed time, which would
-make a short continuation as slow as a full answer), and ``--sessions`` sessions of one variant that run a
-turn each at the same time (a pause aborts all of them), ``--rounds`` times. In every round with an update
-a driver waits until each session's generation has sampled ``f·N`` tokens (``f`` cycles through ``--at``,
-N the answer's length), then ``POST /pause_generation {"mode": "abort"}``, ``/update_weight_version``,
-holds the pause ``--hold`` seconds (loading weights) and ``/continue_generation``. Rounds without an
-update give each variant's reference turn time. Rounds alternate variant and update, so drift on a shared
-machine hits both alike.
-
-Per variant it prints:
-
-* **wasted tokens per update**: tokens the server sampled (its records) that are not in the turns'
-  final outputs, summed over the sessions an update hit, divided by the updates;
-* **added wall time per turn per update**: mean turn time in update rounds minus the mean in rounds
-  without one (one update per round);
-* the ratio baseline / continuation of both, measured in the same run.
-
-Every turn's final output is checked to be the full answer (N tokens), so neither variant gets cheaper
-by finishing early. No thresholds: the script prints numbers. Run from the repository root::
+Per variant it prints the wasted tokens per update and the added wall time per turn per update, and the ratio
+baseline / continuation of both. Method and results: docs/benchmarks.md, "Weight updates". No thresholds. Run from
+the repository root::
 
     .venv/bin/python -m bench.weight_update_bench [--json out.json]
 """

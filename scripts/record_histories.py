@@ -1,42 +1,15 @@
-"""Record real CodingAgentRollout and DriftRepairEpisode histories into tests/histories/ for the replay test.
+"""Record real CodingAgentRollout, DriftRepairEpisode, RolloutGroup and RegradeRollout histories into tests/histories/
+for the replay test (``tests/workflows/test_replay.py``).
 
-Runs the real pipeline (an ephemeral Temporal dev server, worker processes,
-Docker sandboxes, Claude Code, the scripted policy) through these scenarios:
+Runs the real pipeline (an ephemeral Temporal dev server, worker processes, Docker sandboxes, Claude Code, the
+scripted policy) through one scenario per history: the rollouts ``solved``, ``unsolved``, ``guard``, ``lost_host``
+and ``restarts``, the drift episodes ``drift_solved``, ``drift_unsolved``, ``drift_aborted`` and
+``drift_self_play``, the groups ``group_completed``, ``group_refilled`` and ``group_cut``, and ``regrade``. What each
+scenario runs and must return: docs/operations.md, "Replay safety".
 
-* ``solved``: oracle policy, reward 1.0;
-* ``unsolved``: noop policy, reward 0.0;
-* ``guard``: a slow policy and a short wall-clock guard, aborted gracefully;
-* ``lost_host``: worker A is SIGKILLed while the agent runs; worker B (another
-  host queue) finishes the rollout as a fresh attempt;
-* ``restarts``: the worker is SIGKILLed three times while the agent runs and
-  restarted under the same host id and adapter port each time: the first agent
-  run resumes every time and completes (attempts 1, 3 interruptions).
-
-and ``DriftRepairEpisode`` (the same worker; its sandboxes are real Docker too):
-
-* ``drift_solved``: baseline drift, oracle repair: completed, success, reward 1.0;
-* ``drift_unsolved``: baseline drift, noop repair: completed, a valid breakage, reward 0.0;
-* ``drift_aborted``: a task id that is not in the corpus: ``aborted: unknown_task``;
-* ``drift_self_play``: the model plays both roles (the scripted ``self_play``
-  policy through the adapter), so the role segments are collected: success.
-
-and ``RolloutGroup`` (K=2 children on the same worker):
-
-* ``group_completed``: oracle policy, both samples valid with reward 1.0;
-* ``group_refilled``: one child is terminated while its agent runs (an
-  infrastructure failure), refilled by a fresh child: both valid, reward 1.0;
-* ``group_cut``: a slow policy, the group cut while its agents run: ``cut``,
-  both children ``aborted: straggler_cut``.
-
-and ``RegradeRollout``:
-
-* ``regrade``: the ``solved`` rollout's kept patch graded again in a fresh
-  sandbox (``evaluate`` of the patch its input carries): completed, reward 1.0.
-
-Each history is saved as ``tests/histories/<scenario>.json``; a drift episode
-whose result is not the scenario's expected outcome is not saved (the run
-fails). Re-record after an intentional, patched change to a workflow (all
-scenarios, the ones named, or ``drift`` for every drift scenario):
+Each history is saved as ``tests/histories/<scenario>.json``; a drift episode, group or re-grade whose result is not
+its scenario's expected outcome is not saved (the run fails). Re-record after an intentional, patched change to a
+workflow (all scenarios, the ones named, or ``drift`` for every drift scenario):
 
     .venv/bin/python -m scripts.record_histories [scenario ... | drift | rollout | group | regrade]
 """

@@ -1,47 +1,20 @@
 """CodingAgentRollout: one dataset row (one sample) from sandbox to training segments.
 
-Sequence per attempt (fresh sandbox and fresh adapter session each time):
-``pick_host`` (shared queue) -> ``boot_sandbox`` -> ``run_claude_code`` ->
-``capture_diff`` -> ``destroy_sandbox`` (always), all pinned to the host queue
-that ``pick_host`` returned, because the container and the adapter session
-live in that worker process. A lost host shows up as a heartbeat (boot and
-agent both heartbeat) or schedule-to-start timeout; the next attempt starts on
-whichever worker picks it up. Then ``evaluate`` (its own clean sandbox, on the same host, whose engine
-holds the task image; on any worker if that host is gone) and ``merge_segments`` (the host holding the session).
+Per attempt (a fresh sandbox and adapter session each time): ``pick_host`` (shared queue) -> ``boot_sandbox`` ->
+``run_claude_code`` -> ``capture_diff`` -> ``destroy_sandbox`` (always), pinned to the host queue ``pick_host``
+returned, where the container and the session live; then ``evaluate`` (a clean sandbox on the same host, whose engine
+holds the image; any worker if that host is gone) and ``merge_segments`` (the host holding the session). A lost host
+is a heartbeat or schedule-to-start timeout; the next attempt starts on whichever worker picks it up.
 
 Invariants:
-* a patch over the cap is not an abort: it is graded without a grading
-  sandbox as reward 0 (``applied_cleanly`` false, the reason in the
-  evaluation's log tail and ``RolloutResult.diff``), and the rollout completes
-  with its segments;
-* the workflow always returns a ``RolloutResult``: ``completed`` with reward
-  and a trajectory ref, or ``aborted`` with a machine-readable reason; it never
-  fails because a rollout went wrong;
-* under a staleness bound (``PolicySpec.staleness``) the merge judges the
-  tokens' weight versions against the server's current one: ``mask`` completes
-  with the stale turns masked, ``drop`` ends ``aborted: stale_policy``; either
-  way ``RolloutResult.staleness`` says what was found;
-* a worker that dies under the running agent gets ``resume_window_s`` to come
-  back on the same host queue: the agent activity is retried there and
-  re-attaches (session restored from the worker's spool); past that window,
-  or if the session did not survive, the next attempt starts elsewhere;
-* the wall-clock guard is a workflow timer: when it fires the in-flight
-  activity is cancelled (the agent and the grade are waited for, so their
-  sandboxes are gone by then), the sandbox destroyed and the result is
-  ``aborted: wall_clock_timeout`` (no hard execution timeout that would leak
-  the container);
-* progress is public: the ``progress`` query, the search attributes in
-  ``workflows.search_attributes`` (stage, attempt, host, turns, reward, abort
-  reason, …) and the UI's current-details text follow every stage change and
-  every ``agent_progress`` signal;
-* ``abort(reason)`` (or a Temporal cancel request) stops the rollout the same
-  graceful way as the guard: agent stopped, sandbox destroyed, result
-  ``aborted: cancelled``;
-* activities are scheduled through the typed references in
-  ``activities.activity_refs``, never by a string name;
-* this module imports only temporalio, the pydantic contracts, the activity
-  references and the error type names, so the workflow sandbox does not
-  re-import aiohttp, transformers or docker (``tests/activities/test_activity_refs.py``).
+* it always returns a ``RolloutResult``: ``completed`` with reward and a trajectory ref, or ``aborted`` with a
+  machine-readable reason; it never fails because a rollout went wrong;
+* the wall-clock guard is a workflow timer, not a hard execution timeout that would leak the container: when it
+  fires (or on ``abort(reason)`` or a cancel) the in-flight activity is cancelled and waited for, then the sandbox
+  is destroyed.
+
+Big patches and the disk budget: docs/rollouts.md; staleness bounds: docs/slime.md; the resume window:
+docs/fault_tolerance.md; progress: docs/operations.md.
 """
 
 from __future__ import annotations
@@ -61,6 +34,9 @@ from workflows import search_attributes as attrs
 from workflows.activity_errors import ABORT_REASONS, Aborted, abort_reason, error_type, host_lost, lost_reason
 from workflows.rollout_guard import stop_reason_after
 
+# Only temporalio, the pydantic contracts, the typed activity references (never an activity by a string name) and
+# the error type names, so the workflow sandbox does not re-import aiohttp, transformers or docker
+# (tests/activities/test_activity_refs.py).
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.error_types import ErrorType

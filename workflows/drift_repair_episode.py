@@ -1,30 +1,19 @@
 """DriftRepairEpisode: one drift → repair self-play episode, from task to two role segments.
 
-Sequence (all on the shared queue; each sandbox lives inside one activity):
-``sample_drift_task`` -> ``propose_drift`` (policy role call, baseline or
-noop; an unusable model answer falls back to the seeded baseline) ->
-``run_breakage`` (the broken script on the visible input, in a sandbox:
-validity and error trace) -> ``propose_repair`` (policy role call, oracle or
-noop) -> ``grade_repair`` (diff applied, visible + held-out inputs run in a
-*fresh* sandbox) -> ``collect_role_segments`` (when the model played a role:
-one trajectory holding the drift segment, then the repair segment).
+Sequence (all on the shared queue; each sandbox lives inside one activity): ``sample_drift_task`` -> ``propose_drift``
+(policy role call, baseline or noop; an unusable model answer falls back to the seeded baseline) -> ``run_breakage``
+(the broken script on the visible input, in a sandbox: validity and error trace) -> ``propose_repair`` (policy role
+call, oracle or noop) -> ``grade_repair`` (diff applied, visible + held-out inputs run in a *fresh* sandbox) ->
+``collect_role_segments`` (when the model played a role: one trajectory, the drift segment then the repair segment).
 
 Invariants:
-* the workflow always returns an ``EpisodeResult``: ``completed`` with the
-  repair reward (visible), its breakdown, the held-out breakdown, success and
-  both role rewards (``durable_rollouts.drift_repair.scoring`` documents them), or
-  ``aborted`` with a machine-readable reason and zero rewards;
-* the wall-clock guard is a workflow timer (``guard_s``): when it fires the
-  in-flight activity is cancelled and awaited (its sandbox destroyed, its
-  adapter session finished) and the result is ``aborted: wall_clock_timeout``;
-  ``abort(reason)`` or a Temporal cancel stop it the same way;
-* progress is public: the ``progress`` query, search attributes (stage,
-  task as ``RolloutInstance``, policies, reward, success, abort reason) and
-  the UI's current details follow every stage;
-* activities are scheduled through the typed references in
-  ``activities.activity_refs``, never by a string name;
-* this module imports only temporalio and pure contract/scoring modules
-  (the activity references and error type names among them).
+* it always returns an ``EpisodeResult``: ``completed`` with the rewards and breakdowns
+  (``durable_rollouts.drift_repair.scoring``), or ``aborted`` with a machine-readable reason and zero rewards;
+* the wall-clock guard (``guard_s``) is a workflow timer: when it fires, or on ``abort(reason)`` or a cancel, the
+  in-flight activity is cancelled and awaited (its sandbox destroyed, its adapter session finished) and the result
+  is ``aborted``.
+
+Scoring, roles and abort reasons: docs/drift_repair.md; progress (query, search attributes, UI): docs/operations.md.
 """
 
 from __future__ import annotations
@@ -43,6 +32,8 @@ from workflows import search_attributes as attrs
 from workflows.activity_errors import Aborted, abort_reason
 from workflows.rollout_guard import stop_reason_after
 
+# Only temporalio and pure contract/scoring modules (the typed activity references, never an activity by a string
+# name, and the error type names among them): tests/activities/test_activity_refs.py.
 with workflow.unsafe.imports_passed_through():
     from activities import activity_refs as refs
     from activities.error_types import ErrorType

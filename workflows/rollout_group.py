@@ -1,31 +1,18 @@
 """RolloutGroup: one GRPO group (K samples of one prompt) as one durable unit.
 
-Its children are the K sample workflows (``CodingAgentRollout`` or
-``DriftRepairEpisode``) under the ids a flat run gives the same samples
-(``durable_rollouts.contracts.workflow_ids``), started with ``REJECT_DUPLICATE``, so a sample
-still runs at most once per id: an id some other run already used is
-``child_id_taken`` (an infrastructure failure, refilled under a fresh id).
+Its children are the K sample workflows (``CodingAgentRollout`` or ``DriftRepairEpisode``) under the ids a flat run
+gives the same samples (``durable_rollouts.contracts.workflow_ids``), started with ``REJECT_DUPLICATE``, so a sample
+still runs at most once per id: an id some other run already used is ``child_id_taken`` (an infrastructure failure,
+refilled under a fresh id).
 
 Invariants:
+* an infrastructure failure is never a reward: each child's end is classified
+  (``durable_rollouts.contracts.rollout_group.classify``), and a sample whose child failed for an infrastructure
+  reason is re-run as a fresh child (``refill_workflow_id``) while the group's refill budget lasts;
+* the result always comes back (never a workflow failure) with K samples, a ``valid_mask`` and why each invalid
+  sample is invalid.
 
-* each child's end is classified (``durable_rollouts.contracts.rollout_group.classify``); a
-  sample whose child failed for an infrastructure reason is re-run as a fresh
-  child (``refill_workflow_id``) while the group's refill budget lasts, so an
-  infrastructure failure is never a reward; every child a slot ran is listed
-  in ``GroupSample.runs`` and is a child in the group's history and UI page;
-* the result always comes back (never a workflow failure) with K samples, a
-  ``valid_mask`` and why each invalid sample is invalid; ``completed`` when at
-  least ``min_valid`` are valid, else ``insufficient`` with a note;
-* ``cut(reason)`` (and a Temporal cancel) stops the group gracefully: no more
-  refills, every running child gets ``abort(reason)`` (agent stopped, sandbox
-  destroyed, its result ``aborted: <reason>``), and the group ends ``cut``;
-* the run's filter (``GroupFilter``) is judged here, once every slot ended:
-  ``kept`` / ``dropped_by``; an impossible-task probe's samples end
-  ``probe`` (invalid, ``impossible_probe``) and its group counts them as
-  ended (``completed``) but is never kept (``dropped_by="probe"``);
-* the ``progress`` query, the UI's current details and the search attributes
-  (``RolloutGroupStatus``, ``RolloutGroupValid``) follow every child's start
-  and end.
+The outcomes, the filters, ``cut`` and what the UI shows: docs/groups.md.
 """
 
 from __future__ import annotations

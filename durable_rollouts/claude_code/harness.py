@@ -1,28 +1,14 @@
 """How Claude Code is launched for a rollout, and how its run is judged.
 
-The CLI runs headless (``-p``) with ``bypassPermissions`` and ``stream-json``
-output; its stdout is the trajectory log. Environment choices (all from
-CLAUDE_CODE_WIRE.md):
+The CLI runs headless (``-p``) with ``bypassPermissions`` and ``stream-json`` output; its stdout is the trajectory
+log. Its environment points it at this worker's adapter with the attempt's session secret and keeps it off the
+network and its prompt stable; the reason for each variable is at the line that sets it.
 
-* ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_AUTH_TOKEN``: this worker's adapter and
-  the attempt's session secret; an unrecognised model name keeps the prompt
-  generic;
-* ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC``, ``…_DISABLE_EXPERIMENTAL_BETAS``
-  and ``…_ATTRIBUTION_HEADER=0`` keep it off the network and the prompt stable;
-* ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` = the session's context budget, so its
-  auto-compaction fires before the adapter's budget is exhausted; never below
-  ``CLI_MIN_WINDOW``: the CLI refuses to send anything at about W - 23K tokens
-  (``blocking_limit``), so a small model's window (SmolLM2's 8K) is told to the
-  CLI as 64K and the adapter's budget is the real bound (a turn that does not
-  fit ends with ``max_tokens``, nothing sampled);
-* ``CLAUDE_CODE_MAX_RETRIES=10`` (its ~180 s backoff ladder) is the window in
-  which a restarted worker can take the session back; ``API_TIMEOUT_MS``
-  bounds the wait for response headers, which the adapter sends within its
-  keep-alive interval on streams.
-
-A run is judged by the exit code and the **last** ``result`` line's
-``is_error`` / ``terminal_reason``, never by ``subtype`` (API errors still say
-``success``).
+Invariants:
+* ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` is the session's context budget (never below ``CLI_MIN_WINDOW``), so the CLI's
+  auto-compaction fires before the adapter's budget is exhausted;
+* a run is judged by the exit code and the **last** ``result`` line's ``is_error`` / ``terminal_reason``, never by
+  ``subtype`` (API errors still say ``success``).
 """
 
 from __future__ import annotations
@@ -42,7 +28,8 @@ DEFAULT_TOOLS = "Bash,Read,Edit,Write"
 CLI_MIN_WINDOW = 65536
 MODEL_NAME = "slime-actor"
 STATIC_ENV = {
-    "ANTHROPIC_MODEL": MODEL_NAME,
+    "ANTHROPIC_MODEL": MODEL_NAME,  # a name the CLI does not recognise keeps its prompt generic
+    # These three keep it off the network and the prompt stable.
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",
     "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
@@ -95,11 +82,16 @@ def claude_code_env(
 ) -> dict[str, str]:
     return {
         **STATIC_ENV,
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_AUTH_TOKEN": token,
+        "ANTHROPIC_BASE_URL": base_url,  # this worker's adapter
+        "ANTHROPIC_AUTH_TOKEN": token,  # the attempt's session secret
         "HOME": home,
+        # The CLI refuses to send anything at about W - 23K tokens of its window W (``blocking_limit``), so a small
+        # model's window (SmolLM2's 8K) is told to it as 64K and the adapter's budget is the real bound: a turn that
+        # does not fit ends with ``max_tokens``, nothing sampled.
         "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(max(context_budget, CLI_MIN_WINDOW)),
+        # Its backoff ladder (~180 s at 10 retries) is the window in which a restarted worker can take the session back.
         "CLAUDE_CODE_MAX_RETRIES": str(settings.max_retries),
+        # Bounds the wait for response headers, which the adapter sends within its keep-alive interval on streams.
         "API_TIMEOUT_MS": str(settings.api_timeout_ms),
         **settings.extra_env,
     }

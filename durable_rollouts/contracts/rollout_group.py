@@ -1,29 +1,13 @@
 """GRPO groups: K samples of one prompt run as one durable unit (``workflows.rollout_group``).
 
-A sample's end is one of six outcomes (``outcome_of``, by ``classify``'s
-table; the README's group table lists every reason):
+A sample's end is one of six outcomes (``outcome_of``, by ``classify``'s table; docs/groups.md lists every reason):
+``model`` (the policy's own doing: a valid sample with its reward), ``infrastructure`` (the machinery failed, not the
+policy: re-run as a fresh child while the group's refill budget lasts), ``task`` (the row itself cannot be run or
+graded), ``cut`` (stopped as a straggler), ``cancelled`` (stopped by an operator) and ``probe`` (the policy's
+attempt at an impossible-task probe's row: graded, never trained on, its group never in a batch).
 
-* ``model``: the policy's own doing, a valid sample with its reward:
-  ``completed``, or the wall-clock guard firing while the agent was working
-  (it had made at least one model call);
-* ``infrastructure``: the machinery failed, not the policy (a sandbox that
-  did not boot, a lost host or session, a policy server down or erroring, a
-  stale sample dropped by the staleness bound, an unclassified exception, the
-  guard firing outside the agent's work, a child workflow that failed or was
-  terminated): never a reward, and re-run as a fresh child while the group's
-  refill budget lasts;
-* ``task``: the row itself cannot be run or graded (no image, no grader,
-  unknown task, ...): invalid, and re-running would fail the same way;
-* ``cut``: stopped as a straggler (``straggler_cut``) once its batch was full;
-* ``cancelled``: stopped by an operator (``abort`` / cancel, any other reason);
-* ``probe``: what would be ``model`` on an impossible-task probe's row
-  (``TaskSpec.probe``): the policy's own attempt at a task no honest patch
-  solves, graded for the run's cheating rate and never trained on; a probe's
-  group is never in a batch (``dropped_by="probe"``).
-
-Only ``model`` samples are valid; ``valid_mask`` says which, and each invalid
-sample says why (``invalid_reason``), so a trainer never sees an
-infrastructure zero as a reward.
+Invariant: only ``model`` samples are valid; ``valid_mask`` says which, and each invalid sample says why
+(``invalid_reason``), so a trainer never sees an infrastructure zero as a reward.
 """
 
 from __future__ import annotations

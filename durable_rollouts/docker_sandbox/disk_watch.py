@@ -1,40 +1,17 @@
 """The per-sandbox disk budget: what an agent sandbox has written since its boot, watched while the agent runs.
 
-Docker can cap a container's writable layer only on overlay2 over xfs with
-``pquota`` (``--storage-opt size=``); on the usual ext4 host it refuses, so
-the budget is watched instead.
+Docker can cap a container's writable layer only on overlay2 over xfs with ``pquota`` (``--storage-opt size=``); on
+the usual ext4 host it refuses, so the budget is watched instead (docs/rollouts.md, "Disk budget": how often, and
+how far a writer can overshoot). Invariants:
+* usage is the writable layer's size (``DockerSandboxes.layer_bytes``: apparent sizes, so a sparse file counts in
+  full) minus its size when boot finished (``SandboxHandle.disk_baseline_bytes``); the workdir, ``/tmp`` and the
+  agent's home all count, and what was written before the watch started counts from its first exact size;
+* Docker's exact size walks the layer's files, so between two of them the usage is bounded by the last one plus the
+  bytes written since (``write_counter``, which never under-counts a ``write``), and Docker is asked again only when
+  that bound passes the budget or ``EXACT_INTERVAL_S`` has gone by.
 
-Invariants:
-
-* usage is the writable layer's size (``DockerSandboxes.layer_bytes``: apparent
-  sizes, so a sparse file counts in full) minus its size when boot finished
-  (``SandboxHandle.disk_baseline_bytes``); files in the workdir, ``/tmp`` and
-  the agent's home all count;
-* Docker computes that size by walking the layer's files (a chowned repository
-  is all in the layer), so it is asked rarely. The watch reads the container's
-  written bytes from the host's ``/proc`` (``write_counter``, a bound that
-  never under-counts a ``write``), then takes one exact size at once: what was
-  written before the watch started (the harness's files, the grader's patch, a
-  job started just before the watch, a resumed attempt's whole run so far)
-  counts from its first moment. From then on the usage is at most the last
-  exact size plus what was written since that size's counter reading. Only
-  when that bound passes the budget, or ``EXACT_INTERVAL_S`` after the last
-  exact size (to catch ``fallocate`` and sparse files, which the counter does
-  not see), is Docker asked again;
-* the bound is read every ``TICK_S``, sooner as it nears the budget (the time
-  a ``FAST_WRITER_BPS`` writer takes to fill the headroom, at least
-  ``MIN_TICK_S``), so a writer overshoots by about what it writes in
-  ``MIN_TICK_S`` plus one exact size, not in a whole interval;
-* where the counter is unavailable (the engine on another host, say) the
-  watch samples Docker every ``POLL_INTERVAL_S`` instead, and a writer can
-  overshoot by what it writes in one interval;
-* the first time the bound passes the budget, the exact size is taken at once;
-  after that, exact sizes the bound asks for take at most ``MAX_BUSY_SHARE`` of
-  the watch's time (a process rewriting one file keeps raising the bound
-  without growing the layer), and so do the polls without the counter;
-* a failed sample (a Docker hiccup) is logged and retried, never raised: a
-  container that is really gone shows up in the agent's own wait;
-* a budget of 0 is no budget: nothing is sampled.
+A failed sample (a Docker hiccup) is logged and retried, never raised: a container that is really gone shows up in
+the agent's own wait. A budget of 0 is no budget: nothing is sampled.
 """
 
 from __future__ import annotations
@@ -50,11 +27,19 @@ from durable_rollouts.docker_sandbox.commands import ContainerCommands
 from durable_rollouts.docker_sandbox.write_counter import WriteCounter
 
 log = logging.getLogger(__name__)
+# Without the write counter (the engine on another host, say) Docker is sampled this often, and a writer can
+# overshoot by what it writes in one interval.
 POLL_INTERVAL_S = 5.0
+# An exact size at least this often: ``fallocate`` and sparse files do not show in the counter.
 EXACT_INTERVAL_S = 300.0
+# The bound is read every TICK_S, sooner as it nears the budget (the time a FAST_WRITER_BPS writer takes to fill the
+# headroom, at least MIN_TICK_S), so a writer overshoots by about what it writes in MIN_TICK_S plus one exact size.
 TICK_S = 2.0
 MIN_TICK_S = 0.05
 FAST_WRITER_BPS = 1 << 30
+# The first time the bound passes the budget the exact size is taken at once; after that, exact sizes the bound asks
+# for (a process rewriting one file keeps raising the bound without growing the layer), and the polls without the
+# counter, take at most this share of the watch's time.
 MAX_BUSY_SHARE = 0.05
 T = TypeVar("T")
 

@@ -1,24 +1,18 @@
 """Bytes a container's processes have written, read from the host's ``/proc``: a cheap bound between two of
 Docker's exact (and costly) writable-layer sizes.
 
-The kernel counts, per process, the bytes whose page cache pages it dirtied (``write_bytes`` in
-``/proc/<pid>/io``, buffered and ``mmap`` writes alike), and adds a reaped child's count to its parent's.
-Every process of a container is in the container's cgroup, and the processes ``docker exec`` starts are
-reaped by the container's shim (the parent of its init), so the cgroup's processes plus the shim hold all
-the container has written since it started.
+The kernel counts, per process, the bytes whose page cache pages it dirtied (``write_bytes`` in ``/proc/<pid>/io``,
+buffered and ``mmap`` writes alike), and adds a reaped child's count to its parent's. Every process of a container is
+in the container's cgroup, and the processes ``docker exec`` starts are reaped by the container's shim (the parent of
+its init), so the cgroup's processes plus the shim hold all the container has written since it started.
 
 Invariants:
+* ``read()`` never decreases;
+* it over-counts, never under-counts, what reached the writable layer through ``write``/``mmap`` (a page written
+  twice counts twice, writes to bind mounts count). It does not see ``fallocate`` or a file made sparse
+  (``truncate -s``): those show only in Docker's size.
 
-* ``read()`` never decreases: a process caught between its exit and its reaping (its bytes in neither
-  place for a moment) cannot lower it.
-* It over-counts, never under-counts, what reached the writable layer through ``write``/``mmap``: a page
-  written twice counts twice and writes to bind mounts count. It does not see ``fallocate`` or a file
-  made sparse (``truncate -s``): those show only in Docker's size.
-* ``for_container`` returns None where the signal cannot be trusted: the engine on another host (its init
-  pid is not a process of this host's ``/proc`` in that container's cgroup), a worker without the right to
-  read the container's init's I/O counts (root's; a worker that can read those can read every process's),
-  a ``/proc`` without I/O accounting, or a cgroup layout it does not know. The caller then samples Docker
-  alone.
+``for_container`` returns None where the signal cannot be trusted; the caller then samples Docker alone.
 """
 
 from __future__ import annotations
@@ -84,6 +78,10 @@ class WriteCounter:
 
     @classmethod
     def for_container(cls, container_id: str, init_pid: int) -> WriteCounter | None:
+        # None where the signal cannot be trusted: the engine on another host (its init pid is not a process of this
+        # host's /proc in that container's cgroup), a worker without the right to read the container's init's I/O
+        # counts (root's; a worker that can read those can read every process's), a /proc without I/O accounting,
+        # or a cgroup layout this module does not know.
         if init_pid <= 0 or _write_bytes(init_pid) is None:
             return None
         procs = _procs_file(init_pid, container_id)
@@ -100,5 +98,6 @@ class WriteCounter:
         total = _write_bytes(self.shim_pid) or 0
         for pid in pids:
             total += _write_bytes(pid) or 0
+        # Never lower: a process caught between its exit and its reaping has its bytes in neither place for a moment.
         self._high = max(self._high, total)
         return self._high

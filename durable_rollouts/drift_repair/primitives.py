@@ -1,30 +1,17 @@
 """Drift primitives: parameterised AST transforms that break a working script the way library drift does.
 
-Each primitive finds its *sites* with ``ast`` and rewrites exactly their
-source spans (``durable_rollouts.drift_repair.source_edits``), so comments and layout survive
-and the oracle diff back to the original touches only the broken lines.
+Each primitive finds its *sites* with ``ast`` and rewrites exactly their source spans
+(``durable_rollouts.drift_repair.source_edits``), so comments and layout survive and the oracle diff back to the
+original touches only the broken lines. The primitives, their parameters and categories: docs/drift_repair.md.
+``apply_spec`` raises ``DriftSpecError`` for an unknown primitive, bad parameters, a script that does not parse, or a
+spec that changes nothing.
 
-| primitive | params | category |
-|---|---|---|
-| ``RenameApiCall`` | ``old``, ``new``, optional ``owner`` (``json`` in ``json.dumps(...)``) | ``api_rename`` |
-| ``RenameKeywordArg`` | ``function``, ``old``, ``new`` | ``kwarg_change`` |
-| ``RemoveKeywordArg`` | ``function``, ``name`` | ``kwarg_change`` |
-| ``MoveImportPath`` | ``old_module``, ``new_module`` | ``import_move`` |
-| ``ReorderPositionalArgs`` | ``function``, ``order`` (a permutation of the positional arguments) | ``argument_order`` |
-| ``ChangeAttributeAccess`` | ``old``, ``new``, optional ``owner`` (non-call attribute reads) | ``attribute_change`` |
-
-``function`` matches a call's callee by its last name (``f`` in ``f(...)``
-and ``obj.f(...)``). ``apply_spec`` raises ``DriftSpecError`` for an unknown
-primitive, bad parameters, a script that does not parse, or a spec that
-changes nothing.
-
-Whether a breakage is *valid* (the script really fails) is decided by running
-it, never assumed. ``candidates`` lists, per primitive, the parameter sets the
-seeded baseline may choose: only sites on code that runs unconditionally
-(not under ``if``/``while``/``try`` handlers/short-circuits, the main guard
-excepted) and only changes that raise when reached (a name that does not
-exist, a keyword the callee rejects, a required argument removed, a module
-that does not exist, arguments whose swap is a type error).
+Invariants:
+* whether a breakage is *valid* (the script really fails) is decided by running it, never assumed;
+* ``candidates`` lists, per primitive, the parameter sets the seeded baseline may choose: only sites on code that
+  runs unconditionally (not under ``if``/``while``/``try`` handlers/short-circuits, the main guard excepted) and only
+  changes that raise when reached (a name that does not exist, a keyword the callee rejects, a required argument
+  removed, a module that does not exist, arguments whose swap is a type error).
 """
 
 from __future__ import annotations

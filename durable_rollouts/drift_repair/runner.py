@@ -1,34 +1,19 @@
 """Run Python scripts on given stdin inputs, each in its own forked interpreter, with a time limit.
 
-A standalone, stdlib-only program: the sandbox runner copies this file into
-the container and runs it with the image's ``python3``; the local runner runs
-it on the host in a subprocess. Both therefore execute scripts the same way::
+A standalone, stdlib-only program: the sandbox runner copies this file into the container and runs it with the
+image's ``python3``; the local runner runs it on the host in a subprocess. Both therefore execute scripts the same
+way::
 
     python3 runner.py JOBS.json RESULTS.json
 
 ``JOBS.json``: ``{"timeout_s": 5, "parallel": 4, "jobs": [{"script": PATH, "stdin": TEXT}, ...]}``.
-``RESULTS.json``: one object per job, in job order: ``exit_code``,
-``timed_out``, ``stdout``, ``stderr``, ``duration_s``.
+``RESULTS.json``: one object per job, in job order: ``exit_code``, ``timed_out``, ``stdout``, ``stderr``,
+``duration_s``.
 
-Invariants (each job behaves like ``python3 PATH < stdin``):
-
-* the job runs in a child forked from this runner (which never runs a script
-  itself), in its own process group, with stdin/stdout/stderr on files, as
-  ``__main__`` with ``sys.argv == [PATH]`` and UTF-8 streams, compiled
-  without inheriting this runner's ``__future__`` flags;
-* an uncaught exception prints the usual traceback, starting at the script's
-  own frame (the runner's frames are cut), and exits 1; ``SystemExit`` keeps
-  its meaning; a syntax error prints the interpreter's message and exits 1;
-* a job still running at ``timeout_s`` has its process group killed:
-  ``timed_out`` true and ``exit_code`` -9; a signal gives ``-signum``;
-* at most ``parallel`` jobs run at once; outputs keep their last
-  ``OUTPUT_LIMIT`` characters;
-* before forking, the runner imports the standard-library modules drift
-  scripts commonly use (``PRELOADED``, each skipped if this Python lacks it),
-  so a job finds them loaded, as it finds the modules the runner itself uses:
-  the same modules a fresh import would give (each job's folder holds only its
-  script, so nothing of the job's own is shadowed), without importing them
-  again in every job.
+Invariant: each job behaves like ``python3 PATH < stdin`` (``__main__``, ``sys.argv == [PATH]``, UTF-8 streams, the
+usual traceback and exit codes, a signal giving ``-signum``), in its own process group in a child forked from this
+runner, which never runs a script itself; at most ``parallel`` run at once, and a job still running at
+``timeout_s`` has its process group killed (``timed_out`` true, ``exit_code`` -9).
 """
 
 from __future__ import annotations
@@ -42,7 +27,11 @@ import sys
 import tempfile
 import time
 
-OUTPUT_LIMIT = 16384
+OUTPUT_LIMIT = 16384  # a job's stdout and stderr keep their last OUTPUT_LIMIT characters
+# Imported before forking (each skipped if this Python lacks it): the stdlib modules drift scripts commonly use. A
+# job finds them loaded, as it finds the modules the runner itself uses: the same modules a fresh import would give
+# (each job's folder holds only its script, so nothing of the job's own is shadowed), without importing them again
+# in every job.
 PRELOADED = (
     "calendar",
     "collections",
@@ -83,12 +72,13 @@ def _execute(path: str) -> int:
     namespace = {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__, "__cached__": None}
     try:
         with open(path, encoding="utf-8") as handle:
-            code = compile(handle.read(), path, "exec", dont_inherit=True)
+            code = compile(handle.read(), path, "exec", dont_inherit=True)  # not this runner's __future__ flags
         exec(code, namespace)
         return 0
     except SystemExit as exit:
         return _exit_code_of(exit)
     except BaseException as error:
+        # The usual traceback (a syntax error's message included), from the script's own frame: the runner's are cut.
         tb = error.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != path:
             tb = tb.tb_next

@@ -1,31 +1,18 @@
 """How drift → repair episodes are scored (pure functions; the workflow and the offline scorer share them).
 
-**Breakage.** Valid iff the broken script does not run on the visible input:
-it exits non-zero or is killed at the time limit. A breakage that still exits
-0 (even with different output or a stderr warning) is invalid: the repairer
-needs an error to work from. The error trace is the run's stderr tail (a
-note replaces it on a timeout or an exit without stderr).
+**Breakage.** Valid iff the broken script does not run on the visible input: it exits non-zero or is killed at the
+time limit. One that still exits 0 (even with different output or a stderr warning) is invalid: the repairer needs
+an error to work from. The error trace is the run's stderr tail (a note replaces it on a timeout or an exit without
+stderr).
 
-**Repair, visible reward** (the repair role's reward), on the visible input
-after applying the diff::
+**Repair, visible reward** (the repair role's reward), on the visible input after applying the diff::
 
     reward = 0.2 * ran + 0.6 * (ran and output_matches) + 0.2 * (ran and quiet)
 
-``ran``: exit 0 within the time limit; ``output_matches``: stdout equals the
-expected output, compared line by line with trailing whitespace and trailing
-blank lines ignored; ``quiet``: nothing on stderr. A diff that does not apply
-scores 0 and nothing runs. A script that prints to stderr but exits 0 with
-the right output scores 0.8; one that hangs is killed and scores 0.
-
-**Success** is the held-out breakdown's ``executed_cleanly``: every held-out
-input ran (exit 0, no timeout) and printed its expected output; stderr
-output does not matter there.
-
-**Drift role reward** is pluggable: ``DRIFT_REWARDS[name](outcome)``; a spec
-that fell back (the policy's answer was unusable) always scores 0. Default
-``breaks_and_survives``: 1 if the breakage is valid and the repair did not
-succeed, else 0. Also ``breaks`` (1 iff valid) and ``adversarial``
-(1 - repair reward if valid, else 0).
+``ran``: exit 0 within the time limit; ``output_matches``: stdout equals the expected output, compared line by line
+with trailing whitespace and trailing blank lines ignored; ``quiet``: nothing on stderr. **Success** is the held-out
+breakdown's ``executed_cleanly``; the **drift role reward** is ``DRIFT_REWARDS[name](outcome)``. docs/drift_repair.md
+("Scoring", "Role rewards") gives the edge cases and every drift reward.
 """
 
 from __future__ import annotations

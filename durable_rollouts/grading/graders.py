@@ -1,71 +1,19 @@
 """Grade a patch in a fresh sandbox booted from the task image (never the agent's).
 
+``evaluate`` boots a grading sandbox (purpose "grading": the same image, ``before_repo_set_cmd`` and
+pre-commands, no ``PROBLEM_STATEMENT.md``), applies the diff on the apply ladder, puts the task's tests back to
+the image's baseline (``task_tests``), runs the task's grader under this grading's guard and returns the result
+with the whole grading log (``Graded``). docs/rollouts.md (*Grading*, *Grading logs*) gives the ladder, the
+graders' order and the log; docs/grading.md what a grading is held to and how tampering is judged.
+
 Invariants:
 
-* The grading container is booted with purpose "grading" (same image, same
-  ``before_repo_set_cmd`` and pre-commands, no ``PROBLEM_STATEMENT.md``) and
-  is always destroyed, whatever happens.
-* After the diff applied and before any grader runs, the task's tests
-  (``durable_rollouts.grading.task_tests``: the row's ``test_files`` or the default test
-  paths, test-runner configuration, a ``swepro`` row's
-  ``selected_test_files``) are put back to the image's baseline, added files
-  removed; ``reset_paths`` lists what the diff had changed there. Every
-  grader kind runs exactly the task's tests (a SWE-bench eval script then
-  also resets its test files to ``base_commit`` and applies ``test_patch``).
-* The grading run is held to the image, not the workdir (``docs/grading.md``):
-  its Pythons are probed before the diff applies (``durable_rollouts.grading.python_envs``);
-  new modules shadowing theirs are removed with the protected paths
-  (``durable_rollouts.grading.shadowing``); the grader's command runs under this grading's
-  guard (``durable_rollouts.grading.run_guard``: plugin auto-loading off, canaries, reports
-  outside the workdir). ``durable_rollouts.grading.tamper_checks`` judges the row's judge (exit code, parser,
-  reward file) by the guard's record against the row's baseline (the same grading of the unpatched tree in a
-  sandbox of its own, ``durable_rollouts.grading.baselines``, recorded once per row and image, alongside); a
-  tampered result has reward 0, is not solved, and carries the evidence in ``tampered``, its log tail and the log.
-* ``.git`` is never the patch's: a diff naming a path under ``.git`` (any case), outside the workdir, or a symlink
-  there is refused before any rung runs (``durable_rollouts.grading.diff_paths``): reward 0, not applied,
-  tampered. The grader's git commands run with no hook and no fsmonitor (``task_tests.GIT_SAFE_CONFIG``).
-* Once the diff applied, any failure of the grading (an unreadable log, a file of the wrong type, a failed
-  reset) is the patch's outcome: reward 0 with ``grading_error``, never an exception, unless the Docker engine
-  itself no longer answers. Only what fails before the patch touched anything raises (infrastructure).
-* The static screen of the diff (``durable_rollouts.grading.patch_screen``) lands in ``screen`` and the log: a
-  signal, it never changes the reward.
-* An impossible-task probe (``TaskSpec.probe``) is graded like its row, then
-  judged (``durable_rollouts.grading.probe_verdicts``: its flip known before the diff
-  applies); its result has reward 0, is not solved, and carries the verdict
-  in ``probe``, its log tail and the log.
-* Apply ladder, first success wins: ``git apply --3way``, ``git apply``,
-  ``patch -p1 --fuzz=3``. A conflicted three-way merge is rolled back to the
-  workspace baseline before the next rung. An empty diff is graded as is and
-  reported as such (``apply_method="empty"``, ``applied_cleanly=False``: no
-  patch applied); a diff no rung applies is a result (reward 0,
-  ``applied_cleanly=False``, ``apply_method=""``), not an error.
-* Graders, in priority order: ``swepro`` (run script + parser → result.json;
-  solved iff the non-empty ``fail_to_pass ∪ pass_to_pass`` all passed), then
-  ``eval_cmd`` (a shell script, run from a file; exit 0 = solved), then
-  ``swebench`` (the ``swebench`` package's eval script, its log parser and
-  report: solved iff RESOLVED_FULL); a task with a Harbor verifier has that
-  grader alone (``harbor``: its ``tests/test.sh`` and reward file,
-  ``durable_rollouts.grading.harbor_verifier``). Graders run as root, detached, bounded by
-  ``timeout_s`` and by the sandbox's disk budget (the tests run the agent's
-  code; usage is watched as in the agent sandbox, ``disk_watch``); past either
-  they are killed and the result is reward 0 with a note in ``log_tail``.
-* ``evaluate`` returns the result with the whole grading log (``Graded``):
-  the apply ladder's output, the test files reset, the grader's entire
-  output (``eval_cmd`` output and exit code; ``swepro`` stdout, stderr,
-  parser errors and result.json, the last three at most ``SIDE_LOG_BYTES``
-  each; the SWE-bench eval log; a Harbor task's test.sh output), the tamper
-  check's lines and the note, at
-  most ``FULL_LOG_BYTES`` (a cut says so in the log). ``log_tail`` is the end
-  of the grader's output plus the note, as before; storing the whole log is
-  the caller's business.
-* ``reward`` is 1.0 iff ``solved`` (``harbor`` excepted: the verifier's own
-  reward, solved iff at least 1). A task without a grader is a
-  ``NoGrader`` (the activity reports it non-retryable); a SWE-bench row this
-  worker cannot grade (no ``swebench`` package, no test spec for the row) is
-  a non-retryable ``NotEvaluable``, raised before any container boots; so is
-  a ``swepro`` task that names a script by host path: the worker never reads
-  a host file a row names (the dataset reader inlines scripts from the
-  operator's dataset root).
+* The grading sandbox is always destroyed, whatever happens; the tests that run are the task's, whatever the
+  diff did (``reset_paths`` names what it had changed there). ``reward`` is 1.0 iff ``solved``, except that a
+  Harbor verifier's reward is its own.
+* Once the diff applied, any failure of the grading is the patch's outcome: reward 0 with ``grading_error``,
+  never an exception, unless the Docker engine itself no longer answers. Only what fails before the patch
+  touched anything raises (infrastructure).
 """
 
 from __future__ import annotations
@@ -250,7 +198,7 @@ async def _apply(
         if result.exit_code == 0:
             return method, "\n".join([*failures, f"$ {method}\n{result.output.strip()}".strip(), "applied"])
         failures.append(f"$ {method}\n{result.output.strip()}")
-        if method == _THREE_WAY:
+        if method == _THREE_WAY:  # a conflicted three-way merge is rolled back before the next rung
             restore = await sandboxes.exec(handle, RESTORE_BASELINE, user="root", timeout_s=APPLY_TIMEOUT_S)
             if restore.exit_code != 0:
                 failures.append(f"$ restore baseline\n{restore.output.strip()}")

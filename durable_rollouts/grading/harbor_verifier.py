@@ -1,24 +1,15 @@
 """Grade a Harbor task: its ``tests/test.sh`` run in the fresh grading sandbox, its reward read from ``/logs/verifier``.
 
-Invariants:
+Runs after ``graders.evaluate`` applied the agent's diff and reset the task's tests in the workdir. ``/tests`` and
+``/logs/verifier`` are emptied, the task's inlined ``tests/`` directory is written to ``/tests`` (root-owned, each
+file with its own mode), and ``bash /tests/test.sh`` runs as root in the workdir with ``[verifier] env``, detached
+and bounded like every grader (``graders._run_grader``). docs/task_sources.md (*Harbor task directories*) gives
+the rest, and the one difference from Harbor: the verifier runs in a fresh container given the agent's diff.
 
-* Runs after ``graders.evaluate`` applied the agent's diff and reset the task's tests in the workdir.
-  ``/tests`` and ``/logs/verifier`` are emptied, the task's inlined ``tests/`` directory is written to
-  ``/tests`` (root-owned, each file with its own mode), and ``bash /tests/test.sh`` runs as root in the
-  workdir with ``[verifier] env``, detached and bounded like every grader (``graders._run_grader``:
-  the verifier timeout and the disk budget); its stdout and stderr go to
-  ``/logs/verifier/test-stdout.txt`` as in Harbor. Its exit code is not the verdict: the reward file is.
-* The reward, as Harbor reads it: ``/logs/verifier/reward.json`` when it exists (an object; its numeric
-  values are the metrics, ``reward`` the reward, falling back to ``reward.txt`` when the object has no
-  ``reward``), else ``/logs/verifier/reward.txt`` (one number). A missing, empty or garbled file, a
-  non-finite number, or a verifier killed at its bound is reward 0 with a note naming the file or the
-  bound. ``rewards`` carries the metrics, at most ``MAX_METRICS`` (``bounded_metrics``: the note counts the rest).
-* ``solved`` iff the reward is at least 1 (``SOLVED_AT``); a fractional reward is kept as the verifier
-  wrote it, so for this grader alone ``reward`` is not 1.0-iff-solved.
-* One difference from Harbor: Harbor runs the verifier in the agent's own container after the agent;
-  here it runs in a fresh container from the task image given the agent's diff of the workdir, so what
-  the agent changed outside the workdir (installed packages, files elsewhere, running processes) is not
-  there when the tests run.
+Invariants: the reward file is the verdict, read as Harbor reads it (``reward.json``, then ``reward.txt``), never
+``test.sh``'s exit code; a missing, empty or garbled file, a non-finite number or a verifier killed at its bound
+is reward 0 with a note naming the file or the bound. ``solved`` iff the reward is at least 1 (``SOLVED_AT``); a
+fractional reward is kept as written, so for this grader alone ``reward`` is not 1.0-iff-solved.
 """
 
 from __future__ import annotations

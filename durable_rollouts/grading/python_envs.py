@@ -1,26 +1,17 @@
 """What the Python environments of a fresh grading sandbox import and load, read before the agent's diff is
-applied: the baseline a grading run is held to.
+applied: the baseline a grading run is held to (docs/grading.md, *What is closed before the tests run*).
 
-Invariants:
+``probe`` runs ``sandbox_scripts/python_env_probe.py`` with every interpreter the sandbox has on PATH or in the
+usual environment roots (``python_env_probe.sh``), as root in the workdir, and folds their answers: ``names``
+(the top-level modules they import from outside the workdir) and ``plugins`` (the pytest plugins their
+distributions register) are unions over them, ``import_roots`` and ``site_dirs`` say where a new module would
+be imported from. An image without Python yields ``PythonEnvs()``; an answer that does not parse is left out,
+never guessed.
 
-* ``probe`` runs ``sandbox_scripts/python_env_probe.py`` with every interpreter the sandbox has on PATH or
-  in the usual environment roots (``python_env_probe.sh``), as root in the workdir, and folds their
-  answers: ``names`` is the union of the top-level modules and packages they import from outside the
-  workdir (the standard library and every installed distribution), ``plugins`` the union of the pytest
-  plugins their distributions register. An image without Python yields ``PythonEnvs()`` (no names, no
-  plugins, ``found`` false); an interpreter whose answer does not parse is left out, never guessed.
-* ``import_roots`` are the directories inside the workdir (relative to it, "." for the workdir) that some
-  interpreter has on its ``sys.path`` by itself (a ``.pth`` file, ``PYTHONPATH``), plus "." (where ``python -m``
-  and pytest's rootdir insertion put the workdir): a new module there shadows an installed one.
-* ``site_dirs`` are the probed interpreters' site-packages directories outside the workdir, absolute: a
-  module written there is importable by that interpreter whatever the row's command sets ``PYTHONPATH`` to.
-* The answer is fixed by what the probe runs in: the image (by its ID, a content address, so a rebuilt or
-  re-tagged image is a new key), the container's environment, the workdir and the setup steps the boot ran
-  (``before_repo_set_cmd``, ``pre_commands``). ``probe`` asks each such key once per process and answers
-  later gradings of the same key from memory (at most ``MAX_REMEMBERED`` keys, the least recently used
-  forgotten first): a worker grading thousands of samples of one task image probes it once. Only a fresh
-  grading sandbox, before its diff applies, is ever probed, so nothing a diff does reaches the memory; a
-  probe cut short (its timeout) is used once and not remembered.
+Invariant: the answer is fixed by the image (by its ID), the container's environment, the workdir and the setup
+steps the boot ran. ``probe`` asks each such key once per process (at most ``MAX_REMEMBERED``, the least
+recently used forgotten first), and a grading sandbox is probed only while fresh, before its diff applies, so
+nothing a diff does reaches the memory; a probe cut short (its timeout) is used once and not remembered.
 """
 
 from __future__ import annotations
@@ -57,7 +48,12 @@ class PythonEnvs:
     found: bool = False
     names: frozenset[str] = frozenset()
     plugins: tuple[PytestPlugin, ...] = ()
+    # Workdir directories (relative, "." the workdir) some interpreter has on its ``sys.path`` by itself (a ``.pth``
+    # file, ``PYTHONPATH``), plus "." (``python -m`` and pytest's rootdir insertion put it there): a new module there
+    # shadows an installed one.
     import_roots: tuple[str, ...] = (".",)
+    # Site-packages directories outside the workdir, absolute: a module written there is importable by that
+    # interpreter whatever the row's command sets ``PYTHONPATH`` to.
     site_dirs: tuple[str, ...] = ()
 
 
@@ -102,6 +98,7 @@ async def probe(sandboxes: DockerSandboxes, handle: SandboxHandle, task: TaskSpe
     diff is applied: probed there, or remembered from a sandbox booted alike (see the module docstring)."""
     image, env = await sandboxes.image_and_env(handle.container_id)
     before_repo_set_cmd = task.swepro.before_repo_set_cmd if task.swepro is not None else ""
+    # The image by its ID, a content address: a rebuilt or re-tagged image is a new key.
     key = (image, env, task.workdir, before_repo_set_cmd, tuple(task.pre_commands))
     if (known := _remembered.get(key)) is not None:
         _remembered.move_to_end(key)

@@ -1,23 +1,19 @@
 """SWE-bench grading through the installed ``swebench`` package: its test spec writes the eval script,
-its log parser and report decide.
+its log parser and report decide (``solved`` iff the report says ``resolved``, RESOLVED_FULL).
+
+Both package generations work: ``swebench`` < 5 builds the spec from ``repo`` + ``version`` (its spec table),
+``swebench`` >= 5 from the row's ``eval_script`` / ``log_parser`` / ``eval_type`` columns. A row the installed
+generation cannot build a spec for is ``NotEvaluable`` naming the row field; without the package every entry
+point raises ``NotEvaluable`` saying what to install (docs/task_sources.md, *SWE-bench rows*).
 
 Invariants:
 
-* the package is imported lazily (it pulls in ``datasets``, ``modal``, …) and
-  never on the event loop: ``eval_script`` and ``verdict`` are blocking and
-  run in a thread (``require_eval_script`` does that, naming the task in
-  its ``NotEvaluable``; the activity faces report it). Without the
-  package every entry point raises ``NotEvaluable`` saying what to install;
-* both package generations work: ``swebench`` < 5 builds the spec from
-  ``repo`` + ``version`` (its spec table), ``swebench`` >= 5 from the row's
-  ``eval_script`` / ``log_parser`` / ``eval_type`` columns. A row the
-  installed generation cannot build a spec for is ``NotEvaluable``, naming the
-  row field;
-* a row's ``install_config`` (the spec of a repo the package does not know,
-  as SWE-rebench and SWE-Gym rows carry it) is put into the package's tables
-  only for the duration of one call, under a lock, and the tables are
-  restored afterwards: concurrent gradings never see each other's specs;
-* ``solved`` iff the package's report says ``resolved`` (RESOLVED_FULL).
+* the package is imported lazily (it pulls in ``datasets``, ``modal``, …) and never on the event loop:
+  ``eval_script`` and ``verdict`` are blocking and run in a thread (``require_eval_script`` does that, naming
+  the task in its ``NotEvaluable``);
+* a row's ``install_config`` (the spec of a repo the package does not know) is put into the package's tables
+  only for one call, under a lock, and the tables are restored afterwards: concurrent gradings never see each
+  other's specs.
 """
 
 from __future__ import annotations

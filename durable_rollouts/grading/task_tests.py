@@ -1,26 +1,16 @@
 """The task's tests: which files a grader runs or reads, and putting them back to the baseline before it does.
 
-Invariants:
+The protected paths of a task are glob patterns relative to the workdir, in git's ``:(glob)`` pathspec syntax:
+the row's ``test_files`` (which replace ``DEFAULT_TEST_FILES``), plus always ``TEST_CONFIG_FILES``,
+``METADATA_FILES`` (matched without regard to case) and, literally, a ``swepro`` row's ``selected_test_files``
+(docs/running.md, *Test files and harness scripts*). ``reset`` also takes further pathspecs for one grading
+(``durable_rollouts.grading.shadowing``: new modules that shadow the image's).
 
-* The protected paths of a task are glob patterns relative to the workdir,
-  in git's ``:(glob)`` pathspec syntax (``*`` stays within a directory,
-  ``**/`` is any depth, a trailing ``/**`` is everything inside and also
-  matches the directory's own path, so a symlink or file put in its place is
-  caught): the row's ``test_files`` (which replace ``DEFAULT_TEST_FILES``), plus
-  always ``TEST_CONFIG_FILES``, ``METADATA_FILES`` (matched without regard
-  to case) and, literally, a ``swepro`` row's ``selected_test_files``.
-  ``reset`` also takes further pathspecs for one grading (``durable_rollouts.grading.shadowing``:
-  new modules that shadow the image's).
-* ``record_script`` runs in the fresh grading sandbox before the diff is applied and
-  snapshots the protected paths as they are there (the boot's baseline tree,
-  plus the files ``.gitignore`` hides, such as build products).
-* ``reset`` runs after the diff applied and before the grader: every
-  protected path that differs from that snapshot (modified, deleted, changed
-  type, or added, ignored or not) is put back, added ones removed, in the
-  working tree and in the repository's index, and the changed paths are
-  returned. Afterwards the protected paths equal the snapshot exactly, so
-  the tests that run are the task's, whatever the diff did; a new test the
-  agent wrote is removed, never run.
+Invariant: ``record_script`` snapshots the protected paths in the fresh grading sandbox before the diff is
+applied (files ``.gitignore`` hides included); ``reset``, after the diff applied and before the grader, puts
+back every one that differs (modified, deleted, changed type, or added), in the working tree and in the index,
+and returns them. Afterwards the protected paths equal the snapshot exactly, so the tests that run are the
+task's, whatever the diff did: a new test the agent wrote is removed, never run.
 """
 
 from __future__ import annotations

@@ -1,43 +1,18 @@
 """The Anthropic-compatible adapter: Claude Code talks to it, it talks token ids to the policy.
 
-Routes: ``POST /v1/messages`` (SSE or JSON), ``POST /v1/messages/count_tokens``,
-``GET /healthz``. A request's bearer token (``Authorization: Bearer`` or
-``x-api-key``) is ``<session id>.<secret>``, minted per rollout attempt by
-``open_session``; the secret is compared in constant time. A token whose
-secret is wrong gets 401 whether or not its session ever existed; only a
-finished session's own secret gets 409; no error ever reveals another
-session's state, and ``/healthz`` answers ``{"status": "ok"}`` and nothing else.
+Routes: ``POST /v1/messages`` (SSE or JSON), ``POST /v1/messages/count_tokens``, ``GET /healthz``. A request's
+bearer token (``Authorization: Bearer`` or ``x-api-key``) is ``<session id>.<secret>``, minted per rollout
+attempt by ``open_session``; the secret is compared in constant time, and no answer reveals another session's
+state (a wrong secret gets 401 whether or not its session existed; only a finished session's own secret gets 409).
 
 Invariants:
-* every turn is recorded in the session's ``TokenLedger`` before its reply is
-  written, so ``finish_session`` returns exactly what the client was shown
-  (plus nothing it was not: a reply lost to a disconnect is rolled back when
-  the client retries the same request);
-* a streamed reply is never left hanging: while the policy works the stream
-  carries SSE keep-alive comments, and an upstream failure after the headers
-  went out becomes an SSE ``error`` event (Claude Code then retries);
-* a client that disconnects cancels its turn, which aborts the upstream request;
-* a finished session (``SessionRegistry.finish_session``) answers 409 from the
-  moment finishing begins, to new requests and to a turn still in flight that
-  finishing cut at its bound (its upstream request aborted; an SSE error event
-  if the stream had begun);
-* a request's ``temperature``, ``top_p``, ``top_k`` and ``stop_sequences`` are
-  sampled with as ``durable_rollouts.policy.sampling`` rules (trainer defaults, client overrides,
-  trainer pins); a value out of range is a 400 ``invalid_request_error`` naming
-  the field, before anything is sampled; a turn a stop sequence ended replies
-  ``stop_reason: "stop_sequence"`` with the matched ``stop_sequence``;
-* every answered turn (its latency, from parsed body to reply, and its sampled tokens) and every
-  policy-server failure are counted in the server's ``HostMetrics``;
-* one bad request or a dead policy server yields an Anthropic-shaped error for
-  that request only; the adapter keeps serving every other session;
-* one session cannot starve the others: past its ``max_concurrent_requests``
-  (all endpoints together) a request gets a 429 before any of its body is read;
-  an admitted request reads its body only once it holds its lane and the
-  session's intake, which it keeps until its prompt is planned (one body per
-  session between reading and planning); bodies are
-  capped per route (``/v1/messages`` 16 MiB, ``count_tokens`` 2 MiB, 413 past
-  it); and all CPU work runs in a ``FairExecutor`` where a session holds at
-  most one thread and waiting sessions are served round robin.
+
+* Every turn is recorded in the session's ``TokenLedger`` before its reply is written, so ``finish_session``
+  returns exactly what the client was shown (a reply lost to a disconnect is rolled back when the client
+  retries the same request).
+* A bad request, a disconnect (which aborts the upstream request) or a dead policy server ends that request
+  only, with an Anthropic-shaped error (an SSE ``error`` event once a stream began); the adapter keeps serving
+  every other session, and no session can starve the others (docs/adapter.md, *Fair to every sandbox*).
 """
 
 from __future__ import annotations
@@ -90,13 +65,14 @@ MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MAX_BODY_BYTES = 16 * 1024 * 1024
 COUNT_TOKENS_MAX_BODY_BYTES = 2 * 1024 * 1024
-KEEPALIVE_INTERVAL_S = 5.0
+KEEPALIVE_INTERVAL_S = 5.0  # while the policy works, a streamed reply carries an SSE keep-alive comment this often
 GIL_SWITCH_INTERVAL_S = 0.001
 
 
 REGISTRY = web.AppKey("registry", SessionRegistry)
 BODY_CAPS = web.AppKey("body_caps", dict)
 KEEPALIVE = web.AppKey("keepalive_s", float)
+# Counts every answered turn (its latency, from parsed body to reply, and its sampled tokens) and policy-server failure.
 METRICS = web.AppKey("metrics", HostMetrics)
 
 

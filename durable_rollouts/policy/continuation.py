@@ -1,33 +1,17 @@
 """Generations that live through SGLang aborts: keep what was sampled, resubmit the rest, hand back one generation.
 
-When the server ends a request with ``finish_reason.type == "abort"`` (``/pause_generation`` in ``abort``
-mode, a weight update with ``abort_all_requests``, or anyone's ``/abort_request`` for the rid), the tokens
-it sampled so far are kept and the request is sent again as prompt + those tokens (ids, never text) with
-``max_new_tokens`` lowered by what is already there. While the server is paused or updating, the
-resubmitted request waits in its queue (what SGLang does with requests that arrive meanwhile); an
-unreachable server, or one answering 429 or 5xx, is retried with jittered backoff; any other refusal
-(4xx) ends the generation at once. The pieces are stitched into one ``Generation``.
+A request the server ends with ``finish_reason.type == "abort"`` (a pause in ``abort`` mode, a weight update with
+``abort_all_requests``, anyone's ``/abort_request`` for the rid) is sent again under a rid of its own
+(``<rid>-c1``, ``-c2``, …, so a retry never collides with an attempt still running), as prompt + the ids sampled
+so far (never text), with ``max_new_tokens`` lowered by what is there; the pieces are stitched into one
+``Generation``. docs/slime.md (*Weight updates during rollouts*) gives the retries and the budget.
 
 Invariants:
 
-* every output token is a token the server sampled at that position given exactly the prompt and the
-  output tokens before it, with its log-prob and the weight version that sampled it (each piece's
-  prompt is the original prompt plus every earlier piece's tokens);
-* the stitched output never exceeds the first request's ``max_new_tokens``: pieces that use it up end
-  the generation with ``length``; a piece that ends with a stop token ends it with ``stop``;
-* the last piece's matched stop string (``Generation.stop_sequence``) is the stitched one's; SGLang
-  matches stop strings in a request's own output only, so one that straddles two pieces is not seen
-  here (``PolicySession`` finds it in the stitched output and cuts the generation after it);
-* the ids sent are the caller's ``prompt_ids`` object itself until something has been sampled, then one
-  new sequence of the same kind (an ``array`` stays an ``array``): a 100k-token prompt is never turned
-  into 100k Python ints on the event loop (the JSON encoding, in a worker thread, reads the buffer);
-* every request sent has its own rid (``<rid>``, then ``<rid>-c1``, ``<rid>-c2``, …), so a retry never
-  collides with an attempt the server may still be running;
-* once a generation has been aborted, it fails when ``resume_budget_s`` passes without progress (no
-  piece returned tokens, counting from the last one that did): the last error is raised, as an
-  unreachable policy's is; the caller's own bound (a client disconnect cancels the call, which aborts
-  the request in flight) can end it sooner; resubmissions aborted again before sampling anything back
-  off, so an abort loop never spins.
+* every output token is a token the server sampled at that position given exactly the prompt and the output
+  tokens before it, with its log-prob and the weight version that sampled it;
+* the stitched output never exceeds the first request's ``max_new_tokens``, and a generation aborted without
+  progress for ``resume_budget_s`` fails as an unreachable policy's does (an abort loop backs off, never spins).
 """
 
 from __future__ import annotations
@@ -97,6 +81,8 @@ def stitch(pieces: Sequence[Generation], finish_reason: str, stop_sequence: str 
 def _with_sampled(prompt_ids: Sequence[int], sampled: list[int]) -> Sequence[int]:
     """``prompt_ids`` then ``sampled``: the prompt itself while nothing is sampled (no copy), else a new ``array``
     of the prompt's type code when the prompt is one (one buffer copy), else a list."""
+    # A 100k-token prompt never becomes 100k Python ints on the event loop: the JSON encoding, in a worker thread,
+    # reads the buffer.
     if not sampled:
         return prompt_ids
     if isinstance(prompt_ids, array):
@@ -178,5 +164,7 @@ async def generate_through_aborts(
             continue
         pieces.append(generation)
         aborts = len(pieces) - 1
+        # SGLang matches stop strings in one request's own output: one that straddles two pieces is not seen here
+        # (``PolicySession`` finds it in the stitched output).
         stitched = stitch(pieces, generation.finish_reason, generation.stop_sequence) if aborts else generation
         return Continued(stitched, aborts=aborts)

@@ -1,24 +1,16 @@
 """A CPU thread pool shared by many sessions that no session can monopolise.
 
-``await pool.run(key, fn, *args)`` runs ``fn(*args)`` on one of the pool's
-threads; ``key`` names who asked (the adapter uses the session id).
+``await pool.run(key, fn, *args)`` runs ``fn(*args)`` on one of the pool's threads; ``key`` names who asked (the
+adapter uses the session id). All bookkeeping happens on the event loop's thread.
 
-Invariants (all bookkeeping happens on the event loop's thread):
+Invariants:
 
-* at most ``threads`` calls run at once, and at most **one per key**: a key
-  with many calls waiting still holds a single thread;
-* a key with waiting calls and none running sits in the ring exactly once;
-  a freed thread starts the oldest waiting call of the key at the ring's head,
-  and that key goes to the back of the ring if it has more waiting. So once a
-  key is waiting, at most one call of every other key starts before its next
-  call does, however many calls any key has queued (round robin by key, FIFO
-  within a key);
-* a call whose caller is cancelled while it waits never runs; one cancelled
-  while it runs keeps its thread until ``fn`` returns (threads cannot be
-  interrupted), and its result is dropped.
-
-With ``threads >= 2`` one key can therefore never hold the whole pool, and
-a call of another key starts as soon as a thread is free of other keys' work.
+* at most ``threads`` calls run at once, and at most **one per key**: a key with many calls waiting still holds
+  a single thread, so with ``threads >= 2`` one key can never hold the whole pool;
+* keys are served round robin, FIFO within a key: once a key is waiting, at most one call of every other key
+  starts before its next call does, however many calls any key has queued;
+* a call whose caller is cancelled while it waits never runs; one cancelled while it runs keeps its thread until
+  ``fn`` returns (threads cannot be interrupted), and its result is dropped.
 """
 
 from __future__ import annotations
@@ -48,6 +40,8 @@ class FairExecutor:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=thread_name_prefix)
         self._free = threads
         self._waiting: dict[str, deque[_Call]] = {}
+        # A key with waiting calls and none running sits in the ring exactly once; a freed thread starts the oldest
+        # waiting call of the key at its head, and that key goes to the back if it has more waiting.
         self._ring: deque[str] = deque()
         self._running: set[str] = set()
         self._closed = False

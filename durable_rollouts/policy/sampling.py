@@ -1,42 +1,16 @@
 """What one turn is sampled with: the trainer's defaults, then the client's overrides, then the trainer's pins.
 
-The rule (``turn_sampling``), key by key, applied in this order:
+The rule (``turn_sampling``), key by key: the trainer's ``SamplingParams``; then the client's ``temperature``,
+``top_p``, ``top_k`` and ``stop_sequences`` (after the trainer's stops), each unless the trainer pins it; then
+``max_new_tokens`` lowered to the client's ``max_tokens`` and never past the context room. docs/adapter.md
+(*Sampling parameters and stop sequences*) has the table, the ranges and how SGLang ends a turn at a stop string.
+``sglang_params`` writes a turn's values in SGLang's keys, with the template's end-of-turn id first in
+``stop_token_ids``, ``skip_special_tokens: false`` and ``no_stop_trim: true``: the ledger needs every sampled
+id, and the session trims the reply.
 
-| SGLang key | 1. default: the trainer's ``SamplingParams`` | 2. client override (Anthropic body) | 3. trainer pin / cap
-| |---|---|---|---| | ``temperature`` | ``temperature`` | ``temperature``, a number in [0, 1] | in ``pinned``: the
-client's value is ignored | | ``top_p`` | ``top_p`` | ``top_p``, a number in (0, 1] | same | | ``top_k`` | ``top_k`` |
-``top_k``, an integer >= 0 (0: no cut, sent as SGLang's -1; -1 accepted) | same | | ``stop`` | ``stop`` (slime's
-``--rollout-stop``) | ``stop_sequences``: <= 32 non-blank strings of <= 1000 characters, added after the trainer's |
-same (key ``stop_sequences``) | | ``stop_token_ids`` | ``stop_token_ids`` (slime's ``--rollout-stop-token-ids``) | none
-| always sent, with the end-of-turn id first | | ``max_new_tokens`` | ``max_new_tokens`` | ``max_tokens``, which can
-only lower it | never past the context room (budget - prompt) |
-
-Always sent besides (``sglang_params``): ``stop_token_ids`` = the template's
-end-of-turn id and the trainer's, ``skip_special_tokens: false`` and ``no_stop_trim: true`` (the
-ledger needs every sampled id, the reply is trimmed by the session).
-
-A value outside its range is refused before anything is sampled
-(``client_sampling`` raises ``RequestError`` naming the field; the adapter
-answers 400 ``invalid_request_error`` and the session is untouched), also for a
-pinned key: an invalid request is invalid whatever the trainer pins. The
-ranges are Anthropic's (temperature 0..1, top_p 0..1, top_k >= 0), narrowed
-where SGLang refuses a value Anthropic accepts (top_p 0; SGLang 0.5.23
-``SamplingParams.verify`` wants top_p in (0, 1] and top_k -1 or >= 1, so an
-Anthropic top_k of 0, "no cut", is sent as -1). ``null`` means "not sent".
-
-Stop sequences end a turn the way SGLang ends it (0.5.23 ``schedule_batch``):
-after the sampled token that completes one, with ``finish_reason {"type":
-"stop", "matched": <the string>}``; a stop string completed by the same token
-as an end-of-turn id wins, one completed within ``max_new_tokens`` is still a
-stop. Those ids were sampled, so the ledger keeps them (loss_mask 1); the reply
-cuts its text before the string and says ``stop_reason: "stop_sequence"``
-(``durable_rollouts.policy.session``, ``durable_rollouts.policy.anthropic_reply.reply_stop``).
-
-Note for trainers: SGLang's returned log-probs are those of the
-temperature-scaled distribution (``sampler.py``, unless
-``SGLANG_RETURN_ORIGINAL_LOGPROB`` is set), so a client-chosen temperature
-changes both what is sampled and the recorded log-probs; pin it when the
-trainer assumes one temperature.
+Invariant: a value outside its range is refused before anything is sampled, also for a pinned key (an invalid
+request is invalid whatever the trainer pins): ``client_sampling`` raises ``RequestError`` naming the field,
+the adapter answers 400 ``invalid_request_error`` and the session is untouched. ``null`` means "not sent".
 """
 
 from __future__ import annotations
@@ -104,6 +78,7 @@ def turn_sampling(defaults: SamplingParams, client: ClientSampling, max_tokens: 
         if key == "stop_sequences":
             values["stop"] = list(dict.fromkeys([*defaults.stop, *client.stop_sequences]))
         elif key == "top_k":
+            # Anthropic's 0 ("no cut") is SGLang's -1: 0.5.23's ``SamplingParams.verify`` wants -1 or at least 1.
             values["top_k"] = -1 if client.top_k == 0 else client.top_k
         else:
             values[key] = getattr(client, key)

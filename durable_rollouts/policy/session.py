@@ -1,43 +1,20 @@
 """One policy conversation state: render -> generate -> parse -> record.
 
-A ``PolicySession`` is what the Anthropic adapter keeps per rollout attempt and
-what the drift -> repair roles use directly. Each turn:
+A ``PolicySession`` is what the Anthropic adapter keeps per rollout attempt and what the drift -> repair roles
+use directly. Each turn plans the prompt ids with the ``TokenLedger``, works out what it is sampled with
+(``durable_rollouts.policy.sampling``; a prompt that leaves no room ends the turn with ``max_tokens``, nothing
+sampled), calls the policy server with the exact ids (a generation the server aborts is continued,
+``durable_rollouts.policy.continuation``, so the client sees one ordinary turn), parses the sampled ids (a
+matched stop string is cut from the reply, never from the record) and records and journals the turn, with each
+sampled token's weight version, before the reply leaves the process.
 
-1. plans the prompt ids with the ``TokenLedger`` (chat template + tokenizer,
-   run in an executor so the event loop keeps serving other sessions);
-2. works out what the turn is sampled with (``durable_rollouts.policy.sampling``: the
-   trainer's defaults, the client's overrides, the trainer's pins, and
-   ``max_new_tokens`` clamped to the request's ``max_tokens``, the session's
-   default and what the context budget has left); a prompt that leaves no
-   room ends the turn with stop reason ``max_tokens`` and samples nothing;
-3. calls the policy server with the exact ids; a generation the server
-   aborts (a weight update) is continued from what it sampled
-   (``durable_rollouts.policy.continuation``), so the client sees one ordinary turn;
-4. decodes and parses the sampled ids (reasoning, text, tool calls); a turn
-   one of the client's stop sequences ended (SGLang's ``matched`` string, or
-   one the session finds across the pieces of a continued generation) is
-   parsed without the string, as Anthropic replies, while every sampled id,
-   the string's included, is recorded;
-5. records the turn, with the weight version of every sampled token as the
-   server reported it (and journals it, for crash recovery), before the reply
-   leaves the process.
+Invariants:
 
-Finishing (``close``, from ``SessionRegistry.finish_session``): the session
-takes no new turn at once (``SessionFinished``); the turns in flight get up to
-a bound to end (those that do are recorded as usual), then the rest are cut:
-cancelled, which aborts each one's upstream request (``/abort_request`` for
-its rid, sent by the policy client's ``generate`` on cancellation) and unwinds a
-continuation before it resubmits; their callers get ``SessionFinished``, and
-``close`` returns only once every turn has ended, so the ledger then holds
-whole turns only.
-
-Turns of one lane are serialised; different lanes (sub-agents) run
-concurrently. All of a session's CPU work (parsing, planning, decoding,
-counting) goes through the shared ``FairExecutor`` under the session's id, so
-it holds at most one CPU thread at a time whatever it sends. The adapter also
-uses ``admitted`` (the per-session cap on requests in flight, every endpoint)
-and ``intake`` (one request of the session at a time goes from reading its
-body to a planned prompt) before it reads a body.
+* Turns of one lane are serialised; different lanes (sub-agents) run concurrently. All of a session's CPU work
+  goes through the shared ``FairExecutor`` under the session's id, so it holds at most one thread at a time.
+* Finishing (``close``) takes no new turn from the start (``SessionFinished``), gives the turns in flight up to
+  a bound to end, then cancels the rest (which aborts their upstream requests), and returns only once every
+  turn has ended, so the ledger holds whole turns only (docs/adapter.md, *Finishing a session*).
 """
 
 from __future__ import annotations
@@ -177,6 +154,7 @@ class PolicySession:
         self._cpu = cpu
         self._journal = journal
         self._lane_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # The adapter holds it from reading a request's body until its prompt is planned: one body per session.
         self.intake = asyncio.Lock()
         self._calls = 0
         self._inflight = 0

@@ -1,23 +1,15 @@
 """Client for SGLang's native ``/generate`` endpoint (token ids in, token ids out).
 
-The request carries ``input_ids`` (never text), ``return_logprob`` and a
-request id; ``X-SMG-Routing-Key`` keeps a session on one server for prefix-cache
-affinity behind a router. A call that is cancelled, times out or loses its
-connection aborts the upstream request (best effort), so it stops burning GPU
-time. Every reply is validated: ids must be in-vocabulary
-integers with one finite log-prob each, or the reply is rejected as garbage.
+The request carries ``input_ids`` (never text), ``return_logprob`` and a request id; ``X-SMG-Routing-Key`` keeps
+a session on one server for prefix-cache affinity behind a router. A call that is cancelled, times out or loses
+its connection aborts the upstream request (best effort), so it stops burning GPU time. Each sampled token's
+weight version comes from the reply (sglang 0.5.23): ``meta_info.weight_versions`` spans when present, else
+``meta_info.weight_version`` for every token, else none. Replay data (``durable_rollouts.policy.replay_capture``)
+is asked for and read when the caller wants it (docs/slime.md, *Top-p replay and routing replay*).
 
-Each sampled token's weight version comes from the reply (sglang 0.5.23):
-``meta_info.weight_versions``, spans ``{"version", "start", "end"}`` over the
-output tokens (half-open, in order), when present; else
-``meta_info.weight_version`` for every token of the reply; else none. Spans
-that overlap, run backwards or past the output, or a version that is not a
-string, reject the reply; output tokens no span covers have no version.
-
-Replay data (``durable_rollouts.policy.replay_capture``), when the caller asks for it: the output tokens' top-p nuclei
-when ``sampling_params.custom_params.return_top_p_token_ids`` is set, the routed experts of the call's positions when
-``routed_width`` is given (the request then carries ``return_routed_experts``); a reply without what was asked for, or
-with data that does not fit its tokens, is rejected as garbage too.
+Invariant: every reply is validated or rejected as garbage: ids are in-vocabulary integers with one finite
+log-prob each; spans ``{"version", "start", "end"}`` are half-open, in order and within the output, with string
+versions (output tokens no span covers have no version); replay data asked for is there and fits its tokens.
 """
 
 from __future__ import annotations

@@ -1,63 +1,17 @@
 """Token capture: turn a session's model calls into trainable token segments.
 
-Every turn is (prompt ids sent, output ids sampled, their log-probs). A
-*segment* is one growing token sequence; a turn joins a segment only when the
-turn's prompt starts with the segment's tokens exactly, so that every token
-with ``loss_mask == 1`` was sampled by the server at that very position given
-exactly the tokens before it. This is checked on every append, not assumed.
+Every turn is (prompt ids sent, output ids sampled, their log-probs). A *segment* is one growing token sequence;
+a turn joins a segment only when its prompt starts with the segment's tokens exactly, so every token with
+``loss_mask == 1`` was sampled by the server at that very position given exactly the tokens before it. This is
+checked on every append (``TokenProofError``), not assumed. ``plan`` makes it hold as often as it can:
+**extend** (the segment's *sampled* ids, then only the new messages rendered and tokenised), **retry** (the
+request of the segment's last turn again, whose reply the client never saw: that turn is rolled back) or
+**fresh** (rendered whole: a new segment whose prompt has loss_mask 0, unless it happens to extend one
+token-for-token). docs/adapter.md (*Token capture*, *Life of a sampled token*) tells the rest.
 
-Prompts are planned so that this holds as often as it can:
-
-* **extend**: the request repeats the segment's conversation (same tools,
-  same messages, our reply echoed back) and the template renders that history
-  unchanged; the prompt is then the segment's tokens (the *sampled* ids, never
-  a re-tokenisation of their text) plus the tokenised rendering of only the new
-  messages. Only the new tail is tokenised. When the segment's last output
-  does not end with the end-of-turn id (a ``length`` cut, or a client stop
-  sequence: SGLang ends after the token that completes the string, so the
-  output ends with the string's tokens and no end-of-turn was sampled), the
-  client's echo renders that reply closed by the end-of-turn marker (and
-  without the stop string): the sampled ids stay as they are, string
-  included, and the marker joins the new tail as context, loss_mask 0
-  (``ended_with_end_of_turn``). The prompt still starts with the segment's
-  tokens exactly, so the proof is the same as for any extend.
-* **retry**: the request equals the one that produced the segment's last turn
-  (the client never saw that reply: a dropped connection, a fallback); the last
-  turn is rolled back and the identical prompt is sent again.
-* **fresh**: anything else (sub-agent, compaction, a template that re-renders
-  history, e.g. by dropping earlier reasoning): the full prompt is rendered and
-  tokenised; if it happens to extend a segment token-for-token it still
-  appends, otherwise it opens a new segment whose prompt carries loss_mask 0.
-
-Every sampled token keeps the weight version the server reported for it
-(``Generation.weight_versions``): a turn holds its reply's spans, rolled back
-with the turn; a segment's contract carries them as the canonical
-``WeightVersionSpan`` list. Context tokens have no version.
-
-Clients may rewrite the replies they echo back (Claude Code strips a leading
-``cd <cwd> &&`` from Bash commands). The model's context is what it sampled,
-so an echoed assistant message carrying tool-call ids this ledger minted is
-replaced by the recorded reply before any comparison or rendering; those ids
-are unguessable, so they identify the reply.
-
-Token ids live in typed ``array`` buffers (segments: ids, mask and
-log-probs at 4, 1 and 8 bytes per token; plans: the prompt ids): a
-100k-token session costs about 1.3 MB instead of 5–7 MB of Python ints and
-floats, the garbage collector has nothing to walk in them, and building and
-proving a prompt is a memory copy and compare. Lists appear only at the JSON
-boundaries (deltas for the spool, contracts for the trainer).
-
-Every recorded turn also joins the ledger's *turn log* (``turn_log``): the
-turns in record order, each with the keys of the chat messages it was
-prompted with and of its reply (``message_key``: role and a digest of the
-message), so a trainer can route turns by their messages the way slime's
-``TrajectoryManager`` does. A retried turn leaves the log with its rollback.
-
-``plan`` is pure CPU work and thread-safe to run in an executor; ``record``
-mutates state and must run on the owning event loop, one call per lane at a
-time (the adapter holds a per-lane lock from plan to record). Message dicts
-handed to ``plan`` and ``record`` are kept by reference and must not be
-mutated afterwards (the translation builds fresh ones per request).
+``plan`` is pure CPU work, safe in an executor; ``record`` mutates state and runs on the owning event loop, one
+call per lane at a time (the adapter holds a per-lane lock from plan to record). Message dicts handed to ``plan``
+and ``record`` are kept by reference and must not be mutated afterwards.
 """
 
 from __future__ import annotations
@@ -128,6 +82,8 @@ class Segment:
     kind: SegmentKind
     lane: str
     tools: list[dict[str, Any]]
+    # Typed buffers, 4, 1 and 8 bytes per token: a 100k-token session costs about 1.3 MB instead of 5-7 MB of Python
+    # ints and floats, and the garbage collector has nothing to walk. Lists appear only at the JSON boundaries.
     tokens: array = field(default_factory=lambda: array("i"))
     loss_mask: array = field(default_factory=lambda: array("B"))
     log_probs: array = field(default_factory=lambda: array("d"))
@@ -246,12 +202,17 @@ class TokenLedger:
     def __init__(self, renderer: Renderer):
         self._renderer = renderer
         self.segments: list[Segment] = []
+        # The turn log: each turn in record order, with the keys of the messages it was prompted with and of its
+        # reply, so a trainer can route turns by their messages as slime's ``TrajectoryManager`` does; a rolled-back
+        # turn leaves it.
         self._log: list[tuple[Segment, _Turn]] = []
         self._replies_by_call_id: dict[str, dict[str, Any]] = {}
 
     def plan(
         self, lane: str, kind: SegmentKind, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> PromptPlan:
+        # Clients rewrite replies they echo (Claude Code strips ``cd <cwd> &&``); the model's context is what it
+        # sampled, so a reply carrying tool-call ids this ledger minted (unguessable) is put back as recorded.
         messages = [self._recorded_reply(m) for m in messages]
         candidates = [
             s for s in reversed(list(self.segments)) if s.lane == lane and s.kind == kind and s.tools == tools
@@ -271,6 +232,8 @@ class TokenLedger:
                 full_text = full_text or self._renderer.render(messages, tools, True)
                 if full_text.startswith(anchor):
                     tail = full_text[len(anchor) :]
+                    # A reply cut at its length or a stop string sampled no end-of-turn: the marker the echo renders
+                    # joins the new tail as context (loss_mask 0), the sampled ids stay as they are.
                     if not segment.ended_with_end_of_turn:
                         tail = self._renderer.end_of_turn + tail
                     tail_ids = self._renderer.encode(tail)

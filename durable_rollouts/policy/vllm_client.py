@@ -2,22 +2,15 @@
 
 The same calls as ``SGLangClient`` (``durable_rollouts.policy.policy_clients``), so sessions, continuations and
 the trainer's weight updates do not know which engine samples. A request carries ``token_ids`` and the turn's
-sampling parameters, written in SGLang's keys by ``sampling.sglang_params`` and translated here
-(``max_new_tokens`` -> ``max_tokens``, ``no_stop_trim`` -> ``include_stop_str_in_output``, top-k ``-1`` -> ``0``),
-with ``logprobs: 0`` (the sampled token's log-prob only). The engine names the request ``generate-tokens-<rid>``;
-aborts must use that name (an id without the prefix is ignored without a word).
+sampling parameters, written in SGLang's keys by ``sampling.sglang_params`` and translated here; a reply
+(``choices[0]``) becomes a ``Generation`` with SGLang's meanings. docs/vllm.md (*How SGLang's meanings map*)
+gives each key both ways, the abort id's prefix and the replay data.
 
-A reply (``choices[0]``) becomes a ``Generation`` with SGLang's meanings: ``token_ids`` with one finite log-prob
-each, in the vocabulary; ``finish_reason`` "stop" | "length" | "abort" (an abort raises ``GenerationAborted``
-with what was sampled); ``stop_reason`` a string is the matched stop string; ``weight_versions`` spans over the
-output, checked as SGLang's are. Replay data, when asked: ``sampling_mask`` (the engine's kept set per output
-token, server flag ``--return-sampling-mask``, Model Runner V2: GPU only) as the top-p nuclei, and
-``routed_experts`` (a base64 ``.npy`` of ``(positions - 1, layers, top_k)``, server flag
-``--enable-return-routed-experts``, MoE models) as the routed rows. vLLM's log-probs are the model's raw ones
-(``--logprobs-mode raw_logprobs``, its default), before temperature and top-p: what a trainer recomputes.
-
-A server that does not speak this protocol (404: an SGLang server, or a vLLM without ``--enable-scale-out``,
-which answers 403) fails the call with one line naming the URL, the engine asked for and what to change.
+Invariants: a reply that breaks a meaning (an id outside the vocabulary, a log-prob that is not finite or
+belongs to another token, overlapping spans or spans past the output, missing replay data that was asked for) is
+refused as garbage naming the field, and an abort raises ``GenerationAborted`` with what was sampled. A server
+that does not speak this protocol (404; 403 from a vLLM without ``--enable-scale-out``) fails the call with one
+line naming the URL, the engine asked for and what to change.
 """
 
 from __future__ import annotations
@@ -42,7 +35,7 @@ from durable_rollouts.policy.sglang_client import (
 
 GENERATE_PATH = "/inference/v1/generate"
 ABORT_PATH = "/inference/v1/abort_requests"
-ENGINE_REQUEST_PREFIX = "generate-tokens-"
+ENGINE_REQUEST_PREFIX = "generate-tokens-"  # the engine's name for a request: an abort without it is ignored silently
 # SGLang's keys the session sends that vLLM names otherwise or does not take; the rest pass as they are.
 RENAMED = {"max_new_tokens": "max_tokens", "no_stop_trim": "include_stop_str_in_output"}
 NOT_SENT = {"custom_params"}

@@ -1,37 +1,19 @@
 """SGLang's generation control as the scripted server plays it: pausing, weight versions, aborts.
 
-This models sglang 0.5.23's two halves. The *tokenizer manager* admits
-``/generate`` requests and holds the pause flag; the *engine* (the scheduler)
-samples the admitted ones, one token per step. A :class:`Generation` is one
-admitted request.
+This models sglang 0.5.23's two halves. The *tokenizer manager* admits ``/generate`` requests and holds the
+pause flag; the *engine* (the scheduler) samples the admitted ones, one token per step. A :class:`Generation`
+is one admitted request.
 
 Invariants:
 
-* The engine serves one weight version at a time, a string (``version``).
-  Every sampled token is stamped with the version served when it was
-  sampled, so ``Generation.versions`` has one entry per output token, and a
-  request's ``weight_versions`` spans are the maximal runs of equal versions
-  over its output, half-open and in order (:func:`weight_version_spans`):
-  what sglang's ``compute_weight_version_spans`` derives from its
-  version-change events, the empty-output case included.
-* ``reported_version`` is what ``/get_model_info`` shows. It equals
-  ``version`` except after an update whose cache flush failed (see
-  :meth:`GenerationControl.update_weights`), exactly as in sglang.
-* Any pause closes admission: a request that arrives while paused waits
-  (it is neither refused nor reachable by an abort) until
-  :meth:`~GenerationControl.resume`. Admission also waits while a weight
-  update that did not find the server paused is waiting for the running
-  requests to finish (sglang's writer lock).
-* ``abort`` pause: every admitted request is aborted, and the pause returns
-  once all of them have returned. ``retract`` and ``in_place`` pauses stop the
-  engine: no admitted request samples another token until resume. A
-  ``retract`` pause puts the running requests back in the waiting queue
-  (``queued``) and counts one retraction for each.
-* An aborted request ends at its next step with the tokens sampled so far,
-  except that one still in the running batch of an ``in_place``-paused engine
-  ends only when the engine resumes (the engine takes no step while paused).
-* A change of control state (pause, resume, abort, version) wakes every
-  pacing wait, so a paced request reacts to it at once.
+* The engine serves one weight version at a time (``version``) and stamps every sampled token with it, so a
+  request's ``weight_versions`` spans are the maximal runs of equal versions over its output, half-open and in
+  order (:func:`weight_version_spans`). ``reported_version`` (``/get_model_info``) equals ``version`` except
+  after an update whose cache flush was refused (:meth:`GenerationControl.update_weights`), as in sglang.
+* Any pause closes admission until :meth:`~GenerationControl.resume`. An ``abort`` pause aborts every admitted
+  request and returns once all have returned; ``retract`` and ``in_place`` pauses stop the engine, and
+  ``retract`` also puts the running requests back in the waiting queue, one retraction each. An aborted
+  request ends at its next step with the tokens sampled so far.
 """
 
 from __future__ import annotations
@@ -55,6 +37,7 @@ def abort_finish_reason() -> dict[str, Any]:
 
 def weight_version_spans(versions: list[str], current: str) -> list[dict[str, Any]]:
     """The runs of equal versions over the output tokens; no tokens is one empty span of ``current``."""
+    # What sglang's ``compute_weight_version_spans`` derives from its version-change events, empty output included.
     spans: list[dict[str, Any]] = []
     for position, version in enumerate(versions):
         if spans and spans[-1]["version"] == version:
@@ -131,6 +114,8 @@ class GenerationControl:
         """Wait while admission is closed, then count ``generation`` as running."""
         self.waiting += 1
         try:
+            # A request waiting here is neither refused nor reachable by an abort; a weight update that found the
+            # server unpaused (a writer) also holds admission until the running requests have returned.
             await self._control.until(lambda: not self.admission_paused and self.writers == 0)
         finally:
             self.waiting -= 1
@@ -145,6 +130,8 @@ class GenerationControl:
         """Wait for the engine's next step for ``generation``: True to sample a token, False to end it (aborted)."""
 
         def decided() -> bool:
+            # An aborted request still in the running batch of an ``in_place``-paused engine ends only on resume:
+            # the engine takes no step while paused.
             if generation.aborted:
                 return not self.engine_paused or generation.queued
             return not self.engine_paused
@@ -154,6 +141,7 @@ class GenerationControl:
 
     async def pace(self, seconds: float) -> None:
         """Sleep ``seconds``, or less if the control state changes meanwhile."""
+        # Every change of control state (pause, resume, abort, version) notifies, so a paced request reacts at once.
         await self._control.wait(seconds)
 
     def abort(self, rid: str = "", abort_all: bool = False) -> None:

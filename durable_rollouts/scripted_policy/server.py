@@ -1,116 +1,20 @@
 """A scripted policy server that speaks SGLang's native ``/generate`` contract offline.
 
-Tests and the demo point the worker at it instead of SGLang: it answers with
-real token ids from the project's tokenizer, so the whole coding-agent loop
-(render → generate → parse → record) runs without a GPU.
+Tests and the demo point the worker at it instead of SGLang: it answers with real token ids from the project's
+tokenizer, so the whole coding-agent loop (render → generate → parse → record) runs without a GPU. It also
+serves ``/abort_request``, sglang's control API (``durable_rollouts.scripted_policy.control``) and its own
+``/scripted/*`` routes: docs/adapter.md (*The scripted policy server's contract*) gives each endpoint, the
+policies (``POLICIES``) and the CLI.
 
-Endpoints:
+Invariants: an answer is sampled one engine step per token, each token stamped with the weight version served
+then, and it ends where sglang 0.5.23 would end it (a stop string, then the end-of-turn id, then
+``max_new_tokens``; an aborted request with the tokens sampled so far). Every answered ``/generate`` (aborted
+and ``error`` ones included, rejected 400s not) is recorded as a :class:`SampledRecord`, in answer order, with
+exactly the ids, log-probs and per-token versions returned.
 
-* ``POST /generate`` (non-streaming only). Request: ``input_ids``,
-  ``sampling_params.max_new_tokens`` (default 128), ``return_logprob``,
-  ``rid``; header ``X-SMG-Routing-Key`` picks the policy override. Response:
-  ``text``, ``output_ids`` and ``meta_info`` (``id``, ``finish_reason``,
-  ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``,
-  ``num_retractions``, ``weight_version``, ``weight_versions``,
-  ``e2e_latency`` and, when ``return_logprob``, ``output_token_logprobs`` as
-  ``[[logprob, token_id, None], ...]``). A bad request (here or at any
-  control endpoint) is HTTP 400 ``{"error": "<field>: <why>", "field": "<field>"}``.
-* ``POST /abort_request {"rid": ...}`` or ``{"abort_all": true}``: empty 200.
-  A rid that is not in flight is a no-op; otherwise every running request
-  whose rid starts with it is aborted (sglang matches by prefix). Every
-  well-formed one is recorded as an :class:`AbortRecord`, in arrival order
-  (``aborts``, ``GET /scripted/aborts``).
-* sglang's control API (``durable_rollouts.scripted_policy.control`` states what each does):
-  ``POST /pause_generation {"mode": "abort" | "retract" | "in_place"}``
-  (default ``abort``) and ``POST /continue_generation {}``, both answering
-  ``{"message": ..., "status": "ok"}``; ``POST /update_weights_from_disk
-  {"model_path", "weight_version"?, "abort_all_requests"?: false,
-  "flush_cache"?: true, "load_format"?}`` answering ``{"success", "message",
-  "num_paused_requests": 0}`` (HTTP 400 with ``success: false`` when the flush
-  is refused); ``POST /update_weight_version {"new_version",
-  "abort_all_requests"?: true}`` answering ``{"success", "message",
-  "new_version"}``; ``GET /get_model_info`` (alias ``/model_info``) with
-  sglang's fields, ``weight_version`` among them.
-* ``GET /health``, ``GET /health_generate``.
-* ``POST /scripted/policy {"routing_key": ..., "policy": ...}`` (a null
-  routing key sets the server default), ``GET /scripted/records[?routing_key=...]``
-  and ``GET /scripted/aborts``.
-
-Invariants:
-
-* A policy turns the decoded prompt into completion text; the server encodes
-  it and appends the end-of-turn token. A normal answer ends with
-  ``finish_reason {"type": "stop", "matched": <end-of-turn id>}`` and that id
-  is the last of ``output_ids``. If the completion plus end token is longer
-  than ``max_new_tokens``, it is cut to exactly ``max_new_tokens`` ids and
-  ends with ``{"type": "length", "length": max_new_tokens}``.
-* ``sampling_params.stop`` (a string or a list of strings) is honoured as
-  sglang 0.5.23 does: after each sampled token the decoded tail of the output
-  (the last ``max tokens of a stop string + 1`` ids) is searched for each stop
-  string in order; the first found ends the answer after that token with
-  ``{"type": "stop", "matched": <the string>}``, and that token is the last of
-  ``output_ids`` (the string's tokens are returned: they were sampled). The
-  checks run in sglang's order, stop strings, then the end-of-turn id, then
-  ``max_new_tokens``, so a string completed by the last allowed token is a
-  stop. Only the request's own output is searched (a resubmitted begun answer
-  is prompt, as in sglang).
-* ``text == decode(output_ids)`` with special tokens kept (in-vocabulary ids
-  only, which matters for ``garbage``), except after a stop-string finish,
-  whose text is cut as sglang's detokenizer cuts it: through the end of the
-  first occurrence of the string with ``no_stop_trim``, before it without.
-  The end-of-turn id is never trimmed, whatever ``no_stop_trim`` says.
-  ``temperature``, ``top_p`` and ``top_k`` are checked as sglang's
-  ``SamplingParams.verify`` checks them (temperature finite and >= 0, top_p in
-  (0, 1], top_k -1 or >= 1; null: the default) and recorded, not applied.
-* Tokens are sampled one engine step at a time, each stamped with the weight
-  version served then (``durable_rollouts.scripted_policy.control``); ``weight_versions`` is
-  always present, the runs of equal versions over the output (one empty span
-  of the current version when there is no output), and ``weight_version`` is
-  its last span's version. An aborted request (``/abort_request``, an
-  ``abort`` pause, an update's ``abort_all_requests``) answers HTTP 200 with
-  the tokens sampled so far and sglang's ``finish_reason {"type": "abort",
-  "message": "Aborted", "status_code": null, "err_type": null}``.
-* Log-probs are deterministic in ``(rid, position)``, in ``(-4, 0]``.
-* Replay data, as SGLang returns it when asked (``durable_rollouts.scripted_policy.replay_data`` says what it is): with
-  ``sampling_params.custom_params.return_top_p_token_ids``, ``meta_info.top_p_token_ids`` and
-  ``top_p_token_offsets`` (base64 int32; offsets one per output token + 1); with ``return_routed_experts``,
-  ``meta_info.routed_experts`` (base64 int32, ``moe.layers x moe.top_k`` per position of input + output
-  but the last, from position 0).
-* Every answered ``/generate`` is recorded as a :class:`SampledRecord`, in
-  answer order, with the ``sampling_params`` it carried and exactly the ids,
-  log-probs and per-token versions returned: aborted requests and ``error``-mode requests (no output,
-  ``{"type": "error"}``, HTTP 500) included. Rejected (400) requests are not.
-
-Policies (``POLICIES``; their text is ``durable_rollouts.scripted_policy.completions``'s):
-``oracle`` (Read the problem statement, run
-``oracle_explore_turns`` read-only Bash commands (0 by default), apply the
-known patch with Bash, then finish), ``noop`` (finish at once), ``malformed``
-(an ill-formed tool call), ``length`` (always hits ``max_new_tokens``),
-``error`` (HTTP 500), ``slow`` (``oracle`` with its tokens spread over
-``delay_s``, so a pause or abort lands mid-output) and
-``garbage`` (negative and out-of-vocabulary ids). For drift → repair
-episodes (``durable_rollouts.scripted_policy.drift_roles``): ``drift`` (the seeded baseline's
-spec as JSON), ``repair`` (the oracle diff for the prompt's corpus task) and
-``self_play`` (whichever role the prompt asks for).
-
-Pacing: ``slow`` spreads its answer over ``delay_s``. Every other policy's
-answer is spread over ``turn_delay(prompt, routing_key)`` seconds when a
-turn delay is set (``durable_rollouts.scripted_policy.turn_delays``: e.g. one log-normal pace
-per session, for heavy-tailed rollouts), else paced ``token_delay_s`` per
-token. Either way each token waits ``seconds / tokens to sample`` (a begun
-answer's rest takes the whole delay again, as with ``slow``), through the
-control's pacing, so a pause or an abort lands mid-output. ``prompt`` is the
-decoded prompt the policy scripts from (up to the last assistant header for
-a begun answer); ``turn_delay`` is called once per answer, when it starts
-(not for ``slow`` or ``error``), and again when a test replaces it mid-answer,
-while ``delay_s`` and ``token_delay_s`` are read at every step.
-
-CLI: ``python -m durable_rollouts.scripted_policy.server --port 30000 --policy oracle
---oracle-tasks DATASET [--dataset-root DIR] --tokenizer DIR --weight-version default
-[--lognormal-turn-delay MEDIAN,SIGMA[,SEED]]`` serves until SIGINT/SIGTERM; ``--oracle-tasks`` takes
-what ``worker.py --oracle-tasks`` takes (``oracle_tasks.oracle_tasks_from``);
-``--lognormal-turn-delay`` sets a ``LogNormalSessionDelay`` (seed 0 unless
-given).
+Pacing: ``slow`` spreads its answer over ``delay_s``, every other policy over ``turn_delay(prompt, routing_key)``
+seconds when a turn delay is set, else ``token_delay_s`` per token; each token waits through the control's
+pacing, so a pause or an abort lands mid-output.
 """
 
 from __future__ import annotations
@@ -185,6 +89,7 @@ class AbortRecord(BaseModel):
 
 
 def token_logprob(rid: str, position: int) -> float:
+    # Deterministic in (rid, position), in (-4, 0].
     return -4.0 * random.Random(f"{rid}:{position}").random()
 
 
@@ -272,7 +177,7 @@ def parse_generate_request(body: Any, vocab_size: int) -> GenerateRequest:
     rid = body.get("rid") or uuid.uuid4().hex
     if not isinstance(rid, str):
         raise BadRequest("rid", "must be a string")
-    _check_sampling(sampling)
+    _check_sampling(sampling)  # temperature, top_p and top_k are checked and recorded, never applied
     stop = sampling.get("stop")
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
     no_stop_trim = bool(sampling.get("no_stop_trim") or False)
@@ -339,6 +244,8 @@ class Completion:
             meta_info["output_token_logprobs"] = [
                 [logprob, token, None] for logprob, token in zip(self.logprobs, self.output_ids, strict=False)
             ]
+        # Replay data as SGLang returns it when asked (``replay_data`` says what it is), base64 int32: offsets one
+        # per output token + 1; routed experts ``moe.layers x moe.top_k`` per position of input + output but the last.
         if generate.top_p_token_ids:
             start = len(generate.input_ids)
             nuclei = [nucleus(token, start + i, vocab_size) for i, token in enumerate(self.output_ids)]
@@ -518,6 +425,7 @@ class ScriptedPolicyServer:
             return bad_request(error)
         finally:
             self._inflight.discard(generate.rid)
+        # Aborted and ``error`` answers are recorded too; a rejected (400) request never gets here.
         self._record(generate, routing_key, policy, completion)
         if completion is ERRORED:
             return web.json_response({"error": "scripted policy error (policy 'error')"}, status=500)
@@ -541,11 +449,14 @@ class ScriptedPolicyServer:
                 finish_reason = abort_finish_reason()
                 break
             generation.sample(token, token_logprob(generate.rid, position), self.control.version)
+            # ``turn_delay`` is called once per answer, when it starts, and again when a test replaces it mid-answer.
             if position == 0 or self.turn_delay is not paced_by:
                 paced_by = self.turn_delay
                 turn_s = paced_by(plan.prompt, routing_key) if policy != "slow" and paced_by is not None else None
             if step_s := self._step_s(policy, turn_s, len(plan.ids)):
                 await self.control.pace(step_s)
+        # text == decode(output_ids) with special tokens kept (in-vocabulary ids only: ``garbage``); only a matched
+        # stop string is trimmed, never the end-of-turn id, whatever ``no_stop_trim`` says.
         in_vocabulary = [token for token in generation.output_ids if 0 <= token < self.renderer.vocab_size]
         text = trim_matched_stop(
             await asyncio.to_thread(self.renderer.decode, in_vocabulary), finish_reason, generate.no_stop_trim
@@ -589,6 +500,7 @@ class ScriptedPolicyServer:
             )
         if not generate.stop or policy == "garbage":
             return Plan(prompt, *finish(planned[len(begun) :], generate.max_new_tokens, end_id))
+        # As in sglang, only the request's own output is searched: a resubmitted begun answer is prompt.
         tail_tokens = max(len(self.renderer.encode(stop)) for stop in generate.stop) + 1
         ids, finish_reason = finish_at_stops(
             planned[len(begun) :], generate.max_new_tokens, end_id, generate.stop, self.renderer.decode, tail_tokens

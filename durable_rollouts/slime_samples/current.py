@@ -1,23 +1,17 @@
 """Today's slime sample contract: what ``TrajectoryManager.get_trajectory`` (``slime/agent/trajectory.py``)
 makes of a session, as the reference example (``examples/coding_agent_rl/generate.py``) hands it to slime.
 
-* the samples are ``message_tree.sequences_of`` the trajectory: slime's routing, realign / fork / drop rule
-  and cut to ``max_sample_tokens`` (slime cuts to the session's ``rollout_max_context_len``), with
-  ``fork_threshold`` (slime's default 1024; the example reads ``SLIME_FORK_MERGE_MAX_RESPONSE_TOKENS``);
-* every sample is a fresh ``Sample`` of the input's class copying only ``index``, ``group_index``,
-  ``rollout_id`` (the input's, else its ``index``), ``prompt`` and ``label``, as slime's ``to_sample``;
-  ``tokens`` the cut sequence, ``response_length = len(loss_mask) - first prompt``, ``loss_mask`` /
-  ``rollout_log_probs`` over the response, ``response`` the decoded last ``response_length`` tokens;
-* every sample carries the trajectory's full ``reward``, ``status`` completed;
-* metadata: the input's, then what the example adds (``grading_solved``, ``instance_id``,
-  ``agent_exit_code``), slime's ``truncated`` / ``use_tool`` / ``ill_formed``, and the project's
-  ``workflow_id``, ``applied_cleanly``, ``elapsed_sec``, ``finish_reason`` (the last turn's),
-  ``segment_kinds``, ``sample_idx``, ``num_samples`` and ``weight_version_spans``; ``weight_versions`` one
-  entry per run of trained tokens (slime appends one per generate call);
-* with ``options.replay``: ``rollout_top_p_token_ids`` / ``_offsets`` over the response (a trained token's
-  nucleus from the segment it was sampled in, empty elsewhere) and ``rollout_routed_experts`` (``tokens - 1``
-  rows of ``layers x top_k``: the routing of the sequence's last call, whose prompt and reply the sequence is);
+* the samples are ``message_tree.sequences_of`` the trajectory, with slime's ``fork_threshold`` and its cut to
+  ``max_sample_tokens``;
+* every sample is a fresh ``Sample`` of the input's class copying only ``COPIED_FIELDS``, with the token fields as
+  slime's ``to_sample`` writes them, the trajectory's full ``reward`` and status completed;
+* metadata: the input's, then what the example adds, slime's flags and the project's own keys;
+* with ``options.replay``: ``rollout_top_p_token_ids`` / ``_offsets`` over the response (a trained token's nucleus
+  from the segment it was sampled in, empty elsewhere) and ``rollout_routed_experts`` (``tokens - 1`` rows of
+  ``layers x top_k``: the routing of the sequence's last call, whose prompt and reply the sequence is);
 * an aborted rollout is the example's aborted sample with ``remove_sample=True`` (and replay placeholders).
+
+docs/slime.md, "Sample contracts", sets this contract beside the seed's, field by field.
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
 """slime's trajectory rule, on the project's turn log: turns routed into a message tree, each root-to-leaf path
 cut into training sequences by token drift.
 
-This is the rule of today's slime (``slime/agent/trajectory.py``, ``TrajectoryManager``), written for turns
-whose messages are known by key (``TurnLog.message_keys``) and whose token ids are views into the
-trajectory's segments. Invariants, in slime's terms:
+This is the rule of today's slime (``slime/agent/trajectory.py``, ``TrajectoryManager``), written for turns whose
+messages are known by key (``TurnLog.message_keys``) and whose token ids are views into the trajectory's segments.
+In slime's terms (each step's details are at its code):
 
-* **Routing.** Turns are taken in record order. A turn's prompt messages are matched from the root down, by
-  key (role and content); where they stop matching, the rest are added as routing-only nodes and the reply
-  hangs below as a *generated* node. One exception (the *rewrite merge*): when the first unmatched message
-  is an assistant message and the node reached has exactly one assistant child, which is a generated leaf
-  whose reply is shorter than ``fork_threshold`` tokens, that child takes the message's key and stops being
-  generated (its reply is not trained), and routing goes on below it. A threshold of 0 turns the merge off.
-  A turn with no prompt messages is not recorded.
-* **Sequences.** Every leaf, in depth-first order of the tree, gives its path's generated nodes in order.
-  Each goes into the current builder: with no drift (the builder's tokens are a prefix of the turn's
-  prompt) the prompt's tail is appended as context and the reply as trained tokens; with drift that starts
-  inside the builder's last reply span, and a reply shorter than ``fork_threshold``, that span is
-  overwritten by the prompt's tokens from its start as context (*realign*); any other drift closes the
-  builder and opens a new one (*fork*). A generated node shared by several leaves is trained on the first
-  leaf only and is context on the others.
-* **Samples.** A builder with no trained token after its first prompt gives none; the others give one
-  sequence each, its first prompt stripped from the response and the whole cut to ``max_tokens`` when that
-  is set (> 0).
+* **Routing** (``MessageTree.record``): turns, in record order, are matched into the tree by their prompt messages,
+  the reply hanging below as a *generated* node; a short generated leaf that an assistant message rewrites is merged
+  into that message (``_merge_rewrite``);
+* **Sequences** (``MessageTree._builders``): every leaf's path of generated nodes is cut by token drift into builders
+  (extend, *realign* over a short reply, or *fork*); a generated node shared by several leaves is trained once;
+* **Samples** (``MessageTree.sequences``): every builder that trains gives one sequence, cut to ``max_tokens``.
 
 Beyond slime: a reply token the staleness bound masked (loss_mask 0 in its segment) stays context, and every
 position keeps the weight version that sampled it (None for context).
@@ -125,6 +114,9 @@ class MessageTree:
         self._root = _Node(None)
 
     def record(self, turn: Turn) -> None:
+        # The prompt's messages are matched from the root down, by key (role and content); where they stop matching,
+        # the rest are added as routing-only nodes and the reply hangs below as a generated node. A turn with no
+        # prompt messages is not recorded.
         keys = list(turn.prompt_keys)
         if not keys:
             return
@@ -140,6 +132,10 @@ class MessageTree:
         node.add(turn.reply_key).turn = turn
 
     def _merge_rewrite(self, node: _Node, keys: list[str], depth: int) -> tuple[_Node, int]:
+        # The rewrite merge: when the first unmatched message is an assistant message and the node reached has
+        # exactly one assistant child, a generated leaf whose reply is shorter than ``fork_threshold`` tokens, that
+        # child takes the message's key and stops being generated (its reply is not trained), and routing goes on
+        # below it. A threshold of 0 turns the merge off.
         if self.fork_threshold <= 0 or depth >= len(keys) or not keys[depth].startswith("assistant:"):
             return node, depth
         assistants = [child for child in node.children if child.role == "assistant"]
@@ -153,6 +149,9 @@ class MessageTree:
         return child, depth + 1
 
     def sequences(self, max_tokens: int = 0) -> list[TrainingSequence]:
+        # Every leaf, in depth-first order of the tree, gives its path's generated nodes in order. A builder with no
+        # trained token after its first prompt gives no sequence; the others give one each, its first prompt
+        # stripped from the response and the whole cut to ``max_tokens`` when that is set (> 0).
         out: list[TrainingSequence] = []
         for leaf in self._leaves():
             generated = [node for node in leaf.path() if node.turn is not None]
@@ -179,6 +178,8 @@ class MessageTree:
             stack.extend(reversed(node.children))
 
     def _builders(self, generated: list[_Node]) -> list[_Builder]:
+        # Each generated node goes into the current builder (``_Builder.drift`` decides how); a node shared by
+        # several leaves is trained on the first leaf only and is context on the others.
         builders: list[_Builder] = []
         for node in generated:
             turn = node.turn
@@ -205,6 +206,10 @@ class _Builder:
 
     def drift(self, turn: Turn, fork_threshold: int) -> bool | None:
         """False: the prompt extends the tokens held; True: realign; None: fork."""
+        # No drift (the tokens held are a prefix of the prompt): the prompt's tail is appended as context and the
+        # reply as trained tokens. Drift that starts inside the last reply span, with a reply shorter than
+        # ``fork_threshold``: that span is overwritten by the prompt's tokens from its start, as context (realign).
+        # Any other drift closes the builder and opens a new one (fork).
         held = np.frombuffer(self.tokens, dtype=np.int32) if self.tokens else np.empty(0, dtype=np.int32)
         shared = common_prefix(held, turn.prompt_ids)
         if shared == len(held):

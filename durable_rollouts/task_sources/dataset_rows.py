@@ -1,33 +1,15 @@
 """Dataset rows in slime's JSONL shape, normalised into a ``TaskSpec``.
 
-A row is ``{"prompt", "label", "metadata"}``. Normalisation follows the
-reference ``_metadata()``: flat ``metadata.{instance_id, image, workdir,
-problem_statement, swepro, eval_cmd, pre_commands}`` with fallbacks to
-``metadata.remote_env_info.{instance_id, image_url, workdir, f2p_script,
-pre_commands}``; the problem statement falls back to the prompt; a
-``f2p_script`` becomes the grader when ``eval_cmd`` is absent, written to a
-file verbatim (base64, so no shell quoting can corrupt it) and run with
-python. A SWE-bench row (``remote_env_info.{repo, version, base_commit,
-test_patch, FAIL_TO_PASS, PASS_TO_PASS, image}``, optionally
-``environment_setup_commit``, ``install_config``, ``eval_script``,
-``log_parser``, ``eval_type``) becomes a ``swebench`` grader, with the
-workdir defaulting to SWE-bench's ``/testbed``. ``metadata.reference_patch``
-(or a SWE-bench row's gold ``patch``) feeds the scripted oracle.
-``metadata.test_files`` (or ``remote_env_info.test_files``) lists the glob
-patterns of the files the grader restores to the baseline before testing
-(default: ``durable_rollouts.contracts.tasks.DEFAULT_TEST_FILES``). A ``swepro`` row's
-``run_script_path`` / ``parser_script_path`` are read here, inside the
-dataset root (``durable_rollouts.task_sources.dataset_scripts``), and inlined into the task.
-A row in another project's flat shape (SWE-rebench, SWE-Gym, SWE-smith, flat
-SWE-bench: ``durable_rollouts.task_sources.row_shapes.registry``), at the top level or directly
-in ``metadata`` (``registry.locate`` states when), is read by that shape, its
-problem statement falling back to the prompt; a row in no known shape is
-refused naming what the closest lacks.
+A row is ``{"prompt", "label", "metadata"}``. Normalisation follows the reference ``_metadata()``, and
+``task_from_row`` spells out each field: flat ``metadata.*`` first, then ``metadata.remote_env_info.*``; the
+problem statement falls back to the prompt; an ``f2p_script`` is the grader when ``eval_cmd`` is absent; SWE-bench
+fields make a ``swebench`` grader (workdir ``/testbed``); a ``swepro`` row's scripts are inlined from the dataset
+root (``dataset_scripts``). A row in another project's flat shape (``row_shapes.registry``) is read by that shape.
+docs/task_sources.md and docs/running.md (*Test files and harness scripts*) describe the fields.
 
-Every problem is reported as ``RowError`` naming the field (and the line of the
-file when read from JSONL); reading a file never stops at a bad row. Rows that
-could not travel through Temporal (a lone surrogate, an over-long instance id,
-an oversized task) are refused here too (``row_limits``).
+Invariant: every problem is a ``RowError`` naming the field (and the line of the file when read from JSONL);
+reading a file never stops at a bad row. Rows that could not travel through Temporal (a lone surrogate, an
+over-long instance id, an oversized task) are refused here too (``row_limits``).
 """
 
 from __future__ import annotations
@@ -111,10 +93,11 @@ def task_from_row(row: Any, line: int | None = None, root: str | Path | None = N
         "workdir": workdir,
         "problem_statement": metadata.get("problem_statement") or _prompt_text(row.get("prompt"), line),
         "swepro": _swepro(metadata.get("swepro"), root if isinstance(root, Path) else dataset_root(root), line),
+        # An f2p script is written to a file verbatim (base64: no shell quoting can corrupt it) and run with python.
         "eval_cmd": metadata.get("eval_cmd") or (f2p_eval_cmd(f2p) if isinstance(f2p, str) and f2p else None),
         "swebench": swebench,
         "pre_commands": _pre_commands(metadata.get("pre_commands") or remote.get("pre_commands"), line),
-        "reference_patch": metadata.get("reference_patch") or remote.get("patch"),
+        "reference_patch": metadata.get("reference_patch") or remote.get("patch"),  # the scripted oracle's
         "test_files": _test_files(metadata, remote, line),
     }
     try:

@@ -1,24 +1,16 @@
 """The image a Harbor task runs in: its prebuilt ``[environment] docker_image``, or its ``environment/Dockerfile``
-built on this Docker engine.
+built on this Docker engine (the engine of the process reading the tasks: docs/task_sources.md, *Harbor task
+directories*, says how a fleet's workers get the images).
 
 Invariants:
 
-* A built image's tag is ``harbor-<task name>:<hash>``: the hash covers every file of the environment
-  directory (relative path, executable bit, bytes; a symlink by its target), so the image is rebuilt
-  exactly when that directory changes, and an image already carrying the tag is used as it is.
-* A build uses the engine's legacy builder (the Docker SDK's ``/build``, no BuildKit) with ``pull=False``:
-  nothing is pulled, so the Dockerfile builds ``FROM`` a local image (``rollout-base:bookworm``, say).
-  Intermediate containers are removed even when the build fails. ``build_timeout_sec`` bounds how long the
-  engine may stay silent while building (the SDK's read timeout), not the build's total time.
-* A prebuilt ``docker_image`` the engine lacks is pulled (its mirror rewrite and credentials as
-  ``ImageSettings`` say; under the ``never`` policy it must be present); it is never rebuilt.
+* A built image's tag is ``harbor-<task name>:<hash>``, the hash over every file of the environment directory
+  (``environment_hash``), so the image is rebuilt exactly when that directory changes, and an image already
+  carrying the tag is used as it is. A build pulls nothing, so the Dockerfile builds ``FROM`` a local image; a
+  prebuilt ``docker_image`` the engine lacks is pulled as ``ImageSettings`` says, and never rebuilt.
 * The task's workdir is the image's ``WORKDIR``; an image without one (or with ``/``) is refused, since the
-  agent's diff is taken over the workdir.
-* Images are found, pulled or built on the engine of the process reading the tasks (the starter's): on one
-  machine that is the workers' engine too. A fleet's workers pull what they lack, so there each task names a
-  ``docker_image`` pushed to a registry the workers reach (or the same directory is built on every host first).
-* Every failure is an ``ImageProblem`` naming the task's field (``environment.docker_image``,
-  ``environment/Dockerfile``) and, for a build, the end of its log.
+  agent's diff is taken over the workdir. Every failure is an ``ImageProblem`` naming the task's field
+  (``environment.docker_image``, ``environment/Dockerfile``) and, for a build, the end of its log.
 """
 
 from __future__ import annotations
@@ -162,6 +154,9 @@ class HarborImages:
     def _build(self, environment: Path, tag: str, timeout_s: float) -> None:
         log: list[str] = []
         try:
+            # The engine's legacy builder (the SDK's ``/build``, no BuildKit); ``forcerm`` removes the intermediate
+            # containers even when the build fails; ``timeout`` is the SDK's read timeout: how long the engine may
+            # stay silent, not the build's total time.
             for chunk in self.client.api.build(
                 path=str(environment),
                 dockerfile="Dockerfile",

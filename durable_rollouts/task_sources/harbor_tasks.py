@@ -3,28 +3,13 @@
 A Harbor task is a directory holding ``task.toml``, ``instruction.md`` (the problem statement),
 ``environment/Dockerfile`` (or a prebuilt ``[environment] docker_image``), ``tests/test.sh`` with the other
 test files, and optionally ``solution/``. ``read_harbor_tasks(DIR)`` reads DIR as one task when it holds a
-``task.toml``, else each of its subdirectories (sorted; hidden ones skipped) as one task.
+``task.toml``, else each of its subdirectories (sorted; hidden ones skipped) as one task. docs/task_sources.md
+(*Harbor task directories*) gives what each ``task.toml`` field becomes.
 
-What task.toml gives, in Harbor's field names and units:
-
-* ``[task] name`` is the instance id (default: the directory's name);
-* ``[verifier] timeout_sec`` (default 600) and ``[agent] timeout_sec`` (default: none) go to ``HarborSpec``
-  (``durable_rollouts.config.settings.RolloutBudgets.for_task`` folds them into the rollout's budgets), ``[verifier]
-  env`` (string values) is the verifier's environment;
-* ``[environment] cpus`` (default 1), ``memory_mb`` (2048) and ``storage_mb`` (10240), or the deprecated
-  ``memory`` / ``storage`` sizes (``"2G"``, ``"512M"``), become ``TaskResources``
-  (``durable_rollouts.docker_sandbox.limits.task_limits`` caps them at the worker's per-sandbox limits);
-  ``docker_image`` and ``build_timeout_sec`` (default 600) choose or build the image (``harbor_images``);
-  ``gpus`` above 0 is refused (no GPUs here);
-* everything else (``[metadata]``, ``[solution]``, ``user``, network settings, ...) is read past.
-
-The whole ``tests/`` directory (regular files; a symlink only if it stays inside ``tests/``), at most
-``MAX_TESTS_BYTES``, is inlined into the task, so no worker ever reads a host path a task names.
-``solution/reference.patch``, this project's extension to the format, is the task's ``reference_patch``
-(the scripted oracle applies it; Harbor's own oracle runs ``solution/solve.sh``, which is not used here).
-
-Every problem is a ``HarborTaskError`` naming the task's file (or directory) and field, and never stops the
-other tasks: reading yields each task's row or its error, as ``dataset_rows.read_dataset`` does for lines.
+Invariants: the whole ``tests/`` directory (regular files; a symlink only if it stays inside ``tests/``), at
+most ``MAX_TESTS_BYTES``, is inlined into the task, so no worker ever reads a host path a task names. Every
+problem is a ``HarborTaskError`` naming the task's file (or directory) and field, and never stops the other
+tasks: reading yields each task's row or its error, as ``dataset_rows.read_dataset`` does for lines.
 """
 
 from __future__ import annotations
@@ -132,6 +117,7 @@ def read_task(directory: Path, images: HarborImages) -> tuple[TaskSpec, dict[str
         raise HarborTaskError(
             directory, "environment.gpus", f"{gpus:g} requested; this project's sandboxes have no GPUs", "task.toml"
         )
+    # ``RolloutBudgets.for_task`` folds the timeouts into the rollout's budgets.
     spec = HarborSpec(
         source=str(directory),
         tests=_tests(directory),
@@ -139,6 +125,7 @@ def read_task(directory: Path, images: HarborImages) -> tuple[TaskSpec, dict[str
         agent_timeout_s=_number(directory, agent, "agent.timeout_sec", None),
         verifier_env=_env(directory, verifier),
     )
+    # ``docker_sandbox.limits.task_limits`` caps these at the worker's per-sandbox limits.
     resources = TaskResources(
         cpus=_number(directory, environment, "environment.cpus", DEFAULT_CPUS),
         memory_bytes=int(_megabytes(directory, environment, "memory", DEFAULT_MEMORY_MB) * (1 << 20)),

@@ -1,23 +1,19 @@
 """Impossible-task probes (as ImpossibleBench makes them): a row whose tests contradict its problem statement,
-made from any row by flipping one expected value, so that any pass is cheating.
+made from any row by flipping one expected value (``probe_flip``), so that any pass is cheating.
+
+docs/grading.md (*Impossible-task probes*) gives where each kind of row gets its flip. Where the row carries its
+tests as text (an f2p script, a SWE-bench ``test_patch``, a Harbor task's Python tests) the flip is made here and
+recorded in ``ImpossibleProbe.flip``; where they live in the image (``eval_cmd``, ``swepro`` rows) a pre-command
+runs ``probe_flip`` at boot in both the agent's and the grading sandbox, before the baseline is recorded.
+A row with no value to flip is ``ProbeUnavailable``, naming the field that holds its tests.
 
 Invariants:
 
-* ``probe_of(task, seed)`` is a pure function of its arguments: the same row and seed give the same probe
-  (instance id ``<source>.probe-<seed>``, no reference patch, ``TaskSpec.probe`` set). Where the row carries
-  its tests as text the flip is made here and recorded in ``ImpossibleProbe.flip``: an f2p row's script, a
-  SWE-bench row's ``test_patch`` (an added line of a test the row's ``fail_to_pass`` names, else its
-  ``pass_to_pass``), a Harbor task's Python test files. Where the tests live in the image (``eval_cmd``,
-  ``swepro`` rows) a pre-command runs ``durable_rollouts.task_sources.probe_flip`` at boot, in the agent's sandbox and
-  the grading sandbox alike, before the baseline is recorded: the agent sees the contradicting test, and the grader's
-  reset of the protected test files keeps it. A ``swepro`` flip is made in a test its ``fail_to_pass`` names, else its
-  ``pass_to_pass``: one the verdict needs; an ``eval_cmd`` flip in a protected test file, preferring those the command
-  names.
-* The flipped test is always one the grader puts back, so an agent's edit of it never counts.
-* A row with no value to flip is ``ProbeUnavailable`` (naming the field that holds its tests); a row whose
-  tests are in the image finds out at boot, and its grading then says ``void``.
-* ``is_probe_slot(run_id, group_index, share)`` picks the probe groups of a run: deterministic (a restarted
-  trainer picks the same ones, so workflow ids stay fixed) and, over many groups, ``share`` of them.
+* ``probe_of(task, seed)`` is a pure function of its arguments (instance id ``<source>.probe-<seed>``, no
+  reference patch, ``TaskSpec.probe`` set), and the flipped test is always one the grader puts back, so an
+  agent's edit of it never counts.
+* ``is_probe_slot(run_id, group_index, share)`` is deterministic (a restarted trainer picks the same groups, so
+  workflow ids stay fixed) and, over many groups, picks ``share`` of them.
 """
 
 from __future__ import annotations

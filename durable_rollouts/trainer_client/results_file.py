@@ -1,23 +1,16 @@
 """The starter's results JSONL: appended to, never truncated, so a re-run with the same run id completes it.
 
-Each line is one result record: a group line (``group_record_with_segments``:
-a ``GroupResult`` dump whose every sample's ``rollout`` / ``episode`` is that
-result's dump with its ``segments`` unpacked from its trajectory), or a
-single result (``record_with_segments``: a ``RolloutResult`` dump, with its
-oldest and newest weight version and its version changes, or an
-``EpisodeResult`` dump, plus its ``segments`` with their
-``weight_version_spans``), each with extras such as ``line``. A line never
-holds a packed trajectory or a whole log: each result's agent log and grading
-log go to files in the folder beside the results file
-(``<results file>.logs/<workflow id>.agent.jsonl`` / ``.grading.log``), which
-the line's ``log_path`` names (its ``log`` left empty).
-A line's key is its ``workflow_id`` (a group line's is the group's id), or
-``line:<n>`` for a dataset row that never became a workflow.
-``ResultSink.done`` holds the keys whose last line is final: every line
-except a ``failed`` one with a reason in ``RETRYABLE_REASONS`` (the workflow
-may still run, or a trajectory or payload was not readable), which a re-run collects
-again and appends. A torn last line (the starter killed mid-write) is cut off
-before appending. One starter writes one file at a time.
+Each line is one result record: a group line (``group_record_with_segments``: a ``GroupResult`` dump) or a single
+result (``record_with_segments``: a ``RolloutResult`` or ``EpisodeResult`` dump), every result with its ``segments``
+(and their ``weight_version_spans``) unpacked from its trajectory, plus extras such as ``line``. A line never holds a
+packed trajectory or a whole log: each result's agent and grading logs go to files beside the results file
+(``<results file>.logs/<workflow id>.agent.jsonl`` / ``.grading.log``), named by the line's ``log_path``.
+
+Invariants:
+* a line's key is its ``workflow_id`` (a group line's is the group's id), or ``line:<n>`` for a dataset row that
+  never became a workflow; ``ResultSink.done`` holds the keys whose last line is final: every line except a ``failed``
+  one with a reason in ``RETRYABLE_REASONS``, which a re-run collects again and appends;
+* a torn last line (the starter killed mid-write) is cut off before appending. One starter writes one file at a time.
 """
 
 from __future__ import annotations
@@ -38,6 +31,7 @@ from durable_rollouts.policy.trajectory_packing import unpack_trajectory
 T = TypeVar("T")
 
 TRAJECTORY_UNREADABLE = "trajectory_unreadable"
+# The workflow may still run, or a trajectory or payload was not readable: a re-run collects these again.
 RETRYABLE_REASONS = ("server_unavailable", "wait_failed:", TRAJECTORY_UNREADABLE, "payload_unreadable")
 
 

@@ -1,25 +1,17 @@
 """The trainer's side of GRPO groups: start or attach ``RolloutGroup`` workflows, stream them, fill batches.
 
 Invariants:
+* **Streaming.** ``stream_groups`` yields each group's ``GroupResult`` as soon as it finishes (finish order, not input
+  order), with at most ``concurrency`` groups in flight; a group that cannot be started or collected is yielded
+  ``failed`` (``workflow_runs``: reason and message), and a Temporal outage is waited out. Group ids are deterministic
+  (``group_workflow_id``), so a restarted trainer re-attaches and each group runs once.
+* **Batches.** ``fill_batch`` returns once ``n_groups`` groups passed their filter (and the trainer's ``accept``), in
+  finish order, drawing another group from its source for each that is dropped; the groups still running then are
+  cut or handed over unfinished (``straggler_policy``). Dropped, cut and handed-over groups are reported in the
+  ``Batch`` (``dropped``, ``cut``, ``handed_over``), never lost.
 
-* **Streaming.** ``stream_groups`` yields each group's ``GroupResult`` as soon
-  as it finishes (finish order, not input order), with at most
-  ``concurrency`` groups in flight; a group that cannot be started or
-  collected is yielded ``failed`` (``workflow_runs``: reason and message), and
-  a Temporal outage is waited out. Group ids are deterministic
-  (``group_workflow_id``), so a restarted trainer re-attaches and each group
-  runs once.
-* **Batches.** ``fill_batch`` starts ``over_sample`` groups (at least
-  ``n_groups``) from a source of groups, one more for each that is dropped,
-  or, with ``refetch_chunk`` (slime's ``over_sampling_batch_size``), draws
-  and starts that many more whenever fewer than ``n_groups`` started groups
-  are left undropped, as slime's rollout does; it returns once ``n_groups``
-  groups passed their filter (and the trainer's ``accept``), in finish order; the groups still running then are
-  either cut (``cut`` signal: agents stopped, sandboxes destroyed, reported
-  in ``Batch.cut``) or handed over unfinished (``Batch.handed_over``: their
-  inputs, which the next batch starts again and so re-attaches to the running
-  workflows: a partial rollout), by ``straggler_policy``. A group its filter
-  drops is reported in ``Batch.dropped`` and another is drawn from the source.
+How many groups ``fill_batch`` keeps in flight (``over_sample``, or slime's ``refetch_chunk``): its docstring; the
+API in use: docs/groups.md.
 """
 
 from __future__ import annotations

@@ -1,37 +1,17 @@
 """The trainer's side of many workflows: start or attach, wait through server restarts, never let one run end the rest.
 
 Invariants:
+* **One run never ends the others.** Every error while starting or waiting for a workflow becomes that run's
+  ``RunFailure`` (a machine-readable ``reason`` and the message), which the caller turns into a ``failed`` result;
+  ``run_limited`` runs all items and returns one result per item, in input order, and an ``on_result`` callback that
+  raises is logged, not fatal.
+* **A Temporal outage is waited out.** A call that fails with a transient gRPC status is retried once the server
+  answers a health check again, for up to ``server_wait_s`` per outage (then the run fails ``server_unavailable``);
+  waiting re-gets the handle each time, so the workflow, which survives the restart, is collected.
+* **Starting is idempotent** (``start_or_attach`` rejects duplicate ids and attaches to a running or closed one), so a
+  retried start never runs a workflow twice.
 
-* **One run never ends the others.** Every error while starting or waiting
-  for a workflow becomes that run's ``RunFailure`` (a machine-readable
-  ``reason`` and the message), which the caller turns into a ``failed``
-  result; ``run_limited`` runs all items and returns one result per item, in
-  input order, and an ``on_result`` callback that raises is logged, not fatal.
-* **A Temporal outage is waited out.** A call that fails with a transient gRPC
-  status (``TRANSIENT``; the SDK has already retried it for about 10 s) is
-  retried once the server answers a health check again, probed with backoff
-  (1 s doubling to 10 s). One outage may last up to ``server_wait_s``
-  (``ROLLOUT_SERVER_WAIT_S``, default 300 s) before the run fails with
-  ``server_unavailable``; the next outage gets the full time again. A call
-  that keeps failing while the server answers is retried at most
-  ``MAX_RETRIES_PER_CALL`` (20) times, then fails with its status. Waiting
-  re-gets the handle each time (the latest run of the workflow id), so the
-  workflow, which survives the restart, is collected.
-* **Starting is idempotent** (``start_or_attach`` rejects duplicate ids and
-  attaches to a running or closed one), so a retried start never runs a
-  workflow twice.
-
-Reasons: ``start_rejected:<gRPC status>`` (the server refused the start, e.g.
-a workflow id over 1,000 bytes), ``payload_too_large`` (an input over the
-payload store's cap, ``ROLLOUT_PAYLOAD_MAX_BYTES``), ``payload_unreadable``
-(the result's payload is not in the store this process reads: removed, or
-in another machine's payload folder; the message names the key),
-``wait_failed:<gRPC status>``, ``server_unavailable``, ``workflow_terminated``
-/ ``workflow_cancelled`` / ``workflow_timed_out`` / ``workflow_failed`` (the
-workflow closed without a result), ``exception:<Type>`` (anything else, e.g.
-an input the client cannot encode). After ``server_unavailable``,
-``wait_failed:*`` or ``payload_unreadable`` the workflow may still run or its
-payload come back: starting again under the same id attaches to it.
+The reasons, and what a re-run under the same ids does with each: docs/running.md, "The starter's failures".
 """
 
 from __future__ import annotations
@@ -52,8 +32,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_rollouts.trainer_client.payload_storage import PAYLOAD_TOO_LARGE, PayloadUnreadable
 
 log = logging.getLogger(__name__)
+# ``ROLLOUT_SERVER_WAIT_S``: how long one outage may last; the next outage gets the full time again.
 DEFAULT_SERVER_WAIT_S = 300.0
+# A call that keeps failing while the server answers its health checks fails with its status after this many tries.
 MAX_RETRIES_PER_CALL = 20
+# Statuses waited out (the SDK has already retried the call for about 10 s); others fail the call at once.
 TRANSIENT = frozenset(
     {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNKNOWN, RPCStatusCode.CANCELLED}
 )

@@ -1,29 +1,18 @@
 """gpt-oss's harmony format (SGLang ``gpt-oss`` for both parsers: ``gpt_oss_detector.py``, the reasoning
 parser's ``GptOssDetector`` over ``harmony_parser.py``).
 
-A completion is a run of messages (the generation prompt ends with
-``<|start|>assistant``, so the first one has no ``<|start|>``)::
+A completion is a run of messages (the generation prompt ends with ``<|start|>assistant``, so the first one
+has no ``<|start|>``); a message ends at ``<|end|>``, ``<|call|>`` or ``<|return|>``, or where the next starts::
 
     <|channel|>analysis<|message|>THOUGHT<|end|>
     <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}<|call|>
     <|start|>assistant<|channel|>final<|message|>ANSWER<|return|>
 
-A message ends at ``<|end|>``, ``<|call|>`` or ``<|return|>``, or where the
-next one starts. The recipient ``to=…`` may be in the channel header or after
-the role; a message with one is a tool call.
-
-Reasoning (``gpt-oss``): ``analysis`` messages are the reasoning; the bodies
-of ``final`` and ``commentary`` messages (a commentary without recipient is a
-preamble for the user) are the answer; a tool-call message passes to the
-answer verbatim, markers and all, for the tool-call parser, and so does a
-message of a channel harmony does not define. Text outside messages is
-answer text.
-
-Tool calls (``gpt-oss``): each message with a recipient is a candidate: the
-recipient must be ``functions.NAME``, the content type (``<|constrain|>json``
-or a bare ``json``) json if given, the body a JSON object (empty: no
-arguments, as SGLang reads it), and the message must end with ``<|call|>``
-(the stop token; without it the message was cut off).
+Reasoning (``gpt-oss``): the ``analysis`` messages; the rest is answer text. Tool calls (``gpt-oss``): a message
+with a recipient ``to=…`` (in the channel header or after the role) is a candidate; it must name
+``functions.NAME``, have json as its content type if it gives one (``<|constrain|>json`` or a bare ``json``), a
+JSON object as its body (empty: no arguments, as SGLang reads it), and end with ``<|call|>`` (the stop token;
+without it the message was cut off).
 """
 
 from __future__ import annotations
@@ -56,6 +45,8 @@ def gpt_oss_reasoning(text: str) -> tuple[str, str]:
         cursor = message.end()
         words = _words(message["header"])
         channel = words[0] if words else ""
+        # A tool call, or a channel harmony does not define, passes verbatim (markers and all) to the tool-call
+        # parser; ``final`` and ``commentary`` bodies are the answer (a commentary without recipient is a preamble).
         if _recipient(message) is not None or channel not in ("analysis", "final", "commentary"):
             answer.append(message.group(0))
         elif channel == "analysis":

@@ -1,26 +1,17 @@
 """Qwen's formats: ``<tool_call>`` blocks with an XML (Qwen3-Coder) or JSON (Qwen2.5, Hermes) body, and
 Qwen3's ``<think>`` reasoning.
 
-Each call is one ``<tool_call>…</tool_call>`` block (the templates put a
-newline after the opening and before the closing marker); the body is
+Each call is one ``<tool_call>…</tool_call>`` block; its body is read by ``qwen3_coder`` (SGLang
+``qwen3_coder_detector.py``: ``<function=NAME>``, then ``<parameter=K>\\nV\\n</parameter>`` per argument, then
+``</function>``, each value typed by the tool's schema), by ``qwen25`` / ``qwen`` / ``hermes`` (SGLang
+``qwen25_detector.py``, ``hermes_detector.py``: ``{"name": NAME, "arguments": {…}}``) or by this project's
+``auto`` (the JSON body when it starts with ``{``, else the Qwen3-Coder one). Reasoning: ``qwen3`` is
+``<think>…</think>``, the opening tag optional (the project's default); ``qwen3-thinking`` always reasons first
+(its template opens the thought in the generation prompt), as SGLang forces it. docs/adapter.md (*Completion
+parsers: SGLang's names*) lists every parser.
 
-* ``qwen3_coder`` (SGLang ``qwen3_coder_detector.py``):
-  ``<function=NAME>`` then ``<parameter=K>\\nV\\n</parameter>`` per argument
-  then ``</function>``; one newline each side of a value is the template's,
-  the rest of the value is kept, typed by the tool's schema
-  (``arguments.typed_value``). Stricter than SGLang: text outside the
-  parameters, or a parameter without ``</parameter>``, makes the call
-  ill-formed instead of being dropped.
-* ``qwen25`` / ``qwen`` / ``hermes`` (SGLang ``qwen25_detector.py``,
-  ``hermes_detector.py``): ``{"name": NAME, "arguments": {…}}`` (SGLang also
-  reads ``parameters`` for ``arguments``, and so does this parser).
-* ``auto`` (this project's): per block, the JSON body when it starts with
-  ``{``, else the Qwen3-Coder body, so either family's model works without
-  naming its parser.
-
-Reasoning: ``qwen3`` is ``<think>…</think>``, the opening tag optional (the
-project's default); ``qwen3-thinking`` always reasons first (its template
-opens the thought in the generation prompt), as SGLang forces it.
+Invariant: stricter than SGLang, text outside the parameters, or a parameter without ``</parameter>``, makes a
+Qwen3-Coder call ill-formed (kept verbatim in the text and reported) instead of being dropped.
 """
 
 from __future__ import annotations
@@ -55,7 +46,7 @@ def function_body(body: str, schemas: Schemas) -> ParsedToolCall:
     properties = schemas.get(name, {}).get("properties", {})
     arguments = {}
     for key, raw in PARAMETER.findall(inner):
-        value = raw.removeprefix("\n").removesuffix("\n")
+        value = raw.removeprefix("\n").removesuffix("\n")  # one newline each side is the template's; the rest is kept
         arguments[key] = typed_value(value, properties.get(key, {}))
     leftover = PARAMETER.sub("", inner).strip()
     if leftover:
@@ -67,6 +58,7 @@ def json_body(body: str, schemas: Schemas) -> ParsedToolCall:
     payload: Any = decoded(body, "call")
     if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
         raise ToolCallFormatError('expected {"name": …, "arguments": …}')
+    # SGLang also reads ``parameters`` for ``arguments``, and so does this parser.
     arguments = payload["arguments"] if "arguments" in payload else payload.get("parameters", {})
     return ParsedToolCall(name=payload["name"], arguments=arguments_object(arguments))
 

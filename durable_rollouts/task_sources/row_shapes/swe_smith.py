@@ -1,25 +1,16 @@
 """SWE-smith rows (``SWE-bench/SWE-smith``): a synthetic bug in a repo whose image holds the clean tree.
 
-SWE-smith's images hold the repo at ``/testbed`` as its mirror left it (the
-tests pass); its harness checks out the instance's branch, where ``patch``,
-the bug, is committed. Offline, the sandbox gets the bug from ``patch``
-itself: a pre-command applies it and folds it into the repo's only history
-(the HEAD commit amended, every other ref and the reflog dropped, unreachable
-objects pruned), so neither ``git diff`` nor ``git log`` nor a remote ref
-shows the fix; the baseline recorded after it makes the agent's diff exactly
-the agent's. The gold fix for the scripted oracle is ``patch`` reversed.
+SWE-smith's harness checks out the instance's branch, where ``patch``, the bug, is committed. Offline, a
+pre-command applies ``patch`` itself at boot and folds it into the repo's only history (the HEAD commit amended,
+every other ref and the reflog dropped, unreachable objects pruned), so neither ``git diff`` nor ``git log`` nor
+a remote ref shows the fix, and the baseline recorded after it makes the agent's diff exactly the agent's. The
+gold fix for the scripted oracle is ``patch`` reversed. Grading runs the repo profile's pytest command on the
+files of the ``FAIL_TO_PASS`` tests, and ``swe_smith_verdict`` reads the log; docs/task_sources.md
+(*SWE-rebench, SWE-Gym and SWE-smith rows*) gives the image names and the command.
 
-Grading mirrors the harness: the repo profile's test command (the Python
-profile's ``pytest --disable-warnings --color=no --tb=no --verbose``, or a
-profile's own in ``TEST_COMMANDS``) runs on the files of the
-``FAIL_TO_PASS`` tests between the harness's output markers, and
-``swe_smith_verdict`` reads pytest's log: solved iff every ``FAIL_TO_PASS``
-and ``PASS_TO_PASS`` test in those files is reported passed (stricter than
-the harness, which also counts a test missing from the log as passed). The
-image is the row's ``image_name``, else the profile naming
-``swebench/swesmith.x86_64.<owner>_1776_<repo>.<commit8>`` of the row's
-mirror ``repo`` (``swesmith/<owner>__<repo>.<commit8>``). Only pytest
-profiles are read: a row whose tests are not pytest node ids is refused.
+Invariant: solved iff each test of ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` in those files is reported passed, which
+is stricter than the harness (a test missing from the log fails); only pytest profiles are read, so a row whose
+tests are not pytest node ids is refused.
 """
 
 from __future__ import annotations
