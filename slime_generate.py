@@ -1,50 +1,16 @@
 """Drop-in for slime's coding-agent example: ``--custom-generate-function-path slime_generate.generate``.
 
-``generate(args, sample, sampling_params)`` keeps the reference's contract but
-runs the rollout as a ``CodingAgentRollout`` workflow on the workers: it starts
-the workflow (or re-attaches to it: the id is derived from the run, the
-instance id, ``sample.index`` and ``sample.group_index``, so a restarted
-trainer never runs a sample twice), waits for it, and turns the result into
-slime Samples under the sample contract in force (``durable_rollouts.slime_samples.registry``:
-``ROLLOUT_SLIME_SAMPLE_CONTRACT``, else read off the installed slime, logged
-once per process):
+``generate(args, sample, sampling_params)`` keeps the reference's contract but runs the rollout as a
+``CodingAgentRollout`` workflow on the workers, waits for it and turns the result into slime Samples under the sample
+contract in force (``slime_samples.registry``: ``current`` for today's slime, ``seed`` before June 2026), with every
+sampled token's log-prob and weight version. An aborted rollout, or one the trainer could not start or collect,
+becomes the reference's aborted sample with its reason. docs/slime.md states the contracts, the settings it reads
+and the staleness policy (``mask`` by default: a dropped sample would be a zero the infrastructure made).
 
-* ``current`` (today's slime): compaction calls appended to the conversation
-  they summarise, one fresh Sample per training sequence, each with the full
-  reward, ``remove_sample`` on aborted ones (``durable_rollouts.slime_samples.current``);
-* ``seed`` (slime before June 2026): one Sample per token segment, the reward
-  divided among them (``durable_rollouts.slime_samples.seed``).
-
-Either way every Sample shares ``rollout_id`` (= ``sample.index``) and has
-``tokens``, ``response_length``, ``loss_mask`` and ``rollout_log_probs`` over
-the response, ``response`` (decoded, for reading only), ``weight_versions`` as
-slime fills it and ``metadata.weight_version_spans`` (the exact version of
-every sampled token). An aborted rollout becomes the reference's aborted
-sample (tokens ``[0, 0]``, ``loss_mask [0]``, reward 0, status aborted,
-``metadata.abort_reason``); so does a rollout the trainer could not start or
-collect (``workflow_runs``: a refused start, a Temporal outage longer than
-``ROLLOUT_SERVER_WAIT_S``, default 300 s, is waited out until then), with that
-failure's reason.
-
-With ``ROLLOUT_IMPOSSIBLE_SHARE`` that share of the groups (by ``sample.group_index``,
-the same for every sample of a group) run as impossible-task probes of their rows; a
-probe's rollout comes back as one untrained sample (``remove_sample``, reward 0) whose
-``metadata.impossible_probe`` is its verdict. Evaluation never runs probes.
-
-slime is optional: ``samples_from_result`` works on any object with slime's
-``Sample`` attributes, and ``sample_dicts`` gives the same data as plain dicts.
-``slime_rollout`` (whole groups as slime's rollout function) builds its
-rollouts with ``task_of`` / ``rollout_of`` and shares ``temporal_client``,
-``tokenizer_of`` and the fan-out.
-Settings: the Temporal connection (a ``temporal.toml`` profile, ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` /
-``TEMPORAL_API_KEY`` / ``TEMPORAL_TLS_*``: ``durable_rollouts.trainer_client.temporal_connection``),
-``ROLLOUT_TASK_QUEUE``, ``ROLLOUT_RUN_ID`` (default: one id per trainer process), the ``SWE_*`` budget knobs,
-``args.rollout_max_context_len`` (context budget) and ``args.sglang_router_ip/port`` (the policy URL, unless the worker
-pins its own), ``ROLLOUT_MAX_STALENESS`` / ``ROLLOUT_STALENESS_POLICY`` (a staleness bound; unset, none). The drop-in's
-policy defaults to ``mask``: a dropped sample reaches slime as an aborted sample with reward 0, a zero the
-infrastructure made inside a GRPO group, while a masked one keeps its reward and its fresh turns, with the stale turns
-as context (``loss_mask`` 0) and every trained token's version in ``weight_versions`` /
-``metadata.weight_version_spans``.
+Key invariant: the workflow id is derived from the run (``ROLLOUT_RUN_ID``), the instance id, ``sample.index`` and
+``sample.group_index``, so a restarted trainer re-attaches and never runs a sample twice. slime is optional:
+``samples_from_result`` works on any object with ``Sample``'s attributes; ``slime_rollout`` shares ``task_of``,
+``rollout_of``, ``temporal_client`` and ``tokenizer_of``.
 """
 
 from __future__ import annotations

@@ -1,65 +1,15 @@
 """Drop-in for slime's rollout function: ``--rollout-function-path slime_rollout.generate_rollout``.
 
-``generate_rollout(args, rollout_id, data_source, evaluation=False)`` keeps
-slime's contract and returns ``RolloutFnTrainOutput(samples, metrics)``, but
-runs every prompt's ``n_samples_per_prompt`` samples as one ``RolloutGroup``
-workflow (``durable_rollouts.trainer_client.rollout_groups.fill_batch``): a sample the
-infrastructure failed is re-run by the group while its refill budget lasts,
-and what still fails never reaches the trainer as a reward.
+``generate_rollout(args, rollout_id, data_source, evaluation=False)`` keeps slime's contract and returns
+``RolloutFnTrainOutput(samples, metrics)``, but runs each prompt's ``n_samples_per_prompt`` samples as one
+``RolloutGroup`` workflow (``trainer_client.rollout_groups.fill_batch``): a sample the infrastructure failed is
+re-run by its group while the refill budget lasts, slime's filters and hooks are called as slime calls them, and
+stragglers are handed back (``--partial-rollout``) or cut. docs/slime.md ("Whole GRPO groups from slime") states
+every rule: ids, the two filters, stragglers, images ahead, probes, what slime gets.
 
-Invariants:
-
-* **Groups come from slime's data source**: ``data_source.get_samples(k)``
-  gives slime groups (one prompt's Samples each); each becomes one
-  ``GroupInput`` whose rollouts ``slime_generate`` builds as it does for one
-  sample, under ``slime_generate.RUN_ID`` and the Samples' ``group_index`` /
-  ``index``, so every workflow id is fixed and a call (or a restarted trainer
-  with the same ``ROLLOUT_RUN_ID``) attaches to a group instead of running it
-  twice. A row that cannot run is set aside (``rollout/groups_unusable_row``)
-  and replaced by another draw.
-* **Batches** (slime's ``generate_rollout_async``): ``args.rollout_batch_size``
-  groups; ``args.over_sampling_batch_size`` more are drawn and started
-  whenever fewer than the batch size of started groups are left undropped.
-  A finished group must pass the group filter (``ROLLOUT_GROUP_FILTER``,
-  judged by the workflow) and then ``args.dynamic_sampling_filter_path``,
-  called as slime calls it, ``fn(args, samples)``, but with one ``Sample``
-  per rollout of the group carrying the rollout's reward (what slime's own
-  ``check_reward_nonzero_std`` reads); a group it rejects is dropped, unless
-  it is marked ``keep_when_insufficient`` and dropping it would leave fewer
-  than the batch size undropped (slime's ``should_drop_dynamic_filter_output``).
-* **Hooks** as slime's default rollout runs them: ``args.rollout_sample_hook_path``
-  on every Sample of a finished group before the filter (slime's
-  ``apply_rollout_sample_hooks`` when slime is installed),
-  ``args.rollout_sample_filter_path`` as ``fn(args, batch)`` on the batch,
-  ``args.rollout_all_samples_process_path`` as ``fn(args, all_samples,
-  data_source)`` on every finished group, sorted by index.
-* **Stragglers**: with ``args.partial_rollout`` the groups still running once
-  the batch is full are handed back through ``data_source.add_samples``, each
-  Sample's ``metadata.start_rollout_id`` set to this call's rollout id (kept
-  if it has one); their workflows keep running and the next call, drawing
-  them again, attaches to them. With ``args.mask_offpolicy_in_partial_rollout``
-  a handed-back group's samples train only on the tokens the newest weight
-  version in each sampled (slime masks a partial sample's earlier response).
-  Without partial rollout they are cut (agents stopped, sandboxes destroyed)
-  and, like finished groups beyond the batch, not kept.
-* **Images ahead**: with ``ROLLOUT_PREFETCH_IMAGES`` (default on), once a batch is full the images of the
-  next call's first ``over_sampling_batch_size`` prompts (read from the data source without drawing them,
-  ``next_prompts``) are announced to the fleet (``durable_rollouts.trainer_client.image_prefetch``), so hosts
-  pull them while slime trains.
-* **Impossible-task probes**: with ``ROLLOUT_IMPOSSIBLE_SHARE`` that share of
-  the drawn groups run as probes of their rows (``durable_rollouts.task_sources.impossible_probes``):
-  a probe's group is never in the batch (it is dropped, ``dropped_by="probe"``,
-  and replaced by another draw, so its prompt is spent on the measurement) and
-  its verdicts reach slime's metrics as ``rollout/probes_*`` and
-  ``rollout/cheating_rate``.
-* **Samples out**: one list per group (sorted by group index) of one list per
-  sample: a valid sample's training samples as ``slime_generate.samples_from_result``
-  makes them, an invalid one (an infrastructure or task failure the refills
-  could not replace) as one excluded Sample (``exclude_sample``): never a
-  reward of its own. Every Sample's ``rollout_id`` is its ``index``.
-
-slime is optional: without it the output is this module's ``TrainOutput``
-(slime's fields) and coroutines run on this module's own event loop.
+Key invariants: every workflow id is fixed by ``ROLLOUT_RUN_ID``, the group index and the sample index, so a call or
+a restarted trainer attaches to a group instead of running it twice; what still fails reaches the trainer as an
+excluded sample, never as a reward. slime is optional: without it the output is this module's ``TrainOutput``.
 """
 
 from __future__ import annotations
