@@ -11,7 +11,9 @@ cd "$REPO"
 [[ -f $SLIME_DIR/slime/agent/trajectory.py && -f $SLIME_DIR/requirements.txt ]] \
   || { echo "check_against_slime: $SLIME_DIR is not a slime checkout (no slime/agent/trajectory.py)" >&2; exit 1; }
 VENV=.cache/slime-check/venv
-KEY=$(cat "$SLIME_DIR/requirements.txt" pyproject.toml | sha256sum | cut -c1-16)
+# Keyed on what is installed (slime's requirements, this project's dependency tables), not on lint settings.
+PROJECT_DEPS=$(python3 -c 'import json, tomllib; print(json.dumps(tomllib.load(open("pyproject.toml", "rb"))["project"], sort_keys=True))')
+KEY=$(printf '%s\n%s' "$(cat "$SLIME_DIR/requirements.txt")" "$PROJECT_DEPS" | sha256sum | cut -c1-16)
 if [[ ! -f $VENV/.installed || $(<"$VENV/.installed") != "$KEY" ]]; then
   PY=$(bash scripts/find_python.sh 3.12)
   echo "check_against_slime: building $VENV with $PY (torch, slime's requirements.txt, this project)"
