@@ -448,11 +448,29 @@ class _Sandbox:
     bounds: GraderBounds
 
 
+@dataclass(frozen=True)
+class _BeforeTests:
+    """The one exec before the tests, by step (``None``: not asked for, or not reached after a step that failed)."""
+
+    written: ExecResult | None  # the files, when small enough to travel as the exec's argument
+    entries_before: ExecResult | None  # the import roots' entries before the diff
+    recorded: ExecResult | None  # the protected paths' snapshot
+    first_rung: ExecResult | None  # the apply ladder's first rung
+    entries_after: ExecResult | None  # the entries after that rung
+
+    @classmethod
+    def of(cls, results: list[ExecResult], wrote: bool, applying: bool) -> _BeforeTests:
+        names = [*(["written"] if wrote else []), "entries_before"]
+        names += ["recorded", "first_rung", "entries_after"] if applying else []
+        found = dict(zip(names, results, strict=False))
+        return cls(*(found.get(name) for name in cls.__dataclass_fields__))
+
+
 async def _patched_run(
     sandbox: _Sandbox,
     method: str,
     before: frozenset[str],
-    steps: list[ExecResult],
+    steps: _BeforeTests,
     protected: list[str],
     report: Callable[[str], None],
 ) -> tuple[_GraderRun, list[str], list[SessionReport]]:
@@ -462,8 +480,8 @@ async def _patched_run(
     reset: list[str] = []
     if method != "empty":
         after = (
-            shadowing.entries_from(handle, steps[3])
-            if method == _THREE_WAY
+            shadowing.entries_from(handle, steps.entries_after)
+            if method == _THREE_WAY and steps.entries_after is not None
             else await shadowing.entries(sandboxes, handle, sandbox.envs)
         )
         shadows = shadowing.shadowing(before, after, sandbox.envs)
@@ -597,29 +615,29 @@ async def _graded(
             if request.diff.strip() and not refusal
             else []
         )
-        steps = await sandboxes.exec_steps(
+        results = await sandboxes.exec_steps(
             handle,
             [*([write_step] if write_step else []), listing, *applying],
             user="root",
             timeout_s=BEFORE_TESTS_TIMEOUT_S,
         )
-        if write_step is not None:
-            if steps[0].exit_code != 0:
-                raise SandboxError(
-                    f"could not write {', '.join(file.path for file in files)} in {handle.name}: "
-                    f"{steps[0].output.strip()[-2000:]}"
-                )
-            steps = steps[1:]
-        before = shadowing.entries_from(handle, steps[0])
-        if applying:
-            task_tests.check_recorded(handle, steps[1])
+        steps = _BeforeTests.of(results, wrote=write_step is not None, applying=bool(applying))
+        if steps.written is not None and steps.written.exit_code != 0:
+            raise SandboxError(
+                f"could not write {', '.join(file.path for file in files)} in {handle.name}: "
+                f"{steps.written.output.strip()[-2000:]}"
+            )
+        assert steps.entries_before is not None, "the listing runs once the files are written"
+        before = shadowing.entries_from(handle, steps.entries_before)
+        if steps.recorded is not None:
+            task_tests.check_recorded(handle, steps.recorded)
         if refusal:
             method, apply_log = (
                 None,
                 "refused: no rung applies a diff that writes outside the workdir's tracked tree\n" + "\n".join(refusal),
             )
         else:
-            method, apply_log = await _apply(sandboxes, handle, request.diff, steps[2] if applying else None)
+            method, apply_log = await _apply(sandboxes, handle, request.diff, steps.first_rung)
         if method is None:
             unapplied = _GraderRun(
                 _result(grader, False, "", apply_log), "[no rung applied the diff: not graded]", Claims(solved=False)
