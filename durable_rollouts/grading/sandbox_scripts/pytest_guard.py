@@ -44,6 +44,7 @@ _STATE = {
     "exitstatus": None,
     "test_code": {},
     "tracers": set(),
+    "session": None,
 }
 _LEFT_OUT_MARKERS = ("skip", "skipif", "xfail", "parametrize", "asyncio", "anyio", "trio")
 _PARENT_KEY = "ROLLOUT_GUARD_" + CONFIG["must_fail"].upper()
@@ -431,7 +432,30 @@ def _hook_machinery_changed(config):
             found.append("pluggy hook relay " + name)
         elif not _installed_code(getattr(caller, "_hookexec", None)):
             found.append("pluggy hook caller " + name + "._hookexec")
-    return found
+        elif getattr(caller._hookexec, "__self__", manager) is not manager:  # a genuine caller of another manager
+            found.append("pluggy hook caller " + name + " (bound to another plugin manager)")
+    session = _STATE["session"]
+    for what, instance in [("Config", config), ("PluginManager", manager), ("Session", session)]:
+        found += ["pytest " + what + "." + name + " (shadowed on the instance)" for name in _shadowed(instance)]
+    for item in list(getattr(session, "items", None) or [])[:_MAX_ITEMS_CHECKED]:
+        found += ["pytest " + type(item).__name__ + "." + name + " (shadowed on an item)" for name in _shadowed(item)]
+    return sorted(set(found))
+
+
+_MAX_ITEMS_CHECKED = 10000
+
+
+def _shadowed(instance):
+    """Names an instance holds in its own ``__dict__`` that its class defines as a method: a lookup such as
+    ``session.gethookproxy`` (what ``item.ihook`` calls) then runs the instance's callable instead."""
+    if instance is None:
+        return []
+    try:
+        own = object.__getattribute__(instance, "__dict__")
+    except (AttributeError, TypeError):
+        return []
+    kind = type(instance)
+    return sorted(name for name in list(own) if inspect.isfunction(inspect.getattr_static(kind, name, None)))
 
 
 INSTALLED_PATCH = " (by installed code)"
@@ -698,6 +722,7 @@ class _Watcher:
             _STATE["collect_errors"].append(report.nodeid)
 
     def pytest_sessionstart(self, session):
+        _STATE["session"] = session
         _write("started")
 
     @pytest.hookimpl(trylast=True)
@@ -887,6 +912,7 @@ _OWN = (
     "_members_changed",
     "_hook_machinery_changed",
     "_planted_value",
+    "_shadowed",
     "_installed_code",
     "_sweep_modules",
     "_code_status",
