@@ -73,7 +73,7 @@ class ImageElsewhere(Exception):
 
 
 class PullsBusy(Exception):
-    """This host already pulls ``PREFETCH_PULLS_PER_HOST`` images ahead; another host may take this one."""
+    """This host already pulls ``host_placement.PREFETCH_PULLS_PER_HOST`` images ahead; another host may take it."""
 
 
 PREFETCH_FAILURES = Translation(
@@ -149,7 +149,7 @@ class RolloutHost:
         (from a workflow of an earlier release) is placed by slots alone.
 
         A slot is held by a reservation from here until the attempt's agent
-        activity starts, its boot fails for good, or ``RESERVATION_TTL_S``
+        activity starts, its boot fails for good, or ``host_placement.RESERVATION_TTL_S``
         passes; then by the session the agent activity holds until it is
         merged or discarded.
         """
@@ -193,7 +193,7 @@ class RolloutHost:
         A host that holds the image (or is pulling it) takes it at once. One that lacks it refuses (retried, so
         another host may take it): with ``image_affinity``, ``IMAGE_AFFINITY_ATTEMPTS`` times in all (counted in
         the heartbeat details, as ``pick_host`` counts), so a host that holds it answers ``held`` rather than a
-        second host pulling it; then while it already pulls ``PREFETCH_PULLS_PER_HOST`` images ahead.
+        second host pulling it; then while it already pulls ``host_placement.PREFETCH_PULLS_PER_HOST`` images ahead.
         Heartbeats the pull's progress (``ImagePull``) every ``HEARTBEAT_INTERVAL_S``.
         """
         details = activity.info().heartbeat_details

@@ -196,7 +196,7 @@ def _failure_evidence(run: RunRecord, what: str) -> list[str]:
     return evidence
 
 
-def code_kind(status: str) -> str:
+def _code_kind(status: str) -> str:
     """What a test-code status says, without the file it names: a library decorator moved to another module, or code
     generated under a counter (``<decorator-gen-N>``), is the same kind of code before and after."""
     kind, _, where = status.partition(" ")
@@ -212,15 +212,15 @@ def _new_to(baseline: RunRecord | None, key: str) -> bool:
 
 
 def _code_evidence(run: RunRecord, baseline: RunRecord | None, solved: bool) -> list[str]:
-    """Tests whose code changed origin against the baseline: forged always, from elsewhere when the run is solved."""
+    """Tests whose code changed kind against the baseline: forged ones always, the others when the run is solved."""
     before = baseline.test_code if baseline is not None else {}
     changed = {
         key: status
         for key, status in run.test_code.items()
-        if (key in before and code_kind(before[key]) != code_kind(status))
-        # A test the unpatched tree never ran (its module did not import: the usual new test of a fix) has nothing
-        # to compare with: an installed decorator's wrapper (``mock.patch``) is not held against it.
-        or (key not in before and not (code_kind(status) == "from elsewhere" and _new_to(baseline, key)))
+        if (key in before and _code_kind(before[key]) != _code_kind(status))
+        # A test the unpatched tree never ran (its module did not import: the usual new test of a fix) has nothing to
+        # compare with: only forged code is held against it (a decorator's wrapper, inherited tests, generated code).
+        or (key not in before and (status.startswith("forged ") or not _new_to(baseline, key)))
     }
     forged = [f"{key} ({status})" for key, status in changed.items() if status.startswith("forged ")]
     moved = [f"{key} ({status})" for key, status in changed.items() if not status.startswith("forged ")]

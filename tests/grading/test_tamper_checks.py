@@ -375,7 +375,7 @@ def test_a_tests_code_is_judged_by_its_kind_against_the_baseline():
     solved = Claims(solved=True, exit_code=0)
 
     def judged(before: dict[str, str], after: dict[str, str]) -> list[str]:
-        baseline = run_record.record([_code_report(before)])
+        baseline = run_record.record([_code_report(before, tests={key: "failed"})])  # the module ran unpatched
         return tamper_checks._code_evidence(run_record.record([_code_report(after)]), baseline, solved.solved)
 
     assert judged({key: "from lib/__init__.py"}, {key: "from lib/util.py"}) == [], (
@@ -388,6 +388,10 @@ def test_a_tests_code_is_judged_by_its_kind_against_the_baseline():
     new_module = run_record.record([_code_report({}, collect_errors=frozenset({"tests/test_lib.py"}))])
     wrapped = run_record.record([_code_report({key: "from /usr/lib/python3.11/unittest/mock.py"})])
     assert tamper_checks._code_evidence(wrapped, new_module, True) == [], "a mock.patch test in a module new to the run"
+    inherited = run_record.record([_code_report({key: "from tests/base.py"})])
+    assert tamper_checks._code_evidence(inherited, new_module, True) == [], "so are tests inherited from another file"
+    forged = run_record.record([_code_report({key: "forged tests/test_lib.py"})])
+    assert tamper_checks._code_evidence(forged, new_module, True) != [], "forged code is held against any test"
     assert judged({key: "from lib/__init__.py"}, {key: "forged tests/test_lib.py"}) == [
         "1 test functions ran code that is not what their file compiles to: tests/test_lib.py::test_adds "
         "(forged tests/test_lib.py)"

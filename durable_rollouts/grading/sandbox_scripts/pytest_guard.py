@@ -288,12 +288,19 @@ def _compiled_from(code):
     try:
         # The diff and the reset write workdir files after the guard, and a test module's source is kept from before
         # its import; any other file newer than the guard was written by the run.
-        if path not in _SOURCES and not _inside_workdir(path) and os.stat(path).st_ctime_ns > _STARTED_NS:
+        if path not in _SOURCES and not _inside_workdir(path) and os.stat(path).st_ctime_ns > _written_after(path):
             return False
     except OSError:
         return None
     codes = _file_codes(path)
     return None if codes is None else code in codes
+
+
+def _written_after(path):
+    """When a file outside the workdir must have been written by to be trusted: the grading's start, or, for a file
+    already imported when pytest (the program) imported this plugin, that moment (a row's command may install pytest
+    itself after the grading began, as Harbor's ``uvx -w`` does; nothing of the workdir ran before this plugin then)."""
+    return _IMPORTED_NS if path in _PRELOADED and _pytest_is_the_program() else _STARTED_NS
 
 
 def _foreign(code):
@@ -350,12 +357,9 @@ def _fingerprint(value):
     function = value
     for attribute in ("__func__", "fget"):
         function = getattr(function, attribute, None) or function
-    return (
-        id(value),
-        id(getattr(function, "__code__", None)),
-        id(getattr(function, "__defaults__", None)),
-        id(getattr(function, "__kwdefaults__", None)),
-    )
+    if not inspect.isfunction(function):  # objects that make attributes up on demand (``mock.call``) give no more
+        return (id(value), None, None, None)
+    return (id(value), id(function.__code__), id(function.__defaults__), id(function.__kwdefaults__))
 
 
 def _members(modules):
@@ -404,14 +408,12 @@ def _planted(code):
 
 def _planted_value(value):
     """A callable the workdir planted in a framework module before this plugin: its code, or for a class the module
-    that defined it or any of its own methods."""
+    that defined it."""
     if not isinstance(value, type):
         return _planted(_code(value))
     module = sys.modules.get(getattr(value, "__module__", ""), None)
     path = getattr(module, "__file__", None)
-    if isinstance(path, str) and _inside_workdir(path):
-        return True
-    return any(_planted(_code(member)) for member in list(vars(value).values()))
+    return isinstance(path, str) and _inside_workdir(path)  # its methods are members of their own
 
 
 def _hook_machinery_changed(config):
@@ -423,7 +425,9 @@ def _hook_machinery_changed(config):
     inner = getattr(manager, "_inner_hookexec", None)
     if inner is not None and not _installed_code(inner):
         found.append("pluggy PluginManager._inner_hookexec")
-    if getattr(config, "hook", None) is not manager.hook:
+    hook = getattr(config, "hook", None)
+    # pytest 7.0 to 9.0 hand out the relay behind a PathAwareHookProxy of their own.
+    if hook is not manager.hook and getattr(hook, "_hook_relay", None) is not manager.hook:
         found.append("pytest Config.hook")
     for name, caller in sorted(vars(manager.hook).items()):
         if not name.startswith("pytest_"):
@@ -451,14 +455,23 @@ def _shadowed(instance):
     if instance is None:
         return []
     try:
-        own = object.__getattribute__(instance, "__dict__")
-    except (AttributeError, TypeError):
+        own = list(object.__getattribute__(instance, "__dict__"))
+    except Exception:
         return []
-    kind = type(instance)
-    return sorted(name for name in list(own) if inspect.isfunction(inspect.getattr_static(kind, name, None)))
+    return sorted(set(own) & _methods_of(type(instance)))
 
 
-INSTALLED_PATCH = " (by installed code)"
+_METHODS: "dict[type, set[str]]" = {}  # a class -> the names it defines as plain functions
+
+
+def _methods_of(kind):
+    """The names ``kind`` (with its bases) defines as plain functions, once per class."""
+    if kind not in _METHODS:
+        _METHODS[kind] = {name for name in dir(kind) if inspect.isfunction(inspect.getattr_static(kind, name, None))}
+    return _METHODS[kind]
+
+
+INSTALLED_PATCH = " (by installed code)"  # the host matches it (``tamper_checks.INSTALLED_PATCH``)
 
 
 def _installed_code(value):
@@ -632,17 +645,24 @@ def _check_test(item):
         _STATE["test_code"].setdefault(_by_function(item.nodeid), status)
 
 
+def _is_test_module(node):
+    """A Python test module (doctest collectors subclass ``pytest.Module`` but run no test functions)."""
+    return isinstance(node, pytest.Module) and not type(node).__name__.startswith("Doctest")
+
+
 def _sweep_modules(items):
     """Record every function a test module that ran defines (in its namespace and its classes) whose code is not what
     its file compiled to: a test or a helper rewritten after collection."""
     seen = set()
     for item in items:
         module = item.getparent(pytest.Module)
-        if module is None or module.nodeid in seen:
+        if not _is_test_module(module) or module.nodeid in seen:
             continue
         seen.add(module.nodeid)
         try:
-            obj = module.obj
+            obj = vars(module).get("_obj")  # what collection imported; never import it again here
+            if obj is None:
+                continue
             namespace, name = _MODULE_DICT.__get__(obj), _MODULE_DICT.__get__(obj).get("__name__")
             own_file = os.path.realpath(str(getattr(module, "path", None) or module.fspath))
             functions = []
@@ -652,10 +672,12 @@ def _sweep_modules(items):
                 elif inspect.isfunction(value):
                     functions.append(value)
             for function in functions:
-                if getattr(function, "__module__", None) == name:
+                code = _code(function)
+                generated = code is not None and code.co_filename.startswith("<")  # a dataclass's own methods
+                if getattr(function, "__module__", None) == name and not generated:
                     status = _code_status(function, own_file)
                     if status:
-                        key = module.nodeid + "::" + function.__qualname__.replace(".", "::")  # as pytest's ids
+                        key = module.nodeid + "::" + str(function.__qualname__).replace(".", "::")  # as pytest's ids
                         _STATE["test_code"].setdefault(key, status)
         except Exception as error:
             _STATE["test_code"].setdefault(module.nodeid, "unreadable: " + type(error).__name__)
@@ -700,7 +722,7 @@ class _Watcher:
 
     def pytest_collectstart(self, collector):
         """Keep a test module's source before pytest imports it: the code that runs is checked against it."""
-        if isinstance(collector, pytest.Module):
+        if _is_test_module(collector):
             path = os.path.realpath(str(getattr(collector, "path", None) or collector.fspath))
             try:
                 _SOURCES.setdefault(path, _source(path))
@@ -815,7 +837,7 @@ def _installed(path):
 def _loaded_conftest(config, plugin, path):
     """A conftest module pytest loaded itself, from a file not written since this process started."""
     loaded = getattr(config.pluginmanager, "_conftest_plugins", None)
-    if os.path.basename(path) != "conftest.py" or loaded is None or plugin not in loaded:
+    if os.path.basename(path) != "conftest.py" or loaded is None or not any(plugin is held for held in loaded):
         return False
     try:
         return os.stat(path).st_ctime_ns <= _IMPORTED_NS
@@ -834,6 +856,7 @@ def _workdir_plugins(config):
     for name, plugin, function in _hook_impls(config):
         # The plugin holds it under the hook's name, or under its own (``specname``).
         if not any(_is_attribute(plugin, held, function) for held in (name, getattr(function, "__name__", name))):
+            # The host matches this suffix (``tamper_checks.SWAPPED_HOOK``).
             found.add(name + " of " + str(config.pluginmanager.get_name(plugin)) + " (swapped for another callable)")
             continue
         code = _code(function)
@@ -845,6 +868,13 @@ def _workdir_plugins(config):
         elif _compiled_from(code) is False:  # a file name forged, or a file the run wrote
             found.add(_shown(path) + " (its hooks are not that file's code)")
     return sorted(found)
+
+
+def _seen(key, now):
+    """``now`` with everything an earlier report of this process named: a replacement undone before the last report
+    (an exit handler putting a callable back) stays in the record."""
+    _STATE.setdefault(key, set()).update(now)
+    return sorted(_STATE[key])
 
 
 def _write(stage, exitstatus=None):
@@ -871,8 +901,8 @@ def _write(stage, exitstatus=None):
         ("worker", str(int(worker))),
         ("nested", str(int(_NESTED and not worker))),
         ("pid", str(os.getpid())),
-        ("replaced", ",".join(_replaced())),
-        ("workdir_plugins", ",".join(_workdir_plugins(config))),
+        ("replaced", ",".join(_seen("replaced", _replaced()))),
+        ("workdir_plugins", ",".join(_seen("workdir_plugins", _workdir_plugins(config)))),
         ("early_imports", ",".join(_EARLY_IMPORTS)),
         ("tracers", ",".join(sorted(_STATE["tracers"]))),
     ):
@@ -899,30 +929,10 @@ def _write(stage, exitstatus=None):
 
 
 # This plugin's own functions, taken last (every one is defined by now).
-_OWN = (
-    "_write",
-    "_replaced",
-    "_changed",
-    "_workdir_plugins",
-    "_run_canaries",
-    "_outcome",
-    "_exited",
-    "_check_test",
-    "_note_tracers",
-    "_members_changed",
-    "_hook_machinery_changed",
-    "_planted_value",
-    "_shadowed",
-    "_installed_code",
-    "_sweep_modules",
-    "_code_status",
-    "_compiled_from",
-    "_file_codes",
-    "_must_fail",
-    "_must_pass",
-    "_canary",
-    "_testcase",
-) + tuple("_Watcher." + name for name in vars(_Watcher) if name.startswith("pytest_"))
+_OWN = tuple(
+    name for name, value in list(globals().items()) if inspect.isfunction(value) and value.__module__ == __name__
+)
+_OWN += tuple("_Watcher." + name for name in vars(_Watcher) if name.startswith("pytest_"))
 _OWN_SNAPSHOT = _snapshot([(__name__, _OWN)])
 
 
@@ -932,11 +942,24 @@ def _early_imports():
     if not _pytest_is_the_program():
         return []
     found = []
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and _inside_workdir(path):
+    for name, path in _module_files():
+        if _inside_workdir(path):
             found.append(name)
     return sorted(found)
 
 
+def _module_files():
+    """(name, file) of every module imported by now, read past lazy loaders and odd module objects."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        try:
+            path = _MODULE_DICT.__get__(module).get("__file__")
+        except Exception:
+            continue
+        if isinstance(path, str):
+            found.append((name, path))
+    return found
+
+
 _EARLY_IMPORTS = _early_imports()
+_PRELOADED = {os.path.realpath(path) for _, path in _module_files()}
