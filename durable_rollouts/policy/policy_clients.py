@@ -8,31 +8,21 @@ staleness and the ledger are the same whichever engine samples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import aiohttp
 
 from durable_rollouts.contracts.session import PolicyEngine
-from durable_rollouts.policy.sglang_client import Generation, SGLangClient
+from durable_rollouts.policy.sglang_client import Generates, SGLangClient
 from durable_rollouts.policy.vllm_client import VLLMClient
 
 
-class PolicyClient(Protocol):
+class PolicyClient(Generates, Protocol):
     """One engine's protocol: sample a turn (aborting it upstream when cancelled), abort a request by the rid the
     caller gave it, and read the weight version the server serves."""
 
     engine: str
-
-    async def generate(
-        self,
-        base_url: str,
-        input_ids: Sequence[int],
-        sampling_params: dict[str, Any],
-        rid: str,
-        routing_key: str,
-        routed_width: int | None = None,
-    ) -> Generation: ...
 
     async def abort(self, base_url: str, rid: str) -> None: ...
 
